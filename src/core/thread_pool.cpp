@@ -1,0 +1,90 @@
+#include "core/thread_pool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define STRATA_PAUSE() _mm_pause()
+#else
+#define STRATA_PAUSE() ((void)0)
+#endif
+
+namespace strata {
+
+namespace {
+// Roughly 50-100 microseconds of spinning before a worker sleeps: long enough to cover the gap
+// between the matrix products of one token, short enough not to burn a core when idle.
+constexpr int kSpinIterations = 20000;
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
+  if (n_threads_ == 1) {
+    fn(0);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &fn;
+    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  fn(0);
+  while (pending_.load(std::memory_order_acquire) != 0) STRATA_PAUSE();
+}
+
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
+  if (n <= 0) return;
+  const int64_t threads = std::min<int64_t>(n_threads_, n);
+  if (threads == 1) {
+    fn(0, n, 0);
+    return;
+  }
+  run_on_all([&](int t) {
+    if (t >= threads) return;
+    const int64_t begin = n * t / threads;
+    const int64_t end = n * (t + 1) / threads;
+    fn(begin, end, t);
+  });
+}
+
+void ThreadPool::worker_loop(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    uint64_t gen = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+      STRATA_PAUSE();
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    if (gen == seen) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      gen = generation_.load(std::memory_order_acquire);
+    }
+    seen = gen;
+    const std::function<void(int)>* job;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stop_) return;
+      job = job_;
+    }
+    (*job)(index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace strata

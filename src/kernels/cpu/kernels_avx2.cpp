@@ -1,0 +1,199 @@
+// AVX2 + FMA + F16C kernels. This file is compiled with -mavx2 -mfma -mf16c and must only be
+// entered after dispatch.cpp has checked the CPU; it uses no inline functions shared with other
+// translation units, so no AVX2 code can leak into the baseline build.
+#include "kernels/cpu/kernels.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <cmath>
+
+namespace strata {
+
+namespace {
+
+inline float hsum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  lo = _mm_add_ps(lo, hi);
+  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+  return _mm_cvtss_f32(lo);
+}
+
+inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+
+float dot_f32(const float* w, const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+  }
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) sum += w[i] * x[i];
+  return sum;
+}
+
+inline __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+float dot_f16(const uint16_t* w, const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(load_f16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_fmadd_ps(load_f16(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+  }
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) sum += half_to_float(w[i]) * x[i];
+  return sum;
+}
+
+inline __m256 load_bf16(const uint16_t* p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(load_bf16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_fmadd_ps(load_bf16(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+  }
+  float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) {
+    uint32_t bits = static_cast<uint32_t>(w[i]) << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    sum += f * x[i];
+  }
+  return sum;
+}
+
+// Sum of 32 signed int8 products as 8 int32 lanes, via the unsigned-by-signed multiply.
+inline __m256 int8_dot_as_float(__m256i a, __m256i b) {
+  const __m256i abs_a = _mm256_sign_epi8(a, a);
+  const __m256i signed_b = _mm256_sign_epi8(b, a);
+  const __m256i pairs = _mm256_maddubs_epi16(abs_a, signed_b);
+  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+}
+
+float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+  const int64_t nb = n / 32;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b + 1].qs));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b + 1].qs));
+    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
+    const __m256 d1 = _mm256_set1_ps(half_to_float(w[b + 1].d) * half_to_float(x[b + 1].d));
+    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
+    acc1 = _mm256_fmadd_ps(int8_dot_as_float(w1, x1), d1, acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
+    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+inline __m256i unpack_q4(const uint8_t* qs) {
+  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i mask = _mm_set1_epi8(0x0f);
+  const __m128i lo = _mm_and_si128(bytes, mask);
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
+  const __m256i both = _mm256_set_m128i(hi, lo);
+  return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
+}
+
+float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+  const int64_t nb = n / 32;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    const __m256i w0 = unpack_q4(w[b].qs);
+    const __m256i w1 = unpack_q4(w[b + 1].qs);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b + 1].qs));
+    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
+    const __m256 d1 = _mm256_set1_ps(half_to_float(w[b + 1].d) * half_to_float(x[b + 1].d));
+    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
+    acc1 = _mm256_fmadd_ps(int8_dot_as_float(w1, x1), d1, acc1);
+  }
+  for (; b < nb; ++b) {
+    const __m256i w0 = unpack_q4(w[b].qs);
+    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
+    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
+    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
+  }
+  return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// Same arithmetic as the scalar quantizer (scale = max|x|/127, round half away from zero), so
+// both produce identical blocks.
+void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* x = src + b * 32;
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(x + 8 * k);
+      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    const __m256 scale = _mm256_set1_ps(id);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256 s = _mm256_mul_ps(v[k], scale);
+      // Round half away from zero exactly as lround: t = trunc(s); s - t is exact for
+      // |s| <= 127, so comparing it with 0.5 decides the rounding without a float add.
+      const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+      const __m256 frac = _mm256_andnot_ps(sign_mask, _mm256_sub_ps(s, t));
+      const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+      const __m256 step = _mm256_or_ps(_mm256_and_ps(s, sign_mask), _mm256_set1_ps(1.0f));
+      q[k] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, step)));
+    }
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    // packs interleave 128-bit lanes; restore element order.
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[b].qs), p);
+  }
+}
+
+const CpuKernels kAvx2{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, quantize_q8_0};
+
+}  // namespace
+
+const CpuKernels* avx2_kernels_unchecked() { return &kAvx2; }
+
+}  // namespace strata
+
+#else
+namespace strata {
+const CpuKernels* avx2_kernels_unchecked() { return nullptr; }
+}  // namespace strata
+#endif

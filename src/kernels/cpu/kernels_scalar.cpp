@@ -1,0 +1,59 @@
+// Plain scalar references: the definition of what every fast path must compute.
+#include "kernels/cpu/kernels.h"
+#include "tensor/half.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+
+namespace {
+
+float dot_f32(const float* w, const float* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
+  return sum;
+}
+
+float dot_f16(const uint16_t* w, const float* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += f16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += bf16_to_f32(w[i]) * x[i];
+  return sum;
+}
+
+float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    int32_t acc = 0;
+    for (int j = 0; j < kQK; ++j) acc += int32_t{w[b].qs[j]} * int32_t{x[b].qs[j]};
+    sum += static_cast<float>(acc) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+  }
+  return sum;
+}
+
+float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    int32_t acc = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      acc += ((w[b].qs[j] & 0x0f) - 8) * int32_t{x[b].qs[j]};
+      acc += ((w[b].qs[j] >> 4) - 8) * int32_t{x[b].qs[j + kQK / 2]};
+    }
+    sum += static_cast<float>(acc) * (f16_to_f32(w[b].d) * f16_to_f32(x[b].d));
+  }
+  return sum;
+}
+
+}  // namespace
+
+const CpuKernels& scalar_kernels() {
+  static const CpuKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0,
+                            quantize_row_q8_0};
+  return k;
+}
+
+}  // namespace strata

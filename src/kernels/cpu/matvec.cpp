@@ -1,0 +1,62 @@
+#include "kernels/cpu/matvec.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace strata {
+
+void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n, bool need_q8) {
+  x_ = x;
+  n_ = n;
+  if (need_q8) {
+    if (n % kQK != 0) fail("vector of {} elements cannot be quantized to Q8_0 blocks", n);
+    q8_.resize(n / kQK);
+    kernels.quantize_q8_0(x, q8_.data(), n);
+  }
+}
+
+float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const PreparedInput& x) {
+  const uint8_t* p = w.row(row);
+  switch (w.type) {
+    case DType::F32: return k.dot_f32(reinterpret_cast<const float*>(p), x.f32(), w.cols);
+    case DType::F16: return k.dot_f16(reinterpret_cast<const uint16_t*>(p), x.f32(), w.cols);
+    case DType::BF16: return k.dot_bf16(reinterpret_cast<const uint16_t*>(p), x.f32(), w.cols);
+    case DType::Q8_0: return k.dot_q8_0(reinterpret_cast<const BlockQ8_0*>(p), x.q8(), w.cols);
+    case DType::Q4_0: return k.dot_q4_0(reinterpret_cast<const BlockQ4_0*>(p), x.q8(), w.cols);
+    default: fail("no kernel for {} weights", dtype_name(w.type));
+  }
+}
+
+void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& x, float* y,
+                 int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) y[r] = dot_row(k, w, r, x);
+}
+
+void matvec_multi(const CpuKernels& k, std::initializer_list<MatVecJob> jobs,
+                  const PreparedInput& x, ThreadPool& pool) {
+  int64_t total = 0;
+  for (const auto& j : jobs) total += j.w->rows;
+  // Tasks are groups of 16 rows so threads never share a cache line of y.
+  constexpr int64_t kRowsPerTask = 16;
+  const int64_t n_tasks = (total + kRowsPerTask - 1) / kRowsPerTask;
+  pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int) {
+    int64_t begin = t0 * kRowsPerTask;
+    const int64_t end = std::min(total, t1 * kRowsPerTask);
+    int64_t offset = 0;
+    for (const auto& j : jobs) {
+      const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
+      if (lo < hi) matvec_rows(k, *j.w, x, j.y, lo - offset, hi - offset);
+      offset += j.w->rows;
+    }
+  });
+}
+
+void matvec(const CpuKernels& k, const MatrixView& w, const float* x, float* y,
+            ThreadPool& pool) {
+  PreparedInput in;
+  in.prepare(k, x, w.cols, needs_q8_input(w.type));
+  matvec_multi(k, {{&w, y}}, in, pool);
+}
+
+}  // namespace strata

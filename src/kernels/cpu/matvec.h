@@ -1,0 +1,52 @@
+// Matrix-vector products y = W x over any computable weight type. The input is prepared once
+// (quantized to Q8_0 blocks when a quantized weight will read it) and then shared by every
+// product that reads the same vector (q/k/v, gate/up). Rows are split across the thread pool;
+// each row's dot product is computed the same way whatever the split, so results do not depend
+// on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/kernels.h"
+#include "tensor/matrix.h"
+
+namespace strata {
+
+class PreparedInput {
+ public:
+  void prepare(const CpuKernels& kernels, const float* x, int64_t n, bool need_q8);
+  const float* f32() const { return x_; }
+  const BlockQ8_0* q8() const { return q8_.data(); }
+  int64_t size() const { return n_; }
+
+ private:
+  const float* x_ = nullptr;
+  int64_t n_ = 0;
+  std::vector<BlockQ8_0> q8_;
+};
+
+inline bool needs_q8_input(DType type) { return type == DType::Q8_0 || type == DType::Q4_0; }
+
+float dot_row(const CpuKernels& kernels, const MatrixView& w, int64_t row, const PreparedInput& x);
+
+// y[r] = W[r] . x for r in [begin, end).
+void matvec_rows(const CpuKernels& kernels, const MatrixView& w, const PreparedInput& x, float* y,
+                 int64_t begin, int64_t end);
+
+struct MatVecJob {
+  const MatrixView* w;
+  float* y;
+};
+
+// Several products over the same input in one parallel pass (one barrier instead of several).
+void matvec_multi(const CpuKernels& kernels, std::initializer_list<MatVecJob> jobs,
+                  const PreparedInput& x, ThreadPool& pool);
+
+// Convenience for a single product from an f32 vector.
+void matvec(const CpuKernels& kernels, const MatrixView& w, const float* x, float* y,
+            ThreadPool& pool);
+
+}  // namespace strata

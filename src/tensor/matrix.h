@@ -1,0 +1,22 @@
+// A 2-D weight matrix used in place (usually inside the mapped model file): `rows` rows of
+// `cols` elements each, rows contiguous. GGUF's dims[0] is cols, dims[1] is rows.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace strata {
+
+struct MatrixView {
+  DType type = DType::F32;
+  const uint8_t* data = nullptr;
+  int64_t cols = 0;
+  int64_t rows = 0;
+  uint64_t row_bytes = 0;
+
+  const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
+  uint64_t bytes() const { return row_bytes * static_cast<uint64_t>(rows); }
+};
+
+}  // namespace strata

@@ -1,0 +1,104 @@
+#include "tensor/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "tensor/half.h"
+
+namespace strata {
+
+void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* x = src + b * kQK;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].d = f32_to_f16(d);
+    for (int j = 0; j < kQK; ++j) dst[b].qs[j] = static_cast<int8_t>(std::lround(x[j] * id));
+  }
+}
+
+void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* x = src + b * kQK;
+    float amax = 0.0f, max = 0.0f;  // max keeps the sign of the largest magnitude
+    for (int j = 0; j < kQK; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    dst[b].d = f32_to_f16(d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int lo = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+      const int hi = std::min(15, static_cast<int>(x[j + kQK / 2] * id + 8.5f));
+      dst[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+  }
+}
+
+void quantize_row(DType type, const float* src, void* dst, int64_t n) {
+  row_bytes(type, n);  // validates the block multiple
+  switch (type) {
+    case DType::F32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
+      return;
+    case DType::Q8_0:
+      quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+      return;
+    case DType::Q4_0:
+      quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
+      return;
+    default:
+      fail("cannot quantize to {}", dtype_name(type));
+  }
+}
+
+void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
+  row_bytes(type, n);
+  switch (type) {
+    case DType::F32:
+      std::memcpy(dst, src, n * sizeof(float));
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+      return;
+    case DType::Q8_0: {
+      const auto* blocks = static_cast<const BlockQ8_0*>(src);
+      for (int64_t b = 0; b < n / kQK; ++b) {
+        const float d = f16_to_f32(blocks[b].d);
+        for (int j = 0; j < kQK; ++j) dst[b * kQK + j] = blocks[b].qs[j] * d;
+      }
+      return;
+    }
+    case DType::Q4_0: {
+      const auto* blocks = static_cast<const BlockQ4_0*>(src);
+      for (int64_t b = 0; b < n / kQK; ++b) {
+        const float d = f16_to_f32(blocks[b].d);
+        for (int j = 0; j < kQK / 2; ++j) {
+          dst[b * kQK + j] = ((blocks[b].qs[j] & 0x0f) - 8) * d;
+          dst[b * kQK + j + kQK / 2] = ((blocks[b].qs[j] >> 4) - 8) * d;
+        }
+      }
+      return;
+    }
+    default:
+      fail("cannot dequantize {}", dtype_name(type));
+  }
+}
+
+}  // namespace strata

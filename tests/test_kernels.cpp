@@ -1,0 +1,131 @@
+// Every SIMD kernel against the scalar reference, and the threaded matvec against a serial one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/matvec.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+namespace {
+
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A quantized matrix plus the f32 values it represents.
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+TestMatrix make_matrix(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+  TestMatrix m;
+  const auto values = random_values(rows * cols, seed);
+  const uint64_t rb = row_bytes(type, cols);
+  m.bytes.resize(rb * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    quantize_row(type, values.data() + r * cols, m.bytes.data() + r * rb, cols);
+  m.view = {type, m.bytes.data(), cols, rows, rb};
+  return m;
+}
+
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
+TEST(Kernels, Avx2MatchesScalarForEveryType) {
+  const CpuKernels* fast = avx2_kernels();
+  if (fast == nullptr) GTEST_SKIP() << "CPU without AVX2";
+  const CpuKernels& ref = scalar_kernels();
+  for (DType type : kTypes) {
+    for (int64_t cols : {32, 64, 96, 2048, 4160}) {
+      const auto m = make_matrix(type, 8, cols, 11 + cols);
+      const auto x = random_values(cols, 5);
+      PreparedInput in_ref, in_fast;
+      in_ref.prepare(ref, x.data(), cols, needs_q8_input(type));
+      in_fast.prepare(*fast, x.data(), cols, needs_q8_input(type));
+      for (int64_t r = 0; r < 8; ++r) {
+        const float a = dot_row(ref, m.view, r, in_ref);
+        const float b = dot_row(*fast, m.view, r, in_fast);
+        // Same products, different summation order: error bounded by n * eps * sum |terms|.
+        EXPECT_NEAR(a, b, 1e-5f * cols) << dtype_name(type) << " cols=" << cols;
+      }
+    }
+  }
+}
+
+TEST(Kernels, Avx2QuantizerMatchesScalarBitForBit) {
+  const CpuKernels* fast = avx2_kernels();
+  if (fast == nullptr) GTEST_SKIP() << "CPU without AVX2";
+  auto x = random_values(32 * 64, 3);
+  // Values that land exactly on .5 after scaling exercise the rounding rule.
+  for (int i = 0; i < 32; ++i) x[i] = (i - 16) * 0.5f;
+  x[31] = 127.0f * 0.5f;
+  std::vector<BlockQ8_0> a(64), b(64);
+  scalar_kernels().quantize_q8_0(x.data(), a.data(), x.size());
+  fast->quantize_q8_0(x.data(), b.data(), x.size());
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(a[i].d, b[i].d) << i;
+    for (int j = 0; j < 32; ++j) EXPECT_EQ(a[i].qs[j], b[i].qs[j]) << i << "," << j;
+  }
+}
+
+TEST(Kernels, QuantizedDotMatchesDequantizedProduct) {
+  // The Q8_0 activation path against plain f32 arithmetic on the dequantized weights.
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    const int64_t cols = 1024;
+    const auto m = make_matrix(type, 4, cols, 21);
+    const auto x = random_values(cols, 22);
+    PreparedInput in;
+    in.prepare(best_kernels(), x.data(), cols, true);
+    std::vector<float> w(cols);
+    for (int64_t r = 0; r < 4; ++r) {
+      dequantize_row(type, m.view.row(r), w.data(), cols);
+      double exact = 0, mag = 0;
+      for (int64_t i = 0; i < cols; ++i) {
+        exact += double(w[i]) * x[i];
+        mag += std::fabs(double(w[i]) * x[i]);
+      }
+      // Error comes from quantizing x to 8 bits: about 1/127 of the magnitude sum / sqrt(n).
+      EXPECT_NEAR(dot_row(best_kernels(), m.view, r, in), exact, 0.01 * mag) << dtype_name(type);
+    }
+  }
+}
+
+TEST(MatVec, ResultsIdenticalForAnyThreadCount) {
+  for (DType type : kTypes) {
+    const auto m = make_matrix(type, 333, 256, 99);
+    const auto x = random_values(256, 98);
+    std::vector<float> y1(333), y2(333), y3(333);
+    ThreadPool p1(1), p2(2), p3(3);
+    matvec(best_kernels(), m.view, x.data(), y1.data(), p1);
+    matvec(best_kernels(), m.view, x.data(), y2.data(), p2);
+    matvec(best_kernels(), m.view, x.data(), y3.data(), p3);
+    EXPECT_EQ(y1, y2) << dtype_name(type);
+    EXPECT_EQ(y1, y3) << dtype_name(type);
+    // And each row equals the single-row kernel.
+    PreparedInput in;
+    in.prepare(best_kernels(), x.data(), 256, needs_q8_input(type));
+    for (int64_t r = 0; r < 333; r += 37) EXPECT_EQ(y1[r], dot_row(best_kernels(), m.view, r, in));
+  }
+}
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (int64_t n : {1, 2, 3, 7, 1000}) {
+    std::vector<int> hits(n, 0);
+    pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) hits[i]++;
+    });
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,1 +1,50 @@
-int main() { return 0; }
+// strata: the command-line front end. Each subcommand lives in its own cmd_*.cpp.
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+#ifndef STRATA_DEFAULT_MODEL
+#define STRATA_DEFAULT_MODEL "models/strata-tiny.gguf"
+#endif
+
+namespace strata {
+
+int default_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 4 : static_cast<int>(n);
+}
+
+std::string default_model_path() { return STRATA_DEFAULT_MODEL; }
+
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  CLI::App app{"strata: fast LLM inference for machines whose memory is too small or too slow"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "strata 0.1.0");
+  const std::vector<strata::Command> commands = {
+      strata::add_run_command(app),   strata::add_info_command(app),
+      strata::add_bench_command(app), strata::add_synth_command(app),
+      strata::add_tokenize_command(app), strata::add_logits_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (const auto& c : commands)
+      if (c.app->parsed()) return c.action();
+    return 1;
+  } catch (const strata::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  }
+}

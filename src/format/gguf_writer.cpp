@@ -92,7 +92,7 @@ void GgufWriter::write_header() {
   out_ = std::fopen(tmp_path_.c_str(), "wb");
   if (out_ == nullptr) fail("cannot create '{}': {}", tmp_path_, std::strerror(errno));
   std::vector<uint8_t> buf;
-  buf.insert(buf.end(), {'G', 'G', 'U', 'F'});
+  put<uint32_t>(buf, 0x46554747);  // "GGUF"
   put<uint32_t>(buf, 3);
   put<uint64_t>(buf, tensors_.size());
   put<uint64_t>(buf, kv_.size());

@@ -1,0 +1,81 @@
+// strata info FILE [--json]: metadata and tensor table of any GGUF file.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "format/gguf.h"
+
+namespace strata {
+
+namespace {
+
+nlohmann::json value_json(const GgufValue& v, size_t max_items) {
+  if (v.type == GgufType::Array) {
+    nlohmann::json items = nlohmann::json::array();
+    for (size_t i = 0; i < v.items.size() && i < max_items; ++i)
+      items.push_back(value_json(v.items[i], max_items));
+    return {{"type", "array"},
+            {"item_type", gguf_type_name(v.array_type)},
+            {"length", v.items.size()},
+            {"items", items}};
+  }
+  return std::visit([](const auto& x) { return nlohmann::json(x); }, v.scalar);
+}
+
+}  // namespace
+
+Command add_info_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("info", "Print a GGUF file's metadata and tensor table");
+  struct Options {
+    std::string path;
+    bool json = false;
+    size_t max_items = 8;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("file", o->path, "GGUF model file")->required();
+  cmd->add_flag("--json", o->json, "Print JSON instead of text");
+  cmd->add_option("--max-items", o->max_items, "Array items to show per key");
+  return {cmd, [o] {
+            const auto f = GgufFile::open(o->path);
+            if (o->json) {
+              nlohmann::json j;
+              j["file"] = o->path;
+              j["format"] = f->is_powerinfer() ? "PowerInfer GGUF (PWRI)" : "GGUF";
+              j["version"] = f->version();
+              j["alignment"] = f->alignment();
+              j["file_size"] = f->file_size();
+              nlohmann::json kv = nlohmann::json::object();
+              for (const auto& [k, v] : f->metadata()) kv[k] = value_json(v, o->max_items);
+              j["metadata"] = kv;
+              nlohmann::json ts = nlohmann::json::array();
+              for (const auto& t : f->tensors())
+                ts.push_back({{"name", t.name},
+                              {"type", dtype_name(t.type)},
+                              {"dims", t.dims},
+                              {"offset", t.offset},
+                              {"bytes", t.n_bytes}});
+              j["tensors"] = ts;
+              fmt::print("{}\n", j.dump(2));
+              return 0;
+            }
+            fmt::print("file:      {}\n", o->path);
+            fmt::print("format:    {} version {}{}\n", "GGUF", f->version(),
+                       f->is_powerinfer() ? " (PowerInfer file, magic PWRI)" : "");
+            fmt::print("size:      {} bytes, data at {}, alignment {}\n", f->file_size(),
+                       f->data_offset(), f->alignment());
+            fmt::print("metadata:  {} keys\n", f->metadata().size());
+            for (const auto& [k, v] : f->metadata())
+              fmt::print("  {:<44} {:<7} {}\n", k, gguf_type_name(v.type),
+                         v.to_display(o->max_items));
+            uint64_t total = 0;
+            for (const auto& t : f->tensors()) total += t.n_bytes;
+            fmt::print("tensors:   {} ({:.2f} MB)\n", f->tensors().size(), total / 1e6);
+            for (const auto& t : f->tensors())
+              fmt::print("  {:<36} {:<5} {:<22} {:>12} bytes @ {}\n", t.name, dtype_name(t.type),
+                         fmt::format("[{}]", fmt::join(t.dims, ", ")), t.n_bytes, t.offset);
+            return 0;
+          }};
+}
+
+}  // namespace strata

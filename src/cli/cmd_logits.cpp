@@ -1,0 +1,38 @@
+// strata logits: run token ids through the model and print every position's logits as JSON
+// (what tools/reference compares against the PyTorch implementation).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+Command add_logits_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("logits", "Print the logits for a list of token ids (JSON)");
+  struct Options {
+    std::string model;
+    std::vector<int32_t> tokens;
+    int threads = default_threads();
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
+  cmd->add_option("--tokens", o->tokens, "Token ids, comma separated")->required()->delimiter(',');
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  return {cmd, [o] {
+            const auto model = Model::load(o->model, /*require_tokenizer=*/false);
+            ThreadPool pool(o->threads);
+            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool);
+            nlohmann::json out = nlohmann::json::array();
+            for (int32_t t : o->tokens) {
+              auto logits = session.eval(t);
+              out.push_back(std::vector<float>(logits.begin(), logits.end()));
+            }
+            fmt::print("{}\n", out.dump());
+            return 0;
+          }};
+}
+
+}  // namespace strata

@@ -1,0 +1,66 @@
+// strata synth: write a random-weight LLaMA-shaped model for tests and benchmarks.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "offline/synth.h"
+
+namespace strata {
+
+Command add_synth_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("synth", "Write a random-weight model (tests, benchmarks)");
+  struct Options {
+    std::string preset = "tiny", type = "f32", ffn = "swiglu", out, tokenizer_from;
+    int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
+    uint64_t seed = 1;
+    bool tied = false;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("--preset", o->preset, "Shape: tiny, 1b, 7b, 13b");
+  cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--ffn", o->ffn, "FFN variant: swiglu, reglu, drelu, relu");
+  cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
+  cmd->add_option("--embd", o->embd, "Override the embedding size");
+  cmd->add_option("--ff", o->ff, "Override the FFN size");
+  cmd->add_option("--layers", o->layers, "Override the layer count");
+  cmd->add_option("--heads", o->heads, "Override the head count");
+  cmd->add_option("--kv-heads", o->kv_heads, "Override the key/value head count");
+  cmd->add_option("--vocab", o->vocab, "Override the vocabulary size");
+  cmd->add_option("--ctx", o->ctx, "Override the training context length");
+  cmd->add_option("--seed", o->seed, "Random seed");
+  cmd->add_flag("--tied", o->tied, "No output.weight: the head reuses the embedding");
+  cmd->add_option("--tokenizer-from", o->tokenizer_from, "Copy the tokenizer of this GGUF file");
+  return {cmd, [o] {
+            SynthSpec s = synth_preset(o->preset);
+            const auto type = dtype_from_name(o->type);
+            if (!type || !dtype_info(*type).computable)
+              fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0", o->type);
+            s.type = *type;
+            const auto ffn = ffn_activation_from_name(o->ffn);
+            if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu", o->ffn);
+            s.ffn = *ffn;
+            auto take = [](int64_t v, int64_t& field, const char* flag) {
+              if (v < 0 || v > (int64_t{1} << 24)) fail("{} {} is out of range", flag, v);
+              if (v > 0) field = v;
+            };
+            take(o->embd, s.n_embd, "--embd");
+            take(o->ff, s.n_ff, "--ff");
+            take(o->layers, s.n_layer, "--layers");
+            take(o->heads, s.n_head, "--heads");
+            take(o->kv_heads, s.n_head_kv, "--kv-heads");
+            take(o->vocab, s.n_vocab, "--vocab");
+            take(o->ctx, s.n_ctx, "--ctx");
+            s.seed = o->seed;
+            s.tied_output = o->tied;
+            s.tokenizer_from = o->tokenizer_from;
+            ProgressBar bar("synth");
+            write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
+            bar.finish();
+            fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.n_layer, s.n_embd,
+                       s.n_ff, ffn_activation_name(s.ffn), dtype_name(s.type));
+            return 0;
+          }};
+}
+
+}  // namespace strata

@@ -1,0 +1,26 @@
+// Each subcommand registers its options on the CLI11 app and returns the action to run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace strata {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> action;
+};
+
+Command add_run_command(CLI::App& app);
+Command add_info_command(CLI::App& app);
+Command add_bench_command(CLI::App& app);
+Command add_synth_command(CLI::App& app);
+Command add_tokenize_command(CLI::App& app);
+Command add_logits_command(CLI::App& app);
+
+// Threads to use by default: every hardware thread.
+int default_threads();
+// The model `run` uses without -m: the one shipped in the repository.
+std::string default_model_path();
+
+}  // namespace strata

@@ -1,0 +1,46 @@
+// Hyper-parameters of a LLaMA-family model, read from GGUF metadata with llama.cpp's keys.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "format/gguf.h"
+
+namespace strata {
+
+// How the FFN turns its input into the hidden activation h (then out = W_down h):
+//   swiglu: h = silu(W_gate x) * (W_up x)        LLaMA, Mistral
+//   reglu:  h = relu(W_gate x) * (W_up x)        ReluLLaMA, ProSparse
+//   drelu:  h = relu(W_gate x) * relu(W_up x)    Bamboo, TurboSparse
+//   relu:   h = relu(W_up x), no gate            OPT-style
+// strata records it under the metadata key "strata.ffn_activation". Without that key a
+// llama.cpp file is SwiGLU and a PowerInfer ("PWRI") llama file is ReGLU.
+enum class FfnActivation { SwiGLU, ReGLU, DReLU, ReLU };
+const char* ffn_activation_name(FfnActivation a);
+std::optional<FfnActivation> ffn_activation_from_name(const std::string& name);
+inline bool ffn_has_gate(FfnActivation a) { return a != FfnActivation::ReLU; }
+
+inline constexpr const char* kFfnActivationKey = "strata.ffn_activation";
+
+struct ModelConfig {
+  std::string architecture;
+  std::string name;
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;
+  int64_t n_ff = 0;
+  int64_t n_ctx_train = 0;
+  int64_t n_rot = 0;  // rotary dimensions per head (the first n_rot of head_dim)
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  FfnActivation ffn = FfnActivation::SwiGLU;
+
+  // Reads and validates; fails naming the missing or inconsistent key.
+  static ModelConfig from_gguf(const GgufFile& file);
+};
+
+}  // namespace strata

@@ -1,0 +1,24 @@
+// A loaded model: the mapped GGUF file, its config, weight views and tokenizer.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "format/gguf.h"
+#include "model/config.h"
+#include "model/tokenizer.h"
+#include "model/weights.h"
+
+namespace strata {
+
+struct Model {
+  std::unique_ptr<GgufFile> file;
+  ModelConfig config;
+  ModelWeights weights;
+  std::unique_ptr<Tokenizer> tokenizer;  // null when the file has no tokenizer metadata
+
+  // Opens and validates everything; throws Error with a one-line message on any problem.
+  static std::unique_ptr<Model> load(const std::string& path, bool require_tokenizer = true);
+};
+
+}  // namespace strata

@@ -1,0 +1,70 @@
+#include "model/tokenizer.h"
+
+#include "core/error.h"
+
+namespace strata {
+
+void Tokenizer::load_common(const GgufFile& f) {
+  const GgufValue& tokens = f.get("tokenizer.ggml.tokens");
+  if (tokens.type != GgufType::Array || tokens.array_type != GgufType::String)
+    fail("'{}': tokenizer.ggml.tokens is not an array of strings", f.path());
+  if (tokens.items.empty()) fail("'{}': tokenizer.ggml.tokens is empty", f.path());
+  tokens_.reserve(tokens.items.size());
+  for (const auto& t : tokens.items) tokens_.push_back(t.as_string("tokenizer.ggml.tokens"));
+  types_.assign(tokens_.size(), TokenType::Normal);
+  if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
+    if (types->type != GgufType::Array || types->items.size() != tokens_.size())
+      fail("'{}': tokenizer.ggml.token_type does not have one entry per token", f.path());
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      const int64_t t = types->items[i].as_int("tokenizer.ggml.token_type");
+      if (t < 1 || t > 6) fail("'{}': token {} has unknown token type {}", f.path(), i, t);
+      types_[i] = static_cast<TokenType>(t);
+    }
+  }
+  for (size_t i = 0; i < tokens_.size(); ++i) token_ids_.emplace(tokens_[i], static_cast<int32_t>(i));
+  auto special = [&](const char* key) -> int32_t {
+    const int64_t id = f.get_int(key, -1);
+    if (id < -1 || id >= static_cast<int64_t>(tokens_.size()))
+      fail("'{}': {} = {} is not a token id (vocabulary has {})", f.path(), key, id,
+           tokens_.size());
+    return static_cast<int32_t>(id);
+  };
+  bos_ = special("tokenizer.ggml.bos_token_id");
+  eos_ = special("tokenizer.ggml.eos_token_id");
+  unk_ = special("tokenizer.ggml.unknown_token_id");
+  if (const GgufValue* v = f.find("tokenizer.ggml.add_bos_token"))
+    add_bos_ = v->as_bool("tokenizer.ggml.add_bos_token");
+  if (bos_ < 0) add_bos_ = false;
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
+  const std::string model = f.get_string("tokenizer.ggml.model", "");
+  if (model == "llama") return make_spm_tokenizer(f);
+  if (model == "gpt2") return make_bpe_tokenizer(f);
+  if (model.empty()) fail("'{}' has no tokenizer (tokenizer.ggml.model is missing)", f.path());
+  fail("'{}' has tokenizer model '{}'; strata supports: llama, gpt2", f.path(), model);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+  std::vector<int32_t> ids;
+  if (add_bos && bos_ >= 0) ids.push_back(bos_);
+  const auto body = encode_text(text);
+  ids.insert(ids.end(), body.begin(), body.end());
+  return ids;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  bool first = true;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= n_vocab()) fail("token id {} is outside the vocabulary", id);
+    if (types_[id] == TokenType::Control) continue;
+    std::string piece = token_bytes(id);
+    if (first && strip_leading_space() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
+    first = false;
+    out += piece;
+  }
+  return out;
+}
+
+}  // namespace strata

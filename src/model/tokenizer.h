@@ -1,0 +1,64 @@
+// Tokenizers read from GGUF metadata (tokenizer.ggml.*):
+//   model "llama": SentencePiece BPE with scores and <0xXX> byte fallback (tokenizer_spm.cpp)
+//   model "gpt2":  byte-level BPE with merges and the GPT-2 pre-tokenizer (tokenizer_bpe.cpp)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "format/gguf.h"
+
+namespace strata {
+
+// GGUF token types (tokenizer.ggml.token_type), the same numbers SentencePiece uses.
+enum class TokenType : int32_t {
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
+};
+
+class Tokenizer {
+ public:
+  virtual ~Tokenizer() = default;
+  static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
+
+  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // The bytes a token stands for in generated text (control tokens give nothing).
+  virtual std::string token_bytes(int32_t id) const = 0;
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
+  const std::string& token_text(int32_t id) const { return tokens_.at(id); }
+  int32_t bos() const { return bos_; }
+  int32_t eos() const { return eos_; }
+  bool add_bos_default() const { return add_bos_; }
+  bool is_control(int32_t id) const { return types_[id] == TokenType::Control; }
+  virtual const char* kind() const = 0;
+
+ protected:
+  virtual std::vector<int32_t> encode_text(std::string_view text) const = 0;
+  // Text decode() strips at the very start (SentencePiece's dummy space prefix).
+  virtual bool strip_leading_space() const { return false; }
+
+  std::vector<std::string> tokens_;
+  std::vector<TokenType> types_;
+  std::unordered_map<std::string, int32_t> token_ids_;
+  int32_t bos_ = -1, eos_ = -1, unk_ = -1;
+  bool add_bos_ = true;
+
+  friend std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile&);
+  friend std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile&);
+  void load_common(const GgufFile& file);
+};
+
+std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file);
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file);
+
+}  // namespace strata

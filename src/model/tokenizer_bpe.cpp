@@ -1,0 +1,175 @@
+// Byte-level BPE (GPT-2 style): text is split by the GPT-2 pre-tokenizer pattern
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// (implemented by hand below), each piece's bytes are mapped to printable code points
+// (GPT-2's bytes_to_unicode), and pairs are merged by merge rank, lowest first.
+#include <fmt/format.h>
+
+#include <queue>
+
+#include "core/error.h"
+#include "model/tokenizer.h"
+#include "model/unicode.h"
+
+namespace strata {
+
+namespace {
+
+// GPT-2's reversible byte -> code point map: printable Latin-1 bytes map to themselves, the
+// rest to 256, 257, ... in byte order.
+struct ByteMap {
+  std::string byte_to_text[256];
+  std::unordered_map<uint32_t, uint8_t> codepoint_to_byte;
+  ByteMap() {
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || b >= 0xae;
+      const uint32_t cp = printable ? static_cast<uint32_t>(b) : next++;
+      byte_to_text[b] = encode_utf8(cp);
+      codepoint_to_byte[cp] = static_cast<uint8_t>(b);
+    }
+  }
+};
+const ByteMap& byte_map() {
+  static const ByteMap m;
+  return m;
+}
+
+// Splits text into pre-tokens (byte ranges) with the GPT-2 pattern.
+std::vector<std::pair<uint32_t, uint32_t>> pretokenize(std::string_view text) {
+  const auto cs = split_utf8(text);
+  const size_t n = cs.size();
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  auto cp = [&](size_t i) { return i < n ? cs[i].codepoint : 0xffffffffu; };
+  auto letter = [&](size_t i) { return i < n && is_letter(cs[i].codepoint); };
+  auto number = [&](size_t i) { return i < n && is_number(cs[i].codepoint); };
+  auto space = [&](size_t i) { return i < n && is_space(cs[i].codepoint); };
+  auto other = [&](size_t i) { return i < n && !letter(i) && !number(i) && !space(i); };
+  auto emit = [&](size_t a, size_t b) {
+    const uint32_t begin = cs[a].offset;
+    const uint32_t end = b < n ? cs[b].offset : static_cast<uint32_t>(text.size());
+    out.emplace_back(begin, end - begin);
+  };
+  size_t i = 0;
+  while (i < n) {
+    // Contractions.
+    if (cp(i) == '\'') {
+      const uint32_t a = cp(i + 1), b = cp(i + 2);
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        emit(i, i + 2);
+        i += 2;
+        continue;
+      }
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        emit(i, i + 3);
+        i += 3;
+        continue;
+      }
+    }
+    // Optional leading space, then a run of one class.
+    const size_t j = cp(i) == ' ' ? i + 1 : i;
+    size_t k = j;
+    if (letter(j)) {
+      while (letter(k)) ++k;
+    } else if (number(j)) {
+      while (number(k)) ++k;
+    } else if (other(j)) {
+      while (other(k)) ++k;
+    }
+    if (k > j) {
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    // Whitespace: a run not followed by non-space, else the run minus its last character.
+    k = i;
+    while (space(k)) ++k;
+    if (k == n || k - i == 1) {
+      emit(i, k);
+      i = k;
+    } else {
+      emit(i, k - 1);
+      i = k - 1;
+    }
+  }
+  return out;
+}
+
+class BpeTokenizer : public Tokenizer {
+ public:
+  explicit BpeTokenizer(const GgufFile& f) {
+    load_common(f);
+    const std::string pre = f.get_string("tokenizer.ggml.pre", "default");
+    if (pre != "default" && pre != "gpt2")
+      fail("'{}' uses pre-tokenizer '{}'; strata supports the GPT-2 pattern ('default', 'gpt2')",
+           f.path(), pre);
+    const GgufValue& merges = f.get("tokenizer.ggml.merges");
+    if (merges.type != GgufType::Array || merges.array_type != GgufType::String)
+      fail("'{}': tokenizer.ggml.merges is not an array of strings", f.path());
+    for (size_t r = 0; r < merges.items.size(); ++r) {
+      const std::string& m = merges.items[r].as_string("tokenizer.ggml.merges");
+      const size_t sp = m.find(' ', 1);
+      if (sp == std::string::npos) fail("'{}': merge {} ('{}') has no space", f.path(), r, m);
+      ranks_.emplace(m.substr(0, sp) + '\n' + m.substr(sp + 1), static_cast<int32_t>(r));
+    }
+  }
+
+  const char* kind() const override { return "gpt2 (byte-level BPE)"; }
+
+  std::string token_bytes(int32_t id) const override {
+    std::string out;
+    for (const auto& c : split_utf8(tokens_[id])) {
+      const auto it = byte_map().codepoint_to_byte.find(c.codepoint);
+      if (it != byte_map().codepoint_to_byte.end()) out += static_cast<char>(it->second);
+      else out += tokens_[id].substr(c.offset, c.length);  // added tokens are plain text
+    }
+    return out;
+  }
+
+ protected:
+  std::vector<int32_t> encode_text(std::string_view text) const override {
+    std::vector<int32_t> ids;
+    for (const auto& [offset, length] : pretokenize(text)) encode_piece(text.substr(offset, length), ids);
+    return ids;
+  }
+
+ private:
+  void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const {
+    std::vector<std::string> symbols;
+    for (unsigned char b : piece) symbols.push_back(byte_map().byte_to_text[b]);
+    // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is a merge.
+    for (;;) {
+      int32_t best_rank = INT32_MAX;
+      size_t best = 0;
+      for (size_t i = 0; i + 1 < symbols.size(); ++i) {
+        const auto it = ranks_.find(symbols[i] + '\n' + symbols[i + 1]);
+        if (it != ranks_.end() && it->second < best_rank) {
+          best_rank = it->second;
+          best = i;
+        }
+      }
+      if (best_rank == INT32_MAX) break;
+      symbols[best] += symbols[best + 1];
+      symbols.erase(symbols.begin() + static_cast<std::ptrdiff_t>(best) + 1);
+    }
+    for (const auto& s : symbols) {
+      const auto it = token_ids_.find(s);
+      if (it != token_ids_.end()) {
+        ids.push_back(it->second);
+      } else if (unk_ >= 0) {
+        ids.push_back(unk_);
+      } else {
+        fail("byte-level BPE produced '{}', which is not in the vocabulary", s);
+      }
+    }
+  }
+
+  std::unordered_map<std::string, int32_t> ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& f) {
+  return std::make_unique<BpeTokenizer>(f);
+}
+
+}  // namespace strata

@@ -1,0 +1,25 @@
+// UTF-8 splitting and the Unicode classes the GPT-2 pre-tokenizer needs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata {
+
+// A code point and where its bytes are. Invalid UTF-8 bytes become one entry each with
+// codepoint 0xFFFD, so nothing of the input is ever dropped.
+struct Utf8Char {
+  uint32_t codepoint;
+  uint32_t offset;
+  uint32_t length;
+};
+std::vector<Utf8Char> split_utf8(std::string_view text);
+std::string encode_utf8(uint32_t codepoint);
+
+bool is_letter(uint32_t cp);  // \p{L}
+bool is_number(uint32_t cp);  // \p{N}
+bool is_space(uint32_t cp);   // \s
+
+}  // namespace strata

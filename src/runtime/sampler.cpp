@@ -1,0 +1,84 @@
+#include "runtime/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+namespace strata {
+
+Sampler::Sampler(const SamplerParams& params) : params_(params), state_(params.seed) {}
+
+double Sampler::next_uniform() {
+  // splitmix64: tiny, fast, and identical everywhere (std::uniform_*_distribution is not).
+  state_ += 0x9e3779b97f4a7c15ull;
+  uint64_t z = state_;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+  candidates_.resize(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
+
+  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) {
+    const size_t n = params_.repeat_last_n < 0
+                         ? history.size()
+                         : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
+    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
+    for (int32_t t : seen) {
+      if (t < 0 || static_cast<size_t>(t) >= candidates_.size()) continue;
+      float& v = candidates_[t].first;
+      v = v > 0 ? v / params_.repeat_penalty : v * params_.repeat_penalty;
+    }
+  }
+
+  auto by_logit = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  if (params_.temperature <= 0.0f)
+    return std::min_element(candidates_.begin(), candidates_.end(), by_logit)->second;
+
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
+  std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<std::ptrdiff_t>(keep),
+                    candidates_.end(), by_logit);
+  candidates_.resize(keep);
+
+  // Probabilities of the kept candidates (sorted, most likely first).
+  std::vector<double> p(keep);
+  const double max = candidates_[0].first;
+  double sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += p[i] = std::exp(candidates_[i].first - max);
+  for (auto& v : p) v /= sum;
+
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    size_t n = 0;
+    while (n < keep) {
+      cum += p[n++];
+      if (cum >= params_.top_p) break;
+    }
+    keep = n;
+  }
+  if (params_.min_p > 0.0f) {
+    size_t n = 1;
+    while (n < keep && p[n] >= params_.min_p * p[0]) ++n;
+    keep = n;
+  }
+
+  // Temperature on the survivors, then draw.
+  std::vector<double> w(keep);
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i)
+    total += w[i] = std::exp((candidates_[i].first - max) / params_.temperature);
+  double r = next_uniform() * total;
+  for (size_t i = 0; i < keep; ++i) {
+    r -= w[i];
+    if (r < 0) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+}  // namespace strata

@@ -250,3 +250,13 @@ const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {
 }
 
 }  // namespace strata
+
+namespace strata {
+
+int64_t GgufTensorInfo::rows() const {
+  int64_t r = 1;
+  for (size_t i = 1; i < dims.size(); ++i) r *= dims[i];
+  return r;
+}
+
+}  // namespace strata

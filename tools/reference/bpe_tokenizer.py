@@ -1,0 +1,85 @@
+"""Reference byte-level BPE (GPT-2 style) in plain Python, written from the GPT-2 encoder's
+description: regex pre-tokenization, bytes mapped to printable characters, then repeated
+merging of the lowest-ranked bigram, all its occurrences at once, left to right."""
+import regex
+
+PATTERN = regex.compile(
+    r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+
+def bytes_to_unicode():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+BYTE_TO_CHAR = bytes_to_unicode()
+
+
+class ByteLevelBPE:
+    def __init__(self, tokens, merges):
+        self.ids = {t: i for i, t in enumerate(tokens)}
+        self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(merges)}
+
+    def bpe(self, word):
+        word = list(word)
+        while len(word) > 1:
+            pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
+            best = min(pairs, key=lambda p: self.ranks.get(p, float("inf")))
+            if best not in self.ranks:
+                break
+            out, i = [], 0
+            while i < len(word):
+                if i + 1 < len(word) and (word[i], word[i + 1]) == best:
+                    out.append(word[i] + word[i + 1])
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            word = out
+        return word
+
+    def encode(self, text):
+        ids = []
+        for piece in PATTERN.findall(text):
+            mapped = "".join(BYTE_TO_CHAR[b] for b in piece.encode("utf-8"))
+            ids.extend(self.ids[s] for s in self.bpe(mapped))
+        return ids
+
+
+def train(text, n_merges):
+    """A small BPE trainer: counts pre-token frequencies, merges the most frequent pair."""
+    from collections import Counter
+    words = Counter("".join(BYTE_TO_CHAR[b] for b in p.encode("utf-8"))
+                    for p in PATTERN.findall(text))
+    vocab = {tuple(w): c for w, c in words.items()}
+    merges = []
+    for _ in range(n_merges):
+        pairs = Counter()
+        for w, c in vocab.items():
+            for i in range(len(w) - 1):
+                pairs[(w[i], w[i + 1])] += c
+        if not pairs:
+            break
+        best = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))[0]
+        merges.append(best)
+        new_vocab = {}
+        for w, c in vocab.items():
+            out, i = [], 0
+            while i < len(w):
+                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
+                    out.append(w[i] + w[i + 1])
+                    i += 2
+                else:
+                    out.append(w[i])
+                    i += 1
+            new_vocab[tuple(out)] = new_vocab.get(tuple(out), 0) + c
+        vocab = new_vocab
+    return merges

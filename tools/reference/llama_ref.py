@@ -1,0 +1,109 @@
+"""Reference forward pass of a GGUF llama model in PyTorch (float64), written independently
+of strata from the model definition: RMSNorm, rotary embedding on adjacent pairs (the GGUF
+layout), causal multi-head attention with grouped-query heads, and the FFN variants
+swiglu / reglu / drelu / relu.
+
+With emulate_q8=True, the input of every product with a Q8_0/Q4_0 weight is first rounded
+through Q8_0 blocks (ggml's reference quantizer: scale = max|x|/127 stored as f16, round half
+away from zero), which is what strata's quantized kernels compute with. Without it, the result
+is the exact product of the dequantized weights."""
+import numpy as np
+import torch
+
+from gguf_py import GGUFReader
+
+
+def quantize_q8_0_roundtrip(x):
+    """x: float64 tensor [..., n]; returns the values Q8_0 blocks of x represent."""
+    xf = x.to(torch.float32)
+    shape = xf.shape
+    b = xf.reshape(-1, 32)
+    amax = b.abs().max(dim=1, keepdim=True).values
+    d = amax / 127.0
+    inv = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
+    scaled = b * inv
+    q = torch.sign(scaled) * torch.floor(scaled.abs() + 0.5)
+    d16 = d.to(torch.float16).to(torch.float32)
+    return (q * d16).reshape(shape).to(torch.float64)
+
+
+class LlamaReference:
+    def __init__(self, path, emulate_q8=False):
+        g = GGUFReader(path)
+        self.g = g
+        kv = g.kv
+        arch = kv["general.architecture"]
+        self.n_embd = kv[f"{arch}.embedding_length"]
+        self.n_layer = kv[f"{arch}.block_count"]
+        self.n_head = kv[f"{arch}.attention.head_count"]
+        self.n_head_kv = kv.get(f"{arch}.attention.head_count_kv", self.n_head)
+        self.head_dim = self.n_embd // self.n_head
+        self.n_rot = kv.get(f"{arch}.rope.dimension_count", self.head_dim)
+        self.base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
+        self.eps = float(kv.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5))
+        self.ffn = kv.get("strata.ffn_activation", "swiglu")
+        self.emulate_q8 = emulate_q8
+
+    def weight(self, name):
+        return torch.from_numpy(self.g.tensor(name).astype(np.float64))
+
+    def linear(self, name, x):
+        if self.emulate_q8 and self.g.type_name(name) in ("Q8_0", "Q4_0"):
+            x = quantize_q8_0_roundtrip(x)
+        return x @ self.weight(name).T
+
+    def rms_norm(self, x, name):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight(name)
+
+    def rope(self, x, positions):
+        # x: [T, heads, head_dim]; rotate pairs (2i, 2i+1) of the first n_rot dims.
+        i = torch.arange(self.n_rot // 2, dtype=torch.float64)
+        freq = self.base ** (-2.0 * i / self.n_rot)
+        ang = positions[:, None].to(torch.float64) * freq[None, :]
+        cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+        out = x.clone()
+        a, b = x[..., 0:self.n_rot:2], x[..., 1:self.n_rot:2]
+        out[..., 0:self.n_rot:2] = a * cos - b * sin
+        out[..., 1:self.n_rot:2] = a * sin + b * cos
+        return out
+
+    def forward(self, tokens):
+        """Logits [T, vocab] for every position of the token sequence."""
+        T = len(tokens)
+        emb = self.weight("token_embd.weight")
+        x = emb[torch.tensor(tokens)]
+        pos = torch.arange(T)
+        mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+        group = self.n_head // self.n_head_kv
+        hd = self.head_dim
+        for l in range(self.n_layer):
+            p = f"blk.{l}."
+            h = self.rms_norm(x, p + "attn_norm.weight")
+            q = self.linear(p + "attn_q.weight", h).view(T, self.n_head, hd)
+            k = self.linear(p + "attn_k.weight", h).view(T, self.n_head_kv, hd)
+            v = self.linear(p + "attn_v.weight", h).view(T, self.n_head_kv, hd)
+            q, k = self.rope(q, pos), self.rope(k, pos)
+            k = k.repeat_interleave(group, dim=1)
+            v = v.repeat_interleave(group, dim=1)
+            scores = torch.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
+            att = torch.softmax(scores, dim=-1)
+            o = torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * hd)
+            x = x + self.linear(p + "attn_output.weight", o)
+            h = self.rms_norm(x, p + "ffn_norm.weight")
+            up = self.linear(p + "ffn_up.weight", h)
+            if self.ffn == "relu":
+                a = torch.relu(up)
+            else:
+                gate = self.linear(p + "ffn_gate.weight", h)
+                if self.ffn == "swiglu":
+                    a = torch.nn.functional.silu(gate) * up
+                elif self.ffn == "reglu":
+                    a = torch.relu(gate) * up
+                elif self.ffn == "drelu":
+                    a = torch.relu(gate) * torch.relu(up)
+                else:
+                    raise ValueError(f"unknown ffn {self.ffn}")
+            x = x + self.linear(p + "ffn_down.weight", a)
+        x = self.rms_norm(x, "output_norm.weight")
+        head = "output.weight" if "output.weight" in self.g.tensors else "token_embd.weight"
+        return self.linear(head, x)

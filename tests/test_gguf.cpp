@@ -2,6 +2,7 @@
 // a clear Error (never a crash): truncation at every byte, bad magic, absurd counts, offsets
 // past the end, unknown types.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -17,7 +18,8 @@ namespace strata {
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return std::string(::testing::TempDir()) + "strata_gguf_" + name;
+  return std::string(::testing::TempDir()) + "strata_gguf_" + std::to_string(::getpid()) + "_" +
+         name;
 }
 
 std::vector<uint8_t> read_all(const std::string& path) {

@@ -24,6 +24,10 @@ std::string default_model_path() { return STRATA_DEFAULT_MODEL; }
 int main(int argc, char** argv) {
   CLI::App app{"strata: fast LLM inference for machines whose memory is too small or too slow"};
   app.require_subcommand(1);
+  // Flag errors on one line, like every other error.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + std::string(e.what()) + " (see --help)\n";
+  });
   app.set_version_flag("--version", "strata 0.1.0");
   const std::vector<strata::Command> commands = {
       strata::add_run_command(app),   strata::add_info_command(app),

@@ -114,8 +114,9 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, uint64_t 
       // Each element takes at least min_encoded_size bytes: an absurd count fails here,
       // before any allocation.
       if (count > c.remaining() / min_encoded_size(v.array_type))
-        fail("'{}': metadata key '{}' claims {} array elements, more than the file can hold",
-             c.path(), key, count);
+        fail("'{}' is truncated or corrupt: metadata key '{}' claims {} array elements, more "
+             "than the remaining {} bytes can hold",
+             c.path(), key, count, c.remaining());
       v.items.reserve(count);
       for (uint64_t i = 0; i < count; ++i)
         v.items.push_back(read_value(c, v.array_type, key, depth + 1));

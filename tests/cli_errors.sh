@@ -1,0 +1,46 @@
+#!/bin/sh
+# Bad input at the command line: each case must exit non-zero with exactly one line on stderr
+# that names the problem. Usage: cli_errors.sh STRATA_BINARY MODEL WORK_DIR
+set -u
+strata=$1 model=$2 work=$3
+mkdir -p "$work"
+failures=0
+
+expect_error() {  # expect_error NEEDLE COMMAND...
+  needle=$1; shift
+  "$@" >"$work/out" 2>"$work/err"
+  rc=$?
+  lines=$(wc -l <"$work/err")
+  if [ "$rc" -eq 0 ]; then
+    echo "FAIL (exit 0): $*"; failures=$((failures + 1))
+  elif [ "$lines" -ne 1 ]; then
+    echo "FAIL ($lines lines on stderr): $*"; cat "$work/err"; failures=$((failures + 1))
+  elif ! grep -q -- "$needle" "$work/err"; then
+    echo "FAIL (no '$needle'): $*"; cat "$work/err"; failures=$((failures + 1))
+  else
+    echo "ok: $(cat "$work/err")"
+  fi
+}
+
+head -c 3000 "$model" >"$work/cut.gguf"
+printf 'GGML\003\000\000\000' >"$work/magic.gguf"
+cat "$model" >>"$work/magic.gguf"
+: >"$work/empty.gguf"
+long_prompt=$(yes "and the earth was without form" | head -n 50 | tr '\n' ' ')
+
+expect_error "truncated" "$strata" run -m "$work/cut.gguf" -p hi -n 1
+expect_error "not a GGUF file" "$strata" run -m "$work/magic.gguf" -p hi -n 1
+expect_error "not a GGUF file" "$strata" info "$work/empty.gguf"
+expect_error "cannot open" "$strata" run -m "$work/no-such-file.gguf" -p hi
+expect_error "not a regular file" "$strata" info "$work"
+expect_error "context holds 16" "$strata" run -m "$model" -c 16 -p "$long_prompt" -n 1
+expect_error "bogus" "$strata" run -m "$model" --bogus
+expect_error "threads" "$strata" run -m "$model" -p hi -t 0
+expect_error "not one of" "$strata" synth --type q4_k -o "$work/x.gguf"
+expect_error "nothing to measure" "$strata" bench -m "$model" -p 0 -n 0
+expect_error "outside the vocabulary" "$strata" logits -m "$model" --tokens 1,999999
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures CLI error cases failed"
+  exit 1
+fi

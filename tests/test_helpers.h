@@ -1,0 +1,36 @@
+// Shared helpers for tests that need model files.
+#pragma once
+
+#include <unistd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "offline/synth.h"
+
+namespace strata::testing {
+
+// Unique per process: ctest runs test cases as parallel processes.
+inline std::string temp_file(const std::string& name) {
+  return std::string(::testing::TempDir()) + "strata_" + std::to_string(::getpid()) + "_" + name;
+}
+
+inline std::string data_file(const std::string& name) {
+  return std::string(STRATA_SOURCE_DIR) + "/tests/data/" + name;
+}
+
+// A tiny random model written once per (type, ffn) and reused.
+inline std::string tiny_model(DType type, FfnActivation ffn, bool tied = false) {
+  const std::string path = temp_file(std::string("tiny_") + dtype_name(type) + "_" +
+                                     ffn_activation_name(ffn) + (tied ? "_tied" : "") + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.ffn = ffn;
+  s.tied_output = tied;
+  s.seed = 3;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+}  // namespace strata::testing

@@ -1,0 +1,94 @@
+// Loading bad models: each problem gives one Error naming it.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "format/gguf_writer.h"
+#include "model/model.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::temp_file;
+
+// Copies a valid tiny model, letting `edit` change metadata and drop/reshape/retype tensors.
+struct Edit {
+  std::string set_key, set_value;
+  std::string drop_tensor;
+  std::string reshape_tensor;
+  std::string retype_tensor;  // declared as Q4_K (unsupported), bytes sized to match
+};
+
+std::string edited_model(const std::string& name, const Edit& e) {
+  const auto src = GgufFile::open(strata::testing::tiny_model(DType::F32, FfnActivation::SwiGLU));
+  const std::string path = temp_file(name);
+  GgufWriter w(path);
+  for (const auto& [k, v] : src->metadata()) w.set(k, v);
+  if (!e.set_key.empty()) w.set(e.set_key, GgufValue::str(e.set_value));
+  std::vector<std::pair<const GgufTensorInfo*, std::vector<uint8_t>>> data;
+  for (const auto& t : src->tensors()) {
+    if (t.name == e.drop_tensor) continue;
+    auto dims = t.dims;
+    DType type = t.type;
+    std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
+    if (t.name == e.reshape_tensor) std::swap(dims[0], dims[1]);
+    if (t.name == e.retype_tensor) {
+      type = DType::Q4_K;
+      dims = {256, 1};
+      bytes.assign(144, 0);
+    }
+    w.add_tensor(t.name, type, dims);
+    data.emplace_back(&t, std::move(bytes));
+  }
+  for (const auto& [t, bytes] : data) w.write_tensor_data(bytes);
+  w.finish();
+  return path;
+}
+
+void expect_load_error(const std::string& path, const std::string& needle) {
+  try {
+    Model::load(path, false);
+    FAIL() << "no error, expected: " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelErrors, UnknownArchitecture) {
+  expect_load_error(edited_model("arch.gguf", {"general.architecture", "gpt-j"}),
+                    "architecture 'gpt-j'");
+}
+
+TEST(ModelErrors, UnknownFfnVariant) {
+  expect_load_error(edited_model("ffn.gguf", {kFfnActivationKey, "gelu"}), "gelu");
+}
+
+TEST(ModelErrors, MissingTensor) {
+  expect_load_error(edited_model("missing.gguf", {"", "", "blk.1.ffn_up.weight"}),
+                    "lacks the tensor 'blk.1.ffn_up.weight'");
+}
+
+TEST(ModelErrors, ShapeMismatch) {
+  expect_load_error(edited_model("shape.gguf", {"", "", "", "blk.0.attn_k.weight"}),
+                    "blk.0.attn_k.weight' has shape");
+}
+
+TEST(ModelErrors, UnsupportedTensorType) {
+  expect_load_error(edited_model("q4k.gguf", {"", "", "", "", "blk.0.ffn_down.weight"}),
+                    "has type Q4_K");
+}
+
+TEST(ModelErrors, MissingHyperParameter) {
+  const auto src = GgufFile::open(strata::testing::tiny_model(DType::F32, FfnActivation::SwiGLU));
+  const std::string path = temp_file("nokey.gguf");
+  GgufWriter w(path);
+  for (const auto& [k, v] : src->metadata())
+    if (k != "llama.block_count") w.set(k, v);
+  w.finish();
+  expect_load_error(path, "llama.block_count");
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,67 @@
+// Tokenizer behaviour that the reference comparison (tools/reference/check_tokenizers.py)
+// does not cover: decoding, round trips, BOS handling, special tokens.
+#include <gtest/gtest.h>
+
+#include "format/gguf.h"
+#include "model/tokenizer.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::data_file;
+
+const char* kAwkward[] = {
+    "Hello, world!", " leading space", "trailing space ", "two  spaces", "tabs\tand\nnewlines\n",
+    "digits 0123456789 and 3.14", "naïve café", "日本語", "emoji 😀🎉", "mixed 日本 text",
+    "\u00a0nbsp", "<0x41>", "don't", "   ", "a",
+};
+
+class TokenizerTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TokenizerTest, DecodeOfEncodeRoundTrips) {
+  const auto f = GgufFile::open(data_file(GetParam()));
+  const auto tok = Tokenizer::from_gguf(*f);
+  for (const char* s : kAwkward) {
+    const auto ids = tok->encode(s, false);
+    EXPECT_FALSE(ids.empty()) << s;
+    EXPECT_EQ(tok->decode(ids), s) << GetParam();
+  }
+}
+
+TEST_P(TokenizerTest, EmptyTextAndBos) {
+  const auto f = GgufFile::open(data_file(GetParam()));
+  const auto tok = Tokenizer::from_gguf(*f);
+  EXPECT_TRUE(tok->encode("", false).empty());
+  const auto with_bos = tok->encode("", true);
+  ASSERT_EQ(with_bos.size(), 1u);
+  EXPECT_EQ(with_bos[0], tok->bos());
+  const auto ids = tok->encode("hello", true);
+  EXPECT_EQ(ids.front(), tok->bos());
+  EXPECT_EQ(tok->decode(ids), "hello");  // control tokens decode to nothing
+  EXPECT_TRUE(tok->is_control(tok->eos()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Both, TokenizerTest,
+                         ::testing::Values("spm-tokenizer.gguf", "gpt2-tokenizer.gguf"));
+
+TEST(SpmTokenizer, UsesByteFallbackForUnseenCharacters) {
+  const auto f = GgufFile::open(data_file("spm-tokenizer.gguf"));
+  const auto tok = Tokenizer::from_gguf(*f);
+  const auto ids = tok->encode("😀", false);
+  // "▁" then the four UTF-8 bytes of the emoji as <0xF0> <0x9F> <0x98> <0x80>.
+  ASSERT_EQ(ids.size(), 5u);
+  EXPECT_EQ(tok->token_text(ids[1]), "<0xF0>");
+  EXPECT_EQ(tok->token_text(ids[4]), "<0x80>");
+}
+
+TEST(SpmTokenizer, MergesCommonWords) {
+  const auto f = GgufFile::open(data_file("spm-tokenizer.gguf"));
+  const auto tok = Tokenizer::from_gguf(*f);
+  const auto ids = tok->encode("And God said", false);
+  ASSERT_EQ(ids.size(), 3u);  // each word is a piece of the trained vocabulary
+  EXPECT_EQ(tok->token_text(ids[0]), "\xe2\x96\x81" "And");
+}
+
+}  // namespace
+}  // namespace strata

@@ -39,22 +39,26 @@ TestMatrix make_matrix(DType type, int64_t rows, int64_t cols, uint32_t seed) {
 
 const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
 
-TEST(Kernels, Avx2MatchesScalarForEveryType) {
-  const CpuKernels* fast = avx2_kernels();
-  if (fast == nullptr) GTEST_SKIP() << "CPU without AVX2";
+TEST(Kernels, EverySimdVariantMatchesScalarForEveryType) {
+  const auto variants = supported_kernels();
+  if (variants.size() == 1) GTEST_SKIP() << "CPU without SIMD variants";
   const CpuKernels& ref = scalar_kernels();
-  for (DType type : kTypes) {
-    for (int64_t cols : {32, 64, 96, 2048, 4160}) {
-      const auto m = make_matrix(type, 8, cols, 11 + cols);
-      const auto x = random_values(cols, 5);
-      PreparedInput in_ref, in_fast;
-      in_ref.prepare(ref, x.data(), cols, needs_q8_input(type));
-      in_fast.prepare(*fast, x.data(), cols, needs_q8_input(type));
-      for (int64_t r = 0; r < 8; ++r) {
-        const float a = dot_row(ref, m.view, r, in_ref);
-        const float b = dot_row(*fast, m.view, r, in_fast);
-        // Same products, different summation order: error bounded by n * eps * sum |terms|.
-        EXPECT_NEAR(a, b, 1e-5f * cols) << dtype_name(type) << " cols=" << cols;
+  for (size_t v = 1; v < variants.size(); ++v) {
+    const CpuKernels* fast = variants[v];
+    for (DType type : kTypes) {
+      for (int64_t cols : {32, 64, 96, 160, 2048, 4160, 4192}) {
+        const auto m = make_matrix(type, 8, cols, 11 + cols);
+        const auto x = random_values(cols, 5);
+        PreparedInput in_ref, in_fast;
+        in_ref.prepare(ref, x.data(), cols, needs_q8_input(type));
+        in_fast.prepare(*fast, x.data(), cols, needs_q8_input(type));
+        for (int64_t r = 0; r < 8; ++r) {
+          const float a = dot_row(ref, m.view, r, in_ref);
+          const float b = dot_row(*fast, m.view, r, in_fast);
+          // Same products, different summation order: error bounded by n * eps * sum |terms|.
+          EXPECT_NEAR(a, b, 1e-5f * cols)
+              << fast->name << " " << dtype_name(type) << " cols=" << cols;
+        }
       }
     }
   }

@@ -18,15 +18,21 @@ const CpuKernels* avx2_kernels() {
   return nullptr;
 }
 
+std::vector<const CpuKernels*> supported_kernels() {
+  std::vector<const CpuKernels*> all = {&scalar_kernels()};
+  if (const CpuKernels* k = avx2_kernels()) all.push_back(k);
+  return all;
+}
+
 const CpuKernels& best_kernels() {
   static const CpuKernels* chosen = [] {
     const char* force = std::getenv("STRATA_CPU");
     const std::string want = force ? force : "";
-    if (want == "scalar") return &scalar_kernels();
-    const CpuKernels* avx2 = avx2_kernels();
-    if (want == "avx2" && avx2 == nullptr) fail("STRATA_CPU=avx2 but this CPU lacks AVX2/FMA/F16C");
-    if (!want.empty() && want != "avx2") fail("STRATA_CPU='{}' is not one of: scalar, avx2", want);
-    return avx2 != nullptr ? avx2 : &scalar_kernels();
+    const auto all = supported_kernels();
+    if (want.empty()) return all.back();
+    for (const CpuKernels* k : all)
+      if (want == k->name) return k;
+    fail("STRATA_CPU='{}' is not available on this CPU (scalar, avx2)", want);
   }();
   return *chosen;
 }

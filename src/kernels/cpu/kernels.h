@@ -4,10 +4,19 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tensor/dtype.h"
 
 namespace strata {
+
+// The activation vector quantized to Q8_0 for products with Q8_0/Q4_0 weights, with the
+// per-block values fast kernels would otherwise recompute for every row.
+struct Q8Activation {
+  const BlockQ8_0* blocks;
+  const float* scale;        // f32 value of blocks[b].d
+  const float* scaled_sum;  // scale[b] * sum(blocks[b].qs): for Q4_0's offset of 8
+};
 
 struct CpuKernels {
   const char* name;
@@ -16,14 +25,15 @@ struct CpuKernels {
   float (*dot_f32)(const float* w, const float* x, int64_t n);
   float (*dot_f16)(const uint16_t* w, const float* x, int64_t n);
   float (*dot_bf16)(const uint16_t* w, const float* x, int64_t n);
-  float (*dot_q8_0)(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n);
-  float (*dot_q4_0)(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n);
+  float (*dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
+  float (*dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
 };
 
 const CpuKernels& scalar_kernels();
-const CpuKernels* avx2_kernels();  // nullptr when not built for this target or CPU lacks it
-const CpuKernels& best_kernels();  // the variant used by the engine
+const CpuKernels* avx2_kernels();    // nullptr when not built for this target or CPU lacks it
+std::vector<const CpuKernels*> supported_kernels();  // scalar first, fastest last
+const CpuKernels& best_kernels();  // the variant used by the engine (STRATA_CPU overrides)
 
 }  // namespace strata

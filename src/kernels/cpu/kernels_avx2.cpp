@@ -2,6 +2,7 @@
 // entered after dispatch.cpp has checked the CPU; it uses no inline functions shared with other
 // translation units, so no AVX2 code can leak into the baseline build.
 #include "kernels/cpu/kernels.h"
+#include "tensor/half_table.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,7 +22,9 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(lo);
 }
 
-inline float half_to_float(uint16_t h) { return _cvtsh_ss(h); }
+inline float half_to_float(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 float dot_f32(const float* w, const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
@@ -90,59 +93,57 @@ inline __m256 int8_dot_as_float(__m256i a, __m256i b) {
   return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
 }
 
-float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
-  const int64_t nb = n / 32;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+// Runs block(b, acc) over all blocks with four independent accumulators, so the FMA latency
+// (4 cycles) never serialises the loop.
+template <typename Block>
+inline float sum_blocks(int64_t nb, Block block) {
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
   int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b + 1].qs));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b + 1].qs));
-    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
-    const __m256 d1 = _mm256_set1_ps(half_to_float(w[b + 1].d) * half_to_float(x[b + 1].d));
-    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
-    acc1 = _mm256_fmadd_ps(int8_dot_as_float(w1, x1), d1, acc1);
+  for (; b + 4 <= nb; b += 4) {
+    acc[0] = block(b, acc[0]);
+    acc[1] = block(b + 1, acc[1]);
+    acc[2] = block(b + 2, acc[2]);
+    acc[3] = block(b + 3, acc[3]);
   }
-  for (; b < nb; ++b) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
-    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  for (; b < nb; ++b) acc[0] = block(b, acc[0]);
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
 }
 
-inline __m256i unpack_q4(const uint8_t* qs) {
-  const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i mask = _mm_set1_epi8(0x0f);
-  const __m128i lo = _mm_and_si128(bytes, mask);
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-  const __m256i both = _mm256_set_m128i(hi, lo);
-  return _mm256_sub_epi8(both, _mm256_set1_epi8(8));
+// Scales are broadcast straight from memory (the f16 table, the activation's f32 scales): pure
+// loads, keeping the shuffle port free; converting f16 per block was the bottleneck.
+float dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n) {
+  const float* f16 = f16_to_f32_table();
+  return sum_blocks(n / 32, [&](int64_t b, __m256 acc) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
+    const __m256 p = _mm256_mul_ps(int8_dot_as_float(wq, xq), _mm256_broadcast_ss(&x.scale[b]));
+    return _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f16[w[b].d]), acc);
+  });
 }
 
-float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
-  const int64_t nb = n / 32;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    const __m256i w0 = unpack_q4(w[b].qs);
-    const __m256i w1 = unpack_q4(w[b + 1].qs);
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b + 1].qs));
-    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
-    const __m256 d1 = _mm256_set1_ps(half_to_float(w[b + 1].d) * half_to_float(x[b + 1].d));
-    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
-    acc1 = _mm256_fmadd_ps(int8_dot_as_float(w1, x1), d1, acc1);
-  }
-  for (; b < nb; ++b) {
-    const __m256i w0 = unpack_q4(w[b].qs);
-    const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[b].qs));
-    const __m256 d0 = _mm256_set1_ps(half_to_float(w[b].d) * half_to_float(x[b].d));
-    acc0 = _mm256_fmadd_ps(int8_dot_as_float(w0, x0), d0, acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
+// A Q4_0 block's quants as unsigned 0..15 in element order: the 16 bytes are broadcast to both
+// halves (a pure load), the upper half shifted to its high nibbles, then masked.
+inline __m256i unpack_q4_unsigned(const uint8_t* qs) {
+  const __m256i bytes =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  const __m256i both = _mm256_blend_epi32(bytes, _mm256_srli_epi16(bytes, 4), 0xf0);
+  return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+// sum((q - 8) x) = sum(q x) - 8 sum(x): q is unsigned, so maddubs takes it directly; the second
+// term is spread over the 8 lanes as scale * sum(x) each (Q8Activation::scaled_sum).
+float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
+  const float* f16 = f16_to_f32_table();
+  const __m256i ones = _mm256_set1_epi16(1);
+  return sum_blocks(n / 32, [&](int64_t b, __m256 acc) {
+    const __m256i q = unpack_q4_unsigned(w[b].qs);
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
+    const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), ones));
+    const __m256 t = _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]),
+                                     _mm256_broadcast_ss(&x.scaled_sum[b]));
+    return _mm256_fmadd_ps(t, _mm256_broadcast_ss(&f16[w[b].d]), acc);
+  });
 }
 
 // Same arithmetic as the scalar quantizer (scale = max|x|/127, round half away from zero), so
@@ -188,12 +189,16 @@ const CpuKernels kAvx2{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, q
 
 }  // namespace
 
-const CpuKernels* avx2_kernels_unchecked() { return &kAvx2; }
+const CpuKernels* avx2_kernels_unchecked() {
+  return &kAvx2;
+}
 
 }  // namespace strata
 
 #else
 namespace strata {
-const CpuKernels* avx2_kernels_unchecked() { return nullptr; }
+const CpuKernels* avx2_kernels_unchecked() {
+  return nullptr;
+}
 }  // namespace strata
 #endif

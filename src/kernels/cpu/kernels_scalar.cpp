@@ -25,7 +25,8 @@ float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
   return sum;
 }
 
-float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
+float dot_q8_0(const BlockQ8_0* w, const Q8Activation& xa, int64_t n) {
+  const BlockQ8_0* x = xa.blocks;
   float sum = 0.0f;
   for (int64_t b = 0; b < n / kQK; ++b) {
     int32_t acc = 0;
@@ -35,7 +36,8 @@ float dot_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t n) {
   return sum;
 }
 
-float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
+float dot_q4_0(const BlockQ4_0* w, const Q8Activation& xa, int64_t n) {
+  const BlockQ8_0* x = xa.blocks;
   float sum = 0.0f;
   for (int64_t b = 0; b < n / kQK; ++b) {
     int32_t acc = 0;
@@ -51,8 +53,8 @@ float dot_q4_0(const BlockQ4_0* w, const BlockQ8_0* x, int64_t n) {
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k{"scalar", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0,
-                            quantize_row_q8_0};
+  static const CpuKernels k{"scalar", dot_f32,  dot_f16,          dot_bf16,
+                            dot_q8_0, dot_q4_0, quantize_row_q8_0};
   return k;
 }
 

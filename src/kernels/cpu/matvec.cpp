@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "tensor/half.h"
 
 namespace strata {
 
@@ -11,26 +12,51 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
   n_ = n;
   if (need_q8) {
     if (n % kQK != 0) fail("vector of {} elements cannot be quantized to Q8_0 blocks", n);
-    q8_.resize(n / kQK);
+    const int64_t nb = n / kQK;
+    q8_.resize(nb);
+    q8_scale_.resize(nb);
+    q8_scaled_sum_.resize(nb);
     kernels.quantize_q8_0(x, q8_.data(), n);
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t sum = 0;
+      for (int j = 0; j < kQK; ++j) sum += q8_[b].qs[j];
+      q8_scale_[b] = f16_to_f32(q8_[b].d);
+      q8_scaled_sum_[b] = q8_scale_[b] * static_cast<float>(sum);
+    }
+    q8_view_ = {q8_.data(), q8_scale_.data(), q8_scaled_sum_.data()};
   }
 }
 
 float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const PreparedInput& x) {
   const uint8_t* p = w.row(row);
   switch (w.type) {
-    case DType::F32: return k.dot_f32(reinterpret_cast<const float*>(p), x.f32(), w.cols);
-    case DType::F16: return k.dot_f16(reinterpret_cast<const uint16_t*>(p), x.f32(), w.cols);
-    case DType::BF16: return k.dot_bf16(reinterpret_cast<const uint16_t*>(p), x.f32(), w.cols);
-    case DType::Q8_0: return k.dot_q8_0(reinterpret_cast<const BlockQ8_0*>(p), x.q8(), w.cols);
-    case DType::Q4_0: return k.dot_q4_0(reinterpret_cast<const BlockQ4_0*>(p), x.q8(), w.cols);
-    default: fail("no kernel for {} weights", dtype_name(w.type));
+    case DType::F32:
+      return k.dot_f32(reinterpret_cast<const float*>(p), x.f32(), w.cols);
+    case DType::F16:
+      return k.dot_f16(reinterpret_cast<const uint16_t*>(p), x.f32(), w.cols);
+    case DType::BF16:
+      return k.dot_bf16(reinterpret_cast<const uint16_t*>(p), x.f32(), w.cols);
+    case DType::Q8_0:
+      return k.dot_q8_0(reinterpret_cast<const BlockQ8_0*>(p), x.q8(), w.cols);
+    case DType::Q4_0:
+      return k.dot_q4_0(reinterpret_cast<const BlockQ4_0*>(p), x.q8(), w.cols);
+    default:
+      fail("no kernel for {} weights", dtype_name(w.type));
   }
 }
 
 void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& x, float* y,
                  int64_t begin, int64_t end) {
-  for (int64_t r = begin; r < end; ++r) y[r] = dot_row(k, w, r, x);
+  // Decode streams weights from RAM once; the hardware prefetcher alone leaves the kernels
+  // waiting on memory. Ask for the row kPrefetchRows ahead while computing this one.
+  constexpr int64_t kPrefetchRows = 1;
+  for (int64_t r = begin; r < end; ++r) {
+    if (r + kPrefetchRows < end) {
+      const uint8_t* p = w.row(r + kPrefetchRows);
+      for (uint64_t off = 0; off < w.row_bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+    }
+    y[r] = dot_row(k, w, r, x);
+  }
 }
 
 void matvec_multi(const CpuKernels& k, std::initializer_list<MatVecJob> jobs,
@@ -52,8 +78,7 @@ void matvec_multi(const CpuKernels& k, std::initializer_list<MatVecJob> jobs,
   });
 }
 
-void matvec(const CpuKernels& k, const MatrixView& w, const float* x, float* y,
-            ThreadPool& pool) {
+void matvec(const CpuKernels& k, const MatrixView& w, const float* x, float* y, ThreadPool& pool) {
   PreparedInput in;
   in.prepare(k, x, w.cols, needs_q8_input(w.type));
   matvec_multi(k, {{&w, y}}, in, pool);

@@ -19,16 +19,20 @@ class PreparedInput {
  public:
   void prepare(const CpuKernels& kernels, const float* x, int64_t n, bool need_q8);
   const float* f32() const { return x_; }
-  const BlockQ8_0* q8() const { return q8_.data(); }
+  const Q8Activation& q8() const { return q8_view_; }
   int64_t size() const { return n_; }
 
  private:
   const float* x_ = nullptr;
   int64_t n_ = 0;
   std::vector<BlockQ8_0> q8_;
+  std::vector<float> q8_scale_, q8_scaled_sum_;
+  Q8Activation q8_view_{};
 };
 
-inline bool needs_q8_input(DType type) { return type == DType::Q8_0 || type == DType::Q4_0; }
+inline bool needs_q8_input(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_0;
+}
 
 float dot_row(const CpuKernels& kernels, const MatrixView& w, int64_t row, const PreparedInput& x);
 

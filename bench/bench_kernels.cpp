@@ -1,0 +1,110 @@
+// Matrix-vector kernels: GB/s of weight bytes read, for every type and kernel variant, on a
+// matrix that fits in L2 (compute bound) and on one far larger than the caches (memory bound).
+// Run: build/bench/strata_microbench [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/matvec.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+namespace {
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+Matrix make(DType type, int64_t rows, int64_t cols) {
+  Matrix m;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> row(cols);
+  const uint64_t rb = row_bytes(type, cols);
+  m.bytes.resize(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r < 64)
+      for (auto& v : row) v = d(rng);
+    quantize_row(type, row.data(), m.bytes.data() + r * rb, cols);
+  }
+  m.view = {type, m.bytes.data(), cols, rows, rb};
+  return m;
+}
+
+void BM_MatVec(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const bool large = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const auto variants = supported_kernels();
+  if (state.range(3) >= static_cast<int64_t>(variants.size())) {
+    state.SkipWithError("kernel variant not supported on this CPU");
+    return;
+  }
+  const CpuKernels& k = *variants[state.range(3)];
+  const int64_t cols = 2048;
+  const int64_t rows = large ? (int64_t{512} << 20) / static_cast<int64_t>(row_bytes(type, cols))
+                             : (int64_t{128} << 10) / static_cast<int64_t>(row_bytes(type, cols));
+  const Matrix m = make(type, rows, cols);
+  std::vector<float> x(cols, 0.5f), y(rows);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    matvec(k, m.view, x.data(), y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(m.view.bytes()));
+  state.SetLabel(std::string(dtype_name(type)) + (large ? " 512MiB" : " 128KiB") + " " + k.name);
+}
+
+// Arguments: type, large (0/1), threads, kernel variant (0 scalar, 1 avx2, 2 avx512).
+void args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+    for (int large : {0, 1})
+      for (int threads : {1, 2})
+        for (int variant : {1, 2}) b->Args({static_cast<int64_t>(t), large, threads, variant});
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
+    b->Args({static_cast<int64_t>(t), 0, 1, 0});
+}
+
+BENCHMARK(BM_MatVec)->Apply(args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// The row kernels alone on an L2-resident matrix (1 MiB), one thread: their compute ceiling.
+void BM_RowKernel(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const auto variants = supported_kernels();
+  if (state.range(1) >= static_cast<int64_t>(variants.size())) {
+    state.SkipWithError("kernel variant not supported on this CPU");
+    return;
+  }
+  const CpuKernels& k = *variants[state.range(1)];
+  const int64_t cols = 2048;
+  const int64_t rows = (int64_t{1} << 20) / static_cast<int64_t>(row_bytes(type, cols));
+  const Matrix m = make(type, rows, cols);
+  std::vector<float> x(cols, 0.5f), y(rows);
+  PreparedInput in;
+  in.prepare(k, x.data(), cols, needs_q8_input(type));
+  for (auto _ : state) {
+    matvec_rows(k, m.view, in, y.data(), 0, rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(m.view.bytes()));
+  state.SetLabel(std::string(dtype_name(type)) + " " + k.name);
+}
+
+BENCHMARK(BM_RowKernel)
+    ->ArgsProduct({{0, 1, 30, 8, 2}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace strata

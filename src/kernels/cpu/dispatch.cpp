@@ -7,6 +7,7 @@
 namespace strata {
 
 const CpuKernels* avx2_kernels_unchecked();
+const CpuKernels* avx512vnni_kernels_unchecked();
 
 const CpuKernels* avx2_kernels() {
 #if defined(__x86_64__)
@@ -18,9 +19,19 @@ const CpuKernels* avx2_kernels() {
   return nullptr;
 }
 
+const CpuKernels* avx512vnni_kernels() {
+#if defined(__x86_64__)
+  if (avx2_kernels() != nullptr && __builtin_cpu_supports("avx512f") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+    return avx512vnni_kernels_unchecked();
+#endif
+  return nullptr;
+}
+
 std::vector<const CpuKernels*> supported_kernels() {
   std::vector<const CpuKernels*> all = {&scalar_kernels()};
   if (const CpuKernels* k = avx2_kernels()) all.push_back(k);
+  if (const CpuKernels* k = avx512vnni_kernels()) all.push_back(k);
   return all;
 }
 
@@ -32,7 +43,7 @@ const CpuKernels& best_kernels() {
     if (want.empty()) return all.back();
     for (const CpuKernels* k : all)
       if (want == k->name) return k;
-    fail("STRATA_CPU='{}' is not available on this CPU (scalar, avx2)", want);
+    fail("STRATA_CPU='{}' is not available on this CPU (scalar, avx2, avx512vnni)", want);
   }();
   return *chosen;
 }

@@ -1,6 +1,6 @@
 // The CPU kernel table. Every entry has a plain scalar reference (kernels_scalar.cpp); SIMD
 // variants implement the same functions and are chosen once at run time from the CPU's
-// features (dispatch.cpp). Setting STRATA_CPU=scalar|avx2 forces a variant.
+// features (dispatch.cpp). Setting STRATA_CPU=scalar|avx2|avx512vnni forces a variant.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +14,7 @@ namespace strata {
 // per-block values fast kernels would otherwise recompute for every row.
 struct Q8Activation {
   const BlockQ8_0* blocks;
-  const float* scale;        // f32 value of blocks[b].d
+  const float* scale;       // f32 value of blocks[b].d
   const float* scaled_sum;  // scale[b] * sum(blocks[b].qs): for Q4_0's offset of 8
 };
 
@@ -32,7 +32,8 @@ struct CpuKernels {
 };
 
 const CpuKernels& scalar_kernels();
-const CpuKernels* avx2_kernels();    // nullptr when not built for this target or CPU lacks it
+const CpuKernels* avx2_kernels();        // nullptr when not built for this target or CPU lacks it
+const CpuKernels* avx512vnni_kernels();  // AVX2 + AVX-512 VL/VNNI int8 products; likewise
 std::vector<const CpuKernels*> supported_kernels();  // scalar first, fastest last
 const CpuKernels& best_kernels();  // the variant used by the engine (STRATA_CPU overrides)
 

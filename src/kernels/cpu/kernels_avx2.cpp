@@ -1,6 +1,11 @@
 // AVX2 + FMA + F16C kernels. This file is compiled with -mavx2 -mfma -mf16c and must only be
 // entered after dispatch.cpp has checked the CPU; it uses no inline functions shared with other
 // translation units, so no AVX2 code can leak into the baseline build.
+//
+// kernels_avx2_vnni.cpp compiles this same file a second time with STRATA_KERNELS_VNNI set and
+// AVX-512 VL/VNNI enabled: the int8 products then use vpdpbusd on 256-bit registers (one
+// instruction for maddubs + madd), which matters because these loops are bound by the vector
+// ALU ports. 512-bit registers were measured slower: they leave only two ALU ports.
 #include "kernels/cpu/kernels.h"
 #include "tensor/half_table.h"
 
@@ -12,6 +17,15 @@
 namespace strata {
 
 namespace {
+
+// Weights stream from RAM once per token; the hardware prefetcher alone leaves the loops
+// waiting on memory. Each loop iteration asks for the cache lines kPrefetchBytes ahead of what
+// it reads, spread evenly through the computation (prefetches past the end are harmless).
+constexpr int kPrefetchBytes = 2048;
+inline void prefetch_ahead(const void* p, int lines) {
+  const char* c = static_cast<const char*>(p) + kPrefetchBytes;
+  for (int i = 0; i < lines; ++i) _mm_prefetch(c + 64 * i, _MM_HINT_T0);
+}
 
 inline float hsum(__m256 v) {
   __m128 lo = _mm256_castps256_ps128(v);
@@ -31,6 +45,7 @@ float dot_f32(const float* w, const float* x, int64_t n) {
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(w + i, 2);
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -50,6 +65,7 @@ float dot_f16(const uint16_t* w, const float* x, int64_t n) {
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(w + i, 1);
     a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_f16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -70,6 +86,7 @@ float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    prefetch_ahead(w + i, 1);
     a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_bf16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -85,22 +102,31 @@ float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
   return sum;
 }
 
+// Sums of 4 adjacent u8 x s8 products as 8 int32 lanes.
+inline __m256i unsigned_by_signed_dot(__m256i u, __m256i s) {
+#if defined(STRATA_KERNELS_VNNI)
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+
 // Sum of 32 signed int8 products as 8 int32 lanes, via the unsigned-by-signed multiply.
 inline __m256 int8_dot_as_float(__m256i a, __m256i b) {
   const __m256i abs_a = _mm256_sign_epi8(a, a);
   const __m256i signed_b = _mm256_sign_epi8(b, a);
-  const __m256i pairs = _mm256_maddubs_epi16(abs_a, signed_b);
-  return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  return _mm256_cvtepi32_ps(unsigned_by_signed_dot(abs_a, signed_b));
 }
 
 // Runs block(b, acc) over all blocks with four independent accumulators, so the FMA latency
 // (4 cycles) never serialises the loop.
 template <typename Block>
-inline float sum_blocks(int64_t nb, Block block) {
+inline float sum_blocks(const void* w, int block_bytes, int64_t nb, Block block) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
+    prefetch_ahead(static_cast<const char*>(w) + b * block_bytes, (4 * block_bytes + 63) / 64);
     acc[0] = block(b, acc[0]);
     acc[1] = block(b + 1, acc[1]);
     acc[2] = block(b + 2, acc[2]);
@@ -114,7 +140,7 @@ inline float sum_blocks(int64_t nb, Block block) {
 // loads, keeping the shuffle port free; converting f16 per block was the bottleneck.
 float dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
-  return sum_blocks(n / 32, [&](int64_t b, __m256 acc) {
+  return sum_blocks(w, sizeof(BlockQ8_0), n / 32, [&](int64_t b, __m256 acc) {
     const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
     const __m256 p = _mm256_mul_ps(int8_dot_as_float(wq, xq), _mm256_broadcast_ss(&x.scale[b]));
@@ -135,13 +161,12 @@ inline __m256i unpack_q4_unsigned(const uint8_t* qs) {
 // term is spread over the 8 lanes as scale * sum(x) each (Q8Activation::scaled_sum).
 float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
-  const __m256i ones = _mm256_set1_epi16(1);
-  return sum_blocks(n / 32, [&](int64_t b, __m256 acc) {
+  return sum_blocks(w, sizeof(BlockQ4_0), n / 32, [&](int64_t b, __m256 acc) {
     const __m256i q = unpack_q4_unsigned(w[b].qs);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
-    const __m256 p = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), ones));
-    const __m256 t = _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]),
-                                     _mm256_broadcast_ss(&x.scaled_sum[b]));
+    const __m256 p = _mm256_cvtepi32_ps(unsigned_by_signed_dot(q, xq));
+    const __m256 t =
+        _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]), _mm256_broadcast_ss(&x.scaled_sum[b]));
     return _mm256_fmadd_ps(t, _mm256_broadcast_ss(&f16[w[b].d]), acc);
   });
 }
@@ -185,20 +210,33 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   }
 }
 
-const CpuKernels kAvx2{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, quantize_q8_0};
-
+#if defined(STRATA_KERNELS_VNNI)
+const CpuKernels kTable{"avx512vnni", dot_f32,  dot_f16,      dot_bf16,
+                        dot_q8_0,     dot_q4_0, quantize_q8_0};
 }  // namespace
-
-const CpuKernels* avx2_kernels_unchecked() {
-  return &kAvx2;
+const CpuKernels* avx512vnni_kernels_unchecked() {
+  return &kTable;
 }
+#else
+const CpuKernels kTable{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, quantize_q8_0};
+}  // namespace
+const CpuKernels* avx2_kernels_unchecked() {
+  return &kTable;
+}
+#endif
 
 }  // namespace strata
 
-#else
+#else  // not x86-64: no SIMD tables
 namespace strata {
+#if defined(STRATA_KERNELS_VNNI)
+const CpuKernels* avx512vnni_kernels_unchecked() {
+  return nullptr;
+}
+#else
 const CpuKernels* avx2_kernels_unchecked() {
   return nullptr;
 }
+#endif
 }  // namespace strata
 #endif

@@ -47,16 +47,7 @@ float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const Prepa
 
 void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& x, float* y,
                  int64_t begin, int64_t end) {
-  // Decode streams weights from RAM once; the hardware prefetcher alone leaves the kernels
-  // waiting on memory. Ask for the row kPrefetchRows ahead while computing this one.
-  constexpr int64_t kPrefetchRows = 1;
-  for (int64_t r = begin; r < end; ++r) {
-    if (r + kPrefetchRows < end) {
-      const uint8_t* p = w.row(r + kPrefetchRows);
-      for (uint64_t off = 0; off < w.row_bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
-    }
-    y[r] = dot_row(k, w, r, x);
-  }
+  for (int64_t r = begin; r < end; ++r) y[r] = dot_row(k, w, r, x);
 }
 
 void matvec_multi(const CpuKernels& k, std::initializer_list<MatVecJob> jobs,

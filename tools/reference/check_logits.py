@@ -35,20 +35,23 @@ def main():
             subprocess.run([strata, "synth", "--preset", "tiny", "--type", typ, "--ffn", ffn,
                             "--seed", "7", "-o", path] + extra, check=True,
                            stdout=subprocess.DEVNULL)
-            out = subprocess.run([strata, "logits", "-m", path, "-t", "2", "--tokens",
-                                  ",".join(map(str, tokens))], check=True,
-                                 capture_output=True, text=True).stdout
-            got = torch.tensor(json.loads(out), dtype=torch.float64)
-            checks = [("exact", LlamaReference(path).forward(tokens), TOL_EXACT[typ])]
+            refs = [("exact", LlamaReference(path).forward(tokens), TOL_EXACT[typ])]
             if typ in TOL_EMULATED:
-                checks.append(("q8-emulated", LlamaReference(path, emulate_q8=True).forward(tokens),
-                               TOL_EMULATED[typ]))
-            for label, ref, tol in checks:
-                err = ((got - ref).abs().max() / ref.abs().max()).item()
-                ok = err <= tol
-                failures += not ok
-                print(f"{'ok  ' if ok else 'FAIL'} {ffn:7s} {typ:5s} {label:12s} "
-                      f"rel err {err:.2e} (tol {tol:.0e})")
+                refs.append(("q8-emulated", LlamaReference(path, emulate_q8=True).forward(tokens),
+                             TOL_EMULATED[typ]))
+            # The scalar reference kernels and the fastest SIMD kernels of this CPU.
+            for kernels in ["scalar", ""]:
+                env = dict(os.environ, STRATA_CPU=kernels)
+                out = subprocess.run([strata, "logits", "-m", path, "-t", "2", "--tokens",
+                                      ",".join(map(str, tokens))], check=True,
+                                     capture_output=True, text=True, env=env).stdout
+                got = torch.tensor(json.loads(out), dtype=torch.float64)
+                for label, ref, tol in refs:
+                    err = ((got - ref).abs().max() / ref.abs().max()).item()
+                    ok = err <= tol
+                    failures += not ok
+                    print(f"{'ok  ' if ok else 'FAIL'} {ffn:7s} {typ:5s} {kernels or 'simd':6s} "
+                          f"{label:12s} rel err {err:.2e} (tol {tol:.0e})")
     if failures:
         print(f"{failures} comparisons failed")
         sys.exit(1)

@@ -13,16 +13,21 @@ namespace strata {
 Command add_logits_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("logits", "Print the logits for a list of token ids (JSON)");
   struct Options {
+    bool mmap = false;
     std::string model;
     std::vector<int32_t> tokens;
     int threads = default_threads();
   };
   auto o = std::make_shared<Options>();
+  cmd->add_flag("--mmap", o->mmap,
+                "Use the model file in place (memory map) instead of reading it into huge-page "
+                "memory: faster start, slower decode");
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("--tokens", o->tokens, "Token ids, comma separated")->required()->delimiter(',');
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
   return {cmd, [o] {
-            const auto model = Model::load(o->model, /*require_tokenizer=*/false);
+            const auto model = Model::load(o->model, /*require_tokenizer=*/false,
+                                           o->mmap ? LoadMode::Map : LoadMode::Read);
             ThreadPool pool(o->threads);
             Session session(*model, static_cast<int64_t>(o->tokens.size()), pool);
             nlohmann::json out = nlohmann::json::array();

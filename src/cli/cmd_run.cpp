@@ -16,6 +16,7 @@ namespace strata {
 Command add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   struct Options {
+    bool mmap = false;
     std::string model = default_model_path();
     std::string prompt;
     int n_predict = 128;
@@ -27,6 +28,9 @@ Command add_run_command(CLI::App& app) {
     SamplerParams sampling;
   };
   auto o = std::make_shared<Options>();
+  cmd->add_flag("--mmap", o->mmap,
+                "Use the model file in place (memory map) instead of reading it into huge-page "
+                "memory: faster start, slower decode");
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until EOS or full)")
@@ -47,76 +51,76 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("-s,--seed", o->seed, "Random seed (-1: from the clock)");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS token");
   cmd->add_flag("--json", o->json, "Print the timing report as JSON on stderr");
-  return {cmd, [o] {
-            Timer load_timer;
-            const auto model = Model::load(o->model);
-            const double load_s = load_timer.seconds();
-            const Tokenizer& tok = *model->tokenizer;
-            const int64_t n_ctx =
-                o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
-            const auto prompt = tok.encode(o->prompt, tok.add_bos_default() && !o->no_bos);
-            if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
-            if (static_cast<int64_t>(prompt.size()) > n_ctx)
-              fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(),
-                   n_ctx);
-            SamplerParams sp = o->sampling;
-            sp.seed = o->seed >= 0 ? static_cast<uint64_t>(o->seed)
-                                   : static_cast<uint64_t>(
-                                         std::chrono::steady_clock::now().time_since_epoch().count());
-            ThreadPool pool(o->threads);
-            Session session(*model, n_ctx, pool);
-            Sampler sampler(sp);
+  return {
+      cmd, [o] {
+        Timer load_timer;
+        const auto model = Model::load(o->model, true, o->mmap ? LoadMode::Map : LoadMode::Read);
+        const double load_s = load_timer.seconds();
+        const Tokenizer& tok = *model->tokenizer;
+        const int64_t n_ctx =
+            o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+        const auto prompt = tok.encode(o->prompt, tok.add_bos_default() && !o->no_bos);
+        if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
+        if (static_cast<int64_t>(prompt.size()) > n_ctx)
+          fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(),
+               n_ctx);
+        SamplerParams sp = o->sampling;
+        sp.seed = o->seed >= 0 ? static_cast<uint64_t>(o->seed)
+                               : static_cast<uint64_t>(
+                                     std::chrono::steady_clock::now().time_since_epoch().count());
+        ThreadPool pool(o->threads);
+        Session session(*model, n_ctx, pool);
+        Sampler sampler(sp);
 
-            std::fputs(o->prompt.c_str(), stdout);
-            std::fflush(stdout);
-            Timer prompt_timer;
-            auto logits = session.eval(prompt);
-            const double prompt_s = prompt_timer.seconds();
+        std::fputs(o->prompt.c_str(), stdout);
+        std::fflush(stdout);
+        Timer prompt_timer;
+        auto logits = session.eval(prompt);
+        const double prompt_s = prompt_timer.seconds();
 
-            std::vector<int32_t> history = prompt;
-            Timer decode_timer;
-            int generated = 0;
-            bool context_full = false;
-            while (o->n_predict < 0 || generated < o->n_predict) {
-              const int32_t next = sampler.sample(logits, history);
-              if (next == tok.eos()) break;
-              history.push_back(next);
-              ++generated;
-              const std::string piece = tok.token_bytes(next);
-              if (!tok.is_control(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
-              std::fflush(stdout);
-              if (session.n_past() >= n_ctx) {
-                context_full = true;
-                break;
-              }
-              logits = session.eval(next);
-            }
-            const double decode_s = decode_timer.seconds();
-            std::fputs("\n", stdout);
-            std::fflush(stdout);
-            if (context_full) fmt::print(stderr, "note: stopped, the context ({}) is full\n", n_ctx);
+        std::vector<int32_t> history = prompt;
+        Timer decode_timer;
+        int generated = 0;
+        bool context_full = false;
+        while (o->n_predict < 0 || generated < o->n_predict) {
+          const int32_t next = sampler.sample(logits, history);
+          if (next == tok.eos()) break;
+          history.push_back(next);
+          ++generated;
+          const std::string piece = tok.token_bytes(next);
+          if (!tok.is_control(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+          if (session.n_past() >= n_ctx) {
+            context_full = true;
+            break;
+          }
+          logits = session.eval(next);
+        }
+        const double decode_s = decode_timer.seconds();
+        std::fputs("\n", stdout);
+        std::fflush(stdout);
+        if (context_full) fmt::print(stderr, "note: stopped, the context ({}) is full\n", n_ctx);
 
-            const double prompt_tps = prompt.size() / prompt_s;
-            const double decode_tps = generated > 0 ? generated / decode_s : 0.0;
-            const double peak_mib = peak_rss_bytes() / 1048576.0;
-            if (o->json) {
-              nlohmann::json j = {{"prompt_tokens", prompt.size()},
-                                  {"prompt_tokens_per_s", prompt_tps},
-                                  {"generated_tokens", generated},
-                                  {"decode_tokens_per_s", decode_tps},
-                                  {"load_s", load_s},
-                                  {"peak_rss_bytes", peak_rss_bytes()},
-                                  {"seed", sp.seed}};
-              fmt::print(stderr, "{}\n", j.dump());
-            } else {
-              fmt::print(stderr,
-                         "prompt: {} tokens, {:.1f} tok/s | decode: {} tokens, {:.1f} tok/s | "
-                         "load: {:.2f} s | peak memory: {:.1f} MiB | seed: {}\n",
-                         prompt.size(), prompt_tps, generated, decode_tps, load_s, peak_mib,
-                         sp.seed);
-            }
-            return 0;
-          }};
+        const double prompt_tps = prompt.size() / prompt_s;
+        const double decode_tps = generated > 0 ? generated / decode_s : 0.0;
+        const double peak_mib = peak_rss_bytes() / 1048576.0;
+        if (o->json) {
+          nlohmann::json j = {{"prompt_tokens", prompt.size()},
+                              {"prompt_tokens_per_s", prompt_tps},
+                              {"generated_tokens", generated},
+                              {"decode_tokens_per_s", decode_tps},
+                              {"load_s", load_s},
+                              {"peak_rss_bytes", peak_rss_bytes()},
+                              {"seed", sp.seed}};
+          fmt::print(stderr, "{}\n", j.dump());
+        } else {
+          fmt::print(stderr,
+                     "prompt: {} tokens, {:.1f} tok/s | decode: {} tokens, {:.1f} tok/s | "
+                     "load: {:.2f} s | peak memory: {:.1f} MiB | seed: {}\n",
+                     prompt.size(), prompt_tps, generated, decode_tps, load_s, peak_mib, sp.seed);
+        }
+        return 0;
+      }};
 }
 
 }  // namespace strata

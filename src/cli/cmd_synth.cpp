@@ -57,8 +57,8 @@ Command add_synth_command(CLI::App& app) {
             ProgressBar bar("synth");
             write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
             bar.finish();
-            fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.n_layer, s.n_embd,
-                       s.n_ff, ffn_activation_name(s.ffn), dtype_name(s.type));
+            fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.n_layer,
+                       s.n_embd, s.n_ff, ffn_activation_name(s.ffn), dtype_name(s.type));
             return 0;
           }};
 }

@@ -17,7 +17,9 @@ int default_threads() {
   return n == 0 ? 4 : static_cast<int>(n);
 }
 
-std::string default_model_path() { return STRATA_DEFAULT_MODEL; }
+std::string default_model_path() {
+  return STRATA_DEFAULT_MODEL;
+}
 
 }  // namespace strata
 
@@ -30,8 +32,8 @@ int main(int argc, char** argv) {
   });
   app.set_version_flag("--version", "strata 0.1.0");
   const std::vector<strata::Command> commands = {
-      strata::add_run_command(app),   strata::add_info_command(app),
-      strata::add_bench_command(app), strata::add_synth_command(app),
+      strata::add_run_command(app),      strata::add_info_command(app),
+      strata::add_bench_command(app),    strata::add_synth_command(app),
       strata::add_tokenize_command(app), strata::add_logits_command(app)};
   try {
     app.parse(argc, argv);

@@ -12,7 +12,33 @@
 
 namespace strata {
 
-MappedFile::MappedFile(const std::string& path) : path_(path) {
+namespace {
+
+// Reads the whole file into fresh anonymous memory; returns it or fails (unmapping on error).
+void* read_into_memory(int fd, uint64_t size, const std::string& path) {
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    fail("cannot allocate {} bytes for '{}': {}", size, path, std::strerror(errno));
+  ::madvise(p, size, MADV_HUGEPAGE);  // advisory: fine if the kernel says no
+  uint64_t done = 0;
+  while (done < size) {
+    const uint64_t chunk = std::min<uint64_t>(size - done, uint64_t{64} << 20);
+    const ssize_t n = ::pread(fd, static_cast<uint8_t*>(p) + done, chunk, static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : 0;
+      ::munmap(p, size);
+      fail("cannot read '{}' at byte {}: {}", path, done, err ? std::strerror(err) : "file shrank");
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  ::mprotect(p, size, PROT_READ);
+  return p;
+}
+
+}  // namespace
+
+MappedFile::MappedFile(const std::string& path, LoadMode mode) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
@@ -27,11 +53,17 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      const int err = errno;
+    void* p = nullptr;
+    try {
+      if (mode == LoadMode::Read) {
+        p = read_into_memory(fd, size_, path);
+      } else {
+        p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (p == MAP_FAILED) fail("cannot map '{}': {}", path, std::strerror(errno));
+      }
+    } catch (...) {
       ::close(fd);
-      fail("cannot map '{}': {}", path, std::strerror(err));
+      throw;
     }
     data_ = static_cast<const uint8_t*>(p);
   }

@@ -74,7 +74,7 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   // Maps and validates the file; throws Error naming the first problem found.
-  static std::unique_ptr<GgufFile> open(const std::string& path);
+  static std::unique_ptr<GgufFile> open(const std::string& path, LoadMode mode = LoadMode::Map);
 
   const std::string& path() const { return file_->path(); }
   uint32_t version() const { return version_; }

@@ -89,23 +89,45 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, uint64_t 
   GgufValue v;
   v.type = type;
   switch (type) {
-    case GgufType::U8: v.scalar = uint64_t{c.read<uint8_t>("a u8 value")}; break;
-    case GgufType::I8: v.scalar = int64_t{c.read<int8_t>("an i8 value")}; break;
-    case GgufType::U16: v.scalar = uint64_t{c.read<uint16_t>("a u16 value")}; break;
-    case GgufType::I16: v.scalar = int64_t{c.read<int16_t>("an i16 value")}; break;
-    case GgufType::U32: v.scalar = uint64_t{c.read<uint32_t>("a u32 value")}; break;
-    case GgufType::I32: v.scalar = int64_t{c.read<int32_t>("an i32 value")}; break;
-    case GgufType::U64: v.scalar = c.read<uint64_t>("a u64 value"); break;
-    case GgufType::I64: v.scalar = c.read<int64_t>("an i64 value"); break;
-    case GgufType::F32: v.scalar = double{c.read<float>("an f32 value")}; break;
-    case GgufType::F64: v.scalar = c.read<double>("an f64 value"); break;
+    case GgufType::U8:
+      v.scalar = uint64_t{c.read<uint8_t>("a u8 value")};
+      break;
+    case GgufType::I8:
+      v.scalar = int64_t{c.read<int8_t>("an i8 value")};
+      break;
+    case GgufType::U16:
+      v.scalar = uint64_t{c.read<uint16_t>("a u16 value")};
+      break;
+    case GgufType::I16:
+      v.scalar = int64_t{c.read<int16_t>("an i16 value")};
+      break;
+    case GgufType::U32:
+      v.scalar = uint64_t{c.read<uint32_t>("a u32 value")};
+      break;
+    case GgufType::I32:
+      v.scalar = int64_t{c.read<int32_t>("an i32 value")};
+      break;
+    case GgufType::U64:
+      v.scalar = c.read<uint64_t>("a u64 value");
+      break;
+    case GgufType::I64:
+      v.scalar = c.read<int64_t>("an i64 value");
+      break;
+    case GgufType::F32:
+      v.scalar = double{c.read<float>("an f32 value")};
+      break;
+    case GgufType::F64:
+      v.scalar = c.read<double>("an f64 value");
+      break;
     case GgufType::Bool: {
       const uint8_t b = c.read<uint8_t>("a bool value");
       if (b > 1) fail("'{}': metadata key '{}' has bool value {}", c.path(), key, b);
       v.scalar = b != 0;
       break;
     }
-    case GgufType::String: v.scalar = c.read_string("a string value"); break;
+    case GgufType::String:
+      v.scalar = c.read_string("a string value");
+      break;
     case GgufType::Array: {
       if (depth >= kMaxArrayDepth)
         fail("'{}': metadata key '{}' nests arrays too deeply", c.path(), key);
@@ -114,9 +136,10 @@ GgufValue read_value(Cursor& c, GgufType type, const std::string& key, uint64_t 
       // Each element takes at least min_encoded_size bytes: an absurd count fails here,
       // before any allocation.
       if (count > c.remaining() / min_encoded_size(v.array_type))
-        fail("'{}' is truncated or corrupt: metadata key '{}' claims {} array elements, more "
-             "than the remaining {} bytes can hold",
-             c.path(), key, count, c.remaining());
+        fail(
+            "'{}' is truncated or corrupt: metadata key '{}' claims {} array elements, more "
+            "than the remaining {} bytes can hold",
+            c.path(), key, count, c.remaining());
       v.items.reserve(count);
       for (uint64_t i = 0; i < count; ++i)
         v.items.push_back(read_value(c, v.array_type, key, depth + 1));
@@ -171,8 +194,7 @@ void GgufFile::parse() {
     t.name = c.read_string("a tensor name");
     const uint32_t n_dims = c.read<uint32_t>("a tensor's dimension count");
     if (n_dims == 0 || n_dims > kMaxDims)
-      fail("'{}': tensor '{}' has {} dimensions (1 to {} allowed)", path, t.name, n_dims,
-           kMaxDims);
+      fail("'{}': tensor '{}' has {} dimensions (1 to {} allowed)", path, t.name, n_dims, kMaxDims);
     t.n_elements = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t dim = c.read<uint64_t>("a tensor dimension");
@@ -191,8 +213,7 @@ void GgufFile::parse() {
     t.n_bytes = checked_mul(t.n_elements / info->block_size, info->block_bytes, "tensor size");
     t.offset = c.read<uint64_t>("a tensor offset");
     if (t.offset % alignment_ != 0)
-      fail("'{}': tensor '{}' offset {} is not aligned to {}", path, t.name, t.offset,
-           alignment_);
+      fail("'{}': tensor '{}' offset {} is not aligned to {}", path, t.name, t.offset, alignment_);
     if (tensor_index_.count(t.name)) fail("'{}': tensor '{}' appears twice", path, t.name);
     tensor_index_[t.name] = tensors_.size();
     tensors_.push_back(std::move(t));
@@ -212,9 +233,9 @@ void GgufFile::parse() {
   }
 }
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, LoadMode mode) {
   std::unique_ptr<GgufFile> f(new GgufFile());
-  f->file_ = std::make_unique<MappedFile>(path);
+  f->file_ = std::make_unique<MappedFile>(path, mode);
   f->parse();
   return f;
 }

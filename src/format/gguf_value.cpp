@@ -9,19 +9,32 @@ namespace strata {
 
 const char* gguf_type_name(GgufType type) {
   switch (type) {
-    case GgufType::U8: return "u8";
-    case GgufType::I8: return "i8";
-    case GgufType::U16: return "u16";
-    case GgufType::I16: return "i16";
-    case GgufType::U32: return "u32";
-    case GgufType::I32: return "i32";
-    case GgufType::F32: return "f32";
-    case GgufType::Bool: return "bool";
-    case GgufType::String: return "string";
-    case GgufType::Array: return "array";
-    case GgufType::U64: return "u64";
-    case GgufType::I64: return "i64";
-    case GgufType::F64: return "f64";
+    case GgufType::U8:
+      return "u8";
+    case GgufType::I8:
+      return "i8";
+    case GgufType::U16:
+      return "u16";
+    case GgufType::I16:
+      return "i16";
+    case GgufType::U32:
+      return "u32";
+    case GgufType::I32:
+      return "i32";
+    case GgufType::F32:
+      return "f32";
+    case GgufType::Bool:
+      return "bool";
+    case GgufType::String:
+      return "string";
+    case GgufType::Array:
+      return "array";
+    case GgufType::U64:
+      return "u64";
+    case GgufType::I64:
+      return "i64";
+    case GgufType::F64:
+      return "f64";
   }
   return "?";
 }

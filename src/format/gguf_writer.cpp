@@ -67,18 +67,42 @@ void put_string(std::vector<uint8_t>& buf, const std::string& s) {
 }
 void put_value(std::vector<uint8_t>& buf, const GgufValue& v) {
   switch (v.type) {
-    case GgufType::U8: put<uint8_t>(buf, static_cast<uint8_t>(v.as_int("u8"))); break;
-    case GgufType::I8: put<int8_t>(buf, static_cast<int8_t>(v.as_int("i8"))); break;
-    case GgufType::U16: put<uint16_t>(buf, static_cast<uint16_t>(v.as_int("u16"))); break;
-    case GgufType::I16: put<int16_t>(buf, static_cast<int16_t>(v.as_int("i16"))); break;
-    case GgufType::U32: put<uint32_t>(buf, static_cast<uint32_t>(v.as_int("u32"))); break;
-    case GgufType::I32: put<int32_t>(buf, static_cast<int32_t>(v.as_int("i32"))); break;
-    case GgufType::U64: put<uint64_t>(buf, std::get<uint64_t>(v.scalar)); break;
-    case GgufType::I64: put<int64_t>(buf, v.as_int("i64")); break;
-    case GgufType::F32: put<float>(buf, static_cast<float>(v.as_float("f32"))); break;
-    case GgufType::F64: put<double>(buf, v.as_float("f64")); break;
-    case GgufType::Bool: put<uint8_t>(buf, v.as_bool("bool") ? 1 : 0); break;
-    case GgufType::String: put_string(buf, v.as_string("string")); break;
+    case GgufType::U8:
+      put<uint8_t>(buf, static_cast<uint8_t>(v.as_int("u8")));
+      break;
+    case GgufType::I8:
+      put<int8_t>(buf, static_cast<int8_t>(v.as_int("i8")));
+      break;
+    case GgufType::U16:
+      put<uint16_t>(buf, static_cast<uint16_t>(v.as_int("u16")));
+      break;
+    case GgufType::I16:
+      put<int16_t>(buf, static_cast<int16_t>(v.as_int("i16")));
+      break;
+    case GgufType::U32:
+      put<uint32_t>(buf, static_cast<uint32_t>(v.as_int("u32")));
+      break;
+    case GgufType::I32:
+      put<int32_t>(buf, static_cast<int32_t>(v.as_int("i32")));
+      break;
+    case GgufType::U64:
+      put<uint64_t>(buf, std::get<uint64_t>(v.scalar));
+      break;
+    case GgufType::I64:
+      put<int64_t>(buf, v.as_int("i64"));
+      break;
+    case GgufType::F32:
+      put<float>(buf, static_cast<float>(v.as_float("f32")));
+      break;
+    case GgufType::F64:
+      put<double>(buf, v.as_float("f64"));
+      break;
+    case GgufType::Bool:
+      put<uint8_t>(buf, v.as_bool("bool") ? 1 : 0);
+      break;
+    case GgufType::String:
+      put_string(buf, v.as_string("string"));
+      break;
     case GgufType::Array:
       put<uint32_t>(buf, static_cast<uint32_t>(v.array_type));
       put<uint64_t>(buf, v.items.size());
@@ -137,8 +161,7 @@ void GgufWriter::write_tensor_data(std::span<const uint8_t> bytes) {
 void GgufWriter::finish() {
   if (!header_written_) write_header();
   if (current_ != tensors_.size())
-    fail("GGUF writer: tensor '{}' was declared but its data not written",
-         tensors_[current_].name);
+    fail("GGUF writer: tensor '{}' was declared but its data not written", tensors_[current_].name);
   if (std::fclose(out_) != 0) {
     out_ = nullptr;
     fail("cannot write '{}': {}", tmp_path_, std::strerror(errno));

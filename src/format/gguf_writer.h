@@ -39,7 +39,7 @@ class GgufWriter {
   std::vector<GgufTensorInfo> tensors_;
   FILE* out_ = nullptr;
   bool header_written_ = false;
-  size_t current_ = 0;          // tensor being written
+  size_t current_ = 0;            // tensor being written
   uint64_t current_written_ = 0;  // bytes of it so far
   uint64_t position_ = 0;
   bool finished_ = false;

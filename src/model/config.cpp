@@ -6,17 +6,21 @@ namespace strata {
 
 const char* ffn_activation_name(FfnActivation a) {
   switch (a) {
-    case FfnActivation::SwiGLU: return "swiglu";
-    case FfnActivation::ReGLU: return "reglu";
-    case FfnActivation::DReLU: return "drelu";
-    case FfnActivation::ReLU: return "relu";
+    case FfnActivation::SwiGLU:
+      return "swiglu";
+    case FfnActivation::ReGLU:
+      return "reglu";
+    case FfnActivation::DReLU:
+      return "drelu";
+    case FfnActivation::ReLU:
+      return "relu";
   }
   return "?";
 }
 
 std::optional<FfnActivation> ffn_activation_from_name(const std::string& name) {
-  for (auto a : {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,
-                 FfnActivation::ReLU})
+  for (auto a :
+       {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU})
     if (name == ffn_activation_name(a)) return a;
   return std::nullopt;
 }
@@ -38,8 +42,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_layer = positive(a + "block_count", f.get_int(a + "block_count"));
   c.n_ff = positive(a + "feed_forward_length", f.get_int(a + "feed_forward_length"));
   c.n_head = positive(a + "attention.head_count", f.get_int(a + "attention.head_count"));
-  c.n_head_kv = positive(a + "attention.head_count_kv",
-                         f.get_int(a + "attention.head_count_kv", c.n_head));
+  c.n_head_kv =
+      positive(a + "attention.head_count_kv", f.get_int(a + "attention.head_count_kv", c.n_head));
   c.n_ctx_train = positive(a + "context_length", f.get_int(a + "context_length", 2048));
   if (c.n_embd % c.n_head != 0)
     fail("'{}': embedding length {} is not divisible by {} heads", f.path(), c.n_embd, c.n_head);
@@ -50,8 +54,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
          c.n_head_kv);
   c.n_rot = positive(a + "rope.dimension_count", f.get_int(a + "rope.dimension_count", c.head_dim));
   if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
-    fail("'{}': rope.dimension_count {} does not fit head size {}", f.path(), c.n_rot,
-         c.head_dim);
+    fail("'{}': rope.dimension_count {} does not fit head size {}", f.path(), c.n_rot, c.head_dim);
   c.rope_freq_base = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
   c.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5));
   if (!(c.rope_freq_base > 0.0f) || !(c.rms_eps > 0.0f))

@@ -19,7 +19,9 @@ namespace strata {
 enum class FfnActivation { SwiGLU, ReGLU, DReLU, ReLU };
 const char* ffn_activation_name(FfnActivation a);
 std::optional<FfnActivation> ffn_activation_from_name(const std::string& name);
-inline bool ffn_has_gate(FfnActivation a) { return a != FfnActivation::ReLU; }
+inline bool ffn_has_gate(FfnActivation a) {
+  return a != FfnActivation::ReLU;
+}
 
 inline constexpr const char* kFfnActivationKey = "strata.ffn_activation";
 

@@ -4,9 +4,9 @@
 
 namespace strata {
 
-std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokenizer) {
+std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokenizer, LoadMode mode) {
   auto m = std::make_unique<Model>();
-  m->file = GgufFile::open(path);
+  m->file = GgufFile::open(path, mode);
   m->config = ModelConfig::from_gguf(*m->file);
   m->weights = load_weights(*m->file, m->config);
   if (require_tokenizer || m->file->find("tokenizer.ggml.model") != nullptr) {

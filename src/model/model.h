@@ -18,7 +18,10 @@ struct Model {
   std::unique_ptr<Tokenizer> tokenizer;  // null when the file has no tokenizer metadata
 
   // Opens and validates everything; throws Error with a one-line message on any problem.
-  static std::unique_ptr<Model> load(const std::string& path, bool require_tokenizer = true);
+  // LoadMode::Read (the default) copies the file into huge-page memory for faster decode;
+  // LoadMode::Map uses it in place (--mmap).
+  static std::unique_ptr<Model> load(const std::string& path, bool require_tokenizer = true,
+                                     LoadMode mode = LoadMode::Read);
 };
 
 }  // namespace strata

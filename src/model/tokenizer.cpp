@@ -21,7 +21,8 @@ void Tokenizer::load_common(const GgufFile& f) {
       types_[i] = static_cast<TokenType>(t);
     }
   }
-  for (size_t i = 0; i < tokens_.size(); ++i) token_ids_.emplace(tokens_[i], static_cast<int32_t>(i));
+  for (size_t i = 0; i < tokens_.size(); ++i)
+    token_ids_.emplace(tokens_[i], static_cast<int32_t>(i));
   auto special = [&](const char* key) -> int32_t {
     const int64_t id = f.get_int(key, -1);
     if (id < -1 || id >= static_cast<int64_t>(tokens_.size()))

@@ -119,8 +119,10 @@ class BpeTokenizer : public Tokenizer {
     std::string out;
     for (const auto& c : split_utf8(tokens_[id])) {
       const auto it = byte_map().codepoint_to_byte.find(c.codepoint);
-      if (it != byte_map().codepoint_to_byte.end()) out += static_cast<char>(it->second);
-      else out += tokens_[id].substr(c.offset, c.length);  // added tokens are plain text
+      if (it != byte_map().codepoint_to_byte.end())
+        out += static_cast<char>(it->second);
+      else
+        out += tokens_[id].substr(c.offset, c.length);  // added tokens are plain text
     }
     return out;
   }
@@ -128,7 +130,8 @@ class BpeTokenizer : public Tokenizer {
  protected:
   std::vector<int32_t> encode_text(std::string_view text) const override {
     std::vector<int32_t> ids;
-    for (const auto& [offset, length] : pretokenize(text)) encode_piece(text.substr(offset, length), ids);
+    for (const auto& [offset, length] : pretokenize(text))
+      encode_piece(text.substr(offset, length), ids);
     return ids;
   }
 

@@ -63,8 +63,10 @@ class SpmTokenizer : public Tokenizer {
     norm.reserve(text.size() * 2 + 3);
     if (add_space_prefix_) norm += kSpaceMark;
     for (char c : text) {
-      if (c == ' ') norm += kSpaceMark;
-      else norm += c;
+      if (c == ' ')
+        norm += kSpaceMark;
+      else
+        norm += c;
     }
 
     struct Symbol {
@@ -77,11 +79,13 @@ class SpmTokenizer : public Tokenizer {
     for (size_t i = 0; i < chars.size();) {
       size_t matched = 0;
       for (const auto& u : user_defined_) {
-        if (u.size() > matched && norm.compare(chars[i].offset, u.size(), u) == 0) matched = u.size();
+        if (u.size() > matched && norm.compare(chars[i].offset, u.size(), u) == 0)
+          matched = u.size();
       }
       const int idx = static_cast<int>(symbols.size());
       if (matched > 0) {
-        symbols.push_back({chars[i].offset, static_cast<uint32_t>(matched), idx - 1, idx + 1, true});
+        symbols.push_back(
+            {chars[i].offset, static_cast<uint32_t>(matched), idx - 1, idx + 1, true});
         const uint32_t end = chars[i].offset + static_cast<uint32_t>(matched);
         while (i < chars.size() && chars[i].offset < end) ++i;
       } else {
@@ -107,7 +111,8 @@ class SpmTokenizer : public Tokenizer {
       if (it == mergeable_.end()) return;
       agenda.push({scores_[it->second], left, right, size});
     };
-    for (size_t i = 1; i < symbols.size(); ++i) try_add(static_cast<int>(i) - 1, static_cast<int>(i));
+    for (size_t i = 1; i < symbols.size(); ++i)
+      try_add(static_cast<int>(i) - 1, static_cast<int>(i));
 
     while (!agenda.empty()) {
       const Pair top = agenda.top();
@@ -125,7 +130,8 @@ class SpmTokenizer : public Tokenizer {
 
     std::vector<int32_t> ids;
     for (int i = 0; i >= 0 && i < static_cast<int>(symbols.size()); i = symbols[i].next) {
-      const std::string_view piece = std::string_view(norm).substr(symbols[i].offset, symbols[i].length);
+      const std::string_view piece =
+          std::string_view(norm).substr(symbols[i].offset, symbols[i].length);
       const auto it = mergeable_.find(piece);
       if (it != mergeable_.end()) {
         ids.push_back(it->second);

@@ -18,9 +18,15 @@ bool in_ranges(const CodepointRange (&ranges)[N], uint32_t cp) {
 }
 }  // namespace
 
-bool is_letter(uint32_t cp) { return in_ranges(kLetterRanges, cp); }
-bool is_number(uint32_t cp) { return in_ranges(kNumberRanges, cp); }
-bool is_space(uint32_t cp) { return in_ranges(kSpaceRanges, cp); }
+bool is_letter(uint32_t cp) {
+  return in_ranges(kLetterRanges, cp);
+}
+bool is_number(uint32_t cp) {
+  return in_ranges(kNumberRanges, cp);
+}
+bool is_space(uint32_t cp) {
+  return in_ranges(kSpaceRanges, cp);
+}
 
 std::vector<Utf8Char> split_utf8(std::string_view s) {
   std::vector<Utf8Char> out;
@@ -31,14 +37,20 @@ std::vector<Utf8Char> split_utf8(std::string_view s) {
   while (i < n) {
     const uint8_t b = p[i];
     uint32_t len = 0, cp = 0, min = 0;
-    if (b < 0x80) len = 1, cp = b;
-    else if ((b & 0xe0) == 0xc0) len = 2, cp = b & 0x1f, min = 0x80;
-    else if ((b & 0xf0) == 0xe0) len = 3, cp = b & 0x0f, min = 0x800;
-    else if ((b & 0xf8) == 0xf0) len = 4, cp = b & 0x07, min = 0x10000;
+    if (b < 0x80)
+      len = 1, cp = b;
+    else if ((b & 0xe0) == 0xc0)
+      len = 2, cp = b & 0x1f, min = 0x80;
+    else if ((b & 0xf0) == 0xe0)
+      len = 3, cp = b & 0x0f, min = 0x800;
+    else if ((b & 0xf8) == 0xf0)
+      len = 4, cp = b & 0x07, min = 0x10000;
     bool ok = len != 0 && i + len <= n;
     for (uint32_t k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xc0) != 0x80) ok = false;
-      else cp = (cp << 6) | (p[i + k] & 0x3f);
+      if ((p[i + k] & 0xc0) != 0x80)
+        ok = false;
+      else
+        cp = (cp << 6) | (p[i + k] & 0x3f);
     }
     if (ok && len > 1 && (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) ok = false;
     if (!ok) {

@@ -17,9 +17,10 @@ const GgufTensorInfo& require(const GgufFile& f, const std::string& name) {
   const GgufTensorInfo* t = f.find_tensor(name);
   if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
   if (!dtype_info(t->type).computable)
-    fail("tensor '{}' has type {}, which strata cannot compute with yet (supported: F32, F16, "
-         "BF16, Q8_0, Q4_0)",
-         name, dtype_name(t->type));
+    fail(
+        "tensor '{}' has type {}, which strata cannot compute with yet (supported: F32, F16, "
+        "BF16, Q8_0, Q4_0)",
+        name, dtype_name(t->type));
   return *t;
 }
 

@@ -19,11 +19,13 @@ namespace strata {
 namespace {
 
 // Weights stream from RAM once per token; the hardware prefetcher alone leaves the loops
-// waiting on memory. Each loop iteration asks for the cache lines kPrefetchBytes ahead of what
-// it reads, spread evenly through the computation (prefetches past the end are harmless).
-constexpr int kPrefetchBytes = 2048;
-inline void prefetch_ahead(const void* p, int lines) {
-  const char* c = static_cast<const char*>(p) + kPrefetchBytes;
+// waiting on memory. Each loop iteration asks for the cache lines `distance` bytes ahead of
+// what it reads, spread evenly through the computation (prefetches past the end are harmless).
+// Distances per type were tuned with `strata bench` on 1B models (2 threads, huge pages):
+// Q8_0 was best at 512 bytes, Q4_0 and the float types at 1024.
+constexpr int kPrefetchFloat = 1024, kPrefetchQ8 = 512, kPrefetchQ4 = 1024;
+inline void prefetch_ahead(const void* p, int distance, int lines) {
+  const char* c = static_cast<const char*>(p) + distance;
   for (int i = 0; i < lines; ++i) _mm_prefetch(c + 64 * i, _MM_HINT_T0);
 }
 
@@ -45,7 +47,7 @@ float dot_f32(const float* w, const float* x, int64_t n) {
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    prefetch_ahead(w + i, 2);
+    prefetch_ahead(w + i, kPrefetchFloat, 2);
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -65,7 +67,7 @@ float dot_f16(const uint16_t* w, const float* x, int64_t n) {
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    prefetch_ahead(w + i, 1);
+    prefetch_ahead(w + i, kPrefetchFloat, 1);
     a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_f16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -86,7 +88,7 @@ float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    prefetch_ahead(w + i, 1);
+    prefetch_ahead(w + i, kPrefetchFloat, 1);
     a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_bf16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -121,12 +123,13 @@ inline __m256 int8_dot_as_float(__m256i a, __m256i b) {
 // Runs block(b, acc) over all blocks with four independent accumulators, so the FMA latency
 // (4 cycles) never serialises the loop.
 template <typename Block>
-inline float sum_blocks(const void* w, int block_bytes, int64_t nb, Block block) {
+inline float sum_blocks(const void* w, int block_bytes, int distance, int64_t nb, Block block) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
-    prefetch_ahead(static_cast<const char*>(w) + b * block_bytes, (4 * block_bytes + 63) / 64);
+    prefetch_ahead(static_cast<const char*>(w) + b * block_bytes, distance,
+                   (4 * block_bytes + 63) / 64);
     acc[0] = block(b, acc[0]);
     acc[1] = block(b + 1, acc[1]);
     acc[2] = block(b + 2, acc[2]);
@@ -140,7 +143,7 @@ inline float sum_blocks(const void* w, int block_bytes, int64_t nb, Block block)
 // loads, keeping the shuffle port free; converting f16 per block was the bottleneck.
 float dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
-  return sum_blocks(w, sizeof(BlockQ8_0), n / 32, [&](int64_t b, __m256 acc) {
+  return sum_blocks(w, sizeof(BlockQ8_0), kPrefetchQ8, n / 32, [&](int64_t b, __m256 acc) {
     const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
     const __m256 p = _mm256_mul_ps(int8_dot_as_float(wq, xq), _mm256_broadcast_ss(&x.scale[b]));
@@ -161,7 +164,7 @@ inline __m256i unpack_q4_unsigned(const uint8_t* qs) {
 // term is spread over the 8 lanes as scale * sum(x) each (Q8Activation::scaled_sum).
 float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
-  return sum_blocks(w, sizeof(BlockQ4_0), n / 32, [&](int64_t b, __m256 acc) {
+  return sum_blocks(w, sizeof(BlockQ4_0), kPrefetchQ4, n / 32, [&](int64_t b, __m256 acc) {
     const __m256i q = unpack_q4_unsigned(w[b].qs);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
     const __m256 p = _mm256_cvtepi32_ps(unsigned_by_signed_dot(q, xq));

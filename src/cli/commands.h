@@ -17,6 +17,8 @@ Command add_bench_command(CLI::App& app);
 Command add_synth_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_logits_command(CLI::App& app);
+Command add_convert_command(CLI::App& app);
+Command add_perplexity_command(CLI::App& app);
 
 // Threads to use by default: every hardware thread.
 int default_threads();

@@ -1,0 +1,76 @@
+// strata perplexity: llama.cpp-style perplexity of a text file.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "runtime/perplexity.h"
+
+namespace strata {
+
+Command add_perplexity_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("perplexity", "Perplexity of a text file (llama.cpp's method)");
+  struct Options {
+    bool mmap = false;
+    std::string model = default_model_path(), file;
+    int64_t ctx = 0, chunks = 0;
+    int threads = default_threads();
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_flag("--mmap", o->mmap, "Use the model file in place instead of reading it");
+  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
+  cmd->add_option("-f,--file", o->file, "Text file")->required();
+  cmd->add_option("-c,--ctx-size", o->ctx, "Window size in tokens (default: min(512, model's))")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--chunks", o->chunks, "Windows to evaluate (default: all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  cmd->add_flag("--json", o->json, "Print JSON");
+  return {
+      cmd, [o] {
+        std::ifstream in(o->file, std::ios::binary);
+        if (!in) fail("cannot open '{}'", o->file);
+        std::stringstream text;
+        text << in.rdbuf();
+        const auto model = Model::load(o->model, true, o->mmap ? LoadMode::Map : LoadMode::Read);
+        const Tokenizer& tok = *model->tokenizer;
+        const int64_t n_ctx =
+            o->ctx > 0 ? o->ctx : std::min<int64_t>(512, model->config.n_ctx_train);
+        const bool add_bos = tok.add_bos_default();
+        const auto tokens = tok.encode(text.str(), add_bos);
+        ThreadPool pool(o->threads);
+        Session session(*model, n_ctx, pool);
+        ProgressBar bar("perplexity");
+        Timer timer;
+        const auto r =
+            measure_perplexity(session, tokens, add_bos ? tok.bos() : -1, o->chunks,
+                               [&](int64_t d, int64_t t) { bar.update(d, t, "windows"); });
+        bar.finish();
+        const double seconds = timer.seconds();
+        if (o->json) {
+          nlohmann::json j = {{"model", o->model},
+                              {"file", o->file},
+                              {"n_ctx", n_ctx},
+                              {"tokens", tokens.size()},
+                              {"windows", r.windows},
+                              {"predictions", r.predictions},
+                              {"perplexity", r.perplexity},
+                              {"mean_nll", r.mean_nll},
+                              {"running", r.running},
+                              {"seconds", seconds}};
+          fmt::print("{}\n", j.dump(2));
+        } else {
+          fmt::print("perplexity: {:.4f} over {} windows of {} tokens ({} predictions, {:.1f} s)\n",
+                     r.perplexity, r.windows, n_ctx, r.predictions, seconds);
+        }
+        return 0;
+      }};
+}
+
+}  // namespace strata

@@ -1,0 +1,252 @@
+#include "offline/convert.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "core/error.h"
+#include "format/gguf_writer.h"
+#include "format/safetensors.h"
+#include "model/config.h"
+#include "offline/hf_tokenizer.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct HfConfig {
+  std::string architecture;
+  FfnActivation ffn;
+  int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_ctx, n_vocab;
+  double rms_eps, rope_theta;
+  bool tied;
+  int64_t bos, eos;
+};
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot open '{}'", path.string());
+  try {
+    nlohmann::json j;
+    in >> j;
+    return j;
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}' is not valid JSON: {}", path.string(), e.what());
+  }
+}
+
+HfConfig read_config(const fs::path& dir) {
+  const auto j = read_json(dir / "config.json");
+  HfConfig c{};
+  try {
+    const auto& archs = j.at("architectures");
+    c.architecture = archs.empty() ? "" : archs[0].get<std::string>();
+    if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM")
+      fail("'{}': architecture '{}' is not supported (LlamaForCausalLM, MistralForCausalLM)",
+           (dir / "config.json").string(), c.architecture);
+    const std::string act = j.value("hidden_act", "silu");
+    if (act == "silu")
+      c.ffn = FfnActivation::SwiGLU;
+    else if (act == "relu")
+      c.ffn = FfnActivation::ReGLU;
+    else
+      fail("'{}': hidden_act '{}' is not supported (silu, relu)", (dir / "config.json").string(),
+           act);
+    c.n_embd = j.at("hidden_size").get<int64_t>();
+    c.n_ff = j.at("intermediate_size").get<int64_t>();
+    c.n_layer = j.at("num_hidden_layers").get<int64_t>();
+    c.n_head = j.at("num_attention_heads").get<int64_t>();
+    c.n_head_kv = j.value("num_key_value_heads", c.n_head);
+    c.n_vocab = j.at("vocab_size").get<int64_t>();
+    c.n_ctx = j.value("max_position_embeddings", int64_t{2048});
+    c.rms_eps = j.value("rms_norm_eps", 1e-5);
+    c.rope_theta = j.value("rope_theta", 10000.0);
+    c.tied = j.value("tie_word_embeddings", false);
+    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null()
+                     ? j["head_dim"].get<int64_t>()
+                     : c.n_embd / std::max<int64_t>(1, c.n_head);
+    c.bos = j.contains("bos_token_id") && j["bos_token_id"].is_number()
+                ? j["bos_token_id"].get<int64_t>()
+                : -1;
+    c.eos = j.contains("eos_token_id") && j["eos_token_id"].is_number()
+                ? j["eos_token_id"].get<int64_t>()
+                : -1;
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}': {}", (dir / "config.json").string(), e.what());
+  }
+  if (c.n_embd <= 0 || c.n_ff <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 ||
+      c.n_vocab <= 0 || c.head_dim <= 0 || c.n_head % c.n_head_kv != 0 || c.head_dim % 2 != 0)
+    fail("'{}' has inconsistent sizes", (dir / "config.json").string());
+  return c;
+}
+
+// All tensors of the checkpoint by name, from one file or the shards an index names.
+struct Checkpoint {
+  std::vector<std::unique_ptr<SafetensorsFile>> files;
+  std::map<std::string, const SafeTensor*> tensors;
+};
+
+Checkpoint open_checkpoint(const fs::path& dir) {
+  Checkpoint ck;
+  std::vector<std::string> shards;
+  if (fs::exists(dir / "model.safetensors.index.json")) {
+    const auto index = read_json(dir / "model.safetensors.index.json");
+    if (!index.contains("weight_map") || !index["weight_map"].is_object())
+      fail("'{}' has no weight_map", (dir / "model.safetensors.index.json").string());
+    std::map<std::string, bool> seen;
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      const auto f = file.get<std::string>();
+      if (!seen[f]) shards.push_back(f);
+      seen[f] = true;
+    }
+  } else if (fs::exists(dir / "model.safetensors")) {
+    shards.push_back("model.safetensors");
+  } else {
+    fail("'{}' has no model.safetensors or model.safetensors.index.json", dir.string());
+  }
+  for (const auto& s : shards) {
+    if (!fs::exists(dir / s)) fail("shard '{}' named by the index is missing", (dir / s).string());
+    ck.files.push_back(SafetensorsFile::open((dir / s).string()));
+    for (const auto& [name, t] : ck.files.back()->tensors()) {
+      if (ck.tensors.count(name)) fail("tensor '{}' appears in two shards", name);
+      ck.tensors[name] = &t;
+    }
+  }
+  return ck;
+}
+
+struct Planned {
+  std::string gguf_name, hf_name;
+  int64_t rows, cols;     // cols == 0: a vector of `rows`
+  int64_t permute_heads;  // > 0: rows are q/k of this many heads, to reorder for GGUF's rope
+  DType type;
+};
+
+// llama.cpp's q/k permutation: HF rotates dims (i, i + d/2) of each head; GGUF files rotate
+// adjacent pairs, so row 2i of a head takes HF row i and row 2i+1 takes HF row i + d/2.
+int64_t source_row(int64_t row, int64_t rows, int64_t heads) {
+  const int64_t hd = rows / heads, h = row / hd, r = row % hd;
+  return h * hd + (r % 2) * (hd / 2) + r / 2;
+}
+
+}  // namespace
+
+void convert_hf_to_gguf(const ConvertOptions& o,
+                        const std::function<void(const ConvertProgress&)>& progress) {
+  const fs::path dir(o.input_dir);
+  if (!fs::is_directory(dir)) fail("'{}' is not a directory", o.input_dir);
+  if (!dtype_info(o.type).computable) fail("cannot convert to {}", dtype_name(o.type));
+  const HfConfig c = read_config(dir);
+  const GgufMetadata tokenizer = read_hf_tokenizer(o.input_dir, c.bos, c.eos);
+  Checkpoint ck = open_checkpoint(dir);
+
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  std::vector<Planned> plan;
+  plan.push_back(
+      {"token_embd.weight", "model.embed_tokens.weight", c.n_vocab, c.n_embd, 0, o.type});
+  plan.push_back({"output_norm.weight", "model.norm.weight", c.n_embd, 0, 0, DType::F32});
+  if (!c.tied && ck.tensors.count("lm_head.weight"))
+    plan.push_back({"output.weight", "lm_head.weight", c.n_vocab, c.n_embd, 0, o.type});
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const std::string g = fmt::format("blk.{}.", l), h = fmt::format("model.layers.{}.", l);
+    plan.push_back(
+        {g + "attn_norm.weight", h + "input_layernorm.weight", c.n_embd, 0, 0, DType::F32});
+    plan.push_back(
+        {g + "attn_q.weight", h + "self_attn.q_proj.weight", q_dim, c.n_embd, c.n_head, o.type});
+    plan.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, c.n_embd,
+                    c.n_head_kv, o.type});
+    plan.push_back(
+        {g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, c.n_embd, 0, o.type});
+    plan.push_back(
+        {g + "attn_output.weight", h + "self_attn.o_proj.weight", c.n_embd, q_dim, 0, o.type});
+    plan.push_back(
+        {g + "ffn_norm.weight", h + "post_attention_layernorm.weight", c.n_embd, 0, 0, DType::F32});
+    plan.push_back(
+        {g + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.n_ff, c.n_embd, 0, o.type});
+    plan.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", c.n_ff, c.n_embd, 0, o.type});
+    plan.push_back(
+        {g + "ffn_down.weight", h + "mlp.down_proj.weight", c.n_embd, c.n_ff, 0, o.type});
+  }
+
+  // Check every tensor before writing anything.
+  uint64_t total_bytes = 0;
+  for (const auto& p : plan) {
+    const auto it = ck.tensors.find(p.hf_name);
+    if (it == ck.tensors.end()) fail("the checkpoint lacks the tensor '{}'", p.hf_name);
+    const auto& shape = it->second->shape;
+    const std::vector<int64_t> want =
+        p.cols == 0 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
+    if (shape != want)
+      fail("tensor '{}' has shape [{}], expected [{}]", p.hf_name, fmt::join(shape, ", "),
+           fmt::join(want, ", "));
+    if (p.cols != 0 && p.cols % static_cast<int64_t>(dtype_info(p.type).block_size) != 0)
+      fail("tensor '{}' rows of {} cannot be stored as {} (blocks of {})", p.hf_name, p.cols,
+           dtype_name(p.type), dtype_info(p.type).block_size);
+    total_bytes += it->second->n_bytes;
+  }
+
+  GgufWriter w(o.output);
+  w.set("general.architecture", GgufValue::str("llama"));
+  w.set("general.name", GgufValue::str(o.name.empty() ? dir.filename().string() : o.name));
+  w.set("general.source.architecture", GgufValue::str(c.architecture));
+  w.set("llama.context_length", GgufValue::u32(static_cast<uint32_t>(c.n_ctx)));
+  w.set("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(c.n_embd)));
+  w.set("llama.block_count", GgufValue::u32(static_cast<uint32_t>(c.n_layer)));
+  w.set("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(c.n_ff)));
+  w.set("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(c.n_head)));
+  w.set("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(c.n_head_kv)));
+  w.set("llama.attention.key_length", GgufValue::u32(static_cast<uint32_t>(c.head_dim)));
+  w.set("llama.attention.value_length", GgufValue::u32(static_cast<uint32_t>(c.head_dim)));
+  w.set("llama.rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(c.head_dim)));
+  w.set("llama.rope.freq_base", GgufValue::f32(static_cast<float>(c.rope_theta)));
+  w.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(static_cast<float>(c.rms_eps)));
+  w.set("llama.vocab_size", GgufValue::u32(static_cast<uint32_t>(c.n_vocab)));
+  w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
+  for (const auto& [k, v] : tokenizer) w.set(k, v);
+  for (const auto& p : plan) {
+    if (p.cols == 0)
+      w.add_tensor(p.gguf_name, p.type, {p.rows});
+    else
+      w.add_tensor(p.gguf_name, p.type, {p.cols, p.rows});
+  }
+
+  uint64_t done_bytes = 0;
+  std::vector<float> row;
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Planned& p = plan[i];
+    const SafeTensor& t = *ck.tensors.at(p.hf_name);
+    const int64_t cols = p.cols == 0 ? p.rows : p.cols;
+    const int64_t rows = p.cols == 0 ? 1 : p.rows;
+    const uint64_t rb = row_bytes(p.type, cols);
+    row.resize(cols);
+    // Rows go out in batches of about 4 MiB so the output buffer stays small.
+    const int64_t batch = std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(rb));
+    for (int64_t r0 = 0; r0 < rows; r0 += batch) {
+      const int64_t n = std::min(batch, rows - r0);
+      out.resize(rb * n);
+      for (int64_t r = 0; r < n; ++r) {
+        const int64_t src =
+            p.permute_heads > 0 ? source_row(r0 + r, rows, p.permute_heads) : r0 + r;
+        safetensor_to_f32(t, static_cast<uint64_t>(src * cols), cols, row.data());
+        quantize_row(p.type, row.data(), out.data() + r * rb, cols);
+      }
+      w.write_tensor_data(out);
+    }
+    done_bytes += t.n_bytes;
+    if (progress)
+      progress({static_cast<int64_t>(i + 1), static_cast<int64_t>(plan.size()), done_bytes,
+                total_bytes});
+  }
+  w.finish();
+}
+
+}  // namespace strata

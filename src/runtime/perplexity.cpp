@@ -1,0 +1,47 @@
+#include "runtime/perplexity.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace strata {
+
+PerplexityResult measure_perplexity(Session& session, const std::vector<int32_t>& tokens,
+                                    int32_t bos, int64_t max_windows,
+                                    const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t n_ctx = session.n_ctx();
+  if (n_ctx < 4) fail("perplexity needs a context of at least 4 tokens, got {}", n_ctx);
+  int64_t windows = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (windows == 0)
+    fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(), n_ctx);
+  if (max_windows > 0) windows = std::min(windows, max_windows);
+
+  PerplexityResult r;
+  double nll = 0;
+  std::vector<int32_t> window(n_ctx);
+  const int64_t first = n_ctx / 2;
+  for (int64_t w = 0; w < windows; ++w) {
+    std::copy(tokens.begin() + w * n_ctx, tokens.begin() + (w + 1) * n_ctx, window.begin());
+    if (bos >= 0) window[0] = bos;
+    session.reset();
+    for (int64_t j = 0; j < n_ctx - 1; ++j) {
+      const auto logits = session.eval(window[j]);
+      if (j < first) continue;
+      // log softmax in double: -log p(next) = log sum exp(l - max) - (l_next - max)
+      double max = logits[0];
+      for (float l : logits) max = std::max(max, double{l});
+      double sum = 0;
+      for (float l : logits) sum += std::exp(double{l} - max);
+      nll += std::log(sum) - (double{logits[window[j + 1]]} - max);
+      ++r.predictions;
+    }
+    r.running.push_back(std::exp(nll / static_cast<double>(r.predictions)));
+    if (progress) progress(w + 1, windows);
+  }
+  r.windows = windows;
+  r.mean_nll = nll / static_cast<double>(r.predictions);
+  r.perplexity = std::exp(r.mean_nll);
+  return r;
+}
+
+}  // namespace strata

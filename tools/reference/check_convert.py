@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Tests `strata convert` end to end: writes tiny Hugging Face checkpoints (random weights,
+ReGLU and SwiGLU, one file and sharded with an index, F32 and BF16 tensors), converts them, and
+compares strata's logits with a PyTorch forward pass that follows Hugging Face's LlamaModel
+(rotate_half rotary embedding) on the original weights: this checks the q/k permutation and
+every tensor mapping. Then checks that bad checkpoints fail cleanly and leave no output file.
+Usage: check_convert.py STRATA_BINARY DATA_DIR WORK_DIR"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "train_tiny"))
+import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
+
+TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
+
+
+def make_checkpoint(path, act, shards, dtype, tokenizer, seed):
+    torch.manual_seed(seed)
+    cfg = dict(vocab_size=2000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+               rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act=act)
+    model = train.Model(cfg)
+    with torch.no_grad():
+        for p in model.parameters():  # larger than the training init, so errors would show
+            p.normal_(0, 0.2)
+    os.makedirs(path, exist_ok=True)
+    state = train.hf_state(model)
+    if dtype == "BF16":  # round to bf16 so the reference and the file hold the same values
+        state = {k: torch.from_numpy(v).bfloat16().float().numpy() for k, v in state.items()}
+    names = list(state)
+    if shards == 1:
+        write(os.path.join(path, "model.safetensors"), state, dtype)
+    else:
+        weight_map = {}
+        for s in range(shards):
+            part = {n: state[n] for n in names[s::shards]}
+            fname = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
+            write(os.path.join(path, fname), part, dtype)
+            weight_map.update({n: fname for n in part})
+        with open(os.path.join(path, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {}, "weight_map": weight_map}, f)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(dict(cfg, architectures=["LlamaForCausalLM"], model_type="llama",
+                       bos_token_id=1, eos_token_id=2), f)
+    shutil.copy(tokenizer, os.path.join(path, "tokenizer.model"))
+    return model, state
+
+
+def write(path, tensors, dtype):
+    if dtype == "F32":
+        train.write_safetensors(path, tensors)
+        return
+    header, offset, blobs = {}, 0, []
+    for name, arr in tensors.items():
+        b = torch.from_numpy(np.ascontiguousarray(arr)).bfloat16().view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def reference_logits(model, state):
+    with torch.no_grad():
+        # load the (possibly bf16-rounded) weights back into the HF-semantics model
+        sd = {}
+        for k, v in state.items():
+            k2 = k.replace("model.", "", 1).replace("self_attn.", "").replace("mlp.", "")
+            sd[k2] = torch.from_numpy(v)
+        model.load_state_dict(sd)
+        model.double()
+        model.cos, model.sin = model.cos.double(), model.sin.double()
+        return model(torch.tensor([TOKENS]))[0]
+
+
+def strata_logits(strata, gguf):
+    out = subprocess.run([strata, "logits", "-m", gguf, "--tokens", ",".join(map(str, TOKENS))],
+                         check=True, capture_output=True, text=True).stdout
+    return torch.tensor(json.loads(out), dtype=torch.float64)
+
+
+def expect_failure(strata, src, out, needle):
+    r = subprocess.run([strata, "convert", src, "-o", out], capture_output=True, text=True)
+    ok = (r.returncode != 0 and needle in r.stderr and len(r.stderr.strip().splitlines()) == 1
+          and not os.path.exists(out) and not os.path.exists(out + ".tmp"))
+    print(f"{'ok  ' if ok else 'FAIL'} bad checkpoint ({needle}): {r.stderr.strip()}")
+    return ok
+
+
+def main():
+    strata, data, work = sys.argv[1], sys.argv[2], sys.argv[3]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    tokenizer = os.path.join(data, "spm-bpe.model")
+    ok = True
+    cases = [("relu", 1, "F32", "f32", 1e-4), ("silu", 3, "F32", "f32", 1e-4),
+             ("relu", 2, "BF16", "f32", 1e-4), ("silu", 1, "F32", "f16", 5e-3)]
+    for i, (act, shards, dtype, out_type, tol) in enumerate(cases):
+        src = os.path.join(work, f"hf-{i}")
+        model, state = make_checkpoint(src, act, shards, dtype, tokenizer, seed=i)
+        gguf = os.path.join(work, f"converted-{i}.gguf")
+        subprocess.run([strata, "convert", src, "-o", gguf, "--type", out_type], check=True,
+                       capture_output=True)
+        ref = reference_logits(model, state)
+        got = strata_logits(strata, gguf)
+        err = ((got - ref).abs().max() / ref.abs().max()).item()
+        good = err <= tol
+        ok &= good
+        print(f"{'ok  ' if good else 'FAIL'} {act} {shards} shard(s) {dtype} -> {out_type}: "
+              f"rel err {err:.2e} (tol {tol:.0e})")
+
+    # Bad checkpoints: each fails with one line and leaves no output behind.
+    base = os.path.join(work, "hf-1")  # 3 shards
+    bad = os.path.join(work, "bad")
+
+    def fresh():
+        shutil.rmtree(bad, ignore_errors=True)
+        shutil.copytree(base, bad)
+    out = os.path.join(work, "bad.gguf")
+    fresh()
+    cfg = json.load(open(os.path.join(bad, "config.json")))
+    cfg["architectures"] = ["GPTNeoXForCausalLM"]
+    json.dump(cfg, open(os.path.join(bad, "config.json"), "w"))
+    ok &= expect_failure(strata, bad, out, "GPTNeoXForCausalLM")
+    fresh()
+    os.remove(os.path.join(bad, "model-00002-of-00003.safetensors"))
+    ok &= expect_failure(strata, bad, out, "missing")
+    fresh()
+    cfg = json.load(open(os.path.join(bad, "config.json")))
+    cfg["intermediate_size"] = 96
+    json.dump(cfg, open(os.path.join(bad, "config.json"), "w"))
+    ok &= expect_failure(strata, bad, out, "has shape")
+    fresh()
+    shard = os.path.join(bad, "model-00001-of-00003.safetensors")
+    raw = open(shard, "rb").read()
+    hlen = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + hlen])
+    name = next(k for k in header if k != "__metadata__")
+    header[name]["dtype"] = "I32"
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    open(shard, "wb").write(len(h).to_bytes(8, "little") + h + raw[8 + hlen:])
+    ok &= expect_failure(strata, bad, out, "dtype I32")
+    fresh()
+    raw = open(shard, "rb").read()
+    open(shard, "wb").write(raw[:len(raw) // 2])  # truncated shard
+    ok &= expect_failure(strata, bad, out, "offsets outside the file")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

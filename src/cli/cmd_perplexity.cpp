@@ -53,6 +53,10 @@ Command add_perplexity_command(CLI::App& app) {
                                [&](int64_t d, int64_t t) { bar.update(d, t, "windows"); });
         bar.finish();
         const double seconds = timer.seconds();
+        std::vector<double> sparsity;
+        for (uint64_t z : session.ffn_zeros())
+          sparsity.push_back(static_cast<double>(z) /
+                             static_cast<double>(session.ffn_activations_per_layer()));
         if (o->json) {
           nlohmann::json j = {{"model", o->model},
                               {"file", o->file},
@@ -63,11 +67,14 @@ Command add_perplexity_command(CLI::App& app) {
                               {"perplexity", r.perplexity},
                               {"mean_nll", r.mean_nll},
                               {"running", r.running},
-                              {"seconds", seconds}};
+                              {"seconds", seconds},
+                              {"ffn_sparsity_per_layer", sparsity}};
           fmt::print("{}\n", j.dump(2));
         } else {
           fmt::print("perplexity: {:.4f} over {} windows of {} tokens ({} predictions, {:.1f} s)\n",
                      r.perplexity, r.windows, n_ctx, r.predictions, seconds);
+          fmt::print("FFN activation sparsity per layer (exact zeros): {:.3f}\n",
+                     fmt::join(sparsity, " "));
         }
         return 0;
       }};

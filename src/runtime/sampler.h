@@ -11,9 +11,9 @@ namespace strata {
 
 struct SamplerParams {
   float temperature = 0.8f;
-  int32_t top_k = 40;      // <= 0: off
-  float top_p = 0.95f;     // >= 1: off
-  float min_p = 0.05f;     // <= 0: off
+  int32_t top_k = 40;           // <= 0: off
+  float top_p = 0.95f;          // >= 1: off
+  float min_p = 0.05f;          // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off
   int32_t repeat_last_n = 64;
   uint64_t seed = 0;

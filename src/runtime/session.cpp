@@ -18,7 +18,9 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t n, float 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
+float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
 
 }  // namespace
 
@@ -40,6 +42,7 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool)
   logits_.resize(c_.n_vocab);
   scores_.resize(static_cast<size_t>(c_.n_head * n_ctx));
   rope_cos_.resize(c_.n_rot / 2);
+  ffn_zeros_.assign(c_.n_layer, 0);
   rope_sin_.resize(c_.n_rot / 2);
 }
 
@@ -172,6 +175,10 @@ void Session::ffn_block(int64_t l) {
       for (int64_t i = 0; i < c_.n_ff; ++i) h[i] = std::max(up_[i], 0.0f);
       break;
   }
+  uint64_t zeros = 0;
+  for (int64_t i = 0; i < c_.n_ff; ++i) zeros += h[i] == 0.0f;
+  ffn_zeros_[l] += zeros;
+  if (l == 0) ffn_activations_ += static_cast<uint64_t>(c_.n_ff);
   input_.prepare(kernels_, h, c_.n_ff, needs_q8_input(w.ffn_down.type));
   matvec_multi(kernels_, {{&w.ffn_down, proj_.data()}}, input_, pool_);
   for (int64_t i = 0; i < c_.n_embd; ++i) x_[i] += proj_[i];

@@ -33,6 +33,10 @@ class Session {
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return n_ctx_; }
   const ForwardTimes& times() const { return times_; }
+  // Per layer: FFN hidden activations that were exactly zero, and all of them, since creation.
+  // The measure of activation sparsity that the sparse FFN paths exploit.
+  const std::vector<uint64_t>& ffn_zeros() const { return ffn_zeros_; }
+  uint64_t ffn_activations_per_layer() const { return ffn_activations_; }
   uint64_t kv_cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
 
  private:
@@ -46,6 +50,8 @@ class Session {
   int64_t n_ctx_;
   int64_t n_past_ = 0;
   ForwardTimes times_;
+  std::vector<uint64_t> ffn_zeros_;
+  uint64_t ffn_activations_ = 0;
 
   // Per layer [n_ctx][n_head_kv * head_dim].
   std::vector<float> k_cache_, v_cache_;

@@ -38,7 +38,7 @@ void* read_into_memory(int fd, uint64_t size, const std::string& path) {
 
 }  // namespace
 
-MappedFile::MappedFile(const std::string& path, LoadMode mode) : path_(path) {
+MappedFile::MappedFile(const std::string& path, LoadMode mode) : path_(path), mode_(mode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
@@ -68,6 +68,15 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode) : path_(path) {
     data_ = static_cast<const uint8_t*>(p);
   }
   ::close(fd);
+}
+
+void MappedFile::release(const uint8_t* p, uint64_t n) const {
+  if (mode_ != LoadMode::Map || data_ == nullptr || n == 0) return;
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  // Only whole pages inside the range: neighbours may still be needed.
+  const uint64_t begin = (static_cast<uint64_t>(p - data_) + page - 1) / page * page;
+  const uint64_t end = (static_cast<uint64_t>(p - data_) + n) / page * page;
+  if (end > begin) ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -25,10 +25,15 @@ class MappedFile {
   uint64_t size() const { return size_; }
   const std::string& path() const { return path_; }
 
+  // Drops the pages of [p, p + n) from this process (Map mode; no-op for Read): a converter
+  // streaming through a file keeps only what it is working on resident.
+  void release(const uint8_t* p, uint64_t n) const;
+
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  LoadMode mode_ = LoadMode::Map;
 };
 
 }  // namespace strata

@@ -30,6 +30,8 @@ class SafetensorsFile {
   static std::unique_ptr<SafetensorsFile> open(const std::string& path);
   const std::map<std::string, SafeTensor>& tensors() const { return tensors_; }
   const std::string& path() const { return file_->path(); }
+  // Drops a tensor's pages once it has been used (see MappedFile::release).
+  void release(const SafeTensor& t) const { file_->release(t.data, t.n_bytes); }
 
  private:
   std::unique_ptr<MappedFile> file_;

@@ -92,6 +92,7 @@ HfConfig read_config(const fs::path& dir) {
 struct Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files;
   std::map<std::string, const SafeTensor*> tensors;
+  std::map<std::string, const SafetensorsFile*> file_of;
 };
 
 Checkpoint open_checkpoint(const fs::path& dir) {
@@ -118,6 +119,7 @@ Checkpoint open_checkpoint(const fs::path& dir) {
     for (const auto& [name, t] : ck.files.back()->tensors()) {
       if (ck.tensors.count(name)) fail("tensor '{}' appears in two shards", name);
       ck.tensors[name] = &t;
+      ck.file_of[name] = ck.files.back().get();
     }
   }
   return ck;
@@ -137,6 +139,25 @@ int64_t source_row(int64_t row, int64_t rows, int64_t heads) {
   return h * hd + (r % 2) * (hd / 2) + r / 2;
 }
 
+// Checkpoints often have more embedding rows than tokenizer entries (padding to a round size):
+// add unused "[PAD<id>]" tokens, as llama.cpp's converter does. More entries than rows is an error.
+void pad_vocabulary(GgufMetadata& tokenizer, int64_t n_vocab, const std::string& dir) {
+  GgufValue* tokens = nullptr;
+  for (auto& [k, v] : tokenizer)
+    if (k == "tokenizer.ggml.tokens") tokens = &v;
+  const int64_t have = static_cast<int64_t>(tokens->items.size());
+  if (have > n_vocab)
+    fail("'{}': the tokenizer has {} tokens but vocab_size is {}", dir, have, n_vocab);
+  for (auto& [k, v] : tokenizer) {
+    for (int64_t i = have; i < n_vocab; ++i) {
+      if (k == "tokenizer.ggml.tokens")
+        v.items.push_back(GgufValue::str(fmt::format("[PAD{}]", i)));
+      if (k == "tokenizer.ggml.scores") v.items.push_back(GgufValue::f32(-1e9f));
+      if (k == "tokenizer.ggml.token_type") v.items.push_back(GgufValue::i32(5));  // unused
+    }
+  }
+}
+
 }  // namespace
 
 void convert_hf_to_gguf(const ConvertOptions& o,
@@ -145,7 +166,8 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   if (!fs::is_directory(dir)) fail("'{}' is not a directory", o.input_dir);
   if (!dtype_info(o.type).computable) fail("cannot convert to {}", dtype_name(o.type));
   const HfConfig c = read_config(dir);
-  const GgufMetadata tokenizer = read_hf_tokenizer(o.input_dir, c.bos, c.eos);
+  GgufMetadata tokenizer = read_hf_tokenizer(o.input_dir, c.bos, c.eos);
+  pad_vocabulary(tokenizer, c.n_vocab, o.input_dir);
   Checkpoint ck = open_checkpoint(dir);
 
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
@@ -241,6 +263,7 @@ void convert_hf_to_gguf(const ConvertOptions& o,
       }
       w.write_tensor_data(out);
     }
+    ck.file_of.at(p.hf_name)->release(t);
     done_bytes += t.n_bytes;
     if (progress)
       progress({static_cast<int64_t>(i + 1), static_cast<int64_t>(plan.size()), done_bytes,

@@ -88,7 +88,7 @@ Command add_run_command(CLI::App& app) {
           history.push_back(next);
           ++generated;
           const std::string piece = tok.token_bytes(next);
-          if (!tok.is_control(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
+          if (tok.has_text(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
           std::fflush(stdout);
           if (session.n_past() >= n_ctx) {
             context_full = true;

@@ -59,7 +59,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   bool first = true;
   for (int32_t id : ids) {
     if (id < 0 || id >= n_vocab()) fail("token id {} is outside the vocabulary", id);
-    if (types_[id] == TokenType::Control) continue;
+    if (!has_text(id)) continue;
     std::string piece = token_bytes(id);
     if (first && strip_leading_space() && !piece.empty() && piece[0] == ' ') piece.erase(0, 1);
     first = false;

@@ -40,6 +40,10 @@ class Tokenizer {
   int32_t eos() const { return eos_; }
   bool add_bos_default() const { return add_bos_; }
   bool is_control(int32_t id) const { return types_[id] == TokenType::Control; }
+  // Whether the token stands for text when decoded (control and unused tokens do not).
+  bool has_text(int32_t id) const {
+    return types_[id] != TokenType::Control && types_[id] != TokenType::Unused;
+  }
   virtual const char* kind() const = 0;
 
  protected:

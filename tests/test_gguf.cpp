@@ -247,3 +247,37 @@ TEST(GgufWriter, UnfinishedWriterLeavesNoFile) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Random corruption of the header: every mutated file either opens or fails with Error; it
+// never crashes, hangs or throws anything else.
+TEST(Gguf, RandomHeaderCorruptionIsAnErrorOrValid) {
+  const auto original = read_all(write_sample("fuzz-src.gguf"));
+  const std::string path = temp_path("fuzz.gguf");
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  int opened = 0, rejected = 0;
+  const size_t header = std::min<size_t>(original.size(), 700);
+  for (int i = 0; i < 3000; ++i) {
+    auto bytes = original;
+    const int flips = 1 + static_cast<int>(next() % 4);
+    for (int f = 0; f < flips; ++f) bytes[next() % header] = static_cast<uint8_t>(next());
+    write_all(path, bytes);
+    try {
+      GgufFile::open(path);
+      ++opened;
+    } catch (const Error&) {
+      ++rejected;
+    }
+  }
+  EXPECT_EQ(opened + rejected, 3000);
+  EXPECT_GT(rejected, 0);
+}
+
+}  // namespace
+}  // namespace strata

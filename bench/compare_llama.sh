@@ -20,13 +20,13 @@ for model in "$@"; do
 import json, sys
 for r in json.load(sys.stdin):
     f = "/tmp/cmp_llama_pp" if r["n_prompt"] > 0 else "/tmp/cmp_llama_tg"
-    open(f, "a").write(f"{r[\"avg_ts\"]}\n")'
+    open(f, "a").write(str(r["avg_ts"]) + "\n")'
     "$strata" bench -m "$model" -t "$threads" -p 64 -n 128 -r 1 --no-bandwidth --json |
       /usr/bin/python3 -c '
 import json, sys
 r = json.load(sys.stdin)
-open("/tmp/cmp_strata_pp", "a").write(f"{r[\"prompt_tokens_per_s\"]}\n")
-open("/tmp/cmp_strata_tg", "a").write(f"{r[\"decode_tokens_per_s\"]}\n")'
+open("/tmp/cmp_strata_pp", "a").write(str(r["prompt_tokens_per_s"]) + "\n")
+open("/tmp/cmp_strata_tg", "a").write(str(r["decode_tokens_per_s"]) + "\n")'
     i=$((i + 1))
   done
   for t in pp tg; do

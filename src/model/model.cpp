@@ -9,7 +9,14 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
   m->file = GgufFile::open(path, mode);
   m->config = ModelConfig::from_gguf(*m->file);
   m->weights = load_weights(*m->file, m->config);
-  if (require_tokenizer || m->file->find("tokenizer.ggml.model") != nullptr) {
+  // "none" / "no_vocab" (llama.cpp's names) mark a file without a vocabulary, such as
+  // strata synth's benchmark models.
+  const std::string vocab = m->file->get_string("tokenizer.ggml.model", "");
+  const bool has_vocab = !vocab.empty() && vocab != "none" && vocab != "no_vocab";
+  if (require_tokenizer && !has_vocab)
+    fail("'{}' has no tokenizer (tokenizer.ggml.model is {})", path,
+         vocab.empty() ? "missing" : "'" + vocab + "'");
+  if (has_vocab) {
     m->tokenizer = Tokenizer::from_gguf(*m->file);
     if (m->tokenizer->n_vocab() != m->config.n_vocab)
       fail("'{}': the tokenizer has {} tokens but the embedding has {} rows", path,

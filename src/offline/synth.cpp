@@ -70,7 +70,9 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   w.set("llama.vocab_size", GgufValue::u32(static_cast<uint32_t>(s.n_vocab)));
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(s.ffn)));
 
-  if (!s.tokenizer_from.empty()) {
+  if (s.tokenizer_from.empty()) {
+    w.set("tokenizer.ggml.model", GgufValue::str("none"));  // no vocabulary: token ids only
+  } else {
     const auto tok = GgufFile::open(s.tokenizer_from);
     for (const auto& [key, value] : tok->metadata())
       if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);

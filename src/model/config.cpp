@@ -1,6 +1,7 @@
 #include "model/config.h"
 
 #include "core/error.h"
+#include "format/gguf_writer.h"
 
 namespace strata {
 
@@ -72,6 +73,26 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.ffn = f.is_powerinfer() ? FfnActivation::ReGLU : FfnActivation::SwiGLU;
   }
   return c;
+}
+
+void write_config(const ModelConfig& c, GgufWriter& w) {
+  const std::string a = c.architecture + ".";
+  auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  w.set("general.architecture", GgufValue::str(c.architecture));
+  w.set("general.name", GgufValue::str(c.name));
+  w.set(a + "context_length", u32(c.n_ctx_train));
+  w.set(a + "embedding_length", u32(c.n_embd));
+  w.set(a + "block_count", u32(c.n_layer));
+  w.set(a + "feed_forward_length", u32(c.n_ff));
+  w.set(a + "attention.head_count", u32(c.n_head));
+  w.set(a + "attention.head_count_kv", u32(c.n_head_kv));
+  w.set(a + "attention.key_length", u32(c.head_dim));
+  w.set(a + "attention.value_length", u32(c.head_dim));
+  w.set(a + "rope.dimension_count", u32(c.n_rot));
+  w.set(a + "rope.freq_base", GgufValue::f32(c.rope_freq_base));
+  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_eps));
+  w.set(a + "vocab_size", u32(c.n_vocab));
+  w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
 }
 
 }  // namespace strata

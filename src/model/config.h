@@ -45,4 +45,9 @@ struct ModelConfig {
   static ModelConfig from_gguf(const GgufFile& file);
 };
 
+class GgufWriter;
+// Writes general.architecture, general.name, the "<arch>.*" hyper-parameters and the FFN
+// variant: the keys from_gguf reads (and llama.cpp reads), named in one place.
+void write_config(const ModelConfig& config, GgufWriter& writer);
+
 }  // namespace strata

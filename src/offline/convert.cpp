@@ -216,22 +216,15 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   }
 
   GgufWriter w(o.output);
-  w.set("general.architecture", GgufValue::str("llama"));
-  w.set("general.name", GgufValue::str(o.name.empty() ? dir.filename().string() : o.name));
+  ModelConfig mc;
+  mc.architecture = "llama";
+  mc.name = o.name.empty() ? dir.filename().string() : o.name;
+  mc.n_vocab = c.n_vocab, mc.n_embd = c.n_embd, mc.n_layer = c.n_layer, mc.n_ff = c.n_ff;
+  mc.n_head = c.n_head, mc.n_head_kv = c.n_head_kv, mc.head_dim = c.head_dim, mc.n_rot = c.head_dim;
+  mc.n_ctx_train = c.n_ctx, mc.rope_freq_base = static_cast<float>(c.rope_theta);
+  mc.rms_eps = static_cast<float>(c.rms_eps), mc.ffn = c.ffn;
+  write_config(mc, w);
   w.set("general.source.architecture", GgufValue::str(c.architecture));
-  w.set("llama.context_length", GgufValue::u32(static_cast<uint32_t>(c.n_ctx)));
-  w.set("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(c.n_embd)));
-  w.set("llama.block_count", GgufValue::u32(static_cast<uint32_t>(c.n_layer)));
-  w.set("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(c.n_ff)));
-  w.set("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(c.n_head)));
-  w.set("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(c.n_head_kv)));
-  w.set("llama.attention.key_length", GgufValue::u32(static_cast<uint32_t>(c.head_dim)));
-  w.set("llama.attention.value_length", GgufValue::u32(static_cast<uint32_t>(c.head_dim)));
-  w.set("llama.rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(c.head_dim)));
-  w.set("llama.rope.freq_base", GgufValue::f32(static_cast<float>(c.rope_theta)));
-  w.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(static_cast<float>(c.rms_eps)));
-  w.set("llama.vocab_size", GgufValue::u32(static_cast<uint32_t>(c.n_vocab)));
-  w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
   for (const auto& [k, v] : tokenizer) w.set(k, v);
   for (const auto& p : plan) {
     if (p.cols == 0)

@@ -55,20 +55,15 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     fail("synthetic model: heads must divide the embedding and kv heads the heads");
   const int64_t head_dim = s.n_embd / s.n_head;
   GgufWriter w(path);
-  w.set("general.architecture", GgufValue::str("llama"));
-  w.set("general.name", GgufValue::str(s.name));
+  ModelConfig c;
+  c.architecture = "llama";
+  c.name = s.name;
+  c.n_vocab = s.n_vocab, c.n_embd = s.n_embd, c.n_layer = s.n_layer, c.n_ff = s.n_ff;
+  c.n_head = s.n_head, c.n_head_kv = s.n_head_kv, c.head_dim = head_dim, c.n_rot = head_dim;
+  c.n_ctx_train = s.n_ctx, c.rope_freq_base = s.rope_freq_base, c.rms_eps = s.rms_eps;
+  c.ffn = s.ffn;
+  write_config(c, w);
   w.set("strata.synthetic", GgufValue::boolean(true));
-  w.set("llama.context_length", GgufValue::u32(static_cast<uint32_t>(s.n_ctx)));
-  w.set("llama.embedding_length", GgufValue::u32(static_cast<uint32_t>(s.n_embd)));
-  w.set("llama.block_count", GgufValue::u32(static_cast<uint32_t>(s.n_layer)));
-  w.set("llama.feed_forward_length", GgufValue::u32(static_cast<uint32_t>(s.n_ff)));
-  w.set("llama.attention.head_count", GgufValue::u32(static_cast<uint32_t>(s.n_head)));
-  w.set("llama.attention.head_count_kv", GgufValue::u32(static_cast<uint32_t>(s.n_head_kv)));
-  w.set("llama.rope.dimension_count", GgufValue::u32(static_cast<uint32_t>(head_dim)));
-  w.set("llama.rope.freq_base", GgufValue::f32(s.rope_freq_base));
-  w.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(s.rms_eps));
-  w.set("llama.vocab_size", GgufValue::u32(static_cast<uint32_t>(s.n_vocab)));
-  w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(s.ffn)));
 
   if (s.tokenizer_from.empty()) {
     w.set("tokenizer.ggml.model", GgufValue::str("none"));  // no vocabulary: token ids only

@@ -34,6 +34,30 @@ TEST(Session, LogitsIdenticalAcrossThreadCounts) {
   }
 }
 
+TEST(Session, BatchedEvaluationIsBitIdenticalToTokenByToken) {
+  // 45 tokens: more than one batch of Session::kMaxBatch.
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 45; ++i) tokens.push_back((i * 37 + 11) % 256);
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    const auto m = Model::load(tiny_model(type, FfnActivation::ReGLU), false);
+    ThreadPool pool(2);
+    Session one(*m, 64, pool), batch(*m, 64, pool);
+    std::vector<float> sequential;
+    for (int32_t t : tokens) {
+      auto l = one.eval(t);
+      sequential.insert(sequential.end(), l.begin(), l.end());
+    }
+    auto all = batch.eval(tokens, /*all_logits=*/true);
+    EXPECT_EQ(sequential, std::vector<float>(all.begin(), all.end())) << dtype_name(type);
+    EXPECT_EQ(batch.ffn_zeros(), one.ffn_zeros()) << dtype_name(type);
+    // Without all_logits only the last token's logits come back, the same again.
+    Session last(*m, 64, pool);
+    auto l = last.eval(tokens);
+    EXPECT_EQ(std::vector<float>(l.begin(), l.end()),
+              std::vector<float>(sequential.end() - m->config.n_vocab, sequential.end()));
+  }
+}
+
 TEST(Session, ResetReproducesTheSameLogits) {
   const auto m = Model::load(tiny_model(DType::Q8_0, FfnActivation::ReGLU), false);
   ThreadPool pool(2);

@@ -31,10 +31,11 @@ Command add_logits_command(CLI::App& app) {
             ThreadPool pool(o->threads);
             Session session(*model, static_cast<int64_t>(o->tokens.size()), pool);
             nlohmann::json out = nlohmann::json::array();
-            for (int32_t t : o->tokens) {
-              auto logits = session.eval(t);
-              out.push_back(std::vector<float>(logits.begin(), logits.end()));
-            }
+            const auto all = session.eval(o->tokens, /*all_logits=*/true);
+            const size_t n_vocab = all.size() / o->tokens.size();
+            for (size_t i = 0; i < o->tokens.size(); ++i)
+              out.push_back(
+                  std::vector<float>(all.begin() + i * n_vocab, all.begin() + (i + 1) * n_vocab));
             fmt::print("{}\n", out.dump());
             return 0;
           }};

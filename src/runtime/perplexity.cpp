@@ -24,9 +24,11 @@ PerplexityResult measure_perplexity(Session& session, const std::vector<int32_t>
     std::copy(tokens.begin() + w * n_ctx, tokens.begin() + (w + 1) * n_ctx, window.begin());
     if (bos >= 0) window[0] = bos;
     session.reset();
-    for (int64_t j = 0; j < n_ctx - 1; ++j) {
-      const auto logits = session.eval(window[j]);
-      if (j < first) continue;
+    // The whole window in one batched pass; row j of the logits predicts token j + 1.
+    const auto all = session.eval(std::span<const int32_t>(window.data(), n_ctx - 1), true);
+    const int64_t n_vocab = static_cast<int64_t>(all.size()) / (n_ctx - 1);
+    for (int64_t j = first; j < n_ctx - 1; ++j) {
+      const auto logits = all.subspan(j * n_vocab, n_vocab);
       // log softmax in double: -log p(next) = log sum exp(l - max) - (l_next - max)
       double max = logits[0];
       for (float l : logits) max = std::max(max, double{l});

@@ -24,10 +24,15 @@ class Session {
  public:
   Session(const Model& model, int64_t n_ctx, ThreadPool& pool);
 
-  // Runs one token at the next position and returns the logits (valid until the next call).
-  std::span<const float> eval(int32_t token);
-  // Runs tokens in order; returns the logits after the last one.
-  std::span<const float> eval(std::span<const int32_t> tokens);
+  // Runs tokens at the next positions and returns the logits of the last one, or with
+  // all_logits those of every token (tokens.size() rows of n_vocab). Valid until the next call.
+  // Tokens go through the layers in batches of up to kMaxBatch: each weight row is read once per
+  // batch (matmat_multi), so a prompt costs far fewer passes over the weights than token by
+  // token, with bit-identical results.
+  std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
+  std::span<const float> eval(int32_t token) { return eval(std::span<const int32_t>(&token, 1)); }
+
+  static constexpr int64_t kMaxBatch = 32;
   void reset() { n_past_ = 0; }
 
   int64_t n_past() const { return n_past_; }
@@ -40,8 +45,12 @@ class Session {
   uint64_t kv_cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
 
  private:
-  void attention_block(int64_t layer, int64_t pos);
-  void ffn_block(int64_t layer);
+  // One batch of n tokens at positions n_past_ .. n_past_ + n - 1.
+  void forward(std::span<const int32_t> tokens, float* logits, bool all_logits);
+  void attention_block(int64_t layer, int64_t n);
+  void ffn_block(int64_t layer, int64_t n);
+  // Prepares rows [0, n) of `rows` (stride `dim`) as inputs for weights of these types.
+  void prepare_inputs(const float* rows, int64_t dim, int64_t n, bool need_q8);
 
   const Model& model_;
   const ModelConfig& c_;
@@ -55,10 +64,11 @@ class Session {
 
   // Per layer [n_ctx][n_head_kv * head_dim].
   std::vector<float> k_cache_, v_cache_;
+  // Scratch, one row per token of the batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_;
-  std::vector<float> scores_;  // [n_head][n_ctx]
-  std::vector<float> rope_cos_, rope_sin_;
-  PreparedInput input_;
+  std::vector<float> scores_;               // [batch][n_head][n_ctx]
+  std::vector<float> rope_cos_, rope_sin_;  // [batch][n_rot / 2]
+  std::vector<PreparedInput> inputs_;       // [batch]
 };
 
 }  // namespace strata

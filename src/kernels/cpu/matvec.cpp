@@ -50,6 +50,27 @@ void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& 
   for (int64_t r = begin; r < end; ++r) y[r] = dot_row(k, w, r, x);
 }
 
+void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
+                  std::span<const PreparedInput> x, ThreadPool& pool) {
+  int64_t total = 0;
+  for (const auto& j : jobs) total += j.w->rows;
+  constexpr int64_t kRowsPerTask = 16;
+  const int64_t n_tasks = (total + kRowsPerTask - 1) / kRowsPerTask;
+  const int64_t batch = static_cast<int64_t>(x.size());
+  pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int) {
+    const int64_t begin = t0 * kRowsPerTask;
+    const int64_t end = std::min(total, t1 * kRowsPerTask);
+    int64_t offset = 0;
+    for (const auto& j : jobs) {
+      const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
+      for (int64_t r = lo; r < hi; ++r)
+        for (int64_t b = 0; b < batch; ++b)
+          j.y[b * j.y_stride + (r - offset)] = dot_row(k, *j.w, r - offset, x[b]);
+      offset += j.w->rows;
+    }
+  });
+}
+
 void matvec_multi(const CpuKernels& k, std::initializer_list<MatVecJob> jobs,
                   const PreparedInput& x, ThreadPool& pool) {
   int64_t total = 0;

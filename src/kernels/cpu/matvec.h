@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -48,6 +49,18 @@ struct MatVecJob {
 // Several products over the same input in one parallel pass (one barrier instead of several).
 void matvec_multi(const CpuKernels& kernels, std::initializer_list<MatVecJob> jobs,
                   const PreparedInput& x, ThreadPool& pool);
+
+// y_b = W x_b for a batch of inputs: each weight row is read once and multiplied with every
+// input while it is in cache, so a batch costs about one pass over the weights. Output b of job
+// j goes to j.y + b * j.y_stride. Each product is the same dot_row call as in matvec, so results
+// are bit-identical to running the inputs one at a time.
+struct MatMatJob {
+  const MatrixView* w;
+  float* y;
+  int64_t y_stride;
+};
+void matmat_multi(const CpuKernels& kernels, std::initializer_list<MatMatJob> jobs,
+                  std::span<const PreparedInput> x, ThreadPool& pool);
 
 // Convenience for a single product from an f32 vector.
 void matvec(const CpuKernels& kernels, const MatrixView& w, const float* x, float* y,

@@ -29,7 +29,8 @@ std::vector<uint8_t> read_all(const std::string& path) {
 
 void write_all(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 // A small valid file: every metadata type, one F32 and one Q8_0 tensor.

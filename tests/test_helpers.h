@@ -1,11 +1,10 @@
 // Shared helpers for tests that need model files.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "offline/synth.h"
 

@@ -1,7 +1,6 @@
 // Loading bad models: each problem gives one Error naming it.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include "core/error.h"
 #include "format/gguf_writer.h"

@@ -103,10 +103,10 @@ TEST(Quantize, Q4_0NibbleOrderMatchesGguf) {
   BlockQ4_0 b;
   quantize_row_q4_0(x.data(), &b, 32);
   EXPECT_EQ(f16_to_f32(b.d), 1.0f);
-  EXPECT_EQ(b.qs[0] & 0x0f, 0);        // element 0: -8 + 8
-  EXPECT_EQ(b.qs[1] & 0x0f, 11);       // element 1: 3 + 8
-  EXPECT_EQ(b.qs[0] >> 4, 15);         // element 16: 7 + 8
-  EXPECT_EQ(b.qs[2], (8 << 4) | 8);    // zeros
+  EXPECT_EQ(b.qs[0] & 0x0f, 0);      // element 0: -8 + 8
+  EXPECT_EQ(b.qs[1] & 0x0f, 11);     // element 1: 3 + 8
+  EXPECT_EQ(b.qs[0] >> 4, 15);       // element 16: 7 + 8
+  EXPECT_EQ(b.qs[2], (8 << 4) | 8);  // zeros
   std::vector<float> y(32);
   dequantize_row(DType::Q4_0, &b, y.data(), 32);
   EXPECT_EQ(y[0], -8.0f);

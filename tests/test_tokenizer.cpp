@@ -12,9 +12,21 @@ namespace {
 using strata::testing::data_file;
 
 const char* kAwkward[] = {
-    "Hello, world!", " leading space", "trailing space ", "two  spaces", "tabs\tand\nnewlines\n",
-    "digits 0123456789 and 3.14", "naïve café", "日本語", "emoji 😀🎉", "mixed 日本 text",
-    "\u00a0nbsp", "<0x41>", "don't", "   ", "a",
+    "Hello, world!",
+    " leading space",
+    "trailing space ",
+    "two  spaces",
+    "tabs\tand\nnewlines\n",
+    "digits 0123456789 and 3.14",
+    "naïve café",
+    "日本語",
+    "emoji 😀🎉",
+    "mixed 日本 text",
+    "\u00a0nbsp",
+    "<0x41>",
+    "don't",
+    "   ",
+    "a",
 };
 
 class TokenizerTest : public ::testing::TestWithParam<const char*> {};
@@ -60,7 +72,9 @@ TEST(SpmTokenizer, MergesCommonWords) {
   const auto tok = Tokenizer::from_gguf(*f);
   const auto ids = tok->encode("And God said", false);
   ASSERT_EQ(ids.size(), 3u);  // each word is a piece of the trained vocabulary
-  EXPECT_EQ(tok->token_text(ids[0]), "\xe2\x96\x81" "And");
+  EXPECT_EQ(tok->token_text(ids[0]),
+            "\xe2\x96\x81"
+            "And");
 }
 
 }  // namespace

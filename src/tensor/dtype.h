@@ -44,7 +44,9 @@ struct DTypeInfo {
 // Returns nothing for an id GGUF files may carry but strata does not know.
 std::optional<DTypeInfo> dtype_info(uint32_t id);
 const DTypeInfo& dtype_info(DType type);
-inline const char* dtype_name(DType type) { return dtype_info(type).name; }
+inline const char* dtype_name(DType type) {
+  return dtype_info(type).name;
+}
 std::optional<DType> dtype_from_name(std::string_view name);  // "f16", "Q8_0", ... any case
 
 // Bytes of a row of n elements; n must be a multiple of the block size.
@@ -57,8 +59,8 @@ struct BlockQ8_0 {
   int8_t qs[kQK];
 };
 struct BlockQ4_0 {
-  uint16_t d;                // f16 scale
-  uint8_t qs[kQK / 2];       // element j in the low nibble of byte j, element j+16 in the high
+  uint16_t d;           // f16 scale
+  uint8_t qs[kQK / 2];  // element j in the low nibble of byte j, element j+16 in the high
 };
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);

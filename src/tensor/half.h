@@ -39,10 +39,10 @@ inline uint16_t f32_to_f16(float f) {
   const uint32_t x = f32_to_bits(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
   const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00;  // nan
+  if (abs > 0x7f800000u) return sign | 0x7e00;   // nan
   if (abs >= 0x477ff000u) return sign | 0x7c00;  // rounds to inf
-  if (abs < 0x38800000u) {                        // subnormal or zero in f16
-    if (abs < 0x33000000u) return sign;           // below half the smallest subnormal
+  if (abs < 0x38800000u) {                       // subnormal or zero in f16
+    if (abs < 0x33000000u) return sign;          // below half the smallest subnormal
     const uint32_t e = abs >> 23;
     const uint32_t mant = (abs & 0x7fffff) | 0x800000;
     const uint32_t shift = 126 - e;  // 14 + (113 - e) - 1 ... gives mant >> (126 - e) in units
@@ -58,7 +58,9 @@ inline uint16_t f32_to_f16(float f) {
   return sign | static_cast<uint16_t>(value);
 }
 
-inline float bf16_to_f32(uint16_t h) { return bits_to_f32(static_cast<uint32_t>(h) << 16); }
+inline float bf16_to_f32(uint16_t h) {
+  return bits_to_f32(static_cast<uint32_t>(h) << 16);
+}
 
 inline uint16_t f32_to_bf16(float f) {
   const uint32_t x = f32_to_bits(f);

@@ -38,6 +38,9 @@ expect_error "bogus" "$strata" run -m "$model" --bogus
 expect_error "threads" "$strata" run -m "$model" -p hi -t 0
 expect_error "not one of" "$strata" synth --type q4_k -o "$work/x.gguf"
 expect_error "nothing to measure" "$strata" bench -m "$model" -p 0 -n 0
+expect_error "KV cache" "$strata" run -m "$model" -p hi -n 1 -c 16000000
+printf "a short text" >"$work/short.txt"
+expect_error "fewer than one window" "$strata" perplexity -m "$model" -f "$work/short.txt" -c 100000
 expect_error "outside the vocabulary" "$strata" logits -m "$model" --tokens 1,999999
 
 if [ "$failures" -ne 0 ]; then

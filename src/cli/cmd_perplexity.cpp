@@ -44,6 +44,9 @@ Command add_perplexity_command(CLI::App& app) {
             o->ctx > 0 ? o->ctx : std::min<int64_t>(512, model->config.n_ctx_train);
         const bool add_bos = tok.add_bos_default();
         const auto tokens = tok.encode(text.str(), add_bos);
+        if (static_cast<int64_t>(tokens.size()) < n_ctx)
+          fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
+               n_ctx);
         ThreadPool pool(o->threads);
         Session session(*model, n_ctx, pool);
         ProgressBar bar("perplexity");

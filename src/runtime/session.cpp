@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -29,8 +30,14 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool)
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
   const int64_t kv_dim = c_.n_head_kv * c_.head_dim, q_dim = c_.n_head * c_.head_dim;
   const int64_t B = kMaxBatch;
-  k_cache_.assign(static_cast<size_t>(c_.n_layer * n_ctx * kv_dim), 0.0f);
-  v_cache_.assign(k_cache_.size(), 0.0f);
+  const uint64_t kv_floats = static_cast<uint64_t>(c_.n_layer * n_ctx * kv_dim);
+  try {
+    k_cache_.assign(kv_floats, 0.0f);
+    v_cache_.assign(kv_floats, 0.0f);
+  } catch (const std::bad_alloc&) {
+    fail("cannot allocate the KV cache for a context of {} tokens ({:.1f} GB); lower -c", n_ctx,
+         2.0 * static_cast<double>(kv_floats) * sizeof(float) / 1e9);
+  }
   x_.resize(B * c_.n_embd);
   xn_.resize(B * c_.n_embd);
   q_.resize(B * q_dim);

@@ -25,7 +25,7 @@ inline std::string tiny_model(DType type, FfnActivation ffn, bool tied = false) 
                                      ffn_activation_name(ffn) + (tied ? "_tied" : "") + ".gguf");
   SynthSpec s = synth_preset("tiny");
   s.type = type;
-  s.ffn = ffn;
+  s.shape.ffn = ffn;
   s.tied_output = tied;
   s.seed = 3;
   write_synthetic_model(s, path);

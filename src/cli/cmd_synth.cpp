@@ -39,26 +39,27 @@ Command add_synth_command(CLI::App& app) {
             s.type = *type;
             const auto ffn = ffn_activation_from_name(o->ffn);
             if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu", o->ffn);
-            s.ffn = *ffn;
+            s.shape.ffn = *ffn;
             auto take = [](int64_t v, int64_t& field, const char* flag) {
               if (v < 0 || v > (int64_t{1} << 24)) fail("{} {} is out of range", flag, v);
               if (v > 0) field = v;
             };
-            take(o->embd, s.n_embd, "--embd");
-            take(o->ff, s.n_ff, "--ff");
-            take(o->layers, s.n_layer, "--layers");
-            take(o->heads, s.n_head, "--heads");
-            take(o->kv_heads, s.n_head_kv, "--kv-heads");
-            take(o->vocab, s.n_vocab, "--vocab");
-            take(o->ctx, s.n_ctx, "--ctx");
+            take(o->embd, s.shape.n_embd, "--embd");
+            take(o->ff, s.shape.n_ff, "--ff");
+            take(o->layers, s.shape.n_layer, "--layers");
+            take(o->heads, s.shape.n_head, "--heads");
+            take(o->kv_heads, s.shape.n_head_kv, "--kv-heads");
+            take(o->vocab, s.shape.n_vocab, "--vocab");
+            take(o->ctx, s.shape.n_ctx_train, "--ctx");
             s.seed = o->seed;
             s.tied_output = o->tied;
             s.tokenizer_from = o->tokenizer_from;
             ProgressBar bar("synth");
             write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
             bar.finish();
-            fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.n_layer,
-                       s.n_embd, s.n_ff, ffn_activation_name(s.ffn), dtype_name(s.type));
+            fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.shape.n_layer,
+                       s.shape.n_embd, s.shape.n_ff, ffn_activation_name(s.shape.ffn),
+                       dtype_name(s.type));
             return 0;
           }};
 }

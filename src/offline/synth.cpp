@@ -13,20 +13,27 @@ namespace strata {
 
 SynthSpec synth_preset(const std::string& name) {
   SynthSpec s;
-  if (name == "tiny") return s;
+  ModelConfig& c = s.shape;
+  c.architecture = "llama";
+  c.name = "strata-synthetic";
+  if (name == "tiny") {
+    c.n_embd = 64, c.n_ff = 192, c.n_layer = 2, c.n_head = 4, c.n_head_kv = 2;
+    c.n_vocab = 256, c.n_ctx_train = 256;
+    return s;
+  }
   if (name == "1b") {
-    s.n_embd = 2048, s.n_ff = 5632, s.n_layer = 22, s.n_head = 32, s.n_head_kv = 4;
-    s.n_vocab = 32000, s.n_ctx = 2048;
+    c.n_embd = 2048, c.n_ff = 5632, c.n_layer = 22, c.n_head = 32, c.n_head_kv = 4;
+    c.n_vocab = 32000, c.n_ctx_train = 2048;
   } else if (name == "7b") {
-    s.n_embd = 4096, s.n_ff = 11008, s.n_layer = 32, s.n_head = 32, s.n_head_kv = 32;
-    s.n_vocab = 32000, s.n_ctx = 4096;
+    c.n_embd = 4096, c.n_ff = 11008, c.n_layer = 32, c.n_head = 32, c.n_head_kv = 32;
+    c.n_vocab = 32000, c.n_ctx_train = 4096;
   } else if (name == "13b") {
-    s.n_embd = 5120, s.n_ff = 13824, s.n_layer = 40, s.n_head = 40, s.n_head_kv = 40;
-    s.n_vocab = 32000, s.n_ctx = 4096;
+    c.n_embd = 5120, c.n_ff = 13824, c.n_layer = 40, c.n_head = 40, c.n_head_kv = 40;
+    c.n_vocab = 32000, c.n_ctx_train = 4096;
   } else {
     fail("unknown preset '{}' (tiny, 1b, 7b, 13b)", name);
   }
-  s.name = "strata-synthetic-" + name;
+  c.name = "strata-synthetic-" + name;
   return s;
 }
 
@@ -51,17 +58,12 @@ class Random {
 
 void write_synthetic_model(const SynthSpec& s, const std::string& path,
                            const std::function<void(uint64_t, uint64_t)>& progress) {
-  if (s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0)
+  ModelConfig c = s.shape;
+  if (c.n_embd % c.n_head != 0 || c.n_head % c.n_head_kv != 0)
     fail("synthetic model: heads must divide the embedding and kv heads the heads");
-  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t head_dim = c.n_embd / c.n_head;
+  c.head_dim = c.n_rot = head_dim;
   GgufWriter w(path);
-  ModelConfig c;
-  c.architecture = "llama";
-  c.name = s.name;
-  c.n_vocab = s.n_vocab, c.n_embd = s.n_embd, c.n_layer = s.n_layer, c.n_ff = s.n_ff;
-  c.n_head = s.n_head, c.n_head_kv = s.n_head_kv, c.head_dim = head_dim, c.n_rot = head_dim;
-  c.n_ctx_train = s.n_ctx, c.rope_freq_base = s.rope_freq_base, c.rms_eps = s.rms_eps;
-  c.ffn = s.ffn;
   write_config(c, w);
   w.set("strata.synthetic", GgufValue::boolean(true));
 
@@ -72,9 +74,9 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     for (const auto& [key, value] : tok->metadata())
       if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
     const GgufValue& tokens = tok->get("tokenizer.ggml.tokens");
-    if (static_cast<int64_t>(tokens.items.size()) != s.n_vocab)
+    if (static_cast<int64_t>(tokens.items.size()) != c.n_vocab)
       fail("'{}' has {} tokens but the model's vocabulary is {}", s.tokenizer_from,
-           tokens.items.size(), s.n_vocab);
+           tokens.items.size(), c.n_vocab);
   }
 
   struct Planned {
@@ -83,20 +85,20 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     int64_t cols, rows;  // rows == 0: a norm vector of `cols`
   };
   std::vector<Planned> plan;
-  plan.push_back({"token_embd.weight", s.type, s.n_embd, s.n_vocab});
-  plan.push_back({"output_norm.weight", DType::F32, s.n_embd, 0});
-  if (!s.tied_output) plan.push_back({"output.weight", s.type, s.n_embd, s.n_vocab});
-  for (int64_t l = 0; l < s.n_layer; ++l) {
+  plan.push_back({"token_embd.weight", s.type, c.n_embd, c.n_vocab});
+  plan.push_back({"output_norm.weight", DType::F32, c.n_embd, 0});
+  if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab});
+  for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    plan.push_back({p + "attn_norm.weight", DType::F32, s.n_embd, 0});
-    plan.push_back({p + "attn_q.weight", s.type, s.n_embd, s.n_head * head_dim});
-    plan.push_back({p + "attn_k.weight", s.type, s.n_embd, s.n_head_kv * head_dim});
-    plan.push_back({p + "attn_v.weight", s.type, s.n_embd, s.n_head_kv * head_dim});
-    plan.push_back({p + "attn_output.weight", s.type, s.n_head * head_dim, s.n_embd});
-    plan.push_back({p + "ffn_norm.weight", DType::F32, s.n_embd, 0});
-    if (ffn_has_gate(s.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, s.n_embd, s.n_ff});
-    plan.push_back({p + "ffn_up.weight", s.type, s.n_embd, s.n_ff});
-    plan.push_back({p + "ffn_down.weight", s.type, s.n_ff, s.n_embd});
+    plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0});
+    plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * head_dim});
+    plan.push_back({p + "attn_k.weight", s.type, c.n_embd, c.n_head_kv * head_dim});
+    plan.push_back({p + "attn_v.weight", s.type, c.n_embd, c.n_head_kv * head_dim});
+    plan.push_back({p + "attn_output.weight", s.type, c.n_head * head_dim, c.n_embd});
+    plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0});
+    if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff});
+    plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff});
+    plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd});
   }
   uint64_t total = 0;
   for (const auto& t : plan) {

@@ -12,20 +12,11 @@
 namespace strata {
 
 struct SynthSpec {
-  int64_t n_embd = 64;
-  int64_t n_ff = 192;
-  int64_t n_layer = 2;
-  int64_t n_head = 4;
-  int64_t n_head_kv = 2;
-  int64_t n_vocab = 256;
-  int64_t n_ctx = 256;
-  float rope_freq_base = 10000.0f;
-  float rms_eps = 1e-5f;
+  // Shape, FFN variant and name. head_dim and n_rot follow from n_embd / n_head when written.
+  ModelConfig shape;
   DType type = DType::F32;  // of the weight matrices; norms are always F32
-  FfnActivation ffn = FfnActivation::SwiGLU;
   bool tied_output = false;
   uint64_t seed = 1;
-  std::string name = "strata-synthetic";
   std::string tokenizer_from;  // copy tokenizer.* metadata from this GGUF (vocab must match)
 };
 

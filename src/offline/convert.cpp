@@ -22,11 +22,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// config.json: the model's hyper-parameters (as strata's ModelConfig) plus what only matters
+// while converting.
 struct HfConfig {
-  std::string architecture;
-  FfnActivation ffn;
-  int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, head_dim, n_ctx, n_vocab;
-  double rms_eps, rope_theta;
+  ModelConfig model;
+  std::string architecture;  // Hugging Face's class name
   bool tied;
   int64_t bos, eos;
 };
@@ -54,25 +54,27 @@ HfConfig read_config(const fs::path& dir) {
            (dir / "config.json").string(), c.architecture);
     const std::string act = j.value("hidden_act", "silu");
     if (act == "silu")
-      c.ffn = FfnActivation::SwiGLU;
+      c.model.ffn = FfnActivation::SwiGLU;
     else if (act == "relu")
-      c.ffn = FfnActivation::ReGLU;
+      c.model.ffn = FfnActivation::ReGLU;
     else
       fail("'{}': hidden_act '{}' is not supported (silu, relu)", (dir / "config.json").string(),
            act);
-    c.n_embd = j.at("hidden_size").get<int64_t>();
-    c.n_ff = j.at("intermediate_size").get<int64_t>();
-    c.n_layer = j.at("num_hidden_layers").get<int64_t>();
-    c.n_head = j.at("num_attention_heads").get<int64_t>();
-    c.n_head_kv = j.value("num_key_value_heads", c.n_head);
-    c.n_vocab = j.at("vocab_size").get<int64_t>();
-    c.n_ctx = j.value("max_position_embeddings", int64_t{2048});
-    c.rms_eps = j.value("rms_norm_eps", 1e-5);
-    c.rope_theta = j.value("rope_theta", 10000.0);
+    c.model.n_embd = j.at("hidden_size").get<int64_t>();
+    c.model.n_ff = j.at("intermediate_size").get<int64_t>();
+    c.model.n_layer = j.at("num_hidden_layers").get<int64_t>();
+    c.model.n_head = j.at("num_attention_heads").get<int64_t>();
+    c.model.n_head_kv = j.value("num_key_value_heads", c.model.n_head);
+    c.model.n_vocab = j.at("vocab_size").get<int64_t>();
+    c.model.n_ctx_train = j.value("max_position_embeddings", int64_t{2048});
+    c.model.architecture = "llama";  // Mistral is llama in GGUF
+    c.model.rms_eps = j.value("rms_norm_eps", 1e-5f);
+    c.model.rope_freq_base = j.value("rope_theta", 10000.0f);
     c.tied = j.value("tie_word_embeddings", false);
-    c.head_dim = j.contains("head_dim") && !j["head_dim"].is_null()
-                     ? j["head_dim"].get<int64_t>()
-                     : c.n_embd / std::max<int64_t>(1, c.n_head);
+    c.model.head_dim = j.contains("head_dim") && !j["head_dim"].is_null()
+                           ? j["head_dim"].get<int64_t>()
+                           : c.model.n_embd / std::max<int64_t>(1, c.model.n_head);
+    c.model.n_rot = c.model.head_dim;
     c.bos = j.contains("bos_token_id") && j["bos_token_id"].is_number()
                 ? j["bos_token_id"].get<int64_t>()
                 : -1;
@@ -82,8 +84,9 @@ HfConfig read_config(const fs::path& dir) {
   } catch (const nlohmann::json::exception& e) {
     fail("'{}': {}", (dir / "config.json").string(), e.what());
   }
-  if (c.n_embd <= 0 || c.n_ff <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_head_kv <= 0 ||
-      c.n_vocab <= 0 || c.head_dim <= 0 || c.n_head % c.n_head_kv != 0 || c.head_dim % 2 != 0)
+  if (c.model.n_embd <= 0 || c.model.n_ff <= 0 || c.model.n_layer <= 0 || c.model.n_head <= 0 ||
+      c.model.n_head_kv <= 0 || c.model.n_vocab <= 0 || c.model.head_dim <= 0 ||
+      c.model.n_head % c.model.n_head_kv != 0 || c.model.head_dim % 2 != 0)
     fail("'{}' has inconsistent sizes", (dir / "config.json").string());
   return c;
 }
@@ -167,35 +170,37 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   if (!dtype_info(o.type).computable) fail("cannot convert to {}", dtype_name(o.type));
   const HfConfig c = read_config(dir);
   GgufMetadata tokenizer = read_hf_tokenizer(o.input_dir, c.bos, c.eos);
-  pad_vocabulary(tokenizer, c.n_vocab, o.input_dir);
+  pad_vocabulary(tokenizer, c.model.n_vocab, o.input_dir);
   Checkpoint ck = open_checkpoint(dir);
 
-  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  const int64_t q_dim = c.model.n_head * c.model.head_dim,
+                kv_dim = c.model.n_head_kv * c.model.head_dim;
   std::vector<Planned> plan;
-  plan.push_back(
-      {"token_embd.weight", "model.embed_tokens.weight", c.n_vocab, c.n_embd, 0, o.type});
-  plan.push_back({"output_norm.weight", "model.norm.weight", c.n_embd, 0, 0, DType::F32});
+  plan.push_back({"token_embd.weight", "model.embed_tokens.weight", c.model.n_vocab, c.model.n_embd,
+                  0, o.type});
+  plan.push_back({"output_norm.weight", "model.norm.weight", c.model.n_embd, 0, 0, DType::F32});
   if (!c.tied && ck.tensors.count("lm_head.weight"))
-    plan.push_back({"output.weight", "lm_head.weight", c.n_vocab, c.n_embd, 0, o.type});
-  for (int64_t l = 0; l < c.n_layer; ++l) {
+    plan.push_back({"output.weight", "lm_head.weight", c.model.n_vocab, c.model.n_embd, 0, o.type});
+  for (int64_t l = 0; l < c.model.n_layer; ++l) {
     const std::string g = fmt::format("blk.{}.", l), h = fmt::format("model.layers.{}.", l);
     plan.push_back(
-        {g + "attn_norm.weight", h + "input_layernorm.weight", c.n_embd, 0, 0, DType::F32});
+        {g + "attn_norm.weight", h + "input_layernorm.weight", c.model.n_embd, 0, 0, DType::F32});
+    plan.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", q_dim, c.model.n_embd,
+                    c.model.n_head, o.type});
+    plan.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, c.model.n_embd,
+                    c.model.n_head_kv, o.type});
     plan.push_back(
-        {g + "attn_q.weight", h + "self_attn.q_proj.weight", q_dim, c.n_embd, c.n_head, o.type});
-    plan.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, c.n_embd,
-                    c.n_head_kv, o.type});
+        {g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, c.model.n_embd, 0, o.type});
+    plan.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", c.model.n_embd, q_dim,
+                    0, o.type});
+    plan.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", c.model.n_embd, 0,
+                    0, DType::F32});
+    plan.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.model.n_ff, c.model.n_embd,
+                    0, o.type});
     plan.push_back(
-        {g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, c.n_embd, 0, o.type});
-    plan.push_back(
-        {g + "attn_output.weight", h + "self_attn.o_proj.weight", c.n_embd, q_dim, 0, o.type});
-    plan.push_back(
-        {g + "ffn_norm.weight", h + "post_attention_layernorm.weight", c.n_embd, 0, 0, DType::F32});
-    plan.push_back(
-        {g + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.n_ff, c.n_embd, 0, o.type});
-    plan.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", c.n_ff, c.n_embd, 0, o.type});
-    plan.push_back(
-        {g + "ffn_down.weight", h + "mlp.down_proj.weight", c.n_embd, c.n_ff, 0, o.type});
+        {g + "ffn_up.weight", h + "mlp.up_proj.weight", c.model.n_ff, c.model.n_embd, 0, o.type});
+    plan.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", c.model.n_embd, c.model.n_ff,
+                    0, o.type});
   }
 
   // Check every tensor before writing anything.
@@ -216,13 +221,8 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   }
 
   GgufWriter w(o.output);
-  ModelConfig mc;
-  mc.architecture = "llama";
+  ModelConfig mc = c.model;
   mc.name = o.name.empty() ? dir.filename().string() : o.name;
-  mc.n_vocab = c.n_vocab, mc.n_embd = c.n_embd, mc.n_layer = c.n_layer, mc.n_ff = c.n_ff;
-  mc.n_head = c.n_head, mc.n_head_kv = c.n_head_kv, mc.head_dim = c.head_dim, mc.n_rot = c.head_dim;
-  mc.n_ctx_train = c.n_ctx, mc.rope_freq_base = static_cast<float>(c.rope_theta);
-  mc.rms_eps = static_cast<float>(c.rms_eps), mc.ffn = c.ffn;
   write_config(mc, w);
   w.set("general.source.architecture", GgufValue::str(c.architecture));
   for (const auto& [k, v] : tokenizer) w.set(k, v);

@@ -213,15 +213,90 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   }
 }
 
+// y += c * w, eight elements per step; the scalar tail only runs at a row's end, which is the
+// same element range whatever column slice a thread was given (slices start at multiples of 64).
+void axpy_f32(const float* w, float c, float* y, int64_t n) {
+  const __m256 cv = _mm256_set1_ps(c);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    prefetch_ahead(w + i, kPrefetchFloat, 1);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(cv, _mm256_loadu_ps(w + i), _mm256_loadu_ps(y + i)));
+    _mm256_storeu_ps(y + i + 8,
+                     _mm256_fmadd_ps(cv, _mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(y + i + 8)));
+  }
+  for (; i < n; ++i) y[i] = std::fma(c, w[i], y[i]);
+}
+
+void axpy_f16(const uint16_t* w, float c, float* y, int64_t n) {
+  const __m256 cv = _mm256_set1_ps(c);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    prefetch_ahead(w + i, kPrefetchFloat, 1);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(cv, load_f16(w + i), _mm256_loadu_ps(y + i)));
+    _mm256_storeu_ps(y + i + 8,
+                     _mm256_fmadd_ps(cv, load_f16(w + i + 8), _mm256_loadu_ps(y + i + 8)));
+  }
+  for (; i < n; ++i) y[i] = std::fma(c, half_to_float(w[i]), y[i]);
+}
+
+void axpy_bf16(const uint16_t* w, float c, float* y, int64_t n) {
+  const __m256 cv = _mm256_set1_ps(c);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    prefetch_ahead(w + i, kPrefetchFloat, 1);
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(cv, load_bf16(w + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) {
+    const uint32_t bits = uint32_t{w[i]} << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    y[i] = std::fma(c, f, y[i]);
+  }
+}
+
+// One Q8_0 block: 32 int8 weights widened to floats in four groups of eight.
+inline void axpy_block_i8(const int8_t* q, __m256 s, float* y) {
+  const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
+  const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+  for (int g = 0; g < 4; ++g) {
+    const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[g]));
+    _mm256_storeu_ps(y + 8 * g, _mm256_fmadd_ps(s, f, _mm256_loadu_ps(y + 8 * g)));
+  }
+}
+
+void axpy_q8_0(const BlockQ8_0* w, float c, float* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    prefetch_ahead(w + b, kPrefetchQ8, 1);
+    axpy_block_i8(w[b].qs, _mm256_set1_ps(c * half_to_float(w[b].d)), y + b * kQK);
+  }
+}
+
+void axpy_q4_0(const BlockQ4_0* w, float c, float* y, int64_t n) {
+  const __m128i low_nibbles = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    prefetch_ahead(w + b, kPrefetchQ4, 1);
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs));
+    alignas(16) int8_t q[kQK];
+    _mm_store_si128(reinterpret_cast<__m128i*>(q),
+                    _mm_sub_epi8(_mm_and_si128(raw, low_nibbles), eight));
+    _mm_store_si128(reinterpret_cast<__m128i*>(q + 16),
+                    _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low_nibbles), eight));
+    axpy_block_i8(q, _mm256_set1_ps(c * half_to_float(w[b].d)), y + b * kQK);
+  }
+}
+
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels kTable{"avx512vnni", dot_f32,  dot_f16,      dot_bf16,
-                        dot_q8_0,     dot_q4_0, quantize_q8_0};
+const CpuKernels kTable{"avx512vnni", dot_f32,  dot_f16,       dot_bf16,
+                        dot_q8_0,     dot_q4_0, quantize_q8_0, axpy_f32,
+                        axpy_f16,     axpy_bf16, axpy_q8_0,    axpy_q4_0};
 }  // namespace
 const CpuKernels* avx512vnni_kernels_unchecked() {
   return &kTable;
 }
 #else
-const CpuKernels kTable{"avx2", dot_f32, dot_f16, dot_bf16, dot_q8_0, dot_q4_0, quantize_q8_0};
+const CpuKernels kTable{"avx2",   dot_f32,   dot_f16,   dot_bf16,  dot_q8_0, dot_q4_0,
+                        quantize_q8_0, axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0};
 }  // namespace
 const CpuKernels* avx2_kernels_unchecked() {
   return &kTable;

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "cli/commands.h"
+#include "cli/ffn_flags.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "runtime/bandwidth.h"
@@ -33,6 +34,7 @@ Command add_bench_command(CLI::App& app) {
     int threads = default_threads();
     bool json = false;
     bool skip_bandwidth = false;
+    FfnFlags ffn;
   };
   auto o = std::make_shared<Options>();
   cmd->add_flag("--mmap", o->mmap,
@@ -46,6 +48,7 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--no-bandwidth", o->skip_bandwidth, "Skip the memory bandwidth measurement");
+  add_ffn_flags(cmd, o->ffn);
   return {cmd, [o] {
             if (o->n_prompt + o->n_gen == 0) fail("nothing to measure: -p and -n are both 0");
             Timer load_timer;
@@ -54,8 +57,13 @@ Command add_bench_command(CLI::App& app) {
             const double load_s = load_timer.seconds();
             const ModelConfig& c = model->config;
             const int64_t n_ctx = o->n_prompt + o->n_gen + 1;
+            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model);
             ThreadPool pool(o->threads);
-            Session session(*model, n_ctx, pool);
+            Session session(*model, n_ctx, pool, session_options);
+            // Decode-only FFN statistics and times, summed over the decode repeats.
+            std::vector<FfnLayerStats> decode_stats(c.n_layer);
+            ForwardTimes decode_times;
+            double decode_tokens = 0;
 
             // Deterministic pseudo-random prompt tokens.
             std::vector<int32_t> prompt(o->n_prompt);
@@ -77,6 +85,8 @@ Command add_bench_command(CLI::App& app) {
                                             logits.begin());
               }
               if (o->n_gen > 0) {
+                const auto stats_before = session.ffn_stats();
+                const ForwardTimes times_before = session.times();
                 Timer t;
                 for (int i = 0; i < o->n_gen; ++i) {
                   auto logits = session.eval(next);
@@ -84,11 +94,30 @@ Command add_bench_command(CLI::App& app) {
                                               logits.begin());
                 }
                 tg.push_back(o->n_gen / t.seconds());
+                const auto d = stats_difference(session.ffn_stats(), stats_before);
+                for (size_t l = 0; l < d.size(); ++l) {
+                  decode_stats[l].computed += d[l].computed;
+                  decode_stats[l].nonzero += d[l].nonzero;
+                }
+                const ForwardTimes& now = session.times();
+                decode_times.attention += now.attention - times_before.attention;
+                decode_times.predictor += now.predictor - times_before.predictor;
+                decode_times.ffn += now.ffn - times_before.ffn;
+                decode_times.output += now.output - times_before.output;
+                decode_tokens += o->n_gen;
               }
             }
             const double pp_med = pp.empty() ? 0 : median(pp);
             const double tg_med = tg.empty() ? 0 : median(tg);
-            const uint64_t bytes = model->weights.bytes_read_per_token();
+            const uint64_t bytes = bytes_touched_per_token(*model, session_options.ffn,
+                                                           decode_stats, decode_tokens);
+            double density = 0;  // mean share of FFN neurons computed per decode token
+            for (const auto& l : decode_stats)
+              density += decode_tokens > 0 ? l.computed / (decode_tokens * c.n_ff) : 0.0;
+            density /= static_cast<double>(c.n_layer);
+            auto ms_per_token = [&](double s) {
+              return decode_tokens > 0 ? 1e3 * s / decode_tokens : 0.0;
+            };
             const double bw = o->skip_bandwidth ? 0.0 : measure_read_bandwidth(pool);
             const double limit = bw > 0 ? bw / bytes : 0.0;
             std::string type =
@@ -110,13 +139,27 @@ Command add_bench_command(CLI::App& app) {
                                   {"bandwidth_bytes_per_s", bw},
                                   {"bandwidth_limit_tokens_per_s", limit},
                                   {"bandwidth_limit_percent", limit > 0 ? 100 * tg_med / limit : 0},
-                                  {"load_s", load_s}};
+                                  {"load_s", load_s},
+                                  {"ffn_mode", ffn_mode_name(session_options.ffn)},
+                                  {"ffn_density", density},
+                                  {"decode_ms_per_token",
+                                   {{"attention", ms_per_token(decode_times.attention)},
+                                    {"predictor", ms_per_token(decode_times.predictor)},
+                                    {"ffn", ms_per_token(decode_times.ffn)},
+                                    {"output", ms_per_token(decode_times.output)}}}};
               fmt::print("{}\n", j.dump(2));
               return 0;
             }
             fmt::print(
-                "model: {} ({}, {} layers, {:.2f} GB read per token), {} threads, {} kernels\n",
+                "model: {} ({}, {} layers, {:.3f} GB read per token), {} threads, {} kernels\n",
                 o->model, type, c.n_layer, bytes / 1e9, o->threads, best_kernels().name);
+            if (decode_tokens > 0)
+              fmt::print(
+                  "FFN {}: density {:.3f}; decode ms/token: attention {:.2f}, predictor {:.2f}, "
+                  "FFN {:.2f}, output {:.2f}\n",
+                  ffn_mode_name(session_options.ffn), density, ms_per_token(decode_times.attention),
+                  ms_per_token(decode_times.predictor), ms_per_token(decode_times.ffn),
+                  ms_per_token(decode_times.output));
             fmt::print("| test   |   tok/s (median of {}) | runs\n", o->reps);
             if (!pp.empty())
               fmt::print("| pp{:<4} | {:>10.2f}            | {:.2f}\n", o->n_prompt, pp_med,

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/ffn_flags.h"
 #include "core/error.h"
 #include "runtime/session.h"
 
@@ -17,6 +18,7 @@ Command add_logits_command(CLI::App& app) {
     std::string model;
     std::vector<int32_t> tokens;
     int threads = default_threads();
+    FfnFlags ffn;
   };
   auto o = std::make_shared<Options>();
   cmd->add_flag("--mmap", o->mmap,
@@ -25,11 +27,14 @@ Command add_logits_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
   cmd->add_option("--tokens", o->tokens, "Token ids, comma separated")->required()->delimiter(',');
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  add_ffn_flags(cmd, o->ffn);
   return {cmd, [o] {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
+            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model);
             ThreadPool pool(o->threads);
-            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool);
+            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool,
+                            session_options);
             nlohmann::json out = nlohmann::json::array();
             const auto all = session.eval(o->tokens, /*all_logits=*/true);
             const size_t n_vocab = all.size() / o->tokens.size();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/ffn_flags.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -21,6 +22,7 @@ Command add_perplexity_command(CLI::App& app) {
     int64_t ctx = 0, chunks = 0;
     int threads = default_threads();
     bool json = false;
+    FfnFlags ffn;
   };
   auto o = std::make_shared<Options>();
   cmd->add_flag("--mmap", o->mmap, "Use the model file in place instead of reading it");
@@ -32,6 +34,7 @@ Command add_perplexity_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", o->json, "Print JSON");
+  add_ffn_flags(cmd, o->ffn);
   return {
       cmd, [o] {
         std::ifstream in(o->file, std::ios::binary);
@@ -47,8 +50,9 @@ Command add_perplexity_command(CLI::App& app) {
         if (static_cast<int64_t>(tokens.size()) < n_ctx)
           fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
                n_ctx);
+        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model);
         ThreadPool pool(o->threads);
-        Session session(*model, n_ctx, pool);
+        Session session(*model, n_ctx, pool, session_options);
         ProgressBar bar("perplexity");
         Timer timer;
         const auto r =
@@ -71,13 +75,15 @@ Command add_perplexity_command(CLI::App& app) {
                               {"mean_nll", r.mean_nll},
                               {"running", r.running},
                               {"seconds", seconds},
-                              {"ffn_sparsity_per_layer", sparsity}};
+                              {"ffn_sparsity_per_layer", sparsity},
+                              {"ffn", ffn_report_json(*model, session)}};
           fmt::print("{}\n", j.dump(2));
         } else {
           fmt::print("perplexity: {:.4f} over {} windows of {} tokens ({} predictions, {:.1f} s)\n",
                      r.perplexity, r.windows, n_ctx, r.predictions, seconds);
           fmt::print("FFN activation sparsity per layer (exact zeros): {:.3f}\n",
                      fmt::join(sparsity, " "));
+          if (session_options.ffn != FfnMode::Dense) print_ffn_report(*model, session, stdout);
         }
         return 0;
       }};

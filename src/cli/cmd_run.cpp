@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/ffn_flags.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "runtime/sampler.h"
@@ -26,6 +27,7 @@ Command add_run_command(CLI::App& app) {
     bool no_bos = false;
     bool json = false;
     SamplerParams sampling;
+    FfnFlags ffn;
   };
   auto o = std::make_shared<Options>();
   cmd->add_flag("--mmap", o->mmap,
@@ -51,6 +53,7 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("-s,--seed", o->seed, "Random seed (-1: from the clock)");
   cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS token");
   cmd->add_flag("--json", o->json, "Print the timing report as JSON on stderr");
+  add_ffn_flags(cmd, o->ffn);
   return {
       cmd, [o] {
         Timer load_timer;
@@ -68,8 +71,9 @@ Command add_run_command(CLI::App& app) {
         sp.seed = o->seed >= 0 ? static_cast<uint64_t>(o->seed)
                                : static_cast<uint64_t>(
                                      std::chrono::steady_clock::now().time_since_epoch().count());
+        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model);
         ThreadPool pool(o->threads);
-        Session session(*model, n_ctx, pool);
+        Session session(*model, n_ctx, pool, session_options);
         Sampler sampler(sp);
 
         std::fputs(o->prompt.c_str(), stdout);
@@ -111,13 +115,15 @@ Command add_run_command(CLI::App& app) {
                               {"decode_tokens_per_s", decode_tps},
                               {"load_s", load_s},
                               {"peak_rss_bytes", peak_rss_bytes()},
-                              {"seed", sp.seed}};
+                              {"seed", sp.seed},
+                              {"ffn", ffn_report_json(*model, session)}};
           fmt::print(stderr, "{}\n", j.dump());
         } else {
           fmt::print(stderr,
                      "prompt: {} tokens, {:.1f} tok/s | decode: {} tokens, {:.1f} tok/s | "
                      "load: {:.2f} s | peak memory: {:.1f} MiB | seed: {}\n",
                      prompt.size(), prompt_tps, generated, decode_tps, load_s, peak_mib, sp.seed);
+          if (session_options.ffn != FfnMode::Dense) print_ffn_report(*model, session, stderr);
         }
         return 0;
       }};

@@ -116,7 +116,7 @@ void GgufWriter::write_header() {
   out_ = std::fopen(tmp_path_.c_str(), "wb");
   if (out_ == nullptr) fail("cannot create '{}': {}", tmp_path_, std::strerror(errno));
   std::vector<uint8_t> buf;
-  put<uint32_t>(buf, 0x46554747);  // "GGUF"
+  put<uint32_t>(buf, powerinfer_magic_ ? 0x49525750 : 0x46554747);  // "PWRI" or "GGUF"
   put<uint32_t>(buf, 3);
   put<uint64_t>(buf, tensors_.size());
   put<uint64_t>(buf, kv_.size());

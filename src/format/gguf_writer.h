@@ -22,6 +22,8 @@ class GgufWriter {
   GgufWriter& operator=(const GgufWriter&) = delete;
 
   void set(const std::string& key, GgufValue value);
+  // Writes PowerInfer's "PWRI" magic instead of "GGUF" (the rest of the format is the same).
+  void set_powerinfer_magic(bool on) { powerinfer_magic_ = on; }
   void add_tensor(const std::string& name, DType type, std::vector<int64_t> dims);
 
   // Writes the next declared tensor's bytes (exactly its size). May be called in pieces.
@@ -43,6 +45,7 @@ class GgufWriter {
   uint64_t current_written_ = 0;  // bytes of it so far
   uint64_t position_ = 0;
   bool finished_ = false;
+  bool powerinfer_magic_ = false;
 };
 
 }  // namespace strata

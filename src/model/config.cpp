@@ -30,8 +30,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture", "");
   if (c.architecture.empty()) fail("'{}' lacks general.architecture", f.path());
-  if (c.architecture != "llama")
-    fail("'{}' has architecture '{}'; strata supports: llama", f.path(), c.architecture);
+  // "bamboo" is PowerInfer's name for LLaMA/Mistral-shaped models with a dReLU FFN.
+  if (c.architecture != "llama" && c.architecture != "bamboo")
+    fail("'{}' has architecture '{}'; strata supports: llama, bamboo", f.path(), c.architecture);
   c.name = f.get_string("general.name", "");
   const std::string a = c.architecture + ".";
   auto positive = [&](const std::string& key, int64_t value) {
@@ -70,7 +71,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
            act);
     c.ffn = *parsed;
   } else {
-    c.ffn = f.is_powerinfer() ? FfnActivation::ReGLU : FfnActivation::SwiGLU;
+    // PowerInfer's llama files are ReluLLaMA/ProSparse (ReGLU); llama.cpp's are SwiGLU.
+    c.ffn = c.architecture == "bamboo" ? FfnActivation::DReLU
+            : f.is_powerinfer()        ? FfnActivation::ReGLU
+                                       : FfnActivation::SwiGLU;
   }
   return c;
 }

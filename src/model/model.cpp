@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include "core/error.h"
+#include "model/down_transpose.h"
 
 namespace strata {
 
@@ -23,6 +24,18 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
            m->tokenizer->n_vocab(), m->config.n_vocab);
   }
   return m;
+}
+
+uint64_t Model::ensure_down_t() {
+  uint64_t bytes = 0;
+  for (LayerWeights& l : weights.layers) {
+    if (l.ffn_down_t.data != nullptr) continue;
+    derived_.emplace_back();
+    l.ffn_down_t = transpose_down(l.ffn_down, derived_.back());
+    bytes += derived_.back().size();
+  }
+  weights.has_down_t = true;
+  return bytes;
 }
 
 }  // namespace strata

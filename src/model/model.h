@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "format/gguf.h"
 #include "model/config.h"
@@ -22,6 +23,13 @@ struct Model {
   // LoadMode::Map uses it in place (--mmap).
   static std::unique_ptr<Model> load(const std::string& path, bool require_tokenizer = true,
                                      LoadMode mode = LoadMode::Read);
+
+  // Gives every layer an ffn_down_t (the sparse FFN needs one), transposing ffn_down where the
+  // file lacks it. Returns the bytes allocated for that (0 when the file has them).
+  uint64_t ensure_down_t();
+
+ private:
+  std::vector<std::vector<uint8_t>> derived_;  // storage of tensors built at load time
 };
 
 }  // namespace strata

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 #include "tensor/quantize.h"
 
@@ -40,13 +43,46 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
   return v;
 }
 
+// fc1 [n_embd, rank] and fc2 [rank, n_ff] in GGUF order; the rank may differ per layer.
+LayerPredictor load_predictor(const GgufFile& f, const std::string& prefix, const ModelConfig& c) {
+  LayerPredictor p;
+  const GgufTensorInfo* fc1 = f.find_tensor(prefix + "fc1.weight");
+  const GgufTensorInfo* fc2 = f.find_tensor(prefix + "fc2.weight");
+  if (fc1 == nullptr && fc2 == nullptr) return p;
+  if (fc1 == nullptr || fc2 == nullptr)
+    fail("'{}' has only one of {}fc1.weight and {}fc2.weight", f.path(), prefix, prefix);
+  if (fc1->dims.size() != 2 || fc1->dims[0] != c.n_embd || fc1->dims[1] <= 0)
+    fail("tensor '{}fc1.weight' has shape {}, expected [{}, rank]", prefix, dims_text(fc1->dims),
+         c.n_embd);
+  const int64_t rank = fc1->dims[1];
+  p.fc1 = matrix(f, prefix + "fc1.weight", c.n_embd, rank);
+  p.fc2 = matrix(f, prefix + "fc2.weight", rank, c.n_ff);
+  return p;
+}
+
+std::vector<float> predictor_thresholds(const GgufFile& f, int64_t n_layer) {
+  std::vector<float> t(static_cast<size_t>(n_layer),
+                       static_cast<float>(f.get_float("powerinfer.sparse_threshold", 0.0)));
+  if (const GgufValue* v = f.find(kPredictorThresholdsKey)) {
+    if (v->type != GgufType::Array || static_cast<int64_t>(v->items.size()) != n_layer)
+      fail("'{}': {} must be an array of {} numbers", f.path(), kPredictorThresholdsKey, n_layer);
+    for (int64_t i = 0; i < n_layer; ++i) {
+      const double x = v->items[static_cast<size_t>(i)].as_float(kPredictorThresholdsKey);
+      if (!std::isfinite(x)) fail("'{}': {} holds a non-finite value", f.path(), kPredictorThresholdsKey);
+      t[static_cast<size_t>(i)] = static_cast<float>(x);
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 uint64_t ModelWeights::bytes_read_per_token() const {
   uint64_t total = output.bytes() + token_embd.row_bytes;
   for (const auto& l : layers) {
     total += l.attn_q.bytes() + l.attn_k.bytes() + l.attn_v.bytes() + l.attn_output.bytes();
-    total += l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes();
+    total += l.ffn_gate.bytes() + l.ffn_up.bytes();
+    total += l.ffn_down.data != nullptr ? l.ffn_down.bytes() : l.ffn_down_t.bytes();
   }
   return total;
 }
@@ -67,6 +103,7 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     w.tied_output = true;
   }
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  const std::vector<float> thresholds = predictor_thresholds(f, c.n_layer);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights l;
@@ -78,9 +115,23 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
     if (ffn_has_gate(c.ffn)) l.ffn_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
     l.ffn_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
-    l.ffn_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    const bool has_down_t = f.find_tensor(p + "ffn_down_t.weight") != nullptr;
+    if (has_down_t) l.ffn_down_t = matrix(f, p + "ffn_down_t.weight", c.n_embd, c.n_ff);
+    if (!has_down_t || f.find_tensor(p + "ffn_down.weight") != nullptr)
+      l.ffn_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
+    l.predictor = load_predictor(f, p, c);
+    if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
     w.layers.push_back(std::move(l));
   }
+  auto all = [&](auto has) {
+    return std::all_of(w.layers.begin(), w.layers.end(), has);
+  };
+  w.has_down_t = all([](const LayerWeights& l) { return l.ffn_down_t.data != nullptr; });
+  w.has_predictors = all([](const LayerWeights& l) { return l.predictor.present(); });
+  if (!w.has_predictors && std::any_of(w.layers.begin(), w.layers.end(), [](const LayerWeights& l) {
+        return l.predictor.present();
+      }))
+    fail("'{}' has predictors (fc1/fc2) for some layers but not all", f.path());
   return w;
 }
 

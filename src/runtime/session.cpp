@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "kernels/cpu/sparse_ops.h"
 #include "tensor/quantize.h"
 
 namespace strata {
-
-namespace {
 
 void rms_norm(const float* x, const float* weight, float* out, int64_t n, float eps) {
   double sum = 0.0;
@@ -19,15 +19,46 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t n, float 
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
 }
 
+namespace {
+
 float silu(float x) {
   return x / (1.0f + std::exp(-x));
 }
 
 }  // namespace
 
-Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool)
-    : model_(model), c_(model.config), kernels_(best_kernels()), pool_(pool), n_ctx_(n_ctx) {
+const char* ffn_mode_name(FfnMode m) {
+  switch (m) {
+    case FfnMode::Dense:
+      return "dense";
+    case FfnMode::Predict:
+      return "predict";
+    case FfnMode::GateFirst:
+      return "gate-first";
+  }
+  return "?";
+}
+
+Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options)
+    : model_(model),
+      c_(model.config),
+      kernels_(best_kernels()),
+      pool_(pool),
+      n_ctx_(n_ctx),
+      options_(options) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
+  const ModelWeights& mw = model.weights;
+  if (options.ffn == FfnMode::Predict && !mw.has_predictors)
+    fail(
+        "--ffn predict needs activation predictors, which '{}' lacks (make them with strata "
+        "train-predictors, or use --ffn gate-first for an exact sparse FFN)",
+        model.file->path());
+  if (options.ffn == FfnMode::GateFirst && c_.ffn == FfnActivation::SwiGLU)
+    fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); this model is swiglu");
+  if (options.ffn != FfnMode::Dense && !mw.has_down_t)
+    fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
+  if (options.check_predictor && options.ffn != FfnMode::Predict)
+    fail("--check-predictor only applies to --ffn predict");
   const int64_t kv_dim = c_.n_head_kv * c_.head_dim, q_dim = c_.n_head * c_.head_dim;
   const int64_t B = kMaxBatch;
   const uint64_t kv_floats = static_cast<uint64_t>(c_.n_layer * n_ctx * kv_dim);
@@ -52,6 +83,45 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool)
   rope_sin_.resize(B * c_.n_rot / 2);
   inputs_.resize(B);
   ffn_zeros_.assign(c_.n_layer, 0);
+  ffn_stats_.assign(c_.n_layer, {});
+  if (options.ffn != FfnMode::Dense) {
+    mask_.resize(B * c_.n_ff);
+    need_.resize(B * c_.n_ff);
+    ids_.resize(c_.n_ff);
+    gate_c_.resize(B * c_.n_ff);
+    up_c_.resize(B * c_.n_ff);
+    h_c_.resize(B * c_.n_ff);
+  }
+  if (options.ffn == FfnMode::Predict) {
+    int64_t max_rank = 0;
+    for (const auto& l : mw.layers) max_rank = std::max(max_rank, l.predictor.rank());
+    pred_hidden_.resize(B * max_rank);
+    pred_scores_.resize(B * c_.n_ff);
+  }
+}
+
+void Session::set_ffn_observer(FfnObserver observer) {
+  if (observer && options_.ffn != FfnMode::Dense)
+    fail("FFN observers need the dense FFN (they see every activation)");
+  observer_ = std::move(observer);
+}
+
+void Session::ffn_activation(const float* gate, const float* up, float* h, int64_t count) const {
+  switch (c_.ffn) {
+    case FfnActivation::SwiGLU:
+      for (int64_t i = 0; i < count; ++i) h[i] = silu(gate[i]) * up[i];
+      break;
+    case FfnActivation::ReGLU:
+      for (int64_t i = 0; i < count; ++i) h[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
+      break;
+    case FfnActivation::DReLU:
+      for (int64_t i = 0; i < count; ++i)
+        h[i] = (gate[i] > 0.0f && up[i] > 0.0f) ? gate[i] * up[i] : 0.0f;
+      break;
+    case FfnActivation::ReLU:
+      for (int64_t i = 0; i < count; ++i) h[i] = std::max(up[i], 0.0f);
+      break;
+  }
 }
 
 std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_logits) {
@@ -97,8 +167,9 @@ void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_l
     attention_block(l, n);
     times_.attention += t.seconds();
     t.reset();
+    const double predictor_before = times_.predictor;
     ffn_block(l, n);
-    times_.ffn += t.seconds();
+    times_.ffn += t.seconds() - (times_.predictor - predictor_before);
   }
 
   Timer t;
@@ -190,6 +261,11 @@ void Session::attention_block(int64_t l, int64_t n) {
 void Session::ffn_block(int64_t l, int64_t n) {
   const LayerWeights& w = model_.weights.layers[l];
   const int64_t ff = c_.n_ff;
+  if (options_.ffn != FfnMode::Dense) {
+    sparse_ffn(l, n);
+    for (int64_t i = 0; i < n * c_.n_embd; ++i) x_[i] += proj_[i];
+    return;
+  }
   for (int64_t b = 0; b < n; ++b)
     rms_norm(x_.data() + b * c_.n_embd, w.ffn_norm.data(), xn_.data() + b * c_.n_embd, c_.n_embd,
              c_.rms_eps);
@@ -205,27 +281,23 @@ void Session::ffn_block(int64_t l, int64_t n) {
   }
   float* h = up_.data();
   const int64_t total = n * ff;
-  switch (c_.ffn) {
-    case FfnActivation::SwiGLU:
-      for (int64_t i = 0; i < total; ++i) h[i] = silu(gate_[i]) * up_[i];
-      break;
-    case FfnActivation::ReGLU:
-      for (int64_t i = 0; i < total; ++i) h[i] = gate_[i] > 0.0f ? gate_[i] * up_[i] : 0.0f;
-      break;
-    case FfnActivation::DReLU:
-      for (int64_t i = 0; i < total; ++i)
-        h[i] = (gate_[i] > 0.0f && up_[i] > 0.0f) ? gate_[i] * up_[i] : 0.0f;
-      break;
-    case FfnActivation::ReLU:
-      for (int64_t i = 0; i < total; ++i) h[i] = std::max(up_[i], 0.0f);
-      break;
-  }
+  ffn_activation(gate_.data(), up_.data(), h, total);
   uint64_t zeros = 0;
   for (int64_t i = 0; i < total; ++i) zeros += h[i] == 0.0f;
   ffn_zeros_[l] += zeros;
   if (l == 0) ffn_activations_ += static_cast<uint64_t>(total);
-  prepare_inputs(h, ff, n, needs_q8_input(w.ffn_down.type));
-  matmat_multi(kernels_, {{&w.ffn_down, proj_.data(), c_.n_embd}}, in, pool_);
+  ffn_stats_[l].computed += static_cast<uint64_t>(total);
+  ffn_stats_[l].nonzero += static_cast<uint64_t>(total) - zeros;
+  if (observer_) observer_(l, n, x_.data(), h);
+  if (w.ffn_down.data != nullptr) {
+    prepare_inputs(h, ff, n, needs_q8_input(w.ffn_down.type));
+    matmat_multi(kernels_, {{&w.ffn_down, proj_.data(), c_.n_embd}}, in, pool_);
+  } else {
+    // Only ffn_down_t in the file (PowerInfer): every neuron through the axpy.
+    ids_.resize(ff);
+    std::iota(ids_.begin(), ids_.end(), 0);
+    axpy_rows(kernels_, w.ffn_down_t, ids_, h, ff, n, proj_.data(), c_.n_embd, pool_);
+  }
   for (int64_t i = 0; i < n * c_.n_embd; ++i) x_[i] += proj_[i];
 }
 

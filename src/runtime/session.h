@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -16,13 +17,48 @@ namespace strata {
 // Time spent per part of the forward pass, accumulated over calls.
 struct ForwardTimes {
   double attention = 0;  // norms, q/k/v/o products, rotary, attention itself
-  double ffn = 0;
-  double output = 0;  // final norm and the vocabulary projection
+  double predictor = 0;  // activation predictors (predict mode)
+  double ffn = 0;        // the FFN proper, including neuron selection
+  double output = 0;     // final norm and the vocabulary projection
 };
+
+// How the FFN is computed.
+//   dense:      every neuron (the reference).
+//   predict:    the layer's predictor picks neurons; gate/up rows and ffn_down_t rows are
+//               computed for those only. Approximate where the predictor misses a neuron.
+//   gate-first: ReGLU/dReLU/ReLU only: the gate (up for ReLU) is computed densely, then up and
+//               down only where it fired. Exact, no predictor needed, saves up to 2/3 of the FFN.
+enum class FfnMode { Dense, Predict, GateFirst };
+const char* ffn_mode_name(FfnMode m);
+
+struct SessionOptions {
+  FfnMode ffn = FfnMode::Dense;
+  // Predict mode: also compute the true activations to measure the predictor's recall.
+  bool check_predictor = false;
+};
+
+// Per layer, counted over (token, neuron) pairs since the session began.
+struct FfnLayerStats {
+  uint64_t computed = 0;  // neurons whose up/down rows were computed (all in dense mode)
+  uint64_t nonzero = 0;   // activations that came out non-zero
+  // check_predictor only: truly active neurons, predicted ones, and predicted among the active.
+  uint64_t truly_active = 0, predicted = 0, predicted_and_active = 0;
+};
+
+// Called in dense mode after each layer's FFN activation for a batch of n tokens, with the
+// residual stream entering the FFN (before ffn_norm; n rows of n_embd) and the activations h
+// (n rows of n_ff): what the profiler counts and predictors are trained on.
+using FfnObserver =
+    std::function<void(int64_t layer, int64_t n, const float* residual, const float* h)>;
+
+// out = x / rms(x) * weight, the sum in double precision.
+void rms_norm(const float* x, const float* weight, float* out, int64_t n, float eps);
 
 class Session {
  public:
-  Session(const Model& model, int64_t n_ctx, ThreadPool& pool);
+  // Sparse modes need ffn_down_t in every layer (Model::ensure_down_t), predict mode
+  // predictors; both fail here with a message saying so.
+  Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options = {});
 
   // Runs tokens at the next positions and returns the logits of the last one, or with
   // all_logits those of every token (tokens.size() rows of n_vocab). Valid until the next call.
@@ -42,6 +78,9 @@ class Session {
   // The measure of activation sparsity that the sparse FFN paths exploit.
   const std::vector<uint64_t>& ffn_zeros() const { return ffn_zeros_; }
   uint64_t ffn_activations_per_layer() const { return ffn_activations_; }
+  const std::vector<FfnLayerStats>& ffn_stats() const { return ffn_stats_; }
+  const SessionOptions& options() const { return options_; }
+  void set_ffn_observer(FfnObserver observer);
   uint64_t kv_cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
 
  private:
@@ -49,6 +88,11 @@ class Session {
   void forward(std::span<const int32_t> tokens, float* logits, bool all_logits);
   void attention_block(int64_t layer, int64_t n);
   void ffn_block(int64_t layer, int64_t n);
+  void ffn_activation(const float* gate, const float* up, float* h, int64_t count) const;
+  // Predict / gate-first (session_sparse_ffn.cpp): fills proj_ with the FFN output.
+  void sparse_ffn(int64_t layer, int64_t n);
+  void predict_neurons(int64_t layer, int64_t n);  // mask_ from the predictor
+  void check_prediction(int64_t layer, int64_t n);  // ffn_stats_ truth counts
   // Prepares rows [0, n) of `rows` (stride `dim`) as inputs for weights of these types.
   void prepare_inputs(const float* rows, int64_t dim, int64_t n, bool need_q8);
 
@@ -58,7 +102,10 @@ class Session {
   ThreadPool& pool_;
   int64_t n_ctx_;
   int64_t n_past_ = 0;
+  SessionOptions options_;
   ForwardTimes times_;
+  std::vector<FfnLayerStats> ffn_stats_;
+  FfnObserver observer_;
   std::vector<uint64_t> ffn_zeros_;
   uint64_t ffn_activations_ = 0;
 
@@ -69,6 +116,11 @@ class Session {
   std::vector<float> scores_;               // [batch][n_head][n_ctx]
   std::vector<float> rope_cos_, rope_sin_;  // [batch][n_rot / 2]
   std::vector<PreparedInput> inputs_;       // [batch]
+  // Sparse FFN scratch: per-token selection [batch][n_ff], the union of selected neurons, and
+  // compact values [batch][ids] (stride n_ff).
+  std::vector<uint8_t> mask_, need_;
+  std::vector<int32_t> ids_;
+  std::vector<float> gate_c_, up_c_, h_c_, pred_hidden_, pred_scores_;
 };
 
 }  // namespace strata

@@ -1,0 +1,48 @@
+#include "model/down_transpose.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+
+MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage) {
+  const int64_t n_ff = down.cols, n_embd = down.rows;
+  MatrixView t{down.type, nullptr, n_embd, n_ff, row_bytes(down.type, static_cast<uint64_t>(n_embd))};
+  storage.assign(t.bytes(), 0);
+  t.data = storage.data();
+  const int64_t elem = down.type == DType::F32 ? 4 : 2;
+  switch (down.type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: {
+      // Blocked so both sides stay in cache.
+      constexpr int64_t kTile = 64;
+      for (int64_t r0 = 0; r0 < n_embd; r0 += kTile)
+        for (int64_t c0 = 0; c0 < n_ff; c0 += kTile)
+          for (int64_t r = r0; r < std::min(n_embd, r0 + kTile); ++r)
+            for (int64_t c = c0; c < std::min(n_ff, c0 + kTile); ++c)
+              std::memcpy(storage.data() + c * t.row_bytes + r * elem, down.row(r) + c * elem,
+                          static_cast<size_t>(elem));
+      break;
+    }
+    case DType::Q8_0:
+    case DType::Q4_0: {
+      // The whole matrix as floats once (n_embd x n_ff), then one quantized row per neuron.
+      std::vector<float> all(static_cast<size_t>(n_embd * n_ff)), col(static_cast<size_t>(n_embd));
+      for (int64_t r = 0; r < n_embd; ++r) dequantize_row(down.type, down.row(r), all.data() + r * n_ff, n_ff);
+      for (int64_t c = 0; c < n_ff; ++c) {
+        for (int64_t r = 0; r < n_embd; ++r) col[static_cast<size_t>(r)] = all[static_cast<size_t>(r * n_ff + c)];
+        quantize_row(down.type, col.data(), storage.data() + c * t.row_bytes, n_embd);
+      }
+      break;
+    }
+    default:
+      fail("cannot transpose a {} down projection", dtype_name(down.type));
+  }
+  return t;
+}
+
+}  // namespace strata

@@ -1,0 +1,18 @@
+// Builds ffn_down_t (n_ff rows of n_embd) from a row-major ffn_down (n_embd rows of n_ff) for
+// files that lack it, so the sparse FFN modes run on any llama.cpp file. Float types transpose
+// exactly; Q8_0/Q4_0 are dequantized and re-quantized along the new rows (blocks run along a
+// row, so a transposed block is a different set of values): close to, not equal to, the stored
+// weights. `strata train-predictors` writes ffn_down_t from the source values instead.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/matrix.h"
+
+namespace strata {
+
+// Returns a view of `storage`, which it fills.
+MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage);
+
+}  // namespace strata

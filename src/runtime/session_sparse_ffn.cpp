@@ -1,0 +1,119 @@
+// The sparse FFN modes of Session: pick neurons (predictor or dense gate), take the union over
+// the batch, compute gate/up rows for those neurons only (gather), and the down projection as
+// a weighted sum of their ffn_down_t rows (axpy). Each token still uses only its own neurons:
+// entries a token did not select are skipped and count as zero, so a batch gives the same
+// result as its tokens one at a time.
+#include <algorithm>
+
+#include "core/timer.h"
+#include "kernels/cpu/sparse_ops.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+void Session::predict_neurons(int64_t l, int64_t n) {
+  const LayerPredictor& p = model_.weights.layers[l].predictor;
+  const int64_t rank = p.rank(), ff = c_.n_ff;
+  const std::span<const PreparedInput> in(inputs_.data(), n);
+  // The predictor reads the residual stream before ffn_norm, as PowerInfer's do.
+  prepare_inputs(x_.data(), c_.n_embd, n, needs_q8_input(p.fc1.type));
+  matmat_multi(kernels_, {{&p.fc1, pred_hidden_.data(), rank}}, in, pool_);
+  for (int64_t i = 0; i < n * rank; ++i) pred_hidden_[i] = std::max(pred_hidden_[i], 0.0f);
+  prepare_inputs(pred_hidden_.data(), rank, n, needs_q8_input(p.fc2.type));
+  matmat_multi(kernels_, {{&p.fc2, pred_scores_.data(), ff}}, in, pool_);
+  for (int64_t i = 0; i < n * ff; ++i) mask_[i] = pred_scores_[i] >= p.threshold;
+}
+
+void Session::check_prediction(int64_t l, int64_t n) {
+  // inputs_ hold the normed FFN input: the dense activations are the truth.
+  const LayerWeights& w = model_.weights.layers[l];
+  const int64_t ff = c_.n_ff;
+  const std::span<const PreparedInput> in(inputs_.data(), n);
+  if (ffn_has_gate(c_.ffn))
+    matmat_multi(kernels_, {{&w.ffn_gate, gate_.data(), ff}, {&w.ffn_up, up_.data(), ff}}, in,
+                 pool_);
+  else
+    matmat_multi(kernels_, {{&w.ffn_up, up_.data(), ff}}, in, pool_);
+  ffn_activation(gate_.data(), up_.data(), up_.data(), n * ff);
+  FfnLayerStats& st = ffn_stats_[l];
+  for (int64_t i = 0; i < n * ff; ++i) {
+    const bool active = up_[i] != 0.0f, predicted = mask_[i] != 0;
+    st.truly_active += active;
+    st.predicted += predicted;
+    st.predicted_and_active += active && predicted;
+  }
+}
+
+void Session::sparse_ffn(int64_t l, int64_t n) {
+  const LayerWeights& w = model_.weights.layers[l];
+  const int64_t ff = c_.n_ff;
+  const bool gated = ffn_has_gate(c_.ffn);
+  const bool predict = options_.ffn == FfnMode::Predict;
+  if (predict) {
+    Timer t;
+    predict_neurons(l, n);
+    times_.predictor += t.seconds();
+  }
+
+  for (int64_t b = 0; b < n; ++b)
+    rms_norm(x_.data() + b * c_.n_embd, w.ffn_norm.data(), xn_.data() + b * c_.n_embd, c_.n_embd,
+             c_.rms_eps);
+  prepare_inputs(xn_.data(), c_.n_embd, n,
+                 needs_q8_input(w.ffn_up.type) || (gated && needs_q8_input(w.ffn_gate.type)));
+  const std::span<const PreparedInput> in(inputs_.data(), n);
+
+  if (!predict) {
+    // Gate-first: the gate (the up projection for plain ReLU) densely; it decides the rest.
+    const MatrixView& first = gated ? w.ffn_gate : w.ffn_up;
+    float* full = gated ? gate_.data() : up_.data();
+    matmat_multi(kernels_, {{&first, full, ff}}, in, pool_);
+    for (int64_t i = 0; i < n * ff; ++i) mask_[i] = full[i] > 0.0f;
+  }
+
+  // The union of the batch's neurons, in ascending order (rows read in memory order).
+  int64_t n_ids = 0;
+  for (int64_t i = 0; i < ff; ++i) {
+    bool any = false;
+    for (int64_t b = 0; b < n && !any; ++b) any = mask_[b * ff + i] != 0;
+    if (any) ids_[static_cast<size_t>(n_ids++)] = static_cast<int32_t>(i);
+  }
+  const std::span<const int32_t> ids(ids_.data(), static_cast<size_t>(n_ids));
+  uint64_t computed = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < n_ids; ++k) {
+      need_[b * ff + k] = mask_[b * ff + ids_[k]];
+      computed += need_[b * ff + k];
+    }
+
+  if (predict) {
+    const GatherJob jobs[2] = {{&w.ffn_up, up_c_.data(), ff}, {&w.ffn_gate, gate_c_.data(), ff}};
+    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), ids, in, pool_, need_.data(), ff);
+  } else if (gated) {
+    const GatherJob job{&w.ffn_up, up_c_.data(), ff};
+    gather_matmat(kernels_, std::span(&job, 1), ids, in, pool_, need_.data(), ff);
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t k = 0; k < n_ids; ++k) gate_c_[b * ff + k] = gate_[b * ff + ids_[k]];
+  } else {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t k = 0; k < n_ids; ++k) up_c_[b * ff + k] = up_[b * ff + ids_[k]];
+  }
+  uint64_t nonzero = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    float* h = h_c_.data() + b * ff;
+    ffn_activation(gate_c_.data() + b * ff, up_c_.data() + b * ff, h, n_ids);
+    for (int64_t k = 0; k < n_ids; ++k) {
+      if (need_[b * ff + k] == 0) h[k] = 0.0f;  // another token's neuron
+      nonzero += h[k] != 0.0f;
+    }
+  }
+  FfnLayerStats& st = ffn_stats_[l];
+  st.computed += computed;
+  st.nonzero += nonzero;
+  ffn_zeros_[l] += static_cast<uint64_t>(n * ff) - nonzero;
+  if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * ff);
+  if (options_.check_predictor) check_prediction(l, n);
+
+  axpy_rows(kernels_, w.ffn_down_t, ids, h_c_.data(), ff, n, proj_.data(), c_.n_embd, pool_);
+}
+
+}  // namespace strata

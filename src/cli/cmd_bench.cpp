@@ -142,6 +142,7 @@ Command add_bench_command(CLI::App& app) {
                                   {"load_s", load_s},
                                   {"ffn_mode", ffn_mode_name(session_options.ffn)},
                                   {"ffn_density", density},
+                                  {"ffn_report", ffn_report_json(*model, session)},
                                   {"decode_ms_per_token",
                                    {{"attention", ms_per_token(decode_times.attention)},
                                     {"predictor", ms_per_token(decode_times.predictor)},
@@ -167,6 +168,7 @@ Command add_bench_command(CLI::App& app) {
             if (!tg.empty())
               fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o->n_gen, tg_med,
                          fmt::join(tg, ", "));
+            if (session_options.check_predictor) print_ffn_report(*model, session, stdout);
             if (bw > 0)
               fmt::print(
                   "memory read bandwidth: {:.1f} GB/s -> decode limit {:.2f} tok/s; "

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "kernels/cpu/matvec.h"
 #include "offline/synth.h"
 
 namespace strata {
@@ -15,6 +16,9 @@ Command add_synth_command(CLI::App& app) {
     int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
     uint64_t seed = 1;
     bool tied = false;
+    double density = 0;
+    int64_t rank = 64;
+    bool powerinfer = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("--preset", o->preset, "Shape: tiny, 1b, 7b, 13b");
@@ -30,6 +34,14 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--ctx", o->ctx, "Override the training context length");
   cmd->add_option("--seed", o->seed, "Random seed");
   cmd->add_flag("--tied", o->tied, "No output.weight: the head reuses the embedding");
+  cmd->add_option("--sparsity", o->density,
+                  "Make the FFN sparse by construction: about this share of neurons fires per "
+                  "token (e.g. 0.1), power-law hotness, with predictors and ffn_down_t")
+      ->check(CLI::Range(0.0, 0.99));
+  cmd->add_option("--predictor-rank", o->rank, "Rank of the predictors written with --sparsity")
+      ->check(CLI::Range(int64_t{3}, int64_t{1} << 16));
+  cmd->add_flag("--powerinfer", o->powerinfer,
+                "Write PowerInfer's layout (PWRI magic, global threshold); needs --sparsity");
   cmd->add_option("--tokenizer-from", o->tokenizer_from, "Copy the tokenizer of this GGUF file");
   return {cmd, [o] {
             SynthSpec s = synth_preset(o->preset);
@@ -54,6 +66,11 @@ Command add_synth_command(CLI::App& app) {
             s.seed = o->seed;
             s.tied_output = o->tied;
             s.tokenizer_from = o->tokenizer_from;
+            s.density = o->density;
+            s.predictor_rank = o->rank;
+            s.powerinfer_layout = o->powerinfer;
+            if (s.density > 0 && needs_q8_input(s.type) && o->rank % 32 != 0)
+              fail("--predictor-rank must be a multiple of 32 for {} weights", dtype_name(s.type));
             ProgressBar bar("synth");
             write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
             bar.finish();

@@ -20,6 +20,11 @@ GgufWriter::~GgufWriter() {
   if (!finished_) ::unlink(tmp_path_.c_str());
 }
 
+void GgufWriter::erase(const std::string& key) {
+  if (header_written_) fail("GGUF writer: metadata '{}' erased after data started", key);
+  std::erase_if(kv_, [&](const auto& kv) { return kv.first == key; });
+}
+
 void GgufWriter::set(const std::string& key, GgufValue value) {
   if (header_written_) fail("GGUF writer: metadata '{}' set after data started", key);
   for (auto& [k, v] : kv_) {

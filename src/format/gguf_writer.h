@@ -22,6 +22,7 @@ class GgufWriter {
   GgufWriter& operator=(const GgufWriter&) = delete;
 
   void set(const std::string& key, GgufValue value);
+  void erase(const std::string& key);
   // Writes PowerInfer's "PWRI" magic instead of "GGUF" (the rest of the format is the same).
   void set_powerinfer_magic(bool on) { powerinfer_magic_ = on; }
   void add_tensor(const std::string& name, DType type, std::vector<int64_t> dims);

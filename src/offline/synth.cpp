@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <memory>
 #include <vector>
 
 #include "core/error.h"
 #include "format/gguf_writer.h"
+#include "model/weights.h"
+#include "offline/synth_sparse.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -61,8 +64,15 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   ModelConfig c = s.shape;
   if (c.n_embd % c.n_head != 0 || c.n_head % c.n_head_kv != 0)
     fail("synthetic model: heads must divide the embedding and kv heads the heads");
+  const bool sparse = s.density > 0.0;
+  if (sparse && c.ffn == FfnActivation::SwiGLU)
+    fail("--sparsity needs a ReLU-family FFN (--ffn reglu, drelu or relu)");
+  if (s.powerinfer_layout && !sparse) fail("the PowerInfer layout needs --sparsity (predictors)");
+  if (s.powerinfer_layout && c.ffn != FfnActivation::ReGLU && c.ffn != FfnActivation::DReLU)
+    fail("PowerInfer files are ReGLU (llama) or dReLU (bamboo)");
   const int64_t head_dim = c.n_embd / c.n_head;
   c.head_dim = c.n_rot = head_dim;
+  if (s.powerinfer_layout && c.ffn == FfnActivation::DReLU) c.architecture = "bamboo";
   GgufWriter w(path);
   write_config(c, w);
   w.set("strata.synthetic", GgufValue::boolean(true));
@@ -79,26 +89,85 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
            tokens.items.size(), c.n_vocab);
   }
 
+  // Per layer, built when the layer's first tensor is written (sparse models only).
+  std::unique_ptr<SparseLayerGenerator> gen;
+  if (sparse) {
+    const SparseLayerGenerator probe(c.n_embd, std::min<int64_t>(c.n_ff, 64), s.predictor_rank,
+                                     s.density, s.seed);
+    w.set("strata.synthetic.density", GgufValue::f32(static_cast<float>(s.density)));
+    if (s.powerinfer_layout) {
+      w.set_powerinfer_magic(true);
+      w.erase(kFfnActivationKey);
+      w.set("powerinfer.sparse_threshold", GgufValue::f32(probe.threshold()));
+    } else {
+      std::vector<GgufValue> t(static_cast<size_t>(c.n_layer), GgufValue::f32(probe.threshold()));
+      w.set(kPredictorThresholdsKey, GgufValue::array(GgufType::F32, std::move(t)));
+    }
+  }
+
+  Random rng(s.seed);
+  // A row filler per tensor: the default is uniform with variance 1/cols, which keeps each
+  // product's outputs near unit scale; norm weights are near 1.
+  using Fill = std::function<void(int64_t row, float* out)>;
   struct Planned {
     std::string name;
     DType type;
     int64_t cols, rows;  // rows == 0: a norm vector of `cols`
+    Fill fill;           // empty: random
   };
   std::vector<Planned> plan;
-  plan.push_back({"token_embd.weight", s.type, c.n_embd, c.n_vocab});
-  plan.push_back({"output_norm.weight", DType::F32, c.n_embd, 0});
-  if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab});
+  Fill embedding;
+  if (sparse)
+    embedding = [&](int64_t, float* row) {
+      const float a = std::sqrt(3.0f / static_cast<float>(c.n_embd));
+      for (int64_t j = 0; j < c.n_embd; ++j) row[j] = a * rng.uniform();
+      row[0] = SparseLayerGenerator::kAnchor;
+    };
+  plan.push_back({"token_embd.weight", s.type, c.n_embd, c.n_vocab, embedding});
+  plan.push_back({"output_norm.weight", DType::F32, c.n_embd, 0, {}});
+  if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0});
-    plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * head_dim});
-    plan.push_back({p + "attn_k.weight", s.type, c.n_embd, c.n_head_kv * head_dim});
-    plan.push_back({p + "attn_v.weight", s.type, c.n_embd, c.n_head_kv * head_dim});
-    plan.push_back({p + "attn_output.weight", s.type, c.n_head * head_dim, c.n_embd});
-    plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0});
-    if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff});
-    plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff});
-    plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd});
+    Fill start_layer;
+    if (sparse)
+      start_layer = [&, l](int64_t, float* row) {
+        for (int64_t j = 0; j < c.n_embd; ++j) row[j] = 1.0f + 0.1f * rng.uniform();
+        gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.n_ff, s.predictor_rank,
+                                                     s.density, s.seed * 1000003 + l);
+      };
+    plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0, start_layer});
+    plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * head_dim, {}});
+    plan.push_back({p + "attn_k.weight", s.type, c.n_embd, c.n_head_kv * head_dim, {}});
+    plan.push_back({p + "attn_v.weight", s.type, c.n_embd, c.n_head_kv * head_dim, {}});
+    if (!sparse) {
+      plan.push_back({p + "attn_output.weight", s.type, c.n_head * head_dim, c.n_embd, {}});
+      plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, {}});
+      if (ffn_has_gate(c.ffn))
+        plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, {}});
+      plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff, {}});
+      plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd, {}});
+      continue;
+    }
+    const int64_t q_dim = c.n_head * head_dim;
+    plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
+                    [&, q_dim](int64_t r, float* row) { gen->attn_output_row(r, q_dim, row); }});
+    plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, [&](int64_t, float* row) {
+                      std::copy(gen->ffn_norm().begin(), gen->ffn_norm().end(), row);
+                    }});
+    const Fill gate = [&](int64_t i, float* row) { gen->gate_row(i, row); };
+    // The neurons' on/off pattern lives in the gate (the up projection for plain ReLU).
+    if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, gate});
+    plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff,
+                    ffn_has_gate(c.ffn) ? Fill{} : gate});
+    plan.push_back({p + "ffn_down_t.weight", s.type, c.n_embd, c.n_ff,
+                    [&](int64_t i, float* row) { gen->down_t_row(i, row); }});
+    // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with
+    // Q4_0 models).
+    const DType pt = s.type == DType::F32 || s.type == DType::BF16 ? DType::F16 : s.type;
+    plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
+                    [&](int64_t r, float* row) { gen->fc1_row(r, row); }});
+    plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,
+                    [&](int64_t i, float* row) { gen->fc2_row(i, row); }});
   }
   uint64_t total = 0;
   for (const auto& t : plan) {
@@ -111,21 +180,21 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     }
   }
 
-  Random rng(s.seed);
   uint64_t written = 0;
   std::vector<float> row;
   std::vector<uint8_t> buf;
   for (const auto& t : plan) {
     row.resize(t.cols);
     if (t.rows == 0) {
-      // Norm weights near 1, so activations keep their scale through the layers.
-      for (auto& v : row) v = 1.0f + 0.1f * rng.uniform();
+      if (t.fill)
+        t.fill(0, row.data());
+      else
+        for (auto& v : row) v = 1.0f + 0.1f * rng.uniform();
       buf.resize(row_bytes(DType::F32, t.cols));
       quantize_row(DType::F32, row.data(), buf.data(), t.cols);
       w.write_tensor_data(buf);
       written += buf.size();
     } else {
-      // Uniform with variance 1/cols keeps each product's outputs near unit scale.
       const float a = std::sqrt(3.0f / static_cast<float>(t.cols));
       const uint64_t rb = row_bytes(t.type, t.cols);
       const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / static_cast<int64_t>(rb));
@@ -133,7 +202,10 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
         const int64_t n = std::min(chunk, t.rows - r0);
         buf.resize(rb * n);
         for (int64_t r = 0; r < n; ++r) {
-          for (auto& v : row) v = a * rng.uniform();
+          if (t.fill)
+            t.fill(r0 + r, row.data());
+          else
+            for (auto& v : row) v = a * rng.uniform();
           quantize_row(t.type, row.data(), buf.data() + r * rb, t.cols);
         }
         w.write_tensor_data(buf);

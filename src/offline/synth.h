@@ -18,6 +18,13 @@ struct SynthSpec {
   bool tied_output = false;
   uint64_t seed = 1;
   std::string tokenizer_from;  // copy tokenizer.* metadata from this GGUF (vocab must match)
+
+  // Sparse by construction (ReLU-family FFN only; see docs/SPARSITY.md): about this share of
+  // FFN neurons fire per token, with power-law hotness, and the file carries predictors of
+  // predictor_rank plus ffn_down_t instead of ffn_down. 0: an ordinary dense random model.
+  double density = 0.0;
+  int64_t predictor_rank = 64;
+  bool powerinfer_layout = false;  // "PWRI" magic, one global threshold, no strata FFN key
 };
 
 // Named shapes: "tiny" (tests), "1b" (TinyLlama), "7b", "13b".

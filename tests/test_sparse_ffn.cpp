@@ -1,0 +1,182 @@
+// The sparse FFN modes end to end: gate-first against dense, predict with a select-everything
+// threshold against dense, thread-count and batching independence, PowerInfer files.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "runtime/session.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::temp_file;
+using strata::testing::tiny_model;
+
+const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
+
+std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false) {
+  const std::string path = temp_file(std::string("sparse_") + dtype_name(type) + "_" +
+                                     ffn_activation_name(ffn) + (powerinfer ? "_pwri" : "") +
+                                     ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.ffn = ffn;
+  s.shape.n_ff = 256;
+  s.shape.n_layer = 3;
+  s.density = 0.2;
+  s.predictor_rank = 32;
+  s.powerinfer_layout = powerinfer;
+  s.seed = 5;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+// Logits of every position, token by token.
+std::vector<std::vector<float>> run(const Model& m, SessionOptions o, int threads = 2) {
+  ThreadPool pool(threads);
+  Session s(m, 64, pool, o);
+  std::vector<std::vector<float>> out;
+  for (int32_t t : kTokens) {
+    auto l = s.eval(t);
+    out.emplace_back(l.begin(), l.end());
+  }
+  return out;
+}
+
+void expect_close(const std::vector<std::vector<float>>& a,
+                  const std::vector<std::vector<float>>& b, float tol, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    float scale = 0;
+    for (float v : a[i]) scale = std::max(scale, std::fabs(v));
+    for (size_t j = 0; j < a[i].size(); ++j)
+      ASSERT_NEAR(a[i][j], b[i][j], tol * scale) << what << " position " << i;
+    EXPECT_EQ(std::max_element(a[i].begin(), a[i].end()) - a[i].begin(),
+              std::max_element(b[i].begin(), b[i].end()) - b[i].begin())
+        << what << " greedy token at " << i;
+  }
+}
+
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
+TEST(SparseFfn, GateFirstMatchesDenseAfterTransposingDownAtLoad) {
+  // Same neurons, down projection summed in a different order (axpy over ffn_down_t vs dot
+  // products over ffn_down): equal up to float rounding. Float types only: quantized ffn_down
+  // is re-quantized when transposed, which changes the weights themselves.
+  for (FfnActivation ffn : {FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU})
+    for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+      const auto m = Model::load(tiny_model(type, ffn), false);
+      const auto dense = run(*m, {});
+      m->ensure_down_t();
+      expect_close(dense, run(*m, {FfnMode::GateFirst}), 1e-4f,
+                   std::string(ffn_activation_name(ffn)) + " " + dtype_name(type));
+    }
+}
+
+TEST(SparseFfn, GateFirstIsBitIdenticalToDenseOnFilesWithDownT) {
+  // With ffn_down_t stored, dense mode sums every neuron through the same axpy, which skips
+  // exact zeros: gate-first computes the same sums, for every type.
+  for (FfnActivation ffn : {FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU})
+    for (DType type : kTypes) {
+      const auto m = Model::load(sparse_model(type, ffn), false);
+      EXPECT_EQ(run(*m, {}), run(*m, {FfnMode::GateFirst}))
+          << ffn_activation_name(ffn) << " " << dtype_name(type);
+    }
+}
+
+TEST(SparseFfn, GateFirstGreedyTokensEqualDenseOnTheShippedModel) {
+  const auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");
+  auto greedy = [&](SessionOptions o) {
+    ThreadPool pool(2);
+    Session s(*m, 128, pool, o);
+    std::vector<int32_t> out = m->tokenizer->encode("And God said", true);
+    auto logits = s.eval(out);
+    for (int i = 0; i < 64; ++i) {
+      const int32_t next =
+          static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      out.push_back(next);
+      logits = s.eval(next);
+    }
+    return out;
+  };
+  const auto dense = greedy({});
+  m->ensure_down_t();
+  EXPECT_EQ(dense, greedy({FfnMode::GateFirst}));
+}
+
+TEST(SparseFfn, PredictSelectingEveryNeuronMatchesDense) {
+  for (DType type : kTypes) {
+    const auto m = Model::load(sparse_model(type, FfnActivation::ReGLU), false);
+    ASSERT_TRUE(m->weights.has_predictors && m->weights.has_down_t);
+    ASSERT_TRUE(m->weights.layers[0].ffn_down.data == nullptr);  // only ffn_down_t stored
+    const auto dense = run(*m, {});
+    for (auto& l : m->weights.layers) l.predictor.threshold = -1e30f;
+    const auto predict = run(*m, {FfnMode::Predict});
+    expect_close(dense, predict, 1e-5f, dtype_name(type));
+  }
+}
+
+TEST(SparseFfn, PredictorOfASyntheticModelFindsTheActiveNeurons) {
+  const auto m = Model::load(sparse_model(DType::F16, FfnActivation::ReGLU), false);
+  ThreadPool pool(2);
+  Session s(*m, 64, pool, {FfnMode::Predict, /*check_predictor=*/true});
+  s.eval(kTokens);
+  for (const FfnLayerStats& st : s.ffn_stats()) {
+    ASSERT_GT(st.truly_active, 0u);
+    const double recall = double(st.predicted_and_active) / st.truly_active;
+    EXPECT_GT(recall, 0.95);
+    EXPECT_LT(st.computed, kTokens.size() * 256 * 6 / 10);  // far from dense
+    EXPECT_EQ(st.computed, st.predicted);
+  }
+}
+
+TEST(SparseFfn, SparseModesIdenticalAcrossThreadCountsAndBatching) {
+  for (DType type : {DType::F32, DType::Q4_0}) {
+    const auto m = Model::load(sparse_model(type, FfnActivation::ReGLU), false);
+    for (FfnMode mode : {FfnMode::Predict, FfnMode::GateFirst}) {
+      const auto one = run(*m, {mode}, 1);
+      EXPECT_EQ(one, run(*m, {mode}, 2)) << ffn_mode_name(mode);
+      EXPECT_EQ(one, run(*m, {mode}, 3)) << ffn_mode_name(mode);
+      ThreadPool pool(2);
+      Session batch(*m, 64, pool, {mode});
+      const auto all = batch.eval(kTokens, /*all_logits=*/true);
+      const size_t v = all.size() / kTokens.size();
+      for (size_t i = 0; i < kTokens.size(); ++i)
+        EXPECT_EQ(std::vector<float>(all.begin() + i * v, all.begin() + (i + 1) * v), one[i])
+            << ffn_mode_name(mode) << " position " << i;
+    }
+  }
+}
+
+TEST(SparseFfn, PowerInferFileRunsInPredictModeLikeTheSameStrataFile) {
+  for (FfnActivation ffn : {FfnActivation::ReGLU, FfnActivation::DReLU}) {
+    const auto pwri = Model::load(sparse_model(DType::F16, ffn, true), false);
+    ASSERT_TRUE(pwri->file->is_powerinfer());
+    EXPECT_EQ(pwri->file->find(kFfnActivationKey), nullptr);  // the variant comes from PWRI/arch
+    EXPECT_EQ(pwri->config.ffn, ffn);
+    EXPECT_EQ(pwri->config.architecture, ffn == FfnActivation::DReLU ? "bamboo" : "llama");
+    ASSERT_TRUE(pwri->weights.has_predictors);
+    const auto ours = Model::load(sparse_model(DType::F16, ffn, false), false);
+    EXPECT_EQ(pwri->weights.layers[1].predictor.threshold,
+              ours->weights.layers[1].predictor.threshold);
+    EXPECT_EQ(run(*pwri, {FfnMode::Predict}), run(*ours, {FfnMode::Predict}));
+  }
+}
+
+TEST(SparseFfn, ModesThatCannotApplyAreClearErrors) {
+  ThreadPool pool(1);
+  const auto swiglu = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);
+  swiglu->ensure_down_t();
+  EXPECT_THROW(Session(*swiglu, 8, pool, {FfnMode::GateFirst}), Error);
+  EXPECT_THROW(Session(*swiglu, 8, pool, {FfnMode::Predict}), Error);  // no predictors
+  const auto reglu = Model::load(tiny_model(DType::F32, FfnActivation::ReGLU), false);
+  EXPECT_THROW(Session(*reglu, 8, pool, {FfnMode::GateFirst}), Error);  // no ffn_down_t yet
+  EXPECT_THROW(Session(*reglu, 8, pool, {FfnMode::Dense, true}), Error);
+}
+
+}  // namespace
+}  // namespace strata

@@ -19,6 +19,8 @@ Command add_tokenize_command(CLI::App& app);
 Command add_logits_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_perplexity_command(CLI::App& app);
+Command add_profile_command(CLI::App& app);
+Command add_train_predictors_command(CLI::App& app);
 
 // Threads to use by default: every hardware thread.
 int default_threads();

@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
       strata::add_run_command(app),      strata::add_info_command(app),
       strata::add_bench_command(app),    strata::add_synth_command(app),
       strata::add_tokenize_command(app), strata::add_logits_command(app),
-      strata::add_convert_command(app),  strata::add_perplexity_command(app)};
+      strata::add_convert_command(app),  strata::add_perplexity_command(app),
+      strata::add_profile_command(app),  strata::add_train_predictors_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

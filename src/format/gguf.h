@@ -82,6 +82,7 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t file_size() const { return file_->size(); }
   uint64_t data_offset() const { return data_offset_; }
+  const uint8_t* bytes() const { return file_->data(); }  // the whole file
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(const std::string& key) const;

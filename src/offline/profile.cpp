@@ -1,0 +1,147 @@
+#include "offline/profile.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <numeric>
+
+#include "core/content_hash.h"
+#include "core/error.h"
+#include "format/gguf_writer.h"
+#include "offline/text_windows.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+namespace {
+constexpr const char* kProfileArch = "strata-profile";
+}
+
+std::string model_hash(const Model& model) {
+  return content_hash_hex(model.file->bytes(), model.file->file_size());
+}
+
+NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens,
+                            int64_t n_ctx, int64_t max_tokens, ThreadPool& pool,
+                            const std::function<void(int64_t, int64_t)>& progress) {
+  const ModelConfig& c = model.config;
+  NeuronProfile p;
+  p.model_hash = model_hash(model);
+  p.counts.assign(c.n_layer, std::vector<uint32_t>(c.n_ff, 0));
+  Session session(model, n_ctx, pool);
+  session.set_ffn_observer([&](int64_t l, int64_t n, const float*, const float* h) {
+    uint32_t* count = p.counts[l].data();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t i = 0; i < c.n_ff; ++i) count[i] += h[b * c.n_ff + i] != 0.0f;
+  });
+  const int32_t bos = model.tokenizer && model.tokenizer->add_bos_default()
+                          ? model.tokenizer->bos()
+                          : -1;
+  p.tokens = static_cast<uint64_t>(run_text_windows(session, tokens, bos, max_tokens, progress));
+  return p;
+}
+
+LayerProfileSummary summarize_layer(const std::vector<uint32_t>& counts, uint64_t tokens) {
+  LayerProfileSummary s;
+  std::vector<uint32_t> sorted = counts;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  const double total = std::accumulate(sorted.begin(), sorted.end(), 0.0);
+  const double n = static_cast<double>(sorted.size());
+  s.sparsity = tokens > 0 ? 1.0 - total / (n * static_cast<double>(tokens)) : 0.0;
+  std::vector<double> cum(sorted.size() + 1, 0.0);
+  for (size_t i = 0; i < sorted.size(); ++i) cum[i + 1] = cum[i] + sorted[i];
+  auto share_for = [&](double q) {
+    if (total == 0) return 0.0;
+    const auto it = std::lower_bound(cum.begin(), cum.end(), q * total);
+    return static_cast<double>(it - cum.begin()) / n;
+  };
+  s.neurons_for_50 = share_for(0.5);
+  s.neurons_for_80 = share_for(0.8);
+  s.neurons_for_95 = share_for(0.95);
+  for (int x = 0; x <= 100; ++x) {
+    const size_t k = static_cast<size_t>(std::llround(n * x / 100.0));
+    s.curve.push_back(total > 0 ? cum[k] / total : 0.0);
+  }
+  return s;
+}
+
+void write_profile(const NeuronProfile& p, const std::string& path) {
+  GgufWriter w(path);
+  w.set("general.architecture", GgufValue::str(kProfileArch));
+  w.set("strata.profile.model_hash", GgufValue::str(p.model_hash));
+  w.set("strata.profile.text", GgufValue::str(p.text));
+  w.set("strata.profile.tokens", GgufValue::u64(p.tokens));
+  w.set("strata.profile.layer_count", GgufValue::u32(static_cast<uint32_t>(p.counts.size())));
+  for (size_t l = 0; l < p.counts.size(); ++l)
+    w.add_tensor(fmt::format("blk.{}.ffn_act_count", l), DType::I32,
+                 {static_cast<int64_t>(p.counts[l].size())});
+  for (const auto& layer : p.counts) {
+    std::vector<uint8_t> bytes(layer.size() * 4);
+    std::memcpy(bytes.data(), layer.data(), bytes.size());
+    w.write_tensor_data(bytes);
+  }
+  w.finish();
+}
+
+NeuronProfile read_profile(const std::string& path, const std::string& expected_hash) {
+  const auto f = GgufFile::open(path, LoadMode::Read);
+  if (f->get_string("general.architecture", "") != kProfileArch)
+    fail("'{}' is not a strata activation profile", path);
+  NeuronProfile p;
+  p.model_hash = f->get_string("strata.profile.model_hash", "");
+  p.text = f->get_string("strata.profile.text", "");
+  p.tokens = static_cast<uint64_t>(f->get_int("strata.profile.tokens"));
+  if (!expected_hash.empty() && p.model_hash != expected_hash)
+    fail("'{}' was made from another model (hash {} vs {})", path, p.model_hash, expected_hash);
+  const int64_t layers = f->get_int("strata.profile.layer_count");
+  for (int64_t l = 0; l < layers; ++l) {
+    const std::string name = fmt::format("blk.{}.ffn_act_count", l);
+    const GgufTensorInfo* t = f->find_tensor(name);
+    if (t == nullptr || t->type != DType::I32 || t->dims.size() != 1)
+      fail("'{}' lacks a valid tensor '{}'", path, name);
+    std::vector<uint32_t> counts(static_cast<size_t>(t->dims[0]));
+    std::memcpy(counts.data(), t->data, counts.size() * 4);
+    p.counts.push_back(std::move(counts));
+  }
+  return p;
+}
+
+std::string profile_report_html(const NeuronProfile& p, const std::string& model_name) {
+  constexpr int W = 640, H = 420, L = 60, T = 20, PW = 540, PH = 340;
+  std::string svg;
+  svg += fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)", W, H);
+  svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>)", L, T, PW, PH);
+  for (int g = 0; g <= 10; g += 2) {
+    const double x = L + PW * g / 10.0, y = T + PH - PH * g / 10.0;
+    svg += fmt::format(R"(<text x="{:.0f}" y="{}" text-anchor="middle">{}%</text>)", x, T + PH + 16, g * 10);
+    svg += fmt::format(R"(<text x="{}" y="{:.0f}" text-anchor="end">{}%</text>)", L - 6, y + 4, g * 10);
+    svg += fmt::format(R"(<line x1="{}" y1="{:.0f}" x2="{}" y2="{:.0f}" stroke="#eee"/>)", L, y, L + PW, y);
+  }
+  svg += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">hottest neurons (share of the layer)</text>)", L + PW / 2, H - 6);
+  svg += fmt::format(R"x(<text x="14" y="{}" transform="rotate(-90 14 {})" text-anchor="middle">activations covered</text>)x", T + PH / 2, T + PH / 2);
+  std::string rows;
+  const size_t n = p.counts.size();
+  for (size_t l = 0; l < n; ++l) {
+    const LayerProfileSummary s = summarize_layer(p.counts[l], p.tokens);
+    const int hue = static_cast<int>(300.0 * l / std::max<size_t>(1, n - 1));
+    std::string points;
+    for (size_t i = 0; i < s.curve.size(); ++i)
+      points += fmt::format("{:.1f},{:.1f} ", L + PW * i / 100.0, T + PH - PH * s.curve[i]);
+    svg += fmt::format(R"x(<polyline points="{}" fill="none" stroke="hsl({},70%,45%)" stroke-width="1.5"><title>layer {}</title></polyline>)x", points, hue, l);
+    rows += fmt::format(R"x(<tr><td style="color:hsl({},70%,45%)">&#9632; {}</td><td>{:.3f}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f}%</td></tr>)x",
+                        hue, l, s.sparsity, 100 * s.neurons_for_50, 100 * s.neurons_for_80, 100 * s.neurons_for_95);
+  }
+  svg += "</svg>";
+  return fmt::format(R"(<!doctype html><html><head><meta charset="utf-8"><title>strata profile: {0}</title>
+<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 10px;text-align:right}}</style></head><body>
+<h1>Activation profile</h1><p>Model <code>{0}</code> (hash {1}), {2} tokens of <code>{3}</code>.
+A curve that rises steeply means a few hot neurons fire for most tokens (a power law).</p>
+{4}
+<table><tr><th>layer</th><th>sparsity</th><th>neurons for 50%</th><th>80%</th><th>95% of activations</th></tr>{5}</table>
+</body></html>
+)", model_name, p.model_hash, p.tokens, p.text, svg, rows);
+}
+
+}  // namespace strata

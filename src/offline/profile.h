@@ -1,0 +1,47 @@
+// The activation profile: how often each FFN neuron fired (non-zero after the activation) over
+// a text, per layer. Stored as a GGUF sidecar ("strata-profile"), tied to the model by a hash
+// of its bytes; the placement solver and hot-neuron pinning read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace strata {
+
+struct NeuronProfile {
+  std::string model_hash;  // content_hash_hex of the model file
+  std::string text;        // what was read (file name)
+  uint64_t tokens = 0;
+  std::vector<std::vector<uint32_t>> counts;  // [layer][n_ff]
+};
+
+// The hot-neuron curve of one layer: neurons sorted by count, share of all activations covered
+// by the hottest x% of them.
+struct LayerProfileSummary {
+  double sparsity = 0;  // share of (token, neuron) activations that were zero
+  double neurons_for_50 = 0, neurons_for_80 = 0, neurons_for_95 = 0;  // shares of neurons
+  std::vector<double> curve;  // 101 points: activations covered by the hottest 0%, 1%, ... 100%
+};
+
+std::string model_hash(const Model& model);
+
+// Dense run over `tokens` (windows of n_ctx), counting non-zero activations per neuron.
+NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens,
+                            int64_t n_ctx, int64_t max_tokens, ThreadPool& pool,
+                            const std::function<void(int64_t, int64_t)>& progress = {});
+
+LayerProfileSummary summarize_layer(const std::vector<uint32_t>& counts, uint64_t tokens);
+
+void write_profile(const NeuronProfile& p, const std::string& path);
+// Fails clearly for a file that is not a profile, or (with expected_hash) one made from another
+// model.
+NeuronProfile read_profile(const std::string& path, const std::string& expected_hash = "");
+
+// A self-contained HTML page (inline SVG) plotting each layer's hot-neuron curve.
+std::string profile_report_html(const NeuronProfile& p, const std::string& model_name);
+
+}  // namespace strata

@@ -43,6 +43,18 @@ printf "a short text" >"$work/short.txt"
 expect_error "fewer than one window" "$strata" perplexity -m "$model" -f "$work/short.txt" -c 100000
 expect_error "outside the vocabulary" "$strata" logits -m "$model" --tokens 1,999999
 
+# Sparse FFN modes, profiles and predictors.
+"$strata" synth --preset tiny --ffn swiglu --vocab 2048 --tokenizer-from "$model" -o "$work/swiglu.gguf" >/dev/null
+expect_error "lacks" "$strata" run -m "$model" -p "x" -n 1 --ffn predict
+expect_error "ReLU-family" "$strata" logits -m "$work/swiglu.gguf" --tokens 1,2 --ffn gate-first
+expect_error "needs --ffn predict" "$strata" run -m "$model" -p "x" -n 1 --check-predictor
+expect_error "not in" "$strata" run -m "$model" -p "x" -n 1 --ffn sparse
+expect_error "cannot open" "$strata" profile -m "$model" -f "$work/missing.txt" -o "$work/p.gguf"
+expect_error "SwiGLU" "$strata" train-predictors -m "$work/swiglu.gguf" -f "$work/short.txt" -o "$work/p.gguf"
+expect_error "too few tokens" "$strata" train-predictors -m "$model" -f "$work/short.txt" -o "$work/p.gguf" -n 64
+expect_error "must increase" "$strata" train-predictors -m "$model" -f "$work/short.txt" -o "$work/p.gguf" --ranks 64,32
+expect_error "sparsity needs a ReLU-family" "$strata" synth --preset tiny --sparsity 0.1 -o "$work/x.gguf"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI error cases failed"
   exit 1

@@ -106,3 +106,64 @@ BENCHMARK(BM_RowKernel)->ArgsProduct({{0, 1, 30, 8, 2}, {0, 1, 2}})->Unit(benchm
 
 }  // namespace
 }  // namespace strata
+
+#include "kernels/cpu/sparse_ops.h"
+
+namespace strata {
+namespace {
+
+// The neuron-aware operators on FFN-shaped matrices (n_ff 5632 rows of n_embd 2048, the 1B
+// shape), 16 copies so the working set (>= 180 MB) is far beyond the caches, over a random 10%
+// (or the given per-mille) of the rows. GB/s counts the bytes of the selected rows only: the
+// figure to compare with the memory bandwidth.
+void BM_SparseOp(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const bool axpy = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const double density = static_cast<double>(state.range(3)) / 1000.0;
+  const int64_t n_ff = 5632, n_embd = 2048, copies = 16;
+  const Matrix m = make(type, n_ff * copies, n_embd);
+  std::vector<std::vector<int32_t>> ids(copies);
+  std::mt19937 rng(7);
+  std::bernoulli_distribution pick(density);
+  for (auto& list : ids)
+    for (int32_t i = 0; i < n_ff; ++i)
+      if (pick(rng)) list.push_back(i);
+  std::vector<float> x(n_embd, 0.5f), y(n_ff), coef(n_ff, 0.25f), out(n_embd);
+  PreparedInput in;
+  const CpuKernels& k = best_kernels();
+  in.prepare(k, x.data(), n_embd, needs_q8_input(type));
+  ThreadPool pool(threads);
+  int64_t bytes = 0, c = 0;
+  for (auto _ : state) {
+    MatrixView part = m.view;
+    part.data += static_cast<uint64_t>(c) * n_ff * m.view.row_bytes;
+    part.rows = n_ff;
+    if (axpy) {
+      axpy_rows(k, part, ids[c], coef.data(), n_ff, 1, out.data(), n_embd, pool);
+    } else {
+      const GatherJob job{&part, y.data(), n_ff};
+      gather_matmat(k, std::span(&job, 1), ids[c], std::span(&in, 1), pool);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(y.data());
+    bytes += static_cast<int64_t>(ids[c].size() * m.view.row_bytes);
+    c = (c + 1) % copies;
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetLabel(std::string(dtype_name(type)) + (axpy ? " axpy" : " gather") + " density " +
+                 std::to_string(density).substr(0, 5) + " " + k.name);
+}
+
+void sparse_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+    for (int axpy : {0, 1})
+      for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), axpy, threads, 100});
+  for (int per_mille : {20, 250, 1000})
+    for (int axpy : {0, 1}) b->Args({static_cast<int64_t>(DType::Q8_0), axpy, 2, per_mille});
+}
+
+BENCHMARK(BM_SparseOp)->Apply(sparse_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace strata

@@ -160,15 +160,17 @@ TEST(SparseOps, ResultsIdenticalForOneTwoAndThreeThreads) {
   }
 }
 
-TEST(SparseOps, SimdAxpyMatchesScalarPerRow) {
+TEST(SparseOps, SimdAxpyMatchesScalarOverRowGroups) {
   const auto all = variants();
   if (all.size() == 1) GTEST_SKIP() << "CPU without SIMD variants";
   for (DType type : kTypes) {
-    const TestMatrix wt = make_matrix(type, 4, 1000 - 1000 % 32 + 32, 41);
+    const TestMatrix wt = make_matrix(type, 4, 1000 - 1000 % 32 + 32 + (type == DType::Q8_0 || type == DType::Q4_0 ? 0 : 13 - 32), 41);
     for (const CpuKernels* k : all) {
       std::vector<float> a(wt.view.cols, 0.5f), b(wt.view.cols, 0.5f);
-      axpy_row_slice(scalar_kernels(), wt.view, 2, -1.25f, a.data(), 0, wt.view.cols);
-      axpy_row_slice(*k, wt.view, 2, -1.25f, b.data(), 0, wt.view.cols);
+      const int64_t rows[] = {2, 0, 3};
+      const float c[] = {-1.25f, 0.5f, 2.0f};
+      axpy_row_slice(scalar_kernels(), wt.view, rows, c, 3, a.data(), 0, wt.view.cols);
+      axpy_row_slice(*k, wt.view, rows, c, 3, b.data(), 0, wt.view.cols);
       for (int64_t j = 0; j < wt.view.cols; ++j)
         ASSERT_NEAR(a[j], b[j], 1e-6f * (1 + std::fabs(a[j]))) << dtype_name(type) << k->name;
     }

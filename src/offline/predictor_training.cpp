@@ -95,13 +95,13 @@ class PredictorNet {
       for (int64_t i = i0; i < i1; ++i)
         for (int64_t t = 0; t < b; ++t)
           if (ds_[t * f_ + i] != 0.0f)
-            k_.axpy_f32(h_.data() + t * r_, ds_[t * f_ + i], g2_.data() + i * r_, r_);
+            axpy1(h_.data() + t * r_, ds_[t * f_ + i], g2_.data() + i * r_, r_);
     });
     dh_.assign(b * r_, 0.0f);
     pool_.parallel_for(b, [&](int64_t b0, int64_t b1, int) {
       for (int64_t t = b0; t < b1; ++t) {
         for (int64_t i = 0; i < f_; ++i)
-          k_.axpy_f32(w2_.data() + i * r_, ds_[t * f_ + i], dh_.data() + t * r_, r_);
+          axpy1(w2_.data() + i * r_, ds_[t * f_ + i], dh_.data() + t * r_, r_);
         for (int64_t m = 0; m < r_; ++m)
           if (hpre_[t * r_ + m] <= 0.0f) dh_[t * r_ + m] = 0.0f;
       }
@@ -111,7 +111,7 @@ class PredictorNet {
       for (int64_t m = m0; m < m1; ++m)
         for (int64_t t = 0; t < b; ++t)
           if (dh_[t * r_ + m] != 0.0f)
-            k_.axpy_f32(x + t * d_, dh_[t * r_ + m], g1_.data() + m * d_, d_);
+            axpy1(x + t * d_, dh_[t * r_ + m], g1_.data() + m * d_, d_);
     });
     ++step_;
     adam(w1_, g1_, m1_, v1_, lr);
@@ -119,6 +119,8 @@ class PredictorNet {
   }
 
   std::vector<float>& w1() { return w1_; }
+  // y += c * w with the SIMD kernel.
+  void axpy1(const float* w, float c, float* y, int64_t n) const { k_.axpy_f32(&w, &c, 1, y, n); }
   std::vector<float>& w2() { return w2_; }
 
  private:

@@ -29,14 +29,17 @@ struct CpuKernels {
   float (*dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
-  // y[i] += c * w[i] for n elements of one weight row (n a multiple of 32 for Q8_0/Q4_0): the
-  // neuron-aware down projection adds each active neuron's row of ffn_down_t scaled by its
-  // activation. Element-wise, so an element's result does not depend on where a slice starts.
-  void (*axpy_f32)(const float* w, float c, float* y, int64_t n);
-  void (*axpy_f16)(const uint16_t* w, float c, float* y, int64_t n);
-  void (*axpy_bf16)(const uint16_t* w, float c, float* y, int64_t n);
-  void (*axpy_q8_0)(const BlockQ8_0* w, float c, float* y, int64_t n);
-  void (*axpy_q4_0)(const BlockQ4_0* w, float c, float* y, int64_t n);
+  // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows
+  // (n a multiple of 32 for Q8_0/Q4_0), added one row after the other: the neuron-aware down
+  // projection adds each active neuron's row of ffn_down_t scaled by its activation. Several
+  // rows per call keep y in registers across them (one load/store of y per group, not per
+  // row); the additions happen in the same order as one row at a time. Element-wise, so an
+  // element's result does not depend on where a slice starts (slices start at multiples of 32).
+  void (*axpy_f32)(const float* const* w, const float* c, int n_rows, float* y, int64_t n);
+  void (*axpy_f16)(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n);
+  void (*axpy_bf16)(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n);
+  void (*axpy_q8_0)(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n);
+  void (*axpy_q4_0)(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n);
 };
 
 const CpuKernels& scalar_kernels();

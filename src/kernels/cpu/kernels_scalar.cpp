@@ -50,33 +50,39 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& xa, int64_t n) {
   return sum;
 }
 
-void axpy_f32(const float* w, float c, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += c * w[i];
+// Row by row: the reference order of the additions.
+void axpy_f32(const float* const* w, const float* c, int n_rows, float* y, int64_t n) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n; ++i) y[i] += c[r] * w[r][i];
 }
 
-void axpy_f16(const uint16_t* w, float c, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += c * f16_to_f32(w[i]);
+void axpy_f16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n; ++i) y[i] += c[r] * f16_to_f32(w[r][i]);
 }
 
-void axpy_bf16(const uint16_t* w, float c, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += c * bf16_to_f32(w[i]);
+void axpy_bf16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int64_t i = 0; i < n; ++i) y[i] += c[r] * bf16_to_f32(w[r][i]);
 }
 
-void axpy_q8_0(const BlockQ8_0* w, float c, float* y, int64_t n) {
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float s = c * f16_to_f32(w[b].d);
-    for (int j = 0; j < kQK; ++j) y[b * kQK + j] += s * static_cast<float>(w[b].qs[j]);
-  }
-}
-
-void axpy_q4_0(const BlockQ4_0* w, float c, float* y, int64_t n) {
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float s = c * f16_to_f32(w[b].d);
-    for (int j = 0; j < kQK / 2; ++j) {
-      y[b * kQK + j] += s * static_cast<float>((w[b].qs[j] & 0x0f) - 8);
-      y[b * kQK + j + kQK / 2] += s * static_cast<float>((w[b].qs[j] >> 4) - 8);
+void axpy_q8_0(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int64_t b = 0; b < n / kQK; ++b) {
+      const float s = c[r] * f16_to_f32(w[r][b].d);
+      for (int j = 0; j < kQK; ++j) y[b * kQK + j] += s * static_cast<float>(w[r][b].qs[j]);
     }
-  }
+}
+
+void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int64_t b = 0; b < n / kQK; ++b) {
+      const float s = c[r] * f16_to_f32(w[r][b].d);
+      for (int j = 0; j < kQK / 2; ++j) {
+        y[b * kQK + j] += s * static_cast<float>((w[r][b].qs[j] & 0x0f) - 8);
+        y[b * kQK + j + kQK / 2] += s * static_cast<float>((w[r][b].qs[j] >> 4) - 8);
+      }
+    }
 }
 
 }  // namespace

@@ -31,25 +31,30 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   });
 }
 
-void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, int64_t row, float c,
-                    float* out, int64_t begin, int64_t end) {
-  const uint8_t* r = static_cast<const uint8_t*>(wt.row(row));
+void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                    const float* c, int n_rows, float* out, int64_t begin, int64_t end) {
+  constexpr int kMax = kAxpyGroup;
+  if (n_rows > kMax) fail("axpy_row_slice: at most {} rows per call", kMax);
+  const uint64_t offset = row_bytes(wt.type, static_cast<uint64_t>(begin));
+  const uint8_t* p[kMax];
+  for (int r = 0; r < n_rows; ++r) p[r] = wt.row(rows[r]) + offset;
   const int64_t n = end - begin;
+  float* y = out + begin;
   switch (wt.type) {
     case DType::F32:
-      kernels.axpy_f32(reinterpret_cast<const float*>(r) + begin, c, out + begin, n);
+      kernels.axpy_f32(reinterpret_cast<const float* const*>(p), c, n_rows, y, n);
       break;
     case DType::F16:
-      kernels.axpy_f16(reinterpret_cast<const uint16_t*>(r) + begin, c, out + begin, n);
+      kernels.axpy_f16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n);
       break;
     case DType::BF16:
-      kernels.axpy_bf16(reinterpret_cast<const uint16_t*>(r) + begin, c, out + begin, n);
+      kernels.axpy_bf16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n);
       break;
     case DType::Q8_0:
-      kernels.axpy_q8_0(reinterpret_cast<const BlockQ8_0*>(r) + begin / kQK, c, out + begin, n);
+      kernels.axpy_q8_0(reinterpret_cast<const BlockQ8_0* const*>(p), c, n_rows, y, n);
       break;
     case DType::Q4_0:
-      kernels.axpy_q4_0(reinterpret_cast<const BlockQ4_0*>(r) + begin / kQK, c, out + begin, n);
+      kernels.axpy_q4_0(reinterpret_cast<const BlockQ4_0* const*>(p), c, n_rows, y, n);
       break;
     default:
       fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
@@ -59,29 +64,83 @@ void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, int64_t row
 void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const int32_t> ids,
                const float* c, int64_t c_stride, int64_t batch, float* out, int64_t out_stride,
                ThreadPool& pool) {
+  switch (wt.type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+      break;
+    default:
+      fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
+  }
   const int64_t cols = wt.cols, n_ids = static_cast<int64_t>(ids.size());
-  // Column slices of 64 elements: a multiple of every block size and of the SIMD widths, so
-  // an element is computed by the same instructions whichever slice holds it.
-  constexpr int64_t kSlice = 64;
-  const int64_t n_slices = (cols + kSlice - 1) / kSlice;
-  pool.parallel_for(n_slices, [&](int64_t s0, int64_t s1, int) {
-    const int64_t begin = s0 * kSlice, end = std::min(cols, s1 * kSlice);
-    const uint64_t offset = row_bytes(wt.type, static_cast<uint64_t>(begin));
-    const uint64_t prefetch = std::min<uint64_t>(row_bytes(wt.type, static_cast<uint64_t>(end - begin)), 256);
-    for (int64_t b = 0; b < batch; ++b)
-      std::fill(out + b * out_stride + begin, out + b * out_stride + end, 0.0f);
-    for (int64_t k = 0; k < n_ids; ++k) {
-      // The next neuron's row is elsewhere in memory: ask for its first lines now.
-      if (k + 1 < n_ids) {
-        const char* next =
-            reinterpret_cast<const char*>(wt.row(ids[static_cast<size_t>(k + 1)])) + offset;
-        for (uint64_t off = 0; off < prefetch; off += 64)
-          __builtin_prefetch(next + off);
+  // Each token's active (row, coefficient) pairs, cut into chunks of kAxpyChunk pairs. A chunk
+  // is one work item: a thread sums its rows (whole rows, long sequential reads) into the
+  // chunk's own partial vector. The partials of a token are then added in chunk order. The
+  // chunking depends only on the token's own list, so the result is the same for any thread
+  // count and any batch the token is part of; no two threads ever write the same memory.
+  struct Item {
+    int64_t token, first, count;
+  };
+  // Scratch of the calling thread, reused across calls. Named through references: inside the
+  // lambdas below (run by pool threads) a thread_local name would mean the worker's own copy.
+  thread_local std::vector<int64_t> rows_storage, token_items_storage;
+  thread_local std::vector<float> coefs_storage, partials_storage;
+  thread_local std::vector<Item> items_storage;
+  std::vector<int64_t>& rows = rows_storage;
+  std::vector<int64_t>& token_items = token_items_storage;  // [batch + 1]: first item per token
+  std::vector<float>& coefs = coefs_storage;
+  std::vector<float>& partials = partials_storage;
+  std::vector<Item>& items = items_storage;
+  rows.clear(), coefs.clear(), items.clear(), token_items.assign(batch + 1, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    token_items[b] = static_cast<int64_t>(items.size());
+    const float* cb = c + b * c_stride;
+    const int64_t first = static_cast<int64_t>(rows.size());
+    for (int64_t k = 0; k < n_ids; ++k)
+      if (cb[k] != 0.0f) {  // an inactive neuron: its row is never read
+        rows.push_back(ids[static_cast<size_t>(k)]);
+        coefs.push_back(cb[k]);
       }
-      const int64_t row = ids[static_cast<size_t>(k)];
-      for (int64_t b = 0; b < batch; ++b) {
-        const float ck = c[b * c_stride + k];
-        if (ck != 0.0f) axpy_row_slice(kernels, wt, row, ck, out + b * out_stride, begin, end);
+    const int64_t count = static_cast<int64_t>(rows.size()) - first;
+    for (int64_t i = 0; i < count; i += kAxpyChunk)
+      items.push_back({b, first + i, std::min(kAxpyChunk, count - i)});
+  }
+  token_items[batch] = static_cast<int64_t>(items.size());
+  const int64_t n_items = static_cast<int64_t>(items.size());
+  if (partials.size() < static_cast<size_t>(n_items * cols)) partials.resize(n_items * cols);
+
+  pool.parallel_for(n_items, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const Item& it = items[static_cast<size_t>(i)];
+      float* p = partials.data() + i * cols;
+      std::fill(p, p + cols, 0.0f);
+      for (int64_t g = 0; g < it.count; g += kAxpyGroup) {
+        const int n = static_cast<int>(std::min<int64_t>(kAxpyGroup, it.count - g));
+        axpy_row_slice(kernels, wt, rows.data() + it.first + g, coefs.data() + it.first + g, n,
+                       p, 0, cols);
+      }
+    }
+  });
+  // Sum the partials per token, in chunk order, over column slices (independent per element).
+  constexpr int64_t kSlice = 256;
+  const int64_t n_slices = (cols + kSlice - 1) / kSlice;
+  pool.parallel_for(batch * n_slices, [&](int64_t j0, int64_t j1, int) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t b = j / n_slices, begin = (j % n_slices) * kSlice;
+      const int64_t end = std::min(cols, begin + kSlice);
+      float* y = out + b * out_stride;
+      const int64_t first = token_items[b], last = token_items[b + 1];
+      if (first == last) {
+        std::fill(y + begin, y + end, 0.0f);
+        continue;
+      }
+      std::copy(partials.data() + first * cols + begin, partials.data() + first * cols + end,
+                y + begin);
+      for (int64_t i = first + 1; i < last; ++i) {
+        const float* p = partials.data() + i * cols;
+        for (int64_t e = begin; e < end; ++e) y[e] += p[e];
       }
     }
   });

@@ -2,11 +2,12 @@
 //   gather: y[b][k] = W[ids[k]] . x_b   (gate and up: one weight row per neuron)
 //   axpy:   out_b  = sum_k c[b][k] * Wt[ids[k]], skipping c == 0   (down, stored transposed so a
 //           neuron's n_embd output weights are one contiguous row, as PowerInfer's ffn_down_t)
-// Both read each selected weight row once for the whole batch. Results are bit-identical for any
-// thread count: gather computes every (row, token) with the same dot_row call, and axpy splits
-// the *output columns* across threads (in slices of 64 elements), so each output element is one
-// thread's sum over the ids in list order. No partial sums cross threads, so nothing needs a
-// reduction and nothing can race (PowerInfer's unlocked `dst += acc` did; see docs).
+// Results are bit-identical for any thread count: gather computes every (row, token) with the
+// same dot_row call; axpy cuts each token's active rows into fixed chunks of kAxpyChunk (fixed
+// by the token's own list, not by the thread count), sums each chunk into its own partial
+// vector, then adds the partials in chunk order. No two threads write the same memory, so
+// nothing can race (PowerInfer's unlocked `dst += acc` did; see docs), and the reduction order
+// never changes.
 #pragma once
 
 #include <cstdint>
@@ -31,14 +32,20 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
                    std::span<const int32_t> ids, std::span<const PreparedInput> x,
                    ThreadPool& pool, const uint8_t* need = nullptr, int64_t need_stride = 0);
 
-// out[b][0..wt.cols) = sum over k in list order of c[b * c_stride + k] * wt.row(ids[k]), terms
-// with c == 0 skipped. `out` (stride out_stride) is overwritten.
+// out[b][0..wt.cols) = sum over k of c[b * c_stride + k] * wt.row(ids[k]), terms with c == 0
+// skipped (their rows are never read). `out` (stride out_stride) is overwritten.
 void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const int32_t> ids,
                const float* c, int64_t c_stride, int64_t batch, float* out, int64_t out_stride,
                ThreadPool& pool);
 
-// One row, one slice of columns [begin, end) (begin a multiple of the type's block size).
-void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, int64_t row, float c,
-                    float* out, int64_t begin, int64_t end);
+// Rows per kernel call: y stays in registers across a group.
+inline constexpr int kAxpyGroup = 8;
+// Active rows per work item of axpy_rows (each with its own partial sum vector).
+inline constexpr int64_t kAxpyChunk = 64;
+
+// out[begin, end) += sum over r of c[r] * wt.row(rows[r])[begin, end), for n_rows <= kAxpyGroup
+// rows, added in order (begin a multiple of 64 or the start of the row).
+void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                    const float* c, int n_rows, float* out, int64_t begin, int64_t end);
 
 }  // namespace strata

@@ -84,8 +84,9 @@ SparseLayerGenerator::SparseLayerGenerator(int64_t n_embd, int64_t n_ff, int64_t
     anchor_w_[i] = static_cast<float>(normal_quantile(p_[i]) * std::sqrt(norm2) /
                                       (std::sqrt(static_cast<double>(n_embd)) * kAnchor));
   }
-  // Down rows so the FFN adds a vector of norm ~0.01 to the residual.
-  down_scale_ = 0.01 / std::sqrt(density * static_cast<double>(n_ff));
+  // Down rows so the FFN adds a vector of norm ~0.01 to the residual: about density * n_ff
+  // activations of order 1, each output element a sum over them, n_embd elements.
+  down_scale_ = 0.01 / std::sqrt(density * static_cast<double>(n_ff) * static_cast<double>(n_embd));
 }
 
 void SparseLayerGenerator::gate_row(int64_t i, float* row) const {

@@ -7,6 +7,9 @@
 
 namespace strata {
 
+// Rows ahead whose lines are requested (into L2) before their dot products start.
+constexpr int64_t kGatherLead = 2;
+
 void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
                    std::span<const int32_t> ids, std::span<const PreparedInput> x,
                    ThreadPool& pool, const uint8_t* need, int64_t need_stride) {
@@ -21,6 +24,15 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
       const GatherJob& job = jobs[static_cast<size_t>(i / n_ids)];
       const int64_t k = i % n_ids;
       const int64_t row = ids[static_cast<size_t>(k)];
+      // The next neuron's row is elsewhere in memory and the dot kernels' own prefetching only
+      // reaches ahead within a row: request the next row whole now.
+      if (i + kGatherLead < i1) {
+        const int64_t j = i + kGatherLead;
+        const MatrixView& nw = *jobs[static_cast<size_t>(j / n_ids)].w;
+        const char* next =
+            reinterpret_cast<const char*>(nw.row(ids[static_cast<size_t>(j % n_ids)]));
+        for (uint64_t off = 0; off < nw.row_bytes; off += 64) __builtin_prefetch(next + off, 0, 2);
+      }
       for (int64_t b = 0; b < batch; ++b) {
         float* y = job.y + b * job.y_stride + k;
         *y = (need == nullptr || need[b * need_stride + k] != 0)

@@ -18,10 +18,11 @@ using strata::testing::tiny_model;
 
 const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
 
-std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false) {
+std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false,
+                         bool keep_down = false) {
   const std::string path = temp_file(std::string("sparse_") + dtype_name(type) + "_" +
                                      ffn_activation_name(ffn) + (powerinfer ? "_pwri" : "") +
-                                     ".gguf");
+                                     (keep_down ? "_down" : "") + ".gguf");
   SynthSpec s = synth_preset("tiny");
   s.type = type;
   s.shape.ffn = ffn;
@@ -30,6 +31,7 @@ std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false)
   s.density = 0.2;
   s.predictor_rank = 32;
   s.powerinfer_layout = powerinfer;
+  s.keep_down = keep_down;
   s.seed = 5;
   write_synthetic_model(s, path);
   return path;
@@ -86,6 +88,14 @@ TEST(SparseFfn, GateFirstIsBitIdenticalToDenseOnFilesWithDownT) {
       EXPECT_EQ(run(*m, {}), run(*m, {FfnMode::GateFirst}))
           << ffn_activation_name(ffn) << " " << dtype_name(type);
     }
+}
+
+TEST(SparseFfn, SynthKeepDownWritesTheSameMatrixInBothLayouts) {
+  // Dense reads ffn_down (dot products), gate-first ffn_down_t (axpy): equal up to rounding.
+  const auto m = Model::load(sparse_model(DType::F32, FfnActivation::ReGLU, false, true), false);
+  ASSERT_NE(m->weights.layers[0].ffn_down.data, nullptr);
+  ASSERT_NE(m->weights.layers[0].ffn_down_t.data, nullptr);
+  expect_close(run(*m, {}), run(*m, {FfnMode::GateFirst}), 1e-5f, "keep-down");
 }
 
 TEST(SparseFfn, GateFirstGreedyTokensEqualDenseOnTheShippedModel) {

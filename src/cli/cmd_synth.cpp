@@ -19,6 +19,7 @@ Command add_synth_command(CLI::App& app) {
     double density = 0;
     int64_t rank = 64;
     bool powerinfer = false;
+    bool keep_down = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("--preset", o->preset, "Shape: tiny, 1b, 7b, 13b");
@@ -42,6 +43,9 @@ Command add_synth_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{3}, int64_t{1} << 16));
   cmd->add_flag("--powerinfer", o->powerinfer,
                 "Write PowerInfer's layout (PWRI magic, global threshold); needs --sparsity");
+  cmd->add_flag("--keep-down", o->keep_down,
+                "With --sparsity: also write ffn_down (row-major), so dense mode reads it as "
+                "llama.cpp would");
   cmd->add_option("--tokenizer-from", o->tokenizer_from, "Copy the tokenizer of this GGUF file");
   return {cmd, [o] {
             SynthSpec s = synth_preset(o->preset);
@@ -69,6 +73,7 @@ Command add_synth_command(CLI::App& app) {
             s.density = o->density;
             s.predictor_rank = o->rank;
             s.powerinfer_layout = o->powerinfer;
+            s.keep_down = o->keep_down;
             if (s.density > 0 && needs_q8_input(s.type) && o->rank % 32 != 0)
               fail("--predictor-rank must be a multiple of 32 for {} weights", dtype_name(s.type));
             ProgressBar bar("synth");

@@ -159,6 +159,9 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, gate});
     plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff,
                     ffn_has_gate(c.ffn) ? Fill{} : gate});
+    if (s.keep_down)
+      plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd,
+                      [&](int64_t j, float* row) { gen->down_row(j, row); }});
     plan.push_back({p + "ffn_down_t.weight", s.type, c.n_embd, c.n_ff,
                     [&](int64_t i, float* row) { gen->down_t_row(i, row); }});
     // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with

@@ -25,6 +25,7 @@ struct SynthSpec {
   double density = 0.0;
   int64_t predictor_rank = 64;
   bool powerinfer_layout = false;  // "PWRI" magic, one global threshold, no strata FFN key
+  bool keep_down = false;          // also write ffn_down (row-major), as llama.cpp files have
 };
 
 // Named shapes: "tiny" (tests), "1b" (TinyLlama), "7b", "13b".

@@ -54,6 +54,7 @@ SparseLayerGenerator::SparseLayerGenerator(int64_t n_embd, int64_t n_ff, int64_t
     for (int64_t j = 0; j < n_embd; ++j)
       b_[m * n_embd + j] = j == 0 ? 0.0f : u * uniform() / std::sqrt(static_cast<float>(n_embd));
   noise_seed_ = mix(state_ + 17);
+  down_seed_ = mix(state_ + 29);
 
   // Power-law firing probabilities p = min(0.98, C (r+1)^-0.7) over a random ranking, C chosen
   // by bisection so that the mean is `density`.
@@ -101,10 +102,20 @@ void SparseLayerGenerator::gate_row(int64_t i, float* row) const {
   row[0] = anchor_w_.empty() ? 0.0f : anchor_w_[i];
 }
 
-void SparseLayerGenerator::down_t_row(int64_t, float* row) {
-  const float a = static_cast<float>(std::sqrt(3.0) * down_scale_);
-  for (int64_t j = 0; j < n_embd_; ++j) row[j] = a * uniform();
-  row[0] = 0.0f;
+// Element (neuron i, output j) of the down projection from a hash of (i, j), so both layouts
+// (ffn_down_t rows and ffn_down rows) can be streamed.
+float SparseLayerGenerator::down_value(int64_t i, int64_t j) const {
+  if (j == 0) return 0.0f;  // nothing writes the anchor
+  uint64_t s = down_seed_ ^ (static_cast<uint64_t>(i) << 32 | static_cast<uint64_t>(j));
+  return static_cast<float>(std::sqrt(3.0) * down_scale_) * uniform_from(s);
+}
+
+void SparseLayerGenerator::down_t_row(int64_t i, float* row) const {
+  for (int64_t j = 0; j < n_embd_; ++j) row[j] = down_value(i, j);
+}
+
+void SparseLayerGenerator::down_row(int64_t j, float* row) const {
+  for (int64_t i = 0; i < n_ff_; ++i) row[i] = down_value(i, j);
 }
 
 void SparseLayerGenerator::attn_output_row(int64_t r, int64_t cols, float* row) {

@@ -28,7 +28,8 @@ class SparseLayerGenerator {
 
   const std::vector<float>& ffn_norm() const { return norm_; }
   void gate_row(int64_t i, float* row) const;  // n_embd values
-  void down_t_row(int64_t i, float* row);      // n_embd values
+  void down_t_row(int64_t i, float* row) const;  // n_embd values
+  void down_row(int64_t j, float* row) const;     // the same matrix row-major: n_ff values
   void attn_output_row(int64_t r, int64_t cols, float* row);
   void fc1_row(int64_t r, float* row) const;  // n_embd values, r < rank
   void fc2_row(int64_t i, float* row) const;  // rank values
@@ -37,6 +38,7 @@ class SparseLayerGenerator {
 
  private:
   float uniform();  // [-1, 1)
+  float down_value(int64_t i, int64_t j) const;
   int64_t n_embd_, n_ff_, rank_, k_;
   uint64_t state_;
   std::vector<float> norm_;      // ffn_norm weights, anchor weight 1
@@ -45,7 +47,7 @@ class SparseLayerGenerator {
   std::vector<float> noise_;     // [n_ff][n_embd] would be too big: regenerated per row seed
   std::vector<float> anchor_w_;  // gate weight on the anchor per neuron
   std::vector<double> p_;
-  uint64_t noise_seed_;
+  uint64_t noise_seed_, down_seed_;
   double down_scale_;
 };
 

@@ -17,20 +17,20 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   const int64_t batch = static_cast<int64_t>(x.size());
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   if (n_ids == 0) return;
-  // One work item per (job, id): threads take contiguous runs of ids, so each reads a
-  // compact part of the (sorted) neuron list.
+  // One work item per (id, job), jobs innermost: each thread takes a contiguous run of the
+  // (sorted) neuron list and reads every job's rows for it.
   pool.parallel_for(n_jobs * n_ids, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
-      const GatherJob& job = jobs[static_cast<size_t>(i / n_ids)];
-      const int64_t k = i % n_ids;
+      const GatherJob& job = jobs[static_cast<size_t>(i % n_jobs)];
+      const int64_t k = i / n_jobs;
       const int64_t row = ids[static_cast<size_t>(k)];
       // The next neuron's row is elsewhere in memory and the dot kernels' own prefetching only
       // reaches ahead within a row: request the next row whole now.
       if (i + kGatherLead < i1) {
         const int64_t j = i + kGatherLead;
-        const MatrixView& nw = *jobs[static_cast<size_t>(j / n_ids)].w;
+        const MatrixView& nw = *jobs[static_cast<size_t>(j % n_jobs)].w;
         const char* next =
-            reinterpret_cast<const char*>(nw.row(ids[static_cast<size_t>(j % n_ids)]));
+            reinterpret_cast<const char*>(nw.row(ids[static_cast<size_t>(j / n_jobs)]));
         for (uint64_t off = 0; off < nw.row_bytes; off += 64) __builtin_prefetch(next + off, 0, 2);
       }
       for (int64_t b = 0; b < batch; ++b) {

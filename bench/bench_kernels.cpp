@@ -2,6 +2,9 @@
 // matrix that fits in L2 (compute bound) and on one far larger than the caches (memory bound).
 // Run: build/bench/strata_microbench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
+
+#include <cstdlib>
 
 #include <random>
 #include <vector>
@@ -14,8 +17,29 @@
 namespace strata {
 namespace {
 
+// Weights in transparent huge pages, as the engine keeps them (MappedFile read mode): with 4 KiB
+// pages, scattered row reads would mostly measure TLB misses.
+struct HugePageBuffer {
+  uint8_t* p = nullptr;
+  size_t n = 0;
+  void resize(size_t bytes) {
+    n = (bytes + (size_t{2} << 20) - 1) & ~((size_t{2} << 20) - 1);
+    void* v = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (v == MAP_FAILED) std::abort();
+    ::madvise(v, n, MADV_HUGEPAGE);
+    p = static_cast<uint8_t*>(v);
+  }
+  uint8_t* data() const { return p; }
+  HugePageBuffer() = default;
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer(HugePageBuffer&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+  ~HugePageBuffer() {
+    if (p) ::munmap(p, n);
+  }
+};
+
 struct Matrix {
-  std::vector<uint8_t> bytes;
+  HugePageBuffer bytes;
   MatrixView view;
 };
 

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/amx_matmat.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matvec.h"
 #include "tensor/quantize.h"
@@ -60,6 +61,30 @@ TEST(Kernels, EverySimdVariantMatchesScalarForEveryType) {
               << fast->name << " " << dtype_name(type) << " cols=" << cols;
         }
       }
+    }
+  }
+}
+
+TEST(Kernels, AmxProductsEqualScalarKernelBitForBit) {
+  if (!amx_available()) GTEST_SKIP() << "CPU without AMX";
+  // 40 rows (two full tiles and a partial one), 1..32 tokens, columns of several blocks.
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    const TestMatrix m = make_matrix(type, 40, 256, 12);
+    for (int n_tokens : {1, 5, 16, 17, 32}) {
+      std::vector<PreparedInput> in(n_tokens);
+      std::vector<std::vector<float>> xs;
+      std::vector<Q8Activation> q8;
+      for (int t = 0; t < n_tokens; ++t) xs.push_back(random_values(256, 100 + t));
+      for (int t = 0; t < n_tokens; ++t) {
+        in[t].prepare(scalar_kernels(), xs[t].data(), 256, true);
+        q8.push_back(in[t].q8());
+      }
+      std::vector<float> y(n_tokens * 40, -1.0f);
+      amx_matmat_rows(m.view, 0, 40, q8, y.data(), 40);
+      for (int t = 0; t < n_tokens; ++t)
+        for (int r = 0; r < 40; ++r)
+          ASSERT_EQ(y[t * 40 + r], dot_row(scalar_kernels(), m.view, r, in[t]))
+              << dtype_name(type) << " token " << t << " row " << r;
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/amx_matmat.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -155,9 +156,15 @@ TEST(SparseFfn, SparseModesIdenticalAcrossThreadCountsAndBatching) {
       Session batch(*m, 64, pool, {mode});
       const auto all = batch.eval(kTokens, /*all_logits=*/true);
       const size_t v = all.size() / kTokens.size();
+      std::vector<std::vector<float>> batched;
       for (size_t i = 0; i < kTokens.size(); ++i)
-        EXPECT_EQ(std::vector<float>(all.begin() + i * v, all.begin() + (i + 1) * v), one[i])
-            << ffn_mode_name(mode) << " position " << i;
+        batched.emplace_back(all.begin() + i * v, all.begin() + (i + 1) * v);
+      if (amx_available() && needs_q8_input(type))
+        // Batched quantized products use AMX tiles (scalar-reference arithmetic), single
+        // tokens the SIMD dot kernels: equal within rounding (Session.Batched... says more).
+        expect_close(one, batched, 1e-4f, ffn_mode_name(mode));
+      else
+        EXPECT_EQ(batched, one) << ffn_mode_name(mode);
     }
   }
 }

@@ -1,8 +1,10 @@
 #include "kernels/cpu/matvec.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "core/error.h"
+#include "kernels/cpu/amx_matmat.h"
 #include "tensor/half.h"
 
 namespace strata {
@@ -57,15 +59,24 @@ void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
   constexpr int64_t kRowsPerTask = 16;
   const int64_t n_tasks = (total + kRowsPerTask - 1) / kRowsPerTask;
   const int64_t batch = static_cast<int64_t>(x.size());
+  // Quantized weights and a batch of several tokens: AMX tiles where the CPU has them.
+  const bool amx = batch >= kAmxMinBatch && amx_available();
+  std::vector<Q8Activation> q8;
+  if (amx)
+    for (const auto& in : x) q8.push_back(in.q8());
   pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int) {
     const int64_t begin = t0 * kRowsPerTask;
     const int64_t end = std::min(total, t1 * kRowsPerTask);
     int64_t offset = 0;
     for (const auto& j : jobs) {
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
-      for (int64_t r = lo; r < hi; ++r)
-        for (int64_t b = 0; b < batch; ++b)
-          j.y[b * j.y_stride + (r - offset)] = dot_row(k, *j.w, r - offset, x[b]);
+      if (lo < hi && amx && needs_q8_input(j.w->type)) {
+        amx_matmat_rows(*j.w, lo - offset, hi - offset, q8, j.y, j.y_stride);
+      } else {
+        for (int64_t r = lo; r < hi; ++r)
+          for (int64_t b = 0; b < batch; ++b)
+            j.y[b * j.y_stride + (r - offset)] = dot_row(k, *j.w, r - offset, x[b]);
+      }
       offset += j.w->rows;
     }
   });

@@ -53,7 +53,12 @@ void matvec_multi(const CpuKernels& kernels, std::initializer_list<MatVecJob> jo
 // y_b = W x_b for a batch of inputs: each weight row is read once and multiplied with every
 // input while it is in cache, so a batch costs about one pass over the weights. Output b of job
 // j goes to j.y + b * j.y_stride. Each product is the same dot_row call as in matvec, so results
-// are bit-identical to running the inputs one at a time.
+// are bit-identical to running the inputs one at a time -- except for Q8_0/Q4_0 weights and
+// batches of at least kAmxMinBatch tokens on CPUs with AMX, which use tile products
+// (amx_matmat.h) that equal the scalar reference kernel bit for bit and the SIMD dot kernels
+// within rounding.
+inline constexpr int64_t kAmxMinBatch = 4;
+
 struct MatMatJob {
   const MatrixView* w;
   float* y;

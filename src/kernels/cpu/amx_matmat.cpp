@@ -1,0 +1,186 @@
+// Compiled with -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -ffp-contract=off; entered
+// only after amx_available() checked the CPU and obtained the tile permission.
+#include "kernels/cpu/amx_matmat.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "tensor/half.h"
+
+#if defined(__x86_64__) && defined(__AMX_INT8__)
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define STRATA_HAVE_AMX 1
+#endif
+
+namespace strata {
+
+#if STRATA_HAVE_AMX
+
+namespace {
+
+constexpr int kRows = 16;    // weight rows per tile
+constexpr int kTokens = 16;  // tokens per tile
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// tmm0: C, 16 rows x 16 int32; tmm1: A, 16 weight rows x 32 int8 (one block);
+// tmm2: B, 8 rows x 64 bytes (32 values x 16 tokens, four consecutive values per token).
+void configure_tiles() {
+  thread_local bool configured = false;
+  if (configured) return;
+  TileConfig c;
+  c.rows[0] = kRows, c.colsb[0] = kTokens * 4;
+  c.rows[1] = kRows, c.colsb[1] = kQK;
+  c.rows[2] = kQK / 4, c.colsb[2] = kTokens * 4;
+  c.rows[3] = kRows, c.colsb[3] = kTokens * 4;  // tmm3, tmm4: C and B of a second token group
+  c.rows[4] = kQK / 4, c.colsb[4] = kTokens * 4;
+  _tile_loadconfig(&c);
+  configured = true;
+}
+
+}  // namespace
+
+bool amx_available() {
+  static const bool ok = [] {
+    const char* force = std::getenv("STRATA_CPU");
+    if (force != nullptr && std::string(force) != "amx" && std::string(force) != "") return false;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("amx-int8") || !__builtin_cpu_supports("amx-tile") ||
+        !__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512bw"))
+      return false;
+    constexpr long kReqPerm = 0x1023, kXtileData = 18;  // ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    return ::syscall(SYS_arch_prctl, kReqPerm, kXtileData) == 0;
+  }();
+  return ok;
+}
+
+void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
+                     std::span<const Q8Activation> x, float* y, int64_t y_stride) {
+  if (w.type != DType::Q8_0 && w.type != DType::Q4_0)
+    fail("AMX products take Q8_0 or Q4_0 weights, not {}", dtype_name(w.type));
+  configure_tiles();
+  const int64_t nb = w.cols / kQK, n_tokens = static_cast<int64_t>(x.size());
+  const int64_t n_groups = (n_tokens + kTokens - 1) / kTokens;
+  if (n_groups > 2) fail("AMX products take at most {} tokens per call", 2 * kTokens);
+  // Activations packed per 16-token group and block as tile B (four consecutive values of a
+  // token side by side), with their block scales; padding tokens are zero.
+  thread_local std::vector<int8_t> packed;
+  thread_local std::vector<float> scales;
+  packed.assign(static_cast<size_t>(n_groups * nb * kQK * kTokens), 0);
+  scales.assign(static_cast<size_t>(n_groups * nb * kTokens), 0.0f);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const Q8Activation& xt = x[static_cast<size_t>(t)];
+    const int64_t g = t / kTokens, n = t % kTokens;
+    for (int64_t b = 0; b < nb; ++b) {
+      int32_t* tile = reinterpret_cast<int32_t*>(packed.data() + (g * nb + b) * kQK * kTokens);
+      int32_t quad[kQK / 4];
+      std::memcpy(quad, xt.blocks[b].qs, kQK);
+      for (int k4 = 0; k4 < kQK / 4; ++k4) tile[k4 * kTokens + n] = quad[k4];
+      scales[static_cast<size_t>((g * nb + b) * kTokens + n)] = xt.scale[b];
+    }
+  }
+  const bool q8 = w.type == DType::Q8_0;
+  alignas(64) int32_t c[2][kRows][kTokens];
+  alignas(64) int8_t a[kRows][kQK];
+  // Byte offsets of the 16 rows' block scales, for one gather per block.
+  const __m512i row_offsets = _mm512_mullo_epi32(
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+      _mm512_set1_epi32(static_cast<int32_t>(w.row_bytes)));
+  const int block_bytes = q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+    const int64_t nr = std::min<int64_t>(kRows, row_end - r0);
+    const bool full = nr == kRows;
+    __m512 acc[2][kRows];
+    for (auto& g : acc)
+      for (auto& v : g) v = _mm512_setzero_ps();
+    const uint8_t* base = w.row(r0);
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk0 = base + b * block_bytes;
+      // The 16 rows' scales d_w (f16) gathered and widened.
+      alignas(64) float dw[kRows];
+      if (full) {
+        const __m512i raw = _mm512_i32gather_epi32(row_offsets, blk0, 1);
+        _mm512_store_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
+      } else {
+        for (int64_t i = 0; i < kRows; ++i) {
+          uint16_t d = 0;
+          if (i < nr) std::memcpy(&d, blk0 + i * w.row_bytes, 2);
+          dw[i] = f16_to_f32(d);
+        }
+      }
+      // Tile A: Q8_0 values straight from the rows (stride = row bytes); Q4_0 unpacked.
+      if (q8 && full) {
+        _tile_loadd(1, blk0 + 2, static_cast<long>(w.row_bytes));
+      } else {
+        for (int64_t i = 0; i < kRows; ++i) {
+          if (i >= nr) {
+            std::memset(a[i], 0, kQK);
+          } else if (q8) {
+            std::memcpy(a[i], blk0 + i * w.row_bytes + 2, kQK);
+          } else {
+            const __m128i raw =
+                _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + i * w.row_bytes + 2));
+            const __m128i m = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+            _mm_store_si128(reinterpret_cast<__m128i*>(a[i]),
+                            _mm_sub_epi8(_mm_and_si128(raw, m), eight));
+            _mm_store_si128(reinterpret_cast<__m128i*>(a[i] + 16),
+                            _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m), eight));
+          }
+        }
+        _tile_loadd(1, a, kQK);
+      }
+      _tile_zero(0);
+      _tile_loadd(2, packed.data() + b * kQK * kTokens, kTokens * 4);
+      _tile_dpbssd(0, 1, 2);
+      _tile_stored(0, c[0], kTokens * 4);
+      if (n_groups > 1) {
+        _tile_zero(3);
+        _tile_loadd(4, packed.data() + (nb + b) * kQK * kTokens, kTokens * 4);
+        _tile_dpbssd(3, 1, 4);
+        _tile_stored(3, c[1], kTokens * 4);
+      }
+      // As the scalar kernel: sum += float(int dot) * (d_w * d_x), multiply then add.
+      for (int64_t g = 0; g < n_groups; ++g) {
+        const __m512 dx = _mm512_loadu_ps(scales.data() + (g * nb + b) * kTokens);
+        for (int64_t i = 0; i < kRows; ++i) {
+          const __m512 s = _mm512_mul_ps(_mm512_set1_ps(dw[i]), dx);
+          const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[g][i])), s);
+          acc[g][i] = _mm512_add_ps(acc[g][i], p);
+        }
+      }
+    }
+    for (int64_t g = 0; g < n_groups; ++g)
+      for (int64_t i = 0; i < nr; ++i) {
+        alignas(64) float out[kTokens];
+        _mm512_store_ps(out, acc[g][i]);
+        for (int64_t t = g * kTokens; t < std::min(n_tokens, (g + 1) * kTokens); ++t)
+          y[t * y_stride + r0 + i] = out[t - g * kTokens];
+      }
+  }
+}
+
+#else
+
+bool amx_available() {
+  return false;
+}
+
+void amx_matmat_rows(const MatrixView&, int64_t, int64_t, std::span<const Q8Activation>, float*,
+                     int64_t) {
+  fail("this build has no AMX kernels");
+}
+
+#endif
+
+}  // namespace strata

@@ -27,6 +27,12 @@ struct CpuKernels {
   float (*dot_bf16)(const uint16_t* w, const float* x, int64_t n);
   float (*dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
   float (*dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
+  // The same dot products for several activation vectors at once (a prompt batch): each weight
+  // chunk is loaded and converted once for all of them. out[t] equals the single-vector
+  // kernel's result for x[t] bit for bit (same accumulators, same order).
+  void (*dot_f32_multi)(const float* w, const float* const* x, int n_x, int64_t n, float* out);
+  void (*dot_f16_multi)(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out);
+  void (*dot_bf16_multi)(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
   // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows

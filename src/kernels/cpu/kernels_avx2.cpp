@@ -213,6 +213,71 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   }
 }
 
+// Several activation vectors per weight row (prompt batches). Per vector exactly the single
+// kernels' arithmetic: four accumulators over 32-element steps, the same horizontal sum, the
+// same scalar tail; only the weight loads and conversions are shared. Up to kMultiTokens
+// vectors per pass: four accumulators each must stay in registers (AVX-512VL gives 32 ymm
+// registers; plain AVX2 has 16).
+#if defined(STRATA_KERNELS_VNNI)
+constexpr int kMultiTokens = 4;
+#else
+constexpr int kMultiTokens = 2;
+#endif
+
+template <int T, class Load, class Tail>
+inline void dot_multi_pass(const float* const* x, int64_t n, float* out, const void* w,
+                           int elem_bytes, Load load, Tail tail) {
+  __m256 a[T][4];
+  for (auto& t : a)
+    for (auto& v : t) v = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    // As the single kernels: one line per 32 f16/bf16 weights, two per 32 f32 weights.
+    prefetch_ahead(static_cast<const char*>(w) + i * elem_bytes, kPrefetchFloat, elem_bytes / 2);
+    const __m256 w0 = load(i), w1 = load(i + 8), w2 = load(i + 16), w3 = load(i + 24);
+    for (int t = 0; t < T; ++t) {
+      a[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[t] + i), a[t][0]);
+      a[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[t] + i + 8), a[t][1]);
+      a[t][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x[t] + i + 16), a[t][2]);
+      a[t][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x[t] + i + 24), a[t][3]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float sum = hsum(_mm256_add_ps(_mm256_add_ps(a[t][0], a[t][1]), _mm256_add_ps(a[t][2], a[t][3])));
+    for (int64_t j = i; j < n; ++j) sum += tail(j) * x[t][j];
+    out[t] = sum;
+  }
+}
+
+template <class Load, class Tail>
+inline void dot_multi(const float* const* x, int n_x, int64_t n, float* out, const void* w,
+                      int elem_bytes, Load load, Tail tail) {
+  int t = 0;
+  for (; t + kMultiTokens <= n_x; t += kMultiTokens)
+    dot_multi_pass<kMultiTokens>(x + t, n, out + t, w, elem_bytes, load, tail);
+  for (; t < n_x; ++t) dot_multi_pass<1>(x + t, n, out + t, w, elem_bytes, load, tail);
+}
+
+void dot_f32_multi(const float* w, const float* const* x, int n_x, int64_t n, float* out) {
+  dot_multi(x, n_x, n, out, w, 4, [&](int64_t i) { return _mm256_loadu_ps(w + i); },
+            [&](int64_t j) { return w[j]; });
+}
+
+void dot_f16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
+  dot_multi(x, n_x, n, out, w, 2, [&](int64_t i) { return load_f16(w + i); },
+            [&](int64_t j) { return half_to_float(w[j]); });
+}
+
+void dot_bf16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
+  dot_multi(x, n_x, n, out, w, 2, [&](int64_t i) { return load_bf16(w + i); },
+            [&](int64_t j) {
+              const uint32_t bits = static_cast<uint32_t>(w[j]) << 16;
+              float f;
+              __builtin_memcpy(&f, &bits, 4);
+              return f;
+            });
+}
+
 // Multi-row axpy: y is walked in chunks of 32 elements held in four registers while every row
 // adds into them (in row order, so the result equals row-by-row fused multiply-adds). Chunks
 // start at multiples of 32 from the slice start, and slices start at multiples of 64, so an
@@ -374,16 +439,19 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 #endif
 
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels kTable{"avx512vnni", dot_f32,  dot_f16,       dot_bf16,
-                        dot_q8_0,     dot_q4_0, quantize_q8_0, axpy_f32,
-                        axpy_f16,     axpy_bf16, axpy_q8_0,    axpy_q4_0};
+const CpuKernels kTable{"avx512vnni",  dot_f32,       dot_f16,       dot_bf16,
+                        dot_q8_0,      dot_q4_0,      dot_f32_multi, dot_f16_multi,
+                        dot_bf16_multi, quantize_q8_0, axpy_f32,     axpy_f16,
+                        axpy_bf16,     axpy_q8_0,     axpy_q4_0};
 }  // namespace
 const CpuKernels* avx512vnni_kernels_unchecked() {
   return &kTable;
 }
 #else
-const CpuKernels kTable{"avx2",   dot_f32,   dot_f16,   dot_bf16,  dot_q8_0, dot_q4_0,
-                        quantize_q8_0, axpy_f32, axpy_f16, axpy_bf16, axpy_q8_0, axpy_q4_0};
+const CpuKernels kTable{"avx2",        dot_f32,       dot_f16,       dot_bf16,
+                        dot_q8_0,      dot_q4_0,      dot_f32_multi, dot_f16_multi,
+                        dot_bf16_multi, quantize_q8_0, axpy_f32,     axpy_f16,
+                        axpy_bf16,     axpy_q8_0,     axpy_q4_0};
 }  // namespace
 const CpuKernels* avx2_kernels_unchecked() {
   return &kTable;

@@ -50,6 +50,18 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& xa, int64_t n) {
   return sum;
 }
 
+void dot_f32_multi(const float* w, const float* const* x, int n_x, int64_t n, float* out) {
+  for (int t = 0; t < n_x; ++t) out[t] = dot_f32(w, x[t], n);
+}
+
+void dot_f16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
+  for (int t = 0; t < n_x; ++t) out[t] = dot_f16(w, x[t], n);
+}
+
+void dot_bf16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
+  for (int t = 0; t < n_x; ++t) out[t] = dot_bf16(w, x[t], n);
+}
+
 // Row by row: the reference order of the additions.
 void axpy_f32(const float* const* w, const float* c, int n_rows, float* y, int64_t n) {
   for (int r = 0; r < n_rows; ++r)
@@ -88,9 +100,10 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k{"scalar",  dot_f32,           dot_f16,  dot_bf16,  dot_q8_0,
-                            dot_q4_0,  quantize_row_q8_0, axpy_f32, axpy_f16,  axpy_bf16,
-                            axpy_q8_0, axpy_q4_0};
+  static const CpuKernels k{"scalar",      dot_f32,        dot_f16,           dot_bf16,
+                            dot_q8_0,      dot_q4_0,       dot_f32_multi,     dot_f16_multi,
+                            dot_bf16_multi, quantize_row_q8_0, axpy_f32,       axpy_f16,
+                            axpy_bf16,     axpy_q8_0,      axpy_q4_0};
   return k;
 }
 

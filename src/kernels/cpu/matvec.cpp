@@ -52,6 +52,38 @@ void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& 
   for (int64_t r = begin; r < end; ++r) y[r] = dot_row(k, w, r, x);
 }
 
+namespace {
+
+// y[b * stride + r] for rows [begin, end) of a float-type matrix and every input b.
+void dot_rows_multi(const CpuKernels& k, const MatrixView& w, int64_t begin, int64_t end,
+                    std::span<const PreparedInput> x, float* y, int64_t stride) {
+  constexpr int kMax = 64;
+  const int n = static_cast<int>(x.size());
+  if (n > kMax) fail("at most {} inputs per batched product", kMax);
+  const float* xs[kMax];
+  float out[kMax];
+  for (int b = 0; b < n; ++b) xs[b] = x[static_cast<size_t>(b)].f32();
+  for (int64_t r = begin; r < end; ++r) {
+    const uint8_t* p = w.row(r);
+    switch (w.type) {
+      case DType::F32:
+        k.dot_f32_multi(reinterpret_cast<const float*>(p), xs, n, w.cols, out);
+        break;
+      case DType::F16:
+        k.dot_f16_multi(reinterpret_cast<const uint16_t*>(p), xs, n, w.cols, out);
+        break;
+      case DType::BF16:
+        k.dot_bf16_multi(reinterpret_cast<const uint16_t*>(p), xs, n, w.cols, out);
+        break;
+      default:
+        fail("no batched kernel for {} weights", dtype_name(w.type));
+    }
+    for (int b = 0; b < n; ++b) y[b * stride + r] = out[b];
+  }
+}
+
+}  // namespace
+
 void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
                   std::span<const PreparedInput> x, ThreadPool& pool) {
   int64_t total = 0;
@@ -72,6 +104,9 @@ void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
       if (lo < hi && amx && needs_q8_input(j.w->type)) {
         amx_matmat_rows(*j.w, lo - offset, hi - offset, q8, j.y, j.y_stride);
+      } else if (lo < hi && batch > 1 && !needs_q8_input(j.w->type)) {
+        // Float weights: each row's chunks converted once for the whole batch.
+        dot_rows_multi(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);
       } else {
         for (int64_t r = lo; r < hi; ++r)
           for (int64_t b = 0; b < batch; ++b)

@@ -16,6 +16,9 @@ struct Q8Activation {
   const BlockQ8_0* blocks;
   const float* scale;       // f32 value of blocks[b].d
   const float* scaled_sum;  // scale[b] * sum(blocks[b].qs): for Q4_0's offset of 8
+  // 8 per block: scaled_sum[b] four times, then 16 * scaled_sum[b] four times: the VNNI Q4_0
+  // kernel's per-lane offsets (its upper lanes hold high nibbles unshifted, i.e. times 16).
+  const float* q4_lane_offsets;
 };
 
 struct CpuKernels {

@@ -27,7 +27,7 @@ class PreparedInput {
   const float* x_ = nullptr;
   int64_t n_ = 0;
   std::vector<BlockQ8_0> q8_;
-  std::vector<float> q8_scale_, q8_scaled_sum_;
+  std::vector<float> q8_scale_, q8_scaled_sum_, q4_lane_offsets_;
   Q8Activation q8_view_{};
 };
 

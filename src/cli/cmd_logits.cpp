@@ -31,7 +31,7 @@ Command add_logits_command(CLI::App& app) {
   return {cmd, [o] {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
-            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model);
+            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()));
             ThreadPool pool(o->threads);
             Session session(*model, static_cast<int64_t>(o->tokens.size()), pool,
                             session_options);

@@ -14,10 +14,36 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_flag("--check-predictor", f.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");
+  cmd->add_option("--ram-budget", f.ram_budget,
+                  "Hard cap on the memory strata keeps (e.g. 16G): weights, KV cache, buffers "
+                  "and, for bundled models, the neuron caches");
+  cmd->add_option("--window", f.window,
+                  "Bundled models: tokens a neuron stays cached after its last use")
+      ->check(CLI::Range(1, 1 << 20));
 }
 
-SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model) {
+uint64_t parse_bytes(const std::string& text, const char* flag) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (...) {
+    fail("{} '{}' is not a size (e.g. 16G, 1500M, 123456)", flag, text);
+  }
+  std::string unit = text.substr(used);
+  for (auto& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  double mult = 1;
+  if (unit == "K" || unit == "KB" || unit == "KIB") mult = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB") mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB") mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty()) fail("{} '{}' has an unknown unit (K, M, G)", flag, text);
+  if (!(value > 0) || value * mult > 1e18) fail("{} '{}' is out of range", flag, text);
+  return static_cast<uint64_t>(value * mult);
+}
+
+SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx) {
   SessionOptions o;
+  o.window = f.window;
   if (f.mode == "auto")
     o.ffn = model.weights.has_predictors ? FfnMode::Predict : FfnMode::Dense;
   else if (f.mode == "predict")
@@ -37,7 +63,54 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model) {
   if (o.ffn == FfnMode::GateFirst && model.config.ffn == FfnActivation::SwiGLU)
     fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is swiglu",
          model.file->path());
-  if (o.ffn != FfnMode::Dense && !model.weights.has_down_t) {
+  const ModelConfig& c = model.config;
+  const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) *
+                      sizeof(float);
+  // Scratch: per-token buffers for a batch of 32, scores, sparse buffers: a generous bound.
+  const uint64_t scratch =
+      static_cast<uint64_t>(Session::kMaxBatch) *
+          static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) * sizeof(float) +
+      (16ull << 20);
+  if (model.weights.bundled) {
+    const BundleLayout& bl = model.weights.bundle;
+    const uint64_t on_flash = bl.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
+    const uint64_t resident = model.file->file_size() - on_flash;
+    if (!f.ram_budget.empty()) {
+      const uint64_t budget = parse_bytes(f.ram_budget, "--ram-budget");
+      const int64_t minimum_slots = std::max<int64_t>(64, c.n_ff / 8);
+      const uint64_t minimum = resident + kv + scratch +
+                               static_cast<uint64_t>(minimum_slots * c.n_layer) * bl.bundle_bytes;
+      if (budget < minimum)
+        fail(
+            "--ram-budget {:.2f} GiB is below the minimum {:.2f} GiB for '{}' (attention, "
+            "embeddings and predictors {:.2f}, KV cache {:.2f}, buffers {:.2f}, and {} neurons "
+            "per layer {:.2f})",
+            budget / 1073741824.0, minimum / 1073741824.0, model.file->path(),
+            resident / 1073741824.0, kv / 1073741824.0, scratch / 1073741824.0, minimum_slots,
+            (minimum - resident - kv - scratch) / 1073741824.0);
+      o.cache_neurons = std::min<int64_t>(
+          c.n_ff, static_cast<int64_t>((budget - resident - kv - scratch) /
+                                       (static_cast<uint64_t>(c.n_layer) * bl.bundle_bytes)));
+    }
+    const int64_t slots = o.cache_neurons > 0 ? o.cache_neurons : c.n_ff;
+    fmt::print(stderr,
+               "memory plan: resident {:.2f} GiB (attention, embeddings, predictors), KV cache "
+               "{:.2f} GiB, neuron cache {} of {} neurons per layer ({:.2f} GiB, window {}), FFN "
+               "on flash {:.2f} GiB\n",
+               resident / 1073741824.0, kv / 1073741824.0, slots, c.n_ff,
+               static_cast<double>(slots * c.n_layer) * bl.bundle_bytes / 1073741824.0, f.window,
+               on_flash / 1073741824.0);
+  } else if (!f.ram_budget.empty()) {
+    const uint64_t budget = parse_bytes(f.ram_budget, "--ram-budget");
+    const uint64_t need = model.file->file_size() + kv + scratch;
+    if (need > budget)
+      fail(
+          "'{}' needs {:.2f} GiB in RAM (weights {:.2f}, KV cache {:.2f}, buffers {:.2f}), over "
+          "--ram-budget {:.2f} GiB; `strata bundle` it to keep the FFN on flash",
+          model.file->path(), need / 1073741824.0, model.file->file_size() / 1073741824.0,
+          kv / 1073741824.0, scratch / 1073741824.0, budget / 1073741824.0);
+  }
+  if (o.ffn != FfnMode::Dense && !model.weights.has_down_t && !model.weights.bundled) {
     const uint64_t bytes = model.ensure_down_t();
     fmt::print(stderr,
                "note: '{}' has no ffn_down_t; transposed ffn_down at load ({:.1f} MiB more "
@@ -89,6 +162,22 @@ uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
   return total;
 }
 
+namespace {
+nlohmann::json flash_json(const Session& session) {
+  const NeuronCacheStats s = session.flash_stats();
+  const double tokens = static_cast<double>(std::max<uint64_t>(1, session.tokens_evaluated()));
+  const double requests = static_cast<double>(s.hits + s.misses);
+  return {{"bytes_read_per_token", s.bytes_read / tokens},
+          {"reads_per_token", s.reads / tokens},
+          {"cache_hit_rate", requests > 0 ? s.hits / requests : 0.0},
+          {"io_wait_s", s.read_seconds},
+          {"bytes_read", s.bytes_read},
+          {"evictions", s.evictions},
+          {"cache_slots_per_layer",
+           session.neuron_caches().empty() ? 0 : session.neuron_caches()[0]->capacity()}};
+}
+}  // namespace
+
 nlohmann::json ffn_report_json(const Model& model, const Session& session) {
   const double total = static_cast<double>(session.ffn_activations_per_layer());
   nlohmann::json layers = nlohmann::json::array();
@@ -107,7 +196,10 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
     layers.push_back(l);
   }
   const ForwardTimes& t = session.times();
+  nlohmann::json flash = nullptr;
+  if (!session.neuron_caches().empty()) flash = flash_json(session);
   return {{"ffn_mode", ffn_mode_name(session.options().ffn)},
+          {"flash", flash},
           {"layers", layers},
           {"time_s",
            {{"attention", t.attention},
@@ -136,6 +228,15 @@ void print_ffn_report(const Model& model, const Session& session, std::FILE* out
   auto pct = [&](const char* k) { return sum > 0 ? 100 * t[k].get<double>() / sum : 0.0; };
   fmt::print(out, "time: attention {:.1f}%, predictor {:.1f}%, FFN {:.1f}%, output {:.1f}% of {:.3f} s\n",
              pct("attention"), pct("predictor"), pct("ffn"), pct("output"), sum);
+  if (!j["flash"].is_null()) {
+    const auto& fl = j["flash"];
+    fmt::print(out,
+               "flash: {:.2f} MiB read per token in {:.1f} reads, cache hit rate {:.3f}, I/O wait "
+               "{:.3f} s, {} slots per layer\n",
+               fl["bytes_read_per_token"].get<double>() / 1048576.0,
+               fl["reads_per_token"].get<double>(), fl["cache_hit_rate"].get<double>(),
+               fl["io_wait_s"].get<double>(), fl["cache_slots_per_layer"].get<int64_t>());
+  }
 }
 
 }  // namespace strata

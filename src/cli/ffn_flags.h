@@ -15,13 +15,21 @@ namespace strata {
 struct FfnFlags {
   std::string mode = "auto";  // auto: predict when the model has predictors, else dense
   bool check_predictor = false;
+  std::string ram_budget;  // bytes, with an optional K/M/G suffix (powers of 1024); empty: none
+  int window = 5;          // flash tier: tokens a neuron stays cached after its last use
 };
+
+// "16G", "1500M", "123456": bytes. Fails on anything else.
+uint64_t parse_bytes(const std::string& text, const char* flag);
 
 void add_ffn_flags(CLI::App* cmd, FfnFlags& flags);
 
 // Resolves "auto" and prepares the model for the chosen mode (ffn_down_t built at load time
 // when the file lacks it, with a notice on stderr).
-SessionOptions resolve_ffn_flags(const FfnFlags& flags, Model& model);
+// With --ram-budget, plans memory: for a bundled model, the neuron cache per layer is what the
+// budget leaves after the resident weights, the KV cache for n_ctx and scratch; otherwise the
+// whole model must fit. Prints the plan; fails clearly when even the minimum does not fit.
+SessionOptions resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx);
 
 // Weight bytes one decode step reads in this session's mode, from its measured densities:
 // attention, output and embedding row, the predictors, and per layer the gate/up/down rows of

@@ -7,7 +7,11 @@ namespace strata {
 
 std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokenizer, LoadMode mode) {
   auto m = std::make_unique<Model>();
-  m->file = GgufFile::open(path, mode);
+  m->file = GgufFile::open(path, LoadMode::Map);
+  // A bundled file stays mapped: its FFN bundles are read on demand (flash tier), never
+  // loaded whole; everything else pages in as used.
+  if (mode == LoadMode::Read && m->file->find(kBundleBytesKey) == nullptr)
+    m->file = GgufFile::open(path, mode);
   m->config = ModelConfig::from_gguf(*m->file);
   m->weights = load_weights(*m->file, m->config);
   // "none" / "no_vocab" (llama.cpp's names) mark a file without a vocabulary, such as

@@ -83,6 +83,7 @@ uint64_t ModelWeights::bytes_read_per_token() const {
     total += l.attn_q.bytes() + l.attn_k.bytes() + l.attn_v.bytes() + l.attn_output.bytes();
     total += l.ffn_gate.bytes() + l.ffn_up.bytes();
     total += l.ffn_down.data != nullptr ? l.ffn_down.bytes() : l.ffn_down_t.bytes();
+    if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
   }
   return total;
 }
@@ -104,6 +105,17 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
   }
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
   const std::vector<float> thresholds = predictor_thresholds(f, c.n_layer);
+  if (const GgufValue* bytes = f.find(kBundleBytesKey)) {
+    const int64_t type_id = f.get_int(kBundleTypeKey);
+    const auto info = dtype_info(static_cast<uint32_t>(type_id));
+    if (!info || !info->computable)
+      fail("'{}': {} is not a computable tensor type", f.path(), kBundleTypeKey);
+    w.bundled = true;
+    w.bundle = BundleLayout::make(info->type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
+    if (static_cast<uint64_t>(bytes->as_int(kBundleBytesKey)) != w.bundle.bundle_bytes)
+      fail("'{}': {} is {}, expected {} for this shape and type", f.path(), kBundleBytesKey,
+           bytes->as_int(kBundleBytesKey), w.bundle.bundle_bytes);
+  }
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights l;
@@ -113,6 +125,20 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     l.attn_v = matrix(f, p + "attn_v.weight", c.n_embd, kv_dim);
     l.attn_output = matrix(f, p + "attn_output.weight", q_dim, c.n_embd);
     l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
+    if (w.bundled) {
+      const std::string name = p + "ffn_bundles";
+      const GgufTensorInfo* t = f.find_tensor(name);
+      if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
+      if (t->type != DType::I8 || t->dims.size() != 2 ||
+          t->dims[0] != static_cast<int64_t>(w.bundle.bundle_bytes) || t->dims[1] != c.n_ff)
+        fail("tensor '{}' has shape {}, expected [{}, {}] of I8", name, dims_text(t->dims),
+             w.bundle.bundle_bytes, c.n_ff);
+      l.bundles_offset = f.data_offset() + t->offset;
+      l.predictor = load_predictor(f, p, c);
+      if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
+      w.layers.push_back(std::move(l));
+      continue;
+    }
     if (ffn_has_gate(c.ffn)) l.ffn_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
     l.ffn_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
     const bool has_down_t = f.find_tensor(p + "ffn_down_t.weight") != nullptr;
@@ -126,7 +152,8 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
   auto all = [&](auto has) {
     return std::all_of(w.layers.begin(), w.layers.end(), has);
   };
-  w.has_down_t = all([](const LayerWeights& l) { return l.ffn_down_t.data != nullptr; });
+  w.has_down_t = !w.bundled &&
+                 all([](const LayerWeights& l) { return l.ffn_down_t.data != nullptr; });
   w.has_predictors = all([](const LayerWeights& l) { return l.predictor.present(); });
   if (!w.has_predictors && std::any_of(w.layers.begin(), w.layers.end(), [](const LayerWeights& l) {
         return l.predictor.present();

@@ -9,6 +9,7 @@
 #include "format/gguf.h"
 #include "model/config.h"
 #include "tensor/matrix.h"
+#include "tiers/bundle_layout.h"
 
 namespace strata {
 
@@ -32,6 +33,9 @@ struct LayerWeights {
   // has either or both; PowerInfer files have only ffn_down_t.
   MatrixView ffn_down, ffn_down_t;
   LayerPredictor predictor;
+  // Bundled files (strata bundle): gate/up/down are absent; the layer's bundles start at this
+  // absolute file offset and are read on demand by the flash tier.
+  uint64_t bundles_offset = 0;
 };
 
 struct ModelWeights {
@@ -42,6 +46,8 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   bool has_predictors = false;  // every layer has one
   bool has_down_t = false;      // every layer has ffn_down_t
+  bool bundled = false;         // the FFN lives in neuron bundles (flash tier)
+  BundleLayout bundle;
 
   // Bytes of weights a decode step reads: every layer matrix, the output matrix, one
   // embedding row. The basis of the bandwidth-limit figure in `strata bench`.

@@ -55,7 +55,12 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
         model.file->path());
   if (options.ffn == FfnMode::GateFirst && c_.ffn == FfnActivation::SwiGLU)
     fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); this model is swiglu");
-  if (options.ffn != FfnMode::Dense && !mw.has_down_t)
+  if (mw.bundled && (options.ffn != FfnMode::Predict || !mw.has_predictors))
+    fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
+         model.file->path());
+  if (mw.bundled && options.check_predictor)
+    fail("--check-predictor needs the dense FFN, which a bundled model keeps on flash");
+  if (options.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
     fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
   if (options.check_predictor && options.ffn != FfnMode::Predict)
     fail("--check-predictor only applies to --ffn predict");
@@ -92,12 +97,35 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
     up_c_.resize(B * c_.n_ff);
     h_c_.resize(B * c_.n_ff);
   }
+  if (mw.bundled) {
+    if (options.source != nullptr) {
+      source_ = options.source;
+    } else {
+      own_source_ = std::make_unique<FileBundleSource>(model.file->path());
+      source_ = own_source_.get();
+    }
+    const int64_t slots = options.cache_neurons > 0 ? std::min(options.cache_neurons, c_.n_ff)
+                                                    : c_.n_ff;
+    for (int64_t l = 0; l < c_.n_layer; ++l)
+      caches_.push_back(std::make_unique<NeuronCache>(mw.bundle, slots, options.window));
+    slots_.resize(c_.n_ff);
+  }
   if (options.ffn == FfnMode::Predict) {
     int64_t max_rank = 0;
     for (const auto& l : mw.layers) max_rank = std::max(max_rank, l.predictor.rank());
     pred_hidden_.resize(B * max_rank);
     pred_scores_.resize(B * c_.n_ff);
   }
+}
+
+NeuronCacheStats Session::flash_stats() const {
+  NeuronCacheStats t;
+  for (const auto& c : caches_) {
+    const NeuronCacheStats& s = c->stats();
+    t.hits += s.hits, t.misses += s.misses, t.bytes_read += s.bytes_read, t.reads += s.reads;
+    t.read_seconds += s.read_seconds, t.evictions += s.evictions;
+  }
+  return t;
 }
 
 void Session::set_ffn_observer(FfnObserver observer) {
@@ -132,6 +160,7 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_l
   if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_)
     fail("context is full ({} tokens); use a larger -c", n_ctx_);
   const int64_t n = static_cast<int64_t>(tokens.size());
+  tokens_evaluated_ += static_cast<uint64_t>(n);
   logits_.resize(static_cast<size_t>((all_logits ? n : 1) * c_.n_vocab));
   for (int64_t start = 0; start < n; start += kMaxBatch) {
     const int64_t b = std::min(kMaxBatch, n - start);
@@ -183,6 +212,7 @@ void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_l
                std::span<const PreparedInput>(inputs_.data(), n - first), pool_);
   times_.output += t.seconds();
   n_past_ += n;
+  clock_ += n;
 }
 
 void Session::attention_block(int64_t l, int64_t n) {

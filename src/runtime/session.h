@@ -11,6 +11,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matvec.h"
 #include "model/model.h"
+#include "tiers/neuron_cache.h"
 
 namespace strata {
 
@@ -35,6 +36,11 @@ struct SessionOptions {
   FfnMode ffn = FfnMode::Dense;
   // Predict mode: also compute the true activations to measure the predictor's recall.
   bool check_predictor = false;
+  // Bundled models (flash tier): neuron slots per layer's RAM cache (0: every neuron), the
+  // window in tokens, and where bundles are read from (null: the model file, direct I/O).
+  int64_t cache_neurons = 0;
+  int window = 5;
+  BundleSource* source = nullptr;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.
@@ -80,6 +86,10 @@ class Session {
   uint64_t ffn_activations_per_layer() const { return ffn_activations_; }
   const std::vector<FfnLayerStats>& ffn_stats() const { return ffn_stats_; }
   const SessionOptions& options() const { return options_; }
+  // Flash tier: the per-layer caches (empty unless the model is bundled).
+  const std::vector<std::unique_ptr<NeuronCache>>& neuron_caches() const { return caches_; }
+  NeuronCacheStats flash_stats() const;  // summed over layers
+  uint64_t tokens_evaluated() const { return tokens_evaluated_; }
   void set_ffn_observer(FfnObserver observer);
   uint64_t kv_cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
 
@@ -121,6 +131,13 @@ class Session {
   std::vector<uint8_t> mask_, need_;
   std::vector<int32_t> ids_;
   std::vector<float> gate_c_, up_c_, h_c_, pred_hidden_, pred_scores_;
+  // Flash tier.
+  std::unique_ptr<FileBundleSource> own_source_;
+  BundleSource* source_ = nullptr;
+  std::vector<std::unique_ptr<NeuronCache>> caches_;
+  std::vector<int32_t> slots_;
+  int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
+  uint64_t tokens_evaluated_ = 0;
 };
 
 }  // namespace strata

@@ -58,8 +58,12 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
   for (int64_t b = 0; b < n; ++b)
     rms_norm(x_.data() + b * c_.n_embd, w.ffn_norm.data(), xn_.data() + b * c_.n_embd, c_.n_embd,
              c_.rms_eps);
+  // Bundled models keep gate/up on flash: their type is the bundles'.
+  const bool bundled = model_.weights.bundled;
+  const DType up_type = bundled ? model_.weights.bundle.type : w.ffn_up.type;
+  const DType gate_type = bundled ? model_.weights.bundle.type : w.ffn_gate.type;
   prepare_inputs(xn_.data(), c_.n_embd, n,
-                 needs_q8_input(w.ffn_up.type) || (gated && needs_q8_input(w.ffn_gate.type)));
+                 needs_q8_input(up_type) || (gated && needs_q8_input(gate_type)));
   const std::span<const PreparedInput> in(inputs_.data(), n);
 
   if (!predict) {
@@ -85,12 +89,33 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
       computed += need_[b * ff + k];
     }
 
+  // The rows to compute with: the model's matrices and neuron ids, or, for a bundled model,
+  // the layer's neuron cache (rows = slots, stride = bundle size) after fetching from flash.
+  const MatrixView* gate_w = &w.ffn_gate;
+  const MatrixView* up_w = &w.ffn_up;
+  const MatrixView* down_w = &w.ffn_down_t;
+  std::span<const int32_t> rows = ids;
+  MatrixView cache_gate, cache_up, cache_down;
+  if (!caches_.empty()) {
+    NeuronCache& cache = *caches_[static_cast<size_t>(l)];
+    const BundleLayout& bl = model_.weights.bundle;
+    cache.fetch(ids, slots_.data(), *source_, w.bundles_offset, clock_ + n - 1, pool_);
+    auto view = [&](uint64_t offset) {
+      return MatrixView{bl.type, cache.data() + offset, c_.n_embd, cache.capacity(),
+                        bl.bundle_bytes};
+    };
+    cache_gate = view(bl.gate_offset()), cache_up = view(bl.up_offset());
+    cache_down = view(bl.down_offset());
+    gate_w = &cache_gate, up_w = &cache_up, down_w = &cache_down;
+    rows = std::span<const int32_t>(slots_.data(), static_cast<size_t>(n_ids));
+  }
+
   if (predict) {
-    const GatherJob jobs[2] = {{&w.ffn_up, up_c_.data(), ff}, {&w.ffn_gate, gate_c_.data(), ff}};
-    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), ids, in, pool_, need_.data(), ff);
+    const GatherJob jobs[2] = {{up_w, up_c_.data(), ff}, {gate_w, gate_c_.data(), ff}};
+    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_, need_.data(), ff);
   } else if (gated) {
-    const GatherJob job{&w.ffn_up, up_c_.data(), ff};
-    gather_matmat(kernels_, std::span(&job, 1), ids, in, pool_, need_.data(), ff);
+    const GatherJob job{up_w, up_c_.data(), ff};
+    gather_matmat(kernels_, std::span(&job, 1), rows, in, pool_, need_.data(), ff);
     for (int64_t b = 0; b < n; ++b)
       for (int64_t k = 0; k < n_ids; ++k) gate_c_[b * ff + k] = gate_[b * ff + ids_[k]];
   } else {
@@ -113,7 +138,7 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
   if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * ff);
   if (options_.check_predictor) check_prediction(l, n);
 
-  axpy_rows(kernels_, w.ffn_down_t, ids, h_c_.data(), ff, n, proj_.data(), c_.n_embd, pool_);
+  axpy_rows(kernels_, *down_w, rows, h_c_.data(), ff, n, proj_.data(), c_.n_embd, pool_);
 }
 
 }  // namespace strata

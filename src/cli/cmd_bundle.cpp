@@ -1,0 +1,38 @@
+// strata bundle: write a model with its FFN as neuron bundles, for running from flash.
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "cli/progress.h"
+#include "core/error.h"
+#include "offline/bundle.h"
+
+namespace strata {
+
+Command add_bundle_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "bundle", "Store each FFN neuron's gate, up and down weights together, for the flash tier");
+  struct Options {
+    std::string model, out;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("-m,--model", o->model, "GGUF model with predictors")->required();
+  cmd->add_option("-o,--output", o->out, "Bundled GGUF file to write")->required();
+  return {cmd, [o] {
+            const auto model = Model::load(o->model, false, LoadMode::Map);
+            if (!model->weights.has_predictors)
+              fail("'{}' has no predictors; the flash tier reads only predicted neurons (run "
+                   "strata train-predictors first)",
+                   o->model);
+            ProgressBar bar("bundle");
+            write_bundled_model(*model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
+            bar.finish();
+            const auto out = Model::load(o->out, false, LoadMode::Map);
+            const BundleLayout& b = out->weights.bundle;
+            fmt::print("wrote {}: {} layers x {} neurons, {} bytes per bundle ({} of weights)\n",
+                       o->out, out->config.n_layer, out->config.n_ff, b.bundle_bytes,
+                       b.payload_bytes());
+            return 0;
+          }};
+}
+
+}  // namespace strata

@@ -1,0 +1,136 @@
+#include "tiers/neuron_cache.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace strata {
+
+NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int window)
+    : layout_(layout), capacity_(capacity), window_(window) {
+  if (capacity <= 0) fail("a neuron cache needs at least one slot");
+  if (window <= 0) fail("the neuron cache window must be at least one token");
+  const uint64_t bytes = static_cast<uint64_t>(capacity) * layout.bundle_bytes;
+  buffer_ = static_cast<uint8_t*>(std::aligned_alloc(kBundleAlign, bytes));
+  if (buffer_ == nullptr) fail("cannot allocate a neuron cache of {} bytes", bytes);
+  slot_of_.assign(static_cast<size_t>(layout.n_ff), -1);
+  neuron_of_.assign(static_cast<size_t>(capacity), -1);
+  last_used_.assign(static_cast<size_t>(capacity), -1);
+}
+
+NeuronCache::~NeuronCache() {
+  std::free(buffer_);
+}
+
+void NeuronCache::remove_slot(int32_t slot) {
+  // Move the last live bundle into the hole: live bundles stay packed at the front.
+  const int32_t last = static_cast<int32_t>(live_ - 1);
+  slot_of_[static_cast<size_t>(neuron_of_[slot])] = -1;
+  if (slot != last) {
+    std::memcpy(buffer_ + static_cast<uint64_t>(slot) * layout_.bundle_bytes,
+                buffer_ + static_cast<uint64_t>(last) * layout_.bundle_bytes,
+                layout_.bundle_bytes);
+    neuron_of_[slot] = neuron_of_[last];
+    last_used_[slot] = last_used_[last];
+    slot_of_[static_cast<size_t>(neuron_of_[slot])] = slot;
+  }
+  neuron_of_[last] = -1;
+  last_used_[last] = -1;
+  --live_;
+  ++stats_.evictions;
+}
+
+void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
+                        uint64_t base_offset, int64_t token, ThreadPool& pool) {
+  // Windowing: neurons not used in the last `window` tokens leave.
+  if (token > expired_through_) {
+    for (int32_t s = static_cast<int32_t>(live_) - 1; s >= 0; --s)
+      if (last_used_[s] <= token - window_) remove_slot(s);
+    expired_through_ = token;
+  }
+  std::vector<int32_t> missing;
+  for (int32_t n : neurons) {
+    const int32_t s = slot_of_[static_cast<size_t>(n)];
+    if (s >= 0) {
+      last_used_[s] = token;
+      ++stats_.hits;
+    } else {
+      missing.push_back(n);
+    }
+  }
+  stats_.misses += missing.size();
+  const int64_t need = live_ + static_cast<int64_t>(missing.size());
+  if (need > capacity_) {
+    // Full: the least recently used neurons not needed by this token make room.
+    std::vector<int32_t> victims;
+    for (int32_t s = 0; s < live_; ++s)
+      if (last_used_[s] < token) victims.push_back(s);
+    const int64_t excess = need - capacity_;
+    if (static_cast<int64_t>(victims.size()) < excess)
+      fail(
+          "this token needs {} neurons of a layer but the RAM budget leaves room for {}; raise "
+          "--ram-budget",
+          neurons.size(), capacity_);
+    std::partial_sort(victims.begin(), victims.begin() + excess, victims.end(),
+                      [&](int32_t a, int32_t b) { return last_used_[a] < last_used_[b]; });
+    victims.resize(static_cast<size_t>(excess));
+    // Remove from the highest slot down so the moves never touch a victim still to remove.
+    std::sort(victims.begin(), victims.end(), std::greater<>());
+    for (int32_t s : victims) remove_slot(s);
+  }
+  // New neurons take consecutive slots; runs of consecutive neuron ids are one read each.
+  struct Run {
+    int32_t first_neuron, first_slot, count;
+  };
+  std::vector<Run> runs;
+  for (int32_t n : missing) {
+    const int32_t s = static_cast<int32_t>(live_++);
+    slot_of_[static_cast<size_t>(n)] = s;
+    neuron_of_[s] = n;
+    last_used_[s] = token;
+    if (!runs.empty() && runs.back().first_neuron + runs.back().count == n)
+      ++runs.back().count;
+    else
+      runs.push_back({n, s, 1});
+  }
+  if (!runs.empty()) {
+    Timer t;
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    pool.parallel_for(static_cast<int64_t>(runs.size()), [&](int64_t r0, int64_t r1, int) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const Run& run = runs[static_cast<size_t>(r)];
+        try {
+          source.read(buffer_ + static_cast<uint64_t>(run.first_slot) * layout_.bundle_bytes,
+                      static_cast<uint64_t>(run.count) * layout_.bundle_bytes,
+                      base_offset + static_cast<uint64_t>(run.first_neuron) * layout_.bundle_bytes);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      }
+    });
+    stats_.read_seconds += t.seconds();
+    stats_.reads += runs.size();
+    stats_.bytes_read += missing.size() * layout_.bundle_bytes;
+    if (error) {
+      // The slots just assigned hold nothing valid: forget them before reporting.
+      for (int32_t n : missing) {
+        const int32_t s = slot_of_[static_cast<size_t>(n)];
+        slot_of_[static_cast<size_t>(n)] = -1;
+        neuron_of_[s] = -1;
+        last_used_[s] = -1;
+      }
+      live_ -= static_cast<int64_t>(missing.size());
+      std::rethrow_exception(error);
+    }
+  }
+  for (size_t k = 0; k < neurons.size(); ++k) slots[k] = slot_of_[static_cast<size_t>(neurons[k])];
+}
+
+}  // namespace strata

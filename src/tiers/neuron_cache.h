@@ -1,0 +1,62 @@
+// One layer's RAM cache of neuron bundles with windowing (LLM in a Flash): neurons used in the
+// last `window` tokens stay; a missing neuron is read from flash into the next free slot;
+// expired ones are deleted by moving the last live bundle into the hole, so the live bundles
+// stay packed at the front of one preallocated buffer. The sparse operators run straight from
+// the buffer: it is a matrix whose rows are slots (row stride = bundle size), and the slot list
+// replaces the neuron list.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "tiers/bundle_layout.h"
+#include "tiers/bundle_source.h"
+
+namespace strata {
+
+struct NeuronCacheStats {
+  uint64_t hits = 0, misses = 0;  // neuron requests
+  uint64_t bytes_read = 0, reads = 0;
+  double read_seconds = 0;  // wall time spent waiting for reads
+  uint64_t evictions = 0;
+};
+
+class NeuronCache {
+ public:
+  NeuronCache(const BundleLayout& layout, int64_t capacity, int window);
+  ~NeuronCache();
+  NeuronCache(const NeuronCache&) = delete;
+  NeuronCache& operator=(const NeuronCache&) = delete;
+
+  // Makes `neurons` (sorted, distinct) resident for token number `token`, reading the missing
+  // ones from `source` (the layer's bundles start at `base_offset`); slots[k] receives the slot
+  // of neurons[k]. Reads run on the pool's threads, adjacent neurons merged into one read.
+  void fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
+             uint64_t base_offset, int64_t token, ThreadPool& pool);
+
+  const uint8_t* data() const { return buffer_; }
+  int64_t capacity() const { return capacity_; }
+  int64_t live() const { return live_; }
+  const NeuronCacheStats& stats() const { return stats_; }
+  uint64_t bytes() const { return static_cast<uint64_t>(capacity_) * layout_.bundle_bytes; }
+  // Slot of a neuron, or -1 (for tests).
+  int32_t slot_of(int32_t neuron) const { return slot_of_[static_cast<size_t>(neuron)]; }
+
+ private:
+  void remove_slot(int32_t slot);
+
+  BundleLayout layout_;
+  int64_t capacity_;
+  int window_;
+  uint8_t* buffer_ = nullptr;
+  std::vector<int32_t> slot_of_;    // per neuron, -1 when absent
+  std::vector<int32_t> neuron_of_;  // per slot
+  std::vector<int64_t> last_used_;  // per slot: the last token that used it
+  int64_t live_ = 0;
+  int64_t expired_through_ = -1;  // tokens up to this have had their expiries applied
+  NeuronCacheStats stats_;
+};
+
+}  // namespace strata

@@ -1,0 +1,183 @@
+// The flash tier: bundled models give exactly the logits of the same model in RAM (any cache
+// size, with evictions), the neuron cache keeps its bookkeeping and contents right, and read
+// failures are clear errors.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+#include "offline/bundle.h"
+#include "runtime/session.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::temp_file;
+
+const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33, 12, 77, 201};
+
+std::string sparse_model(DType type, FfnActivation ffn) {
+  const std::string path = temp_file(std::string("flash_") + dtype_name(type) + "_" +
+                                     ffn_activation_name(ffn) + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.ffn = ffn;
+  s.shape.n_ff = 256;
+  s.shape.n_layer = 3;
+  s.density = 0.2;
+  s.predictor_rank = 32;
+  s.seed = 9;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+std::string bundled(const std::string& path) {
+  const auto m = Model::load(path, false, LoadMode::Map);
+  const std::string out = path + ".bundle";
+  write_bundled_model(*m, out);
+  return out;
+}
+
+std::vector<std::vector<float>> run(const Model& m, SessionOptions o, bool batched = false) {
+  ThreadPool pool(2);
+  Session s(m, 64, pool, o);
+  std::vector<std::vector<float>> out;
+  if (batched) {
+    auto all = s.eval(kTokens, true);
+    const size_t v = all.size() / kTokens.size();
+    for (size_t i = 0; i < kTokens.size(); ++i)
+      out.emplace_back(all.begin() + i * v, all.begin() + (i + 1) * v);
+    return out;
+  }
+  for (int32_t t : kTokens) {
+    auto l = s.eval(t);
+    out.emplace_back(l.begin(), l.end());
+  }
+  return out;
+}
+
+TEST(Flash, BundledModelGivesTheLogitsOfTheModelInRam) {
+  for (FfnActivation ffn : {FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU})
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0}) {
+      const std::string path = sparse_model(type, ffn);
+      const auto ram = Model::load(path, false);
+      const auto flash = Model::load(bundled(path), false);
+      ASSERT_TRUE(flash->weights.bundled);
+      const auto expected = run(*ram, {FfnMode::Predict});
+      // Every neuron cached, then caches so small that neurons are evicted every token.
+      for (int64_t slots : {int64_t{0}, int64_t{160}, int64_t{110}}) {
+        SessionOptions o{FfnMode::Predict};
+        o.cache_neurons = slots;
+        o.window = 2;
+        EXPECT_EQ(run(*flash, o), expected)
+            << ffn_activation_name(ffn) << " " << dtype_name(type) << " slots " << slots;
+      }
+      SessionOptions o{FfnMode::Predict};
+      EXPECT_EQ(run(*flash, o, true), run(*ram, {FfnMode::Predict}, true)) << "batched";
+    }
+}
+
+TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {
+  const std::string path = bundled(sparse_model(DType::F16, FfnActivation::ReGLU));
+  const auto m = Model::load(path, false);
+  const BundleLayout& bl = m->weights.bundle;
+  FileBundleSource source(path);
+  ThreadPool pool(2);
+  NeuronCache cache(bl, 40, 2);
+  const uint64_t base = m->weights.layers[1].bundles_offset;
+  // Reference bundles read plainly.
+  const auto file = GgufFile::open(path, LoadMode::Map);
+  auto expect_resident = [&](const std::vector<int32_t>& neurons, const std::vector<int32_t>& slots) {
+    for (size_t k = 0; k < neurons.size(); ++k) {
+      ASSERT_EQ(cache.slot_of(neurons[k]), slots[k]);
+      ASSERT_EQ(std::memcmp(cache.data() + slots[k] * bl.bundle_bytes,
+                            file->bytes() + base + neurons[k] * bl.bundle_bytes, bl.bundle_bytes),
+                0)
+          << "neuron " << neurons[k];
+    }
+  };
+  std::vector<int32_t> slots(64);
+  const std::vector<int32_t> a = {1, 2, 3, 10, 11, 50}, b = {2, 3, 4, 60}, c = {100, 101};
+  cache.fetch(a, slots.data(), source, base, 0, pool);
+  expect_resident(a, {slots.begin(), slots.begin() + a.size()});
+  EXPECT_EQ(cache.stats().misses, 6u);
+  EXPECT_EQ(cache.stats().reads, 3u);  // runs 1-3, 10-11, 50
+  cache.fetch(b, slots.data(), source, base, 1, pool);
+  expect_resident(b, {slots.begin(), slots.begin() + b.size()});
+  EXPECT_EQ(cache.stats().hits, 2u);
+  EXPECT_EQ(cache.live(), 8);
+  // Token 2 with window 2: neurons last used at token 0 only (1, 10, 11, 50) expire.
+  cache.fetch(c, slots.data(), source, base, 2, pool);
+  expect_resident(c, {slots.begin(), slots.begin() + c.size()});
+  EXPECT_EQ(cache.slot_of(1), -1);
+  EXPECT_EQ(cache.slot_of(50), -1);
+  EXPECT_NE(cache.slot_of(60), -1);
+  EXPECT_EQ(cache.live(), 6);
+  // A token needing more than the capacity is a clear error.
+  std::vector<int32_t> many;
+  for (int32_t i = 120; i < 170; ++i) many.push_back(i);
+  EXPECT_THROW(cache.fetch(many, slots.data(), source, base, 3, pool), Error);
+}
+
+// Fails every read after the first `good` ones, as an I/O error or a short read.
+class FaultySource final : public BundleSource {
+ public:
+  FaultySource(const std::string& path, int good, bool short_read)
+      : inner_(path), good_(good), short_(short_read) {}
+  void read(void* dst, uint64_t bytes, uint64_t offset) override {
+    if (good_-- <= 0) {
+      if (short_) fail("'{}' ended at offset {} while reading neurons", describe(), offset);
+      fail("reading neurons from '{}' at offset {} failed: Input/output error", describe(), offset);
+    }
+    inner_.read(dst, bytes, offset);
+  }
+  std::string describe() const override { return "faulty"; }
+
+ private:
+  FileBundleSource inner_;
+  int good_;
+  bool short_;
+};
+
+TEST(Flash, ReadFailuresAreClearErrorsAndNeverWrongOutput) {
+  const std::string path = bundled(sparse_model(DType::Q8_0, FfnActivation::ReGLU));
+  const auto m = Model::load(path, false);
+  for (bool short_read : {false, true}) {
+    FaultySource source(path, 5, short_read);
+    ThreadPool pool(2);
+    SessionOptions o{FfnMode::Predict};
+    o.source = &source;
+    Session s(*m, 64, pool, o);
+    try {
+      for (int32_t t : kTokens) s.eval(t);
+      FAIL() << "no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(short_read ? "ended" : "Input/output"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // The file truncated after loading: the real source reports it.
+  const std::string copy = temp_file("truncated.bundle");
+  std::filesystem::copy_file(path, copy, std::filesystem::copy_options::overwrite_existing);
+  const auto mc = Model::load(copy, false);
+  ThreadPool pool(1);
+  Session s(*mc, 64, pool, {FfnMode::Predict});
+  ASSERT_EQ(::truncate(copy.c_str(), static_cast<off_t>(mc->weights.layers[0].bundles_offset)), 0);
+  EXPECT_THROW(s.eval(kTokens), Error);
+}
+
+TEST(Flash, BundledModelsRefuseModesThatNeedTheDenseFfn) {
+  const auto m = Model::load(bundled(sparse_model(DType::F32, FfnActivation::ReGLU)), false);
+  ThreadPool pool(1);
+  EXPECT_THROW(Session(*m, 8, pool, {FfnMode::Dense}), Error);
+  EXPECT_THROW(Session(*m, 8, pool, {FfnMode::GateFirst}), Error);
+  EXPECT_THROW(Session(*m, 8, pool, {FfnMode::Predict, true}), Error);
+}
+
+}  // namespace
+}  // namespace strata

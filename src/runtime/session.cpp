@@ -108,6 +108,7 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
                                                     : c_.n_ff;
     for (int64_t l = 0; l < c_.n_layer; ++l)
       caches_.push_back(std::make_unique<NeuronCache>(mw.bundle, slots, options.window));
+    io_pool_ = std::make_unique<ThreadPool>(std::max(1, options.io_threads));
     slots_.resize(c_.n_ff);
   }
   if (options.ffn == FfnMode::Predict) {

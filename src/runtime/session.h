@@ -41,6 +41,8 @@ struct SessionOptions {
   int64_t cache_neurons = 0;
   int window = 5;
   BundleSource* source = nullptr;
+  // Threads that issue bundle reads (each blocks in pread): the number of reads in flight.
+  int io_threads = 16;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.
@@ -135,6 +137,7 @@ class Session {
   std::unique_ptr<FileBundleSource> own_source_;
   BundleSource* source_ = nullptr;
   std::vector<std::unique_ptr<NeuronCache>> caches_;
+  std::unique_ptr<ThreadPool> io_pool_;
   std::vector<int32_t> slots_;
   int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;

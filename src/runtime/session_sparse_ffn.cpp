@@ -99,7 +99,7 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
   if (!caches_.empty()) {
     NeuronCache& cache = *caches_[static_cast<size_t>(l)];
     const BundleLayout& bl = model_.weights.bundle;
-    cache.fetch(ids, slots_.data(), *source_, w.bundles_offset, clock_ + n - 1, pool_);
+    cache.fetch(ids, slots_.data(), *source_, w.bundles_offset, clock_ + n - 1, *io_pool_);
     auto view = [&](uint64_t offset) {
       return MatrixView{bl.type, cache.data() + offset, c_.n_embd, cache.capacity(),
                         bl.bundle_bytes};

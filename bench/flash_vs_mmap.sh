@@ -1,0 +1,44 @@
+#!/bin/sh
+# The flash tier against the naive baseline, under the same memory cap: a bundled model run with
+# --ram-budget, and the same model (not bundled) memory-mapped (--mmap), same predict mode and
+# predictors, each in a cgroup (v1 memory controller) whose limit is the budget, so the page
+# cache cannot hold more than the budget either. Before each run the files' cached pages are
+# dropped (posix_fadvise DONTNEED), so both start from the disk.
+# Usage (root): bench/flash_vs_mmap.sh BUNDLED.gguf PLAIN.gguf BUDGET TOKENS THREADS
+# (FLASH_ARGS adds flags to the flash run, e.g. "--window 10"; SKIP_MMAP=1 skips the baseline)
+# BUDGET in bytes or with K/M/G (powers of 1024). Prints decode tok/s, bytes read per token,
+# cache hit rate and the cgroup's peak memory for both.
+set -eu
+bundled=$1 plain=$2 budget=$3 tokens=$4 threads=$5
+strata=${STRATA:-build/bin/strata}
+py=/usr/bin/python3
+bytes=$($py -c 'import sys
+s=sys.argv[1].upper(); m={"K":1<<10,"M":1<<20,"G":1<<30}
+print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))' "$budget")
+cg=/sys/fs/cgroup/memory/strata_flash_bench
+[ -d /sys/fs/cgroup/memory ] || { echo "error: needs the cgroup v1 memory controller" >&2; exit 1; }
+mkdir -p "$cg"
+echo "$bytes" >"$cg/memory.limit_in_bytes"
+drop() { $py -c 'import os,sys
+fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$1"; }
+run() {  # run LABEL ARGS...
+  label=$1; shift
+  drop "$bundled"; drop "$plain"
+  echo 0 >"$cg/memory.max_usage_in_bytes" 2>/dev/null || true
+  sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' sh "$cg" "$strata" bench "$@" \
+    -p 0 -n "$tokens" -r 1 -t "$threads" --no-bandwidth --json >/tmp/flash_bench_$label.json
+  peak=$(cat "$cg/memory.max_usage_in_bytes")
+  $py - "$label" "$peak" "$bytes" /tmp/flash_bench_$label.json <<'PY'
+import json, sys
+label, peak, budget, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+r = json.load(open(path))
+fl = r.get("ffn_report", {}).get("flash") or {}
+print(f"{label:8s} decode {r['decode_tokens_per_s']:8.3f} tok/s  "
+      f"flash read {fl.get('bytes_read_per_token', 0) / 2**20:8.1f} MiB/token  "
+      f"hit rate {fl.get('cache_hit_rate', 0):.3f}  cgroup peak {peak / 2**30:.2f} GiB "
+      f"(budget {budget / 2**30:.2f} GiB)")
+PY
+}
+run flash -m "$bundled" --ram-budget "$bytes" ${FLASH_ARGS:-}
+[ -n "${SKIP_MMAP:-}" ] || run mmap -m "$plain" --mmap --ffn predict
+rmdir "$cg" 2>/dev/null || true

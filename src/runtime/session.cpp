@@ -110,6 +110,7 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
       caches_.push_back(std::make_unique<NeuronCache>(mw.bundle, slots, options.window));
     io_pool_ = std::make_unique<ThreadPool>(std::max(1, options.io_threads));
     slots_.resize(c_.n_ff);
+    pass_out_.resize(B * c_.n_embd);
   }
   if (options.ffn == FfnMode::Predict) {
     int64_t max_rank = 0;

@@ -105,6 +105,11 @@ class Session {
   void sparse_ffn(int64_t layer, int64_t n);
   void predict_neurons(int64_t layer, int64_t n);  // mask_ from the predictor
   void check_prediction(int64_t layer, int64_t n);  // ffn_stats_ truth counts
+  // h_c_ for compact entries [begin, end) of every token; returns the non-zero count.
+  uint64_t activate(int64_t n, int64_t begin, int64_t end);
+  // Flash tier: gate/up/down for `ids` from the layer's neuron cache into proj_.
+  uint64_t bundled_ffn(int64_t layer, int64_t n, std::span<const int32_t> ids,
+                       std::span<const PreparedInput> in);
   // Prepares rows [0, n) of `rows` (stride `dim`) as inputs for weights of these types.
   void prepare_inputs(const float* rows, int64_t dim, int64_t n, bool need_q8);
 
@@ -139,6 +144,7 @@ class Session {
   std::vector<std::unique_ptr<NeuronCache>> caches_;
   std::unique_ptr<ThreadPool> io_pool_;
   std::vector<int32_t> slots_;
+  std::vector<float> pass_out_;  // a later pass's down projection, added to proj_
   int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;
 };

@@ -89,47 +89,23 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
       computed += need_[b * ff + k];
     }
 
-  // The rows to compute with: the model's matrices and neuron ids, or, for a bundled model,
-  // the layer's neuron cache (rows = slots, stride = bundle size) after fetching from flash.
-  const MatrixView* gate_w = &w.ffn_gate;
-  const MatrixView* up_w = &w.ffn_up;
-  const MatrixView* down_w = &w.ffn_down_t;
-  std::span<const int32_t> rows = ids;
-  MatrixView cache_gate, cache_up, cache_down;
-  if (!caches_.empty()) {
-    NeuronCache& cache = *caches_[static_cast<size_t>(l)];
-    const BundleLayout& bl = model_.weights.bundle;
-    cache.fetch(ids, slots_.data(), *source_, w.bundles_offset, clock_ + n - 1, *io_pool_);
-    auto view = [&](uint64_t offset) {
-      return MatrixView{bl.type, cache.data() + offset, c_.n_embd, cache.capacity(),
-                        bl.bundle_bytes};
-    };
-    cache_gate = view(bl.gate_offset()), cache_up = view(bl.up_offset());
-    cache_down = view(bl.down_offset());
-    gate_w = &cache_gate, up_w = &cache_up, down_w = &cache_down;
-    rows = std::span<const int32_t>(slots_.data(), static_cast<size_t>(n_ids));
-  }
-
-  if (predict) {
-    const GatherJob jobs[2] = {{up_w, up_c_.data(), ff}, {gate_w, gate_c_.data(), ff}};
-    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_, need_.data(), ff);
-  } else if (gated) {
-    const GatherJob job{up_w, up_c_.data(), ff};
-    gather_matmat(kernels_, std::span(&job, 1), rows, in, pool_, need_.data(), ff);
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t k = 0; k < n_ids; ++k) gate_c_[b * ff + k] = gate_[b * ff + ids_[k]];
-  } else {
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t k = 0; k < n_ids; ++k) up_c_[b * ff + k] = up_[b * ff + ids_[k]];
-  }
   uint64_t nonzero = 0;
-  for (int64_t b = 0; b < n; ++b) {
-    float* h = h_c_.data() + b * ff;
-    ffn_activation(gate_c_.data() + b * ff, up_c_.data() + b * ff, h, n_ids);
-    for (int64_t k = 0; k < n_ids; ++k) {
-      if (need_[b * ff + k] == 0) h[k] = 0.0f;  // another token's neuron
-      nonzero += h[k] != 0.0f;
+  if (!caches_.empty()) {
+    nonzero = bundled_ffn(l, n, ids, in);
+  } else {
+    if (predict) {
+      const GatherJob jobs[2] = {{&w.ffn_up, up_c_.data(), ff}, {&w.ffn_gate, gate_c_.data(), ff}};
+      gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), ids, in, pool_, need_.data(), ff);
+    } else if (gated) {
+      const GatherJob job{&w.ffn_up, up_c_.data(), ff};
+      gather_matmat(kernels_, std::span(&job, 1), ids, in, pool_, need_.data(), ff);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t k = 0; k < n_ids; ++k) gate_c_[b * ff + k] = gate_[b * ff + ids_[k]];
+    } else {
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t k = 0; k < n_ids; ++k) up_c_[b * ff + k] = up_[b * ff + ids_[k]];
     }
+    nonzero = activate(n, 0, n_ids);
   }
   FfnLayerStats& st = ffn_stats_[l];
   st.computed += computed;
@@ -138,7 +114,61 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
   if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * ff);
   if (options_.check_predictor) check_prediction(l, n);
 
-  axpy_rows(kernels_, *down_w, rows, h_c_.data(), ff, n, proj_.data(), c_.n_embd, pool_);
+  if (caches_.empty())
+    axpy_rows(kernels_, w.ffn_down_t, ids, h_c_.data(), ff, n, proj_.data(), c_.n_embd, pool_);
+}
+
+uint64_t Session::activate(int64_t n, int64_t begin, int64_t end) {
+  const int64_t ff = c_.n_ff;
+  uint64_t nonzero = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    float* h = h_c_.data() + b * ff;
+    ffn_activation(gate_c_.data() + b * ff + begin, up_c_.data() + b * ff + begin, h + begin,
+                   end - begin);
+    for (int64_t k = begin; k < end; ++k) {
+      if (need_[b * ff + k] == 0) h[k] = 0.0f;  // another token's neuron
+      nonzero += h[k] != 0.0f;
+    }
+  }
+  return nonzero;
+}
+
+uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids,
+                              std::span<const PreparedInput> in) {
+  // The layer's neuron cache holds the rows (rows = slots, stride = bundle size). Neurons are
+  // fetched, computed and summed into the output in passes of at most the cache's capacity;
+  // with one pass (the usual case) the arithmetic is exactly that of the model in RAM.
+  const LayerWeights& w = model_.weights.layers[l];
+  NeuronCache& cache = *caches_[static_cast<size_t>(l)];
+  const BundleLayout& bl = model_.weights.bundle;
+  const int64_t ff = c_.n_ff, n_ids = static_cast<int64_t>(ids.size());
+  const bool gated = ffn_has_gate(c_.ffn);
+  auto view = [&](uint64_t offset) {
+    return MatrixView{bl.type, cache.data() + offset, c_.n_embd, cache.capacity(),
+                      bl.bundle_bytes};
+  };
+  const MatrixView gate_w = view(bl.gate_offset()), up_w = view(bl.up_offset()),
+                   down_w = view(bl.down_offset());
+  uint64_t nonzero = 0;
+  for (int64_t begin = 0, pass = 0;; begin += cache.capacity(), ++pass) {
+    const int64_t end = std::min(n_ids, begin + cache.capacity());
+    const std::span<const int32_t> part =
+        ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+    cache.fetch(part, slots_.data() + begin, *source_, w.bundles_offset, clock_ + n - 1,
+                *io_pool_, static_cast<int>(pass));
+    const std::span<const int32_t> rows(slots_.data() + begin, part.size());
+    const GatherJob jobs[2] = {{&up_w, up_c_.data() + begin, ff},
+                               {&gate_w, gate_c_.data() + begin, ff}};
+    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_,
+                  need_.data() + begin, ff);
+    nonzero += activate(n, begin, end);
+    float* out = pass == 0 ? proj_.data() : pass_out_.data();
+    axpy_rows(kernels_, down_w, rows, h_c_.data() + begin, ff, n, out, c_.n_embd, pool_);
+    if (pass > 0)
+      for (int64_t i = 0; i < n * c_.n_embd; ++i) proj_[i] += pass_out_[i];
+    if (end >= n_ids) break;
+  }
+  return nonzero;
 }
 
 }  // namespace strata

@@ -21,6 +21,7 @@ NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int windo
   slot_of_.assign(static_cast<size_t>(layout.n_ff), -1);
   neuron_of_.assign(static_cast<size_t>(capacity), -1);
   last_used_.assign(static_cast<size_t>(capacity), -1);
+  last_pass_.assign(static_cast<size_t>(capacity), 0);
 }
 
 NeuronCache::~NeuronCache() {
@@ -37,6 +38,7 @@ void NeuronCache::remove_slot(int32_t slot) {
                 layout_.bundle_bytes);
     neuron_of_[slot] = neuron_of_[last];
     last_used_[slot] = last_used_[last];
+    last_pass_[slot] = last_pass_[last];
     slot_of_[static_cast<size_t>(neuron_of_[slot])] = slot;
   }
   neuron_of_[last] = -1;
@@ -46,7 +48,9 @@ void NeuronCache::remove_slot(int32_t slot) {
 }
 
 void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
-                        uint64_t base_offset, int64_t token, ThreadPool& pool) {
+                        uint64_t base_offset, int64_t token, ThreadPool& pool, int pass) {
+  if (static_cast<int64_t>(neurons.size()) > capacity_)
+    fail("{} neurons requested at once from a cache of {}", neurons.size(), capacity_);
   // Windowing: neurons not used in the last `window` tokens leave.
   if (token > expired_through_) {
     for (int32_t s = static_cast<int32_t>(live_) - 1; s >= 0; --s)
@@ -58,6 +62,7 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     const int32_t s = slot_of_[static_cast<size_t>(n)];
     if (s >= 0) {
       last_used_[s] = token;
+      last_pass_[s] = pass;
       ++stats_.hits;
     } else {
       missing.push_back(n);
@@ -69,7 +74,8 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     // Full: the least recently used neurons not needed by this token make room.
     std::vector<int32_t> victims;
     for (int32_t s = 0; s < live_; ++s)
-      if (last_used_[s] < token) victims.push_back(s);
+      if (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass))
+        victims.push_back(s);
     const int64_t excess = need - capacity_;
     if (static_cast<int64_t>(victims.size()) < excess)
       fail(
@@ -77,7 +83,10 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
           "--ram-budget",
           neurons.size(), capacity_);
     std::partial_sort(victims.begin(), victims.begin() + excess, victims.end(),
-                      [&](int32_t a, int32_t b) { return last_used_[a] < last_used_[b]; });
+                      [&](int32_t a, int32_t b) {
+                        return last_used_[a] != last_used_[b] ? last_used_[a] < last_used_[b]
+                                                              : last_pass_[a] < last_pass_[b];
+                      });
     victims.resize(static_cast<size_t>(excess));
     // Remove from the highest slot down so the moves never touch a victim still to remove.
     std::sort(victims.begin(), victims.end(), std::greater<>());
@@ -93,6 +102,7 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     slot_of_[static_cast<size_t>(n)] = s;
     neuron_of_[s] = n;
     last_used_[s] = token;
+    last_pass_[s] = pass;
     if (!runs.empty() && runs.back().first_neuron + runs.back().count == n)
       ++runs.back().count;
     else

@@ -30,11 +30,14 @@ class NeuronCache {
   NeuronCache(const NeuronCache&) = delete;
   NeuronCache& operator=(const NeuronCache&) = delete;
 
-  // Makes `neurons` (sorted, distinct) resident for token number `token`, reading the missing
-  // ones from `source` (the layer's bundles start at `base_offset`); slots[k] receives the slot
-  // of neurons[k]. Reads run on the pool's threads, adjacent neurons merged into one read.
+  // Makes `neurons` (sorted, distinct, at most capacity()) resident for token number `token`,
+  // reading the missing ones from `source` (the layer's bundles start at `base_offset`);
+  // slots[k] receives the slot of neurons[k]. Reads run on the pool's threads, adjacent
+  // neurons merged into one read. A token whose neurons exceed the capacity is fetched in
+  // several passes (pass 0, 1, ...): a later pass may evict what an earlier one of the same
+  // token used, never what it needs itself.
   void fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
-             uint64_t base_offset, int64_t token, ThreadPool& pool);
+             uint64_t base_offset, int64_t token, ThreadPool& pool, int pass = 0);
 
   const uint8_t* data() const { return buffer_; }
   int64_t capacity() const { return capacity_; }
@@ -54,6 +57,7 @@ class NeuronCache {
   std::vector<int32_t> slot_of_;    // per neuron, -1 when absent
   std::vector<int32_t> neuron_of_;  // per slot
   std::vector<int64_t> last_used_;  // per slot: the last token that used it
+  std::vector<int32_t> last_pass_;  // per slot: the pass of that token
   int64_t live_ = 0;
   int64_t expired_through_ = -1;  // tokens up to this have had their expiries applied
   NeuronCacheStats stats_;

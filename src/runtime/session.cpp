@@ -101,7 +101,7 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
     if (options.source != nullptr) {
       source_ = options.source;
     } else {
-      own_source_ = std::make_unique<FileBundleSource>(model.file->path());
+      own_source_ = open_bundle_source(model.file->path());
       source_ = own_source_.get();
     }
     const int64_t slots = options.cache_neurons > 0 ? std::min(options.cache_neurons, c_.n_ff)

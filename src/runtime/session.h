@@ -139,7 +139,7 @@ class Session {
   std::vector<int32_t> ids_;
   std::vector<float> gate_c_, up_c_, h_c_, pred_hidden_, pred_scores_;
   // Flash tier.
-  std::unique_ptr<FileBundleSource> own_source_;
+  std::unique_ptr<BundleSource> own_source_;
   BundleSource* source_ = nullptr;
   std::vector<std::unique_ptr<NeuronCache>> caches_;
   std::unique_ptr<ThreadPool> io_pool_;

@@ -6,17 +6,34 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 
+#include "core/thread_pool.h"
+
 namespace strata {
+
+struct ReadRequest {
+  void* dst;
+  uint64_t bytes;
+  uint64_t offset;
+};
 
 class BundleSource {
  public:
   virtual ~BundleSource() = default;
   // Reads exactly `bytes` at `offset` into dst (dst, bytes and offset 4 KiB-aligned).
   virtual void read(void* dst, uint64_t bytes, uint64_t offset) = 0;
+  // Every request, in any order. The default spreads `read` calls over the pool's threads
+  // (each blocks in its read: the pool size is the number of reads in flight).
+  virtual void read_batch(std::span<const ReadRequest> requests, ThreadPool& pool);
   virtual std::string describe() const = 0;
 };
+
+// The model file through io_uring (many reads in flight from one thread) where the kernel and
+// build allow it, otherwise FileBundleSource with a notice on stderr saying why.
+std::unique_ptr<BundleSource> open_bundle_source(const std::string& path);
 
 class FileBundleSource final : public BundleSource {
  public:

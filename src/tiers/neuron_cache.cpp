@@ -110,21 +110,18 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
   }
   if (!runs.empty()) {
     Timer t;
+    std::vector<ReadRequest> requests;
+    for (const Run& run : runs)
+      requests.push_back(
+          {buffer_ + static_cast<uint64_t>(run.first_slot) * layout_.bundle_bytes,
+           static_cast<uint64_t>(run.count) * layout_.bundle_bytes,
+           base_offset + static_cast<uint64_t>(run.first_neuron) * layout_.bundle_bytes});
     std::exception_ptr error;
-    std::mutex error_mutex;
-    pool.parallel_for(static_cast<int64_t>(runs.size()), [&](int64_t r0, int64_t r1, int) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const Run& run = runs[static_cast<size_t>(r)];
-        try {
-          source.read(buffer_ + static_cast<uint64_t>(run.first_slot) * layout_.bundle_bytes,
-                      static_cast<uint64_t>(run.count) * layout_.bundle_bytes,
-                      base_offset + static_cast<uint64_t>(run.first_neuron) * layout_.bundle_bytes);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
-      }
-    });
+    try {
+      source.read_batch(requests, pool);
+    } catch (...) {
+      error = std::current_exception();
+    }
     stats_.read_seconds += t.seconds();
     stats_.reads += runs.size();
     stats_.bytes_read += missing.size() * layout_.bundle_bytes;

@@ -55,6 +55,17 @@ expect_error "too few tokens" "$strata" train-predictors -m "$model" -f "$work/s
 expect_error "must increase" "$strata" train-predictors -m "$model" -f "$work/short.txt" -o "$work/p.gguf" --ranks 64,32
 expect_error "sparsity needs a ReLU-family" "$strata" synth --preset tiny --sparsity 0.1 -o "$work/x.gguf"
 
+# Memory budgets and the flash tier.
+expect_error "is not a size" "$strata" run -m "$model" -p "x" -n 1 --ram-budget lots
+expect_error "unknown unit" "$strata" run -m "$model" -p "x" -n 1 --ram-budget 12Q
+expect_error "strata bundle" "$strata" run -m "$model" -p "x" -n 1 --ram-budget 1M
+expect_error "no predictors" "$strata" bundle -m "$model" -o "$work/b.gguf"
+"$strata" synth --preset tiny --ffn reglu --sparsity 0.2 --predictor-rank 32 --ff 256 -o "$work/sparse.gguf" >/dev/null
+"$strata" bundle -m "$work/sparse.gguf" -o "$work/sparse.bundle.gguf" >/dev/null
+expect_error "below the minimum" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ram-budget 2M
+expect_error "bundled for the flash tier" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ffn dense
+expect_error "already bundled" "$strata" bundle -m "$work/sparse.bundle.gguf" -o "$work/b.gguf"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI error cases failed"
   exit 1

@@ -22,6 +22,14 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
       ->check(CLI::Range(1, 1 << 20));
 }
 
+namespace {
+// "4.55 GiB", "12.3 MiB": sizes in the plan and in errors.
+std::string size_text(double bytes) {
+  if (bytes >= 1073741824.0) return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
+  return fmt::format("{:.1f} MiB", bytes / 1048576.0);
+}
+}  // namespace
+
 uint64_t parse_bytes(const std::string& text, const char* flag) {
   size_t used = 0;
   double value = 0;
@@ -72,6 +80,9 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx)
           static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) * sizeof(float) +
       (16ull << 20);
   if (model.weights.bundled) {
+    if (o.ffn != FfnMode::Predict || !model.weights.has_predictors)
+      fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
+           model.file->path());
     const BundleLayout& bl = model.weights.bundle;
     const uint64_t on_flash = bl.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
     const uint64_t resident = model.file->file_size() - on_flash;
@@ -82,33 +93,31 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx)
                                static_cast<uint64_t>(minimum_slots * c.n_layer) * bl.bundle_bytes;
       if (budget < minimum)
         fail(
-            "--ram-budget {:.2f} GiB is below the minimum {:.2f} GiB for '{}' (attention, "
-            "embeddings and predictors {:.2f}, KV cache {:.2f}, buffers {:.2f}, and {} neurons "
-            "per layer {:.2f})",
-            budget / 1073741824.0, minimum / 1073741824.0, model.file->path(),
-            resident / 1073741824.0, kv / 1073741824.0, scratch / 1073741824.0, minimum_slots,
-            (minimum - resident - kv - scratch) / 1073741824.0);
+            "--ram-budget {} is below the minimum {} for '{}' (attention, embeddings and "
+            "predictors {}, KV cache {}, buffers {}, and {} neurons per layer {})",
+            size_text(budget), size_text(minimum), model.file->path(), size_text(resident),
+            size_text(kv), size_text(scratch), minimum_slots,
+            size_text(minimum - resident - kv - scratch));
       o.cache_neurons = std::min<int64_t>(
           c.n_ff, static_cast<int64_t>((budget - resident - kv - scratch) /
                                        (static_cast<uint64_t>(c.n_layer) * bl.bundle_bytes)));
     }
     const int64_t slots = o.cache_neurons > 0 ? o.cache_neurons : c.n_ff;
     fmt::print(stderr,
-               "memory plan: resident {:.2f} GiB (attention, embeddings, predictors), KV cache "
-               "{:.2f} GiB, neuron cache {} of {} neurons per layer ({:.2f} GiB, window {}), FFN "
-               "on flash {:.2f} GiB\n",
-               resident / 1073741824.0, kv / 1073741824.0, slots, c.n_ff,
-               static_cast<double>(slots * c.n_layer) * bl.bundle_bytes / 1073741824.0, f.window,
-               on_flash / 1073741824.0);
+               "memory plan: resident {} (attention, embeddings, predictors), KV cache {}, neuron "
+               "cache {} of {} neurons per layer ({}, window {}), FFN on flash {}\n",
+               size_text(resident), size_text(kv), slots, c.n_ff,
+               size_text(static_cast<double>(slots * c.n_layer) * bl.bundle_bytes), f.window,
+               size_text(on_flash));
   } else if (!f.ram_budget.empty()) {
     const uint64_t budget = parse_bytes(f.ram_budget, "--ram-budget");
     const uint64_t need = model.file->file_size() + kv + scratch;
     if (need > budget)
       fail(
-          "'{}' needs {:.2f} GiB in RAM (weights {:.2f}, KV cache {:.2f}, buffers {:.2f}), over "
-          "--ram-budget {:.2f} GiB; `strata bundle` it to keep the FFN on flash",
-          model.file->path(), need / 1073741824.0, model.file->file_size() / 1073741824.0,
-          kv / 1073741824.0, scratch / 1073741824.0, budget / 1073741824.0);
+          "'{}' needs {} in RAM (weights {}, KV cache {}, buffers {}), over --ram-budget {}; "
+          "`strata bundle` it to keep the FFN on flash",
+          model.file->path(), size_text(need), size_text(model.file->file_size()), size_text(kv),
+          size_text(scratch), size_text(budget));
   }
   if (o.ffn != FfnMode::Dense && !model.weights.has_down_t && !model.weights.bundled) {
     const uint64_t bytes = model.ensure_down_t();

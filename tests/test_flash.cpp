@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "core/error.h"
@@ -103,6 +104,40 @@ TEST(Flash, NeuronsBeyondTheCacheAreComputedInPasses) {
       }
     }
   }
+}
+
+TEST(Flash, StorageProfileDecidesReadMerging) {
+  // A disk whose throughput grows fast with the read size: joining is cheaper.
+  StorageProfile fast_big;
+  for (uint64_t chunk : {4096ull, 65536ull, 1048576ull})
+    fast_big.points.push_back({chunk, 64, chunk == 4096 ? 1e8 : chunk == 65536 ? 1.6e9 : 2e9, 0});
+  EXPECT_TRUE(fast_big.merge_cheaper(4096, 8192, 4096, 64));
+  // A flat one: reading the gap only costs.
+  StorageProfile flat;
+  for (uint64_t chunk : {4096ull, 1048576ull}) flat.points.push_back({chunk, 64, 1e9, 0});
+  EXPECT_FALSE(flat.merge_cheaper(4096, 8192, 4096, 64));
+  EXPECT_TRUE(StorageProfile{}.merge_cheaper(4096, 8192, 4096, 64));    // rule: <= 16 KiB
+  EXPECT_FALSE(StorageProfile{}.merge_cheaper(4096, 32768, 4096, 64));
+  const std::string bad = temp_file("bad.storage.json");
+  std::ofstream(bad) << "{\"path\": \"x\", \"points\": []}";
+  EXPECT_THROW(StorageProfile::from_json_file(bad), Error);
+  const std::string good = temp_file("good.storage.json");
+  std::ofstream(good) << fast_big.to_json();
+  EXPECT_EQ(StorageProfile::from_json_file(good).points.size(), 3u);
+
+  // Merged reads (gap neurons read too and cached) change nothing in the results.
+  const std::string path = sparse_model(DType::Q8_0, FfnActivation::ReGLU);
+  const auto ram = Model::load(path, false);
+  const auto flash = Model::load(bundled(path), false);
+  SessionOptions o{FfnMode::Predict};
+  o.storage = &fast_big;
+  o.cache_neurons = 200;
+  EXPECT_EQ(run(*flash, o), run(*ram, {FfnMode::Predict}));
+  ThreadPool pool(2);
+  Session s(*flash, 64, pool, o);
+  for (int32_t t : kTokens) s.eval(t);  // one token's neurons leave gaps (a batch's fewer)
+  const NeuronCacheStats st = s.flash_stats();
+  EXPECT_GT(st.bytes_read, st.misses * flash->weights.bundle.bundle_bytes);  // gaps were read
 }
 
 TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {

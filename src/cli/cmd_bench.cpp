@@ -57,7 +57,8 @@ Command add_bench_command(CLI::App& app) {
             const double load_s = load_timer.seconds();
             const ModelConfig& c = model->config;
             const int64_t n_ctx = o->n_prompt + o->n_gen + 1;
-            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx);
+            StorageProfile storage;
+            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
             ThreadPool pool(o->threads);
             Session session(*model, n_ctx, pool, session_options);
             // Decode-only FFN statistics and times, summed over the decode repeats.

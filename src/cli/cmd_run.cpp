@@ -71,7 +71,8 @@ Command add_run_command(CLI::App& app) {
         sp.seed = o->seed >= 0 ? static_cast<uint64_t>(o->seed)
                                : static_cast<uint64_t>(
                                      std::chrono::steady_clock::now().time_since_epoch().count());
-        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx);
+        StorageProfile storage;
+            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
         ThreadPool pool(o->threads);
         Session session(*model, n_ctx, pool, session_options);
         Sampler sampler(sp);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "core/error.h"
 
 namespace strata {
@@ -17,6 +19,9 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_option("--ram-budget", f.ram_budget,
                   "Hard cap on the memory strata keeps (e.g. 16G): weights, KV cache, buffers "
                   "and, for bundled models, the neuron caches");
+  cmd->add_option("--storage-profile", f.storage_profile,
+                  "Bundled models: disk measurements from strata probe-storage (default: "
+                  "MODEL.storage.json when it exists)");
   cmd->add_option("--window", f.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(CLI::Range(1, 1 << 20));
@@ -49,9 +54,21 @@ uint64_t parse_bytes(const std::string& text, const char* flag) {
   return static_cast<uint64_t>(value * mult);
 }
 
-SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx) {
+SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
+                                 StorageProfile* storage) {
   SessionOptions o;
   o.window = f.window;
+  if (storage != nullptr && model.weights.bundled) {
+    const std::string beside = model.file->path() + ".storage.json";
+    const std::string file =
+        !f.storage_profile.empty() ? f.storage_profile
+                                   : (std::ifstream(beside).good() ? beside : std::string());
+    if (!file.empty()) {
+      *storage = StorageProfile::from_json_file(file);
+      o.storage = storage;
+      fmt::print(stderr, "storage profile: {} ({} points)\n", file, storage->points.size());
+    }
+  }
   if (f.mode == "auto")
     o.ffn = model.weights.has_predictors ? FfnMode::Predict : FfnMode::Dense;
   else if (f.mode == "predict")

@@ -9,6 +9,7 @@
 
 #include "model/model.h"
 #include "runtime/session.h"
+#include "tiers/storage_profile.h"
 
 namespace strata {
 
@@ -17,6 +18,7 @@ struct FfnFlags {
   bool check_predictor = false;
   std::string ram_budget;  // bytes, with an optional K/M/G suffix (powers of 1024); empty: none
   int window = 5;          // flash tier: tokens a neuron stays cached after its last use
+  std::string storage_profile;  // flash tier: strata probe-storage output
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.
@@ -29,7 +31,10 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags);
 // With --ram-budget, plans memory: for a bundled model, the neuron cache per layer is what the
 // budget leaves after the resident weights, the KV cache for n_ctx and scratch; otherwise the
 // whole model must fit. Prints the plan; fails clearly when even the minimum does not fit.
-SessionOptions resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx);
+// The storage profile (--storage-profile, or MODEL.storage.json next to a bundled model) is
+// kept in `storage` for the session to point at.
+SessionOptions resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
+                                 StorageProfile* storage = nullptr);
 
 // Weight bytes one decode step reads in this session's mode, from its measured densities:
 // attention, output and embedding row, the predictors, and per layer the gate/up/down rows of

@@ -43,6 +43,8 @@ struct SessionOptions {
   BundleSource* source = nullptr;
   // Threads that issue bundle reads (each blocks in pread): the number of reads in flight.
   int io_threads = 16;
+  // Measured disk behaviour for read merging (strata probe-storage); null: a fixed rule.
+  const StorageProfile* storage = nullptr;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.

@@ -153,6 +153,7 @@ class UringBundleSource final : public BundleSource {
   }
 
   std::string describe() const override { return file_.describe() + " via io_uring"; }
+  int queue_depth() const override { return static_cast<int>(kDepth); }
 
  private:
   UringBundleSource(const std::string& path, int fd) : file_(path), fd_(fd) {}

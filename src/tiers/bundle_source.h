@@ -29,6 +29,8 @@ class BundleSource {
   // (each blocks in its read: the pool size is the number of reads in flight).
   virtual void read_batch(std::span<const ReadRequest> requests, ThreadPool& pool);
   virtual std::string describe() const = 0;
+  // Reads in flight in read_batch; 0: as many as the pool has threads.
+  virtual int queue_depth() const { return 0; }
 };
 
 // The model file through io_uring (many reads in flight from one thread) where the kernel and

@@ -92,21 +92,45 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     std::sort(victims.begin(), victims.end(), std::greater<>());
     for (int32_t s : victims) remove_slot(s);
   }
-  // New neurons take consecutive slots; runs of consecutive neuron ids are one read each.
+  // Runs of neuron ids to read: consecutive missing neurons, joined across gaps of absent
+  // neurons when one longer read is cheaper than two (and the cache has room for the gap).
+  const StorageProfile& sp = profile_ != nullptr ? *profile_ : no_profile_;
+  const uint64_t bb = layout_.bundle_bytes;
+  int64_t spare = capacity_ - live_ - static_cast<int64_t>(missing.size());
+  std::vector<std::pair<int32_t, int32_t>> ranges;  // [first, last]
+  for (int32_t n : missing) {
+    if (!ranges.empty()) {
+      const int32_t last = ranges.back().second;
+      const int64_t gap = n - last - 1;
+      bool join = gap == 0;
+      if (!join && gap <= spare) {
+        bool absent = true;
+        for (int32_t g = last + 1; g < n && absent; ++g) absent = slot_of_[static_cast<size_t>(g)] < 0;
+        const uint64_t run = static_cast<uint64_t>(last - ranges.back().first + 1) * bb;
+        join = absent && sp.merge_cheaper(run, static_cast<uint64_t>(gap) * bb, bb, depth_);
+        if (join) spare -= gap;
+      }
+      if (join) {
+        ranges.back().second = n;
+        continue;
+      }
+    }
+    ranges.push_back({n, n});
+  }
+  // Slots in order; a run's neurons take consecutive slots so it is one read.
   struct Run {
     int32_t first_neuron, first_slot, count;
   };
   std::vector<Run> runs;
-  for (int32_t n : missing) {
-    const int32_t s = static_cast<int32_t>(live_++);
-    slot_of_[static_cast<size_t>(n)] = s;
-    neuron_of_[s] = n;
-    last_used_[s] = token;
-    last_pass_[s] = pass;
-    if (!runs.empty() && runs.back().first_neuron + runs.back().count == n)
-      ++runs.back().count;
-    else
-      runs.push_back({n, s, 1});
+  for (const auto& [first, last] : ranges) {
+    runs.push_back({first, static_cast<int32_t>(live_), last - first + 1});
+    for (int32_t n = first; n <= last; ++n) {
+      const int32_t s = static_cast<int32_t>(live_++);
+      slot_of_[static_cast<size_t>(n)] = s;
+      neuron_of_[s] = n;
+      last_used_[s] = token;
+      last_pass_[s] = pass;
+    }
   }
   if (!runs.empty()) {
     Timer t;
@@ -124,16 +148,17 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     }
     stats_.read_seconds += t.seconds();
     stats_.reads += runs.size();
-    stats_.bytes_read += missing.size() * layout_.bundle_bytes;
+    for (const Run& run : runs) stats_.bytes_read += static_cast<uint64_t>(run.count) * bb;
     if (error) {
       // The slots just assigned hold nothing valid: forget them before reporting.
-      for (int32_t n : missing) {
-        const int32_t s = slot_of_[static_cast<size_t>(n)];
-        slot_of_[static_cast<size_t>(n)] = -1;
-        neuron_of_[s] = -1;
-        last_used_[s] = -1;
-      }
-      live_ -= static_cast<int64_t>(missing.size());
+      for (const Run& run : runs)
+        for (int32_t n = run.first_neuron; n < run.first_neuron + run.count; ++n) {
+          const int32_t s = slot_of_[static_cast<size_t>(n)];
+          slot_of_[static_cast<size_t>(n)] = -1;
+          neuron_of_[s] = -1;
+          last_used_[s] = -1;
+          --live_;
+        }
       std::rethrow_exception(error);
     }
   }

@@ -13,6 +13,7 @@
 #include "core/thread_pool.h"
 #include "tiers/bundle_layout.h"
 #include "tiers/bundle_source.h"
+#include "tiers/storage_profile.h"
 
 namespace strata {
 
@@ -39,6 +40,14 @@ class NeuronCache {
   void fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
              uint64_t base_offset, int64_t token, ThreadPool& pool, int pass = 0);
 
+  // Read merging: two runs of missing neurons separated by absent ones are read as one when the
+  // storage profile says reading the gap costs less than a second request at `depth` reads in
+  // flight (without a profile: gaps up to 16 KiB). Gap neurons then become resident too.
+  void set_read_planning(const StorageProfile* profile, int depth) {
+    profile_ = profile;
+    depth_ = depth;
+  }
+
   const uint8_t* data() const { return buffer_; }
   int64_t capacity() const { return capacity_; }
   int64_t live() const { return live_; }
@@ -61,6 +70,9 @@ class NeuronCache {
   int64_t live_ = 0;
   int64_t expired_through_ = -1;  // tokens up to this have had their expiries applied
   NeuronCacheStats stats_;
+  const StorageProfile* profile_ = nullptr;
+  int depth_ = 1;
+  StorageProfile no_profile_;
 };
 
 }  // namespace strata

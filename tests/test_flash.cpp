@@ -180,6 +180,17 @@ TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {
   std::vector<int32_t> many;
   for (int32_t i = 120; i < 170; ++i) many.push_back(i);
   EXPECT_THROW(cache.fetch(many, slots.data(), source, base, 3, pool), Error);
+  // A batch of 3 tokens ending at token 4 starts at token 2: the window (2) of its first token
+  // still covers what tokens 1 and 2 used.
+  const std::vector<int32_t> d = {200};
+  cache.fetch(d, slots.data(), source, base, 4, pool, 0, 3);
+  EXPECT_NE(cache.slot_of(100), -1);
+  EXPECT_NE(cache.slot_of(60), -1);
+  // A single token at 5 keeps tokens 4 and 5's neurons only: tokens 1 and 2's leave.
+  cache.fetch(d, slots.data(), source, base, 5, pool);
+  EXPECT_EQ(cache.slot_of(100), -1);
+  EXPECT_EQ(cache.slot_of(60), -1);
+  EXPECT_NE(cache.slot_of(200), -1);
 }
 
 // Fails every read after the first `good` ones, as an I/O error or a short read.

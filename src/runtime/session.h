@@ -147,6 +147,8 @@ class Session {
   std::unique_ptr<ThreadPool> io_pool_;
   std::vector<int32_t> slots_;
   std::vector<float> pass_out_;  // a later pass's down projection, added to proj_
+  std::vector<int32_t> reordered_ids_;  // multi-pass layers: cached neurons first
+  std::vector<uint8_t> reordered_need_;
   int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;
 };

@@ -149,13 +149,36 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
   };
   const MatrixView gate_w = view(bl.gate_offset()), up_w = view(bl.up_offset()),
                    down_w = view(bl.down_offset());
+  if (n_ids > cache.capacity()) {
+    // Several passes: the neurons already in the cache go first, so a prompt batch larger than
+    // the cache reuses what the previous batch left instead of cycling through it (plain
+    // ascending order would evict every neuron just before it is needed again). The compact
+    // per-token selection (need_) moves with its neurons.
+    std::vector<int64_t> order(static_cast<size_t>(n_ids));
+    int64_t front = 0;
+    for (int64_t k = 0; k < n_ids; ++k)
+      if (cache.slot_of(ids[static_cast<size_t>(k)]) >= 0) order[static_cast<size_t>(front++)] = k;
+    for (int64_t k = 0, back = front; k < n_ids; ++k)
+      if (cache.slot_of(ids[static_cast<size_t>(k)]) < 0) order[static_cast<size_t>(back++)] = k;
+    reordered_ids_.resize(static_cast<size_t>(n_ids));
+    reordered_need_.resize(static_cast<size_t>(n * n_ids));
+    for (int64_t k = 0; k < n_ids; ++k) {
+      reordered_ids_[static_cast<size_t>(k)] = ids[static_cast<size_t>(order[k])];
+      for (int64_t b = 0; b < n; ++b)
+        reordered_need_[static_cast<size_t>(b * n_ids + k)] = need_[b * ff + order[k]];
+    }
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t k = 0; k < n_ids; ++k)
+        need_[b * ff + k] = reordered_need_[static_cast<size_t>(b * n_ids + k)];
+    ids = reordered_ids_;
+  }
   uint64_t nonzero = 0;
   for (int64_t begin = 0, pass = 0;; begin += cache.capacity(), ++pass) {
     const int64_t end = std::min(n_ids, begin + cache.capacity());
     const std::span<const int32_t> part =
         ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
     cache.fetch(part, slots_.data() + begin, *source_, w.bundles_offset, clock_ + n - 1,
-                *io_pool_, static_cast<int>(pass));
+                *io_pool_, static_cast<int>(pass), n);
     const std::span<const int32_t> rows(slots_.data() + begin, part.size());
     const GatherJob jobs[2] = {{&up_w, up_c_.data() + begin, ff},
                                {&gate_w, gate_c_.data() + begin, ff}};

@@ -48,13 +48,14 @@ void NeuronCache::remove_slot(int32_t slot) {
 }
 
 void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
-                        uint64_t base_offset, int64_t token, ThreadPool& pool, int pass) {
+                        uint64_t base_offset, int64_t token, ThreadPool& pool, int pass,
+                        int64_t batch_tokens) {
   if (static_cast<int64_t>(neurons.size()) > capacity_)
     fail("{} neurons requested at once from a cache of {}", neurons.size(), capacity_);
   // Windowing: neurons not used in the last `window` tokens leave.
   if (token > expired_through_) {
     for (int32_t s = static_cast<int32_t>(live_) - 1; s >= 0; --s)
-      if (last_used_[s] <= token - window_) remove_slot(s);
+      if (last_used_[s] <= token - (batch_tokens - 1) - window_) remove_slot(s);
     expired_through_ = token;
   }
   std::vector<int32_t> missing;

@@ -37,8 +37,11 @@ class NeuronCache {
   // neurons merged into one read. A token whose neurons exceed the capacity is fetched in
   // several passes (pass 0, 1, ...): a later pass may evict what an earlier one of the same
   // token used, never what it needs itself.
+  // A batch of `batch_tokens` tokens ending at `token` keeps what its first token's window
+  // covers.
   void fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
-             uint64_t base_offset, int64_t token, ThreadPool& pool, int pass = 0);
+             uint64_t base_offset, int64_t token, ThreadPool& pool, int pass = 0,
+             int64_t batch_tokens = 1);
 
   // Read merging: two runs of missing neurons separated by absent ones are read as one when the
   // storage profile says reading the gap costs less than a second request at `depth` reads in

@@ -81,6 +81,10 @@ TEST(Flash, BundledModelGivesTheLogitsOfTheModelInRam) {
       }
       SessionOptions o{FfnMode::Predict};
       EXPECT_EQ(run(*flash, o, true), run(*ram, {FfnMode::Predict}, true)) << "batched";
+      // Look-ahead reads change when bundles arrive, never the values.
+      o.lookahead = true;
+      o.cache_neurons = 110;
+      EXPECT_EQ(run(*flash, o), expected) << "look-ahead";
     }
 }
 

@@ -22,6 +22,8 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_option("--storage-profile", f.storage_profile,
                   "Bundled models: disk measurements from strata probe-storage (default: "
                   "MODEL.storage.json when it exists)");
+  cmd->add_flag("--lookahead", f.lookahead,
+                "Bundled models: read the next layer's guessed neurons during its attention");
   cmd->add_option("--window", f.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(CLI::Range(1, 1 << 20));
@@ -58,6 +60,7 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                                  StorageProfile* storage) {
   SessionOptions o;
   o.window = f.window;
+  o.lookahead = f.lookahead;
   if (storage != nullptr && model.weights.bundled) {
     const std::string beside = model.file->path() + ".storage.json";
     const std::string file =

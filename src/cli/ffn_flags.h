@@ -19,6 +19,7 @@ struct FfnFlags {
   std::string ram_budget;  // bytes, with an optional K/M/G suffix (powers of 1024); empty: none
   int window = 5;          // flash tier: tokens a neuron stays cached after its last use
   std::string storage_profile;  // flash tier: strata probe-storage output
+  bool lookahead = false;       // flash tier: look-ahead reads during attention
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.

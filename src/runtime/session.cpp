@@ -122,6 +122,38 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
   }
 }
 
+Session::~Session() {
+  finish_lookahead();
+}
+
+void Session::start_lookahead(int64_t l) {
+  // The predictor of layer l on the residual before layer l's attention: a guess at the
+  // neurons its real prediction (after attention) will want.
+  predict_neurons(l, 1);
+  lookahead_ids_.clear();
+  for (int64_t i = 0; i < c_.n_ff; ++i)
+    if (mask_[i] != 0) lookahead_ids_.push_back(static_cast<int32_t>(i));
+  NeuronCache& cache = *caches_[static_cast<size_t>(l)];
+  if (static_cast<int64_t>(lookahead_ids_.size()) > cache.capacity())
+    lookahead_ids_.resize(static_cast<size_t>(cache.capacity()));
+  lookahead_slots_.resize(lookahead_ids_.size());
+  const uint64_t offset = model_.weights.layers[l].bundles_offset;
+  // Marked as used by the previous token: what the real prediction then needs becomes this
+  // token's (hits), wrong guesses stay evictable by this token's own fetch.
+  const int64_t token = clock_ - 1;
+  lookahead_thread_ = std::thread([this, &cache, offset, token] {
+    try {
+      cache.fetch(lookahead_ids_, lookahead_slots_.data(), *source_, offset, token, *io_pool_);
+    } catch (const std::exception&) {
+      // A failed guess is harmless: the layer's own fetch reads again and reports failures.
+    }
+  });
+}
+
+void Session::finish_lookahead() {
+  if (lookahead_thread_.joinable()) lookahead_thread_.join();
+}
+
 NeuronCacheStats Session::flash_stats() const {
   NeuronCacheStats t;
   for (const auto& c : caches_) {
@@ -203,6 +235,11 @@ void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_l
     const double predictor_before = times_.predictor;
     ffn_block(l, n);
     times_.ffn += t.seconds() - (times_.predictor - predictor_before);
+    if (!caches_.empty() && options_.lookahead && n == 1 && l + 1 < c_.n_layer) {
+      Timer p;
+      start_lookahead(l + 1);
+      times_.predictor += p.seconds();
+    }
   }
 
   Timer t;

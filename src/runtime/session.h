@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <thread>
 #include <span>
 #include <vector>
 
@@ -45,6 +46,12 @@ struct SessionOptions {
   int io_threads = 16;
   // Measured disk behaviour for read merging (strata probe-storage); null: a fixed rule.
   const StorageProfile* storage = nullptr;
+  // Decode of a bundled model: right after layer l's FFN, layer l+1's predictor runs on the
+  // residual as it is and its neurons are read in the background while layer l+1's attention
+  // computes (Deja Vu's look-ahead). Values never change; only when reads happen. Off by
+  // default: on the disk measured (docs/FLASH.md) it gave no gain, the reads being the
+  // bottleneck either way.
+  bool lookahead = false;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.
@@ -69,6 +76,9 @@ class Session {
   // Sparse modes need ffn_down_t in every layer (Model::ensure_down_t), predict mode
   // predictors; both fail here with a message saying so.
   Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   // Runs tokens at the next positions and returns the logits of the last one, or with
   // all_logits those of every token (tokens.size() rows of n_vocab). Valid until the next call.
@@ -148,6 +158,11 @@ class Session {
   std::vector<int32_t> slots_;
   std::vector<float> pass_out_;  // a later pass's down projection, added to proj_
   std::vector<int32_t> reordered_ids_;  // multi-pass layers: cached neurons first
+  // Look-ahead reads in flight for one layer (joined before that layer's own fetch).
+  std::thread lookahead_thread_;
+  std::vector<int32_t> lookahead_ids_, lookahead_slots_;
+  void start_lookahead(int64_t layer);
+  void finish_lookahead();
   std::vector<uint8_t> reordered_need_;
   int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;

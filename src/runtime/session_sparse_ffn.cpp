@@ -139,6 +139,7 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
   // fetched, computed and summed into the output in passes of at most the cache's capacity;
   // with one pass (the usual case) the arithmetic is exactly that of the model in RAM.
   const LayerWeights& w = model_.weights.layers[l];
+  finish_lookahead();  // the look-ahead reads for this layer, if any, are done now
   NeuronCache& cache = *caches_[static_cast<size_t>(l)];
   const BundleLayout& bl = model_.weights.bundle;
   const int64_t ff = c_.n_ff, n_ids = static_cast<int64_t>(ids.size());

@@ -5,7 +5,6 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
-
 #include <random>
 #include <vector>
 
@@ -137,9 +136,9 @@ namespace strata {
 namespace {
 
 // The neuron-aware operators on FFN-shaped matrices (n_ff 5632 rows of n_embd 2048, the 1B
-// shape), 48 copies so the working set (>= 540 MB, like a 1B model's FFN) is far beyond the caches, over a random 10%
-// (or the given per-mille) of the rows. GB/s counts the bytes of the selected rows only: the
-// figure to compare with the memory bandwidth.
+// shape), 48 copies so the working set (>= 540 MB, like a 1B model's FFN) is far beyond the caches,
+// over a random 10% (or the given per-mille) of the rows. GB/s counts the bytes of the selected
+// rows only: the figure to compare with the memory bandwidth.
 void BM_SparseOp(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const bool axpy = state.range(1) != 0;

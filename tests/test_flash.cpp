@@ -120,7 +120,7 @@ TEST(Flash, StorageProfileDecidesReadMerging) {
   StorageProfile flat;
   for (uint64_t chunk : {4096ull, 1048576ull}) flat.points.push_back({chunk, 64, 1e9, 0});
   EXPECT_FALSE(flat.merge_cheaper(4096, 8192, 4096, 64));
-  EXPECT_TRUE(StorageProfile{}.merge_cheaper(4096, 8192, 4096, 64));    // rule: <= 16 KiB
+  EXPECT_TRUE(StorageProfile{}.merge_cheaper(4096, 8192, 4096, 64));  // rule: <= 16 KiB
   EXPECT_FALSE(StorageProfile{}.merge_cheaper(4096, 32768, 4096, 64));
   const std::string bad = temp_file("bad.storage.json");
   std::ofstream(bad) << "{\"path\": \"x\", \"points\": []}";
@@ -154,7 +154,8 @@ TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {
   const uint64_t base = m->weights.layers[1].bundles_offset;
   // Reference bundles read plainly.
   const auto file = GgufFile::open(path, LoadMode::Map);
-  auto expect_resident = [&](const std::vector<int32_t>& neurons, const std::vector<int32_t>& slots) {
+  auto expect_resident = [&](const std::vector<int32_t>& neurons,
+                             const std::vector<int32_t>& slots) {
     for (size_t k = 0; k < neurons.size(); ++k) {
       ASSERT_EQ(cache.slot_of(neurons[k]), slots[k]);
       ASSERT_EQ(std::memcmp(cache.data() + slots[k] * bl.bundle_bytes,

@@ -27,7 +27,8 @@ TEST(Profile, CountsMatchTheSessionAndRoundTrip) {
   Session s(*m, 40, pool);
   for (size_t start = 0; start < tokens.size(); start += 40) {
     s.reset();
-    s.eval(std::span<const int32_t>(tokens).subspan(start, std::min<size_t>(40, tokens.size() - start)));
+    s.eval(std::span<const int32_t>(tokens).subspan(start,
+                                                    std::min<size_t>(40, tokens.size() - start)));
   }
   for (int64_t l = 0; l < m->config.n_layer; ++l) {
     const uint64_t fired = std::accumulate(p.counts[l].begin(), p.counts[l].end(), uint64_t{0});

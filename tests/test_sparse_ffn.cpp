@@ -21,9 +21,9 @@ const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 3
 
 std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false,
                          bool keep_down = false) {
-  const std::string path = temp_file(std::string("sparse_") + dtype_name(type) + "_" +
-                                     ffn_activation_name(ffn) + (powerinfer ? "_pwri" : "") +
-                                     (keep_down ? "_down" : "") + ".gguf");
+  const std::string path =
+      temp_file(std::string("sparse_") + dtype_name(type) + "_" + ffn_activation_name(ffn) +
+                (powerinfer ? "_pwri" : "") + (keep_down ? "_down" : "") + ".gguf");
   SynthSpec s = synth_preset("tiny");
   s.type = type;
   s.shape.ffn = ffn;

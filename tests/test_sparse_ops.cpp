@@ -75,14 +75,13 @@ TEST(SparseOps, AxpyEqualsDenseDownProjectionWithMaskApplied) {
       const Selection s = random_selection(n_ff, batch, p, 5);
       for (const CpuKernels* k : variants()) {
         std::vector<float> out(batch * n_embd, -1.0f);
-        axpy_rows(*k, wt.view, s.ids, s.coef.data(), s.ids.size(), batch, out.data(), n_embd,
-                  pool);
+        axpy_rows(*k, wt.view, s.ids, s.coef.data(), s.ids.size(), batch, out.data(), n_embd, pool);
         for (int64_t b = 0; b < batch; ++b)
           for (int64_t j = 0; j < n_embd; ++j) {
             double ref = 0, mag = 0;
             for (size_t q = 0; q < s.ids.size(); ++q) {
-              const double term = double{s.coef[b * s.ids.size() + q]} *
-                                  wt.values[s.ids[q] * n_embd + j];
+              const double term =
+                  double{s.coef[b * s.ids.size() + q]} * wt.values[s.ids[q] * n_embd + j];
               ref += term;
               mag += std::fabs(term);
             }
@@ -134,9 +133,8 @@ TEST(SparseOps, GatherEqualsDenseRowsOfTheMatrixProduct) {
       gather_matmat(*k, std::span(&job, 1), s.ids, in, pool, need.data(), s.ids.size());
       for (int64_t b = 0; b < batch; ++b)
         for (size_t q = 0; q < s.ids.size(); ++q)
-          ASSERT_EQ(y[b * s.ids.size() + q], need[b * s.ids.size() + q] != 0
-                                                 ? dense[b * n_ff + s.ids[q]]
-                                                 : 0.0f)
+          ASSERT_EQ(y[b * s.ids.size() + q],
+                    need[b * s.ids.size() + q] != 0 ? dense[b * n_ff + s.ids[q]] : 0.0f)
               << dtype_name(type) << " " << k->name;
     }
   }
@@ -164,7 +162,9 @@ TEST(SparseOps, SimdAxpyMatchesScalarOverRowGroups) {
   const auto all = variants();
   if (all.size() == 1) GTEST_SKIP() << "CPU without SIMD variants";
   for (DType type : kTypes) {
-    const TestMatrix wt = make_matrix(type, 4, 1000 - 1000 % 32 + 32 + (type == DType::Q8_0 || type == DType::Q4_0 ? 0 : 13 - 32), 41);
+    const TestMatrix wt = make_matrix(
+        type, 4, 1000 - 1000 % 32 + 32 + (type == DType::Q8_0 || type == DType::Q4_0 ? 0 : 13 - 32),
+        41);
     for (const CpuKernels* k : all) {
       std::vector<float> a(wt.view.cols, 0.5f), b(wt.view.cols, 0.5f);
       const int64_t rows[] = {2, 0, 3};

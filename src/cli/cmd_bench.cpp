@@ -49,134 +49,134 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--no-bandwidth", o->skip_bandwidth, "Skip the memory bandwidth measurement");
   add_ffn_flags(cmd, o->ffn);
-  return {cmd, [o] {
-            if (o->n_prompt + o->n_gen == 0) fail("nothing to measure: -p and -n are both 0");
-            Timer load_timer;
-            const auto model = Model::load(o->model, /*require_tokenizer=*/false,
-                                           o->mmap ? LoadMode::Map : LoadMode::Read);
-            const double load_s = load_timer.seconds();
-            const ModelConfig& c = model->config;
-            const int64_t n_ctx = o->n_prompt + o->n_gen + 1;
-            StorageProfile storage;
-            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-            ThreadPool pool(o->threads);
-            Session session(*model, n_ctx, pool, session_options);
-            // Decode-only FFN statistics and times, summed over the decode repeats.
-            std::vector<FfnLayerStats> decode_stats(c.n_layer);
-            ForwardTimes decode_times;
-            double decode_tokens = 0;
+  return {
+      cmd, [o] {
+        if (o->n_prompt + o->n_gen == 0) fail("nothing to measure: -p and -n are both 0");
+        Timer load_timer;
+        const auto model = Model::load(o->model, /*require_tokenizer=*/false,
+                                       o->mmap ? LoadMode::Map : LoadMode::Read);
+        const double load_s = load_timer.seconds();
+        const ModelConfig& c = model->config;
+        const int64_t n_ctx = o->n_prompt + o->n_gen + 1;
+        StorageProfile storage;
+        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        ThreadPool pool(o->threads);
+        Session session(*model, n_ctx, pool, session_options);
+        // Decode-only FFN statistics and times, summed over the decode repeats.
+        std::vector<FfnLayerStats> decode_stats(c.n_layer);
+        ForwardTimes decode_times;
+        double decode_tokens = 0;
 
-            // Deterministic pseudo-random prompt tokens.
-            std::vector<int32_t> prompt(o->n_prompt);
-            uint64_t s = 12345;
-            for (auto& t : prompt) {
-              s = s * 6364136223846793005ull + 1442695040888963407ull;
-              t = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(c.n_vocab));
+        // Deterministic pseudo-random prompt tokens.
+        std::vector<int32_t> prompt(o->n_prompt);
+        uint64_t s = 12345;
+        for (auto& t : prompt) {
+          s = s * 6364136223846793005ull + 1442695040888963407ull;
+          t = static_cast<int32_t>((s >> 33) % static_cast<uint64_t>(c.n_vocab));
+        }
+        session.eval(prompt.empty() ? 1 : prompt[0]);  // warm-up: maps every weight page
+        std::vector<double> pp, tg;
+        for (int r = 0; r < o->reps; ++r) {
+          session.reset();
+          int32_t next = 1;
+          if (o->n_prompt > 0) {
+            Timer t;
+            auto logits = session.eval(prompt);
+            pp.push_back(o->n_prompt / t.seconds());
+            next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                        logits.begin());
+          }
+          if (o->n_gen > 0) {
+            const auto stats_before = session.ffn_stats();
+            const ForwardTimes times_before = session.times();
+            Timer t;
+            for (int i = 0; i < o->n_gen; ++i) {
+              auto logits = session.eval(next);
+              next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                          logits.begin());
             }
-            session.eval(prompt.empty() ? 1 : prompt[0]);  // warm-up: maps every weight page
-            std::vector<double> pp, tg;
-            for (int r = 0; r < o->reps; ++r) {
-              session.reset();
-              int32_t next = 1;
-              if (o->n_prompt > 0) {
-                Timer t;
-                auto logits = session.eval(prompt);
-                pp.push_back(o->n_prompt / t.seconds());
-                next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                            logits.begin());
-              }
-              if (o->n_gen > 0) {
-                const auto stats_before = session.ffn_stats();
-                const ForwardTimes times_before = session.times();
-                Timer t;
-                for (int i = 0; i < o->n_gen; ++i) {
-                  auto logits = session.eval(next);
-                  next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                              logits.begin());
-                }
-                tg.push_back(o->n_gen / t.seconds());
-                const auto d = stats_difference(session.ffn_stats(), stats_before);
-                for (size_t l = 0; l < d.size(); ++l) {
-                  decode_stats[l].computed += d[l].computed;
-                  decode_stats[l].nonzero += d[l].nonzero;
-                }
-                const ForwardTimes& now = session.times();
-                decode_times.attention += now.attention - times_before.attention;
-                decode_times.predictor += now.predictor - times_before.predictor;
-                decode_times.ffn += now.ffn - times_before.ffn;
-                decode_times.output += now.output - times_before.output;
-                decode_tokens += o->n_gen;
-              }
+            tg.push_back(o->n_gen / t.seconds());
+            const auto d = stats_difference(session.ffn_stats(), stats_before);
+            for (size_t l = 0; l < d.size(); ++l) {
+              decode_stats[l].computed += d[l].computed;
+              decode_stats[l].nonzero += d[l].nonzero;
             }
-            const double pp_med = pp.empty() ? 0 : median(pp);
-            const double tg_med = tg.empty() ? 0 : median(tg);
-            const uint64_t bytes = bytes_touched_per_token(*model, session_options.ffn,
-                                                           decode_stats, decode_tokens);
-            double density = 0;  // mean share of FFN neurons computed per decode token
-            for (const auto& l : decode_stats)
-              density += decode_tokens > 0 ? l.computed / (decode_tokens * c.n_ff) : 0.0;
-            density /= static_cast<double>(c.n_layer);
-            auto ms_per_token = [&](double s) {
-              return decode_tokens > 0 ? 1e3 * s / decode_tokens : 0.0;
-            };
-            const double bw = o->skip_bandwidth ? 0.0 : measure_read_bandwidth(pool);
-            const double limit = bw > 0 ? bw / bytes : 0.0;
-            std::string type =
-                dtype_name(model->weights.layers.empty() ? model->weights.output.type
-                                                         : model->weights.layers[0].ffn_up.type);
-            if (o->json) {
-              nlohmann::json j = {{"model", o->model},
-                                  {"type", type},
-                                  {"threads", o->threads},
-                                  {"kernels", best_kernels().name},
-                                  {"n_prompt", o->n_prompt},
-                                  {"n_gen", o->n_gen},
-                                  {"repetitions", o->reps},
-                                  {"prompt_tokens_per_s", pp_med},
-                                  {"decode_tokens_per_s", tg_med},
-                                  {"prompt_runs", pp},
-                                  {"decode_runs", tg},
-                                  {"weight_bytes_per_token", bytes},
-                                  {"bandwidth_bytes_per_s", bw},
-                                  {"bandwidth_limit_tokens_per_s", limit},
-                                  {"bandwidth_limit_percent", limit > 0 ? 100 * tg_med / limit : 0},
-                                  {"load_s", load_s},
-                                  {"ffn_mode", ffn_mode_name(session_options.ffn)},
-                                  {"ffn_density", density},
-                                  {"ffn_report", ffn_report_json(*model, session)},
-                                  {"decode_ms_per_token",
-                                   {{"attention", ms_per_token(decode_times.attention)},
-                                    {"predictor", ms_per_token(decode_times.predictor)},
-                                    {"ffn", ms_per_token(decode_times.ffn)},
-                                    {"output", ms_per_token(decode_times.output)}}}};
-              fmt::print("{}\n", j.dump(2));
-              return 0;
-            }
-            fmt::print(
-                "model: {} ({}, {} layers, {:.3f} GB read per token), {} threads, {} kernels\n",
-                o->model, type, c.n_layer, bytes / 1e9, o->threads, best_kernels().name);
-            if (decode_tokens > 0)
-              fmt::print(
-                  "FFN {}: density {:.3f}; decode ms/token: attention {:.2f}, predictor {:.2f}, "
-                  "FFN {:.2f}, output {:.2f}\n",
-                  ffn_mode_name(session_options.ffn), density, ms_per_token(decode_times.attention),
-                  ms_per_token(decode_times.predictor), ms_per_token(decode_times.ffn),
-                  ms_per_token(decode_times.output));
-            fmt::print("| test   |   tok/s (median of {}) | runs\n", o->reps);
-            if (!pp.empty())
-              fmt::print("| pp{:<4} | {:>10.2f}            | {:.2f}\n", o->n_prompt, pp_med,
-                         fmt::join(pp, ", "));
-            if (!tg.empty())
-              fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o->n_gen, tg_med,
-                         fmt::join(tg, ", "));
-            if (session_options.check_predictor) print_ffn_report(*model, session, stdout);
-            if (bw > 0)
-              fmt::print(
-                  "memory read bandwidth: {:.1f} GB/s -> decode limit {:.2f} tok/s; "
-                  "decode reaches {:.1f}% of it\n",
-                  bw / 1e9, limit, 100 * tg_med / limit);
-            return 0;
-          }};
+            const ForwardTimes& now = session.times();
+            decode_times.attention += now.attention - times_before.attention;
+            decode_times.predictor += now.predictor - times_before.predictor;
+            decode_times.ffn += now.ffn - times_before.ffn;
+            decode_times.output += now.output - times_before.output;
+            decode_tokens += o->n_gen;
+          }
+        }
+        const double pp_med = pp.empty() ? 0 : median(pp);
+        const double tg_med = tg.empty() ? 0 : median(tg);
+        const uint64_t bytes =
+            bytes_touched_per_token(*model, session_options.ffn, decode_stats, decode_tokens);
+        double density = 0;  // mean share of FFN neurons computed per decode token
+        for (const auto& l : decode_stats)
+          density += decode_tokens > 0 ? l.computed / (decode_tokens * c.n_ff) : 0.0;
+        density /= static_cast<double>(c.n_layer);
+        auto ms_per_token = [&](double s) {
+          return decode_tokens > 0 ? 1e3 * s / decode_tokens : 0.0;
+        };
+        const double bw = o->skip_bandwidth ? 0.0 : measure_read_bandwidth(pool);
+        const double limit = bw > 0 ? bw / bytes : 0.0;
+        std::string type =
+            dtype_name(model->weights.layers.empty() ? model->weights.output.type
+                                                     : model->weights.layers[0].ffn_up.type);
+        if (o->json) {
+          nlohmann::json j = {{"model", o->model},
+                              {"type", type},
+                              {"threads", o->threads},
+                              {"kernels", best_kernels().name},
+                              {"n_prompt", o->n_prompt},
+                              {"n_gen", o->n_gen},
+                              {"repetitions", o->reps},
+                              {"prompt_tokens_per_s", pp_med},
+                              {"decode_tokens_per_s", tg_med},
+                              {"prompt_runs", pp},
+                              {"decode_runs", tg},
+                              {"weight_bytes_per_token", bytes},
+                              {"bandwidth_bytes_per_s", bw},
+                              {"bandwidth_limit_tokens_per_s", limit},
+                              {"bandwidth_limit_percent", limit > 0 ? 100 * tg_med / limit : 0},
+                              {"load_s", load_s},
+                              {"ffn_mode", ffn_mode_name(session_options.ffn)},
+                              {"ffn_density", density},
+                              {"ffn_report", ffn_report_json(*model, session)},
+                              {"decode_ms_per_token",
+                               {{"attention", ms_per_token(decode_times.attention)},
+                                {"predictor", ms_per_token(decode_times.predictor)},
+                                {"ffn", ms_per_token(decode_times.ffn)},
+                                {"output", ms_per_token(decode_times.output)}}}};
+          fmt::print("{}\n", j.dump(2));
+          return 0;
+        }
+        fmt::print("model: {} ({}, {} layers, {:.3f} GB read per token), {} threads, {} kernels\n",
+                   o->model, type, c.n_layer, bytes / 1e9, o->threads, best_kernels().name);
+        if (decode_tokens > 0)
+          fmt::print(
+              "FFN {}: density {:.3f}; decode ms/token: attention {:.2f}, predictor {:.2f}, "
+              "FFN {:.2f}, output {:.2f}\n",
+              ffn_mode_name(session_options.ffn), density, ms_per_token(decode_times.attention),
+              ms_per_token(decode_times.predictor), ms_per_token(decode_times.ffn),
+              ms_per_token(decode_times.output));
+        fmt::print("| test   |   tok/s (median of {}) | runs\n", o->reps);
+        if (!pp.empty())
+          fmt::print("| pp{:<4} | {:>10.2f}            | {:.2f}\n", o->n_prompt, pp_med,
+                     fmt::join(pp, ", "));
+        if (!tg.empty())
+          fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o->n_gen, tg_med,
+                     fmt::join(tg, ", "));
+        if (session_options.check_predictor) print_ffn_report(*model, session, stdout);
+        if (bw > 0)
+          fmt::print(
+              "memory read bandwidth: {:.1f} GB/s -> decode limit {:.2f} tok/s; "
+              "decode reaches {:.1f}% of it\n",
+              bw / 1e9, limit, 100 * tg_med / limit);
+        return 0;
+      }};
 }
 
 }  // namespace strata

@@ -20,9 +20,10 @@ Command add_bundle_command(CLI::App& app) {
   return {cmd, [o] {
             const auto model = Model::load(o->model, false, LoadMode::Map);
             if (!model->weights.has_predictors)
-              fail("'{}' has no predictors; the flash tier reads only predicted neurons (run "
-                   "strata train-predictors first)",
-                   o->model);
+              fail(
+                  "'{}' has no predictors; the flash tier reads only predicted neurons (run "
+                  "strata train-predictors first)",
+                  o->model);
             ProgressBar bar("bundle");
             write_bundled_model(*model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
             bar.finish();

@@ -31,10 +31,10 @@ Command add_logits_command(CLI::App& app) {
   return {cmd, [o] {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
-            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()));
+            const SessionOptions session_options =
+                resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()));
             ThreadPool pool(o->threads);
-            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool,
-                            session_options);
+            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool, session_options);
             nlohmann::json out = nlohmann::json::array();
             const auto all = session.eval(o->tokens, /*all_logits=*/true);
             const size_t n_vocab = all.size() / o->tokens.size();

@@ -51,7 +51,7 @@ Command add_perplexity_command(CLI::App& app) {
           fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
                n_ctx);
         StorageProfile storage;
-            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
         ThreadPool pool(o->threads);
         Session session(*model, n_ctx, pool, session_options);
         ProgressBar bar("perplexity");

@@ -72,7 +72,7 @@ Command add_run_command(CLI::App& app) {
                                : static_cast<uint64_t>(
                                      std::chrono::steady_clock::now().time_since_epoch().count());
         StorageProfile storage;
-            const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
         ThreadPool pool(o->threads);
         Session session(*model, n_ctx, pool, session_options);
         Sampler sampler(sp);

@@ -48,10 +48,14 @@ uint64_t parse_bytes(const std::string& text, const char* flag) {
   std::string unit = text.substr(used);
   for (auto& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
   double mult = 1;
-  if (unit == "K" || unit == "KB" || unit == "KIB") mult = 1024.0;
-  else if (unit == "M" || unit == "MB" || unit == "MIB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GB" || unit == "GIB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) fail("{} '{}' has an unknown unit (K, M, G)", flag, text);
+  if (unit == "K" || unit == "KB" || unit == "KIB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MB" || unit == "MIB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GB" || unit == "GIB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    fail("{} '{}' has an unknown unit (K, M, G)", flag, text);
   if (!(value > 0) || value * mult > 1e18) fail("{} '{}' is out of range", flag, text);
   return static_cast<uint64_t>(value * mult);
 }
@@ -63,9 +67,9 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   o.lookahead = f.lookahead;
   if (storage != nullptr && model.weights.bundled) {
     const std::string beside = model.file->path() + ".storage.json";
-    const std::string file =
-        !f.storage_profile.empty() ? f.storage_profile
-                                   : (std::ifstream(beside).good() ? beside : std::string());
+    const std::string file = !f.storage_profile.empty()
+                                 ? f.storage_profile
+                                 : (std::ifstream(beside).good() ? beside : std::string());
     if (!file.empty()) {
       *storage = StorageProfile::from_json_file(file);
       o.storage = storage;
@@ -92,13 +96,13 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
     fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is swiglu",
          model.file->path());
   const ModelConfig& c = model.config;
-  const uint64_t kv = 2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) *
-                      sizeof(float);
+  const uint64_t kv =
+      2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) * sizeof(float);
   // Scratch: per-token buffers for a batch of 32, scores, sparse buffers: a generous bound.
-  const uint64_t scratch =
-      static_cast<uint64_t>(Session::kMaxBatch) *
-          static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) * sizeof(float) +
-      (16ull << 20);
+  const uint64_t scratch = static_cast<uint64_t>(Session::kMaxBatch) *
+                               static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) *
+                               sizeof(float) +
+                           (16ull << 20);
   if (model.weights.bundled) {
     if (o.ffn != FfnMode::Predict || !model.weights.has_predictors)
       fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
@@ -177,8 +181,7 @@ uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
                (l.ffn_down.data != nullptr ? l.ffn_down.bytes() : l.ffn_down_t.bytes());
       continue;
     }
-    const double per_token =
-        tokens > 0 ? static_cast<double>(stats[i].computed) / tokens : 0.0;
+    const double per_token = tokens > 0 ? static_cast<double>(stats[i].computed) / tokens : 0.0;
     uint64_t row = l.ffn_up.row_bytes + l.ffn_down_t.row_bytes;
     if (mode == FfnMode::Predict) {
       row += l.ffn_gate.row_bytes;
@@ -248,15 +251,17 @@ void print_ffn_report(const Model& model, const Session& session, std::FILE* out
     if (check)
       fmt::print(out, " / {:.3f}, recall {:.4f}, precision {:.3f}", l["true_density"].get<double>(),
                  l["recall"].get<double>(), l["precision"].get<double>());
-    if (l.contains("predictor_rank")) fmt::print(out, "  (rank {})", l["predictor_rank"].get<int>());
+    if (l.contains("predictor_rank"))
+      fmt::print(out, "  (rank {})", l["predictor_rank"].get<int>());
     fmt::print(out, "\n");
   }
   const auto& t = j["time_s"];
   const double sum = t["attention"].get<double>() + t["predictor"].get<double>() +
                      t["ffn"].get<double>() + t["output"].get<double>();
   auto pct = [&](const char* k) { return sum > 0 ? 100 * t[k].get<double>() / sum : 0.0; };
-  fmt::print(out, "time: attention {:.1f}%, predictor {:.1f}%, FFN {:.1f}%, output {:.1f}% of {:.3f} s\n",
-             pct("attention"), pct("predictor"), pct("ffn"), pct("output"), sum);
+  fmt::print(
+      out, "time: attention {:.1f}%, predictor {:.1f}%, FFN {:.1f}%, output {:.1f}% of {:.3f} s\n",
+      pct("attention"), pct("predictor"), pct("ffn"), pct("output"), sum);
   if (!j["flash"].is_null()) {
     const auto& fl = j["flash"];
     fmt::print(out,

@@ -10,7 +10,8 @@ namespace strata {
 
 MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage) {
   const int64_t n_ff = down.cols, n_embd = down.rows;
-  MatrixView t{down.type, nullptr, n_embd, n_ff, row_bytes(down.type, static_cast<uint64_t>(n_embd))};
+  MatrixView t{down.type, nullptr, n_embd, n_ff,
+               row_bytes(down.type, static_cast<uint64_t>(n_embd))};
   storage.assign(t.bytes(), 0);
   t.data = storage.data();
   const int64_t elem = down.type == DType::F32 ? 4 : 2;
@@ -32,9 +33,11 @@ MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage)
     case DType::Q4_0: {
       // The whole matrix as floats once (n_embd x n_ff), then one quantized row per neuron.
       std::vector<float> all(static_cast<size_t>(n_embd * n_ff)), col(static_cast<size_t>(n_embd));
-      for (int64_t r = 0; r < n_embd; ++r) dequantize_row(down.type, down.row(r), all.data() + r * n_ff, n_ff);
+      for (int64_t r = 0; r < n_embd; ++r)
+        dequantize_row(down.type, down.row(r), all.data() + r * n_ff, n_ff);
       for (int64_t c = 0; c < n_ff; ++c) {
-        for (int64_t r = 0; r < n_embd; ++r) col[static_cast<size_t>(r)] = all[static_cast<size_t>(r * n_ff + c)];
+        for (int64_t r = 0; r < n_embd; ++r)
+          col[static_cast<size_t>(r)] = all[static_cast<size_t>(r * n_ff + c)];
         quantize_row(down.type, col.data(), storage.data() + c * t.row_bytes, n_embd);
       }
       break;

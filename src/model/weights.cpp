@@ -68,7 +68,8 @@ std::vector<float> predictor_thresholds(const GgufFile& f, int64_t n_layer) {
       fail("'{}': {} must be an array of {} numbers", f.path(), kPredictorThresholdsKey, n_layer);
     for (int64_t i = 0; i < n_layer; ++i) {
       const double x = v->items[static_cast<size_t>(i)].as_float(kPredictorThresholdsKey);
-      if (!std::isfinite(x)) fail("'{}': {} holds a non-finite value", f.path(), kPredictorThresholdsKey);
+      if (!std::isfinite(x))
+        fail("'{}': {} holds a non-finite value", f.path(), kPredictorThresholdsKey);
       t[static_cast<size_t>(i)] = static_cast<float>(x);
     }
   }
@@ -149,15 +150,12 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
     w.layers.push_back(std::move(l));
   }
-  auto all = [&](auto has) {
-    return std::all_of(w.layers.begin(), w.layers.end(), has);
-  };
-  w.has_down_t = !w.bundled &&
-                 all([](const LayerWeights& l) { return l.ffn_down_t.data != nullptr; });
+  auto all = [&](auto has) { return std::all_of(w.layers.begin(), w.layers.end(), has); };
+  w.has_down_t =
+      !w.bundled && all([](const LayerWeights& l) { return l.ffn_down_t.data != nullptr; });
   w.has_predictors = all([](const LayerWeights& l) { return l.predictor.present(); });
-  if (!w.has_predictors && std::any_of(w.layers.begin(), w.layers.end(), [](const LayerWeights& l) {
-        return l.predictor.present();
-      }))
+  if (!w.has_predictors && std::any_of(w.layers.begin(), w.layers.end(),
+                                       [](const LayerWeights& l) { return l.predictor.present(); }))
     fail("'{}' has predictors (fc1/fc2) for some layers but not all", f.path());
   return w;
 }

@@ -39,8 +39,8 @@ void write_bundled_model(const Model& model, const std::string& path,
     w.set(kPredictorThresholdsKey, GgufValue::array(GgufType::F32, std::move(t)));
   }
   auto is_ffn = [&](const std::string& name) {
-    for (const char* suffix : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
-                               "ffn_down_t.weight"}) {
+    for (const char* suffix :
+         {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "ffn_down_t.weight"}) {
       const std::string s = suffix;
       if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
           name.rfind("blk.", 0) == 0)

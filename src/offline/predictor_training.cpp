@@ -110,8 +110,7 @@ class PredictorNet {
     pool_.parallel_for(r_, [&](int64_t m0, int64_t m1, int) {
       for (int64_t m = m0; m < m1; ++m)
         for (int64_t t = 0; t < b; ++t)
-          if (dh_[t * r_ + m] != 0.0f)
-            axpy1(x + t * d_, dh_[t * r_ + m], g1_.data() + m * d_, d_);
+          if (dh_[t * r_ + m] != 0.0f) axpy1(x + t * d_, dh_[t * r_ + m], g1_.data() + m * d_, d_);
     });
     ++step_;
     adam(w1_, g1_, m1_, v1_, lr);
@@ -161,7 +160,8 @@ TrainedPredictor train_layer_predictor(const LayerSamples& data, int64_t d, int6
   // Inputs scaled to unit RMS (the scale is folded into fc1 at the end).
   double sq = 0;
   for (int64_t i = 0; i < train.end * d; ++i) sq += double{data.inputs[i]} * data.inputs[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(train.end * d) + 1e-30));
+  const float scale =
+      static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(train.end * d) + 1e-30));
   std::vector<float> x(data.inputs.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] = data.inputs[i] * scale;
   std::vector<float> mean(d, 0.0f);
@@ -204,8 +204,8 @@ TrainedPredictor train_layer_predictor(const LayerSamples& data, int64_t d, int6
       if (data.active[cal.begin * n_ff + i]) active_scores.push_back(scores[i]);
     float threshold = 0.0f;
     if (!active_scores.empty()) {
-      const size_t q = static_cast<size_t>(std::floor((1.0 - o.recall_target) *
-                                                      static_cast<double>(active_scores.size())));
+      const size_t q = static_cast<size_t>(
+          std::floor((1.0 - o.recall_target) * static_cast<double>(active_scores.size())));
       std::nth_element(active_scores.begin(), active_scores.begin() + q, active_scores.end());
       threshold = active_scores[q];
     }
@@ -226,14 +226,15 @@ TrainedPredictor train_layer_predictor(const LayerSamples& data, int64_t d, int6
     r.predictor_share = static_cast<double>(rank * (d + n_ff)) / ffn_macs;
     r.cost_share = r.predictor_share + r.predicted_density;
     if (log)
-      log(fmt::format("rank {:>4}: recall {:.4f} precision {:.3f} density {:.3f} (true {:.3f}) "
-                      "cost {:.1f}% of dense",
-                      rank, r.recall, r.precision, r.predicted_density, r.true_density,
-                      100 * r.cost_share));
+      log(fmt::format(
+          "rank {:>4}: recall {:.4f} precision {:.3f} density {:.3f} (true {:.3f}) "
+          "cost {:.1f}% of dense",
+          rank, r.recall, r.precision, r.predicted_density, r.true_density, 100 * r.cost_share));
     // A rank "meets" the target when its held-out recall is within 0.01 of it (the threshold
     // was calibrated on other tokens). Among those the cheapest wins; failing all, the best recall.
     const bool meets = r.recall >= o.recall_target - 0.01;
-    const bool take = best.rank == 0 || (meets && (!best_meets || r.cost_share < best.cost_share)) ||
+    const bool take = best.rank == 0 ||
+                      (meets && (!best_meets || r.cost_share < best.cost_share)) ||
                       (!meets && !best_meets && r.recall > best.recall);
     if (take) {
       r.fc1 = std::move(net.w1());

@@ -36,7 +36,7 @@ struct TrainedPredictor {
   float threshold = 0;
   // Held-out figures at the calibrated threshold.
   double recall = 0, precision = 0, predicted_density = 0, true_density = 0;
-  double cost_share = 0;  // (predictor MACs + predicted FFN MACs) / dense FFN MACs
+  double cost_share = 0;       // (predictor MACs + predicted FFN MACs) / dense FFN MACs
   double predictor_share = 0;  // predictor MACs / dense FFN MACs
 };
 

@@ -23,8 +23,8 @@ std::string model_hash(const Model& model) {
   return content_hash_hex(model.file->bytes(), model.file->file_size());
 }
 
-NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens,
-                            int64_t n_ctx, int64_t max_tokens, ThreadPool& pool,
+NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens, int64_t n_ctx,
+                            int64_t max_tokens, ThreadPool& pool,
                             const std::function<void(int64_t, int64_t)>& progress) {
   const ModelConfig& c = model.config;
   NeuronProfile p;
@@ -36,9 +36,8 @@ NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& toke
     for (int64_t b = 0; b < n; ++b)
       for (int64_t i = 0; i < c.n_ff; ++i) count[i] += h[b * c.n_ff + i] != 0.0f;
   });
-  const int32_t bos = model.tokenizer && model.tokenizer->add_bos_default()
-                          ? model.tokenizer->bos()
-                          : -1;
+  const int32_t bos =
+      model.tokenizer && model.tokenizer->add_bos_default() ? model.tokenizer->bos() : -1;
   p.tokens = static_cast<uint64_t>(run_text_windows(session, tokens, bos, max_tokens, progress));
   return p;
 }
@@ -111,16 +110,26 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
 std::string profile_report_html(const NeuronProfile& p, const std::string& model_name) {
   constexpr int W = 640, H = 420, L = 60, T = 20, PW = 540, PH = 340;
   std::string svg;
-  svg += fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)", W, H);
-  svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>)", L, T, PW, PH);
+  svg += fmt::format(
+      R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" font-size="12">)",
+      W, H);
+  svg += fmt::format(R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>)", L,
+                     T, PW, PH);
   for (int g = 0; g <= 10; g += 2) {
     const double x = L + PW * g / 10.0, y = T + PH - PH * g / 10.0;
-    svg += fmt::format(R"(<text x="{:.0f}" y="{}" text-anchor="middle">{}%</text>)", x, T + PH + 16, g * 10);
-    svg += fmt::format(R"(<text x="{}" y="{:.0f}" text-anchor="end">{}%</text>)", L - 6, y + 4, g * 10);
-    svg += fmt::format(R"(<line x1="{}" y1="{:.0f}" x2="{}" y2="{:.0f}" stroke="#eee"/>)", L, y, L + PW, y);
+    svg += fmt::format(R"(<text x="{:.0f}" y="{}" text-anchor="middle">{}%</text>)", x, T + PH + 16,
+                       g * 10);
+    svg += fmt::format(R"(<text x="{}" y="{:.0f}" text-anchor="end">{}%</text>)", L - 6, y + 4,
+                       g * 10);
+    svg += fmt::format(R"(<line x1="{}" y1="{:.0f}" x2="{}" y2="{:.0f}" stroke="#eee"/>)", L, y,
+                       L + PW, y);
   }
-  svg += fmt::format(R"(<text x="{}" y="{}" text-anchor="middle">hottest neurons (share of the layer)</text>)", L + PW / 2, H - 6);
-  svg += fmt::format(R"x(<text x="14" y="{}" transform="rotate(-90 14 {})" text-anchor="middle">activations covered</text>)x", T + PH / 2, T + PH / 2);
+  svg += fmt::format(
+      R"(<text x="{}" y="{}" text-anchor="middle">hottest neurons (share of the layer)</text>)",
+      L + PW / 2, H - 6);
+  svg += fmt::format(
+      R"x(<text x="14" y="{}" transform="rotate(-90 14 {})" text-anchor="middle">activations covered</text>)x",
+      T + PH / 2, T + PH / 2);
   std::string rows;
   const size_t n = p.counts.size();
   for (size_t l = 0; l < n; ++l) {
@@ -129,19 +138,24 @@ std::string profile_report_html(const NeuronProfile& p, const std::string& model
     std::string points;
     for (size_t i = 0; i < s.curve.size(); ++i)
       points += fmt::format("{:.1f},{:.1f} ", L + PW * i / 100.0, T + PH - PH * s.curve[i]);
-    svg += fmt::format(R"x(<polyline points="{}" fill="none" stroke="hsl({},70%,45%)" stroke-width="1.5"><title>layer {}</title></polyline>)x", points, hue, l);
-    rows += fmt::format(R"x(<tr><td style="color:hsl({},70%,45%)">&#9632; {}</td><td>{:.3f}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f}%</td></tr>)x",
-                        hue, l, s.sparsity, 100 * s.neurons_for_50, 100 * s.neurons_for_80, 100 * s.neurons_for_95);
+    svg += fmt::format(
+        R"x(<polyline points="{}" fill="none" stroke="hsl({},70%,45%)" stroke-width="1.5"><title>layer {}</title></polyline>)x",
+        points, hue, l);
+    rows += fmt::format(
+        R"x(<tr><td style="color:hsl({},70%,45%)">&#9632; {}</td><td>{:.3f}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f}%</td></tr>)x",
+        hue, l, s.sparsity, 100 * s.neurons_for_50, 100 * s.neurons_for_80, 100 * s.neurons_for_95);
   }
   svg += "</svg>";
-  return fmt::format(R"(<!doctype html><html><head><meta charset="utf-8"><title>strata profile: {0}</title>
+  return fmt::format(
+      R"(<!doctype html><html><head><meta charset="utf-8"><title>strata profile: {0}</title>
 <style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:2px 10px;text-align:right}}</style></head><body>
 <h1>Activation profile</h1><p>Model <code>{0}</code> (hash {1}), {2} tokens of <code>{3}</code>.
 A curve that rises steeply means a few hot neurons fire for most tokens (a power law).</p>
 {4}
 <table><tr><th>layer</th><th>sparsity</th><th>neurons for 50%</th><th>80%</th><th>95% of activations</th></tr>{5}</table>
 </body></html>
-)", model_name, p.model_hash, p.tokens, p.text, svg, rows);
+)",
+      model_name, p.model_hash, p.tokens, p.text, svg, rows);
 }
 
 }  // namespace strata

@@ -30,8 +30,8 @@ struct LayerProfileSummary {
 std::string model_hash(const Model& model);
 
 // Dense run over `tokens` (windows of n_ctx), counting non-zero activations per neuron.
-NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens,
-                            int64_t n_ctx, int64_t max_tokens, ThreadPool& pool,
+NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens, int64_t n_ctx,
+                            int64_t max_tokens, ThreadPool& pool,
                             const std::function<void(int64_t, int64_t)>& progress = {});
 
 LayerProfileSummary summarize_layer(const std::vector<uint32_t>& counts, uint64_t tokens);

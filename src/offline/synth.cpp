@@ -132,8 +132,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     if (sparse)
       start_layer = [&, l](int64_t, float* row) {
         for (int64_t j = 0; j < c.n_embd; ++j) row[j] = 1.0f + 0.1f * rng.uniform();
-        gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.n_ff, s.predictor_rank,
-                                                     s.density, s.seed * 1000003 + l);
+        gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.n_ff, s.predictor_rank, s.density,
+                                                     s.seed * 1000003 + l);
       };
     plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0, start_layer});
     plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * head_dim, {}});
@@ -156,9 +156,10 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
                     }});
     const Fill gate = [&](int64_t i, float* row) { gen->gate_row(i, row); };
     // The neurons' on/off pattern lives in the gate (the up projection for plain ReLU).
-    if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, gate});
-    plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff,
-                    ffn_has_gate(c.ffn) ? Fill{} : gate});
+    if (ffn_has_gate(c.ffn))
+      plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, gate});
+    plan.push_back(
+        {p + "ffn_up.weight", s.type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn) ? Fill{} : gate});
     if (s.keep_down)
       plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd,
                       [&](int64_t j, float* row) { gen->down_row(j, row); }});

@@ -23,13 +23,12 @@ class SparseLayerGenerator {
   static constexpr float kAnchor = 1.0f;
   static constexpr float kNoise = 0.15f;  // relative size of the part predictors cannot see
 
-  SparseLayerGenerator(int64_t n_embd, int64_t n_ff, int64_t rank, double density,
-                       uint64_t seed);
+  SparseLayerGenerator(int64_t n_embd, int64_t n_ff, int64_t rank, double density, uint64_t seed);
 
   const std::vector<float>& ffn_norm() const { return norm_; }
-  void gate_row(int64_t i, float* row) const;  // n_embd values
+  void gate_row(int64_t i, float* row) const;    // n_embd values
   void down_t_row(int64_t i, float* row) const;  // n_embd values
-  void down_row(int64_t j, float* row) const;     // the same matrix row-major: n_ff values
+  void down_row(int64_t j, float* row) const;    // the same matrix row-major: n_ff values
   void attn_output_row(int64_t r, int64_t cols, float* row);
   void fc1_row(int64_t r, float* row) const;  // n_embd values, r < rank
   void fc2_row(int64_t i, float* row) const;  // rank values

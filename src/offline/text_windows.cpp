@@ -9,7 +9,8 @@
 namespace strata {
 
 int64_t run_text_windows(Session& session, const std::vector<int32_t>& tokens, int32_t bos,
-                         int64_t max_tokens, const std::function<void(int64_t, int64_t)>& progress) {
+                         int64_t max_tokens,
+                         const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t n_ctx = session.n_ctx();
   const int64_t total = std::min<int64_t>(static_cast<int64_t>(tokens.size()),
                                           max_tokens > 0 ? max_tokens : INT64_MAX);
@@ -32,7 +33,8 @@ std::vector<int32_t> tokenize_text_file(const Model& model, const std::string& p
   if (!in) fail("cannot open '{}'", path);
   std::stringstream text;
   text << in.rdbuf();
-  if (model.tokenizer == nullptr) fail("'{}' has no tokenizer to read text with", model.file->path());
+  if (model.tokenizer == nullptr)
+    fail("'{}' has no tokenizer to read text with", model.file->path());
   auto tokens = model.tokenizer->encode(text.str(), model.tokenizer->add_bos_default());
   if (tokens.size() < 2) fail("'{}' holds no text", path);
   return tokens;

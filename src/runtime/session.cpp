@@ -104,8 +104,8 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
       own_source_ = open_bundle_source(model.file->path());
       source_ = own_source_.get();
     }
-    const int64_t slots = options.cache_neurons > 0 ? std::min(options.cache_neurons, c_.n_ff)
-                                                    : c_.n_ff;
+    const int64_t slots =
+        options.cache_neurons > 0 ? std::min(options.cache_neurons, c_.n_ff) : c_.n_ff;
     for (int64_t l = 0; l < c_.n_layer; ++l)
       caches_.push_back(std::make_unique<NeuronCache>(mw.bundle, slots, options.window));
     io_pool_ = std::make_unique<ThreadPool>(std::max(1, options.io_threads));

@@ -4,8 +4,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <thread>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -115,7 +115,7 @@ class Session {
   void ffn_activation(const float* gate, const float* up, float* h, int64_t count) const;
   // Predict / gate-first (session_sparse_ffn.cpp): fills proj_ with the FFN output.
   void sparse_ffn(int64_t layer, int64_t n);
-  void predict_neurons(int64_t layer, int64_t n);  // mask_ from the predictor
+  void predict_neurons(int64_t layer, int64_t n);   // mask_ from the predictor
   void check_prediction(int64_t layer, int64_t n);  // ffn_stats_ truth counts
   // h_c_ for compact entries [begin, end) of every token; returns the non-zero count.
   uint64_t activate(int64_t n, int64_t begin, int64_t end);
@@ -156,7 +156,7 @@ class Session {
   std::vector<std::unique_ptr<NeuronCache>> caches_;
   std::unique_ptr<ThreadPool> io_pool_;
   std::vector<int32_t> slots_;
-  std::vector<float> pass_out_;  // a later pass's down projection, added to proj_
+  std::vector<float> pass_out_;         // a later pass's down projection, added to proj_
   std::vector<int32_t> reordered_ids_;  // multi-pass layers: cached neurons first
   // Look-ahead reads in flight for one layer (joined before that layer's own fetch).
   std::thread lookahead_thread_;

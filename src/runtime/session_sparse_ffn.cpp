@@ -145,8 +145,7 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
   const int64_t ff = c_.n_ff, n_ids = static_cast<int64_t>(ids.size());
   const bool gated = ffn_has_gate(c_.ffn);
   auto view = [&](uint64_t offset) {
-    return MatrixView{bl.type, cache.data() + offset, c_.n_embd, cache.capacity(),
-                      bl.bundle_bytes};
+    return MatrixView{bl.type, cache.data() + offset, c_.n_embd, cache.capacity(), bl.bundle_bytes};
   };
   const MatrixView gate_w = view(bl.gate_offset()), up_w = view(bl.up_offset()),
                    down_w = view(bl.down_offset());
@@ -178,13 +177,13 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
     const int64_t end = std::min(n_ids, begin + cache.capacity());
     const std::span<const int32_t> part =
         ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
-    cache.fetch(part, slots_.data() + begin, *source_, w.bundles_offset, clock_ + n - 1,
-                *io_pool_, static_cast<int>(pass), n);
+    cache.fetch(part, slots_.data() + begin, *source_, w.bundles_offset, clock_ + n - 1, *io_pool_,
+                static_cast<int>(pass), n);
     const std::span<const int32_t> rows(slots_.data() + begin, part.size());
     const GatherJob jobs[2] = {{&up_w, up_c_.data() + begin, ff},
                                {&gate_w, gate_c_.data() + begin, ff}};
-    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_,
-                  need_.data() + begin, ff);
+    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_, need_.data() + begin,
+                  ff);
     nonzero += activate(n, begin, end);
     float* out = pass == 0 ? proj_.data() : pass_out_.data();
     axpy_rows(kernels_, down_w, rows, h_c_.data() + begin, ff, n, out, c_.n_embd, pool_);

@@ -6,12 +6,11 @@
 
 #include <cerrno>
 #include <cstring>
-
-#include "core/error.h"
-
 #include <exception>
 #include <mutex>
 #include <vector>
+
+#include "core/error.h"
 
 #if STRATA_HAVE_LIBURING
 #include <liburing.h>
@@ -25,7 +24,8 @@ FileBundleSource::FileBundleSource(const std::string& path) : path_(path) {
   if (fd_ < 0) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) fail("cannot open '{}' for neuron reads: {}", path, std::strerror(errno));
-    fmt::print(stderr, "note: '{}' does not allow direct I/O; neuron reads go through the page cache\n",
+    fmt::print(stderr,
+               "note: '{}' does not allow direct I/O; neuron reads go through the page cache\n",
                path);
   }
 }
@@ -45,8 +45,8 @@ void FileBundleSource::read(void* dst, uint64_t bytes, uint64_t offset) {
            std::strerror(errno));
     }
     if (r == 0)
-      fail("'{}' ended at offset {} while reading neurons (was it truncated after loading?)",
-           path_, offset + done);
+      fail("'{}' ended at offset {} while reading neurons (was it truncated after loading?)", path_,
+           offset + done);
     done += static_cast<uint64_t>(r);
   }
 }
@@ -102,9 +102,7 @@ class UringBundleSource final : public BundleSource {
     ::close(fd_);
   }
 
-  void read(void* dst, uint64_t bytes, uint64_t offset) override {
-    file_.read(dst, bytes, offset);
-  }
+  void read(void* dst, uint64_t bytes, uint64_t offset) override { file_.read(dst, bytes, offset); }
 
   void read_batch(std::span<const ReadRequest> requests, ThreadPool&) override {
     struct Pending {

@@ -34,8 +34,7 @@ void NeuronCache::remove_slot(int32_t slot) {
   slot_of_[static_cast<size_t>(neuron_of_[slot])] = -1;
   if (slot != last) {
     std::memcpy(buffer_ + static_cast<uint64_t>(slot) * layout_.bundle_bytes,
-                buffer_ + static_cast<uint64_t>(last) * layout_.bundle_bytes,
-                layout_.bundle_bytes);
+                buffer_ + static_cast<uint64_t>(last) * layout_.bundle_bytes, layout_.bundle_bytes);
     neuron_of_[slot] = neuron_of_[last];
     last_used_[slot] = last_used_[last];
     last_pass_[slot] = last_pass_[last];
@@ -106,7 +105,8 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
       bool join = gap == 0;
       if (!join && gap <= spare) {
         bool absent = true;
-        for (int32_t g = last + 1; g < n && absent; ++g) absent = slot_of_[static_cast<size_t>(g)] < 0;
+        for (int32_t g = last + 1; g < n && absent; ++g)
+          absent = slot_of_[static_cast<size_t>(g)] < 0;
         const uint64_t run = static_cast<uint64_t>(last - ranges.back().first + 1) * bb;
         join = absent && sp.merge_cheaper(run, static_cast<uint64_t>(gap) * bb, bb, depth_);
         if (join) spare -= gap;

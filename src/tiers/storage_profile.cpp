@@ -31,8 +31,9 @@ double StorageProfile::read_seconds(uint64_t bytes, int depth) const {
   std::vector<const StoragePoint*> row;
   for (const auto& p : points)
     if (p.queue_depth == best_depth) row.push_back(&p);
-  std::sort(row.begin(), row.end(),
-            [](const StoragePoint* a, const StoragePoint* b) { return a->chunk_bytes < b->chunk_bytes; });
+  std::sort(row.begin(), row.end(), [](const StoragePoint* a, const StoragePoint* b) {
+    return a->chunk_bytes < b->chunk_bytes;
+  });
   // Throughput at this size: interpolated in log(size) between neighbours, clamped at the ends.
   double bps = row.front()->bytes_per_second;
   if (bytes >= row.back()->chunk_bytes) {
@@ -42,8 +43,10 @@ double StorageProfile::read_seconds(uint64_t bytes, int depth) const {
       if (bytes <= row[i]->chunk_bytes) {
         const double x0 = std::log2(static_cast<double>(row[i - 1]->chunk_bytes));
         const double x1 = std::log2(static_cast<double>(row[i]->chunk_bytes));
-        const double t = std::clamp((std::log2(static_cast<double>(bytes)) - x0) / (x1 - x0), 0.0, 1.0);
-        bps = row[i - 1]->bytes_per_second + t * (row[i]->bytes_per_second - row[i - 1]->bytes_per_second);
+        const double t =
+            std::clamp((std::log2(static_cast<double>(bytes)) - x0) / (x1 - x0), 0.0, 1.0);
+        bps = row[i - 1]->bytes_per_second +
+              t * (row[i]->bytes_per_second - row[i - 1]->bytes_per_second);
         break;
       }
   }
@@ -74,7 +77,8 @@ StorageProfile StorageProfile::from_json_file(const std::string& file) {
     p.path = j.at("path").get<std::string>();
     for (const auto& q : j.at("points")) {
       StoragePoint s{q.at("chunk_bytes").get<uint64_t>(), q.at("queue_depth").get<int>(),
-                     q.at("bytes_per_second").get<double>(), q.at("reads_per_second").get<double>()};
+                     q.at("bytes_per_second").get<double>(),
+                     q.at("reads_per_second").get<double>()};
       if (s.chunk_bytes == 0 || s.queue_depth <= 0 || !(s.bytes_per_second > 0))
         fail("storage profile '{}' has an invalid point", file);
       p.points.push_back(s);
@@ -91,8 +95,8 @@ StorageProfile probe_storage(const std::string& path, double seconds_per_point,
   const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
   if (fd < 0) fail("cannot open '{}' with direct I/O: {}", path, std::strerror(errno));
   const off_t size = ::lseek(fd, 0, SEEK_END);
-  const std::vector<uint64_t> chunks = {4u << 10, 8u << 10, 16u << 10, 32u << 10, 64u << 10,
-                                        128u << 10, 256u << 10, 1u << 20};
+  const std::vector<uint64_t> chunks = {4u << 10,  8u << 10,   16u << 10,  32u << 10,
+                                        64u << 10, 128u << 10, 256u << 10, 1u << 20};
   const std::vector<int> depths = {1, 4, 16, 64};
   if (size < static_cast<off_t>(64u << 20)) {
     ::close(fd);
@@ -126,7 +130,8 @@ StorageProfile probe_storage(const std::string& path, double seconds_per_point,
           }
           std::free(buf);
         });
-      while (t.seconds() < seconds_per_point && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      while (t.seconds() < seconds_per_point && !failed)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
       stop = true;
       for (auto& th : threads) th.join();
       const double secs = t.seconds();
@@ -134,8 +139,8 @@ StorageProfile probe_storage(const std::string& path, double seconds_per_point,
         ::close(fd);
         fail("reading '{}' failed while probing", path);
       }
-      profile.points.push_back({chunk, depth, reads * static_cast<double>(chunk) / secs,
-                                reads / secs});
+      profile.points.push_back(
+          {chunk, depth, reads * static_cast<double>(chunk) / secs, reads / secs});
       if (progress) progress(++done, static_cast<int>(depths.size() * chunks.size()));
     }
   ::close(fd);

@@ -94,9 +94,9 @@ void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
   alignas(64) int32_t c[2][kRows][kTokens];
   alignas(64) int8_t a[kRows][kQK];
   // Byte offsets of the 16 rows' block scales, for one gather per block.
-  const __m512i row_offsets = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-      _mm512_set1_epi32(static_cast<int32_t>(w.row_bytes)));
+  const __m512i row_offsets =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(w.row_bytes)));
   const int block_bytes = q8 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
     const int64_t nr = std::min<int64_t>(kRows, row_end - r0);

@@ -175,17 +175,21 @@ inline __m256i unpack_q4_unsigned(const uint8_t* qs) {
 // (exact). One ALU operation of unpacking per block instead of three.
 float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
-  const __m256i mask = _mm256_set_m128i(_mm_set1_epi8(static_cast<char>(0xf0)), _mm_set1_epi8(0x0f));
-  const __m256 lanes = sum_blocks_lanes(w, sizeof(BlockQ4_0), kPrefetchQ4, n / 32, [&](int64_t b, __m256 acc) {
-    const __m256i q = _mm256_and_si256(
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs))), mask);
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
-    const __m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xq));
-    const __m256 t = _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]),
-                                     _mm256_loadu_ps(x.q4_lane_offsets + 8 * b));
-    return _mm256_fmadd_ps(t, _mm256_broadcast_ss(&f16[w[b].d]), acc);
-  });
-  return hsum(_mm256_mul_ps(lanes, _mm256_setr_ps(1, 1, 1, 1, 1.0f / 16, 1.0f / 16, 1.0f / 16, 1.0f / 16)));
+  const __m256i mask =
+      _mm256_set_m128i(_mm_set1_epi8(static_cast<char>(0xf0)), _mm_set1_epi8(0x0f));
+  const __m256 lanes =
+      sum_blocks_lanes(w, sizeof(BlockQ4_0), kPrefetchQ4, n / 32, [&](int64_t b, __m256 acc) {
+        const __m256i q = _mm256_and_si256(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs))),
+            mask);
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
+        const __m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q, xq));
+        const __m256 t = _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]),
+                                         _mm256_loadu_ps(x.q4_lane_offsets + 8 * b));
+        return _mm256_fmadd_ps(t, _mm256_broadcast_ss(&f16[w[b].d]), acc);
+      });
+  return hsum(
+      _mm256_mul_ps(lanes, _mm256_setr_ps(1, 1, 1, 1, 1.0f / 16, 1.0f / 16, 1.0f / 16, 1.0f / 16)));
 }
 #else
 // sum((q - 8) x) = sum(q x) - 8 sum(x): q is unsigned, so maddubs takes it directly; the second
@@ -272,7 +276,8 @@ inline void dot_multi_pass(const float* const* x, int64_t n, float* out, const v
     }
   }
   for (int t = 0; t < T; ++t) {
-    float sum = hsum(_mm256_add_ps(_mm256_add_ps(a[t][0], a[t][1]), _mm256_add_ps(a[t][2], a[t][3])));
+    float sum =
+        hsum(_mm256_add_ps(_mm256_add_ps(a[t][0], a[t][1]), _mm256_add_ps(a[t][2], a[t][3])));
     for (int64_t j = i; j < n; ++j) sum += tail(j) * x[t][j];
     out[t] = sum;
   }
@@ -288,23 +293,26 @@ inline void dot_multi(const float* const* x, int n_x, int64_t n, float* out, con
 }
 
 void dot_f32_multi(const float* w, const float* const* x, int n_x, int64_t n, float* out) {
-  dot_multi(x, n_x, n, out, w, 4, [&](int64_t i) { return _mm256_loadu_ps(w + i); },
-            [&](int64_t j) { return w[j]; });
+  dot_multi(
+      x, n_x, n, out, w, 4, [&](int64_t i) { return _mm256_loadu_ps(w + i); },
+      [&](int64_t j) { return w[j]; });
 }
 
 void dot_f16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
-  dot_multi(x, n_x, n, out, w, 2, [&](int64_t i) { return load_f16(w + i); },
-            [&](int64_t j) { return half_to_float(w[j]); });
+  dot_multi(
+      x, n_x, n, out, w, 2, [&](int64_t i) { return load_f16(w + i); },
+      [&](int64_t j) { return half_to_float(w[j]); });
 }
 
 void dot_bf16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
-  dot_multi(x, n_x, n, out, w, 2, [&](int64_t i) { return load_bf16(w + i); },
-            [&](int64_t j) {
-              const uint32_t bits = static_cast<uint32_t>(w[j]) << 16;
-              float f;
-              __builtin_memcpy(&f, &bits, 4);
-              return f;
-            });
+  dot_multi(
+      x, n_x, n, out, w, 2, [&](int64_t i) { return load_bf16(w + i); },
+      [&](int64_t j) {
+        const uint32_t bits = static_cast<uint32_t>(w[j]) << 16;
+        float f;
+        __builtin_memcpy(&f, &bits, 4);
+        return f;
+      });
 }
 
 // Multi-row axpy: y is walked in chunks of 32 elements held in four registers while every row
@@ -468,19 +476,17 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 #endif
 
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels kTable{"avx512vnni",  dot_f32,       dot_f16,       dot_bf16,
-                        dot_q8_0,      dot_q4_0,      dot_f32_multi, dot_f16_multi,
-                        dot_bf16_multi, quantize_q8_0, axpy_f32,     axpy_f16,
-                        axpy_bf16,     axpy_q8_0,     axpy_q4_0};
+const CpuKernels kTable{"avx512vnni", dot_f32,       dot_f16,       dot_bf16,       dot_q8_0,
+                        dot_q4_0,     dot_f32_multi, dot_f16_multi, dot_bf16_multi, quantize_q8_0,
+                        axpy_f32,     axpy_f16,      axpy_bf16,     axpy_q8_0,      axpy_q4_0};
 }  // namespace
 const CpuKernels* avx512vnni_kernels_unchecked() {
   return &kTable;
 }
 #else
-const CpuKernels kTable{"avx2",        dot_f32,       dot_f16,       dot_bf16,
-                        dot_q8_0,      dot_q4_0,      dot_f32_multi, dot_f16_multi,
-                        dot_bf16_multi, quantize_q8_0, axpy_f32,     axpy_f16,
-                        axpy_bf16,     axpy_q8_0,     axpy_q4_0};
+const CpuKernels kTable{"avx2",   dot_f32,       dot_f16,       dot_bf16,       dot_q8_0,
+                        dot_q4_0, dot_f32_multi, dot_f16_multi, dot_bf16_multi, quantize_q8_0,
+                        axpy_f32, axpy_f16,      axpy_bf16,     axpy_q8_0,      axpy_q4_0};
 }  // namespace
 const CpuKernels* avx2_kernels_unchecked() {
   return &kTable;

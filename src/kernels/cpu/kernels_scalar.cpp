@@ -100,10 +100,10 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k{"scalar",      dot_f32,        dot_f16,           dot_bf16,
-                            dot_q8_0,      dot_q4_0,       dot_f32_multi,     dot_f16_multi,
-                            dot_bf16_multi, quantize_row_q8_0, axpy_f32,       axpy_f16,
-                            axpy_bf16,     axpy_q8_0,      axpy_q4_0};
+  static const CpuKernels k{"scalar",       dot_f32,           dot_f16,       dot_bf16,
+                            dot_q8_0,       dot_q4_0,          dot_f32_multi, dot_f16_multi,
+                            dot_bf16_multi, quantize_row_q8_0, axpy_f32,      axpy_f16,
+                            axpy_bf16,      axpy_q8_0,         axpy_q4_0};
   return k;
 }
 

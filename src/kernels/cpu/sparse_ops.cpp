@@ -11,8 +11,8 @@ namespace strata {
 constexpr int64_t kGatherLead = 2;
 
 void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
-                   std::span<const int32_t> ids, std::span<const PreparedInput> x,
-                   ThreadPool& pool, const uint8_t* need, int64_t need_stride) {
+                   std::span<const int32_t> ids, std::span<const PreparedInput> x, ThreadPool& pool,
+                   const uint8_t* need, int64_t need_stride) {
   const int64_t n_ids = static_cast<int64_t>(ids.size());
   const int64_t batch = static_cast<int64_t>(x.size());
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
@@ -130,8 +130,8 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
       std::fill(p, p + cols, 0.0f);
       for (int64_t g = 0; g < it.count; g += kAxpyGroup) {
         const int n = static_cast<int>(std::min<int64_t>(kAxpyGroup, it.count - g));
-        axpy_row_slice(kernels, wt, rows.data() + it.first + g, coefs.data() + it.first + g, n,
-                       p, 0, cols);
+        axpy_row_slice(kernels, wt, rows.data() + it.first + g, coefs.data() + it.first + g, n, p,
+                       0, cols);
       }
     }
   });

@@ -29,8 +29,8 @@ struct GatherJob {
 // For every job: y[b][k] = w.row(ids[k]) . x[b]. With `need` (row-major [batch][need_stride],
 // indexed by the k of the id list), products where need[b][k] == 0 are skipped and written as 0.
 void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
-                   std::span<const int32_t> ids, std::span<const PreparedInput> x,
-                   ThreadPool& pool, const uint8_t* need = nullptr, int64_t need_stride = 0);
+                   std::span<const int32_t> ids, std::span<const PreparedInput> x, ThreadPool& pool,
+                   const uint8_t* need = nullptr, int64_t need_stride = 0);
 
 // out[b][0..wt.cols) = sum over k of c[b * c_stride + k] * wt.row(ids[k]), terms with c == 0
 // skipped (their rows are never read). `out` (stride out_stride) is overwritten.

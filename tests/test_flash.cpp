@@ -24,18 +24,7 @@ using strata::testing::temp_file;
 const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33, 12, 77, 201};
 
 std::string sparse_model(DType type, FfnActivation ffn) {
-  const std::string path = temp_file(std::string("flash_") + dtype_name(type) + "_" +
-                                     ffn_activation_name(ffn) + ".gguf");
-  SynthSpec s = synth_preset("tiny");
-  s.type = type;
-  s.shape.ffn = ffn;
-  s.shape.n_ff = 256;
-  s.shape.n_layer = 3;
-  s.density = 0.2;
-  s.predictor_rank = 32;
-  s.seed = 9;
-  write_synthetic_model(s, path);
-  return path;
+  return strata::testing::sparse_tiny_model(type, ffn, 9);
 }
 
 std::string bundled(const std::string& path) {

@@ -32,4 +32,25 @@ inline std::string tiny_model(DType type, FfnActivation ffn, bool tied = false) 
   return path;
 }
 
+// A tiny model whose FFN is sparse by construction (strata synth --sparsity 0.2), with
+// predictors of rank 32 and ffn_down_t: 3 layers, n_ff 256. Written once per variant.
+inline std::string sparse_tiny_model(DType type, FfnActivation ffn, uint64_t seed,
+                                     bool powerinfer = false, bool keep_down = false) {
+  const std::string path = temp_file(
+      std::string("sparse_") + dtype_name(type) + "_" + ffn_activation_name(ffn) + "_" +
+      std::to_string(seed) + (powerinfer ? "_pwri" : "") + (keep_down ? "_down" : "") + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.ffn = ffn;
+  s.shape.n_ff = 256;
+  s.shape.n_layer = 3;
+  s.density = 0.2;
+  s.predictor_rank = 32;
+  s.powerinfer_layout = powerinfer;
+  s.keep_down = keep_down;
+  s.seed = seed;
+  write_synthetic_model(s, path);
+  return path;
+}
+
 }  // namespace strata::testing

@@ -21,21 +21,7 @@ const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 3
 
 std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false,
                          bool keep_down = false) {
-  const std::string path =
-      temp_file(std::string("sparse_") + dtype_name(type) + "_" + ffn_activation_name(ffn) +
-                (powerinfer ? "_pwri" : "") + (keep_down ? "_down" : "") + ".gguf");
-  SynthSpec s = synth_preset("tiny");
-  s.type = type;
-  s.shape.ffn = ffn;
-  s.shape.n_ff = 256;
-  s.shape.n_layer = 3;
-  s.density = 0.2;
-  s.predictor_rank = 32;
-  s.powerinfer_layout = powerinfer;
-  s.keep_down = keep_down;
-  s.seed = 5;
-  write_synthetic_model(s, path);
-  return path;
+  return strata::testing::sparse_tiny_model(type, ffn, 5, powerinfer, keep_down);
 }
 
 // Logits of every position, token by token.

@@ -431,8 +431,8 @@ struct Chunk32 {
 
 // Quantized rows: per 32-element block, every row's quants scaled by c[r] * d added in order.
 template <class Block>
-inline void axpy_quantized(const Block* const* w, const float* c, int n_rows, float* y,
-                           int64_t n, int prefetch_distance) {
+inline void axpy_quantized(const Block* const* w, const float* c, int n_rows, float* y, int64_t n,
+                           int prefetch_distance) {
   for (int64_t b = 0; b < n / kQK; ++b) {
     float* yb = y + b * kQK;
     Chunk32 acc(yb);

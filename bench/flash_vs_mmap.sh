@@ -7,7 +7,8 @@
 # Usage (root): bench/flash_vs_mmap.sh BUNDLED.gguf PLAIN.gguf BUDGET TOKENS THREADS
 # (FLASH_ARGS adds flags to the flash run, e.g. "--window 10"; SKIP_MMAP=1 skips the baseline)
 # BUDGET in bytes or with K/M/G (powers of 1024). Prints decode tok/s, bytes read per token,
-# cache hit rate and the cgroup's peak memory for both.
+# cache hit rate, the cgroup's peak memory (page cache included) and the process's peak RSS
+# (GNU time) for both.
 set -eu
 bundled=$1 plain=$2 budget=$3 tokens=$4 threads=$5
 strata=${STRATA:-build/bin/strata}
@@ -25,18 +26,21 @@ run() {  # run LABEL ARGS...
   label=$1; shift
   drop "$bundled"; drop "$plain"
   echo 0 >"$cg/memory.max_usage_in_bytes" 2>/dev/null || true
-  sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' sh "$cg" "$strata" bench "$@" \
+  sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' sh "$cg" /usr/bin/time -f %M \
+    -o /tmp/flash_bench_$label.rss "$strata" bench "$@" \
     -p 0 -n "$tokens" -r 1 -t "$threads" --no-bandwidth --json >/tmp/flash_bench_$label.json
   peak=$(cat "$cg/memory.max_usage_in_bytes")
-  $py - "$label" "$peak" "$bytes" /tmp/flash_bench_$label.json <<'PY'
+  rss_kib=$(tail -1 /tmp/flash_bench_$label.rss)
+  $py - "$label" "$peak" "$bytes" /tmp/flash_bench_$label.json "$rss_kib" <<'PY'
 import json, sys
 label, peak, budget, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rss = int(sys.argv[5]) * 1024
 r = json.load(open(path))
 fl = r.get("ffn_report", {}).get("flash") or {}
 print(f"{label:8s} decode {r['decode_tokens_per_s']:8.3f} tok/s  "
       f"flash read {fl.get('bytes_read_per_token', 0) / 2**20:8.1f} MiB/token  "
-      f"hit rate {fl.get('cache_hit_rate', 0):.3f}  cgroup peak {peak / 2**30:.2f} GiB "
-      f"(budget {budget / 2**30:.2f} GiB)")
+      f"hit rate {fl.get('cache_hit_rate', 0):.3f}  cgroup peak {peak / 2**30:.2f} GiB, "
+      f"peak RSS {rss / 2**30:.2f} GiB (budget {budget / 2**30:.2f} GiB)")
 PY
 }
 run flash -m "$bundled" --ram-budget "$bytes" ${FLASH_ARGS:-}

@@ -108,8 +108,10 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
         options.cache_neurons > 0 ? std::min(options.cache_neurons, c_.n_ff) : c_.n_ff;
     for (int64_t l = 0; l < c_.n_layer; ++l)
       caches_.push_back(std::make_unique<NeuronCache>(mw.bundle, slots, options.window));
-    io_pool_ = std::make_unique<ThreadPool>(std::max(1, options.io_threads));
-    const int depth = source_->queue_depth() > 0 ? source_->queue_depth() : io_pool_->size();
+    // Blocking reads need threads to be in flight together; io_uring keeps its own queue.
+    const bool own_queue = source_->queue_depth() > 0;
+    io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options.io_threads));
+    const int depth = own_queue ? source_->queue_depth() : io_pool_->size();
     for (auto& cache : caches_) cache->set_read_planning(options.storage, depth);
     slots_.resize(c_.n_ff);
     pass_out_.resize(B * c_.n_embd);

@@ -85,16 +85,7 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   else
     o.ffn = FfnMode::Dense;
   o.check_predictor = f.check_predictor;
-  if (f.check_predictor && o.ffn != FfnMode::Predict)
-    fail("--check-predictor needs --ffn predict (and a model with predictors)");
-  if (o.ffn == FfnMode::Predict && !model.weights.has_predictors)
-    fail(
-        "--ffn predict needs activation predictors, which '{}' lacks (make them with strata "
-        "train-predictors, or use --ffn gate-first for an exact sparse FFN)",
-        model.file->path());
-  if (o.ffn == FfnMode::GateFirst && model.config.ffn == FfnActivation::SwiGLU)
-    fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is swiglu",
-         model.file->path());
+  Session::check_options(model, o);
   const ModelConfig& c = model.config;
   const uint64_t kv =
       2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) * sizeof(float);
@@ -104,9 +95,6 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                                sizeof(float) +
                            (16ull << 20);
   if (model.weights.bundled) {
-    if (o.ffn != FfnMode::Predict || !model.weights.has_predictors)
-      fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
-           model.file->path());
     const BundleLayout& bl = model.weights.bundle;
     const uint64_t on_flash = bl.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
     const uint64_t resident = model.file->file_size() - on_flash;

@@ -48,22 +48,9 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
       options_(options) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
   const ModelWeights& mw = model.weights;
-  if (options.ffn == FfnMode::Predict && !mw.has_predictors)
-    fail(
-        "--ffn predict needs activation predictors, which '{}' lacks (make them with strata "
-        "train-predictors, or use --ffn gate-first for an exact sparse FFN)",
-        model.file->path());
-  if (options.ffn == FfnMode::GateFirst && c_.ffn == FfnActivation::SwiGLU)
-    fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); this model is swiglu");
-  if (mw.bundled && (options.ffn != FfnMode::Predict || !mw.has_predictors))
-    fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
-         model.file->path());
-  if (mw.bundled && options.check_predictor)
-    fail("--check-predictor needs the dense FFN, which a bundled model keeps on flash");
+  check_options(model, options);
   if (options.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
     fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
-  if (options.check_predictor && options.ffn != FfnMode::Predict)
-    fail("--check-predictor only applies to --ffn predict");
   const int64_t kv_dim = c_.n_head_kv * c_.head_dim, q_dim = c_.n_head * c_.head_dim;
   const int64_t B = kMaxBatch;
   const uint64_t kv_floats = static_cast<uint64_t>(c_.n_layer * n_ctx * kv_dim);
@@ -87,7 +74,6 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
   rope_cos_.resize(B * c_.n_rot / 2);
   rope_sin_.resize(B * c_.n_rot / 2);
   inputs_.resize(B);
-  ffn_zeros_.assign(c_.n_layer, 0);
   ffn_stats_.assign(c_.n_layer, {});
   if (options.ffn != FfnMode::Dense) {
     mask_.resize(B * c_.n_ff);
@@ -122,6 +108,31 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
     pred_hidden_.resize(B * max_rank);
     pred_scores_.resize(B * c_.n_ff);
   }
+}
+
+void Session::check_options(const Model& model, const SessionOptions& options) {
+  const ModelWeights& mw = model.weights;
+  if (options.check_predictor && options.ffn != FfnMode::Predict)
+    fail("--check-predictor needs --ffn predict (and a model with predictors)");
+  if (options.ffn == FfnMode::Predict && !mw.has_predictors)
+    fail(
+        "--ffn predict needs activation predictors, which '{}' lacks (make them with strata "
+        "train-predictors, or use --ffn gate-first for an exact sparse FFN)",
+        model.file->path());
+  if (options.ffn == FfnMode::GateFirst && model.config.ffn == FfnActivation::SwiGLU)
+    fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is swiglu",
+         model.file->path());
+  if (mw.bundled && options.ffn != FfnMode::Predict)
+    fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
+         model.file->path());
+  if (mw.bundled && options.check_predictor)
+    fail("--check-predictor needs the dense FFN, which a bundled model keeps on flash");
+}
+
+std::vector<uint64_t> Session::ffn_zeros() const {
+  std::vector<uint64_t> zeros;
+  for (const FfnLayerStats& s : ffn_stats_) zeros.push_back(ffn_activations_ - s.nonzero);
+  return zeros;
 }
 
 Session::~Session() {
@@ -357,7 +368,6 @@ void Session::ffn_block(int64_t l, int64_t n) {
   ffn_activation(gate_.data(), up_.data(), h, total);
   uint64_t zeros = 0;
   for (int64_t i = 0; i < total; ++i) zeros += h[i] == 0.0f;
-  ffn_zeros_[l] += zeros;
   if (l == 0) ffn_activations_ += static_cast<uint64_t>(total);
   ffn_stats_[l].computed += static_cast<uint64_t>(total);
   ffn_stats_[l].nonzero += static_cast<uint64_t>(total) - zeros;

@@ -76,6 +76,10 @@ class Session {
   // Sparse modes need ffn_down_t in every layer (Model::ensure_down_t), predict mode
   // predictors; both fail here with a message saying so.
   Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options = {});
+  // Fails with a one-line message when the options cannot apply to the model (a mode it
+  // cannot run, --check-predictor outside predict mode). The constructor calls it; the CLI
+  // calls it before preparing the model for the mode.
+  static void check_options(const Model& model, const SessionOptions& options);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -96,7 +100,7 @@ class Session {
   const ForwardTimes& times() const { return times_; }
   // Per layer: FFN hidden activations that were exactly zero, and all of them, since creation.
   // The measure of activation sparsity that the sparse FFN paths exploit.
-  const std::vector<uint64_t>& ffn_zeros() const { return ffn_zeros_; }
+  std::vector<uint64_t> ffn_zeros() const;
   uint64_t ffn_activations_per_layer() const { return ffn_activations_; }
   const std::vector<FfnLayerStats>& ffn_stats() const { return ffn_stats_; }
   const SessionOptions& options() const { return options_; }
@@ -135,7 +139,6 @@ class Session {
   ForwardTimes times_;
   std::vector<FfnLayerStats> ffn_stats_;
   FfnObserver observer_;
-  std::vector<uint64_t> ffn_zeros_;
   uint64_t ffn_activations_ = 0;
 
   // Per layer [n_ctx][n_head_kv * head_dim].

@@ -110,7 +110,6 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
   FfnLayerStats& st = ffn_stats_[l];
   st.computed += computed;
   st.nonzero += nonzero;
-  ffn_zeros_[l] += static_cast<uint64_t>(n * ff) - nonzero;
   if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * ff);
   if (options_.check_predictor) check_prediction(l, n);
 

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matvec.h"
+#include "tensor/q4_0x16.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -58,6 +59,13 @@ Matrix make(DType type, int64_t rows, int64_t cols) {
   return m;
 }
 
+// Q4_0 interleaved by 16 rows, as the engine keeps matrices it multiplies whole.
+void interleave(Matrix& m) {
+  m.view.rows -= m.view.rows % kQ4x16Rows;
+  interleave_q4_0x16(m.bytes.data(), m.view.rows, m.view.cols);
+  m.view.layout = Layout::Q4_0x16;
+}
+
 void BM_MatVec(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const bool large = state.range(1) != 0;
@@ -71,7 +79,9 @@ void BM_MatVec(benchmark::State& state) {
   const int64_t cols = 2048;
   const int64_t rows = large ? (int64_t{512} << 20) / static_cast<int64_t>(row_bytes(type, cols))
                              : (int64_t{128} << 10) / static_cast<int64_t>(row_bytes(type, cols));
-  const Matrix m = make(type, rows, cols);
+  Matrix m = make(type, rows, cols);
+  const bool interleaved = state.range(4) != 0;
+  if (interleaved) interleave(m);
   std::vector<float> x(cols, 0.5f), y(rows);
   ThreadPool pool(threads);
   for (auto _ : state) {
@@ -80,17 +90,22 @@ void BM_MatVec(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(m.view.bytes()));
-  state.SetLabel(std::string(dtype_name(type)) + (large ? " 512MiB" : " 128KiB") + " " + k.name);
+  state.SetLabel(std::string(dtype_name(type)) + (interleaved ? "x16" : "") +
+                 (large ? " 512MiB" : " 128KiB") + " " + k.name);
 }
 
-// Arguments: type, large (0/1), threads, kernel variant (0 scalar, 1 avx2, 2 avx512vnni).
+// Arguments: type, large (0/1), threads, kernel variant (0 scalar, 1 avx2, 2 avx512vnni),
+// interleaved by 16 rows (Q4_0 only).
 void args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
     for (int large : {0, 1})
       for (int threads : {1, 2})
-        for (int variant : {1, 2}) b->Args({static_cast<int64_t>(t), large, threads, variant});
+        for (int variant : {1, 2}) {
+          b->Args({static_cast<int64_t>(t), large, threads, variant, 0});
+          if (t == DType::Q4_0) b->Args({static_cast<int64_t>(t), large, threads, variant, 1});
+        }
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
-    b->Args({static_cast<int64_t>(t), 0, 1, 0});
+    b->Args({static_cast<int64_t>(t), 0, 1, 0, 0});
 }
 
 BENCHMARK(BM_MatVec)->Apply(args)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -112,7 +127,9 @@ void BM_RowKernel(benchmark::State& state) {
   const CpuKernels& k = *variants[state.range(1)];
   const int64_t cols = 2048;
   const int64_t rows = (int64_t{1} << 20) / static_cast<int64_t>(row_bytes(type, cols));
-  const Matrix m = make(type, rows, cols);
+  Matrix m = make(type, rows, cols);
+  const bool interleaved = state.range(2) != 0;
+  if (interleaved) interleave(m);
   std::vector<float> x(cols, 0.5f), y(rows);
   PreparedInput in;
   in.prepare(k, x.data(), cols, needs_q8_input(type));
@@ -122,10 +139,14 @@ void BM_RowKernel(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
                           static_cast<int64_t>(m.view.bytes()));
-  state.SetLabel(std::string(dtype_name(type)) + " " + k.name);
+  state.SetLabel(std::string(dtype_name(type)) + (interleaved ? "x16 " : " ") + k.name);
 }
 
-BENCHMARK(BM_RowKernel)->ArgsProduct({{0, 1, 30, 8, 2}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+// Arguments: type, kernel variant, interleaved (Q4_0 only).
+BENCHMARK(BM_RowKernel)
+    ->ArgsProduct({{0, 1, 30, 8, 2}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{2}, {0, 1, 2}, {1}})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace strata

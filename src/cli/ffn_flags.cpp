@@ -22,6 +22,9 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_option("--storage-profile", f.storage_profile,
                   "Bundled models: disk measurements from strata probe-storage (default: "
                   "MODEL.storage.json when it exists)");
+  cmd->add_flag("!--no-repack", f.repack,
+                "Keep Q4_0 weights in the file's row layout instead of interleaving them by 16 "
+                "rows at load (llama.cpp's --no-repack)");
   cmd->add_flag("--lookahead", f.lookahead,
                 "Bundled models: read the next layer's guessed neurons during its attention");
   cmd->add_option("--window", f.window,
@@ -141,6 +144,8 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                    ? "; quantized weights were re-quantized along the new rows"
                    : "");
   }
+  // After ensure_down_t, which reads ffn_down's rows.
+  if (f.repack) model.interleave_q4_0(o.ffn == FfnMode::Dense);
   return o;
 }
 

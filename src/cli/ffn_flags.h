@@ -20,6 +20,7 @@ struct FfnFlags {
   int window = 5;          // flash tier: tokens a neuron stays cached after its last use
   std::string storage_profile;  // flash tier: strata probe-storage output
   bool lookahead = false;       // flash tier: look-ahead reads during attention
+  bool repack = true;           // interleave Q4_0 matrices multiplied whole (--no-repack: off)
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.
@@ -33,7 +34,8 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags);
 // budget leaves after the resident weights, the KV cache for n_ctx and scratch; otherwise the
 // whole model must fit. Prints the plan; fails clearly when even the minimum does not fit.
 // The storage profile (--storage-profile, or MODEL.storage.json next to a bundled model) is
-// kept in `storage` for the session to point at.
+// kept in `storage` for the session to point at. Q4_0 matrices the mode multiplies whole are
+// interleaved for the group kernels (Model::interleave_q4_0) unless --no-repack.
 SessionOptions resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
                                  StorageProfile* storage = nullptr);
 

@@ -79,6 +79,18 @@ void MappedFile::release(const uint8_t* p, uint64_t n) const {
   if (end > begin) ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
+bool MappedFile::set_writable() {
+  if (mode_ != LoadMode::Read || data_ == nullptr) return false;
+  if (::mprotect(const_cast<uint8_t*>(data_), size_, PROT_READ | PROT_WRITE) != 0)
+    fail("cannot make the copy of '{}' writable: {}", path_, std::strerror(errno));
+  return true;
+}
+
+void MappedFile::set_read_only() {
+  if (mode_ == LoadMode::Read && data_ != nullptr)
+    ::mprotect(const_cast<uint8_t*>(data_), size_, PROT_READ);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -29,6 +29,13 @@ class MappedFile {
   // streaming through a file keeps only what it is working on resident.
   void release(const uint8_t* p, uint64_t n) const;
 
+  // Read mode only: the copy in memory made writable, for in-place rearrangement of weights at
+  // load (the whole range at once, so huge pages are not split); false in Map mode, whose pages
+  // belong to the page cache. set_read_only() restores the protection.
+  bool set_writable();
+  void set_read_only();
+  uint8_t* mutable_data() { return const_cast<uint8_t*>(data_); }
+
  private:
   std::string path_;
   const uint8_t* data_ = nullptr;

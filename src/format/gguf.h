@@ -83,6 +83,7 @@ class GgufFile {
   uint64_t file_size() const { return file_->size(); }
   uint64_t data_offset() const { return data_offset_; }
   const uint8_t* bytes() const { return file_->data(); }  // the whole file
+  MappedFile& memory() { return *file_; }  // for in-place rearrangement at load (Read mode)
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(const std::string& key) const;

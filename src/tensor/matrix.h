@@ -8,12 +8,18 @@
 
 namespace strata {
 
+// Rows: the file's layout. Q4_0x16: Q4_0 rows interleaved by groups of 16 (tensor/q4_0x16.h),
+// done at load for matrices that are only multiplied whole (row() is then meaningless; the
+// kernels in matvec.h handle both layouts).
+enum class Layout { Rows, Q4_0x16 };
+
 struct MatrixView {
   DType type = DType::F32;
   const uint8_t* data = nullptr;
   int64_t cols = 0;
   int64_t rows = 0;
   uint64_t row_bytes = 0;
+  Layout layout = Layout::Rows;
 
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
   uint64_t bytes() const { return row_bytes * static_cast<uint64_t>(rows); }

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "tensor/half.h"
+#include "tensor/q4_0x16.h"
 
 #if defined(__x86_64__) && defined(__AMX_INT8__)
 #include <immintrin.h>
@@ -45,8 +46,73 @@ void configure_tiles() {
   c.rows[2] = kQK / 4, c.colsb[2] = kTokens * 4;
   c.rows[3] = kRows, c.colsb[3] = kTokens * 4;  // tmm3, tmm4: C and B of a second token group
   c.rows[4] = kQK / 4, c.colsb[4] = kTokens * 4;
+  c.rows[5] = kTokens, c.colsb[5] = kQK;  // interleaved Q4_0: tmm1, tmm5 = two token groups
   _tile_loadconfig(&c);
   configured = true;
+}
+
+// Interleaved Q4_0 (tensor/q4_0x16.h): the weights are tile B as they lie -- a chunk of four
+// quants of each of 16 rows is one B row in the tile's four-values-per-column format -- once
+// the nibbles are split and offset by 8. The activations are tile A (16 tokens x 32 values).
+// Tile C is tokens x rows, so each token's 16 results are one vector.
+void amx_matmat_q4_0x16(const MatrixView& w, int64_t row_begin, int64_t row_end,
+                        std::span<const Q8Activation> x, float* y, int64_t y_stride) {
+  const int64_t nb = w.cols / kQK, n_tokens = static_cast<int64_t>(x.size());
+  const int64_t n_groups = (n_tokens + kTokens - 1) / kTokens;
+  thread_local std::vector<int8_t> packed;
+  thread_local std::vector<float> scales;
+  packed.assign(static_cast<size_t>(n_groups * nb * kTokens * kQK), 0);
+  scales.assign(static_cast<size_t>(n_groups * nb * kTokens), 0.0f);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const Q8Activation& xt = x[static_cast<size_t>(t)];
+    const int64_t g = t / kTokens, n = t % kTokens;
+    for (int64_t b = 0; b < nb; ++b) {
+      std::memcpy(packed.data() + ((g * nb + b) * kTokens + n) * kQK, xt.blocks[b].qs, kQK);
+      scales[static_cast<size_t>((g * nb + b) * kTokens + n)] = xt.scale[b];
+    }
+  }
+  const uint64_t group_bytes = q4_0x16_group_bytes(w.cols);
+  const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
+  alignas(64) int8_t bt[kQK / 4][64];
+  alignas(64) int32_t c[2][kTokens][kRows];
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+    const uint8_t* group = w.data + static_cast<uint64_t>(r0 / kRows) * group_bytes;
+    const uint16_t* d = q4_0x16_scales(group);
+    const uint8_t* q = q4_0x16_quants(group, nb);
+    __m512 acc[2][kTokens];
+    for (auto& g : acc)
+      for (auto& v : g) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int j = 0; j < 4; ++j) {
+        const __m512i v = _mm512_loadu_si512(q + (b * 4 + j) * 64);
+        _mm512_store_si512(bt[j], _mm512_sub_epi8(_mm512_and_si512(v, low), eight));
+        _mm512_store_si512(bt[4 + j],
+                           _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), eight));
+      }
+      _tile_loadd(2, bt, 64);
+      _tile_zero(0);
+      _tile_loadd(1, packed.data() + b * kTokens * kQK, kQK);
+      _tile_dpbssd(0, 1, 2);
+      _tile_stored(0, c[0], kRows * 4);
+      if (n_groups > 1) {
+        _tile_zero(3);
+        _tile_loadd(5, packed.data() + (nb + b) * kTokens * kQK, kQK);
+        _tile_dpbssd(3, 5, 2);
+        _tile_stored(3, c[1], kRows * 4);
+      }
+      // As the scalar kernel: sum += float(int dot) * (d_w * d_x), multiply then add.
+      const __m512 dw =
+          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + b * kRows)));
+      for (int64_t g = 0; g < n_groups; ++g)
+        for (int64_t t = 0; t < kTokens; ++t) {
+          const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(scales[(g * nb + b) * kTokens + t]));
+          const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[g][t])), s);
+          acc[g][t] = _mm512_add_ps(acc[g][t], p);
+        }
+    }
+    for (int64_t t = 0; t < n_tokens; ++t)
+      _mm512_storeu_ps(y + t * y_stride + r0, acc[t / kTokens][t % kTokens]);
+  }
 }
 
 }  // namespace
@@ -73,6 +139,13 @@ void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
   const int64_t nb = w.cols / kQK, n_tokens = static_cast<int64_t>(x.size());
   const int64_t n_groups = (n_tokens + kTokens - 1) / kTokens;
   if (n_groups > 2) fail("AMX products take at most {} tokens per call", 2 * kTokens);
+  if (w.layout == Layout::Q4_0x16) {
+    if (row_begin % kRows != 0 || row_end % kRows != 0)
+      fail("interleaved Q4_0 rows {}..{} do not start and end at groups of {}", row_begin, row_end,
+           kRows);
+    amx_matmat_q4_0x16(w, row_begin, row_end, x, y, y_stride);
+    return;
+  }
   // Activations packed per 16-token group and block as tile B (four consecutive values of a
   // token side by side), with their block scales; padding tokens are zero.
   thread_local std::vector<int8_t> packed;

@@ -14,8 +14,9 @@ namespace strata {
 // per-block values fast kernels would otherwise recompute for every row.
 struct Q8Activation {
   const BlockQ8_0* blocks;
-  const float* scale;       // f32 value of blocks[b].d
-  const float* scaled_sum;  // scale[b] * sum(blocks[b].qs): for Q4_0's offset of 8
+  const float* scale;          // f32 value of blocks[b].d
+  const float* scaled_sum;     // scale[b] * sum(blocks[b].qs): for Q4_0's offset of 8
+  const int32_t* minus_8_sum;  // -8 * sum(blocks[b].qs): Q4_0's offset as an integer
   // 8 per block: scaled_sum[b] four times, then 16 * scaled_sum[b] four times: the VNNI Q4_0
   // kernel's per-lane offsets (its upper lanes hold high nibbles unshifted, i.e. times 16).
   const float* q4_lane_offsets;
@@ -36,6 +37,11 @@ struct CpuKernels {
   void (*dot_f32_multi)(const float* w, const float* const* x, int n_x, int64_t n, float* out);
   void (*dot_f16_multi)(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out);
   void (*dot_bf16_multi)(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out);
+  // One group of 16 interleaved Q4_0 rows (tensor/q4_0x16.h) times the activation: out[0..15].
+  // Each row's blocks are summed in order exactly as the scalar dot_q4_0 sums them (integer
+  // block sum, times d_w * d_x, added to the running sum without fusing), so every variant
+  // equals the scalar reference bit for bit.
+  void (*matvec_q4_0x16)(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
   // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "kernels/cpu/amx_matmat.h"
 #include "tensor/half.h"
+#include "tensor/q4_0x16.h"
 
 namespace strata {
 
@@ -19,20 +20,30 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
     q8_scale_.resize(nb);
     q8_scaled_sum_.resize(nb);
     q4_lane_offsets_.resize(nb * 8);
+    q8_minus_8_sum_.resize(nb);
     kernels.quantize_q8_0(x, q8_.data(), n);
     for (int64_t b = 0; b < nb; ++b) {
       int32_t sum = 0;
       for (int j = 0; j < kQK; ++j) sum += q8_[b].qs[j];
       q8_scale_[b] = f16_to_f32(q8_[b].d);
       q8_scaled_sum_[b] = q8_scale_[b] * static_cast<float>(sum);
+      q8_minus_8_sum_[b] = -8 * sum;
       for (int l = 0; l < 8; ++l)
         q4_lane_offsets_[b * 8 + l] = q8_scaled_sum_[b] * (l < 4 ? 1.0f : 16.0f);
     }
-    q8_view_ = {q8_.data(), q8_scale_.data(), q8_scaled_sum_.data(), q4_lane_offsets_.data()};
+    q8_view_ = {q8_.data(), q8_scale_.data(), q8_scaled_sum_.data(), q8_minus_8_sum_.data(),
+                q4_lane_offsets_.data()};
   }
 }
 
 float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const PreparedInput& x) {
+  if (w.layout == Layout::Q4_0x16) {
+    std::vector<BlockQ4_0> blocks(static_cast<size_t>(w.cols / kQK));
+    const int64_t g = row / kQ4x16Rows;
+    extract_q4_0x16_row(w.data + static_cast<uint64_t>(g) * q4_0x16_group_bytes(w.cols), w.cols,
+                        static_cast<int>(row % kQ4x16Rows), blocks.data());
+    return scalar_kernels().dot_q4_0(blocks.data(), x.q8(), w.cols);
+  }
   const uint8_t* p = w.row(row);
   switch (w.type) {
     case DType::F32:
@@ -52,6 +63,16 @@ float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const Prepa
 
 void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& x, float* y,
                  int64_t begin, int64_t end) {
+  if (w.layout == Layout::Q4_0x16) {
+    const uint64_t group_bytes = q4_0x16_group_bytes(w.cols);
+    int64_t r = begin;
+    for (; r < end && r % kQ4x16Rows != 0; ++r) y[r] = dot_row(k, w, r, x);
+    for (; r + kQ4x16Rows <= end; r += kQ4x16Rows)
+      k.matvec_q4_0x16(w.data + static_cast<uint64_t>(r / kQ4x16Rows) * group_bytes, x.q8(),
+                       w.cols / kQK, y + r);
+    for (; r < end; ++r) y[r] = dot_row(k, w, r, x);
+    return;
+  }
   for (int64_t r = begin; r < end; ++r) y[r] = dot_row(k, w, r, x);
 }
 
@@ -105,7 +126,16 @@ void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
     int64_t offset = 0;
     for (const auto& j : jobs) {
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
-      if (lo < hi && amx && needs_q8_input(j.w->type)) {
+      if (lo < hi && j.w->layout == Layout::Q4_0x16 &&
+          (!amx || (lo - offset) % kQ4x16Rows != 0 || (hi - offset) % kQ4x16Rows != 0)) {
+        // Each token through the group kernel while the group is in cache.
+        for (int64_t r = lo - offset; r < hi - offset;) {
+          const int64_t next = std::min(hi - offset, (r / kQ4x16Rows + 1) * kQ4x16Rows);
+          for (int64_t b = 0; b < batch; ++b)
+            matvec_rows(k, *j.w, x[b], j.y + b * j.y_stride, r, next);
+          r = next;
+        }
+      } else if (lo < hi && amx && needs_q8_input(j.w->type)) {
         amx_matmat_rows(*j.w, lo - offset, hi - offset, q8, j.y, j.y_stride);
       } else if (lo < hi && batch > 1 && !needs_q8_input(j.w->type)) {
         // Float weights: each row's chunks converted once for the whole batch.

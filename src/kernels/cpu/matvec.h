@@ -28,6 +28,7 @@ class PreparedInput {
   int64_t n_ = 0;
   std::vector<BlockQ8_0> q8_;
   std::vector<float> q8_scale_, q8_scaled_sum_, q4_lane_offsets_;
+  std::vector<int32_t> q8_minus_8_sum_;
   Q8Activation q8_view_{};
 };
 
@@ -35,9 +36,12 @@ inline bool needs_q8_input(DType type) {
   return type == DType::Q8_0 || type == DType::Q4_0;
 }
 
+// One row's product. Rows of an interleaved Q4_0 matrix (Layout::Q4_0x16) are unpacked and
+// multiplied by the scalar kernel, which equals the group kernels bit for bit (slow; the
+// engine only interleaves matrices it multiplies whole).
 float dot_row(const CpuKernels& kernels, const MatrixView& w, int64_t row, const PreparedInput& x);
 
-// y[r] = W[r] . x for r in [begin, end).
+// y[r] = W[r] . x for r in [begin, end). Interleaved matrices go a group of 16 rows at a time.
 void matvec_rows(const CpuKernels& kernels, const MatrixView& w, const PreparedInput& x, float* y,
                  int64_t begin, int64_t end);
 
@@ -53,10 +57,10 @@ void matvec_multi(const CpuKernels& kernels, std::initializer_list<MatVecJob> jo
 // y_b = W x_b for a batch of inputs: each weight row is read once and multiplied with every
 // input while it is in cache, so a batch costs about one pass over the weights. Output b of job
 // j goes to j.y + b * j.y_stride. Each product is the same dot_row call as in matvec, so results
-// are bit-identical to running the inputs one at a time -- except for Q8_0/Q4_0 weights and
-// batches of at least kAmxMinBatch tokens on CPUs with AMX, which use tile products
-// (amx_matmat.h) that equal the scalar reference kernel bit for bit and the SIMD dot kernels
-// within rounding.
+// are bit-identical to running the inputs one at a time -- except for Q8_0/Q4_0 weights in the
+// file's row layout and batches of at least kAmxMinBatch tokens on CPUs with AMX, which use
+// tile products (amx_matmat.h) that equal the scalar reference kernel bit for bit and the SIMD
+// dot kernels within rounding. Interleaved Q4_0 equals the scalar reference on every path.
 inline constexpr int64_t kAmxMinBatch = 4;
 
 struct MatMatJob {

@@ -67,6 +67,44 @@ TEST(Kernels, EverySimdVariantMatchesScalarForEveryType) {
   }
 }
 
+// Prompt-batch tiles (rows x vectors in registers) against the scalar dot products, for every
+// remainder of rows and vectors and columns that are not a multiple of the vector width.
+TEST(Kernels, FloatTilesMatchScalarDots) {
+  for (const CpuKernels* k : supported_kernels())
+    for (DType type : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t cols : {8, 40, 256, 1000}) {
+        const int rows = 11, n_x = 13;
+        const auto m = make_matrix(type, rows, cols, 50 + cols);
+        std::vector<std::vector<float>> xs;
+        std::vector<const float*> ptrs;
+        for (int t = 0; t < n_x; ++t) xs.push_back(random_values(cols, 60 + t));
+        for (const auto& x : xs) ptrs.push_back(x.data());
+        for (int n_rows : {1, 4, 5, 11})
+          for (int n : {1, 3, 6, 7, 13}) {
+            std::vector<float> out(n_rows * n, -1.0f);
+            const int64_t stride =
+                static_cast<int64_t>(m.view.row_bytes) / (type == DType::F32 ? 4 : 2);
+            if (type == DType::F32)
+              k->dot_f32_tile(reinterpret_cast<const float*>(m.view.data), stride, n_rows,
+                              ptrs.data(), n, cols, out.data());
+            else if (type == DType::F16)
+              k->dot_f16_tile(reinterpret_cast<const uint16_t*>(m.view.data), stride, n_rows,
+                              ptrs.data(), n, cols, out.data());
+            else
+              k->dot_bf16_tile(reinterpret_cast<const uint16_t*>(m.view.data), stride, n_rows,
+                               ptrs.data(), n, cols, out.data());
+            for (int r = 0; r < n_rows; ++r)
+              for (int t = 0; t < n; ++t) {
+                PreparedInput in;
+                in.prepare(scalar_kernels(), xs[t].data(), cols, false);
+                ASSERT_NEAR(out[r * n + t], dot_row(scalar_kernels(), m.view, r, in), 1e-5f * cols)
+                    << k->name << " " << dtype_name(type) << " cols " << cols << " rows " << n_rows
+                    << " vectors " << n << " at " << r << "," << t;
+              }
+          }
+      }
+}
+
 TEST(Kernels, AmxProductsEqualScalarKernelBitForBit) {
   if (!amx_available()) GTEST_SKIP() << "CPU without AMX";
   // 40 rows (two full tiles and a partial one), 1..32 tokens, columns of several blocks.

@@ -37,7 +37,10 @@ TEST(Session, LogitsIdenticalAcrossThreadCounts) {
   }
 }
 
-TEST(Session, BatchedEvaluationIsBitIdenticalToTokenByToken) {
+// Prompt batches go through tile kernels (register tiles for float weights, AMX for quantized
+// ones where the CPU has it) whose sums are split differently from the single-token dot
+// kernels': the logits agree within rounding. (Interleaved Q4_0 agrees exactly: below.)
+TEST(Session, BatchedEvaluationMatchesTokenByToken) {
   // 45 tokens: more than one batch of Session::kMaxBatch.
   std::vector<int32_t> tokens;
   for (int i = 0; i < 45; ++i) tokens.push_back((i * 37 + 11) % 256);
@@ -51,22 +54,25 @@ TEST(Session, BatchedEvaluationIsBitIdenticalToTokenByToken) {
       sequential.insert(sequential.end(), l.begin(), l.end());
     }
     auto all = batch.eval(tokens, /*all_logits=*/true);
+    float scale = 0;
+    for (float v : sequential) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < sequential.size(); ++i)
+      ASSERT_NEAR(sequential[i], all[i], 1e-4f * scale) << dtype_name(type) << " " << i;
+    // ReGLU zeros are exact zeros of the gate; a value within rounding of 0 may flip.
+    const auto zb = batch.ffn_zeros(), zo = one.ffn_zeros();
+    ASSERT_EQ(zb.size(), zo.size());
+    for (size_t i = 0; i < zo.size(); ++i)
+      EXPECT_NEAR(static_cast<double>(zb[i]), static_cast<double>(zo[i]),
+                  0.001 * static_cast<double>(zo[i]))
+          << dtype_name(type) << " layer " << i;
+    // Without all_logits only the last token's logits come back (its output product then runs
+    // as a single-token one).
     Session last(*m, 64, pool);
     auto l = last.eval(tokens);
-    if (amx_available() && needs_q8_input(type)) {
-      // Batches of quantized weights go through AMX tiles: the scalar reference's arithmetic,
-      // not the SIMD dot kernels' (which single tokens use): equal within rounding.
-      float scale = 0;
-      for (float v : sequential) scale = std::max(scale, std::fabs(v));
-      for (size_t i = 0; i < sequential.size(); ++i)
-        ASSERT_NEAR(sequential[i], all[i], 1e-4f * scale) << dtype_name(type) << " " << i;
-      continue;
-    }
-    EXPECT_EQ(sequential, std::vector<float>(all.begin(), all.end())) << dtype_name(type);
-    EXPECT_EQ(batch.ffn_zeros(), one.ffn_zeros()) << dtype_name(type);
-    // Without all_logits only the last token's logits come back, the same again.
-    EXPECT_EQ(std::vector<float>(l.begin(), l.end()),
-              std::vector<float>(sequential.end() - m->config.n_vocab, sequential.end()));
+    ASSERT_EQ(static_cast<int64_t>(l.size()), m->config.n_vocab);
+    for (int64_t v = 0; v < m->config.n_vocab; ++v)
+      ASSERT_NEAR(l[v], all[all.size() - m->config.n_vocab + v], 1e-5f * scale)
+          << dtype_name(type) << " " << v;
   }
 }
 

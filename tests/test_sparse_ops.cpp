@@ -109,8 +109,8 @@ TEST(SparseOps, AxpySkipsZeroCoefficientsSoNonFiniteRowsDoNotLeak) {
 }
 
 TEST(SparseOps, GatherEqualsDenseRowsOfTheMatrixProduct) {
-  // gate/up rows computed over a neuron list equal the same rows of the dense product exactly:
-  // both are the same dot_row call. Skipped (need = 0) entries are written as 0.
+  // gate/up rows computed over a neuron list equal the same rows of the dense product, token by
+  // token, exactly: both are the same dot_row call. Skipped (need = 0) entries are written as 0.
   const int64_t n_embd = 256, n_ff = 500, batch = 2;
   ThreadPool pool(3);
   for (DType type : kTypes) {
@@ -124,7 +124,8 @@ TEST(SparseOps, GatherEqualsDenseRowsOfTheMatrixProduct) {
       for (int64_t b = 0; b < batch; ++b)
         in[b].prepare(*k, xs.data() + b * n_embd, n_embd, needs_q8_input(type));
       std::vector<float> dense(batch * n_ff);
-      matmat_multi(*k, {{&w.view, dense.data(), n_ff}}, in, pool);
+      for (int64_t b = 0; b < batch; ++b)
+        matvec_multi(*k, {{&w.view, dense.data() + b * n_ff}}, in[b], pool);
       const Selection s = random_selection(n_ff, batch, 0.1, 9);
       std::vector<uint8_t> need(batch * s.ids.size());
       for (size_t i = 0; i < need.size(); ++i) need[i] = s.coef[i] != 0.0f;

@@ -31,12 +31,17 @@ struct CpuKernels {
   float (*dot_bf16)(const uint16_t* w, const float* x, int64_t n);
   float (*dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
   float (*dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
-  // The same dot products for several activation vectors at once (a prompt batch): each weight
-  // chunk is loaded and converted once for all of them. out[t] equals the single-vector
-  // kernel's result for x[t] bit for bit (same accumulators, same order).
-  void (*dot_f32_multi)(const float* w, const float* const* x, int n_x, int64_t n, float* out);
-  void (*dot_f16_multi)(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out);
-  void (*dot_bf16_multi)(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out);
+  // Prompt batches: n_rows weight rows (`stride` elements apart) times n_x activation vectors,
+  // out[r * n_x + t] = w_r . x_t. Fast variants use register tiles of rows x vectors (each
+  // weight chunk converted once per tile of vectors), so their sums are split over lanes
+  // differently from the single-vector kernels': equal within rounding, and the same whatever
+  // the batch size or thread count.
+  void (*dot_f32_tile)(const float* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                       int64_t n, float* out);
+  void (*dot_f16_tile)(const uint16_t* w, int64_t stride, int n_rows, const float* const* x,
+                       int n_x, int64_t n, float* out);
+  void (*dot_bf16_tile)(const uint16_t* w, int64_t stride, int n_rows, const float* const* x,
+                        int n_x, int64_t n, float* out);
   // One group of 16 interleaved Q4_0 rows (tensor/q4_0x16.h) times the activation: out[0..15].
   // Each row's blocks are summed in order exactly as the scalar dot_q4_0 sums them (integer
   // block sum, times d_w * d_x, added to the running sum without fusing), so every variant

@@ -327,73 +327,138 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   }
 }
 
-// Several activation vectors per weight row (prompt batches). Per vector exactly the single
-// kernels' arithmetic: four accumulators over 32-element steps, the same horizontal sum, the
-// same scalar tail; only the weight loads and conversions are shared. Up to kMultiTokens
-// vectors per pass: four accumulators each must stay in registers (AVX-512VL gives 32 ymm
-// registers; plain AVX2 has 16).
+// Prompt batches: register tiles of R weight rows x T activation vectors. Each step loads (and
+// converts) R weight vectors and T activation vectors for R * T fused multiply-adds, one
+// accumulator per pair, so the loop is bound by the FMA ports, not by loads or conversions.
+// With AVX-512: 512-bit vectors, 4 x 6 tiles (24 accumulators + 4 weights + 1 activation of 32
+// registers); this CPU issues two 512-bit FMAs per cycle, as many as 256-bit ones, so 512 bits
+// double the rate. Plain AVX2 has 16 registers: 256-bit, 2 x 4 tiles.
 #if defined(STRATA_KERNELS_VNNI)
-constexpr int kMultiTokens = 4;
+using TileVec = __m512;
+constexpr int kTileLanes = 16, kTileRows = 4, kTileTokens = 6;
+inline TileVec tile_load(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline TileVec tile_load(const uint16_t* p, bool bf16) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  if (bf16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  return _mm512_cvtph_ps(h);
+}
+inline TileVec tile_fma(TileVec a, TileVec b, TileVec c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+inline float tile_sum(TileVec v) {
+  return _mm512_reduce_add_ps(v);
+}
+inline TileVec tile_zero() {
+  return _mm512_setzero_ps();
+}
 #else
-constexpr int kMultiTokens = 2;
+using TileVec = __m256;
+constexpr int kTileLanes = 8, kTileRows = 2, kTileTokens = 4;
+inline TileVec tile_load(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline TileVec tile_load(const uint16_t* p, bool bf16) {
+  return bf16 ? load_bf16(p) : load_f16(p);
+}
+inline TileVec tile_fma(TileVec a, TileVec b, TileVec c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+inline float tile_sum(TileVec v) {
+  return hsum(v);
+}
+inline TileVec tile_zero() {
+  return _mm256_setzero_ps();
+}
 #endif
 
-template <int T, class Load, class Tail>
-inline void dot_multi_pass(const float* const* x, int64_t n, float* out, const void* w,
-                           int elem_bytes, Load load, Tail tail) {
-  __m256 a[T][4];
-  for (auto& t : a)
-    for (auto& v : t) v = _mm256_setzero_ps();
+inline float element(const float* w, int64_t j, bool) {
+  return w[j];
+}
+inline float element(const uint16_t* w, int64_t j, bool bf16) {
+  if (!bf16) return half_to_float(w[j]);
+  const uint32_t bits = static_cast<uint32_t>(w[j]) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+inline TileVec tile_load(const float* p, bool) {
+  return tile_load(p);
+}
+
+// out[r * out_stride + t] = w_r . x_t for an R x T tile.
+template <int R, int T, class W>
+inline void dot_tile(const W* w, int64_t stride, const float* const* x, int64_t n, bool bf16,
+                     float* out, int64_t out_stride) {
+  TileVec acc[R][T];
+  for (auto& row : acc)
+    for (auto& a : row) a = tile_zero();
   int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    // As the single kernels: one line per 32 f16/bf16 weights, two per 32 f32 weights.
-    prefetch_ahead(static_cast<const char*>(w) + i * elem_bytes, kPrefetchFloat, elem_bytes / 2);
-    const __m256 w0 = load(i), w1 = load(i + 8), w2 = load(i + 16), w3 = load(i + 24);
+  for (; i + kTileLanes <= n; i += kTileLanes) {
+    TileVec wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = tile_load(w + r * stride + i, bf16);
     for (int t = 0; t < T; ++t) {
-      a[t][0] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x[t] + i), a[t][0]);
-      a[t][1] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x[t] + i + 8), a[t][1]);
-      a[t][2] = _mm256_fmadd_ps(w2, _mm256_loadu_ps(x[t] + i + 16), a[t][2]);
-      a[t][3] = _mm256_fmadd_ps(w3, _mm256_loadu_ps(x[t] + i + 24), a[t][3]);
+      const TileVec xv = tile_load(x[t] + i);
+      for (int r = 0; r < R; ++r) acc[r][t] = tile_fma(wv[r], xv, acc[r][t]);
     }
   }
-  for (int t = 0; t < T; ++t) {
-    float sum =
-        hsum(_mm256_add_ps(_mm256_add_ps(a[t][0], a[t][1]), _mm256_add_ps(a[t][2], a[t][3])));
-    for (int64_t j = i; j < n; ++j) sum += tail(j) * x[t][j];
-    out[t] = sum;
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) {
+      float sum = tile_sum(acc[r][t]);
+      for (int64_t j = i; j < n; ++j) sum += element(w + r * stride, j, bf16) * x[t][j];
+      out[r * out_stride + t] = sum;
+    }
+}
+
+// The last token tile of a row group has 1..T-1 vectors.
+template <int R, class W>
+inline void dot_tile_tokens(const W* w, int64_t stride, const float* const* x, int n_x, int64_t n,
+                            bool bf16, float* out, int64_t out_stride) {
+  int t = 0;
+  for (; t + kTileTokens <= n_x; t += kTileTokens)
+    dot_tile<R, kTileTokens>(w, stride, x + t, n, bf16, out + t, out_stride);
+  switch (n_x - t) {
+#define STRATA_TOKENS_CASE(k)                                                                      \
+  case k:                                                                                          \
+    if constexpr (k < kTileTokens) dot_tile<R, k>(w, stride, x + t, n, bf16, out + t, out_stride); \
+    break;
+    STRATA_TOKENS_CASE(1)
+    STRATA_TOKENS_CASE(2)
+    STRATA_TOKENS_CASE(3)
+    STRATA_TOKENS_CASE(4)
+    STRATA_TOKENS_CASE(5)
+#undef STRATA_TOKENS_CASE
+    default:
+      break;
   }
 }
 
-template <class Load, class Tail>
-inline void dot_multi(const float* const* x, int n_x, int64_t n, float* out, const void* w,
-                      int elem_bytes, Load load, Tail tail) {
-  int t = 0;
-  for (; t + kMultiTokens <= n_x; t += kMultiTokens)
-    dot_multi_pass<kMultiTokens>(x + t, n, out + t, w, elem_bytes, load, tail);
-  for (; t < n_x; ++t) dot_multi_pass<1>(x + t, n, out + t, w, elem_bytes, load, tail);
+// Rows are walked in groups of R; each group's weights (R rows, a few KiB) stay in L1 while
+// every token tile passes over them, the activations coming from L2.
+template <class W>
+inline void dot_rows_tiled(const W* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                           int64_t n, bool bf16, float* out) {
+  int r = 0;
+  for (; r + kTileRows <= n_rows; r += kTileRows)
+    dot_tile_tokens<kTileRows>(w + r * stride, stride, x, n_x, n, bf16, out + r * n_x, n_x);
+  for (; r < n_rows; ++r)
+    dot_tile_tokens<1>(w + r * stride, stride, x, n_x, n, bf16, out + r * n_x, n_x);
 }
 
-void dot_f32_multi(const float* w, const float* const* x, int n_x, int64_t n, float* out) {
-  dot_multi(
-      x, n_x, n, out, w, 4, [&](int64_t i) { return _mm256_loadu_ps(w + i); },
-      [&](int64_t j) { return w[j]; });
+void dot_f32_tile(const float* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                  int64_t n, float* out) {
+  dot_rows_tiled(w, stride, n_rows, x, n_x, n, false, out);
 }
 
-void dot_f16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
-  dot_multi(
-      x, n_x, n, out, w, 2, [&](int64_t i) { return load_f16(w + i); },
-      [&](int64_t j) { return half_to_float(w[j]); });
+void dot_f16_tile(const uint16_t* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                  int64_t n, float* out) {
+  dot_rows_tiled(w, stride, n_rows, x, n_x, n, false, out);
 }
 
-void dot_bf16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
-  dot_multi(
-      x, n_x, n, out, w, 2, [&](int64_t i) { return load_bf16(w + i); },
-      [&](int64_t j) {
-        const uint32_t bits = static_cast<uint32_t>(w[j]) << 16;
-        float f;
-        __builtin_memcpy(&f, &bits, 4);
-        return f;
-      });
+void dot_bf16_tile(const uint16_t* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                   int64_t n, float* out) {
+  dot_rows_tiled(w, stride, n_rows, x, n_x, n, true, out);
 }
 
 // Multi-row axpy: y is walked in chunks of 32 elements held in four registers while every row
@@ -537,19 +602,19 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }
 
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels kTable{"avx512vnni",   dot_f32,        dot_f16,       dot_bf16,
-                        dot_q8_0,       dot_q4_0,       dot_f32_multi, dot_f16_multi,
-                        dot_bf16_multi, matvec_q4_0x16, quantize_q8_0, axpy_f32,
-                        axpy_f16,       axpy_bf16,      axpy_q8_0,     axpy_q4_0};
+const CpuKernels kTable{"avx512vnni",  dot_f32,        dot_f16,       dot_bf16,
+                        dot_q8_0,      dot_q4_0,       dot_f32_tile,  dot_f16_tile,
+                        dot_bf16_tile, matvec_q4_0x16, quantize_q8_0, axpy_f32,
+                        axpy_f16,      axpy_bf16,      axpy_q8_0,     axpy_q4_0};
 }  // namespace
 const CpuKernels* avx512vnni_kernels_unchecked() {
   return &kTable;
 }
 #else
-const CpuKernels kTable{"avx2",         dot_f32,        dot_f16,       dot_bf16,
-                        dot_q8_0,       dot_q4_0,       dot_f32_multi, dot_f16_multi,
-                        dot_bf16_multi, matvec_q4_0x16, quantize_q8_0, axpy_f32,
-                        axpy_f16,       axpy_bf16,      axpy_q8_0,     axpy_q4_0};
+const CpuKernels kTable{"avx2",        dot_f32,        dot_f16,       dot_bf16,
+                        dot_q8_0,      dot_q4_0,       dot_f32_tile,  dot_f16_tile,
+                        dot_bf16_tile, matvec_q4_0x16, quantize_q8_0, axpy_f32,
+                        axpy_f16,      axpy_bf16,      axpy_q8_0,     axpy_q4_0};
 }  // namespace
 const CpuKernels* avx2_kernels_unchecked() {
   return &kTable;

@@ -71,16 +71,23 @@ void matvec_q4_0x16(const uint8_t* group, const Q8Activation& xa, int64_t nb, fl
   }
 }
 
-void dot_f32_multi(const float* w, const float* const* x, int n_x, int64_t n, float* out) {
-  for (int t = 0; t < n_x; ++t) out[t] = dot_f32(w, x[t], n);
+// Prompt-batch tiles: every pair as the single-vector reference computes it.
+void dot_f32_tile(const float* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                  int64_t n, float* out) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int t = 0; t < n_x; ++t) out[r * n_x + t] = dot_f32(w + r * stride, x[t], n);
 }
 
-void dot_f16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
-  for (int t = 0; t < n_x; ++t) out[t] = dot_f16(w, x[t], n);
+void dot_f16_tile(const uint16_t* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                  int64_t n, float* out) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int t = 0; t < n_x; ++t) out[r * n_x + t] = dot_f16(w + r * stride, x[t], n);
 }
 
-void dot_bf16_multi(const uint16_t* w, const float* const* x, int n_x, int64_t n, float* out) {
-  for (int t = 0; t < n_x; ++t) out[t] = dot_bf16(w, x[t], n);
+void dot_bf16_tile(const uint16_t* w, int64_t stride, int n_rows, const float* const* x, int n_x,
+                   int64_t n, float* out) {
+  for (int r = 0; r < n_rows; ++r)
+    for (int t = 0; t < n_x; ++t) out[r * n_x + t] = dot_bf16(w + r * stride, x[t], n);
 }
 
 // Row by row: the reference order of the additions.
@@ -121,10 +128,10 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k{"scalar",       dot_f32,        dot_f16,           dot_bf16,
-                            dot_q8_0,       dot_q4_0,       dot_f32_multi,     dot_f16_multi,
-                            dot_bf16_multi, matvec_q4_0x16, quantize_row_q8_0, axpy_f32,
-                            axpy_f16,       axpy_bf16,      axpy_q8_0,         axpy_q4_0};
+  static const CpuKernels k{"scalar",      dot_f32,        dot_f16,           dot_bf16,
+                            dot_q8_0,      dot_q4_0,       dot_f32_tile,      dot_f16_tile,
+                            dot_bf16_tile, matvec_q4_0x16, quantize_row_q8_0, axpy_f32,
+                            axpy_f16,      axpy_bf16,      axpy_q8_0,         axpy_q4_0};
   return k;
 }
 

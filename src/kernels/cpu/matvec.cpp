@@ -78,31 +78,36 @@ void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& 
 
 namespace {
 
-// y[b * stride + r] for rows [begin, end) of a float-type matrix and every input b.
+// y[b * stride + r] for rows [begin, end) of a float-type matrix and every input b, through
+// the tile kernels in panels of rows (the panel's results transposed into y).
 void dot_rows_multi(const CpuKernels& k, const MatrixView& w, int64_t begin, int64_t end,
                     std::span<const PreparedInput> x, float* y, int64_t stride) {
-  constexpr int kMax = 64;
+  constexpr int kMax = 64, kPanel = 16;
   const int n = static_cast<int>(x.size());
   if (n > kMax) fail("at most {} inputs per batched product", kMax);
   const float* xs[kMax];
-  float out[kMax];
+  float out[kPanel * kMax];
   for (int b = 0; b < n; ++b) xs[b] = x[static_cast<size_t>(b)].f32();
-  for (int64_t r = begin; r < end; ++r) {
-    const uint8_t* p = w.row(r);
+  for (int64_t r0 = begin; r0 < end; r0 += kPanel) {
+    const int rows = static_cast<int>(std::min<int64_t>(kPanel, end - r0));
+    const uint8_t* p = w.row(r0);
+    const int64_t elems = w.type == DType::F32 ? 4 : 2;
+    const int64_t row_stride = static_cast<int64_t>(w.row_bytes) / elems;
     switch (w.type) {
       case DType::F32:
-        k.dot_f32_multi(reinterpret_cast<const float*>(p), xs, n, w.cols, out);
+        k.dot_f32_tile(reinterpret_cast<const float*>(p), row_stride, rows, xs, n, w.cols, out);
         break;
       case DType::F16:
-        k.dot_f16_multi(reinterpret_cast<const uint16_t*>(p), xs, n, w.cols, out);
+        k.dot_f16_tile(reinterpret_cast<const uint16_t*>(p), row_stride, rows, xs, n, w.cols, out);
         break;
       case DType::BF16:
-        k.dot_bf16_multi(reinterpret_cast<const uint16_t*>(p), xs, n, w.cols, out);
+        k.dot_bf16_tile(reinterpret_cast<const uint16_t*>(p), row_stride, rows, xs, n, w.cols, out);
         break;
       default:
         fail("no batched kernel for {} weights", dtype_name(w.type));
     }
-    for (int b = 0; b < n; ++b) y[b * stride + r] = out[b];
+    for (int r = 0; r < rows; ++r)
+      for (int b = 0; b < n; ++b) y[b * stride + r0 + r] = out[r * n + b];
   }
 }
 
@@ -138,7 +143,7 @@ void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
       } else if (lo < hi && amx && needs_q8_input(j.w->type)) {
         amx_matmat_rows(*j.w, lo - offset, hi - offset, q8, j.y, j.y_stride);
       } else if (lo < hi && batch > 1 && !needs_q8_input(j.w->type)) {
-        // Float weights: each row's chunks converted once for the whole batch.
+        // Float weights: register tiles of rows x tokens.
         dot_rows_multi(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);
       } else {
         for (int64_t r = lo; r < hi; ++r)

@@ -65,6 +65,19 @@ expect_error "no predictors" "$strata" bundle -m "$model" -o "$work/b.gguf"
 expect_error "below the minimum" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ram-budget 2M
 expect_error "bundled for the flash tier" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ffn dense
 expect_error "already bundled" "$strata" bundle -m "$work/sparse.bundle.gguf" -o "$work/b.gguf"
+expect_error "needs a text" "$strata" profile -m "$work/sparse.gguf" -o "$work/p.gguf"
+"$strata" profile -m "$work/sparse.gguf" --random-tokens 64 -o "$work/sparse.profile.gguf" >/dev/null 2>&1
+"$strata" profile -m "$model" --random-tokens 16 -o "$work/other.profile.gguf" >/dev/null 2>&1
+expect_error "is not bundled" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --profile "$work/sparse.profile.gguf"
+expect_error "another model" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/other.profile.gguf"
+# The profile of the file a bundle was made from pins neurons in the bundle's caches.
+if "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 2 --ram-budget 40M \
+    --profile "$work/sparse.profile.gguf" >"$work/out" 2>"$work/err" &&
+    grep -q "[1-9][0-9]* pinned" "$work/err"; then
+  echo "ok: $(grep pinned "$work/err")"
+else
+  echo "FAIL: bench with --profile"; cat "$work/err"; failures=$((failures + 1))
+fi
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI error cases failed"

@@ -187,6 +187,65 @@ TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {
   EXPECT_NE(cache.slot_of(200), -1);
 }
 
+TEST(Flash, PinnedNeuronsStayWhateverTheWindowAndPressure) {
+  const std::string path = bundled(sparse_model(DType::F16, FfnActivation::ReGLU));
+  const auto m = Model::load(path, false);
+  const BundleLayout& bl = m->weights.bundle;
+  FileBundleSource source(path);
+  ThreadPool pool(2);
+  NeuronCache cache(bl, 10, 1);
+  const uint64_t base = m->weights.layers[0].bundles_offset;
+  const auto file = GgufFile::open(path, LoadMode::Map);
+  const std::vector<int32_t> hot = {5, 9, 30};
+  cache.pin(hot, source, base, pool);
+  EXPECT_EQ(cache.pinned(), 3);
+  EXPECT_GT(cache.stats().pin_bytes, 0u);
+  EXPECT_EQ(cache.stats().bytes_read, 0u);  // load-time reads are not a token's
+  std::vector<int32_t> slots(16);
+  // Tokens that fill the 7 free slots with other neurons, window 1: everything unpinned
+  // expires or is evicted, the pinned neurons stay (and count as hits when used).
+  for (int64_t t = 0; t < 6; ++t) {
+    std::vector<int32_t> need = {static_cast<int32_t>(100 + 10 * t), 9};
+    for (int32_t i = 0; i < 6; ++i) need.push_back(static_cast<int32_t>(150 + 7 * t + i));
+    std::sort(need.begin(), need.end());
+    cache.fetch(need, slots.data(), source, base, t, pool);
+    for (int32_t n : hot) {
+      ASSERT_TRUE(cache.is_pinned(n)) << "token " << t;
+      ASSERT_EQ(std::memcmp(cache.data() + cache.slot_of(n) * bl.bundle_bytes,
+                            file->bytes() + base + n * bl.bundle_bytes, bl.bundle_bytes),
+                0);
+    }
+  }
+  EXPECT_EQ(cache.stats().hits, 6u);  // neuron 9, every token
+  // More unpinned neurons than the room left by the pinned ones: a clear error.
+  std::vector<int32_t> many;
+  for (int32_t i = 200; i < 208; ++i) many.push_back(i);
+  EXPECT_THROW(cache.fetch(many, slots.data(), source, base, 7, pool), Error);
+  EXPECT_THROW(cache.pin(hot, source, base, pool), Error);  // once only
+
+  // In a session: the logits of the model in RAM, also when pinned neurons leave so little
+  // room that layers run in passes.
+  const auto ram = Model::load(sparse_model(DType::F16, FfnActivation::ReGLU), false);
+  for (int64_t slots_per_layer : {int64_t{120}, int64_t{60}}) {
+    SessionOptions o{FfnMode::Predict};
+    o.cache_neurons = slots_per_layer;
+    o.pinned.assign(static_cast<size_t>(m->config.n_layer), {});
+    for (auto& l : o.pinned)
+      for (int32_t i = 0; i < 40; ++i) l.push_back(3 * i);
+    for (bool batched : {false, true}) {
+      const auto a = run(*ram, {FfnMode::Predict}, batched), b = run(*m, o, batched);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) {
+        float scale = 0;
+        for (float v : a[i]) scale = std::max(scale, std::fabs(v));
+        for (size_t j = 0; j < a[i].size(); ++j)
+          ASSERT_NEAR(a[i][j], b[i][j], 1e-5f * scale)
+              << slots_per_layer << " slots, batched " << batched;
+      }
+    }
+  }
+}
+
 // Fails every read after the first `good` ones, as an I/O error or a short read.
 class FaultySource final : public BundleSource {
  public:

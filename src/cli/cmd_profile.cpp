@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -18,13 +19,21 @@ Command add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("profile", "Count how often each FFN neuron fires over a text");
   struct Options {
     std::string model = default_model_path(), file, out, html;
-    int64_t max_tokens = 0, ctx = 512;
+    int64_t max_tokens = 0, ctx = 512, random_tokens = 0;
+    uint64_t seed = 1;
     int threads = default_threads();
     bool json = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
-  cmd->add_option("-f,--file", o->file, "Text file to read")->required();
+  auto* file = cmd->add_option("-f,--file", o->file, "Text file to read");
+  auto* random = cmd->add_option(
+      "--random-tokens", o->random_tokens,
+      "Instead of a text: this many uniformly random token ids (models without a tokenizer, "
+      "such as strata synth's)");
+  random->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  file->excludes(random);
+  cmd->add_option("--seed", o->seed, "Seed of --random-tokens");
   cmd->add_option("-n,--n-tokens", o->max_tokens, "Tokens to read at most (default: all)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("-c,--ctx-size", o->ctx, "Window size in tokens")
@@ -35,8 +44,18 @@ Command add_profile_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   return {
       cmd, [o] {
-        const auto model = Model::load(o->model);
-        const auto tokens = tokenize_text_file(*model, o->file);
+        if (o->file.empty() && o->random_tokens == 0)
+          fail("strata profile needs a text (-f FILE) or --random-tokens N");
+        const auto model = Model::load(o->model, /*require_tokenizer=*/o->random_tokens == 0);
+        std::vector<int32_t> tokens;
+        if (o->random_tokens > 0) {
+          std::mt19937_64 rng(o->seed);
+          std::uniform_int_distribution<int32_t> id(
+              0, static_cast<int32_t>(model->config.n_vocab - 1));
+          for (int64_t i = 0; i < o->random_tokens; ++i) tokens.push_back(id(rng));
+        } else {
+          tokens = tokenize_text_file(*model, o->file);
+        }
         const int64_t n_ctx = std::min<int64_t>(o->ctx, model->config.n_ctx_train);
         ThreadPool pool(o->threads);
         ProgressBar bar("profile");
@@ -44,7 +63,9 @@ Command add_profile_command(CLI::App& app) {
         NeuronProfile p = profile_model(*model, tokens, n_ctx, o->max_tokens, pool,
                                         [&](int64_t d, int64_t t) { bar.update(d, t, "tokens"); });
         bar.finish();
-        p.text = o->file;
+        p.text = o->random_tokens > 0
+                     ? fmt::format("{} random tokens (seed {})", o->random_tokens, o->seed)
+                     : o->file;
         write_profile(p, o->out);
         std::string html = o->html;
         if (html.empty()) {
@@ -67,7 +88,7 @@ Command add_profile_command(CLI::App& app) {
         if (o->json) {
           fmt::print("{}\n", nlohmann::json{{"model", o->model},
                                             {"model_hash", p.model_hash},
-                                            {"text", o->file},
+                                            {"text", p.text},
                                             {"tokens", p.tokens},
                                             {"profile", o->out},
                                             {"report", html},

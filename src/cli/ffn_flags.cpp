@@ -2,9 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
+#include <numeric>
 
 #include "core/error.h"
+#include "offline/profile.h"
+#include "tiers/bundle_layout.h"
 
 namespace strata {
 
@@ -22,6 +26,12 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_option("--storage-profile", f.storage_profile,
                   "Bundled models: disk measurements from strata probe-storage (default: "
                   "MODEL.storage.json when it exists)");
+  cmd->add_option("--profile", f.profile,
+                  "Bundled models: a strata profile of the model (or of the file it was bundled "
+                  "from); its hottest neurons are pinned in the neuron caches");
+  cmd->add_option("--pin-share", f.pin_share,
+                  "With --profile: share of each layer's neuron cache given to pinned neurons")
+      ->check(CLI::Range(0.0, 0.95));
   cmd->add_flag("!--no-repack", f.repack,
                 "Keep Q4_0 weights in the file's row layout instead of interleaving them by 16 "
                 "rows at load (llama.cpp's --no-repack)");
@@ -62,6 +72,38 @@ uint64_t parse_bytes(const std::string& text, const char* flag) {
   if (!(value > 0) || value * mult > 1e18) fail("{} '{}' is out of range", flag, text);
   return static_cast<uint64_t>(value * mult);
 }
+
+namespace {
+
+// Per layer, the `count` neurons that fired most often in the profile (only ones that fired),
+// sorted by id. The profile must come from this model or the file it was bundled from.
+std::vector<std::vector<int32_t>> hottest_neurons(const Model& model, const std::string& path,
+                                                  int64_t count) {
+  const std::string source = model.file->get_string(kBundleSourceHashKey, "");
+  if (source.empty())
+    fail("'{}' does not say which file it was bundled from; bundle it again to use --profile",
+         model.file->path());
+  const NeuronProfile p = read_profile(path, source);
+  const ModelConfig& c = model.config;
+  if (static_cast<int64_t>(p.counts.size()) != c.n_layer)
+    fail("profile '{}' has {} layers, the model {}", path, p.counts.size(), c.n_layer);
+  std::vector<std::vector<int32_t>> pinned(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const auto& counts = p.counts[static_cast<size_t>(l)];
+    if (static_cast<int64_t>(counts.size()) != c.n_ff)
+      fail("profile '{}' has {} neurons in layer {}, the model {}", path, counts.size(), l, c.n_ff);
+    std::vector<int32_t> order(static_cast<size_t>(c.n_ff));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
+    auto& keep = pinned[static_cast<size_t>(l)];
+    for (int64_t k = 0; k < count && counts[order[k]] > 0; ++k) keep.push_back(order[k]);
+    std::sort(keep.begin(), keep.end());
+  }
+  return pinned;
+}
+
+}  // namespace
 
 SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                                  StorageProfile* storage) {
@@ -118,12 +160,24 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                                        (static_cast<uint64_t>(c.n_layer) * bl.bundle_bytes)));
     }
     const int64_t slots = o.cache_neurons > 0 ? o.cache_neurons : c.n_ff;
+    int64_t pinned = 0;
+    if (!f.profile.empty()) {
+      o.pinned = hottest_neurons(
+          model, f.profile,
+          std::min<int64_t>(slots - 1,
+                            static_cast<int64_t>(f.pin_share * static_cast<double>(slots))));
+      for (const auto& l : o.pinned)
+        pinned = std::max<int64_t>(pinned, static_cast<int64_t>(l.size()));
+    }
     fmt::print(stderr,
                "memory plan: resident {} (attention, embeddings, predictors), KV cache {}, neuron "
-               "cache {} of {} neurons per layer ({}, window {}), FFN on flash {}\n",
+               "cache {} of {} neurons per layer ({}, window {}, {} pinned), FFN on flash {}\n",
                size_text(resident), size_text(kv), slots, c.n_ff,
                size_text(static_cast<double>(slots * c.n_layer) * bl.bundle_bytes), f.window,
-               size_text(on_flash));
+               pinned, size_text(on_flash));
+  } else if (!f.profile.empty()) {
+    fail("--profile pins neurons in the flash tier's caches: '{}' is not bundled (strata bundle)",
+         model.file->path());
   } else if (!f.ram_budget.empty()) {
     const uint64_t budget = parse_bytes(f.ram_budget, "--ram-budget");
     const uint64_t need = model.file->file_size() + kv + scratch;
@@ -193,6 +247,7 @@ nlohmann::json flash_json(const Session& session) {
   const double tokens = static_cast<double>(std::max<uint64_t>(1, session.tokens_evaluated()));
   const double requests = static_cast<double>(s.hits + s.misses);
   return {{"bytes_read_per_token", s.bytes_read / tokens},
+          {"pinned_bytes", s.pin_bytes},
           {"reads_per_token", s.reads / tokens},
           {"cache_hit_rate", requests > 0 ? s.hits / requests : 0.0},
           {"io_wait_s", s.read_seconds},

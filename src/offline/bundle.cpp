@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/content_hash.h"
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
@@ -33,6 +34,8 @@ void write_bundled_model(const Model& model, const std::string& path,
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
   w.set(kBundleBytesKey, GgufValue::u64(layout.bundle_bytes));
   w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(type)));
+  w.set(kBundleSourceHashKey,
+        GgufValue::str(content_hash_hex(model.file->bytes(), model.file->file_size())));
   if (model.file->is_powerinfer() && model.file->find(kPredictorThresholdsKey) == nullptr) {
     std::vector<GgufValue> t;
     for (const LayerWeights& l : mw.layers) t.push_back(GgufValue::f32(l.predictor.threshold));

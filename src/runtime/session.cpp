@@ -99,6 +99,14 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
     io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options.io_threads));
     const int depth = own_queue ? source_->queue_depth() : io_pool_->size();
     for (auto& cache : caches_) cache->set_read_planning(options.storage, depth);
+    if (!options.pinned.empty()) {
+      if (static_cast<int64_t>(options.pinned.size()) != c_.n_layer)
+        fail("pinned neurons for {} layers given, the model has {}", options.pinned.size(),
+             c_.n_layer);
+      for (int64_t l = 0; l < c_.n_layer; ++l)
+        if (!options.pinned[l].empty())
+          caches_[l]->pin(options.pinned[l], *source_, mw.layers[l].bundles_offset, *io_pool_);
+    }
     slots_.resize(c_.n_ff);
     pass_out_.resize(B * c_.n_embd);
   }
@@ -172,7 +180,7 @@ NeuronCacheStats Session::flash_stats() const {
   for (const auto& c : caches_) {
     const NeuronCacheStats& s = c->stats();
     t.hits += s.hits, t.misses += s.misses, t.bytes_read += s.bytes_read, t.reads += s.reads;
-    t.read_seconds += s.read_seconds, t.evictions += s.evictions;
+    t.read_seconds += s.read_seconds, t.evictions += s.evictions, t.pin_bytes += s.pin_bytes;
   }
   return t;
 }

@@ -52,6 +52,9 @@ struct SessionOptions {
   // default: on the disk measured (docs/FLASH.md) it gave no gain, the reads being the
   // bottleneck either way.
   bool lookahead = false;
+  // Bundled models: per layer, neurons to pin in the cache (sorted; the profile's hottest,
+  // see Session's constructor); empty: none.
+  std::vector<std::vector<int32_t>> pinned;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.

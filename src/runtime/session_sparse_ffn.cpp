@@ -148,7 +148,12 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
   };
   const MatrixView gate_w = view(bl.gate_offset()), up_w = view(bl.up_offset()),
                    down_w = view(bl.down_offset());
-  if (n_ids > cache.capacity()) {
+  // Slots for unpinned neurons; pinned ones are always resident.
+  const int64_t room = cache.capacity() - cache.pinned();
+  int64_t unpinned = n_ids;
+  if (cache.pinned() > 0)
+    for (int32_t id : ids) unpinned -= cache.is_pinned(id);
+  if (unpinned > room) {
     // Several passes: the neurons already in the cache go first, so a prompt batch larger than
     // the cache reuses what the previous batch left instead of cycling through it (plain
     // ascending order would evict every neuron just before it is needed again). The compact
@@ -172,8 +177,13 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
     ids = reordered_ids_;
   }
   uint64_t nonzero = 0;
-  for (int64_t begin = 0, pass = 0;; begin += cache.capacity(), ++pass) {
-    const int64_t end = std::min(n_ids, begin + cache.capacity());
+  for (int64_t begin = 0, end = 0, pass = 0;; begin = end, ++pass) {
+    // A pass takes neurons in order while the unpinned ones fit in the room.
+    for (int64_t free = room; end < n_ids; ++end) {
+      if (cache.pinned() > 0 && cache.is_pinned(ids[static_cast<size_t>(end)])) continue;
+      if (free == 0) break;
+      --free;
+    }
     const std::span<const int32_t> part =
         ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
     cache.fetch(part, slots_.data() + begin, *source_, w.bundles_offset, clock_ + n - 1, *io_pool_,

@@ -14,6 +14,9 @@ namespace strata {
 inline constexpr uint64_t kBundleAlign = 4096;
 inline constexpr const char* kBundleBytesKey = "strata.bundle.bytes";
 inline constexpr const char* kBundleTypeKey = "strata.bundle.type";  // GGUF type id of the rows
+// content_hash_hex of the file the bundles were made from: profiles of that file (whose hash
+// they carry) apply to the bundled one.
+inline constexpr const char* kBundleSourceHashKey = "strata.bundle.source_hash";
 
 struct BundleLayout {
   DType type = DType::F32;

@@ -51,6 +51,7 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
                         int64_t batch_tokens) {
   if (static_cast<int64_t>(neurons.size()) > capacity_)
     fail("{} neurons requested at once from a cache of {}", neurons.size(), capacity_);
+  if (token < 0) fail("token numbers start at 0");
   // Windowing: neurons not used in the last `window` tokens leave.
   if (token > expired_through_) {
     for (int32_t s = static_cast<int32_t>(live_) - 1; s >= 0; --s)
@@ -61,8 +62,10 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
   for (int32_t n : neurons) {
     const int32_t s = slot_of_[static_cast<size_t>(n)];
     if (s >= 0) {
-      last_used_[s] = token;
-      last_pass_[s] = pass;
+      if (last_used_[s] != kPinned) {
+        last_used_[s] = token;
+        last_pass_[s] = pass;
+      }
       ++stats_.hits;
     } else {
       missing.push_back(n);
@@ -164,6 +167,26 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     }
   }
   for (size_t k = 0; k < neurons.size(); ++k) slots[k] = slot_of_[static_cast<size_t>(neurons[k])];
+}
+
+void NeuronCache::pin(std::span<const int32_t> neurons, BundleSource& source, uint64_t base_offset,
+                      ThreadPool& pool) {
+  if (pinned_ > 0 || live_ > 0) fail("neurons are pinned once, into an empty cache");
+  if (static_cast<int64_t>(neurons.size()) >= capacity_)
+    fail("{} pinned neurons leave no room in a cache of {}", neurons.size(), capacity_);
+  // Read like a token's neurons (as token 0), then marked pinned; read merging may have
+  // brought gap neurons along, which stay unpinned.
+  std::vector<int32_t> slots(neurons.size());
+  fetch(neurons, slots.data(), source, base_offset, 0, pool);
+  for (int32_t s : slots) last_used_[static_cast<size_t>(s)] = kPinned;
+  // Gap neurons count as unused: the first token may evict them.
+  for (int64_t s = 0; s < live_; ++s)
+    if (last_used_[static_cast<size_t>(s)] != kPinned) last_used_[static_cast<size_t>(s)] = -1;
+  pinned_ = static_cast<int64_t>(neurons.size());
+  // Load-time reads, not a token's: counted apart.
+  const uint64_t pin_bytes = stats_.bytes_read;
+  stats_ = NeuronCacheStats{};
+  stats_.pin_bytes = pin_bytes;
 }
 
 }  // namespace strata

@@ -22,6 +22,7 @@ struct NeuronCacheStats {
   uint64_t bytes_read = 0, reads = 0;
   double read_seconds = 0;  // wall time spent waiting for reads
   uint64_t evictions = 0;
+  uint64_t pin_bytes = 0;  // read at load for pinned neurons (not in bytes_read)
 };
 
 class NeuronCache {
@@ -43,6 +44,17 @@ class NeuronCache {
              uint64_t base_offset, int64_t token, ThreadPool& pool, int pass = 0,
              int64_t batch_tokens = 1);
 
+  // Pins `neurons` (sorted, distinct, fewer than capacity()): reads them now and keeps them
+  // whatever the window or the eviction pressure (hot neurons from a profile). The rest of the
+  // cache works as before; a fetch may ask for at most capacity() - pinned() unpinned neurons.
+  void pin(std::span<const int32_t> neurons, BundleSource& source, uint64_t base_offset,
+           ThreadPool& pool);
+  int64_t pinned() const { return pinned_; }
+  bool is_pinned(int32_t neuron) const {
+    const int32_t s = slot_of_[static_cast<size_t>(neuron)];
+    return s >= 0 && last_used_[static_cast<size_t>(s)] == kPinned;
+  }
+
   // Read merging: two runs of missing neurons separated by absent ones are read as one when the
   // storage profile says reading the gap costs less than a second request at `depth` reads in
   // flight (without a profile: gaps up to 16 KiB). Gap neurons then become resident too.
@@ -61,6 +73,7 @@ class NeuronCache {
 
  private:
   void remove_slot(int32_t slot);
+  static constexpr int64_t kPinned = INT64_MAX;  // last_used_ of a pinned slot
 
   BundleLayout layout_;
   int64_t capacity_;
@@ -71,6 +84,7 @@ class NeuronCache {
   std::vector<int64_t> last_used_;  // per slot: the last token that used it
   std::vector<int32_t> last_pass_;  // per slot: the pass of that token
   int64_t live_ = 0;
+  int64_t pinned_ = 0;
   int64_t expired_through_ = -1;  // tokens up to this have had their expiries applied
   NeuronCacheStats stats_;
   const StorageProfile* profile_ = nullptr;

@@ -11,7 +11,7 @@
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matvec.h"
-#include "tensor/q4_0x16.h"
+#include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -59,11 +59,11 @@ Matrix make(DType type, int64_t rows, int64_t cols) {
   return m;
 }
 
-// Q4_0 interleaved by 16 rows, as the engine keeps matrices it multiplies whole.
+// Q4_0/Q8_0 interleaved by 16 rows, as the engine keeps matrices it multiplies whole.
 void interleave(Matrix& m) {
-  m.view.rows -= m.view.rows % kQ4x16Rows;
-  interleave_q4_0x16(m.bytes.data(), m.view.rows, m.view.cols);
-  m.view.layout = Layout::Q4_0x16;
+  m.view.rows -= m.view.rows % kInterleavedRows;
+  interleave_rows16(m.view.type, m.bytes.data(), m.view.rows, m.view.cols);
+  m.view.layout = Layout::Interleaved16;
 }
 
 void BM_MatVec(benchmark::State& state) {
@@ -95,14 +95,14 @@ void BM_MatVec(benchmark::State& state) {
 }
 
 // Arguments: type, large (0/1), threads, kernel variant (0 scalar, 1 avx2, 2 avx512vnni),
-// interleaved by 16 rows (Q4_0 only).
+// interleaved by 16 rows (Q4_0 and Q8_0 only).
 void args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
     for (int large : {0, 1})
       for (int threads : {1, 2})
         for (int variant : {1, 2}) {
           b->Args({static_cast<int64_t>(t), large, threads, variant, 0});
-          if (t == DType::Q4_0) b->Args({static_cast<int64_t>(t), large, threads, variant, 1});
+          if (interleavable(t)) b->Args({static_cast<int64_t>(t), large, threads, variant, 1});
         }
   for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
     b->Args({static_cast<int64_t>(t), 0, 1, 0, 0});
@@ -142,10 +142,10 @@ void BM_RowKernel(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(type)) + (interleaved ? "x16 " : " ") + k.name);
 }
 
-// Arguments: type, kernel variant, interleaved (Q4_0 only).
+// Arguments: type, kernel variant, interleaved (Q4_0 and Q8_0 only).
 BENCHMARK(BM_RowKernel)
     ->ArgsProduct({{0, 1, 30, 8, 2}, {0, 1, 2}, {0}})
-    ->ArgsProduct({{2}, {0, 1, 2}, {1}})
+    ->ArgsProduct({{2, 8}, {0, 1, 2}, {1}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include "kernels/cpu/amx_matmat.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matvec.h"
-#include "tensor/q4_0x16.h"
+#include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -129,73 +129,83 @@ TEST(Kernels, AmxProductsEqualScalarKernelBitForBit) {
   }
 }
 
-// The Q4_0 matrix of `m` interleaved by 16 rows (a copy).
+// The Q4_0/Q8_0 matrix of `m` interleaved by 16 rows (a copy).
 TestMatrix interleaved(const TestMatrix& m) {
   TestMatrix i = m;
-  interleave_q4_0x16(i.bytes.data(), m.view.rows, m.view.cols);
+  interleave_rows16(m.view.type, i.bytes.data(), m.view.rows, m.view.cols);
   i.view.data = i.bytes.data();
-  i.view.layout = Layout::Q4_0x16;
+  i.view.layout = Layout::Interleaved16;
   return i;
 }
 
-TEST(Kernels, InterleavedQ4RowsRoundTrip) {
-  const TestMatrix m = make_matrix(DType::Q4_0, 32, 96, 7);
-  const TestMatrix i = interleaved(m);
-  EXPECT_NE(m.bytes, i.bytes);
-  std::vector<BlockQ4_0> row(3);
-  for (int r = 0; r < 32; ++r) {
-    extract_q4_0x16_row(i.view.data + (r / 16) * q4_0x16_group_bytes(96), 96, r % 16, row.data());
-    EXPECT_EQ(std::memcmp(row.data(), m.view.row(r), m.view.row_bytes), 0) << r;
+const DType kInterleavedTypes[] = {DType::Q4_0, DType::Q8_0};
+
+TEST(Kernels, InterleavedRowsRoundTrip) {
+  for (DType type : kInterleavedTypes) {
+    const TestMatrix m = make_matrix(type, 32, 96, 7);
+    const TestMatrix i = interleaved(m);
+    EXPECT_NE(m.bytes, i.bytes);
+    std::vector<uint8_t> row(m.view.row_bytes);
+    for (int r = 0; r < 32; ++r) {
+      extract_row16(type, i.view.data + (r / 16) * interleaved_group_bytes(type, 96), 96, r % 16,
+                    row.data());
+      EXPECT_EQ(std::memcmp(row.data(), m.view.row(r), m.view.row_bytes), 0)
+          << dtype_name(type) << " row " << r;
+    }
   }
 }
 
-// Every variant's group kernel sums like the scalar dot_q4_0: equal bit for bit.
-TEST(Kernels, InterleavedQ4EqualsScalarDotBitForBit) {
-  for (const CpuKernels* k : supported_kernels())
-    for (int64_t cols : {32, 64, 160, 2048, 4160}) {
-      const TestMatrix m = make_matrix(DType::Q4_0, 48, cols, 30 + cols);
-      const TestMatrix i = interleaved(m);
-      const auto x = random_values(cols, 31);
-      PreparedInput in;
-      in.prepare(*k, x.data(), cols, true);
-      std::vector<float> y(48);
-      matvec_rows(*k, i.view, in, y.data(), 0, 48);
-      for (int r = 0; r < 48; ++r) {
-        ASSERT_EQ(y[r], dot_row(scalar_kernels(), m.view, r, in))
-            << k->name << " cols=" << cols << " row " << r;
-        // A single row of the interleaved matrix (the slow path) agrees too.
-        ASSERT_EQ(dot_row(*k, i.view, r, in), y[r]) << k->name << " row " << r;
+// Every variant's group kernels sum like the scalar dot_q4_0 / dot_q8_0: equal bit for bit.
+TEST(Kernels, InterleavedRowsEqualScalarDotBitForBit) {
+  for (DType type : kInterleavedTypes)
+    for (const CpuKernels* k : supported_kernels())
+      for (int64_t cols : {32, 64, 160, 2048, 4160}) {
+        const TestMatrix m = make_matrix(type, 48, cols, 30 + cols);
+        const TestMatrix i = interleaved(m);
+        const auto x = random_values(cols, 31);
+        PreparedInput in;
+        in.prepare(*k, x.data(), cols, true);
+        std::vector<float> y(48);
+        matvec_rows(*k, i.view, in, y.data(), 0, 48);
+        for (int r = 0; r < 48; ++r) {
+          ASSERT_EQ(y[r], dot_row(scalar_kernels(), m.view, r, in))
+              << dtype_name(type) << " " << k->name << " cols=" << cols << " row " << r;
+          // A single row of the interleaved matrix (the slow path) agrees too.
+          ASSERT_EQ(dot_row(*k, i.view, r, in), y[r]) << k->name << " row " << r;
+        }
       }
-    }
 }
 
 // Batched products of an interleaved matrix (AMX tiles where the CPU has them, else the group
 // kernel per token), over every thread count and row split, equal the scalar reference.
-TEST(MatVec, InterleavedQ4BatchesEqualScalarBitForBit) {
-  const TestMatrix m = make_matrix(DType::Q4_0, 80, 256, 40);
-  const TestMatrix i = interleaved(m);
-  const TestMatrix other = make_matrix(DType::Q4_0, 24, 256, 41);  // a second, plain job
-  for (int n_tokens : {1, 3, 4, 16, 17, 32}) {
-    std::vector<std::vector<float>> xs;
-    std::vector<PreparedInput> in(n_tokens);
-    for (int t = 0; t < n_tokens; ++t) xs.push_back(random_values(256, 200 + t));
-    for (int t = 0; t < n_tokens; ++t) in[t].prepare(best_kernels(), xs[t].data(), 256, true);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      // First: groups aligned with the row tasks (AMX); second: misaligned (group kernel).
-      for (bool first : {true, false}) {
-        std::vector<float> y(n_tokens * 80, -1.0f), z(n_tokens * 24, -1.0f);
-        if (first)
-          matmat_multi(best_kernels(), {{&i.view, y.data(), 80}, {&other.view, z.data(), 24}}, in,
-                       pool);
-        else
-          matmat_multi(best_kernels(), {{&other.view, z.data(), 24}, {&i.view, y.data(), 80}}, in,
-                       pool);
-        for (int t = 0; t < n_tokens; ++t)
-          for (int r = 0; r < 80; ++r)
-            ASSERT_EQ(y[t * 80 + r], dot_row(scalar_kernels(), m.view, r, in[t]))
-                << n_tokens << " tokens, " << threads << " threads, token " << t << " row " << r
-                << (first ? " (aligned)" : " (misaligned)");
+TEST(MatVec, InterleavedBatchesEqualScalarBitForBit) {
+  for (DType type : kInterleavedTypes) {
+    const TestMatrix m = make_matrix(type, 80, 256, 40);
+    const TestMatrix i = interleaved(m);
+    const TestMatrix other = make_matrix(type, 24, 256, 41);  // a second, plain job
+    for (int n_tokens : {1, 3, 4, 16, 17, 32}) {
+      std::vector<std::vector<float>> xs;
+      std::vector<PreparedInput> in(n_tokens);
+      for (int t = 0; t < n_tokens; ++t) xs.push_back(random_values(256, 200 + t));
+      for (int t = 0; t < n_tokens; ++t) in[t].prepare(best_kernels(), xs[t].data(), 256, true);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        // First: groups aligned with the row tasks (AMX); second: misaligned (group kernel).
+        for (bool first : {true, false}) {
+          std::vector<float> y(n_tokens * 80, -1.0f), z(n_tokens * 24, -1.0f);
+          if (first)
+            matmat_multi(best_kernels(), {{&i.view, y.data(), 80}, {&other.view, z.data(), 24}}, in,
+                         pool);
+          else
+            matmat_multi(best_kernels(), {{&other.view, z.data(), 24}, {&i.view, y.data(), 80}}, in,
+                         pool);
+          for (int t = 0; t < n_tokens; ++t)
+            for (int r = 0; r < 80; ++r)
+              ASSERT_EQ(y[t * 80 + r], dot_row(scalar_kernels(), m.view, r, in[t]))
+                  << dtype_name(type) << " " << n_tokens << " tokens, " << threads
+                  << " threads, token " << t << " row " << r
+                  << (first ? " (aligned)" : " (misaligned)");
+        }
       }
     }
   }

@@ -39,7 +39,7 @@ TEST(Session, LogitsIdenticalAcrossThreadCounts) {
 
 // Prompt batches go through tile kernels (register tiles for float weights, AMX for quantized
 // ones where the CPU has it) whose sums are split differently from the single-token dot
-// kernels': the logits agree within rounding. (Interleaved Q4_0 agrees exactly: below.)
+// kernels': the logits agree within rounding. (Interleaved Q4_0/Q8_0 agree exactly: below.)
 TEST(Session, BatchedEvaluationMatchesTokenByToken) {
   // 45 tokens: more than one batch of Session::kMaxBatch.
   std::vector<int32_t> tokens;
@@ -76,46 +76,48 @@ TEST(Session, BatchedEvaluationMatchesTokenByToken) {
   }
 }
 
-// Interleaved Q4_0 (Model::interleave_q4_0) computes what the scalar reference computes on
+// Interleaved Q4_0/Q8_0 (Model::interleave_rows) computes what the scalar reference computes on
 // every path, so a prompt batch and token-by-token decoding give the same logits bit for bit,
 // and both agree with the file's row layout (SIMD dot kernels) within rounding.
-TEST(Session, InterleavedQ4_0MatchesRowLayoutAndBatchesExactly) {
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 21; ++i) tokens.push_back((i * 29 + 7) % 256);
-  const std::string path = tiny_model(DType::Q4_0, FfnActivation::SwiGLU);
-  const auto rows = Model::load(path, false);
-  const auto inter = Model::load(path, false);
-  // 2 layers x (q, k, v, o, gate, up, down) + output.
-  EXPECT_EQ(inter->interleave_q4_0(/*ffn=*/true), 15);
-  EXPECT_EQ(inter->interleave_q4_0(true), 0);  // already done
-  EXPECT_EQ(Model::load(path, false, LoadMode::Map)->interleave_q4_0(true), 0);
-  ThreadPool pool(2);
-  Session a(*rows, 64, pool), one(*inter, 64, pool), batch(*inter, 64, pool);
-  std::vector<float> reference, sequential;
-  for (int32_t t : tokens) {
-    auto l = a.eval(t);
-    reference.insert(reference.end(), l.begin(), l.end());
-    l = one.eval(t);
-    sequential.insert(sequential.end(), l.begin(), l.end());
-  }
-  auto all = batch.eval(tokens, /*all_logits=*/true);
-  EXPECT_EQ(sequential, std::vector<float>(all.begin(), all.end()));
-  float scale = 0;
-  for (float v : reference) scale = std::max(scale, std::fabs(v));
-  // Rounding differences of 1e-7 -- unless one flips the Q8_0 rounding of an activation value
-  // (one step of 1/127 of its block's maximum), which moves that token's logits visibly. Seen
-  // once in these 21 tokens; allow two.
-  int flipped = 0;
-  for (size_t t = 0; t < tokens.size(); ++t) {
-    float diff = 0;
-    for (int64_t v = 0; v < inter->config.n_vocab; ++v) {
-      const size_t i = t * inter->config.n_vocab + v;
-      diff = std::max(diff, std::fabs(reference[i] - sequential[i]));
+TEST(Session, InterleavedRowsMatchRowLayoutAndBatchesExactly) {
+  for (DType type : {DType::Q4_0, DType::Q8_0}) {
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 21; ++i) tokens.push_back((i * 29 + 7) % 256);
+    const std::string path = tiny_model(type, FfnActivation::SwiGLU);
+    const auto rows = Model::load(path, false);
+    const auto inter = Model::load(path, false);
+    // 2 layers x (q, k, v, o, gate, up, down) + output.
+    EXPECT_EQ(inter->interleave_rows(/*ffn=*/true), 15);
+    EXPECT_EQ(inter->interleave_rows(true), 0);  // already done
+    EXPECT_EQ(Model::load(path, false, LoadMode::Map)->interleave_rows(true), 0);
+    ThreadPool pool(2);
+    Session a(*rows, 64, pool), one(*inter, 64, pool), batch(*inter, 64, pool);
+    std::vector<float> reference, sequential;
+    for (int32_t t : tokens) {
+      auto l = a.eval(t);
+      reference.insert(reference.end(), l.begin(), l.end());
+      l = one.eval(t);
+      sequential.insert(sequential.end(), l.begin(), l.end());
     }
-    EXPECT_LT(diff, 0.05f * scale) << "token " << t;
-    flipped += diff > 1e-5f * scale;
+    auto all = batch.eval(tokens, /*all_logits=*/true);
+    EXPECT_EQ(sequential, std::vector<float>(all.begin(), all.end()));
+    float scale = 0;
+    for (float v : reference) scale = std::max(scale, std::fabs(v));
+    // Rounding differences of 1e-7 -- unless one flips the Q8_0 rounding of an activation value
+    // (one step of 1/127 of its block's maximum), which moves that token's logits visibly. Seen
+    // once in these 21 tokens; allow two.
+    int flipped = 0;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      float diff = 0;
+      for (int64_t v = 0; v < inter->config.n_vocab; ++v) {
+        const size_t i = t * inter->config.n_vocab + v;
+        diff = std::max(diff, std::fabs(reference[i] - sequential[i]));
+      }
+      EXPECT_LT(diff, 0.05f * scale) << "token " << t;
+      flipped += diff > 1e-5f * scale;
+    }
+    EXPECT_LE(flipped, 2);
   }
-  EXPECT_LE(flipped, 2);
 }
 
 TEST(Session, BatchesOfQuantizedWeightsIdenticalAcrossThreadCounts) {

@@ -199,7 +199,7 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                    : "");
   }
   // After ensure_down_t, which reads ffn_down's rows.
-  if (f.repack) model.interleave_q4_0(o.ffn == FfnMode::Dense);
+  if (f.repack) model.interleave_rows(o.ffn == FfnMode::Dense);
   return o;
 }
 

@@ -22,7 +22,7 @@ struct FfnFlags {
   bool lookahead = false;       // flash tier: look-ahead reads during attention
   std::string profile;     // bundled models: strata profile output; its hottest neurons are pinned
   double pin_share = 0.5;  // share of each layer's cache pinned with --profile
-  bool repack = true;      // interleave Q4_0 matrices multiplied whole (--no-repack: off)
+  bool repack = true;      // interleave Q4_0/Q8_0 matrices multiplied whole (--no-repack: off)
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.
@@ -37,7 +37,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags);
 // whole model must fit. Prints the plan; fails clearly when even the minimum does not fit.
 // The storage profile (--storage-profile, or MODEL.storage.json next to a bundled model) is
 // kept in `storage` for the session to point at. Q4_0 matrices the mode multiplies whole are
-// interleaved for the group kernels (Model::interleave_q4_0) unless --no-repack.
+// interleaved for the group kernels (Model::interleave_rows) unless --no-repack.
 SessionOptions resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
                                  StorageProfile* storage = nullptr);
 

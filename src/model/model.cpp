@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 #include "model/down_transpose.h"
-#include "tensor/q4_0x16.h"
+#include "tensor/interleaved_rows.h"
 
 namespace strata {
 
@@ -31,7 +31,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
   return m;
 }
 
-int Model::interleave_q4_0(bool ffn) {
+int Model::interleave_rows(bool ffn) {
   std::vector<MatrixView*> all;
   for (LayerWeights& l : weights.layers) {
     for (MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output}) all.push_back(m);
@@ -43,14 +43,14 @@ int Model::interleave_q4_0(bool ffn) {
   const uint8_t* begin = file->bytes();
   const uint8_t* end = begin + file->file_size();
   for (MatrixView* m : all)
-    if (m->data != nullptr && m->type == DType::Q4_0 && m->layout == Layout::Rows &&
-        m->rows % kQ4x16Rows == 0 && m->row_bytes == row_bytes(DType::Q4_0, m->cols) &&
+    if (m->data != nullptr && interleavable(m->type) && m->layout == Layout::Rows &&
+        m->rows % kInterleavedRows == 0 && m->row_bytes == row_bytes(m->type, m->cols) &&
         m->data >= begin && m->data + m->bytes() <= end)
       todo.push_back(m);
   if (todo.empty() || !file->memory().set_writable()) return 0;
   for (MatrixView* m : todo) {
-    interleave_q4_0x16(file->memory().mutable_data() + (m->data - begin), m->rows, m->cols);
-    m->layout = Layout::Q4_0x16;
+    interleave_rows16(m->type, file->memory().mutable_data() + (m->data - begin), m->rows, m->cols);
+    m->layout = Layout::Interleaved16;
   }
   file->memory().set_read_only();
   return static_cast<int>(todo.size());

@@ -28,11 +28,11 @@ struct Model {
   // file lacks it. Returns the bytes allocated for that (0 when the file has them).
   uint64_t ensure_down_t();
 
-  // Interleaves the Q4_0 matrices that are only ever multiplied whole (tensor/q4_0x16.h): the
+  // Interleaves the Q4_0/Q8_0 matrices only ever multiplied whole (tensor/interleaved_rows.h): the
   // attention projections, the output (unless tied to the embedding) and, when `ffn` is set
   // (dense FFN), gate/up/down. In place, no memory; only for models loaded with LoadMode::Read
   // (a mapped file's pages are the page cache's). Returns the matrices interleaved.
-  int interleave_q4_0(bool ffn);
+  int interleave_rows(bool ffn);
 
  private:
   std::vector<std::vector<uint8_t>> derived_;  // storage of tensors built at load time

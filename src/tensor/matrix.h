@@ -8,10 +8,11 @@
 
 namespace strata {
 
-// Rows: the file's layout. Q4_0x16: Q4_0 rows interleaved by groups of 16 (tensor/q4_0x16.h),
+// Rows: the file's layout. Interleaved16: Q4_0/Q8_0 rows interleaved by groups of 16
+// (tensor/interleaved_rows.h),
 // done at load for matrices that are only multiplied whole (row() is then meaningless; the
 // kernels in matvec.h handle both layouts).
-enum class Layout { Rows, Q4_0x16 };
+enum class Layout { Rows, Interleaved16 };
 
 struct MatrixView {
   DType type = DType::F32;

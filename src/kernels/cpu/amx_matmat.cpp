@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "tensor/half.h"
-#include "tensor/q4_0x16.h"
+#include "tensor/interleaved_rows.h"
 
 #if defined(__x86_64__) && defined(__AMX_INT8__)
 #include <immintrin.h>
@@ -51,12 +51,13 @@ void configure_tiles() {
   configured = true;
 }
 
-// Interleaved Q4_0 (tensor/q4_0x16.h): the weights are tile B as they lie -- a chunk of four
-// quants of each of 16 rows is one B row in the tile's four-values-per-column format -- once
-// the nibbles are split and offset by 8. The activations are tile A (16 tokens x 32 values).
-// Tile C is tokens x rows, so each token's 16 results are one vector.
-void amx_matmat_q4_0x16(const MatrixView& w, int64_t row_begin, int64_t row_end,
-                        std::span<const Q8Activation> x, float* y, int64_t y_stride) {
+// Interleaved rows (tensor/interleaved_rows.h): the weights are tile B as they lie -- a chunk of
+// four quants of each of 16 rows is one B row in the tile's four-values-per-column format --
+// Q8_0 straight from memory, Q4_0 once its nibbles are split and offset by 8. The activations are
+// tile A (16 tokens x 32 values). Tile C is tokens x rows, so each token's 16 results are one
+// vector.
+void amx_matmat_interleaved(const MatrixView& w, int64_t row_begin, int64_t row_end,
+                            std::span<const Q8Activation> x, float* y, int64_t y_stride) {
   const int64_t nb = w.cols / kQK, n_tokens = static_cast<int64_t>(x.size());
   const int64_t n_groups = (n_tokens + kTokens - 1) / kTokens;
   thread_local std::vector<int8_t> packed;
@@ -71,25 +72,30 @@ void amx_matmat_q4_0x16(const MatrixView& w, int64_t row_begin, int64_t row_end,
       scales[static_cast<size_t>((g * nb + b) * kTokens + n)] = xt.scale[b];
     }
   }
-  const uint64_t group_bytes = q4_0x16_group_bytes(w.cols);
+  const uint64_t group_bytes = interleaved_group_bytes(w.type, w.cols);
+  const bool q8 = w.type == DType::Q8_0;
   const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);
   alignas(64) int8_t bt[kQK / 4][64];
   alignas(64) int32_t c[2][kTokens][kRows];
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
     const uint8_t* group = w.data + static_cast<uint64_t>(r0 / kRows) * group_bytes;
-    const uint16_t* d = q4_0x16_scales(group);
-    const uint8_t* q = q4_0x16_quants(group, nb);
+    const uint16_t* d = interleaved_scales(group);
+    const uint8_t* q = interleaved_quants(group, nb);
     __m512 acc[2][kTokens];
     for (auto& g : acc)
       for (auto& v : g) v = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-      for (int j = 0; j < 4; ++j) {
-        const __m512i v = _mm512_loadu_si512(q + (b * 4 + j) * 64);
-        _mm512_store_si512(bt[j], _mm512_sub_epi8(_mm512_and_si512(v, low), eight));
-        _mm512_store_si512(bt[4 + j],
-                           _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), eight));
+      if (q8) {
+        _tile_loadd(2, q + b * 8 * 64, 64);
+      } else {
+        for (int j = 0; j < 4; ++j) {
+          const __m512i v = _mm512_loadu_si512(q + (b * 4 + j) * 64);
+          _mm512_store_si512(bt[j], _mm512_sub_epi8(_mm512_and_si512(v, low), eight));
+          _mm512_store_si512(
+              bt[4 + j], _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), low), eight));
+        }
+        _tile_loadd(2, bt, 64);
       }
-      _tile_loadd(2, bt, 64);
       _tile_zero(0);
       _tile_loadd(1, packed.data() + b * kTokens * kQK, kQK);
       _tile_dpbssd(0, 1, 2);
@@ -139,11 +145,11 @@ void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
   const int64_t nb = w.cols / kQK, n_tokens = static_cast<int64_t>(x.size());
   const int64_t n_groups = (n_tokens + kTokens - 1) / kTokens;
   if (n_groups > 2) fail("AMX products take at most {} tokens per call", 2 * kTokens);
-  if (w.layout == Layout::Q4_0x16) {
+  if (w.layout == Layout::Interleaved16) {
     if (row_begin % kRows != 0 || row_end % kRows != 0)
-      fail("interleaved Q4_0 rows {}..{} do not start and end at groups of {}", row_begin, row_end,
+      fail("interleaved rows {}..{} do not start and end at groups of {}", row_begin, row_end,
            kRows);
-    amx_matmat_q4_0x16(w, row_begin, row_end, x, y, y_stride);
+    amx_matmat_interleaved(w, row_begin, row_end, x, y, y_stride);
     return;
   }
   // Activations packed per 16-token group and block as tile B (four consecutive values of a

@@ -2,8 +2,8 @@
 // multiply), for prompts: 16 weight rows x up to 16 tokens x one 32-value block per tile
 // instruction. Each block's int32 dot product is exact; it is then scaled and summed in block
 // order exactly as the scalar reference kernel does (multiply, then add; no fused multiply-add),
-// so the results equal scalar_kernels().dot_q8_0 / dot_q4_0 bit for bit. Interleaved Q4_0
-// (Layout::Q4_0x16) is read as it lies; its row ranges must start and end at groups of 16.
+// so the results equal scalar_kernels().dot_q8_0 / dot_q4_0 bit for bit. Interleaved rows
+// (Layout::Interleaved16) are read as they lie; their ranges must start and end at groups of 16.
 #pragma once
 
 #include <cstdint>

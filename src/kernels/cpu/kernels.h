@@ -42,11 +42,12 @@ struct CpuKernels {
                        int n_x, int64_t n, float* out);
   void (*dot_bf16_tile)(const uint16_t* w, int64_t stride, int n_rows, const float* const* x,
                         int n_x, int64_t n, float* out);
-  // One group of 16 interleaved Q4_0 rows (tensor/q4_0x16.h) times the activation: out[0..15].
-  // Each row's blocks are summed in order exactly as the scalar dot_q4_0 sums them (integer
-  // block sum, times d_w * d_x, added to the running sum without fusing), so every variant
-  // equals the scalar reference bit for bit.
+  // One group of 16 interleaved rows (tensor/interleaved_rows.h) times the activation:
+  // out[0..15]. Each row's blocks are summed in order exactly as the scalar dot_q4_0 / dot_q8_0
+  // sum them (integer block sum, times d_w * d_x, added to the running sum without fusing), so
+  // every variant equals the scalar reference bit for bit.
   void (*matvec_q4_0x16)(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out);
+  void (*matvec_q8_0x16)(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
   // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows

@@ -8,7 +8,7 @@
 // ALU ports. 512-bit registers were measured slower: they leave only two ALU ports.
 #include "kernels/cpu/kernels.h"
 #include "tensor/half_table.h"
-#include "tensor/q4_0x16.h"
+#include "tensor/interleaved_rows.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -28,7 +28,7 @@ namespace {
 // Interleaved Q4_0 (session 3, 3 alternating rounds): 1024: 42.6/41.4/40.4, 2048: 43.2/42.4/
 // 43.1, 4096: 38.9/38.0/38.6.
 constexpr int kPrefetchFloat = 4096, kPrefetchQ8 = 1024, kPrefetchQ4 = 4096;
-constexpr int kPrefetchQ4x16 = 2048;
+constexpr int kPrefetchQ4x16 = 2048, kPrefetchQ8x16 = 2048;
 inline void prefetch_ahead(const void* p, int distance, int lines) {
   const char* c = static_cast<const char*>(p) + distance;
   for (int i = 0; i < lines; ++i) _mm_prefetch(c + 64 * i, _MM_HINT_T0);
@@ -219,15 +219,15 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
 }
 #endif
 
-// Interleaved Q4_0 (tensor/q4_0x16.h): each 32-bit lane is one of the 16 rows and receives
+// Interleaved Q4_0 (tensor/interleaved_rows.h): each 32-bit lane is one of the 16 rows and receives
 // four quants x four broadcast activation values per int8 instruction. The integer block sum
 // starts at -8 * sum(x) (Q4_0's offset), and every block is scaled and added exactly as the
 // scalar reference does (multiply, then add: this file is compiled without FMA contraction).
 // Prefetching: a block is 256 bytes of quants (4 lines) and 32 bytes of scales.
 #if defined(STRATA_KERNELS_VNNI)
 void matvec_q4_0x16(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out) {
-  const uint16_t* d = q4_0x16_scales(group);
-  const uint8_t* q = q4_0x16_quants(group, nb);
+  const uint16_t* d = interleaved_scales(group);
+  const uint8_t* q = interleaved_quants(group, nb);
   const __m512i low = _mm512_set1_epi8(0x0f), high = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -257,8 +257,8 @@ void matvec_q4_0x16(const uint8_t* group, const Q8Activation& x, int64_t nb, flo
 // Rows 0..7 and 8..15 in two 256-bit halves. maddubs pairs stay far from int16 saturation:
 // eight of them add up to at most 8 * 2 * 15 * 127 = 30480.
 void matvec_q4_0x16(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out) {
-  const uint16_t* d = q4_0x16_scales(group);
-  const uint8_t* q = q4_0x16_quants(group, nb);
+  const uint16_t* d = interleaved_scales(group);
+  const uint8_t* q = interleaved_quants(group, nb);
   const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
   __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
   for (int64_t b = 0; b < nb; ++b) {
@@ -286,6 +286,76 @@ void matvec_q4_0x16(const uint8_t* group, const Q8Activation& x, int64_t nb, flo
       }
       const __m256i sum =
           _mm256_add_epi32(_mm256_madd_epi16(pairs, ones), _mm256_set1_epi32(x.minus_8_sum[b]));
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + b * 16 + 8 * h)));
+      acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, sx)));
+    }
+  }
+  _mm256_storeu_ps(out, acc[0]);
+  _mm256_storeu_ps(out + 8, acc[1]);
+}
+#endif
+
+// Interleaved Q8_0: both factors are signed. With VNNI the activation is made unsigned (x + 128,
+// one xor per broadcast) and the excess 128 * sum(w) removed with a second vpdpbusd of the
+// weights by ones (the integer result is exact either way). Plain AVX2 uses maddubs with the
+// sign moved onto the activation, |w| * sign(x, w): pairs stay below 2 * 127 * 127.
+#if defined(STRATA_KERNELS_VNNI)
+void matvec_q8_0x16(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out) {
+  const uint16_t* d = interleaved_scales(group);
+  const uint8_t* q = interleaved_quants(group, nb);
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80)), ones = _mm512_set1_epi8(1);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* qb = q + b * 512;
+    prefetch_ahead(qb, kPrefetchQ8x16, 8);
+    if ((b & 1) == 0) prefetch_ahead(d + b * 16, kPrefetchQ8x16 / 16, 1);
+    const int8_t* xq = x.blocks[b].qs;
+    __m512i dot0 = _mm512_setzero_si512(), dot1 = _mm512_setzero_si512();
+    __m512i sum0 = _mm512_setzero_si512(), sum1 = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j += 2) {
+      int32_t x0, x1;
+      __builtin_memcpy(&x0, xq + 4 * j, 4);
+      __builtin_memcpy(&x1, xq + 4 * j + 4, 4);
+      const __m512i v0 = _mm512_loadu_si512(qb + 64 * j);
+      const __m512i v1 = _mm512_loadu_si512(qb + 64 * j + 64);
+      dot0 = _mm512_dpbusd_epi32(dot0, _mm512_xor_si512(_mm512_set1_epi32(x0), bias), v0);
+      dot1 = _mm512_dpbusd_epi32(dot1, _mm512_xor_si512(_mm512_set1_epi32(x1), bias), v1);
+      sum0 = _mm512_dpbusd_epi32(sum0, ones, v0);
+      sum1 = _mm512_dpbusd_epi32(sum1, ones, v1);
+    }
+    const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(dot0, dot1),
+                                         _mm512_slli_epi32(_mm512_add_epi32(sum0, sum1), 7));
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(d + b * 16)));
+    const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(x.scale[b]));
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_cvtepi32_ps(sum), s));
+  }
+  _mm512_storeu_ps(out, acc);
+}
+#else
+void matvec_q8_0x16(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out) {
+  const uint16_t* d = interleaved_scales(group);
+  const uint8_t* q = interleaved_quants(group, nb);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* qb = q + b * 512;
+    prefetch_ahead(qb, kPrefetchQ8x16, 8);
+    if ((b & 1) == 0) prefetch_ahead(d + b * 16, kPrefetchQ8x16 / 16, 1);
+    const int8_t* xq = x.blocks[b].qs;
+    const __m256 sx = _mm256_set1_ps(x.scale[b]);
+    for (int h = 0; h < 2; ++h) {
+      __m256i sum = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        int32_t xv;
+        __builtin_memcpy(&xv, xq + 4 * j, 4);
+        const __m256i w =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qb + 64 * j + 32 * h));
+        const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+                                                   _mm256_sign_epi8(_mm256_set1_epi32(xv), w));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(pairs, ones));
+      }
       const __m256 dw =
           _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d + b * 16 + 8 * h)));
       acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw, sx)));
@@ -610,19 +680,19 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }
 
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels kTable{"avx512vnni",  dot_f32,        dot_f16,       dot_bf16,
-                        dot_q8_0,      dot_q4_0,       dot_f32_tile,  dot_f16_tile,
-                        dot_bf16_tile, matvec_q4_0x16, quantize_q8_0, axpy_f32,
-                        axpy_f16,      axpy_bf16,      axpy_q8_0,     axpy_q4_0};
+const CpuKernels kTable{"avx512vnni",   dot_f32,       dot_f16,      dot_bf16,      dot_q8_0,
+                        dot_q4_0,       dot_f32_tile,  dot_f16_tile, dot_bf16_tile, matvec_q4_0x16,
+                        matvec_q8_0x16, quantize_q8_0, axpy_f32,     axpy_f16,      axpy_bf16,
+                        axpy_q8_0,      axpy_q4_0};
 }  // namespace
 const CpuKernels* avx512vnni_kernels_unchecked() {
   return &kTable;
 }
 #else
-const CpuKernels kTable{"avx2",        dot_f32,        dot_f16,       dot_bf16,
-                        dot_q8_0,      dot_q4_0,       dot_f32_tile,  dot_f16_tile,
-                        dot_bf16_tile, matvec_q4_0x16, quantize_q8_0, axpy_f32,
-                        axpy_f16,      axpy_bf16,      axpy_q8_0,     axpy_q4_0};
+const CpuKernels kTable{"avx2",         dot_f32,       dot_f16,      dot_bf16,      dot_q8_0,
+                        dot_q4_0,       dot_f32_tile,  dot_f16_tile, dot_bf16_tile, matvec_q4_0x16,
+                        matvec_q8_0x16, quantize_q8_0, axpy_f32,     axpy_f16,      axpy_bf16,
+                        axpy_q8_0,      axpy_q4_0};
 }  // namespace
 const CpuKernels* avx2_kernels_unchecked() {
   return &kTable;

@@ -1,7 +1,7 @@
 // Plain scalar references: the definition of what every fast path must compute.
 #include "kernels/cpu/kernels.h"
 #include "tensor/half.h"
-#include "tensor/q4_0x16.h"
+#include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -52,26 +52,43 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& xa, int64_t n) {
 }
 
 void matvec_q4_0x16(const uint8_t* group, const Q8Activation& xa, int64_t nb, float* out) {
-  const uint16_t* d = q4_0x16_scales(group);
-  const uint8_t* q = q4_0x16_quants(group, nb);
-  for (int r = 0; r < kQ4x16Rows; ++r) {
+  const uint16_t* d = interleaved_scales(group);
+  const uint8_t* q = interleaved_quants(group, nb);
+  for (int r = 0; r < kInterleavedRows; ++r) {
     float sum = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
       const int8_t* x = xa.blocks[b].qs;
       int32_t acc = 0;
       for (int j = 0; j < 4; ++j)
         for (int m = 0; m < 4; ++m) {
-          const uint8_t byte = q[((b * 4 + j) * kQ4x16Rows + r) * 4 + m];
+          const uint8_t byte = q[((b * 4 + j) * kInterleavedRows + r) * 4 + m];
           acc += ((byte & 0x0f) - 8) * int32_t{x[4 * j + m]};
           acc += ((byte >> 4) - 8) * int32_t{x[16 + 4 * j + m]};
         }
-      sum += static_cast<float>(acc) * (f16_to_f32(d[b * kQ4x16Rows + r]) * xa.scale[b]);
+      sum += static_cast<float>(acc) * (f16_to_f32(d[b * kInterleavedRows + r]) * xa.scale[b]);
     }
     out[r] = sum;
   }
 }
 
 // Prompt-batch tiles: every pair as the single-vector reference computes it.
+void matvec_q8_0x16(const uint8_t* group, const Q8Activation& xa, int64_t nb, float* out) {
+  const uint16_t* d = interleaved_scales(group);
+  const auto* q = reinterpret_cast<const int8_t*>(interleaved_quants(group, nb));
+  for (int r = 0; r < kInterleavedRows; ++r) {
+    float sum = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+      const int8_t* x = xa.blocks[b].qs;
+      int32_t acc = 0;
+      for (int j = 0; j < 8; ++j)
+        for (int m = 0; m < 4; ++m)
+          acc += int32_t{q[((b * 8 + j) * kInterleavedRows + r) * 4 + m]} * int32_t{x[4 * j + m]};
+      sum += static_cast<float>(acc) * (f16_to_f32(d[b * kInterleavedRows + r]) * xa.scale[b]);
+    }
+    out[r] = sum;
+  }
+}
+
 void dot_f32_tile(const float* w, int64_t stride, int n_rows, const float* const* x, int n_x,
                   int64_t n, float* out) {
   for (int r = 0; r < n_rows; ++r)
@@ -128,10 +145,10 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k{"scalar",      dot_f32,        dot_f16,           dot_bf16,
-                            dot_q8_0,      dot_q4_0,       dot_f32_tile,      dot_f16_tile,
-                            dot_bf16_tile, matvec_q4_0x16, quantize_row_q8_0, axpy_f32,
-                            axpy_f16,      axpy_bf16,      axpy_q8_0,         axpy_q4_0};
+  static const CpuKernels k{
+      "scalar",     dot_f32,      dot_f16,       dot_bf16,       dot_q8_0,       dot_q4_0,
+      dot_f32_tile, dot_f16_tile, dot_bf16_tile, matvec_q4_0x16, matvec_q8_0x16, quantize_row_q8_0,
+      axpy_f32,     axpy_f16,     axpy_bf16,     axpy_q8_0,      axpy_q4_0};
   return k;
 }
 

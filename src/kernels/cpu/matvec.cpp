@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "kernels/cpu/amx_matmat.h"
 #include "tensor/half.h"
-#include "tensor/q4_0x16.h"
+#include "tensor/interleaved_rows.h"
 
 namespace strata {
 
@@ -37,12 +37,17 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
 }
 
 float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const PreparedInput& x) {
-  if (w.layout == Layout::Q4_0x16) {
-    std::vector<BlockQ4_0> blocks(static_cast<size_t>(w.cols / kQK));
-    const int64_t g = row / kQ4x16Rows;
-    extract_q4_0x16_row(w.data + static_cast<uint64_t>(g) * q4_0x16_group_bytes(w.cols), w.cols,
-                        static_cast<int>(row % kQ4x16Rows), blocks.data());
-    return scalar_kernels().dot_q4_0(blocks.data(), x.q8(), w.cols);
+  if (w.layout == Layout::Interleaved16) {
+    std::vector<uint8_t> plain(row_bytes(w.type, w.cols));
+    const int64_t g = row / kInterleavedRows;
+    extract_row16(w.type,
+                  w.data + static_cast<uint64_t>(g) * interleaved_group_bytes(w.type, w.cols),
+                  w.cols, static_cast<int>(row % kInterleavedRows), plain.data());
+    if (w.type == DType::Q8_0)
+      return scalar_kernels().dot_q8_0(reinterpret_cast<const BlockQ8_0*>(plain.data()), x.q8(),
+                                       w.cols);
+    return scalar_kernels().dot_q4_0(reinterpret_cast<const BlockQ4_0*>(plain.data()), x.q8(),
+                                     w.cols);
   }
   const uint8_t* p = w.row(row);
   switch (w.type) {
@@ -63,13 +68,14 @@ float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const Prepa
 
 void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& x, float* y,
                  int64_t begin, int64_t end) {
-  if (w.layout == Layout::Q4_0x16) {
-    const uint64_t group_bytes = q4_0x16_group_bytes(w.cols);
+  if (w.layout == Layout::Interleaved16) {
+    const uint64_t group_bytes = interleaved_group_bytes(w.type, w.cols);
+    const auto kernel = w.type == DType::Q8_0 ? k.matvec_q8_0x16 : k.matvec_q4_0x16;
     int64_t r = begin;
-    for (; r < end && r % kQ4x16Rows != 0; ++r) y[r] = dot_row(k, w, r, x);
-    for (; r + kQ4x16Rows <= end; r += kQ4x16Rows)
-      k.matvec_q4_0x16(w.data + static_cast<uint64_t>(r / kQ4x16Rows) * group_bytes, x.q8(),
-                       w.cols / kQK, y + r);
+    for (; r < end && r % kInterleavedRows != 0; ++r) y[r] = dot_row(k, w, r, x);
+    for (; r + kInterleavedRows <= end; r += kInterleavedRows)
+      kernel(w.data + static_cast<uint64_t>(r / kInterleavedRows) * group_bytes, x.q8(),
+             w.cols / kQK, y + r);
     for (; r < end; ++r) y[r] = dot_row(k, w, r, x);
     return;
   }
@@ -131,11 +137,12 @@ void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
     int64_t offset = 0;
     for (const auto& j : jobs) {
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
-      if (lo < hi && j.w->layout == Layout::Q4_0x16 &&
-          (!amx || (lo - offset) % kQ4x16Rows != 0 || (hi - offset) % kQ4x16Rows != 0)) {
+      if (lo < hi && j.w->layout == Layout::Interleaved16 &&
+          (!amx || (lo - offset) % kInterleavedRows != 0 ||
+           (hi - offset) % kInterleavedRows != 0)) {
         // Each token through the group kernel while the group is in cache.
         for (int64_t r = lo - offset; r < hi - offset;) {
-          const int64_t next = std::min(hi - offset, (r / kQ4x16Rows + 1) * kQ4x16Rows);
+          const int64_t next = std::min(hi - offset, (r / kInterleavedRows + 1) * kInterleavedRows);
           for (int64_t b = 0; b < batch; ++b)
             matvec_rows(k, *j.w, x[b], j.y + b * j.y_stride, r, next);
           r = next;

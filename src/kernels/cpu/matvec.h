@@ -36,7 +36,7 @@ inline bool needs_q8_input(DType type) {
   return type == DType::Q8_0 || type == DType::Q4_0;
 }
 
-// One row's product. Rows of an interleaved Q4_0 matrix (Layout::Q4_0x16) are unpacked and
+// One row's product. Rows of an interleaved Q4_0 matrix (Layout::Interleaved16) are unpacked and
 // multiplied by the scalar kernel, which equals the group kernels bit for bit (slow; the
 // engine only interleaves matrices it multiplies whole).
 float dot_row(const CpuKernels& kernels, const MatrixView& w, int64_t row, const PreparedInput& x);

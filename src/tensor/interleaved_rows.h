@@ -1,0 +1,49 @@
+// Q4_0 and Q8_0 weights interleaved by groups of 16 rows, for matrix-vector products that
+// produce 16 outputs at once. In the file's layout every row is a run of blocks, so a dot
+// product ends in a horizontal sum and each block's scale is applied lane by lane; interleaved,
+// one 512-bit register holds four quants of each of 16 rows, a broadcast activation quad
+// multiplies all of them in one VNNI instruction, and each 32-bit lane accumulates one row: no
+// horizontal sums, and the block scales of the 16 rows are one vector. The same bytes are AMX's
+// tile B as they lie. (llama.cpp repacks Q4_0 at load for the same reason.) Interleaving is a
+// byte permutation inside each group's own bytes, so it is done in place and costs no memory.
+//
+// A group of 16 rows with nb blocks each occupies 16 * nb * block bytes:
+//   scales: nb x 16 f16, block-major (all 16 rows' scales of block b together);
+//   quants: nb x C chunks x 16 rows x 4 bytes, chunk j of row r holding bytes qs[4j .. 4j+3] of
+//           the row's block b. Q8_0: C = 8, elements 4j..4j+3. Q4_0: C = 4, elements 4j..4j+3 in
+//           the low nibbles and 16+4j..16+4j+3 in the high nibbles.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace strata {
+
+constexpr int64_t kInterleavedRows = 16;
+
+inline bool interleavable(DType type) {
+  return type == DType::Q4_0 || type == DType::Q8_0;
+}
+// Quant bytes of one row's block, and 4-byte chunks of them.
+inline int64_t interleaved_quant_bytes(DType type) {
+  return type == DType::Q8_0 ? kQK : kQK / 2;
+}
+// Byte size of one interleaved group for rows of `cols` elements.
+inline uint64_t interleaved_group_bytes(DType type, int64_t cols) {
+  return static_cast<uint64_t>(cols / kQK) * kInterleavedRows *
+         (2 + static_cast<uint64_t>(interleaved_quant_bytes(type)));
+}
+inline const uint16_t* interleaved_scales(const uint8_t* group) {
+  return reinterpret_cast<const uint16_t*>(group);
+}
+inline const uint8_t* interleaved_quants(const uint8_t* group, int64_t nb) {
+  return group + nb * kInterleavedRows * 2;
+}
+
+// Interleaves `rows` rows (a multiple of 16) of Q4_0 or Q8_0 data in place.
+void interleave_rows16(DType type, uint8_t* data, int64_t rows, int64_t cols);
+// Writes row `r` (0..15) of an interleaved group back as plain blocks (row_bytes(type, cols)).
+void extract_row16(DType type, const uint8_t* group, int64_t cols, int r, uint8_t* out);
+
+}  // namespace strata

@@ -41,13 +41,13 @@ TEST(Session, LogitsIdenticalAcrossThreadCounts) {
 // ones where the CPU has it) whose sums are split differently from the single-token dot
 // kernels': the logits agree within rounding. (Interleaved Q4_0/Q8_0 agree exactly: below.)
 TEST(Session, BatchedEvaluationMatchesTokenByToken) {
-  // 45 tokens: more than one batch of Session::kMaxBatch.
+  // More than one batch of Session::kMaxBatch.
   std::vector<int32_t> tokens;
-  for (int i = 0; i < 45; ++i) tokens.push_back((i * 37 + 11) % 256);
+  for (int i = 0; i < Session::kMaxBatch + 13; ++i) tokens.push_back((i * 37 + 11) % 256);
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     const auto m = Model::load(tiny_model(type, FfnActivation::ReGLU), false);
     ThreadPool pool(2);
-    Session one(*m, 64, pool), batch(*m, 64, pool);
+    Session one(*m, 128, pool), batch(*m, 128, pool);
     std::vector<float> sequential;
     for (int32_t t : tokens) {
       auto l = one.eval(t);
@@ -56,8 +56,18 @@ TEST(Session, BatchedEvaluationMatchesTokenByToken) {
     auto all = batch.eval(tokens, /*all_logits=*/true);
     float scale = 0;
     for (float v : sequential) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < sequential.size(); ++i)
-      ASSERT_NEAR(sequential[i], all[i], 1e-4f * scale) << dtype_name(type) << " " << i;
+    // Quantized weights read Q8_0-quantized activations: a rounding difference may flip one
+    // activation value's quantization (one step of 1/127 of its block's maximum), which moves
+    // that token's logits visibly and, through the KV cache, later tokens' slightly (seen once
+    // in 77 tokens). Float weights: rounding only.
+    const int64_t v = m->config.n_vocab;
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      float diff = 0;
+      for (int64_t i = 0; i < v; ++i)
+        diff = std::max(diff, std::fabs(sequential[t * v + i] - all[t * v + i]));
+      ASSERT_LT(diff, (needs_q8_input(type) ? 0.05f : 1e-4f) * scale)
+          << dtype_name(type) << " token " << t;
+    }
     // ReGLU zeros are exact zeros of the gate; a value within rounding of 0 may flip.
     const auto zb = batch.ffn_zeros(), zo = one.ffn_zeros();
     ASSERT_EQ(zb.size(), zo.size());
@@ -67,7 +77,7 @@ TEST(Session, BatchedEvaluationMatchesTokenByToken) {
           << dtype_name(type) << " layer " << i;
     // Without all_logits only the last token's logits come back (its output product then runs
     // as a single-token one).
-    Session last(*m, 64, pool);
+    Session last(*m, 128, pool);
     auto l = last.eval(tokens);
     ASSERT_EQ(static_cast<int64_t>(l.size()), m->config.n_vocab);
     for (int64_t v = 0; v < m->config.n_vocab; ++v)

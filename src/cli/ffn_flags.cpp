@@ -134,7 +134,8 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   const ModelConfig& c = model.config;
   const uint64_t kv =
       2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) * sizeof(float);
-  // Scratch: per-token buffers for a batch of 32, scores, sparse buffers: a generous bound.
+  // Scratch: per-token buffers for a batch of Session::kMaxBatch, scores, sparse buffers: a
+  // generous bound.
   const uint64_t scratch = static_cast<uint64_t>(Session::kMaxBatch) *
                                static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) *
                                sizeof(float) +

@@ -18,7 +18,9 @@ namespace strata {
 // (Linux asks each process to request them). STRATA_CPU=... other than "amx"/unset disables it.
 bool amx_available();
 
-// y[t * y_stride + r] = W[r] . x[t] for rows [row_begin, row_end) and every token t.
+// y[t * y_stride + r] = W[r] . x[t] for rows [row_begin, row_end) and every token t (at most
+// kAmxMaxTokens).
+inline constexpr int64_t kAmxMaxTokens = 32;
 void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
                      std::span<const Q8Activation> x, float* y, int64_t y_stride);
 

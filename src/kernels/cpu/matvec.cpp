@@ -148,7 +148,13 @@ void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
           r = next;
         }
       } else if (lo < hi && amx && needs_q8_input(j.w->type)) {
-        amx_matmat_rows(*j.w, lo - offset, hi - offset, q8, j.y, j.y_stride);
+        // The tile kernel takes up to kAmxMaxTokens tokens per call.
+        for (int64_t t0 = 0; t0 < batch; t0 += kAmxMaxTokens)
+          amx_matmat_rows(*j.w, lo - offset, hi - offset,
+                          std::span<const Q8Activation>(q8).subspan(
+                              static_cast<size_t>(t0),
+                              static_cast<size_t>(std::min(kAmxMaxTokens, batch - t0))),
+                          j.y + t0 * j.y_stride, j.y_stride);
       } else if (lo < hi && batch > 1 && !needs_q8_input(j.w->type)) {
         // Float weights: register tiles of rows x tokens.
         dot_rows_multi(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);

@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <vector>
@@ -169,10 +170,24 @@ void BM_SparseOp(benchmark::State& state) {
   const Matrix m = make(type, n_ff * copies, n_embd);
   std::vector<std::vector<int32_t>> ids(copies);
   std::mt19937 rng(7);
-  std::bernoulli_distribution pick(density);
+  // Uniformly random rows, or (hot_first) rows firing with power-law probabilities
+  // min(0.98, C (i+1)^-0.7) in index order, as after sorting neurons by a profile's counts.
+  const bool hot_first = state.range(4) != 0;
+  std::vector<double> p(n_ff, density);
+  if (hot_first) {
+    double lo = 0, hi = 1e6;
+    for (int it = 0; it < 100; ++it) {
+      const double c = 0.5 * (lo + hi);
+      double sum = 0;
+      for (int64_t i = 0; i < n_ff; ++i) sum += std::min(0.98, c * std::pow(i + 1.0, -0.7));
+      (sum / n_ff < density ? lo : hi) = c;
+    }
+    for (int64_t i = 0; i < n_ff; ++i) p[i] = std::min(0.98, lo * std::pow(i + 1.0, -0.7));
+  }
+  std::uniform_real_distribution<double> u(0.0, 1.0);
   for (auto& list : ids)
     for (int32_t i = 0; i < n_ff; ++i)
-      if (pick(rng)) list.push_back(i);
+      if (u(rng) < p[i]) list.push_back(i);
   std::vector<float> x(n_embd, 0.5f), y(n_ff), coef(n_ff, 0.25f), out(n_embd);
   PreparedInput in;
   const CpuKernels& k = best_kernels();
@@ -196,15 +211,18 @@ void BM_SparseOp(benchmark::State& state) {
   }
   state.SetBytesProcessed(bytes);
   state.SetLabel(std::string(dtype_name(type)) + (axpy ? " axpy" : " gather") + " density " +
-                 std::to_string(density).substr(0, 5) + " " + k.name);
+                 std::to_string(density).substr(0, 5) + (hot_first ? " hot-first " : " ") +
+                 k.name);
 }
 
 void sparse_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
     for (int axpy : {0, 1})
-      for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), axpy, threads, 100});
+      for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), axpy, threads, 100, 0});
   for (int per_mille : {20, 250, 1000})
-    for (int axpy : {0, 1}) b->Args({static_cast<int64_t>(DType::Q8_0), axpy, 2, per_mille});
+    for (int axpy : {0, 1}) b->Args({static_cast<int64_t>(DType::Q8_0), axpy, 2, per_mille, 0});
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
+    for (int axpy : {0, 1}) b->Args({static_cast<int64_t>(t), axpy, 2, 100, 1});
 }
 
 BENCHMARK(BM_SparseOp)->Apply(sparse_args)->UseRealTime()->Unit(benchmark::kMicrosecond);

@@ -211,8 +211,7 @@ void BM_SparseOp(benchmark::State& state) {
   }
   state.SetBytesProcessed(bytes);
   state.SetLabel(std::string(dtype_name(type)) + (axpy ? " axpy" : " gather") + " density " +
-                 std::to_string(density).substr(0, 5) + (hot_first ? " hot-first " : " ") +
-                 k.name);
+                 std::to_string(density).substr(0, 5) + (hot_first ? " hot-first " : " ") + k.name);
 }
 
 void sparse_args(benchmark::internal::Benchmark* b) {

@@ -31,6 +31,14 @@ struct CpuKernels {
   float (*dot_bf16)(const uint16_t* w, const float* x, int64_t n);
   float (*dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
   float (*dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
+  // The same products for rows read out of order (the sparse gather, which prefetches each next
+  // row itself): no prefetching past the row's end, where a dense product's next row would be.
+  // Same arithmetic as the dot_* above.
+  float (*gather_dot_f32)(const float* w, const float* x, int64_t n);
+  float (*gather_dot_f16)(const uint16_t* w, const float* x, int64_t n);
+  float (*gather_dot_bf16)(const uint16_t* w, const float* x, int64_t n);
+  float (*gather_dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
+  float (*gather_dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
   // Prompt batches: n_rows weight rows (`stride` elements apart) times n_x activation vectors,
   // out[r * n_x + t] = w_r . x_t. Fast variants use register tiles of rows x vectors (each
   // weight chunk converted once per tile of vectors), so their sums are split over lanes

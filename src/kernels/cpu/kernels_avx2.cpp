@@ -55,12 +55,15 @@ inline float half_to_float(uint16_t h) {
   return _cvtsh_ss(h);
 }
 
+// D: prefetch distance; 0 for rows read out of order (gather_dot_*), where the lines past a
+// row's end belong to a neighbour nobody asked for (they halved F16 gather throughput).
+template <int D = kPrefetchFloat>
 float dot_f32(const float* w, const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    prefetch_ahead_l2(w + i, kPrefetchFloat, 2);
+    if constexpr (D > 0) prefetch_ahead_l2(w + i, D, 2);
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -75,12 +78,13 @@ inline __m256 load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
+template <int D = kPrefetchFloat>
 float dot_f16(const uint16_t* w, const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    prefetch_ahead_l2(w + i, kPrefetchFloat, 1);
+    if constexpr (D > 0) prefetch_ahead_l2(w + i, D, 1);
     a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_f16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -96,12 +100,13 @@ inline __m256 load_bf16(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
+template <int D = kPrefetchFloat>
 float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    prefetch_ahead_l2(w + i, kPrefetchFloat, 1);
+    if constexpr (D > 0) prefetch_ahead_l2(w + i, D, 1);
     a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_bf16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -142,8 +147,9 @@ inline __m256 sum_blocks_lanes(const void* w, int block_bytes, int distance, int
                    _mm256_setzero_ps()};
   int64_t b = 0;
   for (; b + 4 <= nb; b += 4) {
-    prefetch_ahead(static_cast<const char*>(w) + b * block_bytes, distance,
-                   (4 * block_bytes + 63) / 64);
+    if (distance > 0)
+      prefetch_ahead(static_cast<const char*>(w) + b * block_bytes, distance,
+                     (4 * block_bytes + 63) / 64);
     acc[0] = block(b, acc[0]);
     acc[1] = block(b + 1, acc[1]);
     acc[2] = block(b + 2, acc[2]);
@@ -160,9 +166,10 @@ inline float sum_blocks(const void* w, int block_bytes, int distance, int64_t nb
 
 // Scales are broadcast straight from memory (the f16 table, the activation's f32 scales): pure
 // loads, keeping the shuffle port free; converting f16 per block was the bottleneck.
+template <int D = kPrefetchQ8>
 float dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
-  return sum_blocks(w, sizeof(BlockQ8_0), kPrefetchQ8, n / 32, [&](int64_t b, __m256 acc) {
+  return sum_blocks(w, sizeof(BlockQ8_0), D, n / 32, [&](int64_t b, __m256 acc) {
     const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
     const __m256 p = _mm256_mul_ps(int8_dot_as_float(wq, xq), _mm256_broadcast_ss(&x.scale[b]));
@@ -185,12 +192,13 @@ inline __m256i unpack_q4_unsigned(const uint8_t* qs) {
 // sums 4 products into int32 without saturation, so the upper lanes are exactly 16 x the true
 // sums; their offsets are 16 x too (q4_lane_offsets), and the final lane sum weighs them 1/16
 // (exact). One ALU operation of unpacking per block instead of three.
+template <int D = kPrefetchQ4>
 float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
   const __m256i mask =
       _mm256_set_m128i(_mm_set1_epi8(static_cast<char>(0xf0)), _mm_set1_epi8(0x0f));
   const __m256 lanes =
-      sum_blocks_lanes(w, sizeof(BlockQ4_0), kPrefetchQ4, n / 32, [&](int64_t b, __m256 acc) {
+      sum_blocks_lanes(w, sizeof(BlockQ4_0), D, n / 32, [&](int64_t b, __m256 acc) {
         const __m256i q = _mm256_and_si256(
             _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w[b].qs))),
             mask);
@@ -206,9 +214,10 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
 #else
 // sum((q - 8) x) = sum(q x) - 8 sum(x): q is unsigned, so maddubs takes it directly; the second
 // term is spread over the 8 lanes as scale * sum(x) each (Q8Activation::scaled_sum).
+template <int D = kPrefetchQ4>
 float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
   const float* f16 = f16_to_f32_table();
-  return sum_blocks(w, sizeof(BlockQ4_0), kPrefetchQ4, n / 32, [&](int64_t b, __m256 acc) {
+  return sum_blocks(w, sizeof(BlockQ4_0), D, n / 32, [&](int64_t b, __m256 acc) {
     const __m256i q = unpack_q4_unsigned(w[b].qs);
     const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
     const __m256 p = _mm256_cvtepi32_ps(unsigned_by_signed_dot(q, xq));
@@ -680,19 +689,55 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }
 
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels kTable{"avx512vnni",   dot_f32,       dot_f16,      dot_bf16,      dot_q8_0,
-                        dot_q4_0,       dot_f32_tile,  dot_f16_tile, dot_bf16_tile, matvec_q4_0x16,
-                        matvec_q8_0x16, quantize_q8_0, axpy_f32,     axpy_f16,      axpy_bf16,
-                        axpy_q8_0,      axpy_q4_0};
+const CpuKernels kTable{.name = "avx512vnni",
+                        .dot_f32 = dot_f32<>,
+                        .dot_f16 = dot_f16<>,
+                        .dot_bf16 = dot_bf16<>,
+                        .dot_q8_0 = dot_q8_0<>,
+                        .dot_q4_0 = dot_q4_0<>,
+                        .gather_dot_f32 = dot_f32<0>,
+                        .gather_dot_f16 = dot_f16<0>,
+                        .gather_dot_bf16 = dot_bf16<0>,
+                        .gather_dot_q8_0 = dot_q8_0<0>,
+                        .gather_dot_q4_0 = dot_q4_0<0>,
+                        .dot_f32_tile = dot_f32_tile,
+                        .dot_f16_tile = dot_f16_tile,
+                        .dot_bf16_tile = dot_bf16_tile,
+                        .matvec_q4_0x16 = matvec_q4_0x16,
+                        .matvec_q8_0x16 = matvec_q8_0x16,
+                        .quantize_q8_0 = quantize_q8_0,
+                        .axpy_f32 = axpy_f32,
+                        .axpy_f16 = axpy_f16,
+                        .axpy_bf16 = axpy_bf16,
+                        .axpy_q8_0 = axpy_q8_0,
+                        .axpy_q4_0 = axpy_q4_0};
 }  // namespace
 const CpuKernels* avx512vnni_kernels_unchecked() {
   return &kTable;
 }
 #else
-const CpuKernels kTable{"avx2",         dot_f32,       dot_f16,      dot_bf16,      dot_q8_0,
-                        dot_q4_0,       dot_f32_tile,  dot_f16_tile, dot_bf16_tile, matvec_q4_0x16,
-                        matvec_q8_0x16, quantize_q8_0, axpy_f32,     axpy_f16,      axpy_bf16,
-                        axpy_q8_0,      axpy_q4_0};
+const CpuKernels kTable{.name = "avx2",
+                        .dot_f32 = dot_f32<>,
+                        .dot_f16 = dot_f16<>,
+                        .dot_bf16 = dot_bf16<>,
+                        .dot_q8_0 = dot_q8_0<>,
+                        .dot_q4_0 = dot_q4_0<>,
+                        .gather_dot_f32 = dot_f32<0>,
+                        .gather_dot_f16 = dot_f16<0>,
+                        .gather_dot_bf16 = dot_bf16<0>,
+                        .gather_dot_q8_0 = dot_q8_0<0>,
+                        .gather_dot_q4_0 = dot_q4_0<0>,
+                        .dot_f32_tile = dot_f32_tile,
+                        .dot_f16_tile = dot_f16_tile,
+                        .dot_bf16_tile = dot_bf16_tile,
+                        .matvec_q4_0x16 = matvec_q4_0x16,
+                        .matvec_q8_0x16 = matvec_q8_0x16,
+                        .quantize_q8_0 = quantize_q8_0,
+                        .axpy_f32 = axpy_f32,
+                        .axpy_f16 = axpy_f16,
+                        .axpy_bf16 = axpy_bf16,
+                        .axpy_q8_0 = axpy_q8_0,
+                        .axpy_q4_0 = axpy_q4_0};
 }  // namespace
 const CpuKernels* avx2_kernels_unchecked() {
   return &kTable;

@@ -145,10 +145,28 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k{
-      "scalar",     dot_f32,      dot_f16,       dot_bf16,       dot_q8_0,       dot_q4_0,
-      dot_f32_tile, dot_f16_tile, dot_bf16_tile, matvec_q4_0x16, matvec_q8_0x16, quantize_row_q8_0,
-      axpy_f32,     axpy_f16,     axpy_bf16,     axpy_q8_0,      axpy_q4_0};
+  static const CpuKernels k{.name = "scalar",
+                            .dot_f32 = dot_f32,
+                            .dot_f16 = dot_f16,
+                            .dot_bf16 = dot_bf16,
+                            .dot_q8_0 = dot_q8_0,
+                            .dot_q4_0 = dot_q4_0,
+                            .gather_dot_f32 = dot_f32,
+                            .gather_dot_f16 = dot_f16,
+                            .gather_dot_bf16 = dot_bf16,
+                            .gather_dot_q8_0 = dot_q8_0,
+                            .gather_dot_q4_0 = dot_q4_0,
+                            .dot_f32_tile = dot_f32_tile,
+                            .dot_f16_tile = dot_f16_tile,
+                            .dot_bf16_tile = dot_bf16_tile,
+                            .matvec_q4_0x16 = matvec_q4_0x16,
+                            .matvec_q8_0x16 = matvec_q8_0x16,
+                            .quantize_q8_0 = quantize_row_q8_0,
+                            .axpy_f32 = axpy_f32,
+                            .axpy_f16 = axpy_f16,
+                            .axpy_bf16 = axpy_bf16,
+                            .axpy_q8_0 = axpy_q8_0,
+                            .axpy_q4_0 = axpy_q4_0};
   return k;
 }
 

@@ -40,6 +40,10 @@ inline bool needs_q8_input(DType type) {
 // multiplied by the scalar kernel, which equals the group kernels bit for bit (slow; the
 // engine only interleaves matrices it multiplies whole).
 float dot_row(const CpuKernels& kernels, const MatrixView& w, int64_t row, const PreparedInput& x);
+// The same for a row read out of order (the sparse gather): the gather_dot_* kernels, which do
+// not prefetch past the row. Equal to dot_row bit for bit.
+float dot_row_gathered(const CpuKernels& kernels, const MatrixView& w, int64_t row,
+                       const PreparedInput& x);
 
 // y[r] = W[r] . x for r in [begin, end). Interleaved matrices go a group of 16 rows at a time.
 void matvec_rows(const CpuKernels& kernels, const MatrixView& w, const PreparedInput& x, float* y,

@@ -24,8 +24,8 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
       const GatherJob& job = jobs[static_cast<size_t>(i % n_jobs)];
       const int64_t k = i / n_jobs;
       const int64_t row = ids[static_cast<size_t>(k)];
-      // The next neuron's row is elsewhere in memory and the dot kernels' own prefetching only
-      // reaches ahead within a row: request the next row whole now.
+      // The next neuron's row is elsewhere in memory: request it whole now. (The gather_dot_*
+      // kernels do not prefetch past a row: that would read a neighbour nobody asked for.)
       if (i + kGatherLead < i1) {
         const int64_t j = i + kGatherLead;
         const MatrixView& nw = *jobs[static_cast<size_t>(j % n_jobs)].w;
@@ -36,7 +36,7 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
       for (int64_t b = 0; b < batch; ++b) {
         float* y = job.y + b * job.y_stride + k;
         *y = (need == nullptr || need[b * need_stride + k] != 0)
-                 ? dot_row(kernels, *job.w, row, x[static_cast<size_t>(b)])
+                 ? dot_row_gathered(kernels, *job.w, row, x[static_cast<size_t>(b)])
                  : 0.0f;
       }
     }

@@ -70,6 +70,9 @@ expect_error "needs a text" "$strata" profile -m "$work/sparse.gguf" -o "$work/p
 "$strata" profile -m "$model" --random-tokens 16 -o "$work/other.profile.gguf" >/dev/null 2>&1
 expect_error "is not bundled" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --profile "$work/sparse.profile.gguf"
 expect_error "another model" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/other.profile.gguf"
+expect_error "pin-share" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/sparse.profile.gguf" --pin-share 2
+expect_error "cannot open" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/missing.gguf"
+expect_error "excludes" "$strata" profile -m "$work/sparse.gguf" -f "$work/out" --random-tokens 5 -o "$work/p.gguf"
 # The profile of the file a bundle was made from pins neurons in the bundle's caches.
 if "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 2 --ram-budget 40M \
     --profile "$work/sparse.profile.gguf" >"$work/out" 2>"$work/err" &&

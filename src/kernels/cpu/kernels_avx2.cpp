@@ -688,8 +688,13 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
   axpy_quantized(w, c, n_rows, y, n, kPrefetchQ4);
 }
 
+// One table per compilation of this file (see kernels_avx2_vnni.cpp).
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels kTable{.name = "avx512vnni",
+constexpr const char* kTableName = "avx512vnni";
+#else
+constexpr const char* kTableName = "avx2";
+#endif
+const CpuKernels kTable{.name = kTableName,
                         .dot_f32 = dot_f32<>,
                         .dot_f16 = dot_f16<>,
                         .dot_bf16 = dot_bf16<>,
@@ -712,33 +717,11 @@ const CpuKernels kTable{.name = "avx512vnni",
                         .axpy_q8_0 = axpy_q8_0,
                         .axpy_q4_0 = axpy_q4_0};
 }  // namespace
+#if defined(STRATA_KERNELS_VNNI)
 const CpuKernels* avx512vnni_kernels_unchecked() {
   return &kTable;
 }
 #else
-const CpuKernels kTable{.name = "avx2",
-                        .dot_f32 = dot_f32<>,
-                        .dot_f16 = dot_f16<>,
-                        .dot_bf16 = dot_bf16<>,
-                        .dot_q8_0 = dot_q8_0<>,
-                        .dot_q4_0 = dot_q4_0<>,
-                        .gather_dot_f32 = dot_f32<0>,
-                        .gather_dot_f16 = dot_f16<0>,
-                        .gather_dot_bf16 = dot_bf16<0>,
-                        .gather_dot_q8_0 = dot_q8_0<0>,
-                        .gather_dot_q4_0 = dot_q4_0<0>,
-                        .dot_f32_tile = dot_f32_tile,
-                        .dot_f16_tile = dot_f16_tile,
-                        .dot_bf16_tile = dot_bf16_tile,
-                        .matvec_q4_0x16 = matvec_q4_0x16,
-                        .matvec_q8_0x16 = matvec_q8_0x16,
-                        .quantize_q8_0 = quantize_q8_0,
-                        .axpy_f32 = axpy_f32,
-                        .axpy_f16 = axpy_f16,
-                        .axpy_bf16 = axpy_bf16,
-                        .axpy_q8_0 = axpy_q8_0,
-                        .axpy_q4_0 = axpy_q4_0};
-}  // namespace
 const CpuKernels* avx2_kernels_unchecked() {
   return &kTable;
 }

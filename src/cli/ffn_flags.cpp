@@ -33,7 +33,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "With --profile: share of each layer's neuron cache given to pinned neurons")
       ->check(CLI::Range(0.0, 0.95));
   cmd->add_flag("!--no-repack", f.repack,
-                "Keep Q4_0 weights in the file's row layout instead of interleaving them by 16 "
+                "Keep Q4_0/Q8_0 weights in the file's row layout instead of interleaving them by 16 "
                 "rows at load (llama.cpp's --no-repack)");
   cmd->add_flag("--lookahead", f.lookahead,
                 "Bundled models: read the next layer's guessed neurons during its attention");

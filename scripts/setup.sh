@@ -5,7 +5,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 packages="build-essential cmake pkg-config libfmt-dev libcli11-dev nlohmann-json3-dev \
-libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev liburing-dev python3 python3-numpy \
+libgtest-dev libgmock-dev libbenchmark-dev libsentencepiece-dev liburing-dev libcpp-httplib-dev python3 python3-numpy \
 python3-torch python3-sentencepiece python3-regex"
 missing=""
 for p in $packages; do

@@ -1,5 +1,6 @@
 // The activation profile: counts match the session's own zero counting, the sidecar round-trips
 // and refuses another model, the hot-neuron summary is right on a known distribution.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -7,6 +8,7 @@
 
 #include "core/error.h"
 #include "offline/profile.h"
+#include "offline/synth.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -56,6 +58,58 @@ TEST(Profile, HotNeuronSummaryOnAKnownDistribution) {
   EXPECT_DOUBLE_EQ(s.neurons_for_95, 1.0);  // 171 needs all: 90 + 8 * 10 = 170
   EXPECT_DOUBLE_EQ(s.curve.front(), 0.0);
   EXPECT_DOUBLE_EQ(s.curve.back(), 1.0);
+}
+
+TEST(Profile, WindowReuseCountsNeuronsActiveInTheLastTokens) {
+  // The same token over and over: every activation after the first token is a reuse.
+  const auto m = Model::load(tiny_model(DType::F32, FfnActivation::ReGLU), false);
+  ThreadPool pool(2);
+  const NeuronProfile same = profile_model(*m, std::vector<int32_t>(30, 5), 30, 0, pool);
+  for (int64_t l = 0; l < m->config.n_layer; ++l) {
+    const uint64_t fired = std::accumulate(same.counts[l].begin(), same.counts[l].end(), 0ull);
+    // Position changes the attention output slightly; the first token's neurons are never reuses.
+    EXPECT_GT(same.window_reuse.at(l), 0.9);
+    EXPECT_LT(same.window_reuse.at(l), 1.0 - 0.5 / static_cast<double>(fired));
+  }
+  const std::string path = temp_file("profile_reuse.gguf");
+  write_profile(same, path);
+  EXPECT_EQ(read_profile(path).window_reuse.size(), same.window_reuse.size());
+  EXPECT_NEAR(read_profile(path).window_reuse[0], same.window_reuse[0], 1e-6);
+}
+
+// strata synth --context: neighbouring tokens share neurons (windowing has something to reuse)
+// while the density stays at the target.
+TEST(Profile, SynthContextMakesNeighboursShareNeuronsAtTheSameDensity) {
+  auto profile = [](double context) {
+    SynthSpec s = synth_preset("tiny");
+    s.type = DType::F32;
+    s.shape.ffn = FfnActivation::ReGLU;
+    s.shape.n_embd = 256, s.shape.n_head = 4, s.shape.n_head_kv = 2;
+    s.shape.n_ff = 512, s.shape.n_layer = 2, s.shape.n_vocab = 512;
+    s.density = 0.1;
+    s.predictor_rank = 32;
+    s.context = context;
+    const std::string path = temp_file(fmt::format("context_{}.gguf", context));
+    write_synthetic_model(s, path);
+    const auto m = Model::load(path, false);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 256; ++i) tokens.push_back((i * 193 + 11) % 512);
+    ThreadPool pool(2);
+    return profile_model(*m, tokens, 256, 0, pool);
+  };
+  const NeuronProfile plain = profile(0.0), context = profile(0.6);
+  for (size_t l = 0; l < plain.counts.size(); ++l) {
+    const double density = 1.0 - summarize_layer(context.counts[l], context.tokens).sparsity;
+    EXPECT_NEAR(density, 0.1, 0.03) << "layer " << l;
+    EXPECT_GT(context.window_reuse[l], plain.window_reuse[l] + 0.1) << "layer " << l;
+  }
+  EXPECT_THROW(
+      {
+        SynthSpec s = synth_preset("tiny");
+        s.context = 0.5;  // without --sparsity
+        write_synthetic_model(s, temp_file("context_dense.gguf"));
+      },
+      Error);
 }
 
 }  // namespace

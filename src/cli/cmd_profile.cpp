@@ -83,7 +83,8 @@ Command add_profile_command(CLI::App& app) {
                             {"sparsity", s.sparsity},
                             {"neurons_for_50", s.neurons_for_50},
                             {"neurons_for_80", s.neurons_for_80},
-                            {"neurons_for_95", s.neurons_for_95}});
+                            {"neurons_for_95", s.neurons_for_95},
+                            {"window_reuse", p.window_reuse.at(l)}});
         }
         if (o->json) {
           fmt::print("{}\n", nlohmann::json{{"model", o->model},
@@ -93,18 +94,24 @@ Command add_profile_command(CLI::App& app) {
                                             {"profile", o->out},
                                             {"report", html},
                                             {"seconds", timer.seconds()},
+                                            {"reuse_window", kReuseWindow},
                                             {"layers", layers}}
                                  .dump(2));
           return 0;
         }
         fmt::print("profiled {} tokens in {:.1f} s -> {} (report: {})\n", p.tokens, timer.seconds(),
                    o->out, html);
-        fmt::print("layer  sparsity  hottest neurons covering 50% / 80% / 95% of activations\n");
+        fmt::print(
+            "layer  sparsity  hottest neurons covering 50% / 80% / 95% of activations  active "
+            "in the last {} tokens\n",
+            kReuseWindow);
         for (const auto& l : layers)
-          fmt::print("{:>5}  {:>8.3f}  {:>6.1f}% / {:>5.1f}% / {:>5.1f}%\n", l["layer"].get<int>(),
-                     l["sparsity"].get<double>(), 100 * l["neurons_for_50"].get<double>(),
+          fmt::print("{:>5}  {:>8.3f}  {:>6.1f}% / {:>5.1f}% / {:>5.1f}%  {:>40.1f}%\n",
+                     l["layer"].get<int>(), l["sparsity"].get<double>(),
+                     100 * l["neurons_for_50"].get<double>(),
                      100 * l["neurons_for_80"].get<double>(),
-                     100 * l["neurons_for_95"].get<double>());
+                     100 * l["neurons_for_95"].get<double>(),
+                     100 * l["window_reuse"].get<double>());
         return 0;
       }};
 }

@@ -16,7 +16,7 @@ Command add_synth_command(CLI::App& app) {
     int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
     uint64_t seed = 1;
     bool tied = false;
-    double density = 0;
+    double density = 0, context = 0;
     int64_t rank = 64;
     bool powerinfer = false;
     bool keep_down = false;
@@ -46,6 +46,11 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_flag("--keep-down", o->keep_down,
                 "With --sparsity: also write ffn_down (row-major), so dense mode reads it as "
                 "llama.cpp would");
+  cmd->add_option("--context", o->context,
+                  "With --sparsity: share of the residual that is local context (a windowed "
+                  "average over the last ~25 tokens), so neighbouring tokens share neurons, as in "
+                  "text (e.g. 0.6)")
+      ->check(CLI::Range(0.0, 0.95));
   cmd->add_option("--tokenizer-from", o->tokenizer_from, "Copy the tokenizer of this GGUF file");
   return {cmd, [o] {
             SynthSpec s = synth_preset(o->preset);
@@ -74,6 +79,7 @@ Command add_synth_command(CLI::App& app) {
             s.predictor_rank = o->rank;
             s.powerinfer_layout = o->powerinfer;
             s.keep_down = o->keep_down;
+            s.context = o->context;
             if (s.density > 0 && needs_q8_input(s.type) && o->rank % 32 != 0)
               fail("--predictor-rank must be a multiple of 32 for {} weights", dtype_name(s.type));
             ProgressBar bar("synth");

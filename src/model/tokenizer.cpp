@@ -1,5 +1,7 @@
 #include "model/tokenizer.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace strata {
@@ -46,11 +48,44 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   fail("'{}' has tokenizer model '{}'; strata supports: llama, gpt2", f.path(), model);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+                                       bool parse_special) const {
   std::vector<int32_t> ids;
   if (add_bos && bos_ >= 0) ids.push_back(bos_);
-  const auto body = encode_text(text);
-  ids.insert(ids.end(), body.begin(), body.end());
+  auto add_text = [&](std::string_view piece, bool at_start) {
+    const auto body = encode_text(piece, at_start);
+    ids.insert(ids.end(), body.begin(), body.end());
+  };
+  if (!parse_special) {
+    add_text(text, true);
+    return ids;
+  }
+  // Special tokens by text, longest first, so "<|im_start|>" wins over a shorter prefix.
+  std::vector<int32_t> specials;
+  for (int32_t id = 0; id < n_vocab(); ++id)
+    if ((types_[id] == TokenType::Control || types_[id] == TokenType::UserDefined) &&
+        !tokens_[id].empty())
+      specials.push_back(id);
+  std::sort(specials.begin(), specials.end(),
+            [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
+  size_t start = 0;  // of the text not yet encoded
+  for (size_t i = 0; i < text.size();) {
+    int32_t found = -1;
+    for (int32_t id : specials)
+      if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
+        found = id;
+        break;
+      }
+    if (found < 0) {
+      ++i;
+      continue;
+    }
+    if (i > start) add_text(text.substr(start, i - start), start == 0);
+    ids.push_back(found);
+    i += tokens_[found].size();
+    start = i;
+  }
+  if (start < text.size()) add_text(text.substr(start), start == 0);
   return ids;
 }
 

@@ -29,7 +29,9 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
 
-  std::vector<int32_t> encode(std::string_view text, bool add_bos) const;
+  // parse_special: control and user-defined tokens written out in the text (e.g. "<|im_end|>"
+  // in a chat prompt) become those tokens instead of being spelled with ordinary ones.
+  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
   // The bytes a token stands for in generated text (control tokens give nothing).
   virtual std::string token_bytes(int32_t id) const = 0;
   std::string decode(const std::vector<int32_t>& ids) const;
@@ -47,7 +49,8 @@ class Tokenizer {
   virtual const char* kind() const = 0;
 
  protected:
-  virtual std::vector<int32_t> encode_text(std::string_view text) const = 0;
+  // at_start: the text begins the input (SentencePiece adds its dummy space prefix only there).
+  virtual std::vector<int32_t> encode_text(std::string_view text, bool at_start) const = 0;
   // Text decode() strips at the very start (SentencePiece's dummy space prefix).
   virtual bool strip_leading_space() const { return false; }
 

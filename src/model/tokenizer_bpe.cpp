@@ -128,7 +128,7 @@ class BpeTokenizer : public Tokenizer {
   }
 
  protected:
-  std::vector<int32_t> encode_text(std::string_view text) const override {
+  std::vector<int32_t> encode_text(std::string_view text, bool /*at_start*/) const override {
     std::vector<int32_t> ids;
     for (const auto& [offset, length] : pretokenize(text))
       encode_piece(text.substr(offset, length), ids);

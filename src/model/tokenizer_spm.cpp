@@ -57,11 +57,11 @@ class SpmTokenizer : public Tokenizer {
  protected:
   bool strip_leading_space() const override { return add_space_prefix_; }
 
-  std::vector<int32_t> encode_text(std::string_view text) const override {
+  std::vector<int32_t> encode_text(std::string_view text, bool at_start) const override {
     if (text.empty()) return {};
     std::string norm;
     norm.reserve(text.size() * 2 + 3);
-    if (add_space_prefix_) norm += kSpaceMark;
+    if (add_space_prefix_ && at_start) norm += kSpaceMark;
     for (char c : text) {
       if (c == ' ')
         norm += kSpaceMark;

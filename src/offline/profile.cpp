@@ -31,14 +31,29 @@ NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& toke
   p.model_hash = model_hash(model);
   p.counts.assign(c.n_layer, std::vector<uint32_t>(c.n_ff, 0));
   Session session(model, n_ctx, pool);
+  // Per layer: the last token index at which each neuron fired, tokens seen, and counts.
+  std::vector<std::vector<int64_t>> last(c.n_layer, std::vector<int64_t>(c.n_ff, INT64_MIN / 2));
+  std::vector<int64_t> seen(c.n_layer, 0);
+  std::vector<uint64_t> active(c.n_layer, 0), reused(c.n_layer, 0);
   session.set_ffn_observer([&](int64_t l, int64_t n, const float*, const float* h) {
     uint32_t* count = p.counts[l].data();
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < c.n_ff; ++i) count[i] += h[b * c.n_ff + i] != 0.0f;
+    int64_t* last_fired = last[l].data();
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t t = seen[l]++;
+      for (int64_t i = 0; i < c.n_ff; ++i) {
+        if (h[b * c.n_ff + i] == 0.0f) continue;
+        ++count[i];
+        ++active[l];
+        reused[l] += last_fired[i] >= t - kReuseWindow;
+        last_fired[i] = t;
+      }
+    }
   });
   const int32_t bos =
       model.tokenizer && model.tokenizer->add_bos_default() ? model.tokenizer->bos() : -1;
   p.tokens = static_cast<uint64_t>(run_text_windows(session, tokens, bos, max_tokens, progress));
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    p.window_reuse.push_back(active[l] > 0 ? static_cast<double>(reused[l]) / active[l] : 0.0);
   return p;
 }
 
@@ -73,6 +88,12 @@ void write_profile(const NeuronProfile& p, const std::string& path) {
   w.set("strata.profile.text", GgufValue::str(p.text));
   w.set("strata.profile.tokens", GgufValue::u64(p.tokens));
   w.set("strata.profile.layer_count", GgufValue::u32(static_cast<uint32_t>(p.counts.size())));
+  if (!p.window_reuse.empty()) {
+    std::vector<GgufValue> reuse;
+    for (double r : p.window_reuse) reuse.push_back(GgufValue::f32(static_cast<float>(r)));
+    w.set("strata.profile.window_reuse", GgufValue::array(GgufType::F32, std::move(reuse)));
+    w.set("strata.profile.reuse_window", GgufValue::u32(kReuseWindow));
+  }
   for (size_t l = 0; l < p.counts.size(); ++l)
     w.add_tensor(fmt::format("blk.{}.ffn_act_count", l), DType::I32,
                  {static_cast<int64_t>(p.counts[l].size())});
@@ -103,6 +124,12 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
     std::vector<uint32_t> counts(static_cast<size_t>(t->dims[0]));
     std::memcpy(counts.data(), t->data, counts.size() * 4);
     p.counts.push_back(std::move(counts));
+  }
+  if (const GgufValue* reuse = f->find("strata.profile.window_reuse")) {
+    if (reuse->items.size() != p.counts.size())
+      fail("'{}': strata.profile.window_reuse has {} values for {} layers", path,
+           reuse->items.size(), p.counts.size());
+    for (const auto& v : reuse->items) p.window_reuse.push_back(v.as_float("strata.profile.window_reuse"));
   }
   return p;
 }
@@ -142,8 +169,9 @@ std::string profile_report_html(const NeuronProfile& p, const std::string& model
         R"x(<polyline points="{}" fill="none" stroke="hsl({},70%,45%)" stroke-width="1.5"><title>layer {}</title></polyline>)x",
         points, hue, l);
     rows += fmt::format(
-        R"x(<tr><td style="color:hsl({},70%,45%)">&#9632; {}</td><td>{:.3f}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f}%</td></tr>)x",
-        hue, l, s.sparsity, 100 * s.neurons_for_50, 100 * s.neurons_for_80, 100 * s.neurons_for_95);
+        R"x(<tr><td style="color:hsl({},70%,45%)">&#9632; {}</td><td>{:.3f}</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{:.1f}%</td><td>{}</td></tr>)x",
+        hue, l, s.sparsity, 100 * s.neurons_for_50, 100 * s.neurons_for_80, 100 * s.neurons_for_95,
+        l < p.window_reuse.size() ? fmt::format("{:.1f}%", 100 * p.window_reuse[l]) : "-");
   }
   svg += "</svg>";
   return fmt::format(
@@ -152,10 +180,10 @@ std::string profile_report_html(const NeuronProfile& p, const std::string& model
 <h1>Activation profile</h1><p>Model <code>{0}</code> (hash {1}), {2} tokens of <code>{3}</code>.
 A curve that rises steeply means a few hot neurons fire for most tokens (a power law).</p>
 {4}
-<table><tr><th>layer</th><th>sparsity</th><th>neurons for 50%</th><th>80%</th><th>95% of activations</th></tr>{5}</table>
+<table><tr><th>layer</th><th>sparsity</th><th>neurons for 50%</th><th>80%</th><th>95% of activations</th><th>active in the last {6} tokens</th></tr>{5}</table>
 </body></html>
 )",
-      model_name, p.model_hash, p.tokens, p.text, svg, rows);
+      model_name, p.model_hash, p.tokens, p.text, svg, rows, kReuseWindow);
 }
 
 }  // namespace strata

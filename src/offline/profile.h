@@ -17,7 +17,13 @@ struct NeuronProfile {
   std::string text;        // what was read (file name)
   uint64_t tokens = 0;
   std::vector<std::vector<uint32_t>> counts;  // [layer][n_ff]
+  // [layer]: share of a token's active neurons that were also active in one of the previous
+  // kReuseWindow tokens: what a flash cache that keeps recent neurons (windowing) can reuse.
+  // Empty in profiles written before it was measured.
+  std::vector<double> window_reuse;
 };
+
+constexpr int kReuseWindow = 5;  // LLM in a Flash's window
 
 // The hot-neuron curve of one layer: neurons sorted by count, share of all activations covered
 // by the hottest x% of them.

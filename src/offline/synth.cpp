@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/weights.h"
+#include "offline/synth_context.h"
 #include "offline/synth_sparse.h"
 #include "tensor/quantize.h"
 
@@ -68,6 +69,7 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (sparse && c.ffn == FfnActivation::SwiGLU)
     fail("--sparsity needs a ReLU-family FFN (--ffn reglu, drelu or relu)");
   if (s.powerinfer_layout && !sparse) fail("the PowerInfer layout needs --sparsity (predictors)");
+  if (s.context > 0.0 && !sparse) fail("--context needs --sparsity");
   if (s.powerinfer_layout && c.ffn != FfnActivation::ReGLU && c.ffn != FfnActivation::DReLU)
     fail("PowerInfer files are ReGLU (llama) or dReLU (bamboo)");
   const int64_t head_dim = c.n_embd / c.n_head;
@@ -91,6 +93,11 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
 
   // Per layer, built when the layer's first tensor is written (sparse models only).
   std::unique_ptr<SparseLayerGenerator> gen;
+  std::unique_ptr<ContextAttention> context;
+  if (s.context > 0.0) {
+    context = std::make_unique<ContextAttention>(c, s.context);
+    w.set("strata.synthetic.context", GgufValue::f32(static_cast<float>(s.context)));
+  }
   if (sparse) {
     const SparseLayerGenerator probe(c.n_embd, std::min<int64_t>(c.n_ff, 64), s.predictor_rank,
                                      s.density, s.seed);
@@ -119,7 +126,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   Fill embedding;
   if (sparse)
     embedding = [&](int64_t, float* row) {
-      const float a = std::sqrt(3.0f / static_cast<float>(c.n_embd));
+      const float a = std::sqrt(3.0f / static_cast<float>(c.n_embd)) *
+                      (context ? context->embedding_scale() : 1.0f);
       for (int64_t j = 0; j < c.n_embd; ++j) row[j] = a * rng.uniform();
       row[0] = SparseLayerGenerator::kAnchor;
     };
@@ -128,17 +136,25 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
+    const bool context_layer = context && l == 0;
     Fill start_layer;
     if (sparse)
-      start_layer = [&, l](int64_t, float* row) {
+      start_layer = [&, l, context_layer](int64_t, float* row) {
         for (int64_t j = 0; j < c.n_embd; ++j) row[j] = 1.0f + 0.1f * rng.uniform();
+        if (context_layer) row[0] = 1.0f;  // the anchor sets the attention scores' scale
         gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.n_ff, s.predictor_rank, s.density,
                                                      s.seed * 1000003 + l);
       };
     plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0, start_layer});
-    plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * head_dim, {}});
-    plan.push_back({p + "attn_k.weight", s.type, c.n_embd, c.n_head_kv * head_dim, {}});
-    plan.push_back({p + "attn_v.weight", s.type, c.n_embd, c.n_head_kv * head_dim, {}});
+    Fill q_fill, k_fill, v_fill;
+    if (context_layer) {
+      q_fill = [&](int64_t r, float* row) { context->q_row(r, row); };
+      k_fill = [&](int64_t r, float* row) { context->k_row(r, row); };
+      v_fill = [&](int64_t r, float* row) { context->v_row(r, row); };
+    }
+    plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * head_dim, q_fill});
+    plan.push_back({p + "attn_k.weight", s.type, c.n_embd, c.n_head_kv * head_dim, k_fill});
+    plan.push_back({p + "attn_v.weight", s.type, c.n_embd, c.n_head_kv * head_dim, v_fill});
     if (!sparse) {
       plan.push_back({p + "attn_output.weight", s.type, c.n_head * head_dim, c.n_embd, {}});
       plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, {}});
@@ -149,8 +165,12 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
       continue;
     }
     const int64_t q_dim = c.n_head * head_dim;
-    plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
-                    [&, q_dim](int64_t r, float* row) { gen->attn_output_row(r, q_dim, row); }});
+    if (context_layer)
+      plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
+                      [&](int64_t r, float* row) { context->o_row(r, row); }});
+    else
+      plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
+                      [&, q_dim](int64_t r, float* row) { gen->attn_output_row(r, q_dim, row); }});
     plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, [&](int64_t, float* row) {
                       std::copy(gen->ffn_norm().begin(), gen->ffn_norm().end(), row);
                     }});

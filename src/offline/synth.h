@@ -26,6 +26,9 @@ struct SynthSpec {
   int64_t predictor_rank = 64;
   bool powerinfer_layout = false;  // "PWRI" magic, one global threshold, no strata FFN key
   bool keep_down = false;          // also write ffn_down (row-major), as llama.cpp files have
+  // With density > 0: share of the residual that is local context (a windowed average of the
+  // last few tokens, offline/synth_context.h), so neighbouring tokens share neurons. 0: none.
+  double context = 0.0;
 };
 
 // Named shapes: "tiny" (tests), "1b" (TinyLlama), "7b", "13b".

@@ -98,6 +98,9 @@ class Session {
 
   static constexpr int64_t kMaxBatch = 64;
   void reset() { n_past_ = 0; }
+  // Keeps positions 0 .. n - 1 and forgets the rest (the next eval overwrites their KV entries):
+  // how a server reuses the prompt prefix two requests share.
+  void truncate(int64_t n) { n_past_ = n < 0 ? 0 : (n < n_past_ ? n : n_past_); }
 
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return n_ctx_; }

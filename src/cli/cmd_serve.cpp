@@ -1,0 +1,97 @@
+// strata serve: the OpenAI-compatible HTTP server (src/server/), llama-server's flags.
+#include <fmt/format.h>
+
+#include <csignal>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/ffn_flags.h"
+#include "core/error.h"
+#include "server/http_server.h"
+
+namespace strata {
+
+namespace {
+HttpServer* g_server = nullptr;  // for the signal handler
+extern "C" void stop_on_signal(int) {
+  if (g_server != nullptr) g_server->stop();
+}
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  struct Options {
+    bool mmap = false;
+    std::string model = default_model_path();
+    std::string host = "127.0.0.1", api_key, alias;
+    int port = 8080;
+    int threads = default_threads();
+    int64_t ctx = 0;
+    int64_t n_predict = -1;
+    SamplerParams sampling;
+    FfnFlags ffn;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
+  cmd->add_flag("--mmap", o->mmap, "Use the model file in place (memory map)");
+  cmd->add_option("--host", o->host, "Address to listen on");
+  cmd->add_option("--port", o->port, "Port to listen on")->check(CLI::Range(1, 65535));
+  cmd->add_option("--api-key", o->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("-a,--alias", o->alias, "Model name the API reports (default: the file's)");
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  cmd->add_option("-c,--ctx-size", o->ctx, "Context size (default: the model's, at most 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("-n,--n-predict", o->n_predict,
+                  "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
+  cmd->add_option("--temp", o->sampling.temperature, "Default temperature (0: greedy)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  cmd->add_option("--top-k", o->sampling.top_k, "Default top-k (0: off)")
+      ->check(CLI::Range(0, 1 << 30));
+  cmd->add_option("--top-p", o->sampling.top_p, "Default top-p (1: off)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--min-p", o->sampling.min_p, "Default min-p (0: off)")
+      ->check(CLI::Range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
+                  "Default repetition penalty (1: off)")
+      ->check(CLI::Range(0.0f, 100.0f));
+  add_ffn_flags(cmd, o->ffn);
+  return {cmd, [o] {
+            auto model = Model::load(o->model, /*require_tokenizer=*/true,
+                                     o->mmap ? LoadMode::Map : LoadMode::Read);
+            const int64_t n_ctx =
+                o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+            StorageProfile storage;
+            const SessionOptions session_options =
+                resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+            ThreadPool pool(o->threads);
+            Session session(*model, n_ctx, pool, session_options);
+            ServerOptions so;
+            so.host = o->host;
+            so.port = o->port;
+            so.api_key = o->api_key;
+            so.model_name = !o->alias.empty()            ? o->alias
+                            : !model->config.name.empty() ? model->config.name
+                                                          : std::filesystem::path(o->model)
+                                                                .filename()
+                                                                .string();
+            so.defaults.max_tokens = o->n_predict;
+            so.defaults.sampling = o->sampling;
+            HttpServer server(*model, session, so);
+            const int port = server.bind();
+            g_server = &server;
+            std::signal(SIGINT, stop_on_signal);
+            std::signal(SIGTERM, stop_on_signal);
+            fmt::print(stderr,
+                       "serving {} on http://{}:{} (context {}, {} threads): POST "
+                       "/v1/completions, /v1/chat/completions; GET /v1/models, /health\n",
+                       so.model_name, o->host, port, n_ctx, o->threads);
+            std::fflush(stderr);
+            server.listen();
+            g_server = nullptr;
+            fmt::print(stderr, "stopped\n");
+            return 0;
+          }};
+}
+
+}  // namespace strata

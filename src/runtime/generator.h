@@ -1,0 +1,52 @@
+// Text generation for a front end that serves many requests from one session: reuses the KV
+// entries of the prompt prefix a request shares with the previous one, samples, stops at EOS, at
+// stop strings or at a token limit, and hands out text as it becomes final (never a partial
+// UTF-8 character, never text that may turn out to begin a stop string).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+struct GenerationParams {
+  int64_t max_tokens = 128;  // < 0: until EOS, a stop string or a full context
+  SamplerParams sampling;
+  std::vector<std::string> stop;  // the text ends before the first one generated
+};
+
+struct GenerationResult {
+  std::string text;
+  std::string finish_reason;  // "stop": EOS or a stop string; "length": token limit or context
+  int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  double prompt_s = 0, decode_s = 0;
+  bool cancelled = false;  // on_text returned false
+};
+
+class Generator {
+ public:
+  Generator(const Model& model, Session& session);
+
+  // on_text receives the text in order as it becomes final; returning false stops generation.
+  // Fails (strata::Error) when the prompt is empty or does not fit the context.
+  GenerationResult generate(const std::vector<int32_t>& prompt, const GenerationParams& params,
+                            const std::function<bool(std::string_view)>& on_text = {});
+
+ private:
+  const Model& model_;
+  Session& session_;
+  std::vector<int32_t> cached_;  // the tokens whose KV entries the session holds, in order
+};
+
+// Length of the longest prefix of `text` that is whole UTF-8 characters (an incomplete final
+// sequence is held back until its remaining bytes arrive).
+size_t complete_utf8_prefix(std::string_view text);
+
+}  // namespace strata

@@ -1,0 +1,45 @@
+// strata's OpenAI-compatible HTTP server (cpp-httplib): POST /v1/completions and
+// /v1/chat/completions (whole or streamed as server-sent events), GET /v1/models and /health.
+// One session serves the requests one at a time (others wait their turn) and keeps the KV
+// entries of the last conversation, so a follow-up that extends it evaluates only the new part.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "runtime/session.h"
+#include "server/openai_api.h"
+
+namespace strata {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;       // 0: any free port (tests)
+  std::string api_key;   // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  std::string model_name;
+  ServerDefaults defaults;
+  size_t max_body_bytes = size_t{8} << 20;
+  bool log_requests = true;  // one line per request on stderr
+};
+
+class HttpServer {
+ public:
+  HttpServer(const Model& model, Session& session, ServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the address; returns the port (the chosen one for port 0). Fails (strata::Error) with
+  // the reason when the address cannot be bound.
+  int bind();
+  void listen();  // serves until stop(); call after bind()
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace strata

@@ -1,0 +1,245 @@
+#include "server/openai_api.h"
+
+#include <fmt/format.h>
+
+namespace strata {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& param, const std::string& message) {
+  throw ApiError(400, message, param);
+}
+
+double number(const json& body, const char* key, double lo, double hi) {
+  const json& v = body[key];
+  if (!v.is_number()) bad(key, fmt::format("'{}' must be a number", key));
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi)) bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x));
+  return x;
+}
+
+int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi) {
+  const json& v = body[key];
+  if (!v.is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
+  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? INT64_MAX
+                                                                           : v.get<int64_t>();
+  if (x < lo || x > hi) bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x));
+  return x;
+}
+
+bool present(const json& body, const char* key) {
+  return body.contains(key) && !body[key].is_null();
+}
+
+std::vector<int32_t> token_ids(const json& a, const char* key) {
+  std::vector<int32_t> ids;
+  for (const json& t : a) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+      bad(key, fmt::format("'{}' token ids must be non-negative integers", key));
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return ids;
+}
+
+void parse_prompt(const json& body, CompletionRequest& r) {
+  if (!body.contains("prompt")) bad("prompt", "'prompt' is required");
+  const json& p = body["prompt"];
+  if (p.is_string()) {
+    r.prompt = p.get<std::string>();
+    return;
+  }
+  if (p.is_array() && !p.empty()) {
+    if (p.size() == 1 && p[0].is_string()) {
+      r.prompt = p[0].get<std::string>();
+      return;
+    }
+    if (p[0].is_number()) {
+      r.prompt_ids = token_ids(p, "prompt");
+      return;
+    }
+    if (p.size() == 1 && p[0].is_array()) {
+      r.prompt_ids = token_ids(p[0], "prompt");
+      return;
+    }
+    if (p.size() > 1 && (p[0].is_string() || p[0].is_array()))
+      bad("prompt", "one prompt per request: strata serves one completion at a time");
+  }
+  bad("prompt", "'prompt' must be a string, an array of token ids, or an array of one of those");
+}
+
+void parse_messages(const json& body, CompletionRequest& r) {
+  if (!body.contains("messages")) bad("messages", "'messages' is required");
+  const json& ms = body["messages"];
+  if (!ms.is_array() || ms.empty()) bad("messages", "'messages' must be a non-empty array");
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const json& m = ms[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) bad(where, fmt::format("'{}' must be an object", where));
+    if (!m.contains("role") || !m["role"].is_string())
+      bad(where + ".role", fmt::format("'{}.role' must be a string", where));
+    std::string role = m["role"].get<std::string>();
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant")
+      bad(where + ".role",
+          fmt::format("'{}.role' is '{}'; strata takes system, user or assistant", where, role));
+    std::string content;
+    const json c = m.contains("content") ? m["content"] : json();
+    if (c.is_string()) {
+      content = c.get<std::string>();
+    } else if (c.is_array()) {  // content parts: text only
+      for (const json& part : c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          bad(where + ".content", fmt::format("'{}.content' parts must be text parts "
+                                              "({{\"type\": \"text\", \"text\": ...}})",
+                                              where));
+        content += part["text"].get<std::string>();
+      }
+    } else if (!(c.is_null() && role == "assistant")) {
+      bad(where + ".content", fmt::format("'{}.content' must be a string", where));
+    }
+    r.messages.push_back({role, content});
+  }
+}
+
+}  // namespace
+
+json error_body(int status, const std::string& message, const std::string& param,
+                const std::string& code) {
+  const char* type = status == 401   ? "authentication_error"
+                     : status == 404 ? "not_found_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  return {{"error",
+           {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json() : json(param)},
+            {"code", code.empty() ? json() : json(code)}}}};
+}
+
+CompletionRequest parse_completion_request(const std::string& text, bool chat,
+                                           const ServerDefaults& defaults) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    bad("", fmt::format("the request body is not valid JSON ({})", e.what()));
+  }
+  if (!body.is_object()) bad("", "the request body must be a JSON object");
+  CompletionRequest r;
+  r.chat = chat;
+  if (chat)
+    parse_messages(body, r);
+  else
+    parse_prompt(body, r);
+  if (present(body, "model") && !body["model"].is_string()) bad("model", "'model' must be a string");
+
+  GenerationParams& g = r.generation;
+  g.max_tokens = defaults.max_tokens;
+  g.sampling = defaults.sampling;
+  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"})
+    if (present(body, key)) g.max_tokens = integer(body, key, -1, int64_t{1} << 30);
+  if (present(body, "temperature")) g.sampling.temperature = static_cast<float>(number(body, "temperature", 0, 100));
+  if (present(body, "top_p")) g.sampling.top_p = static_cast<float>(number(body, "top_p", 0, 1));
+  if (present(body, "top_k")) g.sampling.top_k = static_cast<int32_t>(integer(body, "top_k", 0, INT32_MAX));
+  if (present(body, "min_p")) g.sampling.min_p = static_cast<float>(number(body, "min_p", 0, 1));
+  if (present(body, "repeat_penalty"))
+    g.sampling.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0, 100));
+  if (present(body, "seed"))
+    g.sampling.seed = static_cast<uint64_t>(integer(body, "seed", INT64_MIN, INT64_MAX));
+  if (present(body, "stop")) {
+    const json& s = body["stop"];
+    if (s.is_string()) {
+      g.stop.push_back(s.get<std::string>());
+    } else if (s.is_array() && s.size() <= 16) {
+      for (const json& x : s) {
+        if (!x.is_string()) bad("stop", "'stop' must be a string or an array of strings");
+        g.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      bad("stop", "'stop' must be a string or an array of at most 16 strings");
+    }
+  }
+  if (present(body, "stream")) {
+    if (!body["stream"].is_boolean()) bad("stream", "'stream' must be true or false");
+    r.stream = body["stream"].get<bool>();
+  }
+  if (present(body, "stream_options")) {
+    const json& so = body["stream_options"];
+    if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
+    r.include_usage = so.value("include_usage", false);
+  }
+  // What strata does not do: refuse clearly rather than ignore.
+  if (present(body, "n") && integer(body, "n", 1, 1) != 1) bad("n", "'n' must be 1");
+  if (present(body, "best_of") && integer(body, "best_of", 1, 1) != 1) bad("best_of", "'best_of' must be 1");
+  for (const char* key : {"presence_penalty", "frequency_penalty"})
+    if (present(body, key) && number(body, key, -2, 2) != 0)
+      bad(key, fmt::format("'{}' is not supported (use repeat_penalty)", key));
+  if (present(body, "echo") && (!body["echo"].is_boolean() || body["echo"].get<bool>()))
+    bad("echo", "'echo' is not supported");
+  for (const char* key : {"logprobs", "top_logprobs", "suffix", "tools", "functions"})
+    if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
+      bad(key, fmt::format("'{}' is not supported", key));
+  if (present(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
+    bad("logit_bias", "'logit_bias' is not supported");
+  return r;
+}
+
+json usage_json(const GenerationResult& r) {
+  return {{"prompt_tokens", r.prompt_tokens},
+          {"completion_tokens", r.completion_tokens},
+          {"total_tokens", r.prompt_tokens + r.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+}
+
+json completion_response(const CompletionRequest& req, const CompletionIds& ids,
+                         const GenerationResult& r) {
+  json choice = {{"index", 0}, {"finish_reason", r.finish_reason}};
+  if (req.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+  } else {
+    choice["text"] = r.text;
+    choice["logprobs"] = nullptr;
+  }
+  const double decode_tps = r.decode_s > 0 ? r.completion_tokens / r.decode_s : 0.0;
+  const int64_t evaluated = r.prompt_tokens - r.cached_tokens;
+  return {{"id", ids.id},
+          {"object", req.chat ? "chat.completion" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({choice})},
+          {"usage", usage_json(r)},
+          // llama-server's extension: where the time went.
+          {"timings",
+           {{"prompt_n", evaluated},
+            {"prompt_ms", 1e3 * r.prompt_s},
+            {"prompt_per_second", r.prompt_s > 0 ? evaluated / r.prompt_s : 0.0},
+            {"predicted_n", r.completion_tokens},
+            {"predicted_ms", 1e3 * r.decode_s},
+            {"predicted_per_second", decode_tps}}}};
+}
+
+json completion_chunk(const CompletionRequest& req, const CompletionIds& ids,
+                      const std::string& delta, const std::string& finish_reason) {
+  json choice = {{"index", 0},
+                 {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
+  if (req.chat) {
+    choice["delta"] = finish_reason.empty() ? json{{"content", delta}} : json::object();
+  } else {
+    choice["text"] = delta;
+    choice["logprobs"] = nullptr;
+  }
+  return {{"id", ids.id},
+          {"object", req.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", ids.created},
+          {"model", ids.model},
+          {"choices", json::array({choice})}};
+}
+
+std::string dump_json(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace strata

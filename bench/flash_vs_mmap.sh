@@ -5,7 +5,8 @@
 # cache cannot hold more than the budget either. Before each run the files' cached pages are
 # dropped (posix_fadvise DONTNEED), so both start from the disk.
 # Usage (root): bench/flash_vs_mmap.sh BUNDLED.gguf PLAIN.gguf BUDGET TOKENS THREADS
-# (FLASH_ARGS adds flags to the flash run, e.g. "--window 10"; SKIP_MMAP=1 skips the baseline)
+# (FLASH_ARGS adds flags to the flash run, e.g. "--window 10"; SKIP_MMAP=1 skips the baseline;
+# PROMPT=N evaluates N prompt tokens before the decode tokens, whose reads alone are reported)
 # BUDGET in bytes or with K/M/G (powers of 1024). Prints decode tok/s, bytes read per token,
 # cache hit rate, the cgroup's peak memory (page cache included) and the process's peak RSS
 # (GNU time) for both.
@@ -28,7 +29,7 @@ run() {  # run LABEL ARGS...
   echo 0 >"$cg/memory.max_usage_in_bytes" 2>/dev/null || true
   sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' sh "$cg" /usr/bin/time -f %M \
     -o /tmp/flash_bench_$label.rss "$strata" bench "$@" \
-    -p 0 -n "$tokens" -r 1 -t "$threads" --no-bandwidth --json >/tmp/flash_bench_$label.json
+    -p "${PROMPT:-0}" -n "$tokens" -r 1 -t "$threads" --no-bandwidth --json >/tmp/flash_bench_$label.json
   peak=$(cat "$cg/memory.max_usage_in_bytes")
   rss_kib=$(tail -1 /tmp/flash_bench_$label.rss)
   $py - "$label" "$peak" "$bytes" /tmp/flash_bench_$label.json "$rss_kib" <<'PY'
@@ -36,7 +37,7 @@ import json, sys
 label, peak, budget, path = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 rss = int(sys.argv[5]) * 1024
 r = json.load(open(path))
-fl = r.get("ffn_report", {}).get("flash") or {}
+fl = r.get("decode_flash") or r.get("ffn_report", {}).get("flash") or {}
 print(f"{label:8s} decode {r['decode_tokens_per_s']:8.3f} tok/s  "
       f"flash read {fl.get('bytes_read_per_token', 0) / 2**20:8.1f} MiB/token  "
       f"hit rate {fl.get('cache_hit_rate', 0):.3f}  cgroup peak {peak / 2**30:.2f} GiB, "

@@ -187,6 +187,36 @@ TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {
   EXPECT_NE(cache.slot_of(200), -1);
 }
 
+TEST(Flash, FullCacheEvictsTheNeuronsRecentTokensUsedLeast) {
+  const std::string path = bundled(sparse_model(DType::F16, FfnActivation::ReGLU));
+  const auto m = Model::load(path, false);
+  FileBundleSource source(path);
+  ThreadPool pool(2);
+  NeuronCache cache(m->weights.bundle, 6, 100);  // window longer than the test: no expiry
+  const uint64_t base = m->weights.layers[0].bundles_offset;
+  std::vector<int32_t> slots(8);
+  // Neurons 1 and 2 are used by tokens 0-3; 7 and 8 only by token 3, 20 and 21 by token 2.
+  for (int64_t t = 0; t < 3; ++t) {
+    const std::vector<int32_t> need =
+        t < 2 ? std::vector<int32_t>{1, 2} : std::vector<int32_t>{1, 2, 20, 21};
+    cache.fetch(need, slots.data(), source, base, t, pool);
+  }
+  cache.fetch(std::vector<int32_t>{1, 2, 7, 8}, slots.data(), source, base, 3, pool);
+  EXPECT_EQ(cache.live(), 6);
+  // Token 4 needs two new neurons: 20 and 21 (used once, before 7 and 8) leave.
+  cache.fetch(std::vector<int32_t>{40, 41}, slots.data(), source, base, 4, pool);
+  EXPECT_EQ(cache.slot_of(20), -1);
+  EXPECT_EQ(cache.slot_of(21), -1);
+  for (int32_t n : {1, 2, 7, 8, 40, 41}) EXPECT_NE(cache.slot_of(n), -1) << n;
+  // Two more: 7 and 8 (used once) leave, not 1 and 2 (used four times), though all four were
+  // last used by token 3 (plain LRU cannot tell them apart).
+  cache.fetch(std::vector<int32_t>{50, 51}, slots.data(), source, base, 5, pool);
+  EXPECT_EQ(cache.slot_of(7), -1);
+  EXPECT_EQ(cache.slot_of(8), -1);
+  EXPECT_NE(cache.slot_of(1), -1);
+  EXPECT_NE(cache.slot_of(2), -1);
+}
+
 TEST(Flash, PinnedNeuronsStayWhateverTheWindowAndPressure) {
   const std::string path = bundled(sparse_model(DType::F16, FfnActivation::ReGLU));
   const auto m = Model::load(path, false);

@@ -66,6 +66,7 @@ Command add_bench_command(CLI::App& app) {
         std::vector<FfnLayerStats> decode_stats(c.n_layer);
         ForwardTimes decode_times;
         double decode_tokens = 0;
+        NeuronCacheStats decode_flash;  // flash tier, decode steps only
 
         // Deterministic pseudo-random prompt tokens.
         std::vector<int32_t> prompt(o->n_prompt);
@@ -89,6 +90,7 @@ Command add_bench_command(CLI::App& app) {
           if (o->n_gen > 0) {
             const auto stats_before = session.ffn_stats();
             const ForwardTimes times_before = session.times();
+            const NeuronCacheStats flash_before = session.flash_stats();
             Timer t;
             for (int i = 0; i < o->n_gen; ++i) {
               auto logits = session.eval(next);
@@ -107,6 +109,12 @@ Command add_bench_command(CLI::App& app) {
             decode_times.ffn += now.ffn - times_before.ffn;
             decode_times.output += now.output - times_before.output;
             decode_tokens += o->n_gen;
+            const NeuronCacheStats flash_now = session.flash_stats();
+            decode_flash.hits += flash_now.hits - flash_before.hits;
+            decode_flash.misses += flash_now.misses - flash_before.misses;
+            decode_flash.bytes_read += flash_now.bytes_read - flash_before.bytes_read;
+            decode_flash.reads += flash_now.reads - flash_before.reads;
+            decode_flash.read_seconds += flash_now.read_seconds - flash_before.read_seconds;
           }
         }
         const double pp_med = pp.empty() ? 0 : median(pp);
@@ -126,30 +134,40 @@ Command add_bench_command(CLI::App& app) {
             dtype_name(model->weights.layers.empty() ? model->weights.output.type
                                                      : model->weights.layers[0].ffn_up.type);
         if (o->json) {
-          nlohmann::json j = {{"model", o->model},
-                              {"type", type},
-                              {"threads", o->threads},
-                              {"kernels", best_kernels().name},
-                              {"n_prompt", o->n_prompt},
-                              {"n_gen", o->n_gen},
-                              {"repetitions", o->reps},
-                              {"prompt_tokens_per_s", pp_med},
-                              {"decode_tokens_per_s", tg_med},
-                              {"prompt_runs", pp},
-                              {"decode_runs", tg},
-                              {"weight_bytes_per_token", bytes},
-                              {"bandwidth_bytes_per_s", bw},
-                              {"bandwidth_limit_tokens_per_s", limit},
-                              {"bandwidth_limit_percent", limit > 0 ? 100 * tg_med / limit : 0},
-                              {"load_s", load_s},
-                              {"ffn_mode", ffn_mode_name(session_options.ffn)},
-                              {"ffn_density", density},
-                              {"ffn_report", ffn_report_json(*model, session)},
-                              {"decode_ms_per_token",
-                               {{"attention", ms_per_token(decode_times.attention)},
-                                {"predictor", ms_per_token(decode_times.predictor)},
-                                {"ffn", ms_per_token(decode_times.ffn)},
-                                {"output", ms_per_token(decode_times.output)}}}};
+          nlohmann::json j = {
+              {"model", o->model},
+              {"type", type},
+              {"threads", o->threads},
+              {"kernels", best_kernels().name},
+              {"n_prompt", o->n_prompt},
+              {"n_gen", o->n_gen},
+              {"repetitions", o->reps},
+              {"prompt_tokens_per_s", pp_med},
+              {"decode_tokens_per_s", tg_med},
+              {"prompt_runs", pp},
+              {"decode_runs", tg},
+              {"weight_bytes_per_token", bytes},
+              {"bandwidth_bytes_per_s", bw},
+              {"bandwidth_limit_tokens_per_s", limit},
+              {"bandwidth_limit_percent", limit > 0 ? 100 * tg_med / limit : 0},
+              {"load_s", load_s},
+              {"ffn_mode", ffn_mode_name(session_options.ffn)},
+              {"ffn_density", density},
+              {"ffn_report", ffn_report_json(*model, session)},
+              {"decode_flash",
+               {{"bytes_read_per_token", decode_flash.bytes_read / std::max(1.0, decode_tokens)},
+                {"reads_per_token", decode_flash.reads / std::max(1.0, decode_tokens)},
+                {"cache_hit_rate",
+                 decode_flash.hits + decode_flash.misses > 0
+                     ? static_cast<double>(decode_flash.hits) /
+                           static_cast<double>(decode_flash.hits + decode_flash.misses)
+                     : 0.0},
+                {"io_wait_s_per_token", decode_flash.read_seconds / std::max(1.0, decode_tokens)}}},
+              {"decode_ms_per_token",
+               {{"attention", ms_per_token(decode_times.attention)},
+                {"predictor", ms_per_token(decode_times.predictor)},
+                {"ffn", ms_per_token(decode_times.ffn)},
+                {"output", ms_per_token(decode_times.output)}}}};
           fmt::print("{}\n", j.dump(2));
           return 0;
         }

@@ -70,11 +70,10 @@ Command add_serve_command(CLI::App& app) {
             so.host = o->host;
             so.port = o->port;
             so.api_key = o->api_key;
-            so.model_name = !o->alias.empty()            ? o->alias
-                            : !model->config.name.empty() ? model->config.name
-                                                          : std::filesystem::path(o->model)
-                                                                .filename()
-                                                                .string();
+            so.model_name = !o->alias.empty() ? o->alias
+                            : !model->config.name.empty()
+                                ? model->config.name
+                                : std::filesystem::path(o->model).filename().string();
             so.defaults.max_tokens = o->n_predict;
             so.defaults.sampling = o->sampling;
             HttpServer server(*model, session, so);

@@ -129,7 +129,8 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
     if (reuse->items.size() != p.counts.size())
       fail("'{}': strata.profile.window_reuse has {} values for {} layers", path,
            reuse->items.size(), p.counts.size());
-    for (const auto& v : reuse->items) p.window_reuse.push_back(v.as_float("strata.profile.window_reuse"));
+    for (const auto& v : reuse->items)
+      p.window_reuse.push_back(v.as_float("strata.profile.window_reuse"));
   }
   return p;
 }

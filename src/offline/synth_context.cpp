@@ -28,7 +28,8 @@ ContextAttention::ContextAttention(const ModelConfig& c, double share)
     const double t = std::pow(static_cast<double>(c.rope_freq_base), -2.0 * p / head_dim_);
     if (t >= kMinTheta && t <= kMaxTheta) pair_used_[p] = true, theta.push_back(t);
   }
-  if (theta.empty()) fail("--context: no rotary frequency in [0.001, 0.3] for head size {}", head_dim_);
+  if (theta.empty())
+    fail("--context: no rotary frequency in [0.001, 0.3] for head size {}", head_dim_);
 
   // Attention weights over distance d (long context): exp(A mean cos(d theta) - A), 1 at d = 0.
   double sum = 0, sum2 = 0;
@@ -66,7 +67,9 @@ void ContextAttention::q_row(int64_t r, float* row) const {
   if (i % 2 == 0 && pair_used_[i / 2]) row[0] = qk_weight_;  // reads the anchor
 }
 
-void ContextAttention::k_row(int64_t r, float* row) const { q_row(r, row); }
+void ContextAttention::k_row(int64_t r, float* row) const {
+  q_row(r, row);
+}
 
 void ContextAttention::v_row(int64_t r, float* row) const {
   std::fill(row, row + n_embd_, 0.0f);

@@ -8,9 +8,9 @@
 // positions t and j is A * mean_p cos((t - j) theta_p): highest at j = t, falling like a Gaussian
 // over ~25 tokens and flat (exp(-A) below the peak) beyond. v copies the normalized residual's
 // first w dims (w: the key/value width) and attn_output writes them back scaled, so the residual
-// gains the windowed average of that slice. The embedding's own part shrinks so the residual keeps its norm and each neuron's
-// firing probability (SparseLayerGenerator) still holds: `share` is the part of the residual's
-// variance that is context.
+// gains the windowed average of that slice. The embedding's own part shrinks so the residual keeps
+// its norm and each neuron's firing probability (SparseLayerGenerator) still holds: `share` is the
+// part of the residual's variance that is context.
 #pragma once
 
 #include <cstdint>

@@ -39,8 +39,8 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   // Reuse the shared prefix, but evaluate at least the last prompt token for its logits.
   size_t keep = 0;
-  const size_t limit = std::min({cached_.size(), prompt.size() - 1,
-                                 static_cast<size_t>(session_.n_past())});
+  const size_t limit =
+      std::min({cached_.size(), prompt.size() - 1, static_cast<size_t>(session_.n_past())});
   while (keep < limit && cached_[keep] == prompt[keep]) ++keep;
   session_.truncate(static_cast<int64_t>(keep));
   cached_.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(keep));
@@ -64,7 +64,8 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
   Timer decode_timer;
   r.finish_reason = "length";
   auto emit = [&](size_t upto) {
-    if (upto > emitted && on_text && !on_text(std::string_view(r.text).substr(emitted, upto - emitted)))
+    if (upto > emitted && on_text &&
+        !on_text(std::string_view(r.text).substr(emitted, upto - emitted)))
       r.cancelled = true;
     emitted = std::max(emitted, upto);
   };

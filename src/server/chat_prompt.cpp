@@ -6,7 +6,8 @@ namespace {
 
 ChatPrompt chatml(const std::vector<ChatMessage>& messages) {
   ChatPrompt p{"", {"<|im_end|>"}, "chatml"};
-  for (const auto& m : messages) p.text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  for (const auto& m : messages)
+    p.text += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
   p.text += "<|im_start|>assistant\n";
   return p;
 }
@@ -50,8 +51,9 @@ ChatPrompt llama2(const std::vector<ChatMessage>& messages, const std::string& b
 ChatPrompt plain(const std::vector<ChatMessage>& messages) {
   ChatPrompt p{"", {"\nUser:"}, "plain"};
   for (const auto& m : messages) {
-    const std::string who =
-        m.role == "system" ? "System" : m.role == "assistant" ? "Assistant" : "User";
+    const std::string who = m.role == "system"      ? "System"
+                            : m.role == "assistant" ? "Assistant"
+                                                    : "User";
     p.text += who + ": " + m.content + "\n";
   }
   p.text += "Assistant:";

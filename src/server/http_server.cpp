@@ -47,8 +47,9 @@ struct HttpServer::Impl {
       ids = req.prompt_ids;
       for (int32_t t : ids)
         if (t >= model.config.n_vocab)
-          throw ApiError(400, fmt::format("prompt token id {} is outside the vocabulary (0..{})",
-                                          t, model.config.n_vocab - 1),
+          throw ApiError(400,
+                         fmt::format("prompt token id {} is outside the vocabulary (0..{})", t,
+                                     model.config.n_vocab - 1),
                          "prompt");
     } else {
       ids = tok.encode(req.prompt, tok.add_bos_default());
@@ -73,8 +74,7 @@ struct HttpServer::Impl {
                  "({:.1f} tok/s), {}\n",
                  req.method, req.path, status, r->prompt_tokens, r->cached_tokens,
                  r->prompt_s > 0 ? (r->prompt_tokens - r->cached_tokens) / r->prompt_s : 0.0,
-                 r->completion_tokens,
-                 r->decode_s > 0 ? r->completion_tokens / r->decode_s : 0.0,
+                 r->completion_tokens, r->decode_s > 0 ? r->completion_tokens / r->decode_s : 0.0,
                  r->cancelled ? "cancelled by the client" : r->finish_reason);
     }
     std::fflush(stderr);
@@ -217,8 +217,12 @@ int HttpServer::bind() {
   return o.port;
 }
 
-void HttpServer::listen() { impl_->http.listen_after_bind(); }
+void HttpServer::listen() {
+  impl_->http.listen_after_bind();
+}
 
-void HttpServer::stop() { impl_->http.stop(); }
+void HttpServer::stop() {
+  impl_->http.stop();
+}
 
 }  // namespace strata

@@ -16,8 +16,8 @@ namespace strata {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;       // 0: any free port (tests)
-  std::string api_key;   // non-empty: /v1/* needs "Authorization: Bearer <key>"
+  int port = 8080;      // 0: any free port (tests)
+  std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
   std::string model_name;
   ServerDefaults defaults;
   size_t max_body_bytes = size_t{8} << 20;

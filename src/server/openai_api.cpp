@@ -16,15 +16,16 @@ double number(const json& body, const char* key, double lo, double hi) {
   const json& v = body[key];
   if (!v.is_number()) bad(key, fmt::format("'{}' must be a number", key));
   const double x = v.get<double>();
-  if (!(x >= lo && x <= hi)) bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x));
+  if (!(x >= lo && x <= hi))
+    bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x));
   return x;
 }
 
 int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi) {
   const json& v = body[key];
   if (!v.is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
-  const int64_t x = v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? INT64_MAX
-                                                                           : v.get<int64_t>();
+  const int64_t x =
+      v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? INT64_MAX : v.get<int64_t>();
   if (x < lo || x > hi) bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x));
   return x;
 }
@@ -134,16 +135,19 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
     parse_messages(body, r);
   else
     parse_prompt(body, r);
-  if (present(body, "model") && !body["model"].is_string()) bad("model", "'model' must be a string");
+  if (present(body, "model") && !body["model"].is_string())
+    bad("model", "'model' must be a string");
 
   GenerationParams& g = r.generation;
   g.max_tokens = defaults.max_tokens;
   g.sampling = defaults.sampling;
   for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"})
     if (present(body, key)) g.max_tokens = integer(body, key, -1, int64_t{1} << 30);
-  if (present(body, "temperature")) g.sampling.temperature = static_cast<float>(number(body, "temperature", 0, 100));
+  if (present(body, "temperature"))
+    g.sampling.temperature = static_cast<float>(number(body, "temperature", 0, 100));
   if (present(body, "top_p")) g.sampling.top_p = static_cast<float>(number(body, "top_p", 0, 1));
-  if (present(body, "top_k")) g.sampling.top_k = static_cast<int32_t>(integer(body, "top_k", 0, INT32_MAX));
+  if (present(body, "top_k"))
+    g.sampling.top_k = static_cast<int32_t>(integer(body, "top_k", 0, INT32_MAX));
   if (present(body, "min_p")) g.sampling.min_p = static_cast<float>(number(body, "min_p", 0, 1));
   if (present(body, "repeat_penalty"))
     g.sampling.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0, 100));
@@ -173,7 +177,8 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   }
   // What strata does not do: refuse clearly rather than ignore.
   if (present(body, "n") && integer(body, "n", 1, 1) != 1) bad("n", "'n' must be 1");
-  if (present(body, "best_of") && integer(body, "best_of", 1, 1) != 1) bad("best_of", "'best_of' must be 1");
+  if (present(body, "best_of") && integer(body, "best_of", 1, 1) != 1)
+    bad("best_of", "'best_of' must be 1");
   for (const char* key : {"presence_penalty", "frequency_penalty"})
     if (present(body, key) && number(body, key, -2, 2) != 0)
       bad(key, fmt::format("'{}' is not supported (use repeat_penalty)", key));
@@ -182,7 +187,8 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   for (const char* key : {"logprobs", "top_logprobs", "suffix", "tools", "functions"})
     if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
       bad(key, fmt::format("'{}' is not supported", key));
-  if (present(body, "logit_bias") && !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
+  if (present(body, "logit_bias") &&
+      !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
     bad("logit_bias", "'logit_bias' is not supported");
   return r;
 }

@@ -16,9 +16,11 @@ namespace strata {
 
 // A request the server refuses: HTTP status, message, and the field at fault (may be empty).
 struct ApiError : std::runtime_error {
-  ApiError(int status, const std::string& message, std::string param = "",
-           std::string code = "")
-      : std::runtime_error(message), status(status), param(std::move(param)), code(std::move(code)) {}
+  ApiError(int status, const std::string& message, std::string param = "", std::string code = "")
+      : std::runtime_error(message),
+        status(status),
+        param(std::move(param)),
+        code(std::move(code)) {}
   int status;
   std::string param, code;
 };
@@ -29,8 +31,8 @@ nlohmann::json error_body(int status, const std::string& message, const std::str
 
 struct CompletionRequest {
   bool chat = false;
-  std::string prompt;                // completions: the text
-  std::vector<int32_t> prompt_ids;   // completions: or token ids
+  std::string prompt;                 // completions: the text
+  std::vector<int32_t> prompt_ids;    // completions: or token ids
   std::vector<ChatMessage> messages;  // chat
   GenerationParams generation;
   bool stream = false;

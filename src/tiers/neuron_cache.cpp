@@ -1,6 +1,7 @@
 #include "tiers/neuron_cache.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -19,6 +20,8 @@ NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int windo
   buffer_ = static_cast<uint8_t*>(std::aligned_alloc(kBundleAlign, bytes));
   if (buffer_ == nullptr) fail("cannot allocate a neuron cache of {} bytes", bytes);
   slot_of_.assign(static_cast<size_t>(layout.n_ff), -1);
+  use_score_.assign(static_cast<size_t>(layout.n_ff), 0.0f);
+  use_token_.assign(static_cast<size_t>(layout.n_ff), 0);
   neuron_of_.assign(static_cast<size_t>(capacity), -1);
   last_used_.assign(static_cast<size_t>(capacity), -1);
   last_pass_.assign(static_cast<size_t>(capacity), 0);
@@ -46,6 +49,11 @@ void NeuronCache::remove_slot(int32_t slot) {
   ++stats_.evictions;
 }
 
+float NeuronCache::score_now(int32_t neuron, int64_t token) const {
+  const auto n = static_cast<size_t>(neuron);
+  return use_score_[n] * std::pow(kDecay, static_cast<float>(token - use_token_[n]));
+}
+
 void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
                         uint64_t base_offset, int64_t token, ThreadPool& pool, int pass,
                         int64_t batch_tokens) {
@@ -60,6 +68,10 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
   }
   std::vector<int32_t> missing;
   for (int32_t n : neurons) {
+    if (use_token_[static_cast<size_t>(n)] != token || use_score_[static_cast<size_t>(n)] == 0) {
+      use_score_[static_cast<size_t>(n)] = score_now(n, token) + 1.0f;
+      use_token_[static_cast<size_t>(n)] = token;
+    }
     const int32_t s = slot_of_[static_cast<size_t>(n)];
     if (s >= 0) {
       if (last_used_[s] != kPinned) {
@@ -74,7 +86,8 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
   stats_.misses += missing.size();
   const int64_t need = live_ + static_cast<int64_t>(missing.size());
   if (need > capacity_) {
-    // Full: the least recently used neurons not needed by this token make room.
+    // Full: of the neurons this token does not need, those with the lowest decayed use count
+    // make room (recency and frequency together).
     std::vector<int32_t> victims;
     for (int32_t s = 0; s < live_; ++s)
       if (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass))
@@ -85,10 +98,15 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
           "this token needs {} neurons of a layer but the RAM budget leaves room for {}; raise "
           "--ram-budget",
           neurons.size(), capacity_);
+    std::vector<float> score(static_cast<size_t>(live_));
+    for (int32_t s : victims) score[static_cast<size_t>(s)] = score_now(neuron_of_[s], token);
     std::partial_sort(victims.begin(), victims.begin() + excess, victims.end(),
                       [&](int32_t a, int32_t b) {
-                        return last_used_[a] != last_used_[b] ? last_used_[a] < last_used_[b]
-                                                              : last_pass_[a] < last_pass_[b];
+                        // A later pass of this token must not evict what an earlier one used
+                        // after what older tokens used.
+                        if ((last_used_[a] == token) != (last_used_[b] == token))
+                          return last_used_[b] == token;
+                        return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)];
                       });
     victims.resize(static_cast<size_t>(excess));
     // Remove from the highest slot down so the moves never touch a victim still to remove.

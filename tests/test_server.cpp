@@ -1,0 +1,330 @@
+// The server's parts: chat formats, special-token parsing, request validation, the generator
+// (stop strings, streaming, prefix reuse) and the HTTP API end to end on a free local port.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <thread>
+
+#include "core/error.h"
+#include "runtime/generator.h"
+#include "server/chat_prompt.h"
+#include "server/http_server.h"
+#include "server/openai_api.h"
+
+namespace strata {
+namespace {
+
+std::string shipped_model() {
+  return std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf";
+}
+
+GenerationParams greedy(int64_t max_tokens) {
+  GenerationParams p;
+  p.max_tokens = max_tokens;
+  p.sampling.temperature = 0;
+  return p;
+}
+
+TEST(Server, ChatFormatsFollowTheTemplateMarkers) {
+  const std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}};
+  const ChatPrompt chatml = render_chat(m, "{{ '<|im_start|>' + role }}", "<s>", "</s>");
+  EXPECT_EQ(chatml.format, "chatml");
+  EXPECT_EQ(chatml.text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  const ChatPrompt llama2 = render_chat(m, "[INST] {{ content }} [/INST]", "<s>", "</s>");
+  EXPECT_EQ(llama2.text, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]");
+  const ChatPrompt plain = render_chat(m, "", "<s>", "</s>");
+  EXPECT_EQ(plain.format, "plain");
+  EXPECT_EQ(plain.text, "System: Be brief.\nUser: Hi\nAssistant:");
+  EXPECT_EQ(plain.stop, std::vector<std::string>{"\nUser:"});
+}
+
+TEST(Server, SpecialTokensWrittenInTheTextBecomeThoseTokens) {
+  const auto model = Model::load(shipped_model());
+  const Tokenizer& tok = *model->tokenizer;
+  const auto plain = tok.encode("Amen", false);
+  const auto special = tok.encode("Amen</s><s>Amen", false, /*parse_special=*/true);
+  // "Amen", EOS, BOS, then "Amen" without SentencePiece's start-of-text space.
+  ASSERT_GE(special.size(), 2 * plain.size());
+  EXPECT_TRUE(std::equal(plain.begin(), plain.end(), special.begin()));
+  EXPECT_EQ(special[plain.size()], tok.eos());
+  EXPECT_EQ(special[plain.size() + 1], tok.bos());
+  EXPECT_EQ(tok.decode({special.begin() + plain.size() + 2, special.end()}), "Amen");
+  // Without parsing, "</s>" is spelled with ordinary tokens.
+  const auto spelled = tok.encode("Amen</s>", false);
+  EXPECT_EQ(std::count(spelled.begin(), spelled.end(), tok.eos()), 0);
+}
+
+TEST(Server, Utf8PrefixHoldsBackAnIncompleteCharacter) {
+  EXPECT_EQ(complete_utf8_prefix("abc"), 3u);
+  EXPECT_EQ(complete_utf8_prefix("a\xC3"), 1u);              // first byte of é
+  EXPECT_EQ(complete_utf8_prefix("a\xC3\xA9"), 3u);          // é
+  EXPECT_EQ(complete_utf8_prefix("a\xE2\x82"), 1u);          // 2 of the 3 bytes of €
+  EXPECT_EQ(complete_utf8_prefix("\xF0\x9F\x98\x80x"), 5u);  // emoji then x
+  EXPECT_EQ(complete_utf8_prefix("\xF0\x9F\x98"), 0u);
+}
+
+TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
+  const ServerDefaults d;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{", ""},
+      {"[1]", ""},
+      {R"({})", "prompt"},
+      {R"({"prompt": 5})", "prompt"},
+      {R"({"prompt": ["a", "b"]})", "prompt"},
+      {R"({"prompt": [1, -2]})", "prompt"},
+      {R"({"prompt": "a", "max_tokens": "ten"})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": -5})", "max_tokens"},
+      {R"({"prompt": "a", "temperature": -1})", "temperature"},
+      {R"({"prompt": "a", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "a", "top_k": 2.5})", "top_k"},
+      {R"({"prompt": "a", "stop": [1]})", "stop"},
+      {R"({"prompt": "a", "stream": "yes"})", "stream"},
+      {R"({"prompt": "a", "n": 2})", "n"},
+      {R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
+      {R"({"prompt": "a", "logprobs": 3})", "logprobs"},
+      {R"({"prompt": "a", "echo": true})", "echo"},
+      {R"({"prompt": "a", "model": 7})", "model"},
+  };
+  for (const auto& [body, param] : cases) {
+    try {
+      parse_completion_request(body, false, d);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status, 400) << body;
+      EXPECT_EQ(e.param, param) << body << ": " << e.what();
+    }
+  }
+  const std::vector<std::pair<std::string, std::string>> chat_cases = {
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": 3}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content"},
+  };
+  for (const auto& [body, param] : chat_cases) {
+    try {
+      parse_completion_request(body, true, d);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, param) << body << ": " << e.what();
+    }
+  }
+  // What clients commonly send is accepted.
+  const auto ok = parse_completion_request(
+      R"({"model": "x", "prompt": ["hi"], "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+          "stop": ["\n", "."], "stream": true, "presence_penalty": 0, "n": 1, "logprobs": null,
+          "seed": 42, "stream_options": {"include_usage": true}})",
+      false, d);
+  EXPECT_EQ(ok.prompt, "hi");
+  EXPECT_EQ(ok.generation.max_tokens, 7);
+  EXPECT_FLOAT_EQ(ok.generation.sampling.temperature, 0.5f);
+  EXPECT_EQ(ok.generation.stop.size(), 2u);
+  EXPECT_TRUE(ok.stream && ok.include_usage);
+  EXPECT_EQ(ok.generation.sampling.seed, 42u);
+  const auto chat = parse_completion_request(
+      R"({"messages": [{"role": "developer", "content": "s"},
+                       {"role": "user", "content": [{"type": "text", "text": "a"},
+                                                    {"type": "text", "text": "b"}]}]})",
+      true, d);
+  ASSERT_EQ(chat.messages.size(), 2u);
+  EXPECT_EQ(chat.messages[0].role, "system");
+  EXPECT_EQ(chat.messages[1].content, "ab");
+}
+
+TEST(Server, GeneratorStopsAtStopStringsAndStreamsTheSameText) {
+  const auto model = Model::load(shipped_model());
+  ThreadPool pool(2);
+  Session session(*model, 128, pool);
+  Generator gen(*model, session);
+  const auto prompt = model->tokenizer->encode("In the beginning", true);
+  const GenerationResult full = gen.generate(prompt, greedy(24));
+  ASSERT_EQ(full.completion_tokens, 24);
+  EXPECT_EQ(full.finish_reason, "length");
+  // Stop at a word from the middle of the greedy text: the text ends right before it.
+  const size_t at = full.text.find(' ', full.text.size() / 2);
+  ASSERT_NE(at, std::string::npos);
+  const std::string stop = full.text.substr(at, 4);
+  GenerationParams p = greedy(24);
+  p.stop = {"never appears \x01", stop};
+  std::string streamed;
+  const GenerationResult cut = gen.generate(prompt, p, [&](std::string_view t) {
+    streamed += t;
+    return true;
+  });
+  EXPECT_EQ(cut.finish_reason, "stop");
+  EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
+  EXPECT_EQ(streamed, cut.text);
+  EXPECT_LT(cut.completion_tokens, 24);
+  // Cancelling from the callback stops generation.
+  int calls = 0;
+  const GenerationResult cancelled =
+      gen.generate(prompt, greedy(24), [&](std::string_view) { return ++calls < 3; });
+  EXPECT_TRUE(cancelled.cancelled);
+  EXPECT_EQ(calls, 3);
+  EXPECT_LT(cancelled.completion_tokens, 24);
+}
+
+TEST(Server, GeneratorReusesTheSharedPrefixWithTheSameResult) {
+  const auto model = Model::load(shipped_model());
+  ThreadPool pool(2);
+  Session session(*model, 128, pool);
+  Generator gen(*model, session);
+  const Tokenizer& tok = *model->tokenizer;
+  const auto first = tok.encode("And God said, Let there be light", true);
+  const GenerationResult a = gen.generate(first, greedy(8));
+  EXPECT_EQ(a.cached_tokens, 0);
+  // The follow-up extends the first prompt and its answer: only the new part is evaluated.
+  auto second = first;
+  const auto answer = tok.encode(a.text, false);
+  second.insert(second.end(), answer.begin(), answer.end());
+  const auto more = tok.encode(" and the evening", false);
+  second.insert(second.end(), more.begin(), more.end());
+  const GenerationResult b = gen.generate(second, greedy(8));
+  EXPECT_GE(b.cached_tokens, static_cast<int64_t>(first.size()));
+  // The same request on a fresh session gives the same text.
+  Session fresh_session(*model, 128, pool);
+  Generator fresh(*model, fresh_session);
+  const GenerationResult c = fresh.generate(second, greedy(8));
+  EXPECT_EQ(c.cached_tokens, 0);
+  EXPECT_EQ(b.text, c.text);
+  // A prompt that does not fit, or an id outside the vocabulary, is a clear error.
+  EXPECT_THROW(gen.generate(std::vector<int32_t>(128, 5), greedy(1)), Error);
+  EXPECT_THROW(gen.generate({1, 999999}, greedy(1)), Error);
+  EXPECT_THROW(gen.generate({}, greedy(1)), Error);
+}
+
+// The HTTP API on a free local port, with an httplib client.
+class ServerHttp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = Model::load(shipped_model());
+    session_ = std::make_unique<Session>(*model_, 64, pool_);
+    ServerOptions o;
+    o.port = 0;
+    o.model_name = "tiny";
+    o.api_key = "sesame";
+    o.max_body_bytes = 4096;
+    o.log_requests = false;
+    o.defaults.sampling.temperature = 0;
+    server_ = std::make_unique<HttpServer>(*model_, *session_, o);
+    port_ = server_->bind();
+    thread_ = std::thread([this] { server_->listen(); });
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
+    client_->set_bearer_token_auth("sesame");
+    client_->set_read_timeout(60);
+  }
+  void TearDown() override {
+    server_->stop();
+    thread_.join();
+  }
+  nlohmann::json post(const std::string& path, const std::string& body, int expected_status) {
+    const auto res = client_->Post(path, body, "application/json");
+    EXPECT_TRUE(res) << path;
+    if (!res) return {};
+    EXPECT_EQ(res->status, expected_status) << path << " " << body << ": " << res->body;
+    return nlohmann::json::parse(res->body);
+  }
+
+  ThreadPool pool_{2};
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Session> session_;
+  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<httplib::Client> client_;
+  std::thread thread_;
+  int port_ = 0;
+};
+
+TEST_F(ServerHttp, CompletionsChatModelsAndHealth) {
+  const auto health = client_->Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(nlohmann::json::parse(health->body)["status"], "ok");
+  const auto models = client_->Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(nlohmann::json::parse(models->body)["data"][0]["id"], "tiny");
+
+  const auto c =
+      post("/v1/completions", R"({"prompt": "In the beginning", "max_tokens": 12})", 200);
+  EXPECT_EQ(c["object"], "text_completion");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(c["usage"]["completion_tokens"], 12);
+  // The same greedy text as the generator gives directly.
+  Session s(*model_, 64, pool_);
+  Generator g(*model_, s);
+  const auto direct = g.generate(model_->tokenizer->encode("In the beginning", true), greedy(12));
+  EXPECT_EQ(c["choices"][0]["text"], direct.text);
+
+  const auto chat = post("/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "Who made the light?"}],
+                             "max_tokens": 6})",
+                         200);
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
+  EXPECT_TRUE(chat["choices"][0]["message"]["content"].is_string());
+}
+
+TEST_F(ServerHttp, StreamingSendsServerSentEventsThatAddUpToTheText) {
+  const auto whole =
+      post("/v1/completions", R"({"prompt": "And God said", "max_tokens": 10})", 200);
+  std::string events;
+  const auto res = client_->Post("/v1/completions",
+                                 R"({"prompt": "And God said", "max_tokens": 10, "stream": true,
+          "stream_options": {"include_usage": true}})",
+                                 "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  std::string text, finish;
+  int usage_tokens = -1;
+  bool done = false;
+  size_t pos = 0;
+  while ((pos = res->body.find("data: ", pos)) != std::string::npos) {
+    const size_t end = res->body.find("\n\n", pos);
+    ASSERT_NE(end, std::string::npos);
+    const std::string data = res->body.substr(pos + 6, end - pos - 6);
+    pos = end;
+    if (data == "[DONE]") {
+      done = true;
+      continue;
+    }
+    const auto j = nlohmann::json::parse(data);
+    text += j["choices"][0]["text"].get<std::string>();
+    if (!j["choices"][0]["finish_reason"].is_null()) finish = j["choices"][0]["finish_reason"];
+    if (j.contains("usage")) usage_tokens = j["usage"]["completion_tokens"];
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(finish, "length");
+  EXPECT_EQ(usage_tokens, 10);
+  EXPECT_EQ(text, whole["choices"][0]["text"].get<std::string>());
+}
+
+TEST_F(ServerHttp, BadRequestsGetJsonErrors) {
+  auto e = post("/v1/completions", "{not json", 400);
+  EXPECT_EQ(e["error"]["type"], "invalid_request_error");
+  e = post("/v1/completions", R"({"prompt": "a", "temperature": "hot"})", 400);
+  EXPECT_EQ(e["error"]["param"], "temperature");
+  // A prompt longer than the context (64 tokens here).
+  std::string long_prompt;
+  for (int i = 0; i < 80; ++i) long_prompt += " and";
+  e = post("/v1/completions", nlohmann::json{{"prompt", long_prompt}}.dump(), 400);
+  EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
+  e = post("/v1/completions", R"({"prompt": [1, 5000]})", 400);
+  EXPECT_EQ(e["error"]["param"], "prompt");
+  e = post("/v1/nothing", "{}", 404);
+  EXPECT_EQ(e["error"]["type"], "not_found_error");
+  e = post("/v1/completions", std::string(5000, ' '), 413);  // over max_body_bytes
+  EXPECT_TRUE(e["error"]["message"].is_string());
+  // Without the key.
+  httplib::Client anonymous("127.0.0.1", port_);
+  const auto res = anonymous.Post("/v1/completions", R"({"prompt": "a"})", "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  EXPECT_EQ(nlohmann::json::parse(res->body)["error"]["type"], "authentication_error");
+  // The server still answers after all that.
+  post("/v1/completions", R"({"prompt": "a", "max_tokens": 1})", 200);
+}
+
+}  // namespace
+}  // namespace strata

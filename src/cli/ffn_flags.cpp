@@ -32,9 +32,10 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_option("--pin-share", f.pin_share,
                   "With --profile: share of each layer's neuron cache given to pinned neurons")
       ->check(CLI::Range(0.0, 0.95));
-  cmd->add_flag("!--no-repack", f.repack,
-                "Keep Q4_0/Q8_0 weights in the file's row layout instead of interleaving them by 16 "
-                "rows at load (llama.cpp's --no-repack)");
+  cmd->add_flag(
+      "!--no-repack", f.repack,
+      "Keep Q4_0/Q8_0 weights in the file's row layout instead of interleaving them by 16 "
+      "rows at load (llama.cpp's --no-repack)");
   cmd->add_flag("--lookahead", f.lookahead,
                 "Bundled models: read the next layer's guessed neurons during its attention");
   cmd->add_option("--window", f.window,
@@ -135,15 +136,24 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   const uint64_t kv =
       2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) * sizeof(float);
   // Scratch: per-token buffers for a batch of Session::kMaxBatch, scores, sparse buffers: a
-  // generous bound.
+  // generous bound; plus 192 MiB for the process itself (code, libraries, allocator slack, page
+  // tables) and the page cache a memory cgroup charges it for (measured ~0.2 GB of file pages
+  // not mapped at 7B): a run planned with 16 MiB filled a 6.3 GiB cgroup to the limit and the
+  // kernel then evicted mapped attention weights (0.36 instead of 1.0 tok/s).
   const uint64_t scratch = static_cast<uint64_t>(Session::kMaxBatch) *
                                static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) *
                                sizeof(float) +
-                           (16ull << 20);
+                           (192ull << 20);
   if (model.weights.bundled) {
     const BundleLayout& bl = model.weights.bundle;
     const uint64_t on_flash = bl.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
-    const uint64_t resident = model.file->file_size() - on_flash;
+    // The embedding table stays in the file too: each token's row is read and let go
+    // (Session), so at most a row and the two pages at the table's ends stay resident.
+    const ModelWeights& w = model.weights;
+    const bool embedding_on_flash = w.token_embd.data != w.output.data;
+    const uint64_t embedding =
+        embedding_on_flash ? w.token_embd.bytes() - w.token_embd.row_bytes - (8ull << 10) : 0;
+    const uint64_t resident = model.file->file_size() - on_flash - embedding;
     if (!f.ram_budget.empty()) {
       const uint64_t budget = parse_bytes(f.ram_budget, "--ram-budget");
       const int64_t minimum_slots = std::max<int64_t>(64, c.n_ff / 8);
@@ -151,7 +161,7 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                                static_cast<uint64_t>(minimum_slots * c.n_layer) * bl.bundle_bytes;
       if (budget < minimum)
         fail(
-            "--ram-budget {} is below the minimum {} for '{}' (attention, embeddings and "
+            "--ram-budget {} is below the minimum {} for '{}' (attention, output, norms and "
             "predictors {}, KV cache {}, buffers {}, and {} neurons per layer {})",
             size_text(budget), size_text(minimum), model.file->path(), size_text(resident),
             size_text(kv), size_text(scratch), minimum_slots,
@@ -171,11 +181,13 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
         pinned = std::max<int64_t>(pinned, static_cast<int64_t>(l.size()));
     }
     fmt::print(stderr,
-               "memory plan: resident {} (attention, embeddings, predictors), KV cache {}, neuron "
-               "cache {} of {} neurons per layer ({}, window {}, {} pinned), FFN on flash {}\n",
+               "memory plan: resident {} (attention, output, norms, predictors), KV cache {}, "
+               "neuron cache {} of {} neurons per layer ({}, window {}, {} pinned), FFN{} on "
+               "flash {}\n",
                size_text(resident), size_text(kv), slots, c.n_ff,
                size_text(static_cast<double>(slots * c.n_layer) * bl.bundle_bytes), f.window,
-               pinned, size_text(on_flash));
+               pinned, embedding_on_flash ? " and embedding rows" : "",
+               size_text(on_flash + embedding));
   } else if (!f.profile.empty()) {
     fail("--profile pins neurons in the flash tier's caches: '{}' is not bundled (strata bundle)",
          model.file->path());

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -14,15 +15,26 @@ namespace strata {
 
 namespace {
 
-// Reads the whole file into fresh anonymous memory; returns it or fails (unmapping on error).
-void* read_into_memory(int fd, uint64_t size, const std::string& path) {
+// Reads the file, except the holes, into fresh anonymous memory; returns it or fails
+// (unmapping on error).
+void* read_into_memory(int fd, uint64_t size, const std::string& path, MappedFile::Ranges holes) {
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     fail("cannot allocate {} bytes for '{}': {}", size, path, std::strerror(errno));
   ::madvise(p, size, MADV_HUGEPAGE);  // advisory: fine if the kernel says no
+  std::sort(holes.begin(), holes.end());
+  size_t next_hole = 0;
   uint64_t done = 0;
   while (done < size) {
-    const uint64_t chunk = std::min<uint64_t>(size - done, uint64_t{64} << 20);
+    // Skip a hole that starts here (or that this position is inside).
+    while (next_hole < holes.size() && holes[next_hole].first + holes[next_hole].second <= done)
+      ++next_hole;
+    if (next_hole < holes.size() && holes[next_hole].first <= done) {
+      done = std::min(size, holes[next_hole].first + holes[next_hole].second);
+      continue;
+    }
+    uint64_t chunk = std::min<uint64_t>(size - done, uint64_t{64} << 20);
+    if (next_hole < holes.size()) chunk = std::min(chunk, holes[next_hole].first - done);
     const ssize_t n = ::pread(fd, static_cast<uint8_t*>(p) + done, chunk, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -30,6 +42,9 @@ void* read_into_memory(int fd, uint64_t size, const std::string& path) {
       ::munmap(p, size);
       fail("cannot read '{}' at byte {}: {}", path, done, err ? std::strerror(err) : "file shrank");
     }
+    // With holes (a model under a RAM budget) the page cache's copy of what was read is
+    // dropped: it would otherwise count against a memory cgroup next to the anonymous copy.
+    if (!holes.empty()) ::posix_fadvise(fd, static_cast<off_t>(done), n, POSIX_FADV_DONTNEED);
     done += static_cast<uint64_t>(n);
   }
   ::mprotect(p, size, PROT_READ);
@@ -38,7 +53,8 @@ void* read_into_memory(int fd, uint64_t size, const std::string& path) {
 
 }  // namespace
 
-MappedFile::MappedFile(const std::string& path, LoadMode mode) : path_(path), mode_(mode) {
+MappedFile::MappedFile(const std::string& path, LoadMode mode, const Ranges& holes)
+    : path_(path), mode_(mode) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
   struct stat st {};
@@ -56,7 +72,7 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode) : path_(path), mo
     void* p = nullptr;
     try {
       if (mode == LoadMode::Read) {
-        p = read_into_memory(fd, size_, path);
+        p = read_into_memory(fd, size_, path, holes);
       } else {
         p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) fail("cannot map '{}': {}", path, std::strerror(errno));

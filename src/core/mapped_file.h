@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace strata {
 
@@ -16,7 +18,12 @@ enum class LoadMode { Map, Read };
 
 class MappedFile {
  public:
-  explicit MappedFile(const std::string& path, LoadMode mode = LoadMode::Map);
+  // Read mode leaves `holes` ([offset, offset + size) byte ranges) unread: their memory is never
+  // touched, so it costs nothing, and must not be read (a bundled model's FFN and embedding
+  // table, which the flash tier reads from the file instead).
+  using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
+  explicit MappedFile(const std::string& path, LoadMode mode = LoadMode::Map,
+                      const Ranges& holes = {});
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;

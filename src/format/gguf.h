@@ -74,7 +74,8 @@ struct GgufTensorInfo {
 class GgufFile {
  public:
   // Maps and validates the file; throws Error naming the first problem found.
-  static std::unique_ptr<GgufFile> open(const std::string& path, LoadMode mode = LoadMode::Map);
+  static std::unique_ptr<GgufFile> open(const std::string& path, LoadMode mode = LoadMode::Map,
+                                        const MappedFile::Ranges& holes = {});
 
   const std::string& path() const { return file_->path(); }
   uint32_t version() const { return version_; }
@@ -84,6 +85,7 @@ class GgufFile {
   uint64_t data_offset() const { return data_offset_; }
   const uint8_t* bytes() const { return file_->data(); }  // the whole file
   MappedFile& memory() { return *file_; }  // for in-place rearrangement at load (Read mode)
+  const MappedFile& memory() const { return *file_; }
 
   const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return kv_; }
   const GgufValue* find(const std::string& key) const;

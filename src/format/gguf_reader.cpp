@@ -233,9 +233,10 @@ void GgufFile::parse() {
   }
 }
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, LoadMode mode) {
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path, LoadMode mode,
+                                         const MappedFile::Ranges& holes) {
   std::unique_ptr<GgufFile> f(new GgufFile());
-  f->file_ = std::make_unique<MappedFile>(path, mode);
+  f->file_ = std::make_unique<MappedFile>(path, mode, holes);
   f->parse();
   return f;
 }

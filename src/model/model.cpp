@@ -9,12 +9,24 @@ namespace strata {
 std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokenizer, LoadMode mode) {
   auto m = std::make_unique<Model>();
   m->file = GgufFile::open(path, LoadMode::Map);
-  // A bundled file stays mapped: its FFN bundles are read on demand (flash tier), never
-  // loaded whole; everything else pages in as used.
-  if (mode == LoadMode::Read && m->file->find(kBundleBytesKey) == nullptr)
-    m->file = GgufFile::open(path, mode);
+  const bool bundled = m->file->find(kBundleBytesKey) != nullptr;
+  if (mode == LoadMode::Read && !bundled) m->file = GgufFile::open(path, mode);
   m->config = ModelConfig::from_gguf(*m->file);
   m->weights = load_weights(*m->file, m->config);
+  if (mode == LoadMode::Read && bundled) {
+    // A bundled file's FFN bundles are read on demand (flash tier) and its embedding rows one
+    // per token (Session), never loaded whole; the rest is read into anonymous memory, which a
+    // memory cgroup cannot evict the way it evicts mapped file pages under a tight budget.
+    const ModelWeights& w = m->weights;
+    MappedFile::Ranges holes;
+    const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(m->config.n_ff);
+    for (const LayerWeights& l : w.layers) holes.push_back({l.bundles_offset, layer_bytes});
+    if (w.token_embd.data != w.output.data)
+      holes.push_back(
+          {static_cast<uint64_t>(w.token_embd.data - m->file->bytes()), w.token_embd.bytes()});
+    m->file = GgufFile::open(path, mode, holes);
+    m->weights = load_weights(*m->file, m->config);
+  }
   // "none" / "no_vocab" (llama.cpp's names) mark a file without a vocabulary, such as
   // strata synth's benchmark models.
   const std::string vocab = m->file->get_string("tokenizer.ggml.model", "");

@@ -1,7 +1,12 @@
 #include "runtime/session.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <new>
 #include <numeric>
 
@@ -39,6 +44,24 @@ const char* ffn_mode_name(FfnMode m) {
   return "?";
 }
 
+const uint8_t* Session::embedding_row(int32_t token) {
+  const MatrixView& e = model_.weights.token_embd;
+  if (embedding_fd_ < 0) return e.row(token);
+  // A bundled model's table stays in the file (Model::load leaves it unread): one row per token.
+  const uint64_t at = static_cast<uint64_t>(e.row(token) - model_.file->bytes());
+  uint64_t done = 0;
+  while (done < e.row_bytes) {
+    const ssize_t n = ::pread(embedding_fd_, embedding_row_.data() + done, e.row_bytes - done,
+                              static_cast<off_t>(at + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      fail("cannot read the embedding of token {} from '{}': {}", token, model_.file->path(),
+           n < 0 ? std::strerror(errno) : "the file is shorter than at load");
+    done += static_cast<uint64_t>(n);
+  }
+  return embedding_row_.data();
+}
+
 Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options)
     : model_(model),
       c_(model.config),
@@ -60,6 +83,13 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
   } catch (const std::bad_alloc&) {
     fail("cannot allocate the KV cache for a context of {} tokens ({:.1f} GB); lower -c", n_ctx,
          2.0 * static_cast<double>(kv_floats) * sizeof(float) / 1e9);
+  }
+  // A bundled model's embedding table (250 MB at 7B F16) is read a row per token, never kept
+  // (unless the output head shares it).
+  if (mw.bundled && mw.token_embd.data != mw.output.data) {
+    embedding_fd_ = ::open(model.file->path().c_str(), O_RDONLY | O_CLOEXEC);
+    if (embedding_fd_ < 0) fail("cannot open '{}': {}", model.file->path(), std::strerror(errno));
+    embedding_row_.resize(mw.token_embd.row_bytes);
   }
   x_.resize(B * c_.n_embd);
   xn_.resize(B * c_.n_embd);
@@ -145,6 +175,7 @@ std::vector<uint64_t> Session::ffn_zeros() const {
 
 Session::~Session() {
   finish_lookahead();
+  if (embedding_fd_ >= 0) ::close(embedding_fd_);
 }
 
 void Session::start_lookahead(int64_t l) {
@@ -235,7 +266,7 @@ void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_l
   const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t half = c_.n_rot / 2;
   for (int64_t b = 0; b < n; ++b) {
-    dequantize_row(model_.weights.token_embd.type, model_.weights.token_embd.row(tokens[b]),
+    dequantize_row(model_.weights.token_embd.type, embedding_row(tokens[b]),
                    x_.data() + b * c_.n_embd, c_.n_embd);
     // Rotation angles for this position: theta_i = pos * base^(-2i / n_rot).
     const double pos = static_cast<double>(n_past_ + b);

@@ -123,6 +123,7 @@ class Session {
   void forward(std::span<const int32_t> tokens, float* logits, bool all_logits);
   void attention_block(int64_t layer, int64_t n);
   void ffn_block(int64_t layer, int64_t n);
+  const uint8_t* embedding_row(int32_t token);
   void ffn_activation(const float* gate, const float* up, float* h, int64_t count) const;
   // Predict / gate-first (session_sparse_ffn.cpp): fills proj_ with the FFN output.
   void sparse_ffn(int64_t layer, int64_t n);
@@ -146,6 +147,8 @@ class Session {
   ForwardTimes times_;
   std::vector<FfnLayerStats> ffn_stats_;
   FfnObserver observer_;
+  int embedding_fd_ = -1;  // bundled models: the file, for embedding rows
+  std::vector<uint8_t> embedding_row_;
   uint64_t ffn_activations_ = 0;
 
   // Per layer [n_ctx][n_head_kv * head_dim].

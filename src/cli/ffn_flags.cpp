@@ -136,14 +136,11 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   const uint64_t kv =
       2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) * sizeof(float);
   // Scratch: per-token buffers for a batch of Session::kMaxBatch, scores, sparse buffers: a
-  // generous bound; plus 192 MiB for the process itself (code, libraries, allocator slack, page
-  // tables) and the page cache a memory cgroup charges it for (measured ~0.2 GB of file pages
-  // not mapped at 7B): a run planned with 16 MiB filled a 6.3 GiB cgroup to the limit and the
-  // kernel then evicted mapped attention weights (0.36 instead of 1.0 tok/s).
+  // generous bound, plus 16 MiB for the process itself (code, libraries, allocator slack).
   const uint64_t scratch = static_cast<uint64_t>(Session::kMaxBatch) *
                                static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) *
                                sizeof(float) +
-                           (192ull << 20);
+                           (16ull << 20);
   if (model.weights.bundled) {
     const BundleLayout& bl = model.weights.bundle;
     const uint64_t on_flash = bl.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
@@ -155,16 +152,21 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
         embedding_on_flash ? w.token_embd.bytes() - w.token_embd.row_bytes - (8ull << 10) : 0;
     const uint64_t resident = model.file->file_size() - on_flash - embedding;
     if (!f.ram_budget.empty()) {
-      const uint64_t budget = parse_bytes(f.ram_budget, "--ram-budget");
+      // A thirty-second of the budget stays unplanned: the page tables and the page cache a
+      // memory cgroup charges to the process (~0.14 GB of file pages at 7B). Planned without
+      // it, a 6.3 GiB cgroup filled up and its reclaim slowed decode.
+      const uint64_t budget_all = parse_bytes(f.ram_budget, "--ram-budget");
+      const uint64_t budget = budget_all - budget_all / 32;
       const int64_t minimum_slots = std::max<int64_t>(64, c.n_ff / 8);
       const uint64_t minimum = resident + kv + scratch +
                                static_cast<uint64_t>(minimum_slots * c.n_layer) * bl.bundle_bytes;
       if (budget < minimum)
         fail(
             "--ram-budget {} is below the minimum {} for '{}' (attention, output, norms and "
-            "predictors {}, KV cache {}, buffers {}, and {} neurons per layer {})",
-            size_text(budget), size_text(minimum), model.file->path(), size_text(resident),
-            size_text(kv), size_text(scratch), minimum_slots,
+            "predictors {}, KV cache {}, buffers {}, {} neurons per layer {}, and 1/32 of the "
+            "budget kept free)",
+            size_text(budget_all), size_text(minimum + (minimum + 30) / 31), model.file->path(),
+            size_text(resident), size_text(kv), size_text(scratch), minimum_slots,
             size_text(minimum - resident - kv - scratch));
       o.cache_neurons = std::min<int64_t>(
           c.n_ff, static_cast<int64_t>((budget - resident - kv - scratch) /

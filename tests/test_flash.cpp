@@ -77,6 +77,52 @@ TEST(Flash, BundledModelGivesTheLogitsOfTheModelInRam) {
     }
 }
 
+// Rows of 4 KiB (F32, n_embd 1024): a bundle is 12 KiB and its gate row one aligned 4 KiB
+// head, so split reads apply (the tiny models' bundles are a single 4 KiB block).
+TEST(Flash, SplitReadsGiveTheSameLogitsWithFewerBytes) {
+  for (FfnActivation ffn : {FfnActivation::ReGLU, FfnActivation::ReLU}) {
+    SynthSpec s = synth_preset("tiny");
+    s.type = DType::F32;
+    s.shape.ffn = ffn;
+    s.shape.n_embd = 1024, s.shape.n_head = 8, s.shape.n_head_kv = 8;
+    s.shape.n_ff = 384, s.shape.n_layer = 2;
+    s.density = 0.15;
+    s.predictor_rank = 32;
+    s.seed = 5;
+    const std::string path = temp_file(std::string("split_") + ffn_activation_name(ffn) + ".gguf");
+    write_synthetic_model(s, path);
+    const auto ram = Model::load(path, false);
+    const auto flash = Model::load(bundled(path), false);
+    ASSERT_GT(flash->weights.bundle.bundle_bytes, flash->weights.bundle.head_bytes());
+    const auto expected = run(*ram, {FfnMode::Predict});
+    auto flash_run = [&](bool split, int64_t slots, uint64_t* bytes) {
+      ThreadPool pool(2);
+      SessionOptions o{FfnMode::Predict};
+      o.split_reads = split;
+      o.cache_neurons = slots;
+      o.window = 2;
+      Session session(*flash, 64, pool, o);
+      std::vector<std::vector<float>> out;
+      for (int32_t t : kTokens) {
+        auto l = session.eval(t);
+        out.emplace_back(l.begin(), l.end());
+      }
+      *bytes = session.flash_stats().bytes_read;
+      for (const auto& cache : session.neuron_caches())
+        for (int32_t n = 0; n < s.shape.n_ff; ++n) EXPECT_FALSE(cache->is_partial(n));
+      return out;
+    };
+    for (int64_t slots : {int64_t{0}, int64_t{120}}) {
+      uint64_t whole_bytes = 0, split_bytes = 0;
+      EXPECT_EQ(flash_run(false, slots, &whole_bytes), expected);
+      EXPECT_EQ(flash_run(true, slots, &split_bytes), expected)
+          << ffn_activation_name(ffn) << " slots " << slots;
+      // The predictor's false positives cost a 4 KiB head instead of a 12 KiB bundle.
+      EXPECT_LT(split_bytes, whole_bytes) << ffn_activation_name(ffn) << " slots " << slots;
+    }
+  }
+}
+
 TEST(Flash, NeuronsBeyondTheCacheAreComputedInPasses) {
   // 40 slots per layer while a token needs ~50-80 neurons (and a batch far more): the layer runs
   // in several fetch-compute passes whose outputs are added, equal to RAM within rounding.

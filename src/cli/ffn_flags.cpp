@@ -38,6 +38,9 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
       "rows at load (llama.cpp's --no-repack)");
   cmd->add_flag("--lookahead", f.lookahead,
                 "Bundled models: read the next layer's guessed neurons during its attention");
+  cmd->add_flag("--split-reads", f.split_reads,
+                "Bundled models: read a missing neuron's gate row first and the rest only if it "
+                "fires (fewer bytes, one more round of reads per layer)");
   cmd->add_option("--window", f.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(CLI::Range(1, 1 << 20));
@@ -111,6 +114,7 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   SessionOptions o;
   o.window = f.window;
   o.lookahead = f.lookahead;
+  o.split_reads = f.split_reads;
   if (storage != nullptr && model.weights.bundled) {
     const std::string beside = model.file->path() + ".storage.json";
     const std::string file = !f.storage_profile.empty()

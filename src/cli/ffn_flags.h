@@ -20,6 +20,7 @@ struct FfnFlags {
   int window = 5;          // flash tier: tokens a neuron stays cached after its last use
   std::string storage_profile;  // flash tier: strata probe-storage output
   bool lookahead = false;       // flash tier: look-ahead reads during attention
+  bool split_reads = false;     // flash tier: deciding row first, the rest if non-zero
   std::string profile;     // bundled models: strata profile output; its hottest neurons are pinned
   double pin_share = 0.5;  // share of each layer's cache pinned with --profile
   bool repack = true;      // interleave Q4_0/Q8_0 matrices multiplied whole (--no-repack: off)

@@ -143,6 +143,10 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
   const BundleLayout& bl = model_.weights.bundle;
   const int64_t ff = c_.n_ff, n_ids = static_cast<int64_t>(ids.size());
   const bool gated = ffn_has_gate(c_.ffn);
+  // Split reads only where a non-positive deciding row means a zero output (ReLU family).
+  const bool split = options_.split_reads && bl.head_bytes() < bl.bundle_bytes &&
+                     (c_.ffn == FfnActivation::ReGLU || c_.ffn == FfnActivation::DReLU ||
+                      c_.ffn == FfnActivation::ReLU);
   auto view = [&](uint64_t offset) {
     return MatrixView{bl.type, cache.data() + offset, c_.n_embd, cache.capacity(), bl.bundle_bytes};
   };
@@ -187,12 +191,38 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
     const std::span<const int32_t> part =
         ids.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
     cache.fetch(part, slots_.data() + begin, *source_, w.bundles_offset, clock_ + n - 1, *io_pool_,
-                static_cast<int>(pass), n);
+                static_cast<int>(pass), n, split ? bl.head_bytes() : 0);
     const std::span<const int32_t> rows(slots_.data() + begin, part.size());
-    const GatherJob jobs[2] = {{&up_w, up_c_.data() + begin, ff},
-                               {&gate_w, gate_c_.data() + begin, ff}};
-    gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_, need_.data() + begin,
-                  ff);
+    const GatherJob up_job{&up_w, up_c_.data() + begin, ff},
+        gate_job{&gate_w, gate_c_.data() + begin, ff};
+    if (split) {
+      // The deciding row of every neuron, then the rest of those it says are non-zero.
+      const GatherJob& first = gated ? gate_job : up_job;
+      gather_matmat(kernels_, std::span(&first, 1), rows, in, pool_, need_.data() + begin, ff);
+      split_active_.clear();
+      for (int64_t k = 0; k < end - begin; ++k) {
+        bool on = false;
+        for (int64_t b = 0; b < n; ++b) {
+          uint8_t& need = need_[b * ff + begin + k];
+          if (need != 0 && first.y[b * ff + k] > 0.0f)
+            on = true;
+          else
+            need = 0;  // zero output for this token: nothing more to compute
+        }
+        if (on) split_active_.push_back(part[static_cast<size_t>(k)]);
+      }
+      cache.complete(split_active_, *source_, w.bundles_offset, *io_pool_);
+      for (int64_t k = 0; k < end - begin; ++k) {  // slots moved; dropped neurons: any slot
+        const int32_t s = cache.slot_of(part[static_cast<size_t>(k)]);
+        slots_[static_cast<size_t>(begin + k)] = s >= 0 ? s : 0;
+      }
+      if (gated)
+        gather_matmat(kernels_, std::span(&up_job, 1), rows, in, pool_, need_.data() + begin, ff);
+    } else {
+      const GatherJob jobs[2] = {up_job, gate_job};
+      gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_, need_.data() + begin,
+                    ff);
+    }
     nonzero += activate(n, begin, end);
     float* out = pass == 0 ? proj_.data() : pass_out_.data();
     axpy_rows(kernels_, down_w, rows, h_c_.data() + begin, ff, n, out, c_.n_embd, pool_);

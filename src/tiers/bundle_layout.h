@@ -28,6 +28,12 @@ struct BundleLayout {
   uint64_t up_offset() const { return has_gate ? row_bytes : 0; }
   uint64_t down_offset() const { return up_offset() + row_bytes; }
   uint64_t payload_bytes() const { return down_offset() + row_bytes; }
+  // The aligned start of a bundle that holds its first row (gate, or up without a gate): the
+  // row that decides whether the neuron is zero. Equal to bundle_bytes when nothing is saved by
+  // reading it alone.
+  uint64_t head_bytes() const {
+    return (row_bytes + kBundleAlign - 1) / kBundleAlign * kBundleAlign;
+  }
 
   static BundleLayout make(DType type, int64_t n_embd, int64_t n_ff, bool has_gate) {
     BundleLayout l{type, n_embd, n_ff, has_gate, row_bytes_of(type, n_embd), 0};

@@ -25,6 +25,7 @@ NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int windo
   neuron_of_.assign(static_cast<size_t>(capacity), -1);
   last_used_.assign(static_cast<size_t>(capacity), -1);
   last_pass_.assign(static_cast<size_t>(capacity), 0);
+  partial_.assign(static_cast<size_t>(capacity), 0);
 }
 
 NeuronCache::~NeuronCache() {
@@ -41,10 +42,12 @@ void NeuronCache::remove_slot(int32_t slot) {
     neuron_of_[slot] = neuron_of_[last];
     last_used_[slot] = last_used_[last];
     last_pass_[slot] = last_pass_[last];
+    partial_[slot] = partial_[last];
     slot_of_[static_cast<size_t>(neuron_of_[slot])] = slot;
   }
   neuron_of_[last] = -1;
   last_used_[last] = -1;
+  partial_[last] = 0;
   --live_;
   ++stats_.evictions;
 }
@@ -56,7 +59,9 @@ float NeuronCache::score_now(int32_t neuron, int64_t token) const {
 
 void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
                         uint64_t base_offset, int64_t token, ThreadPool& pool, int pass,
-                        int64_t batch_tokens) {
+                        int64_t batch_tokens, uint64_t head_bytes) {
+  const bool split = head_bytes > 0 && head_bytes < layout_.bundle_bytes;
+  if (split && head_bytes % kBundleAlign != 0) fail("split reads need an aligned head");
   if (static_cast<int64_t>(neurons.size()) > capacity_)
     fail("{} neurons requested at once from a cache of {}", neurons.size(), capacity_);
   if (token < 0) fail("token numbers start at 0");
@@ -123,8 +128,8 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     if (!ranges.empty()) {
       const int32_t last = ranges.back().second;
       const int64_t gap = n - last - 1;
-      bool join = gap == 0;
-      if (!join && gap <= spare) {
+      bool join = gap == 0 && !split;  // heads of neighbours are not contiguous
+      if (!join && !split && gap <= spare) {
         bool absent = true;
         for (int32_t g = last + 1; g < n && absent; ++g)
           absent = slot_of_[static_cast<size_t>(g)] < 0;
@@ -155,36 +160,67 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     }
   }
   if (!runs.empty()) {
-    Timer t;
     std::vector<ReadRequest> requests;
-    for (const Run& run : runs)
+    std::vector<int32_t> read;
+    for (const Run& run : runs) {
       requests.push_back(
           {buffer_ + static_cast<uint64_t>(run.first_slot) * layout_.bundle_bytes,
-           static_cast<uint64_t>(run.count) * layout_.bundle_bytes,
+           split ? head_bytes : static_cast<uint64_t>(run.count) * layout_.bundle_bytes,
            base_offset + static_cast<uint64_t>(run.first_neuron) * layout_.bundle_bytes});
-    std::exception_ptr error;
-    try {
-      source.read_batch(requests, pool);
-    } catch (...) {
-      error = std::current_exception();
+      for (int32_t n = run.first_neuron; n < run.first_neuron + run.count; ++n) {
+        read.push_back(n);
+        partial_[static_cast<size_t>(slot_of_[static_cast<size_t>(n)])] = split;
+      }
     }
-    stats_.read_seconds += t.seconds();
-    stats_.reads += runs.size();
-    for (const Run& run : runs) stats_.bytes_read += static_cast<uint64_t>(run.count) * bb;
-    if (error) {
-      // The slots just assigned hold nothing valid: forget them before reporting.
-      for (const Run& run : runs)
-        for (int32_t n = run.first_neuron; n < run.first_neuron + run.count; ++n) {
-          const int32_t s = slot_of_[static_cast<size_t>(n)];
-          slot_of_[static_cast<size_t>(n)] = -1;
-          neuron_of_[s] = -1;
-          last_used_[s] = -1;
-          --live_;
-        }
-      std::rethrow_exception(error);
-    }
+    if (split) head_bytes_ = head_bytes;
+    read_or_forget(requests, read, source, pool);
   }
   for (size_t k = 0; k < neurons.size(); ++k) slots[k] = slot_of_[static_cast<size_t>(neurons[k])];
+}
+
+void NeuronCache::read_or_forget(std::vector<ReadRequest>& requests,
+                                 std::span<const int32_t> neurons, BundleSource& source,
+                                 ThreadPool& pool) {
+  Timer t;
+  std::exception_ptr error;
+  try {
+    source.read_batch(requests, pool);
+  } catch (...) {
+    error = std::current_exception();
+  }
+  stats_.read_seconds += t.seconds();
+  stats_.reads += requests.size();
+  for (const ReadRequest& r : requests) stats_.bytes_read += r.bytes;
+  if (!error) return;
+  // Forget them from the highest slot down, so no move touches one still to forget.
+  std::vector<int32_t> forget;
+  for (int32_t n : neurons) forget.push_back(slot_of_[static_cast<size_t>(n)]);
+  std::sort(forget.begin(), forget.end(), std::greater<>());
+  for (int32_t s : forget) remove_slot(s);
+  std::rethrow_exception(error);
+}
+
+void NeuronCache::complete(std::span<const int32_t> active, BundleSource& source,
+                           uint64_t base_offset, ThreadPool& pool) {
+  std::vector<ReadRequest> requests;
+  std::vector<int32_t> read;
+  const uint64_t tail = layout_.bundle_bytes - head_bytes_;
+  for (int32_t n : active) {
+    const int32_t s = slot_of_[static_cast<size_t>(n)];
+    if (s < 0 || partial_[static_cast<size_t>(s)] == 0) continue;
+    requests.push_back(
+        {buffer_ + static_cast<uint64_t>(s) * layout_.bundle_bytes + head_bytes_, tail,
+         base_offset + static_cast<uint64_t>(n) * layout_.bundle_bytes + head_bytes_});
+    read.push_back(n);
+    partial_[static_cast<size_t>(s)] = 0;
+  }
+  if (!requests.empty()) read_or_forget(requests, read, source, pool);
+  // The rest of the partial neurons were zero: they leave (highest slot first).
+  for (int32_t s = static_cast<int32_t>(live_) - 1; s >= 0; --s)
+    if (partial_[static_cast<size_t>(s)] != 0) {
+      remove_slot(s);
+      --stats_.evictions;  // not an eviction: never completed
+    }
 }
 
 void NeuronCache::pin(std::span<const int32_t> neurons, BundleSource& source, uint64_t base_offset,

@@ -40,9 +40,21 @@ class NeuronCache {
   // token used, never what it needs itself.
   // A batch of `batch_tokens` tokens ending at `token` keeps what its first token's window
   // covers.
+  // head_bytes > 0 (split reads): the missing neurons get only their first head_bytes (the
+  // deciding row, BundleLayout::head_bytes) and are partial until complete().
   void fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
              uint64_t base_offset, int64_t token, ThreadPool& pool, int pass = 0,
-             int64_t batch_tokens = 1);
+             int64_t batch_tokens = 1, uint64_t head_bytes = 0);
+
+  // Split reads, second step: reads the rest of the partial neurons among `active` (the
+  // neurons whose deciding row came out non-zero), and drops the other partial neurons, whose
+  // output is zero whatever the rest holds. Slots move: look them up again afterwards.
+  void complete(std::span<const int32_t> active, BundleSource& source, uint64_t base_offset,
+                ThreadPool& pool);
+  bool is_partial(int32_t neuron) const {
+    const int32_t s = slot_of_[static_cast<size_t>(neuron)];
+    return s >= 0 && partial_[static_cast<size_t>(s)] != 0;
+  }
 
   // Pins `neurons` (sorted, distinct, fewer than capacity()): reads them now and keeps them
   // whatever the window or the eviction pressure (hot neurons from a profile). The rest of the
@@ -73,6 +85,9 @@ class NeuronCache {
 
  private:
   void remove_slot(int32_t slot);
+  // Reads the requests; on failure forgets `neurons` (their slots hold nothing valid).
+  void read_or_forget(std::vector<ReadRequest>& requests, std::span<const int32_t> neurons,
+                      BundleSource& source, ThreadPool& pool);
   static constexpr int64_t kPinned = INT64_MAX;  // last_used_ of a pinned slot
   static constexpr float kDecay = 0.8f;          // per token (0.5 and 0.95 measured no better)
 
@@ -84,6 +99,8 @@ class NeuronCache {
   std::vector<int32_t> neuron_of_;  // per slot
   std::vector<int64_t> last_used_;  // per slot: the last token that used it
   std::vector<int32_t> last_pass_;  // per slot: the pass of that token
+  std::vector<uint8_t> partial_;    // per slot: only the head has been read (split reads)
+  uint64_t head_bytes_ = 0;         // of the partial slots
   // Per neuron, kept after eviction: uses decayed by kDecay per token since, as of use_token_.
   // Eviction takes the lowest first, so a neuron used by many recent tokens outlasts one a
   // single token asked for (the predictor's false positives are mostly such).

@@ -82,6 +82,20 @@ else
   echo "FAIL: bench with --profile"; cat "$work/err"; failures=$((failures + 1))
 fi
 
+# serve: bad flags, a model without a tokenizer, a port already taken.
+expect_error "port" "$strata" serve -m "$model" --port 70000
+expect_error "no tokenizer" "$strata" serve -m "$work/sparse.gguf" --port 18931
+expect_error "context" "$strata" synth --preset tiny --ffn reglu --sparsity 0.2 --context 2 -o "$work/c.gguf"
+expect_error "needs --sparsity" "$strata" synth --preset tiny --context 0.5 -o "$work/c.gguf"
+rm -f "$work/port"
+/usr/bin/python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(20)' "$work/port" &
+holder=$!
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$work/port" ] && break; sleep 0.2; done
+expect_error "cannot listen" "$strata" serve -m "$model" --port "$(cat "$work/port")"
+kill "$holder" 2>/dev/null
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI error cases failed"
   exit 1

@@ -119,7 +119,7 @@ class PredictorNet {
 
   std::vector<float>& w1() { return w1_; }
   // y += c * w with the SIMD kernel.
-  void axpy1(const float* w, float c, float* y, int64_t n) const { k_.axpy_f32(&w, &c, 1, y, n); }
+  void axpy1(const float* w, float c, float* y, int64_t n) const { k_.axpy_f32(&w, &c, 1, y, n, nullptr, 0); }
   std::vector<float>& w2() { return w2_; }
 
  private:

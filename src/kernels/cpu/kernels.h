@@ -64,11 +64,19 @@ struct CpuKernels {
   // rows per call keep y in registers across them (one load/store of y per group, not per
   // row); the additions happen in the same order as one row at a time. Element-wise, so an
   // element's result does not depend on where a slice starts (slices start at multiples of 32).
-  void (*axpy_f32)(const float* const* w, const float* c, int n_rows, float* y, int64_t n);
-  void (*axpy_f16)(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n);
-  void (*axpy_bf16)(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n);
-  void (*axpy_q8_0)(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n);
-  void (*axpy_q4_0)(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n);
+  // `next` (n_next rows, may be 0) are the rows of the caller's next call, at the same offset:
+  // fast variants prefetch them while they work (rows are short and scattered, so prefetching
+  // ahead inside a row would mostly fetch what is never used).
+  void (*axpy_f32)(const float* const* w, const float* c, int n_rows, float* y, int64_t n,
+                   const void* const* next, int n_next);
+  void (*axpy_f16)(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n,
+                   const void* const* next, int n_next);
+  void (*axpy_bf16)(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n,
+                    const void* const* next, int n_next);
+  void (*axpy_q8_0)(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n,
+                    const void* const* next, int n_next);
+  void (*axpy_q4_0)(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n,
+                    const void* const* next, int n_next);
 };
 
 const CpuKernels& scalar_kernels();

@@ -275,17 +275,22 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 // adds into them (in row order, so the result equals row-by-row fused multiply-adds). Chunks
 // start at multiples of 32 from the slice start, and slices start at multiples of 64, so an
 // element meets the same instructions whatever the split; only a row's last n % 32 elements
-// take the 8-wide and scalar tails.
+// take the 8-wide and scalar tails. Each chunk also prefetches the same chunk of the next
+// call's rows (`elem_bytes` per element).
 template <class Load>
-inline void axpy_float_rows(int n_rows, const float* c, float* y, int64_t n, int prefetch_bytes,
-                            Load load) {
+inline void axpy_float_rows(int n_rows, const float* c, float* y, int64_t n,
+                            const void* const* next, int n_next, int elem_bytes, Load load) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    for (int r = 0; r < n_next; ++r) {
+      const char* p = static_cast<const char*>(next[r]) + i * elem_bytes;
+      for (int line = 0; line < elem_bytes / 2; ++line) _mm_prefetch(p + 64 * line, _MM_HINT_T0);
+    }
     __m256 a0 = _mm256_loadu_ps(y + i), a1 = _mm256_loadu_ps(y + i + 8);
     __m256 a2 = _mm256_loadu_ps(y + i + 16), a3 = _mm256_loadu_ps(y + i + 24);
     for (int r = 0; r < n_rows; ++r) {
       const __m256 cv = _mm256_set1_ps(c[r]);
-      a0 = _mm256_fmadd_ps(cv, load(r, i, prefetch_bytes), a0);
+      a0 = _mm256_fmadd_ps(cv, load(r, i, 0), a0);
       a1 = _mm256_fmadd_ps(cv, load(r, i + 8, 0), a1);
       a2 = _mm256_fmadd_ps(cv, load(r, i + 16, 0), a2);
       a3 = _mm256_fmadd_ps(cv, load(r, i + 24, 0), a3);
@@ -307,25 +312,25 @@ inline void axpy_float_rows(int n_rows, const float* c, float* y, int64_t n, int
   }
 }
 
-void axpy_f32(const float* const* w, const float* c, int n_rows, float* y, int64_t n) {
-  axpy_float_rows(n_rows, c, y, n, kPrefetchFloat, [&](int r, int64_t i, int pf) {
-    if (pf > 0) _mm_prefetch(reinterpret_cast<const char*>(w[r] + i) + pf, _MM_HINT_T0);
+void axpy_f32(const float* const* w, const float* c, int n_rows, float* y, int64_t n,
+              const void* const* next, int n_next) {
+  axpy_float_rows(n_rows, c, y, n, next, n_next, 4, [&](int r, int64_t i, int pf) {
     if (pf < 0) return _mm256_set1_ps(w[r][i]);
     return _mm256_loadu_ps(w[r] + i);
   });
 }
 
-void axpy_f16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n) {
-  axpy_float_rows(n_rows, c, y, n, kPrefetchFloat, [&](int r, int64_t i, int pf) {
-    if (pf > 0) _mm_prefetch(reinterpret_cast<const char*>(w[r] + i) + pf, _MM_HINT_T0);
+void axpy_f16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n,
+              const void* const* next, int n_next) {
+  axpy_float_rows(n_rows, c, y, n, next, n_next, 2, [&](int r, int64_t i, int pf) {
     if (pf < 0) return _mm256_set1_ps(half_to_float(w[r][i]));
     return load_f16(w[r] + i);
   });
 }
 
-void axpy_bf16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n) {
-  axpy_float_rows(n_rows, c, y, n, kPrefetchFloat, [&](int r, int64_t i, int pf) {
-    if (pf > 0) _mm_prefetch(reinterpret_cast<const char*>(w[r] + i) + pf, _MM_HINT_T0);
+void axpy_bf16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n,
+               const void* const* next, int n_next) {
+  axpy_float_rows(n_rows, c, y, n, next, n_next, 2, [&](int r, int64_t i, int pf) {
     if (pf < 0) {
       const uint32_t bits = uint32_t{w[r][i]} << 16;
       float f;
@@ -385,16 +390,24 @@ struct Chunk32 {
 };
 #endif
 
-// Quantized rows: per 32-element block, every row's quants scaled by c[r] * d added in order.
+// Quantized rows: per 32-element block, every row's quants scaled by c[r] * d added in order,
+// while the next call's rows are prefetched block by block (a line at a time). (Two to four
+// blocks per pass over the rows, for independent FMA chains, measured no faster: the
+// conversions bound it, ~2.7 ns per block and row for Q4_0 and Q8_0 alike.)
 template <class Block>
 inline void axpy_quantized(const Block* const* w, const float* c, int n_rows, float* y, int64_t n,
-                           int prefetch_distance) {
+                           const void* const* next, int n_next) {
   for (int64_t b = 0; b < n / kQK; ++b) {
+    for (int r = 0; r < n_next; ++r) {
+      const char* p = static_cast<const char*>(next[r]) + b * static_cast<int64_t>(sizeof(Block));
+      // One prefetch per cache line a block starts in.
+      if (b == 0 || (reinterpret_cast<uintptr_t>(p) & 63) < sizeof(Block))
+        _mm_prefetch(p, _MM_HINT_T0);
+    }
     float* yb = y + b * kQK;
     Chunk32 acc(yb);
     for (int r = 0; r < n_rows; ++r) {
       const Block& blk = w[r][b];
-      prefetch_ahead(&blk, prefetch_distance, 1);
       __m128i lo, hi;
       block_int8(blk, lo, hi);
       acc.add(lo, hi, c[r] * half_to_float(blk.d));
@@ -403,12 +416,14 @@ inline void axpy_quantized(const Block* const* w, const float* c, int n_rows, fl
   }
 }
 
-void axpy_q8_0(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n) {
-  axpy_quantized(w, c, n_rows, y, n, kPrefetchQ8);
+void axpy_q8_0(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n,
+               const void* const* next, int n_next) {
+  axpy_quantized(w, c, n_rows, y, n, next, n_next);
 }
 
-void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n) {
-  axpy_quantized(w, c, n_rows, y, n, kPrefetchQ4);
+void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n,
+               const void* const* next, int n_next) {
+  axpy_quantized(w, c, n_rows, y, n, next, n_next);
 }
 
 // One table per compilation of this file (see kernels_avx2_vnni.cpp).

@@ -108,22 +108,26 @@ void dot_bf16_tile(const uint16_t* w, int64_t stride, int n_rows, const float* c
 }
 
 // Row by row: the reference order of the additions.
-void axpy_f32(const float* const* w, const float* c, int n_rows, float* y, int64_t n) {
+void axpy_f32(const float* const* w, const float* c, int n_rows, float* y, int64_t n,
+              const void* const* /*next*/, int /*n_next*/) {
   for (int r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n; ++i) y[i] += c[r] * w[r][i];
 }
 
-void axpy_f16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n) {
+void axpy_f16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n,
+              const void* const* /*next*/, int /*n_next*/) {
   for (int r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n; ++i) y[i] += c[r] * f16_to_f32(w[r][i]);
 }
 
-void axpy_bf16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n) {
+void axpy_bf16(const uint16_t* const* w, const float* c, int n_rows, float* y, int64_t n,
+               const void* const* /*next*/, int /*n_next*/) {
   for (int r = 0; r < n_rows; ++r)
     for (int64_t i = 0; i < n; ++i) y[i] += c[r] * bf16_to_f32(w[r][i]);
 }
 
-void axpy_q8_0(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n) {
+void axpy_q8_0(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, int64_t n,
+               const void* const* /*next*/, int /*n_next*/) {
   for (int r = 0; r < n_rows; ++r)
     for (int64_t b = 0; b < n / kQK; ++b) {
       const float s = c[r] * f16_to_f32(w[r][b].d);
@@ -131,7 +135,8 @@ void axpy_q8_0(const BlockQ8_0* const* w, const float* c, int n_rows, float* y, 
     }
 }
 
-void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n) {
+void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n,
+               const void* const* /*next*/, int /*n_next*/) {
   for (int r = 0; r < n_rows; ++r)
     for (int64_t b = 0; b < n / kQK; ++b) {
       const float s = c[r] * f16_to_f32(w[r][b].d);

@@ -44,29 +44,34 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
 }
 
 void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                    const float* c, int n_rows, float* out, int64_t begin, int64_t end) {
+                    const float* c, int n_rows, float* out, int64_t begin, int64_t end,
+                    const int64_t* next_rows, int n_next) {
   constexpr int kMax = kAxpyGroup;
-  if (n_rows > kMax) fail("axpy_row_slice: at most {} rows per call", kMax);
+  if (n_rows > kMax || n_next > kMax) fail("axpy_row_slice: at most {} rows per call", kMax);
   const uint64_t offset = row_bytes(wt.type, static_cast<uint64_t>(begin));
   const uint8_t* p[kMax];
+  const void* next[kMax];
   for (int r = 0; r < n_rows; ++r) p[r] = wt.row(rows[r]) + offset;
+  for (int r = 0; r < n_next; ++r) next[r] = wt.row(next_rows[r]) + offset;
   const int64_t n = end - begin;
   float* y = out + begin;
   switch (wt.type) {
     case DType::F32:
-      kernels.axpy_f32(reinterpret_cast<const float* const*>(p), c, n_rows, y, n);
+      kernels.axpy_f32(reinterpret_cast<const float* const*>(p), c, n_rows, y, n, next, n_next);
       break;
     case DType::F16:
-      kernels.axpy_f16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n);
+      kernels.axpy_f16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n, next, n_next);
       break;
     case DType::BF16:
-      kernels.axpy_bf16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n);
+      kernels.axpy_bf16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n, next, n_next);
       break;
     case DType::Q8_0:
-      kernels.axpy_q8_0(reinterpret_cast<const BlockQ8_0* const*>(p), c, n_rows, y, n);
+      kernels.axpy_q8_0(reinterpret_cast<const BlockQ8_0* const*>(p), c, n_rows, y, n, next,
+                        n_next);
       break;
     case DType::Q4_0:
-      kernels.axpy_q4_0(reinterpret_cast<const BlockQ4_0* const*>(p), c, n_rows, y, n);
+      kernels.axpy_q4_0(reinterpret_cast<const BlockQ4_0* const*>(p), c, n_rows, y, n, next,
+                        n_next);
       break;
     default:
       fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
@@ -124,14 +129,19 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
   if (partials.size() < static_cast<size_t>(n_items * cols)) partials.resize(n_items * cols);
 
   pool.parallel_for(n_items, [&](int64_t i0, int64_t i1, int) {
+    // This thread's items cover rows [first, last) in order: each group prefetches the next.
+    const int64_t last =
+        items[static_cast<size_t>(i1 - 1)].first + items[static_cast<size_t>(i1 - 1)].count;
     for (int64_t i = i0; i < i1; ++i) {
       const Item& it = items[static_cast<size_t>(i)];
       float* p = partials.data() + i * cols;
       std::fill(p, p + cols, 0.0f);
       for (int64_t g = 0; g < it.count; g += kAxpyGroup) {
         const int n = static_cast<int>(std::min<int64_t>(kAxpyGroup, it.count - g));
+        const int64_t at = it.first + g + n;
+        const int n_next = static_cast<int>(std::min<int64_t>(kAxpyGroup, last - at));
         axpy_row_slice(kernels, wt, rows.data() + it.first + g, coefs.data() + it.first + g, n, p,
-                       0, cols);
+                       0, cols, rows.data() + at, n_next);
       }
     }
   });

@@ -44,8 +44,10 @@ inline constexpr int kAxpyGroup = 8;
 inline constexpr int64_t kAxpyChunk = 64;
 
 // out[begin, end) += sum over r of c[r] * wt.row(rows[r])[begin, end), for n_rows <= kAxpyGroup
-// rows, added in order (begin a multiple of 64 or the start of the row).
+// rows, added in order (begin a multiple of 64 or the start of the row). next_rows (n_next <=
+// kAxpyGroup): the rows of the caller's next call, prefetched meanwhile.
 void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                    const float* c, int n_rows, float* out, int64_t begin, int64_t end);
+                    const float* c, int n_rows, float* out, int64_t begin, int64_t end,
+                    const int64_t* next_rows = nullptr, int n_next = 0);
 
 }  // namespace strata

@@ -150,6 +150,51 @@ TEST(Session, BatchesOfQuantizedWeightsIdenticalAcrossThreadCounts) {
   }
 }
 
+TEST(Session, F16KvCacheHalvesTheCacheAndStaysCloseToF32) {
+  const auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");
+  ThreadPool pool(2);
+  const auto tokens = m->tokenizer->encode("In the beginning God created the heaven", true);
+  auto logits = [&](DType k, DType v, bool batched, uint64_t* bytes) {
+    SessionOptions o;
+    o.k_type = k, o.v_type = v;
+    Session s(*m, 64, pool, o);
+    *bytes = s.kv_cache_bytes();
+    std::vector<float> out;
+    if (batched) {
+      auto l = s.eval(std::span<const int32_t>(tokens));
+      out.assign(l.begin(), l.end());
+    } else {
+      for (int32_t t : tokens) {
+        auto l = s.eval(t);
+        out.assign(l.begin(), l.end());
+      }
+    }
+    return out;
+  };
+  uint64_t f32_bytes = 0, f16_bytes = 0, mixed_bytes = 0;
+  const auto f32 = logits(DType::F32, DType::F32, false, &f32_bytes);
+  const auto f16 = logits(DType::F16, DType::F16, false, &f16_bytes);
+  const auto mixed = logits(DType::F16, DType::F32, false, &mixed_bytes);
+  EXPECT_EQ(f16_bytes * 2, f32_bytes);
+  EXPECT_EQ(mixed_bytes * 4, f32_bytes * 3);
+  EXPECT_EQ(f32_bytes, Session::kv_cache_bytes(m->config, 64, DType::F32, DType::F32));
+  float max_diff = 0, max_abs = 0;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    max_diff = std::max(max_diff, std::fabs(f16[i] - f32[i]));
+    max_abs = std::max(max_abs, std::fabs(f32[i]));
+  }
+  EXPECT_GT(max_diff, 0.0f);             // the rounding is in effect
+  EXPECT_LT(max_diff, 2e-3f * max_abs);  // and small
+  EXPECT_NE(mixed, f32);
+  // Batches store and read the same F16 values as single tokens.
+  uint64_t unused = 0;
+  const auto batched = logits(DType::F16, DType::F16, true, &unused);
+  for (size_t i = 0; i < f16.size(); ++i) EXPECT_NEAR(batched[i], f16[i], 1e-3f * max_abs);
+  SessionOptions bad;
+  bad.k_type = DType::Q8_0;
+  EXPECT_THROW(Session(*m, 64, pool, bad), Error);
+}
+
 TEST(Session, ResetReproducesTheSameLogits) {
   const auto m = Model::load(tiny_model(DType::Q8_0, FfnActivation::ReGLU), false);
   ThreadPool pool(2);

@@ -36,6 +36,10 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
       "!--no-repack", f.repack,
       "Keep Q4_0/Q8_0 weights in the file's row layout instead of interleaving them by 16 "
       "rows at load (llama.cpp's --no-repack)");
+  cmd->add_option("--cache-type-k", f.cache_type_k,
+                  "KV cache type for keys: f32 or f16 (half the memory)");
+  cmd->add_option("--cache-type-v", f.cache_type_v,
+                  "KV cache type for values: f32 or f16 (half the memory)");
   cmd->add_flag("--lookahead", f.lookahead,
                 "Bundled models: read the next layer's guessed neurons during its attention");
   cmd->add_flag("--split-reads", f.split_reads,
@@ -135,10 +139,17 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   else
     o.ffn = FfnMode::Dense;
   o.check_predictor = f.check_predictor;
+  auto kv_type = [](const std::string& name, const char* flag) {
+    const auto t = dtype_from_name(name);
+    if (!t || (*t != DType::F32 && *t != DType::F16))
+      fail("{} '{}' is not one of f32, f16", flag, name);
+    return *t;
+  };
+  o.k_type = kv_type(f.cache_type_k, "--cache-type-k");
+  o.v_type = kv_type(f.cache_type_v, "--cache-type-v");
   Session::check_options(model, o);
   const ModelConfig& c = model.config;
-  const uint64_t kv =
-      2ull * static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim) * sizeof(float);
+  const uint64_t kv = Session::kv_cache_bytes(c, n_ctx, o.k_type, o.v_type);
   // Scratch: per-token buffers for a batch of Session::kMaxBatch, scores, sparse buffers: a
   // generous bound, plus 16 MiB for the process itself (code, libraries, allocator slack).
   const uint64_t scratch = static_cast<uint64_t>(Session::kMaxBatch) *

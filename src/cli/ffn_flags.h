@@ -24,6 +24,7 @@ struct FfnFlags {
   std::string profile;     // bundled models: strata profile output; its hottest neurons are pinned
   double pin_share = 0.5;  // share of each layer's cache pinned with --profile
   bool repack = true;      // interleave Q4_0/Q8_0 matrices multiplied whole (--no-repack: off)
+  std::string cache_type_k = "f32", cache_type_v = "f32";  // KV cache element types
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "kernels/cpu/sparse_ops.h"
+#include "tensor/half.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -76,13 +77,13 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
     fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
   const int64_t kv_dim = c_.n_head_kv * c_.head_dim, q_dim = c_.n_head * c_.head_dim;
   const int64_t B = kMaxBatch;
-  const uint64_t kv_floats = static_cast<uint64_t>(c_.n_layer * n_ctx * kv_dim);
+  const uint64_t kv_values = static_cast<uint64_t>(c_.n_layer * n_ctx * kv_dim);
   try {
-    k_cache_.assign(kv_floats, 0.0f);
-    v_cache_.assign(kv_floats, 0.0f);
+    k_cache_.assign(kv_values * dtype_info(options.k_type).block_bytes, 0);
+    v_cache_.assign(kv_values * dtype_info(options.v_type).block_bytes, 0);
   } catch (const std::bad_alloc&) {
     fail("cannot allocate the KV cache for a context of {} tokens ({:.1f} GB); lower -c", n_ctx,
-         2.0 * static_cast<double>(kv_floats) * sizeof(float) / 1e9);
+         static_cast<double>(kv_cache_bytes(c_, n_ctx, options.k_type, options.v_type)) / 1e9);
   }
   // A bundled model's embedding table (250 MB at 7B F16) is read a row per token, never kept
   // (unless the output head shares it).
@@ -148,8 +149,16 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
   }
 }
 
+uint64_t Session::kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type) {
+  const uint64_t values = static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim);
+  return values * (dtype_info(k_type).block_bytes + dtype_info(v_type).block_bytes);
+}
+
 void Session::check_options(const Model& model, const SessionOptions& options) {
   const ModelWeights& mw = model.weights;
+  for (DType t : {options.k_type, options.v_type})
+    if (t != DType::F32 && t != DType::F16)
+      fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
   if (options.check_predictor && options.ffn != FfnMode::Predict)
     fail("--check-predictor needs --ffn predict (and a model with predictors)");
   if (options.ffn == FfnMode::Predict && !mw.has_predictors)
@@ -327,8 +336,13 @@ void Session::attention_block(int64_t l, int64_t n) {
 
   // Rotary embedding on adjacent pairs (x[2i], x[2i+1]) of each head, as GGUF llama files
   // expect (their converter permutes q/k rows so this matches the HF layout).
-  float* k_layer = k_cache_.data() + l * n_ctx_ * kv_dim;
-  float* v_layer = v_cache_.data() + l * n_ctx_ * kv_dim;
+  const bool k16 = options_.k_type == DType::F16, v16 = options_.v_type == DType::F16;
+  // Element offsets; the caches hold F32 or F16 elements.
+  const uint64_t layer_at = static_cast<uint64_t>(l * n_ctx_ * kv_dim);
+  float* k_layer = k16 ? nullptr : reinterpret_cast<float*>(k_cache_.data()) + layer_at;
+  float* v_layer = v16 ? nullptr : reinterpret_cast<float*>(v_cache_.data()) + layer_at;
+  uint16_t* k_layer16 = k16 ? reinterpret_cast<uint16_t*>(k_cache_.data()) + layer_at : nullptr;
+  uint16_t* v_layer16 = v16 ? reinterpret_cast<uint16_t*>(v_cache_.data()) + layer_at : nullptr;
   for (int64_t b = 0; b < n; ++b) {
     const float* cs = rope_cos_.data() + b * half;
     const float* sn = rope_sin_.data() + b * half;
@@ -342,8 +356,16 @@ void Session::attention_block(int64_t l, int64_t n) {
     for (int64_t h = 0; h < c_.n_head; ++h) rotate(q_.data() + b * q_dim + h * hd);
     for (int64_t h = 0; h < c_.n_head_kv; ++h) rotate(k_.data() + b * kv_dim + h * hd);
     const int64_t pos = n_past_ + b;
-    std::copy_n(k_.data() + b * kv_dim, kv_dim, k_layer + pos * kv_dim);
-    std::copy_n(v_.data() + b * kv_dim, kv_dim, v_layer + pos * kv_dim);
+    const float* kb = k_.data() + b * kv_dim;
+    const float* vb = v_.data() + b * kv_dim;
+    if (k16)
+      for (int64_t i = 0; i < kv_dim; ++i) k_layer16[pos * kv_dim + i] = f32_to_f16(kb[i]);
+    else
+      std::copy_n(kb, kv_dim, k_layer + pos * kv_dim);
+    if (v16)
+      for (int64_t i = 0; i < kv_dim; ++i) v_layer16[pos * kv_dim + i] = f32_to_f16(vb[i]);
+    else
+      std::copy_n(vb, kv_dim, v_layer + pos * kv_dim);
   }
 
   // Each (token, head) attends to every cached position up to its own.
@@ -358,7 +380,9 @@ void Session::attention_block(int64_t l, int64_t n) {
       float* s = scores_.data() + t * n_ctx_;
       float max = -INFINITY;
       for (int64_t p = 0; p < n_pos; ++p) {
-        s[p] = kernels_.dot_f32(k_layer + p * kv_dim + kvh * hd, q, hd) * scale;
+        s[p] = (k16 ? kernels_.dot_f16(k_layer16 + p * kv_dim + kvh * hd, q, hd)
+                    : kernels_.dot_f32(k_layer + p * kv_dim + kvh * hd, q, hd)) *
+               scale;
         max = std::max(max, s[p]);
       }
       float sum = 0.0f;
@@ -370,8 +394,13 @@ void Session::attention_block(int64_t l, int64_t n) {
       std::fill(out, out + hd, 0.0f);
       for (int64_t p = 0; p < n_pos; ++p) {
         const float weight = s[p] / sum;
-        const float* v = v_layer + p * kv_dim + kvh * hd;
-        for (int64_t i = 0; i < hd; ++i) out[i] += weight * v[i];
+        if (v16) {
+          const uint16_t* v = v_layer16 + p * kv_dim + kvh * hd;
+          kernels_.axpy_f16(&v, &weight, 1, out, hd, nullptr, 0);
+        } else {
+          const float* v = v_layer + p * kv_dim + kvh * hd;
+          for (int64_t i = 0; i < hd; ++i) out[i] += weight * v[i];
+        }
       }
     }
   });

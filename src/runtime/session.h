@@ -61,6 +61,9 @@ struct SessionOptions {
   // Bundled models: per layer, neurons to pin in the cache (sorted; the profile's hottest,
   // see Session's constructor); empty: none.
   std::vector<std::vector<int32_t>> pinned;
+  // Element types of the KV cache (llama.cpp's -ctk / -ctv): F32 or F16. F16 halves the cache
+  // (2 GiB instead of 4 at 7B with 4096 positions) at F16's rounding of each key and value.
+  DType k_type = DType::F32, v_type = DType::F32;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.
@@ -122,7 +125,9 @@ class Session {
   NeuronCacheStats flash_stats() const;  // summed over layers
   uint64_t tokens_evaluated() const { return tokens_evaluated_; }
   void set_ffn_observer(FfnObserver observer);
-  uint64_t kv_cache_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(float); }
+  uint64_t kv_cache_bytes() const { return k_cache_.size() + v_cache_.size(); }
+  // Bytes of a KV cache for n_ctx positions with these element types.
+  static uint64_t kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
 
  private:
   // One batch of n tokens at positions n_past_ .. n_past_ + n - 1.
@@ -159,7 +164,7 @@ class Session {
   uint64_t ffn_activations_ = 0;
 
   // Per layer [n_ctx][n_head_kv * head_dim].
-  std::vector<float> k_cache_, v_cache_;
+  std::vector<uint8_t> k_cache_, v_cache_;  // [layer][position][kv_dim] of k_type / v_type
   // Scratch, one row per token of the batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_;
   std::vector<float> scores_;               // [batch][n_head][n_ctx]

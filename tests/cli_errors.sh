@@ -82,6 +82,8 @@ else
   echo "FAIL: bench with --profile"; cat "$work/err"; failures=$((failures + 1))
 fi
 
+expect_error "not one of f32, f16" "$strata" run -m "$model" -p hi -n 1 --cache-type-k q8_0
+
 # serve: bad flags, a model without a tokenizer, a port already taken.
 expect_error "port" "$strata" serve -m "$model" --port 70000
 expect_error "no tokenizer" "$strata" serve -m "$work/sparse.gguf" --port 18931

@@ -1,6 +1,7 @@
 #include "tiers/neuron_cache.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -53,8 +54,18 @@ void NeuronCache::remove_slot(int32_t slot) {
 }
 
 float NeuronCache::score_now(int32_t neuron, int64_t token) const {
+  // kDecay^age from a table (this runs for every requested and every evictable neuron of every
+  // layer and token); past 64 tokens (0.8^64 < 1e-6) a score counts as 0.
+  static const auto decay = [] {
+    std::array<float, 64> t{};
+    for (size_t i = 0; i < t.size(); ++i) t[i] = std::pow(kDecay, static_cast<float>(i));
+    return t;
+  }();
   const auto n = static_cast<size_t>(neuron);
-  return use_score_[n] * std::pow(kDecay, static_cast<float>(token - use_token_[n]));
+  const int64_t age = token - use_token_[n];
+  if (age <= 0) return use_score_[n];
+  return age < static_cast<int64_t>(decay.size()) ? use_score_[n] * decay[static_cast<size_t>(age)]
+                                                  : 0.0f;
 }
 
 void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,

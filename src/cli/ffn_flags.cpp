@@ -159,8 +159,9 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
   if (model.weights.bundled) {
     const BundleLayout& bl = model.weights.bundle;
     const uint64_t on_flash = bl.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
-    // The embedding table stays in the file too: each token's row is read and let go
-    // (Session), so at most a row and the two pages at the table's ends stay resident.
+    // The embedding table stays in the file too (a hole in Model::load's copy): Session reads
+    // each token's row into a one-row buffer. A row and a page of the table stay in the plan
+    // as slack for that buffer (and, with --mmap, for the pages a row touches).
     const ModelWeights& w = model.weights;
     const bool embedding_on_flash = w.token_embd.data != w.output.data;
     const uint64_t embedding =

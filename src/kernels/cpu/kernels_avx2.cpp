@@ -14,6 +14,7 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <type_traits>
 
 namespace strata {
 
@@ -367,6 +368,18 @@ struct Chunk32 {
     a0 = _mm512_fmadd_ps(sv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), a0);
     a1 = _mm512_fmadd_ps(sv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi)), a1);
   }
+  // A Q4_0 block straight from its packed bytes: each byte widened to a 32-bit lane, whose low
+  // and high nibbles index a 16-entry table of (q - 8) as floats (vpermps reads only an index's
+  // low 4 bits). Per block that is one widening and two permutes instead of two widenings and
+  // two int -> float conversions, with no nibble masking or offset subtraction. Same values.
+  void add_q4(const uint8_t* qs, const float* s) {
+    const __m512 table = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const __m512i bytes =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    const __m512 sv = _mm512_set1_ps(*s);
+    a0 = _mm512_fmadd_ps(sv, _mm512_permutexvar_ps(bytes, table), a0);
+    a1 = _mm512_fmadd_ps(sv, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table), a1);
+  }
   void store(float* y) const {
     _mm512_storeu_ps(y, a0);
     _mm512_storeu_ps(y + 16, a1);
@@ -448,9 +461,39 @@ inline void axpy_quantized(const Block* const* w, const float* c, int n_rows, fl
             _mm_prefetch(p, _MM_HINT_T0);
         }
         float* yb = y + b * kQK;
+#if defined(STRATA_KERNELS_VNNI)
+        // Q4_0: two blocks per pass over the rows, two independent accumulator chains (the order
+        // of additions per element is unchanged).
+        if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+          if (b + 1 < b0 + span) {
+            for (int r = 0; last_rows && r < n_next; ++r) {
+              const char* p =
+                  static_cast<const char*>(next[r]) + (b + 1) * static_cast<int64_t>(sizeof(Block));
+              if ((reinterpret_cast<uintptr_t>(p) & 63) < sizeof(Block))
+                _mm_prefetch(p, _MM_HINT_T0);
+            }
+            Chunk32 acc0(yb), acc1(yb + kQK);
+            for (int r = 0; r < rows; ++r) {
+              const Block* blk = &w[r0 + r][b];
+              acc0.add_q4(blk[0].qs, &scale[r][b - b0]);
+              acc1.add_q4(blk[1].qs, &scale[r][b + 1 - b0]);
+            }
+            acc0.store(yb);
+            acc1.store(yb + kQK);
+            ++b;
+            continue;
+          }
+        }
+#endif
         Chunk32 acc(yb);
         for (int r = 0; r < rows; ++r) {
           const Block& blk = w[r0 + r][b];
+#if defined(STRATA_KERNELS_VNNI)
+          if constexpr (std::is_same_v<Block, BlockQ4_0>) {
+            acc.add_q4(blk.qs, &scale[r][b - b0]);
+            continue;
+          }
+#endif
           __m128i lo, hi;
           block_int8(blk, lo, hi);
           if constexpr (kPrescale) {

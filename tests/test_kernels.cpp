@@ -67,6 +67,28 @@ TEST(Kernels, EverySimdVariantMatchesScalarForEveryType) {
   }
 }
 
+TEST(Kernels, FourRowQ4GatherEqualsOneRowGatherBitForBit) {
+  // The sparse gather computes Q4_0 rows four at a time and must give exactly the single-row
+  // kernel's values (and so the dense product's). Odd and even block counts, 1 to 131 blocks.
+  for (const CpuKernels* k : supported_kernels())
+    for (int64_t cols : {32, 64, 96, 128, 160, 4192}) {
+      const auto m = make_matrix(DType::Q4_0, 6, cols, 3 + cols);
+      const auto x = random_values(cols, 8);
+      PreparedInput in;
+      in.prepare(*k, x.data(), cols, true);
+      const BlockQ4_0* rows[4];
+      const int64_t picks[4] = {5, 0, 3, 2};
+      for (int r = 0; r < 4; ++r)
+        rows[r] = reinterpret_cast<const BlockQ4_0*>(m.view.row(picks[r]));
+      float out[4];
+      k->gather_dot4_q4_0(rows, in.q8(), cols, out);
+      for (int r = 0; r < 4; ++r) {
+        ASSERT_EQ(out[r], k->gather_dot_q4_0(rows[r], in.q8(), cols)) << k->name << " " << cols;
+        ASSERT_EQ(out[r], dot_row(*k, m.view, picks[r], in)) << k->name << " " << cols;
+      }
+    }
+}
+
 // Prompt-batch tiles (rows x vectors in registers) against the scalar dot products, for every
 // remainder of rows and vectors and columns that are not a multiple of the vector width.
 TEST(Kernels, FloatTilesMatchScalarDots) {

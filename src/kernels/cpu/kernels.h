@@ -20,6 +20,10 @@ struct Q8Activation {
   // 8 per block: scaled_sum[b] four times, then 16 * scaled_sum[b] four times: the VNNI Q4_0
   // kernel's per-lane offsets (its upper lanes hold high nibbles unshifted, i.e. times 16).
   const float* q4_lane_offsets;
+  // The quants of all blocks back to back (n int8), and scale[b] eight times per block: the
+  // 512-bit Q4_0 kernel reads two blocks' activations and per-lane scales with one load each.
+  const int8_t* qs;
+  const float* lane_scale;
 };
 
 struct CpuKernels {
@@ -39,6 +43,9 @@ struct CpuKernels {
   float (*gather_dot_bf16)(const uint16_t* w, const float* x, int64_t n);
   float (*gather_dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
   float (*gather_dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
+  // Four such Q4_0 rows at once, out[0..3], each equal to gather_dot_q4_0 of that row bit for
+  // bit: fast variants load the activation once for all four.
+  void (*gather_dot4_q4_0)(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out);
   // Prompt batches: n_rows weight rows (`stride` elements apart) times n_x activation vectors,
   // out[r * n_x + t] = w_r . x_t. Fast variants use register tiles of rows x vectors (each
   // weight chunk converted once per tile of vectors), so their sums are split over lanes

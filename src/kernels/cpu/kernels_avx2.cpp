@@ -212,6 +212,8 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
   return hsum(
       _mm256_mul_ps(lanes, _mm256_setr_ps(1, 1, 1, 1, 1.0f / 16, 1.0f / 16, 1.0f / 16, 1.0f / 16)));
 }
+
+#include "kernels/cpu/kernels_avx512_q4.inc"
 #else
 // sum((q - 8) x) = sum(q x) - 8 sum(x): q is unsigned, so maddubs takes it directly; the second
 // term is spread over the 8 lanes as scale * sum(x) each (Q8Activation::scaled_sum).
@@ -226,6 +228,12 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
         _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]), _mm256_broadcast_ss(&x.scaled_sum[b]));
     return _mm256_fmadd_ps(t, _mm256_broadcast_ss(&f16[w[b].d]), acc);
   });
+}
+#endif
+
+#if !defined(STRATA_KERNELS_VNNI)
+void gather_dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q4_0<0>(w[r], x, n);
 }
 #endif
 
@@ -525,28 +533,26 @@ constexpr const char* kTableName = "avx512vnni";
 #else
 constexpr const char* kTableName = "avx2";
 #endif
-const CpuKernels kTable{.name = kTableName,
-                        .dot_f32 = dot_f32<>,
-                        .dot_f16 = dot_f16<>,
-                        .dot_bf16 = dot_bf16<>,
-                        .dot_q8_0 = dot_q8_0<>,
-                        .dot_q4_0 = dot_q4_0<>,
-                        .gather_dot_f32 = dot_f32<0>,
-                        .gather_dot_f16 = dot_f16<0>,
-                        .gather_dot_bf16 = dot_bf16<0>,
-                        .gather_dot_q8_0 = dot_q8_0<0>,
-                        .gather_dot_q4_0 = dot_q4_0<0>,
-                        .dot_f32_tile = dot_f32_tile,
-                        .dot_f16_tile = dot_f16_tile,
-                        .dot_bf16_tile = dot_bf16_tile,
-                        .matvec_q4_0x16 = matvec_q4_0x16,
-                        .matvec_q8_0x16 = matvec_q8_0x16,
-                        .quantize_q8_0 = quantize_q8_0,
-                        .axpy_f32 = axpy_f32,
-                        .axpy_f16 = axpy_f16,
-                        .axpy_bf16 = axpy_bf16,
-                        .axpy_q8_0 = axpy_q8_0,
-                        .axpy_q4_0 = axpy_q4_0};
+const CpuKernels kTable {
+  .name = kTableName, .dot_f32 = dot_f32<>, .dot_f16 = dot_f16<>, .dot_bf16 = dot_bf16<>,
+  .dot_q8_0 = dot_q8_0<>,
+#if defined(STRATA_KERNELS_VNNI)
+  .dot_q4_0 = dot_q4_0_512<>,
+#else
+  .dot_q4_0 = dot_q4_0<>,
+#endif
+  .gather_dot_f32 = dot_f32<0>, .gather_dot_f16 = dot_f16<0>, .gather_dot_bf16 = dot_bf16<0>,
+  .gather_dot_q8_0 = dot_q8_0<0>,
+#if defined(STRATA_KERNELS_VNNI)
+  .gather_dot_q4_0 = dot_q4_0_512<0>, .gather_dot4_q4_0 = gather_dot4_q4_0,
+#else
+  .gather_dot_q4_0 = dot_q4_0<0>, .gather_dot4_q4_0 = gather_dot4_q4_0,
+#endif
+  .dot_f32_tile = dot_f32_tile, .dot_f16_tile = dot_f16_tile, .dot_bf16_tile = dot_bf16_tile,
+  .matvec_q4_0x16 = matvec_q4_0x16, .matvec_q8_0x16 = matvec_q8_0x16,
+  .quantize_q8_0 = quantize_q8_0, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16,
+  .axpy_bf16 = axpy_bf16, .axpy_q8_0 = axpy_q8_0, .axpy_q4_0 = axpy_q4_0
+};
 }  // namespace
 #if defined(STRATA_KERNELS_VNNI)
 const CpuKernels* avx512vnni_kernels_unchecked() {

@@ -147,6 +147,10 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
     }
 }
 
+void dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out) {
+  for (int r = 0; r < 4; ++r) out[r] = dot_q4_0(w[r], x, n);
+}
+
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
@@ -161,6 +165,7 @@ const CpuKernels& scalar_kernels() {
                             .gather_dot_bf16 = dot_bf16,
                             .gather_dot_q8_0 = dot_q8_0,
                             .gather_dot_q4_0 = dot_q4_0,
+                            .gather_dot4_q4_0 = dot4_q4_0,
                             .dot_f32_tile = dot_f32_tile,
                             .dot_f16_tile = dot_f16_tile,
                             .dot_bf16_tile = dot_bf16_tile,

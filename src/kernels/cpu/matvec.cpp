@@ -21,6 +21,8 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
     q8_scaled_sum_.resize(nb);
     q4_lane_offsets_.resize(nb * 8);
     q8_minus_8_sum_.resize(nb);
+    q8_lane_scale_.resize(nb * 8);
+    q8_qs_.resize(n);
     kernels.quantize_q8_0(x, q8_.data(), n);
     for (int64_t b = 0; b < nb; ++b) {
       int32_t sum = 0;
@@ -28,11 +30,19 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
       q8_scale_[b] = f16_to_f32(q8_[b].d);
       q8_scaled_sum_[b] = q8_scale_[b] * static_cast<float>(sum);
       q8_minus_8_sum_[b] = -8 * sum;
-      for (int l = 0; l < 8; ++l)
+      for (int l = 0; l < 8; ++l) {
         q4_lane_offsets_[b * 8 + l] = q8_scaled_sum_[b] * (l < 4 ? 1.0f : 16.0f);
+        q8_lane_scale_[b * 8 + l] = q8_scale_[b];
+      }
+      std::copy(q8_[b].qs, q8_[b].qs + kQK, q8_qs_.begin() + b * kQK);
     }
-    q8_view_ = {q8_.data(), q8_scale_.data(), q8_scaled_sum_.data(), q8_minus_8_sum_.data(),
-                q4_lane_offsets_.data()};
+    q8_view_ = {q8_.data(),
+                q8_scale_.data(),
+                q8_scaled_sum_.data(),
+                q8_minus_8_sum_.data(),
+                q4_lane_offsets_.data(),
+                q8_qs_.data(),
+                q8_lane_scale_.data()};
   }
 }
 

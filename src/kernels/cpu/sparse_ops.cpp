@@ -10,6 +10,23 @@ namespace strata {
 // Rows ahead whose lines are requested (into L2) before their dot products start.
 constexpr int64_t kGatherLead = 2;
 
+namespace {
+
+// Plain Q4_0 rows go through the four-row kernel (it loads the activation once for four rows;
+// a row alone is bound by those loads). Its rows equal gather_dot_q4_0's bit for bit.
+bool gathers_by_four(std::span<const GatherJob> jobs) {
+  for (const GatherJob& job : jobs)
+    if (job.w->type != DType::Q4_0 || job.w->layout != Layout::Rows) return false;
+  return true;
+}
+
+void prefetch_row(const MatrixView& w, int64_t row) {
+  const char* p = reinterpret_cast<const char*>(w.row(row));
+  for (uint64_t off = 0; off < w.row_bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
+}
+
+}  // namespace
+
 void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
                    std::span<const int32_t> ids, std::span<const PreparedInput> x, ThreadPool& pool,
                    const uint8_t* need, int64_t need_stride) {
@@ -17,27 +34,41 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   const int64_t batch = static_cast<int64_t>(x.size());
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   if (n_ids == 0) return;
-  // One work item per (id, job), jobs innermost: each thread takes a contiguous run of the
-  // (sorted) neuron list and reads every job's rows for it.
-  pool.parallel_for(n_jobs * n_ids, [&](int64_t i0, int64_t i1, int) {
+  // Work items are (group of `group` consecutive ids, job), jobs innermost: each thread takes a
+  // contiguous run of the (sorted) neuron list and reads every job's rows for it.
+  const int64_t group = gathers_by_four(jobs) ? 4 : 1;
+  const int64_t n_groups = (n_ids + group - 1) / group;
+  const int64_t lead = group == 1 ? kGatherLead : 1;
+  pool.parallel_for(n_jobs * n_groups, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       const GatherJob& job = jobs[static_cast<size_t>(i % n_jobs)];
-      const int64_t k = i / n_jobs;
-      const int64_t row = ids[static_cast<size_t>(k)];
-      // The next neuron's row is elsewhere in memory: request it whole now. (The gather_dot_*
+      const int64_t k0 = (i / n_jobs) * group, k1 = std::min(n_ids, k0 + group);
+      // The next rows are elsewhere in memory: request them whole now. (The gather_dot_*
       // kernels do not prefetch past a row: that would read a neighbour nobody asked for.)
-      if (i + kGatherLead < i1) {
-        const int64_t j = i + kGatherLead;
+      if (i + lead < i1) {
+        const int64_t j = i + lead;
         const MatrixView& nw = *jobs[static_cast<size_t>(j % n_jobs)].w;
-        const char* next =
-            reinterpret_cast<const char*>(nw.row(ids[static_cast<size_t>(j / n_jobs)]));
-        for (uint64_t off = 0; off < nw.row_bytes; off += 64) __builtin_prefetch(next + off, 0, 2);
+        const int64_t n0 = (j / n_jobs) * group, n1 = std::min(n_ids, n0 + group);
+        for (int64_t k = n0; k < n1; ++k) prefetch_row(nw, ids[static_cast<size_t>(k)]);
       }
       for (int64_t b = 0; b < batch; ++b) {
-        float* y = job.y + b * job.y_stride + k;
-        *y = (need == nullptr || need[b * need_stride + k] != 0)
-                 ? dot_row_gathered(kernels, *job.w, row, x[static_cast<size_t>(b)])
-                 : 0.0f;
+        float* y = job.y + b * job.y_stride;
+        const uint8_t* nb = need == nullptr ? nullptr : need + b * need_stride;
+        bool all = k1 - k0 == 4;
+        for (int64_t k = k0; all && nb != nullptr && k < k1; ++k) all = nb[k] != 0;
+        if (all) {
+          const BlockQ4_0* rows[4];
+          for (int r = 0; r < 4; ++r)
+            rows[r] =
+                reinterpret_cast<const BlockQ4_0*>(job.w->row(ids[static_cast<size_t>(k0 + r)]));
+          kernels.gather_dot4_q4_0(rows, x[static_cast<size_t>(b)].q8(), job.w->cols, y + k0);
+          continue;
+        }
+        for (int64_t k = k0; k < k1; ++k)
+          y[k] = (nb == nullptr || nb[k] != 0)
+                     ? dot_row_gathered(kernels, *job.w, ids[static_cast<size_t>(k)],
+                                        x[static_cast<size_t>(b)])
+                     : 0.0f;
       }
     }
   });

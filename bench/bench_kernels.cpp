@@ -214,6 +214,59 @@ void BM_SparseOp(benchmark::State& state) {
                  std::to_string(density).substr(0, 5) + (hot_first ? " hot-first " : " ") + k.name);
 }
 
+// Gate and up rows of the 7B shape (n_ff 11008 of n_embd 4096), 12 layers' worth (>= 600 MB
+// for Q4_0) so rows come from RAM, 14% of neurons (the 7B predictors' computed density):
+// separate matrices (as in the file) or bundled, each neuron's gate row followed by its up row
+// (one 2-row-long read per neuron). GB/s of the selected rows.
+void BM_GatherGateUp(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const bool bundled = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const int64_t n_ff = 11008, n_embd = 4096, layers = 12;
+  const Matrix m = make(type, 2 * n_ff * layers, n_embd);
+  const uint64_t rb = m.view.row_bytes;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<std::vector<int32_t>> ids(layers);
+  for (auto& list : ids)
+    for (int32_t i = 0; i < n_ff; ++i)
+      if (u(rng) < 0.14) list.push_back(i);
+  std::vector<float> x(n_embd, 0.5f), gate(n_ff), up(n_ff);
+  PreparedInput in;
+  const CpuKernels& k = best_kernels();
+  in.prepare(k, x.data(), n_embd, needs_q8_input(type));
+  ThreadPool pool(threads);
+  int64_t bytes = 0, c = 0;
+  for (auto _ : state) {
+    MatrixView g = m.view, v = m.view;
+    g.rows = v.rows = n_ff;
+    g.data += static_cast<uint64_t>(c) * 2 * n_ff * rb;
+    if (bundled) {
+      g.row_bytes = v.row_bytes = 2 * rb;  // row i of gate at 2i, of up at 2i + 1
+      v.data = g.data + rb;
+    } else {
+      v.data = g.data + n_ff * rb;
+    }
+    const GatherJob jobs[2] = {{&g, gate.data(), n_ff}, {&v, up.data(), n_ff}};
+    gather_matmat(k, jobs, ids[c], std::span(&in, 1), pool);
+    benchmark::DoNotOptimize(gate.data());
+    benchmark::DoNotOptimize(up.data());
+    bytes += static_cast<int64_t>(2 * ids[c].size() * rb);
+    c = (c + 1) % layers;
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetLabel(std::string(dtype_name(type)) + (bundled ? " bundled" : " separate") + " " +
+                 k.name);
+}
+
+BENCHMARK(BM_GatherGateUp)
+    ->ArgsProduct({{static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q8_0),
+                    static_cast<int64_t>(DType::F16)},
+                   {0, 1},
+                   {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 void sparse_args(benchmark::internal::Benchmark* b) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
     for (int axpy : {0, 1})

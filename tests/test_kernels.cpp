@@ -80,10 +80,14 @@ TEST(Kernels, FourRowQ4GatherEqualsOneRowGatherBitForBit) {
       const int64_t picks[4] = {5, 0, 3, 2};
       for (int r = 0; r < 4; ++r)
         rows[r] = reinterpret_cast<const BlockQ4_0*>(m.view.row(picks[r]));
-      float out[4];
-      k->gather_dot4_q4_0(rows, in.q8(), cols, out);
+      float out[4], again[4];
+      k->gather_dot4_q4_0(rows, in.q8(), cols, out, nullptr, 0);
+      // Requesting next rows changes nothing but the caches.
+      const void* next[2] = {m.view.row(1), m.view.row(4)};
+      k->gather_dot4_q4_0(rows, in.q8(), cols, again, next, 2);
       for (int r = 0; r < 4; ++r) {
         ASSERT_EQ(out[r], k->gather_dot_q4_0(rows[r], in.q8(), cols)) << k->name << " " << cols;
+        ASSERT_EQ(out[r], again[r]) << k->name << " " << cols;
         ASSERT_EQ(out[r], dot_row(*k, m.view, picks[r], in)) << k->name << " " << cols;
       }
     }

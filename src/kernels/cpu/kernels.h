@@ -44,8 +44,11 @@ struct CpuKernels {
   float (*gather_dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
   float (*gather_dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
   // Four such Q4_0 rows at once, out[0..3], each equal to gather_dot_q4_0 of that row bit for
-  // bit: fast variants load the activation once for all four.
-  void (*gather_dot4_q4_0)(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out);
+  // bit: fast variants load the activation once for all four. `next` (n_next rows of n
+  // elements, may be 0) are the caller's next rows: fast variants request their lines a few at a
+  // time while they work, instead of all at once (which stalls on full miss buffers).
+  void (*gather_dot4_q4_0)(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out,
+                           const void* const* next, int n_next);
   // Prompt batches: n_rows weight rows (`stride` elements apart) times n_x activation vectors,
   // out[r * n_x + t] = w_r . x_t. Fast variants use register tiles of rows x vectors (each
   // weight chunk converted once per tile of vectors), so their sums are split over lanes

@@ -232,7 +232,11 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
 #endif
 
 #if !defined(STRATA_KERNELS_VNNI)
-void gather_dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out) {
+void gather_dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out,
+                      const void* const* next, int n_next) {
+  for (int r = 0; r < n_next; ++r)
+    for (int64_t off = 0; off < n / 32 * static_cast<int64_t>(sizeof(BlockQ4_0)); off += 64)
+      _mm_prefetch(static_cast<const char*>(next[r]) + off, _MM_HINT_T1);
   for (int r = 0; r < 4; ++r) out[r] = dot_q4_0<0>(w[r], x, n);
 }
 #endif
@@ -533,26 +537,37 @@ constexpr const char* kTableName = "avx512vnni";
 #else
 constexpr const char* kTableName = "avx2";
 #endif
-const CpuKernels kTable {
-  .name = kTableName, .dot_f32 = dot_f32<>, .dot_f16 = dot_f16<>, .dot_bf16 = dot_bf16<>,
-  .dot_q8_0 = dot_q8_0<>,
+// Q4_0 single rows: two blocks per 512-bit register where AVX-512 is there.
 #if defined(STRATA_KERNELS_VNNI)
-  .dot_q4_0 = dot_q4_0_512<>,
+constexpr auto kDotQ4 = dot_q4_0_512<>;
+constexpr auto kGatherDotQ4 = dot_q4_0_512<0>;
 #else
-  .dot_q4_0 = dot_q4_0<>,
+constexpr auto kDotQ4 = dot_q4_0<>;
+constexpr auto kGatherDotQ4 = dot_q4_0<0>;
 #endif
-  .gather_dot_f32 = dot_f32<0>, .gather_dot_f16 = dot_f16<0>, .gather_dot_bf16 = dot_bf16<0>,
-  .gather_dot_q8_0 = dot_q8_0<0>,
-#if defined(STRATA_KERNELS_VNNI)
-  .gather_dot_q4_0 = dot_q4_0_512<0>, .gather_dot4_q4_0 = gather_dot4_q4_0,
-#else
-  .gather_dot_q4_0 = dot_q4_0<0>, .gather_dot4_q4_0 = gather_dot4_q4_0,
-#endif
-  .dot_f32_tile = dot_f32_tile, .dot_f16_tile = dot_f16_tile, .dot_bf16_tile = dot_bf16_tile,
-  .matvec_q4_0x16 = matvec_q4_0x16, .matvec_q8_0x16 = matvec_q8_0x16,
-  .quantize_q8_0 = quantize_q8_0, .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16,
-  .axpy_bf16 = axpy_bf16, .axpy_q8_0 = axpy_q8_0, .axpy_q4_0 = axpy_q4_0
-};
+const CpuKernels kTable{.name = kTableName,
+                        .dot_f32 = dot_f32<>,
+                        .dot_f16 = dot_f16<>,
+                        .dot_bf16 = dot_bf16<>,
+                        .dot_q8_0 = dot_q8_0<>,
+                        .dot_q4_0 = kDotQ4,
+                        .gather_dot_f32 = dot_f32<0>,
+                        .gather_dot_f16 = dot_f16<0>,
+                        .gather_dot_bf16 = dot_bf16<0>,
+                        .gather_dot_q8_0 = dot_q8_0<0>,
+                        .gather_dot_q4_0 = kGatherDotQ4,
+                        .gather_dot4_q4_0 = gather_dot4_q4_0,
+                        .dot_f32_tile = dot_f32_tile,
+                        .dot_f16_tile = dot_f16_tile,
+                        .dot_bf16_tile = dot_bf16_tile,
+                        .matvec_q4_0x16 = matvec_q4_0x16,
+                        .matvec_q8_0x16 = matvec_q8_0x16,
+                        .quantize_q8_0 = quantize_q8_0,
+                        .axpy_f32 = axpy_f32,
+                        .axpy_f16 = axpy_f16,
+                        .axpy_bf16 = axpy_bf16,
+                        .axpy_q8_0 = axpy_q8_0,
+                        .axpy_q4_0 = axpy_q4_0};
 }  // namespace
 #if defined(STRATA_KERNELS_VNNI)
 const CpuKernels* avx512vnni_kernels_unchecked() {

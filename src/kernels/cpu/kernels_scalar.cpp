@@ -147,7 +147,8 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
     }
 }
 
-void dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out) {
+void dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out,
+               const void* const*, int) {
   for (int r = 0; r < 4; ++r) out[r] = dot_q4_0(w[r], x, n);
 }
 

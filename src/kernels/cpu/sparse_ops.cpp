@@ -38,18 +38,23 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   // contiguous run of the (sorted) neuron list and reads every job's rows for it.
   const int64_t group = gathers_by_four(jobs) ? 4 : 1;
   const int64_t n_groups = (n_ids + group - 1) / group;
-  const int64_t lead = group == 1 ? kGatherLead : 1;
   pool.parallel_for(n_jobs * n_groups, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       const GatherJob& job = jobs[static_cast<size_t>(i % n_jobs)];
       const int64_t k0 = (i / n_jobs) * group, k1 = std::min(n_ids, k0 + group);
-      // The next rows are elsewhere in memory: request them whole now. (The gather_dot_*
-      // kernels do not prefetch past a row: that would read a neighbour nobody asked for.)
-      if (i + lead < i1) {
-        const int64_t j = i + lead;
-        const MatrixView& nw = *jobs[static_cast<size_t>(j % n_jobs)].w;
-        const int64_t n0 = (j / n_jobs) * group, n1 = std::min(n_ids, n0 + group);
-        for (int64_t k = n0; k < n1; ++k) prefetch_row(nw, ids[static_cast<size_t>(k)]);
+      // The next item's rows are elsewhere in memory: request them now. (The gather_dot_*
+      // kernels do not prefetch past a row: that would read a neighbour nobody asked for.) The
+      // four-row kernel requests them itself, spread over its blocks.
+      const void* next[4];
+      int n_next = 0;
+      if (group == 1 && i + kGatherLead < i1) {
+        const int64_t j = i + kGatherLead;
+        prefetch_row(*jobs[static_cast<size_t>(j % n_jobs)].w,
+                     ids[static_cast<size_t>(j / n_jobs)]);
+      } else if (group == 4 && i + 1 < i1) {
+        const MatrixView& nw = *jobs[static_cast<size_t>((i + 1) % n_jobs)].w;
+        const int64_t n0 = ((i + 1) / n_jobs) * group, n1 = std::min(n_ids, n0 + group);
+        for (int64_t k = n0; k < n1; ++k) next[n_next++] = nw.row(ids[static_cast<size_t>(k)]);
       }
       for (int64_t b = 0; b < batch; ++b) {
         float* y = job.y + b * job.y_stride;
@@ -61,9 +66,15 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
           for (int r = 0; r < 4; ++r)
             rows[r] =
                 reinterpret_cast<const BlockQ4_0*>(job.w->row(ids[static_cast<size_t>(k0 + r)]));
-          kernels.gather_dot4_q4_0(rows, x[static_cast<size_t>(b)].q8(), job.w->cols, y + k0);
+          // The first token's pass requests the next rows (the others find them cached).
+          kernels.gather_dot4_q4_0(rows, x[static_cast<size_t>(b)].q8(), job.w->cols, y + k0, next,
+                                   b == 0 ? n_next : 0);
           continue;
         }
+        if (b == 0)  // the one-row kernels do not request them
+          for (int r = 0; r < n_next; ++r)
+            prefetch_row(*jobs[static_cast<size_t>((i + 1) % n_jobs)].w,
+                         ids[static_cast<size_t>(((i + 1) / n_jobs) * group + r)]);
         for (int64_t k = k0; k < k1; ++k)
           y[k] = (nb == nullptr || nb[k] != 0)
                      ? dot_row_gathered(kernels, *job.w, ids[static_cast<size_t>(k)],

@@ -49,6 +49,10 @@ int Model::interleave_rows(bool ffn) {
     for (MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output}) all.push_back(m);
     if (ffn && !weights.bundled)
       for (MatrixView* m : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) all.push_back(m);
+    // Predictors are always multiplied whole. fc2's rows are short (rank elements: two Q4_0
+    // blocks at rank 64), so one row at a time is mostly call overhead: 4.1-4.5 ms per token at
+    // 7B for 17 MB of weights; 16 rows at a time 1.6-2.0 ms.
+    for (MatrixView* m : {&l.predictor.fc1, &l.predictor.fc2}) all.push_back(m);
   }
   if (!weights.tied_output) all.push_back(&weights.output);
   std::vector<MatrixView*> todo;

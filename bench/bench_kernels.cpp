@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -157,19 +158,52 @@ BENCHMARK(BM_RowKernel)
 namespace strata {
 namespace {
 
+// Sparse operators read a few rows of matrices far larger than the caches. This VM reports a
+// 480 MB L3, so a benchmark that cycles over a few hundred MB with fixed row lists measures L3,
+// not RAM (sessions 3-5 did: the Q4_0 gate/up gather read 27.7 GB/s with 84 MB of rows touched
+// per cycle and 14.5 GB/s with 336 MB). So: `copies` of an FFN matrix totalling >= 3 GiB (one
+// copy quantized, the rest memcpy'd), and a different random row list (from a pool of kLists)
+// on every pass, so the rows touched over time cover the whole 3 GiB and at most a sixth of
+// them can be in L3.
+constexpr int64_t kSparseBytes = int64_t{3} << 30;
+constexpr int kLists = 509;  // prime: the (copy, list) pairs do not repeat in step
+
+Matrix make_copies(DType type, int64_t rows, int64_t cols, int64_t& copies) {
+  const int64_t copy_bytes = rows * static_cast<int64_t>(row_bytes(type, cols));
+  copies = (kSparseBytes + copy_bytes - 1) / copy_bytes;
+  Matrix one = make(type, rows, cols);
+  Matrix m;
+  m.bytes.resize(static_cast<size_t>(copy_bytes * copies));
+  for (int64_t c = 0; c < copies; ++c)
+    std::memcpy(m.bytes.data() + c * copy_bytes, one.bytes.data(), static_cast<size_t>(copy_bytes));
+  m.view = one.view;
+  m.view.data = m.bytes.data();
+  m.view.rows = rows * copies;
+  return m;
+}
+
+// kLists random row lists over p.size() rows, row i drawn with probability p[i].
+std::vector<std::vector<int32_t>> random_lists(const std::vector<double>& p, uint32_t seed) {
+  std::vector<std::vector<int32_t>> lists(kLists);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (auto& list : lists)
+    for (int32_t i = 0; i < static_cast<int32_t>(p.size()); ++i)
+      if (u(rng) < p[static_cast<size_t>(i)]) list.push_back(i);
+  return lists;
+}
+
 // The neuron-aware operators on FFN-shaped matrices (n_ff 5632 rows of n_embd 2048, the 1B
-// shape), 48 copies so the working set (>= 540 MB, like a 1B model's FFN) is far beyond the caches,
-// over a random 10% (or the given per-mille) of the rows. GB/s counts the bytes of the selected
-// rows only: the figure to compare with the memory bandwidth.
+// shape), over a random 10% (or the given per-mille) of the rows. GB/s counts the bytes of the
+// selected rows only: the figure to compare with the memory bandwidth.
 void BM_SparseOp(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const bool axpy = state.range(1) != 0;
   const int threads = static_cast<int>(state.range(2));
   const double density = static_cast<double>(state.range(3)) / 1000.0;
-  const int64_t n_ff = 5632, n_embd = 2048, copies = 48;
-  const Matrix m = make(type, n_ff * copies, n_embd);
-  std::vector<std::vector<int32_t>> ids(copies);
-  std::mt19937 rng(7);
+  const int64_t n_ff = 5632, n_embd = 2048;
+  int64_t copies = 0;
+  const Matrix m = make_copies(type, n_ff, n_embd, copies);
   // Uniformly random rows, or (hot_first) rows firing with power-law probabilities
   // min(0.98, C (i+1)^-0.7) in index order, as after sorting neurons by a profile's counts.
   const bool hot_first = state.range(4) != 0;
@@ -184,59 +218,55 @@ void BM_SparseOp(benchmark::State& state) {
     }
     for (int64_t i = 0; i < n_ff; ++i) p[i] = std::min(0.98, lo * std::pow(i + 1.0, -0.7));
   }
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  for (auto& list : ids)
-    for (int32_t i = 0; i < n_ff; ++i)
-      if (u(rng) < p[i]) list.push_back(i);
+  const auto ids = random_lists(p, 7);
   std::vector<float> x(n_embd, 0.5f), y(n_ff), coef(n_ff, 0.25f), out(n_embd);
   PreparedInput in;
   const CpuKernels& k = best_kernels();
   in.prepare(k, x.data(), n_embd, needs_q8_input(type));
   ThreadPool pool(threads);
-  int64_t bytes = 0, c = 0;
+  int64_t bytes = 0, c = 0, pass = 0;
   for (auto _ : state) {
     MatrixView part = m.view;
     part.data += static_cast<uint64_t>(c) * n_ff * m.view.row_bytes;
     part.rows = n_ff;
+    const std::vector<int32_t>& list = ids[static_cast<size_t>(pass % kLists)];
     if (axpy) {
-      axpy_rows(k, part, ids[c], coef.data(), n_ff, 1, out.data(), n_embd, pool);
+      axpy_rows(k, part, list, coef.data(), n_ff, 1, out.data(), n_embd, pool);
     } else {
       const GatherJob job{&part, y.data(), n_ff};
-      gather_matmat(k, std::span(&job, 1), ids[c], std::span(&in, 1), pool);
+      gather_matmat(k, std::span(&job, 1), list, std::span(&in, 1), pool);
     }
     benchmark::DoNotOptimize(out.data());
     benchmark::DoNotOptimize(y.data());
-    bytes += static_cast<int64_t>(ids[c].size() * m.view.row_bytes);
+    bytes += static_cast<int64_t>(list.size() * m.view.row_bytes);
     c = (c + 1) % copies;
+    ++pass;
   }
   state.SetBytesProcessed(bytes);
   state.SetLabel(std::string(dtype_name(type)) + (axpy ? " axpy" : " gather") + " density " +
                  std::to_string(density).substr(0, 5) + (hot_first ? " hot-first " : " ") + k.name);
 }
 
-// Gate and up rows of the 7B shape (n_ff 11008 of n_embd 4096), 12 layers' worth (>= 600 MB
-// for Q4_0) so rows come from RAM, 14% of neurons (the 7B predictors' computed density):
+// Gate and up rows of the 7B shape (n_ff 11008 of n_embd 4096), >= 3 GiB of layers and a
+// different row list per pass (see kSparseBytes), 14% of neurons (the 7B predictors' computed
+// density):
 // separate matrices (as in the file) or bundled, each neuron's gate row followed by its up row
 // (one 2-row-long read per neuron). GB/s of the selected rows.
 void BM_GatherGateUp(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const bool bundled = state.range(1) != 0;
   const int threads = static_cast<int>(state.range(2));
-  const int64_t n_ff = 11008, n_embd = 4096, layers = 12;
-  const Matrix m = make(type, 2 * n_ff * layers, n_embd);
+  const int64_t n_ff = 11008, n_embd = 4096;
+  int64_t layers = 0;
+  const Matrix m = make_copies(type, 2 * n_ff, n_embd, layers);
   const uint64_t rb = m.view.row_bytes;
-  std::mt19937 rng(5);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::vector<std::vector<int32_t>> ids(layers);
-  for (auto& list : ids)
-    for (int32_t i = 0; i < n_ff; ++i)
-      if (u(rng) < 0.14) list.push_back(i);
+  const auto ids = random_lists(std::vector<double>(n_ff, 0.14), 5);
   std::vector<float> x(n_embd, 0.5f), gate(n_ff), up(n_ff);
   PreparedInput in;
   const CpuKernels& k = best_kernels();
   in.prepare(k, x.data(), n_embd, needs_q8_input(type));
   ThreadPool pool(threads);
-  int64_t bytes = 0, c = 0;
+  int64_t bytes = 0, c = 0, pass = 0;
   for (auto _ : state) {
     MatrixView g = m.view, v = m.view;
     g.rows = v.rows = n_ff;
@@ -248,11 +278,13 @@ void BM_GatherGateUp(benchmark::State& state) {
       v.data = g.data + n_ff * rb;
     }
     const GatherJob jobs[2] = {{&g, gate.data(), n_ff}, {&v, up.data(), n_ff}};
-    gather_matmat(k, jobs, ids[c], std::span(&in, 1), pool);
+    const std::vector<int32_t>& list = ids[static_cast<size_t>(pass % kLists)];
+    gather_matmat(k, jobs, list, std::span(&in, 1), pool);
     benchmark::DoNotOptimize(gate.data());
     benchmark::DoNotOptimize(up.data());
-    bytes += static_cast<int64_t>(2 * ids[c].size() * rb);
+    bytes += static_cast<int64_t>(2 * list.size() * rb);
     c = (c + 1) % layers;
+    ++pass;
   }
   state.SetBytesProcessed(bytes);
   state.SetLabel(std::string(dtype_name(type)) + (bundled ? " bundled" : " separate") + " " +

@@ -67,6 +67,25 @@ TEST(Kernels, EverySimdVariantMatchesScalarForEveryType) {
   }
 }
 
+TEST(Kernels, GatheredRowsEqualDenseRowsWithOrWithoutANextRow) {
+  // The gather kernels request the caller's next row while they work; the values must be the
+  // dense kernels' exactly, for every type and variant (odd lengths included).
+  for (const CpuKernels* k : supported_kernels())
+    for (DType type : kTypes)
+      for (int64_t cols : {32, 96, 160, 2048, 4192}) {
+        const auto m = make_matrix(type, 3, cols, 17 + cols);
+        const auto x = random_values(cols, 4);
+        PreparedInput in;
+        in.prepare(*k, x.data(), cols, needs_q8_input(type));
+        for (int64_t r = 0; r < 3; ++r) {
+          const float dense = dot_row(*k, m.view, r, in);
+          ASSERT_EQ(dot_row_gathered(*k, m.view, r, in), dense) << k->name << dtype_name(type);
+          ASSERT_EQ(dot_row_gathered(*k, m.view, r, in, m.view.row((r + 1) % 3)), dense)
+              << k->name << " " << dtype_name(type) << " cols " << cols;
+        }
+      }
+}
+
 TEST(Kernels, FourRowQ4GatherEqualsOneRowGatherBitForBit) {
   // The sparse gather computes Q4_0 rows four at a time and must give exactly the single-row
   // kernel's values (and so the dense product's). Odd and even block counts, 1 to 131 blocks.
@@ -86,7 +105,7 @@ TEST(Kernels, FourRowQ4GatherEqualsOneRowGatherBitForBit) {
       const void* next[2] = {m.view.row(1), m.view.row(4)};
       k->gather_dot4_q4_0(rows, in.q8(), cols, again, next, 2);
       for (int r = 0; r < 4; ++r) {
-        ASSERT_EQ(out[r], k->gather_dot_q4_0(rows[r], in.q8(), cols)) << k->name << " " << cols;
+        ASSERT_EQ(out[r], k->gather_dot_q4_0(rows[r], in.q8(), cols, nullptr)) << k->name << " " << cols;
         ASSERT_EQ(out[r], again[r]) << k->name << " " << cols;
         ASSERT_EQ(out[r], dot_row(*k, m.view, picks[r], in)) << k->name << " " << cols;
       }

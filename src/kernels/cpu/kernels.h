@@ -35,14 +35,15 @@ struct CpuKernels {
   float (*dot_bf16)(const uint16_t* w, const float* x, int64_t n);
   float (*dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
   float (*dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
-  // The same products for rows read out of order (the sparse gather, which prefetches each next
-  // row itself): no prefetching past the row's end, where a dense product's next row would be.
-  // Same arithmetic as the dot_* above.
-  float (*gather_dot_f32)(const float* w, const float* x, int64_t n);
-  float (*gather_dot_f16)(const uint16_t* w, const float* x, int64_t n);
-  float (*gather_dot_bf16)(const uint16_t* w, const float* x, int64_t n);
-  float (*gather_dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n);
-  float (*gather_dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n);
+  // The same products for rows read out of order (the sparse gather): no prefetching past the
+  // row's end, where a dense product's next row would be; instead `next` (may be null), the
+  // caller's next row, has its lines requested as this row's are consumed (at the same byte
+  // offsets; all at once they would stall on full miss buffers). Same arithmetic as dot_*.
+  float (*gather_dot_f32)(const float* w, const float* x, int64_t n, const void* next);
+  float (*gather_dot_f16)(const uint16_t* w, const float* x, int64_t n, const void* next);
+  float (*gather_dot_bf16)(const uint16_t* w, const float* x, int64_t n, const void* next);
+  float (*gather_dot_q8_0)(const BlockQ8_0* w, const Q8Activation& x, int64_t n, const void* next);
+  float (*gather_dot_q4_0)(const BlockQ4_0* w, const Q8Activation& x, int64_t n, const void* next);
   // Four such Q4_0 rows at once, out[0..3], each equal to gather_dot_q4_0 of that row bit for
   // bit: fast variants load the activation once for all four. `next` (n_next rows of n
   // elements, may be 0) are the caller's next rows: fast variants request their lines a few at a

@@ -58,13 +58,21 @@ inline float half_to_float(uint16_t h) {
 
 // D: prefetch distance; 0 for rows read out of order (gather_dot_*), where the lines past a
 // row's end belong to a neighbour nobody asked for (they halved F16 gather throughput).
+// next (gathered rows only, may be null): the caller's next row, whose lines are requested as
+// this row's are consumed (an L2 prefetch per line) instead of all at once by the caller.
+inline void request_next(const void* next, int64_t byte_offset, int lines) {
+  const char* p = static_cast<const char*>(next) + byte_offset;
+  for (int l = 0; l < lines; ++l) _mm_prefetch(p + 64 * l, _MM_HINT_T1);
+}
+
 template <int D = kPrefetchFloat>
-float dot_f32(const float* w, const float* x, int64_t n) {
+float dot_f32(const float* w, const float* x, int64_t n, const void* next = nullptr) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     if constexpr (D > 0) prefetch_ahead_l2(w + i, D, 2);
+    if (next != nullptr) request_next(next, 4 * i, 2);
     a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -80,12 +88,13 @@ inline __m256 load_f16(const uint16_t* p) {
 }
 
 template <int D = kPrefetchFloat>
-float dot_f16(const uint16_t* w, const float* x, int64_t n) {
+float dot_f16(const uint16_t* w, const float* x, int64_t n, const void* next = nullptr) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     if constexpr (D > 0) prefetch_ahead_l2(w + i, D, 1);
+    if (next != nullptr) request_next(next, 2 * i, 1);
     a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_f16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -102,12 +111,13 @@ inline __m256 load_bf16(const uint16_t* p) {
 }
 
 template <int D = kPrefetchFloat>
-float dot_bf16(const uint16_t* w, const float* x, int64_t n) {
+float dot_bf16(const uint16_t* w, const float* x, int64_t n, const void* next = nullptr) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     if constexpr (D > 0) prefetch_ahead_l2(w + i, D, 1);
+    if (next != nullptr) request_next(next, 2 * i, 1);
     a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
     a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
     a2 = _mm256_fmadd_ps(load_bf16(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
@@ -143,7 +153,7 @@ inline __m256 int8_dot_as_float(__m256i a, __m256i b) {
 // (4 cycles) never serialises the loop.
 template <typename Block>
 inline __m256 sum_blocks_lanes(const void* w, int block_bytes, int distance, int64_t nb,
-                               Block block) {
+                               Block block, const void* next = nullptr) {
   __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                    _mm256_setzero_ps()};
   int64_t b = 0;
@@ -151,6 +161,7 @@ inline __m256 sum_blocks_lanes(const void* w, int block_bytes, int distance, int
     if (distance > 0)
       prefetch_ahead(static_cast<const char*>(w) + b * block_bytes, distance,
                      (4 * block_bytes + 63) / 64);
+    if (next != nullptr) request_next(next, b * block_bytes, (4 * block_bytes + 63) / 64);
     acc[0] = block(b, acc[0]);
     acc[1] = block(b + 1, acc[1]);
     acc[2] = block(b + 2, acc[2]);
@@ -161,21 +172,25 @@ inline __m256 sum_blocks_lanes(const void* w, int block_bytes, int distance, int
 }
 
 template <typename Block>
-inline float sum_blocks(const void* w, int block_bytes, int distance, int64_t nb, Block block) {
-  return hsum(sum_blocks_lanes(w, block_bytes, distance, nb, block));
+inline float sum_blocks(const void* w, int block_bytes, int distance, int64_t nb, Block block,
+                        const void* next = nullptr) {
+  return hsum(sum_blocks_lanes(w, block_bytes, distance, nb, block, next));
 }
 
 // Scales are broadcast straight from memory (the f16 table, the activation's f32 scales): pure
 // loads, keeping the shuffle port free; converting f16 per block was the bottleneck.
 template <int D = kPrefetchQ8>
-float dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n) {
+float dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n, const void* next = nullptr) {
   const float* f16 = f16_to_f32_table();
-  return sum_blocks(w, sizeof(BlockQ8_0), D, n / 32, [&](int64_t b, __m256 acc) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
-    const __m256 p = _mm256_mul_ps(int8_dot_as_float(wq, xq), _mm256_broadcast_ss(&x.scale[b]));
-    return _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f16[w[b].d]), acc);
-  });
+  return sum_blocks(
+      w, sizeof(BlockQ8_0), D, n / 32,
+      [&](int64_t b, __m256 acc) {
+        const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w[b].qs));
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
+        const __m256 p = _mm256_mul_ps(int8_dot_as_float(wq, xq), _mm256_broadcast_ss(&x.scale[b]));
+        return _mm256_fmadd_ps(p, _mm256_broadcast_ss(&f16[w[b].d]), acc);
+      },
+      next);
 }
 
 // A Q4_0 block's quants as unsigned 0..15 in element order: the 16 bytes are broadcast to both
@@ -218,16 +233,19 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
 // sum((q - 8) x) = sum(q x) - 8 sum(x): q is unsigned, so maddubs takes it directly; the second
 // term is spread over the 8 lanes as scale * sum(x) each (Q8Activation::scaled_sum).
 template <int D = kPrefetchQ4>
-float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
+float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n, const void* next = nullptr) {
   const float* f16 = f16_to_f32_table();
-  return sum_blocks(w, sizeof(BlockQ4_0), D, n / 32, [&](int64_t b, __m256 acc) {
-    const __m256i q = unpack_q4_unsigned(w[b].qs);
-    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
-    const __m256 p = _mm256_cvtepi32_ps(unsigned_by_signed_dot(q, xq));
-    const __m256 t =
-        _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]), _mm256_broadcast_ss(&x.scaled_sum[b]));
-    return _mm256_fmadd_ps(t, _mm256_broadcast_ss(&f16[w[b].d]), acc);
-  });
+  return sum_blocks(
+      w, sizeof(BlockQ4_0), D, n / 32,
+      [&](int64_t b, __m256 acc) {
+        const __m256i q = unpack_q4_unsigned(w[b].qs);
+        const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.blocks[b].qs));
+        const __m256 p = _mm256_cvtepi32_ps(unsigned_by_signed_dot(q, xq));
+        const __m256 t = _mm256_fmsub_ps(p, _mm256_broadcast_ss(&x.scale[b]),
+                                         _mm256_broadcast_ss(&x.scaled_sum[b]));
+        return _mm256_fmadd_ps(t, _mm256_broadcast_ss(&f16[w[b].d]), acc);
+      },
+      next);
 }
 #endif
 
@@ -537,25 +555,60 @@ constexpr const char* kTableName = "avx512vnni";
 #else
 constexpr const char* kTableName = "avx2";
 #endif
-// Q4_0 single rows: two blocks per 512-bit register where AVX-512 is there.
+// The table's entries: dense rows prefetch ahead inside the row (D > 0); gathered rows do not,
+// and request the caller's next row instead. Q4_0 single rows: two blocks per 512-bit register
+// where AVX-512 is there.
+float dense_dot_f32(const float* w, const float* x, int64_t n) {
+  return dot_f32<>(w, x, n);
+}
+float dense_dot_f16(const uint16_t* w, const float* x, int64_t n) {
+  return dot_f16<>(w, x, n);
+}
+float dense_dot_bf16(const uint16_t* w, const float* x, int64_t n) {
+  return dot_bf16<>(w, x, n);
+}
+float dense_dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n) {
+  return dot_q8_0<>(w, x, n);
+}
+float gathered_dot_f32(const float* w, const float* x, int64_t n, const void* next) {
+  return dot_f32<0>(w, x, n, next);
+}
+float gathered_dot_f16(const uint16_t* w, const float* x, int64_t n, const void* next) {
+  return dot_f16<0>(w, x, n, next);
+}
+float gathered_dot_bf16(const uint16_t* w, const float* x, int64_t n, const void* next) {
+  return dot_bf16<0>(w, x, n, next);
+}
+float gathered_dot_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n, const void* next) {
+  return dot_q8_0<0>(w, x, n, next);
+}
 #if defined(STRATA_KERNELS_VNNI)
 constexpr auto kDotQ4 = dot_q4_0_512<>;
-constexpr auto kGatherDotQ4 = dot_q4_0_512<0>;
+float gathered_dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n, const void* next) {
+  float out;
+  dot_q4_0_512_rows<1, 0>(&w, x, n, &out, &next, next != nullptr ? 1 : 0);
+  return out;
+}
 #else
-constexpr auto kDotQ4 = dot_q4_0<>;
-constexpr auto kGatherDotQ4 = dot_q4_0<0>;
+float dense_dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
+  return dot_q4_0<>(w, x, n);
+}
+constexpr auto kDotQ4 = dense_dot_q4_0;
+float gathered_dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n, const void* next) {
+  return dot_q4_0<0>(w, x, n, next);
+}
 #endif
 const CpuKernels kTable{.name = kTableName,
-                        .dot_f32 = dot_f32<>,
-                        .dot_f16 = dot_f16<>,
-                        .dot_bf16 = dot_bf16<>,
-                        .dot_q8_0 = dot_q8_0<>,
+                        .dot_f32 = dense_dot_f32,
+                        .dot_f16 = dense_dot_f16,
+                        .dot_bf16 = dense_dot_bf16,
+                        .dot_q8_0 = dense_dot_q8_0,
                         .dot_q4_0 = kDotQ4,
-                        .gather_dot_f32 = dot_f32<0>,
-                        .gather_dot_f16 = dot_f16<0>,
-                        .gather_dot_bf16 = dot_bf16<0>,
-                        .gather_dot_q8_0 = dot_q8_0<0>,
-                        .gather_dot_q4_0 = kGatherDotQ4,
+                        .gather_dot_f32 = gathered_dot_f32,
+                        .gather_dot_f16 = gathered_dot_f16,
+                        .gather_dot_bf16 = gathered_dot_bf16,
+                        .gather_dot_q8_0 = gathered_dot_q8_0,
+                        .gather_dot_q4_0 = gathered_dot_q4_0,
                         .gather_dot4_q4_0 = gather_dot4_q4_0,
                         .dot_f32_tile = dot_f32_tile,
                         .dot_f16_tile = dot_f16_tile,

@@ -147,6 +147,23 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
     }
 }
 
+// The gather entries: the scalar code requests nothing ahead.
+float gather_f32(const float* w, const float* x, int64_t n, const void*) {
+  return dot_f32(w, x, n);
+}
+float gather_f16(const uint16_t* w, const float* x, int64_t n, const void*) {
+  return dot_f16(w, x, n);
+}
+float gather_bf16(const uint16_t* w, const float* x, int64_t n, const void*) {
+  return dot_bf16(w, x, n);
+}
+float gather_q8_0(const BlockQ8_0* w, const Q8Activation& x, int64_t n, const void*) {
+  return dot_q8_0(w, x, n);
+}
+float gather_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n, const void*) {
+  return dot_q4_0(w, x, n);
+}
+
 void dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, float* out,
                const void* const*, int) {
   for (int r = 0; r < 4; ++r) out[r] = dot_q4_0(w[r], x, n);
@@ -161,11 +178,11 @@ const CpuKernels& scalar_kernels() {
                             .dot_bf16 = dot_bf16,
                             .dot_q8_0 = dot_q8_0,
                             .dot_q4_0 = dot_q4_0,
-                            .gather_dot_f32 = dot_f32,
-                            .gather_dot_f16 = dot_f16,
-                            .gather_dot_bf16 = dot_bf16,
-                            .gather_dot_q8_0 = dot_q8_0,
-                            .gather_dot_q4_0 = dot_q4_0,
+                            .gather_dot_f32 = gather_f32,
+                            .gather_dot_f16 = gather_f16,
+                            .gather_dot_bf16 = gather_bf16,
+                            .gather_dot_q8_0 = gather_q8_0,
+                            .gather_dot_q4_0 = gather_q4_0,
                             .gather_dot4_q4_0 = dot4_q4_0,
                             .dot_f32_tile = dot_f32_tile,
                             .dot_f16_tile = dot_f16_tile,

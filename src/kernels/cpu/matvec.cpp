@@ -48,8 +48,10 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
 
 namespace {
 
+// Gathered rows (next: the caller's next row, may be null) through the gather_dot_* kernels.
 template <bool kGathered>
-float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const PreparedInput& x) {
+float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const PreparedInput& x,
+                  const void* next) {
   if (w.layout == Layout::Interleaved16) {
     std::vector<uint8_t> plain(row_bytes(w.type, w.cols));
     const int64_t g = row / kInterleavedRows;
@@ -64,21 +66,27 @@ float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const P
   }
   const uint8_t* p = w.row(row);
   switch (w.type) {
-    case DType::F32:
-      return (kGathered ? k.gather_dot_f32 : k.dot_f32)(reinterpret_cast<const float*>(p), x.f32(),
-                                                        w.cols);
-    case DType::F16:
-      return (kGathered ? k.gather_dot_f16 : k.dot_f16)(reinterpret_cast<const uint16_t*>(p),
-                                                        x.f32(), w.cols);
-    case DType::BF16:
-      return (kGathered ? k.gather_dot_bf16 : k.dot_bf16)(reinterpret_cast<const uint16_t*>(p),
-                                                          x.f32(), w.cols);
-    case DType::Q8_0:
-      return (kGathered ? k.gather_dot_q8_0 : k.dot_q8_0)(reinterpret_cast<const BlockQ8_0*>(p),
-                                                          x.q8(), w.cols);
-    case DType::Q4_0:
-      return (kGathered ? k.gather_dot_q4_0 : k.dot_q4_0)(reinterpret_cast<const BlockQ4_0*>(p),
-                                                          x.q8(), w.cols);
+    case DType::F32: {
+      const auto* r = reinterpret_cast<const float*>(p);
+      return kGathered ? k.gather_dot_f32(r, x.f32(), w.cols, next) : k.dot_f32(r, x.f32(), w.cols);
+    }
+    case DType::F16: {
+      const auto* r = reinterpret_cast<const uint16_t*>(p);
+      return kGathered ? k.gather_dot_f16(r, x.f32(), w.cols, next) : k.dot_f16(r, x.f32(), w.cols);
+    }
+    case DType::BF16: {
+      const auto* r = reinterpret_cast<const uint16_t*>(p);
+      return kGathered ? k.gather_dot_bf16(r, x.f32(), w.cols, next)
+                       : k.dot_bf16(r, x.f32(), w.cols);
+    }
+    case DType::Q8_0: {
+      const auto* r = reinterpret_cast<const BlockQ8_0*>(p);
+      return kGathered ? k.gather_dot_q8_0(r, x.q8(), w.cols, next) : k.dot_q8_0(r, x.q8(), w.cols);
+    }
+    case DType::Q4_0: {
+      const auto* r = reinterpret_cast<const BlockQ4_0*>(p);
+      return kGathered ? k.gather_dot_q4_0(r, x.q8(), w.cols, next) : k.dot_q4_0(r, x.q8(), w.cols);
+    }
     default:
       fail("no kernel for {} weights", dtype_name(w.type));
   }
@@ -87,12 +95,12 @@ float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const P
 }  // namespace
 
 float dot_row(const CpuKernels& k, const MatrixView& w, int64_t row, const PreparedInput& x) {
-  return dot_one_row<false>(k, w, row, x);
+  return dot_one_row<false>(k, w, row, x, nullptr);
 }
 
 float dot_row_gathered(const CpuKernels& k, const MatrixView& w, int64_t row,
-                       const PreparedInput& x) {
-  return dot_one_row<true>(k, w, row, x);
+                       const PreparedInput& x, const void* next) {
+  return dot_one_row<true>(k, w, row, x, next);
 }
 
 void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& x, float* y,

@@ -42,9 +42,10 @@ inline bool needs_q8_input(DType type) {
 // engine only interleaves matrices it multiplies whole).
 float dot_row(const CpuKernels& kernels, const MatrixView& w, int64_t row, const PreparedInput& x);
 // The same for a row read out of order (the sparse gather): the gather_dot_* kernels, which do
-// not prefetch past the row. Equal to dot_row bit for bit.
+// not prefetch past the row but request `next` (the caller's next row, may be null) as they go.
+// Equal to dot_row bit for bit.
 float dot_row_gathered(const CpuKernels& kernels, const MatrixView& w, int64_t row,
-                       const PreparedInput& x);
+                       const PreparedInput& x, const void* next = nullptr);
 
 // y[r] = W[r] . x for r in [begin, end). Interleaved matrices go a group of 16 rows at a time.
 void matvec_rows(const CpuKernels& kernels, const MatrixView& w, const PreparedInput& x, float* y,

@@ -7,9 +7,6 @@
 
 namespace strata {
 
-// Rows ahead whose lines are requested (into L2) before their dot products start.
-constexpr int64_t kGatherLead = 2;
-
 namespace {
 
 // Plain Q4_0 rows go through the four-row kernel (it loads the activation once for four rows;
@@ -18,11 +15,6 @@ bool gathers_by_four(std::span<const GatherJob> jobs) {
   for (const GatherJob& job : jobs)
     if (job.w->type != DType::Q4_0 || job.w->layout != Layout::Rows) return false;
   return true;
-}
-
-void prefetch_row(const MatrixView& w, int64_t row) {
-  const char* p = reinterpret_cast<const char*>(w.row(row));
-  for (uint64_t off = 0; off < w.row_bytes; off += 64) __builtin_prefetch(p + off, 0, 2);
 }
 
 }  // namespace
@@ -47,10 +39,9 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
       // four-row kernel requests them itself, spread over its blocks.
       const void* next[4];
       int n_next = 0;
-      if (group == 1 && i + kGatherLead < i1) {
-        const int64_t j = i + kGatherLead;
-        prefetch_row(*jobs[static_cast<size_t>(j % n_jobs)].w,
-                     ids[static_cast<size_t>(j / n_jobs)]);
+      if (group == 1 && i + 1 < i1) {
+        next[n_next++] = jobs[static_cast<size_t>((i + 1) % n_jobs)].w->row(
+            ids[static_cast<size_t>((i + 1) / n_jobs)]);
       } else if (group == 4 && i + 1 < i1) {
         const MatrixView& nw = *jobs[static_cast<size_t>((i + 1) % n_jobs)].w;
         const int64_t n0 = ((i + 1) / n_jobs) * group, n1 = std::min(n_ids, n0 + group);
@@ -71,14 +62,13 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
                                    b == 0 ? n_next : 0);
           continue;
         }
-        if (b == 0)  // the one-row kernels do not request them
-          for (int r = 0; r < n_next; ++r)
-            prefetch_row(*jobs[static_cast<size_t>((i + 1) % n_jobs)].w,
-                         ids[static_cast<size_t>(((i + 1) / n_jobs) * group + r)]);
+        // One row at a time (other types, or rows some token skips): the first token's pass
+        // requests the next rows, spread over this item's rows.
         for (int64_t k = k0; k < k1; ++k)
           y[k] = (nb == nullptr || nb[k] != 0)
                      ? dot_row_gathered(kernels, *job.w, ids[static_cast<size_t>(k)],
-                                        x[static_cast<size_t>(b)])
+                                        x[static_cast<size_t>(b)],
+                                        b == 0 && k - k0 < n_next ? next[k - k0] : nullptr)
                      : 0.0f;
       }
     }

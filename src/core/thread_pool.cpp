@@ -87,4 +87,37 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
+void ThreadPool::parallel_for_weighted(std::span<const int64_t> cumulative,
+                                       const std::function<void(int64_t, int64_t, int)>& fn) {
+  const int64_t n = static_cast<int64_t>(cumulative.size());
+  if (n == 0) return;
+  const int64_t total = cumulative.back();
+  if (n_threads_ == 1 || total <= 0) {
+    parallel_for(n, fn);
+    return;
+  }
+  // Item i (weight starting at cumulative[i - 1]) goes to thread start * threads / total: the
+  // first item whose start reaches t * total / threads begins thread t's range.
+  const int64_t threads = std::min<int64_t>(n_threads_, n);
+  auto first_of = [&](int64_t t) {
+    const int64_t bound = (total * t + threads - 1) / threads;  // ceil(t * total / threads)
+    int64_t lo = 0, hi = n;                                     // first i with start(i) >= bound
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      const int64_t start = mid == 0 ? 0 : cumulative[static_cast<size_t>(mid - 1)];
+      if (start >= bound)
+        hi = mid;
+      else
+        lo = mid + 1;
+    }
+    return lo;
+  };
+  run_on_all([&](int t) {
+    if (t >= threads) return;
+    const int64_t begin = t == 0 ? 0 : first_of(t);
+    const int64_t end = t + 1 == threads ? n : first_of(t + 1);
+    if (begin < end) fn(begin, end, t);
+  });
+}
+
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -26,6 +27,12 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) on disjoint ranges covering [0, n); returns when all done.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn);
+
+  // The same over n items of uneven cost, split so each thread's share of the total weight is
+  // about equal: `cumulative[i]` is the weight of items [0, i] (non-decreasing, n entries).
+  // The split depends only on the weights and the thread count.
+  void parallel_for_weighted(std::span<const int64_t> cumulative,
+                             const std::function<void(int64_t, int64_t, int)>& fn);
 
   // Calls fn(thread_index) once on every thread.
   void run_on_all(const std::function<void(int)>& fn);

@@ -75,19 +75,9 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   });
 }
 
-void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                    const float* c, int n_rows, float* out, int64_t begin, int64_t end,
-                    const int64_t* next_rows, int n_next) {
-  constexpr int kMax = kAxpyGroup;
-  if (n_rows > kMax || n_next > kMax) fail("axpy_row_slice: at most {} rows per call", kMax);
-  const uint64_t offset = row_bytes(wt.type, static_cast<uint64_t>(begin));
-  const uint8_t* p[kMax];
-  const void* next[kMax];
-  for (int r = 0; r < n_rows; ++r) p[r] = wt.row(rows[r]) + offset;
-  for (int r = 0; r < n_next; ++r) next[r] = wt.row(next_rows[r]) + offset;
-  const int64_t n = end - begin;
-  float* y = out + begin;
-  switch (wt.type) {
+void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* p, const float* c,
+                   int n_rows, float* y, int64_t n, const void* const* next, int n_next) {
+  switch (type) {
     case DType::F32:
       kernels.axpy_f32(reinterpret_cast<const float* const*>(p), c, n_rows, y, n, next, n_next);
       break;
@@ -106,13 +96,26 @@ void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64
                         n_next);
       break;
     default:
-      fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
+      fail("axpy over a {} matrix is not supported", dtype_name(type));
   }
+}
+
+void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                    const float* c, int n_rows, float* out, int64_t begin, int64_t end,
+                    const int64_t* next_rows, int n_next) {
+  constexpr int kMax = kAxpyGroup;
+  if (n_rows > kMax || n_next > kMax) fail("axpy_row_slice: at most {} rows per call", kMax);
+  const uint64_t offset = row_bytes(wt.type, static_cast<uint64_t>(begin));
+  const uint8_t* p[kMax];
+  const void* next[kMax];
+  for (int r = 0; r < n_rows; ++r) p[r] = wt.row(rows[r]) + offset;
+  for (int r = 0; r < n_next; ++r) next[r] = wt.row(next_rows[r]) + offset;
+  axpy_pointers(kernels, wt.type, p, c, n_rows, out + begin, end - begin, next, n_next);
 }
 
 void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const int32_t> ids,
                const float* c, int64_t c_stride, int64_t batch, float* out, int64_t out_stride,
-               ThreadPool& pool) {
+               ThreadPool& pool, std::span<const int32_t> neurons) {
   switch (wt.type) {
     case DType::F32:
     case DType::F16:
@@ -124,43 +127,50 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
       fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   }
   const int64_t cols = wt.cols, n_ids = static_cast<int64_t>(ids.size());
-  // Each token's active (row, coefficient) pairs, cut into chunks of kAxpyChunk pairs. A chunk
-  // is one work item: a thread sums its rows (whole rows, long sequential reads) into the
-  // chunk's own partial vector. The partials of a token are then added in chunk order. The
-  // chunking depends only on the token's own list, so the result is the same for any thread
-  // count and any batch the token is part of; no two threads ever write the same memory.
+  if (!neurons.empty() && neurons.size() != ids.size())
+    fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());
+  const std::span<const int32_t> keys = neurons.empty() ? ids : neurons;
+  // Each token's active (row, coefficient) pairs, cut into items: runs of consecutive list
+  // entries in the same bucket of kAxpyBucket neuron ids (with an ascending list, one item per
+  // bucket). A thread sums an item's rows (whole rows, long sequential reads) into the item's
+  // own partial vector; a token's partials are then added in item order. So a token's result
+  // depends only on its active neurons and coefficients: not on the thread count, the rest of
+  // the list (dense, gate-first, predicted, a batch's union) or fused_ffn_token instead. No two
+  // threads ever write the same memory.
   struct Item {
-    int64_t token, first, count;
+    int64_t token, bucket, first, count;
   };
   // Scratch of the calling thread, reused across calls. Named through references: inside the
   // lambdas below (run by pool threads) a thread_local name would mean the worker's own copy.
-  thread_local std::vector<int64_t> rows_storage, token_items_storage;
+  thread_local std::vector<int64_t> rows_storage, token_items_storage, cumulative_storage;
   thread_local std::vector<float> coefs_storage, partials_storage;
   thread_local std::vector<Item> items_storage;
   std::vector<int64_t>& rows = rows_storage;
   std::vector<int64_t>& token_items = token_items_storage;  // [batch + 1]: first item per token
+  std::vector<int64_t>& cumulative = cumulative_storage;    // rows in items [0, i]
   std::vector<float>& coefs = coefs_storage;
   std::vector<float>& partials = partials_storage;
   std::vector<Item>& items = items_storage;
-  rows.clear(), coefs.clear(), items.clear(), token_items.assign(batch + 1, 0);
+  rows.clear(), coefs.clear(), items.clear(), cumulative.clear();
+  token_items.assign(batch + 1, 0);
   for (int64_t b = 0; b < batch; ++b) {
     token_items[b] = static_cast<int64_t>(items.size());
     const float* cb = c + b * c_stride;
-    const int64_t first = static_cast<int64_t>(rows.size());
-    for (int64_t k = 0; k < n_ids; ++k)
-      if (cb[k] != 0.0f) {  // an inactive neuron: its row is never read
-        rows.push_back(ids[static_cast<size_t>(k)]);
-        coefs.push_back(cb[k]);
-      }
-    const int64_t count = static_cast<int64_t>(rows.size()) - first;
-    for (int64_t i = 0; i < count; i += kAxpyChunk)
-      items.push_back({b, first + i, std::min(kAxpyChunk, count - i)});
+    for (int64_t k = 0; k < n_ids; ++k) {
+      if (cb[k] == 0.0f) continue;  // an inactive neuron: its row is never read
+      const int64_t bucket = keys[static_cast<size_t>(k)] / kAxpyBucket;
+      if (items.empty() || items.back().token != b || items.back().bucket != bucket)
+        items.push_back({b, bucket, static_cast<int64_t>(rows.size()), 0});
+      rows.push_back(ids[static_cast<size_t>(k)]);
+      coefs.push_back(cb[k]);
+      ++items.back().count;
+    }
   }
   token_items[batch] = static_cast<int64_t>(items.size());
   const int64_t n_items = static_cast<int64_t>(items.size());
   if (partials.size() < static_cast<size_t>(n_items * cols)) partials.resize(n_items * cols);
-
-  pool.parallel_for(n_items, [&](int64_t i0, int64_t i1, int) {
+  for (const Item& it : items) cumulative.push_back(it.first + it.count);
+  pool.parallel_for_weighted(cumulative, [&](int64_t i0, int64_t i1, int) {
     // This thread's items cover rows [first, last) in order: each group prefetches the next.
     const int64_t last =
         items[static_cast<size_t>(i1 - 1)].first + items[static_cast<size_t>(i1 - 1)].count;
@@ -177,7 +187,7 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
       }
     }
   });
-  // Sum the partials per token, in chunk order, over column slices (independent per element).
+  // Sum the partials per token, in item order, over column slices (independent per element).
   constexpr int64_t kSlice = 256;
   const int64_t n_slices = (cols + kSlice - 1) / kSlice;
   pool.parallel_for(batch * n_slices, [&](int64_t j0, int64_t j1, int) {

@@ -3,9 +3,9 @@
 //   axpy:   out_b  = sum_k c[b][k] * Wt[ids[k]], skipping c == 0   (down, stored transposed so a
 //           neuron's n_embd output weights are one contiguous row, as PowerInfer's ffn_down_t)
 // Results are bit-identical for any thread count: gather computes every (row, token) with the
-// same dot_row call; axpy cuts each token's active rows into fixed chunks of kAxpyChunk (fixed
-// by the token's own list, not by the thread count), sums each chunk into its own partial
-// vector, then adds the partials in chunk order. No two threads write the same memory, so
+// same dot_row call; axpy sums each bucket of kAxpyBucket neuron ids into its own partial vector
+// (the buckets fixed by the ids, not by the thread count or the rest of the list), then adds
+// the partials in bucket order. No two threads write the same memory, so
 // nothing can race (PowerInfer's unlocked `dst += acc` did; see docs), and the reduction order
 // never changes.
 #pragma once
@@ -33,15 +33,20 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
                    const uint8_t* need = nullptr, int64_t need_stride = 0);
 
 // out[b][0..wt.cols) = sum over k of c[b * c_stride + k] * wt.row(ids[k]), terms with c == 0
-// skipped (their rows are never read). `out` (stride out_stride) is overwritten.
+// skipped (their rows are never read). `out` (stride out_stride) is overwritten. `neurons`: the
+// neuron id of each entry when `ids` are not neuron ids (neuron cache slots); they decide the
+// order of additions (buckets of kAxpyBucket ids), so a neuron cache gives the RAM result.
 void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const int32_t> ids,
                const float* c, int64_t c_stride, int64_t batch, float* out, int64_t out_stride,
-               ThreadPool& pool);
+               ThreadPool& pool, std::span<const int32_t> neurons = {});
 
 // Rows per kernel call: y stays in registers across a group.
 inline constexpr int kAxpyGroup = 8;
-// Active rows per work item of axpy_rows (each with its own partial sum vector).
-inline constexpr int64_t kAxpyChunk = 64;
+// Neuron ids [j * kAxpyBucket, (j + 1) * kAxpyBucket) are bucket j: a token's active rows of a
+// bucket are summed in list order into the bucket's own partial vector, and the partials are
+// added in bucket order (ascending lists). Fixed by the neuron ids alone, so the sum of a
+// token's active neurons is the same whatever else the list holds and whoever computes it.
+inline constexpr int64_t kAxpyBucket = 256;
 
 // out[begin, end) += sum over r of c[r] * wt.row(rows[r])[begin, end), for n_rows <= kAxpyGroup
 // rows, added in order (begin a multiple of 64 or the start of the row). next_rows (n_next <=
@@ -49,5 +54,10 @@ inline constexpr int64_t kAxpyChunk = 64;
 void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
                     const float* c, int n_rows, float* out, int64_t begin, int64_t end,
                     const int64_t* next_rows = nullptr, int n_next = 0);
+
+// The kernel call behind axpy_row_slice, on row pointers (n elements from each; n_rows and
+// n_next <= kAxpyGroup): y[0, n) += sum over r of c[r] * p[r][0, n), while `next` are requested.
+void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* p, const float* c,
+                   int n_rows, float* y, int64_t n, const void* const* next, int n_next);
 
 }  // namespace strata

@@ -1,0 +1,210 @@
+// The neuron-aware operators (sparse FFN) from RAM: GB/s of the rows they read.
+// Run: build/bench/strata_microbench --benchmark_filter='Sparse|GateUp'
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench_matrix.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu/fused_ffn.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/matvec.h"
+#include "kernels/cpu/sparse_ops.h"
+
+namespace strata {
+namespace {
+
+using namespace bench;
+
+// The neuron-aware operators on FFN-shaped matrices (n_ff 5632 rows of n_embd 2048, the 1B
+// shape), over a random 10% (or the given per-mille) of the rows. GB/s counts the bytes of the
+// selected rows only: the figure to compare with the memory bandwidth.
+void BM_SparseOp(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const bool axpy = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const double density = static_cast<double>(state.range(3)) / 1000.0;
+  const int64_t n_ff = 5632, n_embd = 2048;
+  int64_t copies = 0;
+  const Matrix m = make_copies(type, n_ff, n_embd, copies);
+  // Uniformly random rows, or (hot_first) rows firing with power-law probabilities
+  // min(0.98, C (i+1)^-0.7) in index order, as after sorting neurons by a profile's counts.
+  const bool hot_first = state.range(4) != 0;
+  std::vector<double> p(n_ff, density);
+  if (hot_first) {
+    double lo = 0, hi = 1e6;
+    for (int it = 0; it < 100; ++it) {
+      const double c = 0.5 * (lo + hi);
+      double sum = 0;
+      for (int64_t i = 0; i < n_ff; ++i) sum += std::min(0.98, c * std::pow(i + 1.0, -0.7));
+      (sum / n_ff < density ? lo : hi) = c;
+    }
+    for (int64_t i = 0; i < n_ff; ++i) p[i] = std::min(0.98, lo * std::pow(i + 1.0, -0.7));
+  }
+  const auto ids = random_lists(p, 7);
+  std::vector<float> x(n_embd, 0.5f), y(n_ff), coef(n_ff, 0.25f), out(n_embd);
+  PreparedInput in;
+  const CpuKernels& k = best_kernels();
+  in.prepare(k, x.data(), n_embd, needs_q8_input(type));
+  ThreadPool pool(threads);
+  int64_t bytes = 0, c = 0, pass = 0;
+  for (auto _ : state) {
+    MatrixView part = m.view;
+    part.data += static_cast<uint64_t>(c) * n_ff * m.view.row_bytes;
+    part.rows = n_ff;
+    const std::vector<int32_t>& list = ids[static_cast<size_t>(pass % kLists)];
+    if (axpy) {
+      axpy_rows(k, part, list, coef.data(), n_ff, 1, out.data(), n_embd, pool);
+    } else {
+      const GatherJob job{&part, y.data(), n_ff};
+      gather_matmat(k, std::span(&job, 1), list, std::span(&in, 1), pool);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::DoNotOptimize(y.data());
+    bytes += static_cast<int64_t>(list.size() * m.view.row_bytes);
+    c = (c + 1) % copies;
+    ++pass;
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetLabel(std::string(dtype_name(type)) + (axpy ? " axpy" : " gather") + " density " +
+                 std::to_string(density).substr(0, 5) + (hot_first ? " hot-first " : " ") + k.name);
+}
+
+// Gate and up rows of the 7B shape (n_ff 11008 of n_embd 4096), >= 3 GiB of layers and a
+// different row list per pass (see kSparseBytes), 14% of neurons (the 7B predictors' computed
+// density):
+// separate matrices (as in the file) or bundled, each neuron's gate row followed by its up row
+// (one 2-row-long read per neuron). GB/s of the selected rows.
+void BM_GatherGateUp(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const bool bundled = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const int64_t n_ff = 11008, n_embd = 4096;
+  int64_t layers = 0;
+  const Matrix m = make_copies(type, 2 * n_ff, n_embd, layers);
+  const uint64_t rb = m.view.row_bytes;
+  const auto ids = random_lists(std::vector<double>(n_ff, 0.14), 5);
+  std::vector<float> x(n_embd, 0.5f), gate(n_ff), up(n_ff);
+  PreparedInput in;
+  const CpuKernels& k = best_kernels();
+  in.prepare(k, x.data(), n_embd, needs_q8_input(type));
+  ThreadPool pool(threads);
+  int64_t bytes = 0, c = 0, pass = 0;
+  for (auto _ : state) {
+    MatrixView g = m.view, v = m.view;
+    g.rows = v.rows = n_ff;
+    g.data += static_cast<uint64_t>(c) * 2 * n_ff * rb;
+    if (bundled) {
+      g.row_bytes = v.row_bytes = 2 * rb;  // row i of gate at 2i, of up at 2i + 1
+      v.data = g.data + rb;
+    } else {
+      v.data = g.data + n_ff * rb;
+    }
+    const GatherJob jobs[2] = {{&g, gate.data(), n_ff}, {&v, up.data(), n_ff}};
+    const std::vector<int32_t>& list = ids[static_cast<size_t>(pass % kLists)];
+    gather_matmat(k, jobs, list, std::span(&in, 1), pool);
+    benchmark::DoNotOptimize(gate.data());
+    benchmark::DoNotOptimize(up.data());
+    bytes += static_cast<int64_t>(2 * list.size() * rb);
+    c = (c + 1) % layers;
+    ++pass;
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetLabel(std::string(dtype_name(type)) + (bundled ? " bundled" : " separate") + " " +
+                 k.name);
+}
+
+BENCHMARK(BM_GatherGateUp)
+    ->ArgsProduct({{static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q8_0),
+                    static_cast<int64_t>(DType::F16)},
+                   {0, 1},
+                   {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// One token's whole sparse FFN on the 7B shape (gate, up and down_t of n_ff 11008 x n_embd
+// 4096), 14% of neurons selected (the 7B predictors' density) and 70% of those non-zero after
+// the activation (their precision): the two-pass operators (gather_matmat, activation,
+// axpy_rows) or fused_ffn_token, the three matrices separate (as in the file) or bundled (each
+// neuron's gate, up and down_t rows back to back). >= 3 GiB of layers, a different neuron list
+// per pass. GB/s of the rows a token needs (gate and up of the selected neurons, down_t of the
+// non-zero ones).
+struct EveryTenth {
+  int keep = 7;  // of each ten neurons (in order), this many are non-zero
+};
+void bench_activation(const void* ctx, const float*, const float* up, float* h, int64_t n) {
+  thread_local int64_t count = 0;
+  const int keep = static_cast<const EveryTenth*>(ctx)->keep;
+  for (int64_t i = 0; i < n; ++i) h[i] = count++ % 10 < keep ? up[i] : 0.0f;
+}
+
+void BM_SparseFfn(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const bool fused = state.range(1) != 0, bundled = state.range(2) != 0;
+  const int threads = static_cast<int>(state.range(3));
+  const int64_t n_ff = 11008, n_embd = 4096;
+  int64_t layers = 0;
+  const Matrix m = make_copies(type, 3 * n_ff, n_embd, layers);
+  const uint64_t rb = m.view.row_bytes;
+  const auto lists = random_lists(std::vector<double>(n_ff, 0.14), 5);
+  std::vector<float> x(n_embd, 0.5f), gate(n_ff), up(n_ff), h(n_ff), out(n_embd);
+  PreparedInput in;
+  const CpuKernels& k = best_kernels();
+  in.prepare(k, x.data(), n_embd, needs_q8_input(type));
+  ThreadPool pool(threads);
+  const EveryTenth keep;
+  const FusedFfnActivation act{bench_activation, &keep, false};
+  int64_t bytes = 0, c = 0, pass = 0;
+  for (auto _ : state) {
+    MatrixView g = m.view, u = m.view, d = m.view;
+    g.rows = u.rows = d.rows = n_ff;
+    g.data += static_cast<uint64_t>(c) * 3 * n_ff * rb;
+    const uint64_t step = bundled ? rb : n_ff * rb;
+    u.data = g.data + step, d.data = g.data + 2 * step;
+    if (bundled) g.row_bytes = u.row_bytes = d.row_bytes = 3 * rb;
+    const std::vector<int32_t>& ids = lists[static_cast<size_t>(pass % kLists)];
+    const int64_t n = static_cast<int64_t>(ids.size());
+    uint64_t nonzero = 0;
+    if (fused) {
+      nonzero = fused_ffn_token(k, {&g, &u, &d}, ids, in, act, h.data(), out.data(), pool);
+    } else {
+      const GatherJob jobs[2] = {{&u, up.data(), n_ff}, {&g, gate.data(), n_ff}};
+      gather_matmat(k, jobs, ids, std::span(&in, 1), pool);
+      act.fn(act.ctx, gate.data(), up.data(), h.data(), n);
+      for (int64_t i = 0; i < n; ++i) nonzero += h[i] != 0.0f;
+      axpy_rows(k, d, ids, h.data(), n_ff, 1, out.data(), n_embd, pool);
+    }
+    benchmark::DoNotOptimize(out.data());
+    bytes += static_cast<int64_t>((2 * ids.size() + nonzero) * rb);
+    c = (c + 1) % layers;
+    ++pass;
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetLabel(std::string(dtype_name(type)) + (fused ? " fused" : " two-pass") +
+                 (bundled ? " bundled " : " separate ") + k.name);
+}
+
+BENCHMARK(BM_SparseFfn)
+    ->ArgsProduct({{static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q8_0)},
+                   {0, 1},
+                   {0, 1},
+                   {2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void sparse_args(benchmark::internal::Benchmark* b) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+    for (int axpy : {0, 1})
+      for (int threads : {1, 2}) b->Args({static_cast<int64_t>(t), axpy, threads, 100, 0});
+  for (int per_mille : {20, 250, 1000})
+    for (int axpy : {0, 1}) b->Args({static_cast<int64_t>(DType::Q8_0), axpy, 2, per_mille, 0});
+  for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0})
+    for (int axpy : {0, 1}) b->Args({static_cast<int64_t>(t), axpy, 2, 100, 1});
+}
+
+BENCHMARK(BM_SparseOp)->Apply(sparse_args)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace strata

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/fused_ffn.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matvec.h"
 #include "model/model.h"
@@ -143,8 +142,6 @@ class Session {
   void check_prediction(int64_t layer, int64_t n);  // ffn_stats_ truth counts
   // h_c_ for compact entries [begin, end) of every token; returns the non-zero count.
   uint64_t activate(int64_t n, int64_t begin, int64_t end);
-  // ffn_activation for fused_ffn_token (decode).
-  FusedFfnActivation fused_activation() const;
   // Flash tier: gate/up/down for `ids` from the layer's neuron cache into proj_.
   uint64_t bundled_ffn(int64_t layer, int64_t n, std::span<const int32_t> ids,
                        std::span<const PreparedInput> in);

@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "core/timer.h"
-#include "kernels/cpu/fused_ffn.h"
 #include "kernels/cpu/sparse_ops.h"
 #include "runtime/session.h"
 
@@ -91,14 +90,8 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
     }
 
   uint64_t nonzero = 0;
-  const bool fused = predict && n == 1 && caches_.empty();
   if (!caches_.empty()) {
     nonzero = bundled_ffn(l, n, ids, in);
-  } else if (fused) {
-    // One token: gate, up, activation and down in one pass over the neurons.
-    const FusedFfnWeights fw{gated ? &w.ffn_gate : nullptr, &w.ffn_up, &w.ffn_down_t};
-    nonzero = fused_ffn_token(kernels_, fw, ids, inputs_[0], fused_activation(), h_c_.data(),
-                              proj_.data(), pool_);
   } else {
     if (predict) {
       const GatherJob jobs[2] = {{&w.ffn_up, up_c_.data(), ff}, {&w.ffn_gate, gate_c_.data(), ff}};
@@ -120,15 +113,8 @@ void Session::sparse_ffn(int64_t l, int64_t n) {
   if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * ff);
   if (options_.check_predictor) check_prediction(l, n);
 
-  if (caches_.empty() && !fused)
+  if (caches_.empty())
     axpy_rows(kernels_, w.ffn_down_t, ids, h_c_.data(), ff, n, proj_.data(), c_.n_embd, pool_);
-}
-
-FusedFfnActivation Session::fused_activation() const {
-  const auto fn = [](const void* ctx, const float* gate, const float* up, float* h, int64_t n) {
-    static_cast<const Session*>(ctx)->ffn_activation(gate, up, h, n);
-  };
-  return {fn, this, c_.ffn == FfnActivation::ReGLU || c_.ffn == FfnActivation::DReLU};
 }
 
 uint64_t Session::activate(int64_t n, int64_t begin, int64_t end) {
@@ -194,12 +180,6 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
         need_[b * ff + k] = reordered_need_[static_cast<size_t>(b * n_ids + k)];
     ids = reordered_ids_;
   }
-  // The first pass writes the output, later ones are added to it.
-  auto pass_out = [&](int64_t pass) { return pass == 0 ? proj_.data() : pass_out_.data(); };
-  auto add_pass = [&](int64_t pass) {
-    if (pass > 0)
-      for (int64_t i = 0; i < n * c_.n_embd; ++i) proj_[i] += pass_out_[i];
-  };
   uint64_t nonzero = 0;
   for (int64_t begin = 0, end = 0, pass = 0;; begin = end, ++pass) {
     // A pass takes neurons in order while the unpinned ones fit in the room.
@@ -238,23 +218,17 @@ uint64_t Session::bundled_ffn(int64_t l, int64_t n, std::span<const int32_t> ids
       }
       if (gated)
         gather_matmat(kernels_, std::span(&up_job, 1), rows, in, pool_, need_.data() + begin, ff);
-    } else if (n == 1) {
-      // One token: one pass over the cached bundles (as the RAM path's fused_ffn_token).
-      const FusedFfnWeights fw{gated ? &gate_w : nullptr, &up_w, &down_w};
-      nonzero += fused_ffn_token(kernels_, fw, rows, in[0], fused_activation(), h_c_.data() + begin,
-                                 pass_out(pass), pool_, part);
-      add_pass(pass);
-      if (end >= n_ids) break;
-      continue;
     } else {
       const GatherJob jobs[2] = {up_job, gate_job};
       gather_matmat(kernels_, std::span(jobs, gated ? 2 : 1), rows, in, pool_, need_.data() + begin,
                     ff);
     }
     nonzero += activate(n, begin, end);
-    axpy_rows(kernels_, down_w, rows, h_c_.data() + begin, ff, n, pass_out(pass), c_.n_embd, pool_,
-              part);
-    add_pass(pass);
+    // The neuron ids (not the slots) decide the order of additions: the RAM result.
+    float* out = pass == 0 ? proj_.data() : pass_out_.data();
+    axpy_rows(kernels_, down_w, rows, h_c_.data() + begin, ff, n, out, c_.n_embd, pool_, part);
+    if (pass > 0)
+      for (int64_t i = 0; i < n * c_.n_embd; ++i) proj_[i] += pass_out_[i];
     if (end >= n_ids) break;
   }
   return nonzero;

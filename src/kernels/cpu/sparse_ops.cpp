@@ -135,8 +135,8 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
   // bucket). A thread sums an item's rows (whole rows, long sequential reads) into the item's
   // own partial vector; a token's partials are then added in item order. So a token's result
   // depends only on its active neurons and coefficients: not on the thread count, the rest of
-  // the list (dense, gate-first, predicted, a batch's union) or fused_ffn_token instead. No two
-  // threads ever write the same memory.
+  // the list (dense, gate-first, predicted, a batch's union) or its position in a neuron cache. No
+  // two threads ever write the same memory.
   struct Item {
     int64_t token, bucket, first, count;
   };

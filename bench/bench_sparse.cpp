@@ -1,8 +1,10 @@
 // The neuron-aware operators (sparse FFN) from RAM: GB/s of the rows they read.
 // Run: build/bench/strata_microbench --benchmark_filter='Sparse|GateUp'
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -178,6 +180,66 @@ BENCHMARK(BM_SparseFfn)
     ->ArgsProduct({{static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q8_0)},
                    {0, 1},
                    {2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// The ceiling of the sparse operators: reading scattered rows and nothing else. Rows of
+// `row_bytes` (2304: a 7B Q4_0 row; 4352: Q8_0; 6912: a Q4_0 gate/up/down bundle), 14% of
+// 11008 per layer, ascending, >= 3 GiB of layers with a different list per pass, one 256-bit
+// add per 32 bytes (so few instructions per line that out-of-order execution alone runs far
+// ahead); with `prefetch`, each line of a row requests the same line of the next row (as the
+// operators do). Threads split the list as the pool does. GB/s of the rows read.
+__attribute__((target("avx2"))) uint64_t sum_rows(const uint8_t* base, const int32_t* ids,
+                                                  int64_t n, int64_t rb, bool prefetch) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* row = base + ids[i] * rb;
+    const uint8_t* next = i + 1 < n ? base + ids[i + 1] * rb : nullptr;
+    for (int64_t off = 0; off + 64 <= rb; off += 64) {
+      if (prefetch && next != nullptr)
+        _mm_prefetch(reinterpret_cast<const char*>(next + off), _MM_HINT_T0);
+      const __m256i* p = reinterpret_cast<const __m256i*>(row + off);
+      acc =
+          _mm256_add_epi64(acc, _mm256_add_epi64(_mm256_loadu_si256(p), _mm256_loadu_si256(p + 1)));
+    }
+  }
+  return static_cast<uint64_t>(_mm256_extract_epi64(acc, 0));
+}
+
+void BM_ScatteredRows(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx2")) {
+    state.SkipWithError("needs AVX2");
+    return;
+  }
+  const int64_t rb = state.range(0);
+  const bool prefetch = state.range(1) != 0;
+  const int threads = static_cast<int>(state.range(2));
+  const int64_t n_ff = 11008, layer = n_ff * rb;
+  const int64_t layers = (kSparseBytes + layer - 1) / layer;
+  HugePageBuffer buf;
+  buf.resize(static_cast<size_t>(layers * layer));
+  std::memset(buf.data(), 1, static_cast<size_t>(layers * layer));
+  const auto lists = random_lists(std::vector<double>(n_ff, 0.14), 3);
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sums(static_cast<size_t>(threads) * 8, 0);
+  int64_t bytes = 0, pass = 0;
+  for (auto _ : state) {
+    const uint8_t* base = buf.data() + (pass % layers) * layer;
+    const std::vector<int32_t>& ids = lists[static_cast<size_t>(pass % kLists)];
+    const int64_t n = static_cast<int64_t>(ids.size());
+    pool.parallel_for(n, [&](int64_t i0, int64_t i1, int t) {
+      sums[static_cast<size_t>(t) * 8] += sum_rows(base, ids.data() + i0, i1 - i0, rb, prefetch);
+    });
+    benchmark::DoNotOptimize(sums.data());
+    bytes += n * rb;
+    ++pass;
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetLabel(std::to_string(rb) + "-byte rows" + (prefetch ? " next-row prefetch" : ""));
+}
+
+BENCHMARK(BM_ScatteredRows)
+    ->ArgsProduct({{2304, 4352, 6912}, {0, 1}, {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

@@ -27,9 +27,14 @@ namespace {
 // re-measured in session 2 (decode tok/s, medians of 3): F16 1024: 13.8, 4096: 15.4, 8192:
 // 14.9; Q8_0 512: 24.0, 1024: 25.6, 2048: 22.3; Q4_0 1024: 38.8, 4096: 41.5, 16384: 39.4.
 // Interleaved Q4_0 (session 3, 3 alternating rounds): 1024: 42.6/41.4/40.4, 2048: 43.2/42.4/
-// 43.1, 4096: 38.9/38.0/38.6.
+// 43.1, 4096: 38.9/38.0/38.6. Session 6: the interleaved kernels also request each line into
+// L2 4 KiB ahead, and into L1 1 KiB ahead: enough lines in flight without holding L1 miss
+// buffers for the whole trip (BM_MatVec/T/1/2/2/1, 3 alternating runs, GB/s: Q4_0x16 23.9-24.3
+// with L1 at 2 KiB only, 25.6-26.7 with L1 1 KiB + L2 4 KiB, 25.8-26.7 with L2 3 KiB, 23.6-24.5
+// with L2 6 KiB; Q8_0x16 25.7-26.9 -> 26.6-27.4).
 constexpr int kPrefetchFloat = 4096, kPrefetchQ8 = 1024, kPrefetchQ4 = 4096;
-constexpr int kPrefetchQ4x16 = 2048, kPrefetchQ8x16 = 2048;
+constexpr int kPrefetchQ4x16 = 1024, kPrefetchQ8x16 = 1024;
+constexpr int kPrefetchL2Q4x16 = 4096, kPrefetchL2Q8x16 = 4096;
 inline void prefetch_ahead(const void* p, int distance, int lines) {
   const char* c = static_cast<const char*>(p) + distance;
   for (int i = 0; i < lines; ++i) _mm_prefetch(c + 64 * i, _MM_HINT_T0);
@@ -37,7 +42,8 @@ inline void prefetch_ahead(const void* p, int distance, int lines) {
 // The float dot kernels prefetch into L2 only: each core has few L1 miss buffers and L1
 // prefetches hold them for the whole trip to RAM, which capped the F16 matrix-vector product at
 // 20 GB/s on 2 threads; into L2 it reached 26 GB/s (BM_MatVec F16 512MiB, session 3). The
-// quantized kernels measured the same or slower this way (Q4_0 22 -> 19 GB/s) and keep L1.
+// quantized kernels measured the same or slower this way (Q4_0 22 -> 19 GB/s) and keep L1;
+// the interleaved ones use both (above).
 inline void prefetch_ahead_l2(const void* p, int distance, int lines) {
   const char* c = static_cast<const char*>(p) + distance;
   for (int i = 0; i < lines; ++i) _mm_prefetch(c + 64 * i, _MM_HINT_T2);

@@ -1,0 +1,53 @@
+// MappedFile's read mode (the file copied into anonymous memory by several threads, in 64 MiB
+// pieces, around holes) against the plain mapping of the same file.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+uint8_t pattern(uint64_t i) {
+  return static_cast<uint8_t>((i * 2654435761u) >> 13);
+}
+
+TEST(MappedFile, ReadModeCopiesEveryByteOutsideTheHoles) {
+  // Three pieces and a tail, holes inside a piece, across a piece boundary and at the end.
+  const uint64_t size = (uint64_t{150} << 20) + 12345;
+  const std::string path = testing::temp_file("mapped_file.bin");
+  {
+    std::vector<uint8_t> bytes(size);
+    for (uint64_t i = 0; i < size; ++i) bytes[i] = pattern(i);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(std::fwrite(bytes.data(), 1, size, f), size);
+    std::fclose(f);
+  }
+  const MappedFile::Ranges holes = {
+      {(uint64_t{64} << 20) - 1000, uint64_t{3} << 20}, {1000, 4000}, {size - 345, 345}};
+  auto in_hole = [&](uint64_t i) {
+    for (const auto& [offset, bytes] : holes)
+      if (i >= offset && i < offset + bytes) return true;
+    return false;
+  };
+  const MappedFile mapped(path, LoadMode::Map);
+  for (const MappedFile::Ranges& h : {MappedFile::Ranges{}, holes}) {
+    const MappedFile read(path, LoadMode::Read, h);
+    ASSERT_EQ(read.size(), size);
+    uint64_t checked = 0;
+    for (uint64_t i = 0; i < size; ++i) {
+      if (!h.empty() && in_hole(i)) continue;  // never read: left as fresh (zero) memory
+      if (read.data()[i] != mapped.data()[i]) FAIL() << "byte " << i << " differs";
+      ++checked;
+    }
+    EXPECT_EQ(checked, h.empty() ? size : size - (uint64_t{3} << 20) - 4000 - 345);
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace strata

@@ -79,8 +79,10 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
   const int64_t B = kMaxBatch;
   const uint64_t kv_values = static_cast<uint64_t>(c_.n_layer * n_ctx * kv_dim);
   try {
-    k_cache_.assign(kv_values * dtype_info(options.k_type).block_bytes, 0);
-    v_cache_.assign(kv_values * dtype_info(options.v_type).block_bytes, 0);
+    k_cache_ = AnonymousMemory(kv_values * dtype_info(options.k_type).block_bytes);
+    v_cache_ = AnonymousMemory(kv_values * dtype_info(options.v_type).block_bytes);
+    k_cache_.populate(pool_);
+    v_cache_.populate(pool_);
   } catch (const std::bad_alloc&) {
     fail("cannot allocate the KV cache for a context of {} tokens ({:.1f} GB); lower -c", n_ctx,
          static_cast<double>(kv_cache_bytes(c_, n_ctx, options.k_type, options.v_type)) / 1e9);

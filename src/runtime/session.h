@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/anonymous_memory.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/matvec.h"
@@ -164,7 +165,7 @@ class Session {
   uint64_t ffn_activations_ = 0;
 
   // Per layer [n_ctx][n_head_kv * head_dim].
-  std::vector<uint8_t> k_cache_, v_cache_;  // [layer][position][kv_dim] of k_type / v_type
+  AnonymousMemory k_cache_, v_cache_;  // [layer][position][kv_dim] of k_type / v_type
   // Scratch, one row per token of the batch.
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_;
   std::vector<float> scores_;               // [batch][n_head][n_ctx]

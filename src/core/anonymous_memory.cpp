@@ -1,0 +1,57 @@
+#include "core/anonymous_memory.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <new>
+#include <utility>
+
+namespace strata {
+
+AnonymousMemory::AnonymousMemory(uint64_t bytes) : size_(bytes) {
+  if (bytes == 0) return;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  ::madvise(p, bytes, MADV_HUGEPAGE);  // advisory: fine if the kernel says no
+  data_ = static_cast<uint8_t*>(p);
+}
+
+void AnonymousMemory::populate(ThreadPool& pool) {
+  constexpr uint64_t kPiece = uint64_t{2} << 20;  // a huge page
+  const int64_t pieces = static_cast<int64_t>((size_ + kPiece - 1) / kPiece);
+  std::atomic<bool> out_of_memory{false};
+  pool.parallel_for(pieces, [&](int64_t p0, int64_t p1, int) {
+    const uint64_t begin = static_cast<uint64_t>(p0) * kPiece;
+    const uint64_t end = std::min(size_, static_cast<uint64_t>(p1) * kPiece);
+#ifdef MADV_POPULATE_WRITE
+    if (::madvise(data_ + begin, end - begin, MADV_POPULATE_WRITE) == 0) return;
+    if (errno == ENOMEM || errno == EFAULT || errno == EHWPOISON) {
+      out_of_memory = true;  // reported below: no exception may leave a pool thread
+      return;
+    }
+#endif
+    // Kernels before 5.14: touch each page (it is zero already; the write faults it in).
+    for (uint64_t at = begin; at < end; at += 4096) data_[at] = 0;
+  });
+  if (out_of_memory) throw std::bad_alloc();
+}
+
+AnonymousMemory::~AnonymousMemory() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+AnonymousMemory::AnonymousMemory(AnonymousMemory&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+
+AnonymousMemory& AnonymousMemory::operator=(AnonymousMemory&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, size_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+}  // namespace strata

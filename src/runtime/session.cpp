@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "kernels/cpu/sparse_ops.h"
+#include "runtime/attention.h"
 #include "tensor/half.h"
 #include "tensor/quantize.h"
 
@@ -71,6 +72,9 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
       n_ctx_(n_ctx),
       options_(options) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
+  if (model.config.n_head / model.config.n_head_kv > kMaxHeadsPerGroup)
+    fail("{} query heads per key/value head: at most {} are supported",
+         model.config.n_head / model.config.n_head_kv, kMaxHeadsPerGroup);
   const ModelWeights& mw = model.weights;
   check_options(model, options);
   if (options.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
@@ -370,40 +374,25 @@ void Session::attention_block(int64_t l, int64_t n) {
       std::copy_n(vb, kv_dim, v_layer + pos * kv_dim);
   }
 
-  // Each (token, head) attends to every cached position up to its own.
-  const int64_t group = c_.n_head / c_.n_head_kv;
+  // Each token's query heads attend to every cached position up to its own, a group of heads
+  // sharing a KV head at a time (runtime/attention.h).
+  const int group = static_cast<int>(c_.n_head / c_.n_head_kv);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.parallel_for(n * c_.n_head, [&](int64_t t0, int64_t t1, int) {
+  pool_.parallel_for(n * c_.n_head_kv, [&](int64_t t0, int64_t t1, int) {
+    const float* q[kMaxHeadsPerGroup];
+    float* out[kMaxHeadsPerGroup];
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / c_.n_head, h = t % c_.n_head;
-      const int64_t n_pos = n_past_ + b + 1;
-      const float* q = q_.data() + b * q_dim + h * hd;
-      const int64_t kvh = h / group;
-      float* s = scores_.data() + t * n_ctx_;
-      float max = -INFINITY;
-      for (int64_t p = 0; p < n_pos; ++p) {
-        s[p] = (k16 ? kernels_.dot_f16(k_layer16 + p * kv_dim + kvh * hd, q, hd)
-                    : kernels_.dot_f32(k_layer + p * kv_dim + kvh * hd, q, hd)) *
-               scale;
-        max = std::max(max, s[p]);
+      const int64_t b = t / c_.n_head_kv, kvh = t % c_.n_head_kv;
+      for (int g = 0; g < group; ++g) {
+        q[g] = q_.data() + b * q_dim + (kvh * group + g) * hd;
+        out[g] = attn_.data() + b * q_dim + (kvh * group + g) * hd;
       }
-      float sum = 0.0f;
-      for (int64_t p = 0; p < n_pos; ++p) {
-        s[p] = std::exp(s[p] - max);
-        sum += s[p];
-      }
-      float* out = attn_.data() + b * q_dim + h * hd;
-      std::fill(out, out + hd, 0.0f);
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const float weight = s[p] / sum;
-        if (v16) {
-          const uint16_t* v = v_layer16 + p * kv_dim + kvh * hd;
-          kernels_.axpy_f16(&v, &weight, 1, out, hd, nullptr, 0);
-        } else {
-          const float* v = v_layer + p * kv_dim + kvh * hd;
-          for (int64_t i = 0; i < hd; ++i) out[i] += weight * v[i];
-        }
-      }
+      const int64_t at = kvh * hd;
+      const CachedHead kv{k16 ? static_cast<const void*>(k_layer16 + at) : k_layer + at,
+                          v16 ? static_cast<const void*>(v_layer16 + at) : v_layer + at, k16, v16,
+                          kv_dim};
+      attend_group(kernels_, q, group, hd, kv, n_past_ + b + 1, scale,
+                   scores_.data() + (b * c_.n_head + kvh * group) * n_ctx_, out);
     }
   });
 

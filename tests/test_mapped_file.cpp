@@ -3,6 +3,7 @@
 // cache's memory) populated up front.
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <vector>
@@ -77,6 +78,15 @@ TEST(AnonymousMemory, PopulatedMemoryIsZeroAndWritesNeedNoPageFaults) {
   AnonymousMemory moved = std::move(m);
   EXPECT_EQ(m.data(), nullptr);
   EXPECT_EQ(moved.data()[size - 1], 1);
+}
+
+TEST(AnonymousMemory, AvailableMemoryIsReadAndBelowThePhysicalMemory) {
+  // Sessions refuse a KV cache larger than this instead of populating it into the OOM killer.
+  const uint64_t physical =
+      static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t available = AnonymousMemory::available();
+  EXPECT_GT(available, uint64_t{1} << 20);
+  EXPECT_LE(available, physical);
 }
 
 }  // namespace

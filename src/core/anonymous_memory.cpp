@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <fstream>
 #include <new>
+#include <string>
 #include <utility>
 
 namespace strata {
@@ -36,6 +38,51 @@ void AnonymousMemory::populate(ThreadPool& pool) {
     for (uint64_t at = begin; at < end; at += 4096) data_[at] = 0;
   });
   if (out_of_memory) throw std::bad_alloc();
+}
+
+namespace {
+
+// The first number after `key` in the file (e.g. "MemAvailable:" in /proc/meminfo), or -1.
+int64_t read_number(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  std::string word;
+  while (in >> word)
+    if (key.empty() || word == key) {
+      int64_t v = -1;
+      if (!(in >> v)) return -1;
+      return v;
+    }
+  return -1;
+}
+
+}  // namespace
+
+uint64_t AnonymousMemory::available() {
+  uint64_t best = UINT64_MAX;
+  const int64_t kib = read_number("/proc/meminfo", "MemAvailable:");
+  if (kib >= 0) best = static_cast<uint64_t>(kib) * 1024;
+  // The memory cgroup's limit less its usage. v2: "0::/path" in /proc/self/cgroup, memory.max
+  // ("max" when unlimited: no number) and memory.current; v1: "N:memory:/path",
+  // memory.limit_in_bytes and memory.usage_in_bytes.
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(cg, line)) {
+    std::string limit_file, usage_file;
+    if (line.rfind("0::", 0) == 0) {
+      const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+      limit_file = dir + "/memory.max", usage_file = dir + "/memory.current";
+    } else if (const size_t at = line.find(":memory:"); at != std::string::npos) {
+      const std::string dir = "/sys/fs/cgroup/memory" + line.substr(at + 8);
+      limit_file = dir + "/memory.limit_in_bytes", usage_file = dir + "/memory.usage_in_bytes";
+    } else {
+      continue;
+    }
+    const int64_t limit = read_number(limit_file, "");
+    const int64_t usage = read_number(usage_file, "");
+    if (limit >= 0 && usage >= 0)
+      best = std::min(best, limit > usage ? static_cast<uint64_t>(limit - usage) : 0);
+  }
+  return best;
 }
 
 AnonymousMemory::~AnonymousMemory() {

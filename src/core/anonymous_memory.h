@@ -22,8 +22,14 @@ class AnonymousMemory {
   AnonymousMemory(const AnonymousMemory&) = delete;
   AnonymousMemory& operator=(const AnonymousMemory&) = delete;
 
-  // Faults every page in now (zeroed by the kernel), split over the pool's threads.
+  // Faults every page in now (zeroed by the kernel), split over the pool's threads. Check
+  // available() first: the kernel answers memory it cannot give with the OOM killer, not an
+  // error.
   void populate(ThreadPool& pool);
+
+  // Bytes this process can still get: the system's MemAvailable, or less under a cgroup v2
+  // memory.max; UINT64_MAX when neither can be read.
+  static uint64_t available();
 
   uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }

@@ -85,6 +85,14 @@ Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOpt
   try {
     k_cache_ = AnonymousMemory(kv_values * dtype_info(options.k_type).block_bytes);
     v_cache_ = AnonymousMemory(kv_values * dtype_info(options.v_type).block_bytes);
+    // Populated up front (decode then only writes), so it must fit now.
+    const uint64_t need = k_cache_.size() + v_cache_.size();
+    const uint64_t available = AnonymousMemory::available();
+    if (need > available)
+      fail(
+          "the KV cache for a context of {} tokens needs {:.2f} GB, more than the {:.2f} GB of "
+          "memory available; lower -c (or --cache-type-k/-v f16)",
+          n_ctx, static_cast<double>(need) / 1e9, static_cast<double>(available) / 1e9);
     k_cache_.populate(pool_);
     v_cache_.populate(pool_);
   } catch (const std::bad_alloc&) {

@@ -73,6 +73,36 @@ void BM_SparseOp(benchmark::State& state) {
                  std::to_string(density).substr(0, 5) + (hot_first ? " hot-first " : " ") + k.name);
 }
 
+// The 7B FFN shape for the whole-layer benchmarks below: `count` matrices per layer (gate, up,
+// down_t: n_ff rows of n_embd), >= 3 GiB of layers, random lists of 14% of the neurons (the 7B
+// predictors' computed density), an input prepared for the type.
+struct SevenBFfn {
+  static constexpr int64_t n_ff = 11008, n_embd = 4096;
+  int count;
+  int64_t layers = 0;
+  Matrix m;
+  uint64_t rb;
+  std::vector<std::vector<int32_t>> lists = random_lists(std::vector<double>(n_ff, 0.14), 5);
+  std::vector<float> x = std::vector<float>(n_embd, 0.5f);
+  const CpuKernels& k = best_kernels();
+  PreparedInput in;
+  SevenBFfn(DType type, int matrices)
+      : count(matrices),
+        m(make_copies(type, matrices * n_ff, n_embd, layers)),
+        rb(m.view.row_bytes) {
+    in.prepare(k, x.data(), n_embd, needs_q8_input(type));
+  }
+  // Matrix j of layer c: separate (as in the file) or bundled (neuron i's rows of all the
+  // matrices back to back, the flash tier's layout).
+  MatrixView view(int64_t c, int j, bool bundled) const {
+    MatrixView v = m.view;
+    v.rows = n_ff;
+    v.data += static_cast<uint64_t>(c) * count * n_ff * rb + j * (bundled ? rb : n_ff * rb);
+    if (bundled) v.row_bytes = count * rb;
+    return v;
+  }
+};
+
 // Gate and up rows of the 7B shape (n_ff 11008 of n_embd 4096), >= 3 GiB of layers and a
 // different row list per pass (see kSparseBytes), 14% of neurons (the 7B predictors' computed
 // density):
@@ -81,40 +111,23 @@ void BM_SparseOp(benchmark::State& state) {
 void BM_GatherGateUp(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const bool bundled = state.range(1) != 0;
-  const int threads = static_cast<int>(state.range(2));
-  const int64_t n_ff = 11008, n_embd = 4096;
-  int64_t layers = 0;
-  const Matrix m = make_copies(type, 2 * n_ff, n_embd, layers);
-  const uint64_t rb = m.view.row_bytes;
-  const auto ids = random_lists(std::vector<double>(n_ff, 0.14), 5);
-  std::vector<float> x(n_embd, 0.5f), gate(n_ff), up(n_ff);
-  PreparedInput in;
-  const CpuKernels& k = best_kernels();
-  in.prepare(k, x.data(), n_embd, needs_q8_input(type));
-  ThreadPool pool(threads);
+  const SevenBFfn f(type, 2);
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  std::vector<float> gate(f.n_ff), up(f.n_ff);
   int64_t bytes = 0, c = 0, pass = 0;
   for (auto _ : state) {
-    MatrixView g = m.view, v = m.view;
-    g.rows = v.rows = n_ff;
-    g.data += static_cast<uint64_t>(c) * 2 * n_ff * rb;
-    if (bundled) {
-      g.row_bytes = v.row_bytes = 2 * rb;  // row i of gate at 2i, of up at 2i + 1
-      v.data = g.data + rb;
-    } else {
-      v.data = g.data + n_ff * rb;
-    }
-    const GatherJob jobs[2] = {{&g, gate.data(), n_ff}, {&v, up.data(), n_ff}};
-    const std::vector<int32_t>& list = ids[static_cast<size_t>(pass % kLists)];
-    gather_matmat(k, jobs, list, std::span(&in, 1), pool);
+    const MatrixView g = f.view(c, 0, bundled), v = f.view(c, 1, bundled);
+    const GatherJob jobs[2] = {{&g, gate.data(), f.n_ff}, {&v, up.data(), f.n_ff}};
+    const std::vector<int32_t>& list = f.lists[static_cast<size_t>(pass % kLists)];
+    gather_matmat(f.k, jobs, list, std::span(&f.in, 1), pool);
     benchmark::DoNotOptimize(gate.data());
     benchmark::DoNotOptimize(up.data());
-    bytes += static_cast<int64_t>(2 * list.size() * rb);
-    c = (c + 1) % layers;
+    bytes += static_cast<int64_t>(2 * list.size() * f.rb);
+    c = (c + 1) % f.layers;
     ++pass;
   }
   state.SetBytesProcessed(bytes);
-  state.SetLabel(std::string(dtype_name(type)) + (bundled ? " bundled" : " separate") + " " +
-                 k.name);
+  state.SetLabel(std::string(dtype_name(type)) + (bundled ? " bundled " : " separate ") + f.k.name);
 }
 
 BENCHMARK(BM_GatherGateUp)
@@ -140,40 +153,28 @@ void keep_seven_of_ten(const float* up, float* h, int64_t n) {
 void BM_SparseFfn(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const bool bundled = state.range(1) != 0;
-  const int threads = static_cast<int>(state.range(2));
-  const int64_t n_ff = 11008, n_embd = 4096;
-  int64_t layers = 0;
-  const Matrix m = make_copies(type, 3 * n_ff, n_embd, layers);
-  const uint64_t rb = m.view.row_bytes;
-  const auto lists = random_lists(std::vector<double>(n_ff, 0.14), 5);
-  std::vector<float> x(n_embd, 0.5f), gate(n_ff), up(n_ff), h(n_ff), out(n_embd);
-  PreparedInput in;
-  const CpuKernels& k = best_kernels();
-  in.prepare(k, x.data(), n_embd, needs_q8_input(type));
-  ThreadPool pool(threads);
+  const SevenBFfn f(type, 3);
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  std::vector<float> gate(f.n_ff), up(f.n_ff), h(f.n_ff), out(f.n_embd);
   int64_t bytes = 0, c = 0, pass = 0;
   for (auto _ : state) {
-    MatrixView g = m.view, u = m.view, d = m.view;
-    g.rows = u.rows = d.rows = n_ff;
-    g.data += static_cast<uint64_t>(c) * 3 * n_ff * rb;
-    const uint64_t step = bundled ? rb : n_ff * rb;
-    u.data = g.data + step, d.data = g.data + 2 * step;
-    if (bundled) g.row_bytes = u.row_bytes = d.row_bytes = 3 * rb;
-    const std::vector<int32_t>& ids = lists[static_cast<size_t>(pass % kLists)];
+    const MatrixView g = f.view(c, 0, bundled), u = f.view(c, 1, bundled),
+                     d = f.view(c, 2, bundled);
+    const std::vector<int32_t>& ids = f.lists[static_cast<size_t>(pass % kLists)];
     const int64_t n = static_cast<int64_t>(ids.size());
-    const GatherJob jobs[2] = {{&u, up.data(), n_ff}, {&g, gate.data(), n_ff}};
-    gather_matmat(k, jobs, ids, std::span(&in, 1), pool);
+    const GatherJob jobs[2] = {{&u, up.data(), f.n_ff}, {&g, gate.data(), f.n_ff}};
+    gather_matmat(f.k, jobs, ids, std::span(&f.in, 1), pool);
     keep_seven_of_ten(up.data(), h.data(), n);
     uint64_t nonzero = 0;
     for (int64_t i = 0; i < n; ++i) nonzero += h[i] != 0.0f;
-    axpy_rows(k, d, ids, h.data(), n_ff, 1, out.data(), n_embd, pool);
+    axpy_rows(f.k, d, ids, h.data(), f.n_ff, 1, out.data(), f.n_embd, pool);
     benchmark::DoNotOptimize(out.data());
-    bytes += static_cast<int64_t>((2 * ids.size() + nonzero) * rb);
-    c = (c + 1) % layers;
+    bytes += static_cast<int64_t>((2 * ids.size() + nonzero) * f.rb);
+    c = (c + 1) % f.layers;
     ++pass;
   }
   state.SetBytesProcessed(bytes);
-  state.SetLabel(std::string(dtype_name(type)) + (bundled ? " bundled " : " separate ") + k.name);
+  state.SetLabel(std::string(dtype_name(type)) + (bundled ? " bundled " : " separate ") + f.k.name);
 }
 
 BENCHMARK(BM_SparseFfn)

@@ -17,6 +17,33 @@ bool gathers_by_four(std::span<const GatherJob> jobs) {
   return true;
 }
 
+// The kernel call behind axpy_row_slice, on row pointers (n elements from each; n_rows and
+// n_next <= kAxpyGroup): y[0, n) += sum over r of c[r] * p[r][0, n), while `next` are requested.
+void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* p, const float* c,
+                   int n_rows, float* y, int64_t n, const void* const* next, int n_next) {
+  switch (type) {
+    case DType::F32:
+      kernels.axpy_f32(reinterpret_cast<const float* const*>(p), c, n_rows, y, n, next, n_next);
+      break;
+    case DType::F16:
+      kernels.axpy_f16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n, next, n_next);
+      break;
+    case DType::BF16:
+      kernels.axpy_bf16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n, next, n_next);
+      break;
+    case DType::Q8_0:
+      kernels.axpy_q8_0(reinterpret_cast<const BlockQ8_0* const*>(p), c, n_rows, y, n, next,
+                        n_next);
+      break;
+    case DType::Q4_0:
+      kernels.axpy_q4_0(reinterpret_cast<const BlockQ4_0* const*>(p), c, n_rows, y, n, next,
+                        n_next);
+      break;
+    default:
+      fail("axpy over a {} matrix is not supported", dtype_name(type));
+  }
+}
+
 }  // namespace
 
 void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
@@ -73,31 +100,6 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
       }
     }
   });
-}
-
-void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* p, const float* c,
-                   int n_rows, float* y, int64_t n, const void* const* next, int n_next) {
-  switch (type) {
-    case DType::F32:
-      kernels.axpy_f32(reinterpret_cast<const float* const*>(p), c, n_rows, y, n, next, n_next);
-      break;
-    case DType::F16:
-      kernels.axpy_f16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n, next, n_next);
-      break;
-    case DType::BF16:
-      kernels.axpy_bf16(reinterpret_cast<const uint16_t* const*>(p), c, n_rows, y, n, next, n_next);
-      break;
-    case DType::Q8_0:
-      kernels.axpy_q8_0(reinterpret_cast<const BlockQ8_0* const*>(p), c, n_rows, y, n, next,
-                        n_next);
-      break;
-    case DType::Q4_0:
-      kernels.axpy_q4_0(reinterpret_cast<const BlockQ4_0* const*>(p), c, n_rows, y, n, next,
-                        n_next);
-      break;
-    default:
-      fail("axpy over a {} matrix is not supported", dtype_name(type));
-  }
 }
 
 void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,

@@ -55,9 +55,4 @@ void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64
                     const float* c, int n_rows, float* out, int64_t begin, int64_t end,
                     const int64_t* next_rows = nullptr, int n_next = 0);
 
-// The kernel call behind axpy_row_slice, on row pointers (n elements from each; n_rows and
-// n_next <= kAxpyGroup): y[0, n) += sum over r of c[r] * p[r][0, n), while `next` are requested.
-void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* p, const float* c,
-                   int n_rows, float* y, int64_t n, const void* const* next, int n_next);
-
 }  // namespace strata

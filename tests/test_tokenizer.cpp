@@ -2,7 +2,9 @@
 // does not cover: decoding, round trips, BOS handling, special tokens.
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "model/tokenizer.h"
 #include "test_helpers.h"
 
@@ -75,6 +77,39 @@ TEST(SpmTokenizer, MergesCommonWords) {
   EXPECT_EQ(tok->token_text(ids[0]),
             "\xe2\x96\x81"
             "And");
+}
+
+// A copy of the SentencePiece test vocabulary whose byte token <0x41> is written as `text`.
+std::string spm_with_byte_token(const std::string& text, const std::string& name) {
+  const auto f = GgufFile::open(data_file("spm-tokenizer.gguf"));
+  const std::string path = strata::testing::temp_file(name);
+  GgufWriter w(path);
+  for (const auto& [key, value] : f->metadata()) {
+    GgufValue v = value;
+    if (key == "tokenizer.ggml.tokens")
+      for (auto& t : v.items)
+        if (t.as_string(key) == "<0x41>") t = GgufValue::str(text);
+    w.set(key, v);
+  }
+  w.finish();
+  return path;
+}
+
+// A byte token's text indexes the 256-entry byte table: "<0x-6>" wrote before it (segfault),
+// "<0xZZ>" threw std::invalid_argument out of the loader. Both are one-line errors now.
+TEST(SpmTokenizer, RefusesByteTokensThatAreNotTwoHexDigits) {
+  for (const char* bad : {"<0x-6>", "<0xZZ>", "<0x+1>", "<0x 1>", "<0x4>", "<0x411>", "<1x41>"}) {
+    const auto f = GgufFile::open(spm_with_byte_token(bad, "bad_byte_token.gguf"));
+    try {
+      Tokenizer::from_gguf(*f);
+      ADD_FAILURE() << "accepted byte token " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("is not <0xHH>"), std::string::npos) << e.what();
+    }
+  }
+  const auto good = GgufFile::open(spm_with_byte_token("<0x41>", "good_byte_token.gguf"));
+  const auto tok = Tokenizer::from_gguf(*good);
+  EXPECT_EQ(tok->decode(tok->encode("\x01", false)), "\x01");  // byte fallback still works
 }
 
 }  // namespace

@@ -19,6 +19,24 @@ namespace {
 
 const std::string kSpaceMark = "\xe2\x96\x81";  // U+2581
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// A byte token's value: its text must be exactly "<0xHH>" (two hex digits). The value indexes
+// the 256-entry byte table, so anything else in a file is refused, not parsed leniently.
+uint8_t byte_token_value(const std::string& text, int32_t id, const std::string& path) {
+  const int hi = text.size() == 6 ? hex_digit(text[3]) : -1;
+  const int lo = text.size() == 6 ? hex_digit(text[4]) : -1;
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>' || hi < 0 || lo < 0)
+    fail("'{}': token {} has type byte but its text '{}' is not <0xHH> (two hex digits)", path, id,
+         text.substr(0, 32));
+  return static_cast<uint8_t>(hi * 16 + lo);
+}
+
 class SpmTokenizer : public Tokenizer {
  public:
   explicit SpmTokenizer(const GgufFile& f) {
@@ -36,9 +54,10 @@ class SpmTokenizer : public Tokenizer {
       if (t == TokenType::Normal || t == TokenType::UserDefined || t == TokenType::Unused)
         mergeable_.emplace(tokens_[i], i);
       if (t == TokenType::UserDefined) user_defined_.push_back(tokens_[i]);
-      if (t == TokenType::Byte && tokens_[i].size() == 6) {
-        const int value = std::stoi(tokens_[i].substr(3, 2), nullptr, 16);
+      if (t == TokenType::Byte) {
+        const uint8_t value = byte_token_value(tokens_[i], i, f.path());
         byte_ids_[value] = i;
+        byte_values_.emplace(i, value);
       }
     }
   }
@@ -46,8 +65,8 @@ class SpmTokenizer : public Tokenizer {
   const char* kind() const override { return "llama (SentencePiece BPE)"; }
 
   std::string token_bytes(int32_t id) const override {
-    if (types_[id] == TokenType::Byte && tokens_[id].size() == 6)
-      return std::string(1, static_cast<char>(std::stoi(tokens_[id].substr(3, 2), nullptr, 16)));
+    if (types_[id] == TokenType::Byte)
+      return std::string(1, static_cast<char>(byte_values_.at(id)));
     std::string s = tokens_[id];
     for (size_t pos = 0; (pos = s.find(kSpaceMark, pos)) != std::string::npos;)
       s.replace(pos, kSpaceMark.size(), " ");
@@ -159,6 +178,7 @@ class SpmTokenizer : public Tokenizer {
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> mergeable_;
   std::vector<std::string> user_defined_;
   int32_t byte_ids_[256];
+  std::unordered_map<int32_t, uint8_t> byte_values_;  // byte token id -> its byte
   bool add_space_prefix_ = true;
 };
 

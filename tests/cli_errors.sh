@@ -8,7 +8,7 @@ failures=0
 
 expect_error() {  # expect_error NEEDLE COMMAND...
   needle=$1; shift
-  "$@" >"$work/out" 2>"$work/err"
+  timeout 60 "$@" >"$work/out" 2>"$work/err" </dev/null  # a hang is a failure, not a stall
   rc=$?
   lines=$(wc -l <"$work/err")
   if [ "$rc" -eq 0 ]; then
@@ -97,6 +97,23 @@ holder=$!
 for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$work/port" ] && break; sleep 0.2; done
 expect_error "cannot listen" "$strata" serve -m "$model" --port "$(cat "$work/port")"
 kill "$holder" 2>/dev/null
+
+# Special files where a file is expected: refused before anything blocks on them or reads
+# without end (a FIFO hung every subcommand; perplexity -f /dev/zero grew until killed).
+rm -f "$work/fifo"; mkfifo "$work/fifo"
+expect_error "not a regular file" "$strata" run -m "$work/fifo" -p hi -n 1
+expect_error "not a regular file" "$strata" info "$work/fifo"
+expect_error "not a regular file" "$strata" perplexity -m "$model" -f /dev/zero
+expect_error "not a regular file" "$strata" perplexity -m "$model" -f "$work"
+expect_error "not a regular file" "$strata" perplexity -m "$model" -f "$work/fifo"
+expect_error "not a regular file" "$strata" profile -m "$model" -f "$work/fifo" -o "$work/p.gguf"
+expect_error "not a regular file" "$strata" tokenize -m "$model" --batch "$work/fifo"
+# Outputs never replace a special file (as root, rename() replaced /dev/full).
+expect_error "not a regular file" "$strata" synth --preset tiny -o /dev/full
+expect_error "not a regular file" "$strata" synth --preset tiny -o "$work/fifo"
+ln -sf /dev/null "$work/null-link.gguf"
+expect_error "not a regular file" "$strata" synth --preset tiny -o "$work/null-link.gguf"
+[ -c /dev/full ] || { echo "FAIL: /dev/full was replaced"; failures=$((failures + 1)); }
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI error cases failed"

@@ -9,6 +9,7 @@
 #include "cli/ffn_flags.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/timer.h"
 #include "runtime/perplexity.h"
 
@@ -37,16 +38,13 @@ Command add_perplexity_command(CLI::App& app) {
   add_ffn_flags(cmd, o->ffn);
   return {
       cmd, [o] {
-        std::ifstream in(o->file, std::ios::binary);
-        if (!in) fail("cannot open '{}'", o->file);
-        std::stringstream text;
-        text << in.rdbuf();
+        const std::string text = read_regular_file(o->file, kMaxTextFileBytes, "text");
         const auto model = Model::load(o->model, true, o->mmap ? LoadMode::Map : LoadMode::Read);
         const Tokenizer& tok = *model->tokenizer;
         const int64_t n_ctx =
             o->ctx > 0 ? o->ctx : std::min<int64_t>(512, model->config.n_ctx_train);
         const bool add_bos = tok.add_bos_default();
-        const auto tokens = tok.encode(text.str(), add_bos);
+        const auto tokens = tok.encode(text, add_bos);
         if (static_cast<int64_t>(tokens.size()) < n_ctx)
           fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
                n_ctx);

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "tiers/storage_profile.h"
 
 namespace strata {
@@ -35,7 +36,7 @@ Command add_probe_storage_command(CLI::App& app) {
             probe_storage(o->path, o->seconds, [&](int d, int t) { bar.update(d, t, "points"); });
         bar.finish();
         const std::string out = o->out.empty() ? o->path + ".storage.json" : o->out;
-        std::ofstream(out) << p.to_json() << "\n";
+        write_text_file(out, p.to_json() + "\n");
         if (o->json) {
           fmt::print("{}\n", p.to_json());
           return 0;

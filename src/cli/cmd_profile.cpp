@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/timer.h"
 #include "offline/profile.h"
 #include "offline/text_windows.h"
@@ -42,78 +43,77 @@ Command add_profile_command(CLI::App& app) {
   cmd->add_option("--html", o->html, "HTML report to write (default: OUTPUT with .html)");
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
-  return {cmd, [o] {
-            if (o->file.empty() && o->random_tokens == 0)
-              fail("strata profile needs a text (-f FILE) or --random-tokens N");
-            const auto model = Model::load(o->model, /*require_tokenizer=*/o->random_tokens == 0);
-            std::vector<int32_t> tokens;
-            if (o->random_tokens > 0) {
-              std::mt19937_64 rng(o->seed);
-              std::uniform_int_distribution<int32_t> id(
-                  0, static_cast<int32_t>(model->config.n_vocab - 1));
-              for (int64_t i = 0; i < o->random_tokens; ++i) tokens.push_back(id(rng));
-            } else {
-              tokens = tokenize_text_file(*model, o->file);
-            }
-            const int64_t n_ctx = std::min<int64_t>(o->ctx, model->config.n_ctx_train);
-            ThreadPool pool(o->threads);
-            ProgressBar bar("profile");
-            Timer timer;
-            NeuronProfile p =
-                profile_model(*model, tokens, n_ctx, o->max_tokens, pool,
-                              [&](int64_t d, int64_t t) { bar.update(d, t, "tokens"); });
-            bar.finish();
-            p.text = o->random_tokens > 0
-                         ? fmt::format("{} random tokens (seed {})", o->random_tokens, o->seed)
-                         : o->file;
-            write_profile(p, o->out);
-            std::string html = o->html;
-            if (html.empty()) {
-              html = o->out;
-              const auto dot = html.rfind('.');
-              if (dot != std::string::npos && html.find('/', dot) == std::string::npos)
-                html.erase(dot);
-              html += ".html";
-            }
-            std::ofstream(html) << profile_report_html(
-                p, model->config.name.empty() ? o->model : model->config.name);
-            nlohmann::json layers = nlohmann::json::array();
-            for (size_t l = 0; l < p.counts.size(); ++l) {
-              const auto s = summarize_layer(p.counts[l], p.tokens);
-              layers.push_back({{"layer", l},
-                                {"sparsity", s.sparsity},
-                                {"neurons_for_50", s.neurons_for_50},
-                                {"neurons_for_80", s.neurons_for_80},
-                                {"neurons_for_95", s.neurons_for_95},
-                                {"window_reuse", p.window_reuse.at(l)}});
-            }
-            if (o->json) {
-              fmt::print("{}\n", nlohmann::json{{"model", o->model},
-                                                {"model_hash", p.model_hash},
-                                                {"text", p.text},
-                                                {"tokens", p.tokens},
-                                                {"profile", o->out},
-                                                {"report", html},
-                                                {"seconds", timer.seconds()},
-                                                {"reuse_window", kReuseWindow},
-                                                {"layers", layers}}
-                                     .dump(2));
-              return 0;
-            }
-            fmt::print("profiled {} tokens in {:.1f} s -> {} (report: {})\n", p.tokens,
-                       timer.seconds(), o->out, html);
-            fmt::print(
-                "layer  sparsity  hottest neurons covering 50% / 80% / 95% of activations  active "
-                "in the last {} tokens\n",
-                kReuseWindow);
-            for (const auto& l : layers)
-              fmt::print(
-                  "{:>5}  {:>8.3f}  {:>6.1f}% / {:>5.1f}% / {:>5.1f}%  {:>40.1f}%\n",
-                  l["layer"].get<int>(), l["sparsity"].get<double>(),
-                  100 * l["neurons_for_50"].get<double>(), 100 * l["neurons_for_80"].get<double>(),
-                  100 * l["neurons_for_95"].get<double>(), 100 * l["window_reuse"].get<double>());
-            return 0;
-          }};
+  return {
+      cmd, [o] {
+        if (o->file.empty() && o->random_tokens == 0)
+          fail("strata profile needs a text (-f FILE) or --random-tokens N");
+        const auto model = Model::load(o->model, /*require_tokenizer=*/o->random_tokens == 0);
+        std::vector<int32_t> tokens;
+        if (o->random_tokens > 0) {
+          std::mt19937_64 rng(o->seed);
+          std::uniform_int_distribution<int32_t> id(
+              0, static_cast<int32_t>(model->config.n_vocab - 1));
+          for (int64_t i = 0; i < o->random_tokens; ++i) tokens.push_back(id(rng));
+        } else {
+          tokens = tokenize_text_file(*model, o->file);
+        }
+        const int64_t n_ctx = std::min<int64_t>(o->ctx, model->config.n_ctx_train);
+        ThreadPool pool(o->threads);
+        ProgressBar bar("profile");
+        Timer timer;
+        NeuronProfile p = profile_model(*model, tokens, n_ctx, o->max_tokens, pool,
+                                        [&](int64_t d, int64_t t) { bar.update(d, t, "tokens"); });
+        bar.finish();
+        p.text = o->random_tokens > 0
+                     ? fmt::format("{} random tokens (seed {})", o->random_tokens, o->seed)
+                     : o->file;
+        write_profile(p, o->out);
+        std::string html = o->html;
+        if (html.empty()) {
+          html = o->out;
+          const auto dot = html.rfind('.');
+          if (dot != std::string::npos && html.find('/', dot) == std::string::npos) html.erase(dot);
+          html += ".html";
+        }
+        write_text_file(html, profile_report_html(
+                                  p, model->config.name.empty() ? o->model : model->config.name));
+        nlohmann::json layers = nlohmann::json::array();
+        for (size_t l = 0; l < p.counts.size(); ++l) {
+          const auto s = summarize_layer(p.counts[l], p.tokens);
+          layers.push_back({{"layer", l},
+                            {"sparsity", s.sparsity},
+                            {"neurons_for_50", s.neurons_for_50},
+                            {"neurons_for_80", s.neurons_for_80},
+                            {"neurons_for_95", s.neurons_for_95},
+                            {"window_reuse", p.window_reuse.at(l)}});
+        }
+        if (o->json) {
+          fmt::print("{}\n", nlohmann::json{{"model", o->model},
+                                            {"model_hash", p.model_hash},
+                                            {"text", p.text},
+                                            {"tokens", p.tokens},
+                                            {"profile", o->out},
+                                            {"report", html},
+                                            {"seconds", timer.seconds()},
+                                            {"reuse_window", kReuseWindow},
+                                            {"layers", layers}}
+                                 .dump(2));
+          return 0;
+        }
+        fmt::print("profiled {} tokens in {:.1f} s -> {} (report: {})\n", p.tokens, timer.seconds(),
+                   o->out, html);
+        fmt::print(
+            "layer  sparsity  hottest neurons covering 50% / 80% / 95% of activations  active "
+            "in the last {} tokens\n",
+            kReuseWindow);
+        for (const auto& l : layers)
+          fmt::print(
+              "{:>5}  {:>8.3f}  {:>6.1f}% / {:>5.1f}% / {:>5.1f}%  {:>40.1f}%\n",
+              l["layer"].get<int>(), l["sparsity"].get<double>(),
+              100 * l["neurons_for_50"].get<double>(), 100 * l["neurons_for_80"].get<double>(),
+              100 * l["neurons_for_95"].get<double>(), 100 * l["window_reuse"].get<double>());
+        return 0;
+      }};
 }
 
 }  // namespace strata

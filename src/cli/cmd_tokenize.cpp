@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "format/gguf.h"
 #include "model/tokenizer.h"
 
@@ -31,11 +32,10 @@ Command add_tokenize_command(CLI::App& app) {
             const auto tok = Tokenizer::from_gguf(*f);
             const bool bos = tok->add_bos_default() && !o->no_bos;
             if (!o->batch.empty()) {
-              std::ifstream in(o->batch);
-              if (!in) fail("cannot open '{}'", o->batch);
+              const std::string text = read_regular_file(o->batch, kMaxJsonFileBytes, "JSON");
               nlohmann::json texts;
               try {
-                in >> texts;
+                texts = nlohmann::json::parse(text);
               } catch (const nlohmann::json::exception& e) {
                 fail("'{}' is not valid JSON: {}", o->batch, e.what());
               }

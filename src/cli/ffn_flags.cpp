@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "offline/profile.h"
 #include "tiers/bundle_layout.h"
 
@@ -123,7 +124,7 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
     const std::string beside = model.file->path() + ".storage.json";
     const std::string file = !f.storage_profile.empty()
                                  ? f.storage_profile
-                                 : (std::ifstream(beside).good() ? beside : std::string());
+                                 : (is_regular_file(beside) ? beside : std::string());
     if (!file.empty()) {
       *storage = StorageProfile::from_json_file(file);
       o.storage = storage;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace strata {
 
@@ -90,18 +91,9 @@ void* read_into_memory(int fd, uint64_t size, const std::string& path, MappedFil
 
 MappedFile::MappedFile(const std::string& path, LoadMode mode, const Ranges& holes)
     : path_(path), mode_(mode) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
+  const int fd = open_regular_file(path);
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail("cannot stat '{}': {}", path, std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail("'{}' is not a regular file", path);
-  }
+  ::fstat(fd, &st);
   size_ = static_cast<uint64_t>(st.st_size);
   if (size_ > 0) {
     void* p = nullptr;

@@ -7,11 +7,14 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace strata {
 
 GgufWriter::GgufWriter(std::string path, uint64_t alignment)
     : path_(std::move(path)), tmp_path_(path_ + ".tmp"), alignment_(alignment) {
+  refuse_special_output(path_);  // rename() would replace a device node (as root: /dev/full)
+  refuse_special_output(tmp_path_);
   if (alignment_ != 32) set("general.alignment", GgufValue::u32(static_cast<uint32_t>(alignment)));
 }
 

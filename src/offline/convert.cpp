@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "format/gguf_writer.h"
 #include "format/safetensors.h"
 #include "model/config.h"
@@ -32,12 +33,9 @@ struct HfConfig {
 };
 
 nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot open '{}'", path.string());
+  const std::string text = read_regular_file(path.string(), kMaxJsonFileBytes, "JSON");
   try {
-    nlohmann::json j;
-    in >> j;
-    return j;
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not valid JSON: {}", path.string(), e.what());
   }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace strata {
 
@@ -64,10 +65,10 @@ GgufMetadata from_sentencepiece(const std::string& path, int64_t bos_id, int64_t
 }
 
 GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_t eos_id) {
-  std::ifstream in(path);
+  const std::string text = read_regular_file(path, kMaxJsonFileBytes, "tokenizer.json");
   nlohmann::json j;
   try {
-    in >> j;
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not valid JSON: {}", path, e.what());
   }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/input_file.h"
 
 namespace strata {
 
@@ -29,13 +30,10 @@ int64_t run_text_windows(Session& session, const std::vector<int32_t>& tokens, i
 }
 
 std::vector<int32_t> tokenize_text_file(const Model& model, const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open '{}'", path);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_regular_file(path, kMaxTextFileBytes, "text");
   if (model.tokenizer == nullptr)
     fail("'{}' has no tokenizer to read text with", model.file->path());
-  auto tokens = model.tokenizer->encode(text.str(), model.tokenizer->add_bos_default());
+  auto tokens = model.tokenizer->encode(text, model.tokenizer->add_bos_default());
   if (tokens.size() < 2) fail("'{}' holds no text", path);
   return tokens;
 }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/timer.h"
 
 namespace strata {
@@ -69,11 +70,10 @@ std::string StorageProfile::to_json() const {
 }
 
 StorageProfile StorageProfile::from_json_file(const std::string& file) {
-  std::ifstream in(file);
-  if (!in) fail("cannot open storage profile '{}'", file);
+  const std::string text = read_regular_file(file, kMaxJsonFileBytes, "a storage profile");
   StorageProfile p;
   try {
-    const auto j = nlohmann::json::parse(in);
+    const auto j = nlohmann::json::parse(text);
     p.path = j.at("path").get<std::string>();
     for (const auto& q : j.at("points")) {
       StoragePoint s{q.at("chunk_bytes").get<uint64_t>(), q.at("queue_depth").get<int>(),
@@ -92,8 +92,7 @@ StorageProfile StorageProfile::from_json_file(const std::string& file) {
 
 StorageProfile probe_storage(const std::string& path, double seconds_per_point,
                              const std::function<void(int, int)>& progress) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-  if (fd < 0) fail("cannot open '{}' with direct I/O: {}", path, std::strerror(errno));
+  const int fd = open_regular_file(path, O_DIRECT);
   const off_t size = ::lseek(fd, 0, SEEK_END);
   const std::vector<uint64_t> chunks = {4u << 10,  8u << 10,   16u << 10,  32u << 10,
                                         64u << 10, 128u << 10, 256u << 10, 1u << 20};

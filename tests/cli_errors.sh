@@ -98,6 +98,25 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$work/port" ] && break; sleep 0.2; done
 expect_error "cannot listen" "$strata" serve -m "$model" --port "$(cat "$work/port")"
 kill "$holder" 2>/dev/null
 
+# Flag values CLI11 let through: NaN passed every range, integers were clamped, empty strings
+# meant "no value".
+expect_error "not a finite number" "$strata" run -m "$model" -p hi -n 1 --temp nan
+expect_error "not a finite number" "$strata" run -m "$model" -p hi -n 1 --top-p inf
+expect_error "not a finite number" "$strata" serve -m "$model" --min-p nan
+expect_error "out of range" "$strata" run -m "$model" -p hi -n 1 --seed 99999999999999999999
+expect_error "not a whole number" "$strata" synth --preset tiny --seed -1 -o "$work/x.gguf"
+expect_error "empty" "$strata" run -m "$model" -p hi -n 1 --ram-budget ''
+expect_error "not a whole number" "$strata" logits -m "$model" --tokens ''
+# Far more threads than cores: a warning, and no collapse (the pool spun without yielding: 4
+# tokens took 20 s at -t 512 and more at 1024 on 2 cores; now under 1 s at 1024).
+if ! timeout 30 "$strata" run -m "$model" -p hi -n 4 -t 1024 >"$work/out" 2>"$work/err"; then
+  echo "FAIL: run -t 1024 did not finish in 30 s"; failures=$((failures + 1))
+elif ! grep -q "warning: -t 1024 is more than" "$work/err"; then
+  echo "FAIL: no warning for -t 1024"; cat "$work/err"; failures=$((failures + 1))
+else
+  echo "ok: $(head -1 "$work/err")"
+fi
+
 # Special files where a file is expected: refused before anything blocks on them or reads
 # without end (a FIFO hung every subcommand; perplexity -f /dev/zero grew until killed).
 rm -f "$work/fifo"; mkfifo "$work/fifo"

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "runtime/bandwidth.h"
@@ -41,11 +42,11 @@ Command add_bench_command(CLI::App& app) {
                 "Use the model file in place (memory map) instead of reading it into huge-page "
                 "memory: faster start, slower decode");
   cmd->add_option("-m,--model", o->model, "GGUF model file");
-  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens")->check(CLI::Range(0, 1 << 20));
-  cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens")->check(in_range(0, 1 << 20));
+  cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens")->check(in_range(0, 1 << 20));
   cmd->add_option("-r,--repetitions", o->reps, "Repeats (the median is reported)")
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1000));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--no-bandwidth", o->skip_bandwidth, "Skip the memory bandwidth measurement");
   add_ffn_flags(cmd, o->ffn);
@@ -60,7 +61,7 @@ Command add_bench_command(CLI::App& app) {
         const int64_t n_ctx = o->n_prompt + o->n_gen + 1;
         StorageProfile storage;
         const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-        ThreadPool pool(o->threads);
+        ThreadPool pool(checked_threads(o->threads));
         Session session(*model, n_ctx, pool, session_options);
         // Decode-only FFN statistics and times, summed over the decode repeats.
         std::vector<FfnLayerStats> decode_stats(c.n_layer);

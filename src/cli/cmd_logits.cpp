@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "runtime/session.h"
 
@@ -25,15 +26,18 @@ Command add_logits_command(CLI::App& app) {
                 "Use the model file in place (memory map) instead of reading it into huge-page "
                 "memory: faster start, slower decode");
   cmd->add_option("-m,--model", o->model, "GGUF model file")->required();
-  cmd->add_option("--tokens", o->tokens, "Token ids, comma separated")->required()->delimiter(',');
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  cmd->add_option("--tokens", o->tokens, "Token ids, comma separated")
+      ->required()
+      ->delimiter(',')
+      ->check(in_range<int32_t>(0, std::numeric_limits<int32_t>::max()));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   add_ffn_flags(cmd, o->ffn);
   return {cmd, [o] {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
             const SessionOptions session_options =
                 resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()));
-            ThreadPool pool(o->threads);
+            ThreadPool pool(checked_threads(o->threads));
             Session session(*model, static_cast<int64_t>(o->tokens.size()), pool, session_options);
             nlohmann::json out = nlohmann::json::array();
             const auto all = session.eval(o->tokens, /*all_logits=*/true);

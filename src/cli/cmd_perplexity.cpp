@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
+#include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -30,10 +31,10 @@ Command add_perplexity_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
   cmd->add_option("-f,--file", o->file, "Text file")->required();
   cmd->add_option("-c,--ctx-size", o->ctx, "Window size in tokens (default: min(512, model's))")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+      ->check(in_range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--chunks", o->chunks, "Windows to evaluate (default: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+      ->check(in_range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print JSON");
   add_ffn_flags(cmd, o->ffn);
   return {
@@ -50,7 +51,7 @@ Command add_perplexity_command(CLI::App& app) {
                n_ctx);
         StorageProfile storage;
         const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-        ThreadPool pool(o->threads);
+        ThreadPool pool(checked_threads(o->threads));
         Session session(*model, n_ctx, pool, session_options);
         ProgressBar bar("perplexity");
         Timer timer;

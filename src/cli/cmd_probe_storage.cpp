@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -27,7 +28,7 @@ Command add_probe_storage_command(CLI::App& app) {
                   "Where to store the curve (default: PATH.storage.json, "
                   "which runs of that model find by themselves)");
   cmd->add_option("--seconds", o->seconds, "Seconds per measured point")
-      ->check(CLI::Range(0.01, 60.0));
+      ->check(in_range(0.01, 60.0));
   cmd->add_flag("--json", o->json, "Print the curve as JSON");
   return {
       cmd, [o] {

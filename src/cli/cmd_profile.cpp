@@ -7,6 +7,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -32,16 +33,16 @@ Command add_profile_command(CLI::App& app) {
       "--random-tokens", o->random_tokens,
       "Instead of a text: this many uniformly random token ids (models without a tokenizer, "
       "such as strata synth's)");
-  random->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  random->check(in_range(int64_t{1}, int64_t{1} << 30));
   file->excludes(random);
-  cmd->add_option("--seed", o->seed, "Seed of --random-tokens");
+  cmd->add_option("--seed", o->seed, "Seed of --random-tokens")->check(fits<uint64_t>());
   cmd->add_option("-n,--n-tokens", o->max_tokens, "Tokens to read at most (default: all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      ->check(in_range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("-c,--ctx-size", o->ctx, "Window size in tokens")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(in_range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("-o,--output", o->out, "Profile file to write (GGUF)")->required();
   cmd->add_option("--html", o->html, "HTML report to write (default: OUTPUT with .html)");
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
   return {
       cmd, [o] {
@@ -58,7 +59,7 @@ Command add_profile_command(CLI::App& app) {
           tokens = tokenize_text_file(*model, o->file);
         }
         const int64_t n_ctx = std::min<int64_t>(o->ctx, model->config.n_ctx_train);
-        ThreadPool pool(o->threads);
+        ThreadPool pool(checked_threads(o->threads));
         ProgressBar bar("profile");
         Timer timer;
         NeuronProfile p = profile_model(*model, tokens, n_ctx, o->max_tokens, pool,

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "runtime/sampler.h"
@@ -36,21 +37,22 @@ Command add_run_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
   cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until EOS or full)")
-      ->check(CLI::Range(-1, 1 << 30));
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+      ->check(in_range(-1, 1 << 30));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_option("-c,--ctx-size", o->ctx, "Context size (default: the model's, at most 4096)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+      ->check(in_range(int64_t{0}, int64_t{1} << 24));
   cmd->add_option("--temp", o->sampling.temperature, "Temperature (0: greedy)")
-      ->check(CLI::Range(0.0f, 100.0f));
-  cmd->add_option("--top-k", o->sampling.top_k, "Top-k (0: off)")->check(CLI::Range(0, 1 << 30));
-  cmd->add_option("--top-p", o->sampling.top_p, "Top-p (1: off)")->check(CLI::Range(0.0f, 1.0f));
-  cmd->add_option("--min-p", o->sampling.min_p, "Min-p (0: off)")->check(CLI::Range(0.0f, 1.0f));
+      ->check(in_range(0.0f, 100.0f));
+  cmd->add_option("--top-k", o->sampling.top_k, "Top-k (0: off)")->check(in_range(0, 1 << 30));
+  cmd->add_option("--top-p", o->sampling.top_p, "Top-p (1: off)")->check(in_range(0.0f, 1.0f));
+  cmd->add_option("--min-p", o->sampling.min_p, "Min-p (0: off)")->check(in_range(0.0f, 1.0f));
   cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty, "Repetition penalty (1: off)")
-      ->check(CLI::Range(0.0f, 100.0f));
+      ->check(in_range(0.0f, 100.0f));
   cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n,
                   "Tokens the penalty looks back over (-1: all)")
-      ->check(CLI::Range(-1, 1 << 30));
-  cmd->add_option("-s,--seed", o->seed, "Random seed (-1: from the clock)");
+      ->check(in_range(-1, 1 << 30));
+  cmd->add_option("-s,--seed", o->seed, "Random seed (-1: from the clock)")
+      ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
   cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS token");
   cmd->add_flag("--json", o->json, "Print the timing report as JSON on stderr");
   add_ffn_flags(cmd, o->ffn);
@@ -73,7 +75,7 @@ Command add_run_command(CLI::App& app) {
                                      std::chrono::steady_clock::now().time_since_epoch().count());
         StorageProfile storage;
         const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-        ThreadPool pool(o->threads);
+        ThreadPool pool(checked_threads(o->threads));
         Session session(*model, n_ctx, pool, session_options);
         Sampler sampler(sp);
 

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "server/http_server.h"
 
@@ -35,26 +36,26 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
   cmd->add_flag("--mmap", o->mmap, "Use the model file in place (memory map)");
   cmd->add_option("--host", o->host, "Address to listen on");
-  cmd->add_option("--port", o->port, "Port to listen on")->check(CLI::Range(1, 65535));
+  cmd->add_option("--port", o->port, "Port to listen on")->check(in_range(1, 65535));
   cmd->add_option("--api-key", o->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
   cmd->add_option("-a,--alias", o->alias, "Model name the API reports (default: the file's)");
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_option("-c,--ctx-size", o->ctx, "Context size (default: the model's, at most 4096)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+      ->check(in_range(int64_t{0}, int64_t{1} << 24));
   cmd->add_option("-n,--n-predict", o->n_predict,
                   "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
-      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
+      ->check(in_range(int64_t{-1}, int64_t{1} << 30));
   cmd->add_option("--temp", o->sampling.temperature, "Default temperature (0: greedy)")
-      ->check(CLI::Range(0.0f, 100.0f));
+      ->check(in_range(0.0f, 100.0f));
   cmd->add_option("--top-k", o->sampling.top_k, "Default top-k (0: off)")
-      ->check(CLI::Range(0, 1 << 30));
+      ->check(in_range(0, 1 << 30));
   cmd->add_option("--top-p", o->sampling.top_p, "Default top-p (1: off)")
-      ->check(CLI::Range(0.0f, 1.0f));
+      ->check(in_range(0.0f, 1.0f));
   cmd->add_option("--min-p", o->sampling.min_p, "Default min-p (0: off)")
-      ->check(CLI::Range(0.0f, 1.0f));
+      ->check(in_range(0.0f, 1.0f));
   cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
                   "Default repetition penalty (1: off)")
-      ->check(CLI::Range(0.0f, 100.0f));
+      ->check(in_range(0.0f, 100.0f));
   add_ffn_flags(cmd, o->ffn);
   return {cmd, [o] {
             auto model = Model::load(o->model, /*require_tokenizer=*/true,
@@ -64,7 +65,7 @@ Command add_serve_command(CLI::App& app) {
             StorageProfile storage;
             const SessionOptions session_options =
                 resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-            ThreadPool pool(o->threads);
+            ThreadPool pool(checked_threads(o->threads));
             Session session(*model, n_ctx, pool, session_options);
             ServerOptions so;
             so.host = o->host;

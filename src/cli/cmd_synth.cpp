@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "kernels/cpu/matvec.h"
@@ -33,14 +34,14 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--kv-heads", o->kv_heads, "Override the key/value head count");
   cmd->add_option("--vocab", o->vocab, "Override the vocabulary size");
   cmd->add_option("--ctx", o->ctx, "Override the training context length");
-  cmd->add_option("--seed", o->seed, "Random seed");
+  cmd->add_option("--seed", o->seed, "Random seed")->check(fits<uint64_t>());
   cmd->add_flag("--tied", o->tied, "No output.weight: the head reuses the embedding");
   cmd->add_option("--sparsity", o->density,
                   "Make the FFN sparse by construction: about this share of neurons fires per "
                   "token (e.g. 0.1), power-law hotness, with predictors and ffn_down_t")
-      ->check(CLI::Range(0.0, 0.99));
+      ->check(in_range(0.0, 0.99));
   cmd->add_option("--predictor-rank", o->rank, "Rank of the predictors written with --sparsity")
-      ->check(CLI::Range(int64_t{3}, int64_t{1} << 16));
+      ->check(in_range(int64_t{3}, int64_t{1} << 16));
   cmd->add_flag("--powerinfer", o->powerinfer,
                 "Write PowerInfer's layout (PWRI magic, global threshold); needs --sparsity");
   cmd->add_flag("--keep-down", o->keep_down,
@@ -50,7 +51,7 @@ Command add_synth_command(CLI::App& app) {
                   "With --sparsity: share of the residual that is local context (a windowed "
                   "average over the last ~25 tokens), so neighbouring tokens share neurons, as in "
                   "text (e.g. 0.6)")
-      ->check(CLI::Range(0.0, 0.95));
+      ->check(in_range(0.0, 0.95));
   cmd->add_option("--tokenizer-from", o->tokenizer_from, "Copy the tokenizer of this GGUF file");
   return {cmd, [o] {
             SynthSpec s = synth_preset(o->preset);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -34,16 +35,16 @@ Command add_train_predictors_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "Model to write (GGUF)")->required();
   cmd->add_option("-n,--n-tokens", o->max_tokens,
                   "Tokens to collect (80% train, 10% threshold calibration, 10% held out)")
-      ->check(CLI::Range(int64_t{64}, int64_t{1} << 32));
+      ->check(in_range(int64_t{64}, int64_t{1} << 32));
   cmd->add_option("-c,--ctx-size", o->ctx, "Window size in tokens")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->check(in_range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("--ranks", o->ranks, "Rank ladder, comma separated, increasing");
   cmd->add_option("--recall", o->recall, "Recall target on held-out tokens")
-      ->check(CLI::Range(0.5, 1.0));
-  cmd->add_option("--epochs", o->epochs, "Training epochs per rank")->check(CLI::Range(1, 1000));
+      ->check(in_range(0.5, 1.0));
+  cmd->add_option("--epochs", o->epochs, "Training epochs per rank")->check(in_range(1, 1000));
   cmd->add_option("--predictor-type", o->type, "Predictor weight type: f32, f16, q8_0");
   cmd->add_flag("--keep-down", o->keep_down, "Keep ffn_down as well as ffn_down_t");
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(CLI::Range(1, 1024));
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print the report as JSON");
   cmd->add_flag("-v,--verbose", o->verbose, "Print every rank tried");
   return {
@@ -78,7 +79,7 @@ Command add_train_predictors_command(CLI::App& app) {
               "need a ReLU-family model (reglu, drelu, relu)",
               o->model);
         const auto tokens = tokenize_text_file(*model, o->file);
-        ThreadPool pool(o->threads);
+        ThreadPool pool(checked_threads(o->threads));
         Timer timer;
         ProgressBar collect("collect");
         const auto samples = collect_predictor_samples(

@@ -27,6 +27,9 @@ Command add_serve_command(CLI::App& app);
 
 // Threads to use by default: every hardware thread.
 int default_threads();
+// `requested` threads, with a one-line warning on stderr when that is more than the machine's
+// hardware threads (each extra thread then waits for a core: slower, never faster).
+int checked_threads(int requested);
 // The model `run` uses without -m: the one shipped in the repository.
 std::string default_model_path();
 

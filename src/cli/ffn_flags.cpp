@@ -6,6 +6,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "offline/profile.h"
@@ -23,7 +24,8 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                 "recall and precision (slower)");
   cmd->add_option("--ram-budget", f.ram_budget,
                   "Hard cap on the memory strata keeps (e.g. 16G): weights, KV cache, buffers "
-                  "and, for bundled models, the neuron caches");
+                  "and, for bundled models, the neuron caches")
+      ->check(kNotEmpty);
   cmd->add_option("--storage-profile", f.storage_profile,
                   "Bundled models: disk measurements from strata probe-storage (default: "
                   "MODEL.storage.json when it exists)");
@@ -32,7 +34,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "from); its hottest neurons are pinned in the neuron caches");
   cmd->add_option("--pin-share", f.pin_share,
                   "With --profile: share of each layer's neuron cache given to pinned neurons")
-      ->check(CLI::Range(0.0, 0.95));
+      ->check(in_range(0.0, 0.95));
   cmd->add_flag(
       "!--no-repack", f.repack,
       "Keep Q4_0/Q8_0 weights in the file's row layout instead of interleaving them by 16 "
@@ -48,7 +50,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                 "fires (fewer bytes, one more round of reads per layer)");
   cmd->add_option("--window", f.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20));
 }
 
 namespace {

@@ -17,6 +17,16 @@ int default_threads() {
   return n == 0 ? 4 : static_cast<int>(n);
 }
 
+int checked_threads(int requested) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores > 0 && requested > static_cast<int>(cores))
+    std::fprintf(stderr,
+                 "warning: -t %d is more than the %u hardware threads of this machine; it will "
+                 "be slower than -t %u\n",
+                 requested, cores, cores);
+  return requested;
+}
+
 std::string default_model_path() {
   return STRATA_DEFAULT_MODEL;
 }
@@ -55,6 +65,11 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    // The last resort: a failure no layer turned into a strata::Error is still one line.
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: unexpected failure: %s\n", e.what());
     return 1;
   }
 }

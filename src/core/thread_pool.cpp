@@ -17,7 +17,13 @@ namespace {
 constexpr int kSpinIterations = 20000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)),
+      // More threads than cores: a spinning thread takes the core a working one needs (4
+      // tokens took 5 s at 128 threads on 2 cores, 20 s at 512), so nobody spins.
+      spin_iterations_(n_threads_ > static_cast<int>(std::thread::hardware_concurrency())
+                           ? 0
+                           : kSpinIterations) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
@@ -44,7 +50,16 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   }
   wake_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) STRATA_PAUSE();
+  wait_for_workers();
+}
+
+void ThreadPool::wait_for_workers() {
+  for (int spin = 0; spin < spin_iterations_; ++spin) {
+    if (pending_.load(std::memory_order_acquire) == 0) return;
+    STRATA_PAUSE();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
@@ -66,7 +81,7 @@ void ThreadPool::worker_loop(int index) {
   uint64_t seen = 0;
   for (;;) {
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+    for (int spin = 0; gen == seen && spin < spin_iterations_; ++spin) {
       STRATA_PAUSE();
       gen = generation_.load(std::memory_order_acquire);
     }
@@ -83,7 +98,12 @@ void ThreadPool::worker_loop(int index) {
       job = job_;
     }
     (*job)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The last one: wake the caller if it stopped spinning (under the lock, so the wake-up
+      // cannot fall between its check and its wait).
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_.notify_one();
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // One persistent pool of worker threads for the whole process. parallel_for hands out task
 // indices [0, n) in fixed contiguous ranges per thread, so which thread computes what depends
 // only on n and the thread count, and each task's arithmetic never depends on either.
-// Workers spin briefly after a job (decode issues hundreds of jobs per token) and then sleep.
+// Workers spin briefly after a job (decode issues hundreds of jobs per token) and then sleep;
+// the caller waits for them the same way. With more threads than cores nobody spins.
 #pragma once
 
 #include <atomic>
@@ -39,11 +40,14 @@ class ThreadPool {
 
  private:
   void worker_loop(int index);
+  void wait_for_workers();  // until pending_ is 0: spin, then sleep on done_
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
+  int spin_iterations_;
   std::condition_variable wake_;
+  std::condition_variable done_;
   const std::function<void(int)>* job_ = nullptr;
   std::atomic<uint64_t> generation_{0};
   std::atomic<int> pending_{0};

@@ -10,20 +10,12 @@
 #include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "server/openai_api.h"
+#include "server_fixture.h"
 
 namespace strata {
 namespace {
 
-std::string shipped_model() {
-  return std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf";
-}
-
-GenerationParams greedy(int64_t max_tokens) {
-  GenerationParams p;
-  p.max_tokens = max_tokens;
-  p.sampling.temperature = 0;
-  return p;
-}
+using namespace strata::testing;
 
 TEST(Server, ChatFormatsFollowTheTemplateMarkers) {
   const std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}};
@@ -195,47 +187,6 @@ TEST(Server, GeneratorReusesTheSharedPrefixWithTheSameResult) {
   EXPECT_THROW(gen.generate({1, 999999}, greedy(1)), Error);
   EXPECT_THROW(gen.generate({}, greedy(1)), Error);
 }
-
-// The HTTP API on a free local port, with an httplib client.
-class ServerHttp : public ::testing::Test {
- protected:
-  void SetUp() override {
-    model_ = Model::load(shipped_model());
-    session_ = std::make_unique<Session>(*model_, 64, pool_);
-    ServerOptions o;
-    o.port = 0;
-    o.model_name = "tiny";
-    o.api_key = "sesame";
-    o.max_body_bytes = 4096;
-    o.log_requests = false;
-    o.defaults.sampling.temperature = 0;
-    server_ = std::make_unique<HttpServer>(*model_, *session_, o);
-    port_ = server_->bind();
-    thread_ = std::thread([this] { server_->listen(); });
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    client_->set_bearer_token_auth("sesame");
-    client_->set_read_timeout(60);
-  }
-  void TearDown() override {
-    server_->stop();
-    thread_.join();
-  }
-  nlohmann::json post(const std::string& path, const std::string& body, int expected_status) {
-    const auto res = client_->Post(path, body, "application/json");
-    EXPECT_TRUE(res) << path;
-    if (!res) return {};
-    EXPECT_EQ(res->status, expected_status) << path << " " << body << ": " << res->body;
-    return nlohmann::json::parse(res->body);
-  }
-
-  ThreadPool pool_{2};
-  std::unique_ptr<Model> model_;
-  std::unique_ptr<Session> session_;
-  std::unique_ptr<HttpServer> server_;
-  std::unique_ptr<httplib::Client> client_;
-  std::thread thread_;
-  int port_ = 0;
-};
 
 TEST_F(ServerHttp, CompletionsChatModelsAndHealth) {
   const auto health = client_->Get("/health");

@@ -12,7 +12,10 @@ void Tokenizer::load_common(const GgufFile& f) {
     fail("'{}': tokenizer.ggml.tokens is not an array of strings", f.path());
   if (tokens.items.empty()) fail("'{}': tokenizer.ggml.tokens is empty", f.path());
   tokens_.reserve(tokens.items.size());
-  for (const auto& t : tokens.items) tokens_.push_back(t.as_string("tokenizer.ggml.tokens"));
+  for (const auto& t : tokens.items) {
+    tokens_.push_back(t.as_string("tokenizer.ggml.tokens"));
+    max_piece_bytes_ = std::max(max_piece_bytes_, tokens_.back().size());
+  }
   types_.assign(tokens_.size(), TokenType::Normal);
   if (const GgufValue* types = f.find("tokenizer.ggml.token_type")) {
     if (types->type != GgufType::Array || types->items.size() != tokens_.size())

@@ -31,10 +31,18 @@ class Tokenizer {
 
   // parse_special: control and user-defined tokens written out in the text (e.g. "<|im_end|>"
   // in a chat prompt) become those tokens instead of being spelled with ordinary ones.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos, bool parse_special = false) const;
+  std::vector<int32_t> encode(std::string_view text, bool add_bos,
+                              bool parse_special = false) const;
   // The bytes a token stands for in generated text (control tokens give nothing).
   virtual std::string token_bytes(int32_t id) const = 0;
   std::string decode(const std::vector<int32_t>& ids) const;
+  // A lower bound on the tokens encode() makes of `text_bytes` bytes of text, known before
+  // encoding (no token covers more input bytes than its piece has, or than one UTF-8
+  // character for the unknown token): a server refuses a prompt that cannot fit its context
+  // without tokenizing megabytes.
+  int64_t min_tokens(size_t text_bytes) const {
+    return static_cast<int64_t>((text_bytes + max_piece_bytes_ - 1) / max_piece_bytes_);
+  }
 
   int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
   const std::string& token_text(int32_t id) const { return tokens_.at(id); }
@@ -59,6 +67,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t> token_ids_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
   bool add_bos_ = true;
+  size_t max_piece_bytes_ = 4;  // the longest token text, and at least one UTF-8 character
 
   friend std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile&);
   friend std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile&);

@@ -22,15 +22,37 @@ struct HttpServer::Impl {
   Generator generator;
   std::mutex generation;  // one request generates at a time
   std::atomic<uint64_t> next_id{1};
-  httplib::Server http;
+  GuardedServer http;
 
   Impl(const Model& m, Session& s, ServerOptions o)
-      : model(m), session(s), options(std::move(o)), generator(m, s) {}
+      : model(m),
+        session(s),
+        options(std::move(o)),
+        generator(m, s),
+        http(with_body_budget(options.connections, options.max_body_bytes)) {}
+
+  // The per-request byte budget of the connection layer: the body limit plus room for the
+  // request line, headers and chunk framing (the body limit itself is checked as it is read).
+  static ConnectionLimits with_body_budget(ConnectionLimits c, size_t max_body) {
+    c.max_request_bytes = max_body + max_body / 8 + (size_t{64} << 10);
+    return c;
+  }
 
   void reply_error(httplib::Response& res, int status, const std::string& message,
                    const std::string& param = "", const std::string& code = "") {
     res.status = status;
     res.set_content(dump_json(error_body(status, message, param, code)), "application/json");
+  }
+
+  // Refuses, before tokenizing it, a text that cannot fit the context whatever its tokens.
+  void check_fits_before_tokenizing(const std::string& text, const char* param) const {
+    const int64_t at_least = model.tokenizer->min_tokens(text.size());
+    if (at_least >= session.n_ctx())
+      throw ApiError(400,
+                     fmt::format("the prompt has at least {} tokens ({} bytes) but the context "
+                                 "holds {} (start the server with a larger -c)",
+                                 at_least, text.size(), session.n_ctx()),
+                     param, "context_length_exceeded");
   }
 
   // Prompt tokens of a request, or ApiError.
@@ -42,6 +64,7 @@ struct HttpServer::Impl {
       auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
       ChatPrompt p = render_chat(req.messages, tmpl, text_of(tok.bos()), text_of(tok.eos()));
       for (auto& s : p.stop) req.generation.stop.push_back(std::move(s));
+      check_fits_before_tokenizing(p.text, "messages");
       ids = tok.encode(p.text, tok.add_bos_default(), /*parse_special=*/true);
     } else if (!req.prompt_ids.empty()) {
       ids = req.prompt_ids;
@@ -52,6 +75,7 @@ struct HttpServer::Impl {
                                      model.config.n_vocab - 1),
                          "prompt");
     } else {
+      check_fits_before_tokenizing(req.prompt, "prompt");
       ids = tok.encode(req.prompt, tok.add_bos_default());
     }
     if (ids.empty()) throw ApiError(400, "the prompt is empty", req.chat ? "messages" : "prompt");
@@ -80,9 +104,34 @@ struct HttpServer::Impl {
     std::fflush(stderr);
   }
 
-  void complete(const httplib::Request& http_req, httplib::Response& res, bool chat) {
-    auto req = std::make_shared<CompletionRequest>(
-        parse_completion_request(http_req.body, chat, options.defaults));
+  // The body as it arrives (Content-Length or chunked), refused past max_body_bytes.
+  // What is left of a refused body is not read: the connection closes after the reply.
+  std::string read_body(const httplib::ContentReader& reader, httplib::Response& res) {
+    std::string body;
+    bool over = false;
+    const bool read = reader([&](const char* data, size_t n) {
+      if (body.size() + n > options.max_body_bytes) {
+        over = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    });
+    if (over || !read) {
+      res.set_header("Connection", "close");
+      GuardedServer::close_after_response();
+    }
+    // httplib itself refuses a Content-Length over the limit (status 413) before reading.
+    if (over || (!read && res.status == 413))
+      throw ApiError(413, fmt::format("the request body is over {} bytes", options.max_body_bytes));
+    if (!read) throw ApiError(400, "the request body ended early or took too long to arrive");
+    return body;
+  }
+
+  void complete(const httplib::Request& http_req, const std::string& body, httplib::Response& res,
+                bool chat) {
+    auto req =
+        std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults));
     const auto ids = std::make_shared<std::vector<int32_t>>(prompt_tokens(*req));
     const CompletionIds cid{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++),
                             std::chrono::duration_cast<std::chrono::seconds>(
@@ -136,13 +185,29 @@ struct HttpServer::Impl {
   void routes() {
     http.set_payload_max_length(options.max_body_bytes);
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      const auto refuse = [&](int status, const std::string& message) {
+        reply_error(res, status, message);
+        log(req, status, nullptr);
+        res.set_header("Connection", "close");  // the body, if any, is left unread
+        GuardedServer::close_after_response();
+        return httplib::Server::HandlerResponse::Handled;
+      };
+      // A compressed body would be inflated by httplib before any limit applies (510 KB of
+      // gzip made 512 MiB); clients of this API send JSON as it is.
+      const std::string encoding = req.get_header_value("Content-Encoding");
+      if (!encoding.empty() && encoding != "identity")
+        return refuse(415, fmt::format("Content-Encoding '{}' is not accepted; send the body "
+                                       "uncompressed",
+                                       encoding.substr(0, 64)));
+      const std::string transfer = req.get_header_value("Transfer-Encoding");
+      if (!transfer.empty() && transfer != "chunked")
+        return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
+                                       transfer.substr(0, 64)));
       if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
         return httplib::Server::HandlerResponse::Unhandled;
       if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
         return httplib::Server::HandlerResponse::Unhandled;
-      reply_error(res, 401, "missing or wrong API key (send \"Authorization: Bearer <key>\")");
-      log(req, 401, nullptr);
-      return httplib::Server::HandlerResponse::Handled;
+      return refuse(401, "missing or wrong API key (send \"Authorization: Bearer <key>\")");
     });
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
@@ -156,14 +221,18 @@ struct HttpServer::Impl {
       res.set_content(dump_json(models), "application/json");
     });
     auto handler = [this](bool chat) {
-      return [this, chat](const httplib::Request& req, httplib::Response& res) {
+      return [this, chat](const httplib::Request& req, httplib::Response& res,
+                          const httplib::ContentReader& reader) {
         try {
-          complete(req, res, chat);
+          complete(req, read_body(reader, res), res, chat);
         } catch (const ApiError& e) {
           reply_error(res, e.status, e.what(), e.param, e.code);
           log(req, e.status, nullptr);
         } catch (const Error& e) {
           reply_error(res, 400, e.what());
+          log(req, 400, nullptr);
+        } catch (const nlohmann::json::exception& e) {  // a field no check above foresaw
+          reply_error(res, 400, fmt::format("the request does not fit the API: {}", e.what()));
           log(req, 400, nullptr);
         }
       };
@@ -175,10 +244,17 @@ struct HttpServer::Impl {
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler already wrote the error
       const std::string message =
-          res.status == 404 ? fmt::format("no route {} {}", req.method, req.path)
+          res.status == 404 ? fmt::format("no route {} {}", req.method, req.path.substr(0, 256))
           : res.status == 413
               ? fmt::format("the request body is over {} bytes", options.max_body_bytes)
-              : fmt::format("HTTP {}", res.status);
+          : res.status == 414 ? std::string("the request line is too long")
+          : res.status == 400 ? std::string("malformed HTTP request (request line or headers)")
+                              : fmt::format("HTTP {}", res.status);
+      if (res.status == 400 || res.status == 413 || res.status == 414) {
+        // httplib stopped reading mid-request: what follows is not at a request boundary.
+        res.set_header("Connection", "close");
+        GuardedServer::close_after_response();
+      }
       reply_error(res, res.status, message);
       log(req, res.status, nullptr);
     });
@@ -207,12 +283,12 @@ HttpServer::~HttpServer() = default;
 int HttpServer::bind() {
   auto& o = impl_->options;
   if (o.port == 0) {
-    const int port = impl_->http.bind_to_any_port(o.host);
+    const int port = impl_->http.bind_any(o.host);
     if (port <= 0) fail("cannot listen on {} (any port)", o.host);
     o.port = port;
     return port;
   }
-  if (!impl_->http.bind_to_port(o.host, o.port))
+  if (!impl_->http.bind(o.host, o.port))
     fail("cannot listen on {}:{} (in use, or not an address of this machine)", o.host, o.port);
   return o.port;
 }

@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "runtime/session.h"
+#include "server/guarded_http.h"
 #include "server/openai_api.h"
 
 namespace strata {
@@ -20,8 +21,9 @@ struct ServerOptions {
   std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
   std::string model_name;
   ServerDefaults defaults;
-  size_t max_body_bytes = size_t{8} << 20;
-  bool log_requests = true;  // one line per request on stderr
+  size_t max_body_bytes = size_t{8} << 20;  // however it is sent (length, chunked)
+  ConnectionLimits connections;             // deadlines, backlog, workers
+  bool log_requests = true;                 // one line per request on stderr
 };
 
 class HttpServer {

@@ -62,6 +62,7 @@ void parse_prompt(const json& body, CompletionRequest& r) {
     }
     if (p.size() == 1 && p[0].is_array()) {
       r.prompt_ids = token_ids(p[0], "prompt");
+      if (r.prompt_ids.empty()) bad("prompt", "the prompt is empty");
       return;
     }
     if (p.size() > 1 && (p[0].is_string() || p[0].is_array()))
@@ -91,8 +92,8 @@ void parse_messages(const json& body, CompletionRequest& r) {
       content = c.get<std::string>();
     } else if (c.is_array()) {  // content parts: text only
       for (const json& part : c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+            !part.contains("text") || !part["text"].is_string())
           bad(where + ".content", fmt::format("'{}.content' parts must be text parts "
                                               "({{\"type\": \"text\", \"text\": ...}})",
                                               where));
@@ -125,7 +126,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   json body;
   try {
     body = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
     bad("", fmt::format("the request body is not valid JSON ({})", e.what()));
   }
   if (!body.is_object()) bad("", "the request body must be a JSON object");
@@ -173,7 +174,11 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   if (present(body, "stream_options")) {
     const json& so = body["stream_options"];
     if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");
-    r.include_usage = so.value("include_usage", false);
+    if (present(so, "include_usage")) {
+      if (!so["include_usage"].is_boolean())
+        bad("stream_options.include_usage", "'stream_options.include_usage' must be true or false");
+      r.include_usage = so["include_usage"].get<bool>();
+    }
   }
   // What strata does not do: refuse clearly rather than ignore.
   if (present(body, "n") && integer(body, "n", 1, 1) != 1) bad("n", "'n' must be 1");

@@ -1,0 +1,192 @@
+#include "server/guarded_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <string>
+
+namespace strata {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+thread_local bool t_close_after_response = false;
+
+// Waits until `fd` is ready for `events` or `timeout` passes; true when ready.
+bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
+  pollfd p{fd, events, 0};
+  for (;;) {
+    const int n = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, timeout.count())));
+    if (n < 0 && errno == EINTR) continue;
+    return n > 0;
+  }
+}
+
+void address_of(int fd, bool peer, std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  const int rc = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                      : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0) return;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+    port = ntohs(a->sin6_port);
+  }
+  ip = text;
+}
+
+// A connection's socket as httplib's Stream. Its read buffer lives as long as the connection
+// (pipelined requests stay in it). Reads fail once the current request's deadline or byte
+// budget is spent; writes fail when the client accepts nothing for write_timeout.
+class ConnectionStream : public httplib::Stream {
+ public:
+  ConnectionStream(int fd, const ConnectionLimits& limits) : fd_(fd), limits_(limits) {}
+
+  // Starts the receive clock and budget of the next request.
+  void start_request() {
+    deadline_ = Clock::now() + limits_.receive_timeout;
+    budget_ = limits_.max_request_bytes;
+  }
+  bool has_buffered() const { return begin_ < buffer_.size(); }
+  // Waits for the next request's first byte for at most `timeout`.
+  bool wait_for_request(std::chrono::milliseconds timeout) const {
+    return has_buffered() || wait_for(fd_, POLLIN, timeout);
+  }
+
+  bool is_readable() const override { return has_buffered() || wait_for(fd_, POLLIN, left()); }
+  bool is_writable() const override { return wait_for(fd_, POLLOUT, limits_.write_timeout); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (budget_ == 0) return -1;
+    if (!has_buffered() && !fill()) return -1;
+    const size_t n = std::min({size, buffer_.size() - begin_, budget_});
+    std::copy_n(buffer_.data() + begin_, n, ptr);
+    begin_ += n;
+    budget_ -= n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    size_t done = 0;
+    while (done < size) {
+      if (!wait_for(fd_, POLLOUT, limits_.write_timeout)) return -1;
+      const ssize_t n = ::send(fd_, ptr + done, size - done, MSG_NOSIGNAL);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) return -1;
+      done += static_cast<size_t>(n);
+    }
+    return static_cast<ssize_t>(done);
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    address_of(fd_, true, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    address_of(fd_, false, ip, port);
+  }
+  socket_t socket() const override { return fd_; }
+
+ private:
+  std::chrono::milliseconds left() const {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+  }
+  // One recv() into the empty buffer, within the deadline; false on timeout, EOF or error.
+  bool fill() {
+    buffer_.resize(16384);
+    begin_ = 0;
+    for (;;) {
+      if (left().count() <= 0 || !wait_for(fd_, POLLIN, left())) break;
+      const ssize_t n = ::recv(fd_, buffer_.data(), buffer_.size(), 0);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) break;
+      buffer_.resize(static_cast<size_t>(n));
+      return true;
+    }
+    buffer_.clear();
+    return false;
+  }
+
+  int fd_;
+  const ConnectionLimits& limits_;
+  std::string buffer_;
+  size_t begin_ = 0;  // first unread byte of buffer_
+  Clock::time_point deadline_{};
+  size_t budget_ = 0;
+};
+
+// The keep-alive wait for the next request, in slices so that stop() (which invalidates the
+// listening socket) does not wait out an idle connection.
+bool wait_for_next_request(const ConnectionStream& stream, const std::atomic<socket_t>& listening,
+                           std::chrono::milliseconds idle) {
+  const auto end = Clock::now() + idle;
+  while (listening != INVALID_SOCKET) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+    if (left.count() <= 0) return false;
+    if (stream.wait_for_request(std::min(left, std::chrono::milliseconds(100)))) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+GuardedServer::GuardedServer(ConnectionLimits limits) : limits_(limits) {
+  const int workers = limits_.worker_threads;
+  new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
+  // httplib's default sets SO_REUSEPORT, with which a second server binds the same port.
+  set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+}
+
+void GuardedServer::widen_backlog() {
+  // Calling listen() again on a listening socket sets its backlog (Linux).
+  if (svr_sock_ != INVALID_SOCKET) ::listen(svr_sock_, limits_.listen_backlog);
+}
+
+bool GuardedServer::bind(const std::string& host, int port) {
+  if (!bind_to_port(host, port)) return false;
+  widen_backlog();
+  return true;
+}
+
+int GuardedServer::bind_any(const std::string& host) {
+  const int port = bind_to_any_port(host);
+  if (port > 0) widen_backlog();
+  return port;
+}
+
+void GuardedServer::close_after_response() {
+  t_close_after_response = true;
+}
+
+bool GuardedServer::process_and_close_socket(socket_t sock) {
+  ConnectionStream stream(sock, limits_);
+  bool ok = false;
+  for (size_t served = 0; served < limits_.max_requests_per_connection; ++served) {
+    if (!wait_for_next_request(stream, svr_sock_, limits_.idle_timeout)) break;
+    stream.start_request();
+    t_close_after_response = false;
+    bool closed = false;
+    const bool last = served + 1 == limits_.max_requests_per_connection;
+    ok = process_request(stream, last, closed, nullptr);
+    if (!ok || closed || t_close_after_response) break;
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ok;
+}
+
+}  // namespace strata

@@ -1,0 +1,50 @@
+// cpp-httplib's Server with the connection handling a public server needs, which Debian's
+// httplib 0.11 lacks:
+//   - a deadline for receiving each request (request line, headers and body) measured from its
+//     first byte, so a client that trickles one byte every few seconds cannot hold a worker
+//     (httplib's read timeout restarts at every byte);
+//   - a byte budget per request however its body is encoded (a backstop under the body limit);
+//   - one read buffer per connection, so pipelined requests are all answered (httplib made a
+//     new buffer per request and dropped what the client had already sent);
+//   - the listening socket without SO_REUSEPORT, so a second server on a busy port fails to
+//     bind instead of sharing its traffic, and a listen backlog larger than httplib's 5.
+// Handlers and routing are httplib's; only the socket loop around process_request() is ours.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstddef>
+
+namespace strata {
+
+struct ConnectionLimits {
+  std::chrono::milliseconds receive_timeout{10000};  // first byte of a request .. its last
+  std::chrono::milliseconds idle_timeout{5000};      // keep-alive wait for the next request
+  std::chrono::milliseconds write_timeout{30000};    // one send() making no progress
+  size_t max_requests_per_connection = 100;
+  size_t max_request_bytes = size_t{9} << 20;  // request line + headers + body, as sent
+  int listen_backlog = 512;
+  int worker_threads = 32;  // connections served at once (generation itself is one at a time)
+};
+
+class GuardedServer : public httplib::Server {
+ public:
+  explicit GuardedServer(ConnectionLimits limits);
+
+  // Binds like httplib, then widens the listen backlog. False when the address is in use.
+  bool bind(const std::string& host, int port);
+  int bind_any(const std::string& host);
+
+  // For handlers, on the worker thread serving the request: close the connection after this
+  // response (its body was not read to the end, so the stream is not at a request boundary).
+  static void close_after_response();
+
+ private:
+  bool process_and_close_socket(socket_t sock) override;
+  void widen_backlog();
+
+  ConnectionLimits limits_;
+};
+
+}  // namespace strata

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -41,51 +43,95 @@ nlohmann::json read_json(const fs::path& path) {
   }
 }
 
-HfConfig read_config(const fs::path& dir) {
-  const auto j = read_json(dir / "config.json");
-  HfConfig c{};
-  try {
-    const auto& archs = j.at("architectures");
-    c.architecture = archs.empty() ? "" : archs[0].get<std::string>();
-    if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM")
-      fail("'{}': architecture '{}' is not supported (LlamaForCausalLM, MistralForCausalLM)",
-           (dir / "config.json").string(), c.architecture);
-    const std::string act = j.value("hidden_act", "silu");
-    if (act == "silu")
-      c.model.ffn = FfnActivation::SwiGLU;
-    else if (act == "relu")
-      c.model.ffn = FfnActivation::ReGLU;
-    else
-      fail("'{}': hidden_act '{}' is not supported (silu, relu)", (dir / "config.json").string(),
-           act);
-    c.model.n_embd = j.at("hidden_size").get<int64_t>();
-    c.model.n_ff = j.at("intermediate_size").get<int64_t>();
-    c.model.n_layer = j.at("num_hidden_layers").get<int64_t>();
-    c.model.n_head = j.at("num_attention_heads").get<int64_t>();
-    c.model.n_head_kv = j.value("num_key_value_heads", c.model.n_head);
-    c.model.n_vocab = j.at("vocab_size").get<int64_t>();
-    c.model.n_ctx_train = j.value("max_position_embeddings", int64_t{2048});
-    c.model.architecture = "llama";  // Mistral is llama in GGUF
-    c.model.rms_eps = j.value("rms_norm_eps", 1e-5f);
-    c.model.rope_freq_base = j.value("rope_theta", 10000.0f);
-    c.tied = j.value("tie_word_embeddings", false);
-    c.model.head_dim = j.contains("head_dim") && !j["head_dim"].is_null()
-                           ? j["head_dim"].get<int64_t>()
-                           : c.model.n_embd / std::max<int64_t>(1, c.model.n_head);
-    c.model.n_rot = c.model.head_dim;
-    c.bos = j.contains("bos_token_id") && j["bos_token_id"].is_number()
-                ? j["bos_token_id"].get<int64_t>()
-                : -1;
-    c.eos = j.contains("eos_token_id") && j["eos_token_id"].is_number()
-                ? j["eos_token_id"].get<int64_t>()
-                : -1;
-  } catch (const nlohmann::json::exception& e) {
-    fail("'{}': {}", (dir / "config.json").string(), e.what());
+// config.json values are checked as strictly as strata checks a GGUF file, so convert never
+// writes a file that strata then refuses, nor truncates a value silently (64.5 -> 64, 2^62 in
+// a u32 -> 0).
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  int64_t whole(const char* key, int64_t lo, int64_t hi) const {
+    if (!has(key)) fail("'{}' lacks '{}'", path_, key);
+    return whole_or(key, lo, hi, 0);
   }
-  if (c.model.n_embd <= 0 || c.model.n_ff <= 0 || c.model.n_layer <= 0 || c.model.n_head <= 0 ||
-      c.model.n_head_kv <= 0 || c.model.n_vocab <= 0 || c.model.head_dim <= 0 ||
-      c.model.n_head % c.model.n_head_kv != 0 || c.model.head_dim % 2 != 0)
-    fail("'{}' has inconsistent sizes", (dir / "config.json").string());
+  int64_t whole_or(const char* key, int64_t lo, int64_t hi, int64_t fallback) const {
+    if (!has(key)) return fallback;
+    const auto& v = j_[key];
+    if (!v.is_number_integer()) fail("'{}': '{}' is {}, not a whole number", path_, key, v.dump());
+    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi)
+                               : v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      fail("'{}': '{}' = {} is outside [{}, {}]", path_, key, v.dump(), lo, hi);
+    return v.get<int64_t>();
+  }
+  double positive_or(const char* key, double fallback) const {
+    if (!has(key)) return fallback;
+    const auto& v = j_[key];
+    const double x = v.is_number() ? v.get<double>() : -1;
+    if (!(x > 0) || !std::isfinite(x) || !std::isfinite(static_cast<float>(x)))
+      fail("'{}': '{}' is {}, not a positive number", path_, key, v.dump());
+    return x;
+  }
+  std::string text_or(const char* key, const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_string()) fail("'{}': '{}' is {}, not a string", path_, key, j_[key].dump());
+    return j_[key].get<std::string>();
+  }
+  bool flag_or(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    if (!j_[key].is_boolean())
+      fail("'{}': '{}' is {}, not true or false", path_, key, j_[key].dump());
+    return j_[key].get<bool>();
+  }
+  // A special token id: absent, null or a list (several EOS ids) give -1.
+  int64_t token_id(const char* key, int64_t n_vocab) const {
+    if (!has(key) || j_[key].is_array()) return -1;
+    return whole(key, 0, n_vocab - 1);
+  }
+
+ private:
+  const nlohmann::json& j_;
+  std::string path_;
+};
+
+HfConfig read_config(const fs::path& dir) {
+  const std::string path = (dir / "config.json").string();
+  const auto j = read_json(dir / "config.json");
+  if (!j.is_object()) fail("'{}' is not a JSON object", path);
+  const ConfigReader r(j, path);
+  HfConfig c{};
+  const auto& archs = j.contains("architectures") ? j["architectures"] : nlohmann::json();
+  c.architecture =
+      archs.is_array() && !archs.empty() && archs[0].is_string() ? archs[0].get<std::string>() : "";
+  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM")
+    fail("'{}': architecture '{}' is not supported (LlamaForCausalLM, MistralForCausalLM)", path,
+         c.architecture);
+  const std::string act = r.text_or("hidden_act", "silu");
+  if (act == "silu")
+    c.model.ffn = FfnActivation::SwiGLU;
+  else if (act == "relu")
+    c.model.ffn = FfnActivation::ReGLU;
+  else
+    fail("'{}': hidden_act '{}' is not supported (silu, relu)", path, act);
+  constexpr int64_t kU32 = UINT32_MAX;  // GGUF stores the sizes as u32
+  c.model.n_embd = r.whole("hidden_size", 1, kU32);
+  c.model.n_ff = r.whole("intermediate_size", 1, kU32);
+  c.model.n_layer = r.whole("num_hidden_layers", 1, kU32);
+  c.model.n_head = r.whole("num_attention_heads", 1, kU32);
+  c.model.n_head_kv = r.whole_or("num_key_value_heads", 1, kU32, c.model.n_head);
+  c.model.n_vocab = r.whole("vocab_size", 1, kU32);
+  c.model.n_ctx_train = r.whole_or("max_position_embeddings", 1, kU32, 2048);
+  c.model.architecture = "llama";  // Mistral is llama in GGUF
+  c.model.rms_eps = static_cast<float>(r.positive_or("rms_norm_eps", 1e-5));
+  c.model.rope_freq_base = static_cast<float>(r.positive_or("rope_theta", 10000.0));
+  c.tied = r.flag_or("tie_word_embeddings", false);
+  c.model.head_dim = r.whole_or("head_dim", 1, kU32, c.model.n_embd / c.model.n_head);
+  c.model.n_rot = c.model.head_dim;
+  c.bos = r.token_id("bos_token_id", c.model.n_vocab);
+  c.eos = r.token_id("eos_token_id", c.model.n_vocab);
+  if (c.model.head_dim <= 0 || c.model.n_head % c.model.n_head_kv != 0 || c.model.head_dim % 2 != 0)
+    fail("'{}' has inconsistent sizes (heads {}, key/value heads {}, head size {})", path,
+         c.model.n_head, c.model.n_head_kv, c.model.head_dim);
   return c;
 }
 
@@ -105,7 +151,13 @@ Checkpoint open_checkpoint(const fs::path& dir) {
       fail("'{}' has no weight_map", (dir / "model.safetensors.index.json").string());
     std::map<std::string, bool> seen;
     for (const auto& [name, file] : index["weight_map"].items()) {
+      if (!file.is_string())
+        fail("'{}': weight_map entry '{}' is not a file name",
+             (dir / "model.safetensors.index.json").string(), name);
       const auto f = file.get<std::string>();
+      if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..")
+        fail("'{}': weight_map names '{}', not a file in the directory",
+             (dir / "model.safetensors.index.json").string(), f);
       if (!seen[f]) shards.push_back(f);
       seen[f] = true;
     }
@@ -159,6 +211,26 @@ void pad_vocabulary(GgufMetadata& tokenizer, int64_t n_vocab, const std::string&
   }
 }
 
+// config.json's vocabulary and layer count against the checkpoint's tensors, so that a wrong
+// value (a 20M vocabulary) is an error here instead of gigabytes allocated from it.
+void check_sizes_against_tensors(const HfConfig& c, const Checkpoint& ck, const std::string& dir) {
+  const auto embd = ck.tensors.find("model.embed_tokens.weight");
+  if (embd == ck.tensors.end()) fail("the checkpoint lacks the tensor 'model.embed_tokens.weight'");
+  const std::vector<int64_t> want = {c.model.n_vocab, c.model.n_embd};
+  if (embd->second->shape != want)
+    fail(
+        "'{}': config.json says vocab_size {} and hidden_size {}, but "
+        "model.embed_tokens.weight has shape [{}]",
+        dir, c.model.n_vocab, c.model.n_embd, fmt::join(embd->second->shape, ", "));
+  const std::string last =
+      fmt::format("model.layers.{}.input_layernorm.weight", c.model.n_layer - 1);
+  if (!ck.tensors.count(last))
+    fail("'{}': config.json says num_hidden_layers {}, but the checkpoint lacks '{}'", dir,
+         c.model.n_layer, last);
+  if (ck.tensors.count(fmt::format("model.layers.{}.input_layernorm.weight", c.model.n_layer)))
+    fail("'{}': the checkpoint has more layers than num_hidden_layers {}", dir, c.model.n_layer);
+}
+
 }  // namespace
 
 void convert_hf_to_gguf(const ConvertOptions& o,
@@ -167,9 +239,10 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   if (!fs::is_directory(dir)) fail("'{}' is not a directory", o.input_dir);
   if (!dtype_info(o.type).computable) fail("cannot convert to {}", dtype_name(o.type));
   const HfConfig c = read_config(dir);
-  GgufMetadata tokenizer = read_hf_tokenizer(o.input_dir, c.bos, c.eos);
-  pad_vocabulary(tokenizer, c.model.n_vocab, o.input_dir);
   Checkpoint ck = open_checkpoint(dir);
+  check_sizes_against_tensors(c, ck, o.input_dir);  // before anything is sized by config.json
+  GgufMetadata tokenizer = read_hf_tokenizer(o.input_dir, c.bos, c.eos, c.model.n_vocab);
+  pad_vocabulary(tokenizer, c.model.n_vocab, o.input_dir);
 
   const int64_t q_dim = c.model.n_head * c.model.head_dim,
                 kv_dim = c.model.n_head_kv * c.model.head_dim;

@@ -1,6 +1,7 @@
 #include "offline/hf_tokenizer.h"
 
 #include <sentencepiece_processor.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@ GgufValue string_array(const std::vector<std::string>& v) {
 }
 
 GgufMetadata from_sentencepiece(const std::string& path, int64_t bos_id, int64_t eos_id) {
+  ::close(open_regular_file(path));  // sentencepiece would block on a FIFO
   sentencepiece::SentencePieceProcessor sp;
   const auto status = sp.Load(path);
   if (!status.ok()) fail("cannot read the SentencePiece model '{}': {}", path, status.ToString());
@@ -64,7 +66,80 @@ GgufMetadata from_sentencepiece(const std::string& path, int64_t bos_id, int64_t
   return m;
 }
 
-GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_t eos_id) {
+// tokenizer.json's parts, each checked for the JSON type it must have: a file that is not what
+// Hugging Face writes is a one-line error naming the part, never an exception from the JSON
+// library or an allocation sized by a number in the file.
+struct BpeParts {
+  std::vector<std::string> tokens;
+  std::vector<GgufValue> types;
+  std::vector<std::string> merges;
+};
+
+void read_vocab(const nlohmann::json& vocab, const std::string& path, int64_t n_vocab,
+                BpeParts& b) {
+  if (!vocab.is_object()) fail("'{}': model.vocab is not an object of piece: id", path);
+  if (static_cast<int64_t>(vocab.size()) > n_vocab)
+    fail("'{}' has {} tokens but vocab_size is {}", path, vocab.size(), n_vocab);
+  b.tokens.assign(vocab.size(), std::string());
+  for (const auto& [piece, id] : vocab.items()) {
+    if (!id.is_number_integer())
+      fail("'{}': the id of token '{}' is {}, not a whole number", path, piece.substr(0, 64),
+           id.dump());
+    const int64_t i =
+        id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX ? -1 : id.get<int64_t>();
+    if (i < 0 || i >= static_cast<int64_t>(b.tokens.size()))
+      fail("'{}': token id {} is outside the vocabulary", path, id.dump());
+    b.tokens[static_cast<size_t>(i)] = piece;
+  }
+  b.types.assign(b.tokens.size(), GgufValue::i32(1));
+}
+
+void read_added_tokens(const nlohmann::json& added, const std::string& path, int64_t n_vocab,
+                       BpeParts& b) {
+  if (added.is_null()) return;
+  if (!added.is_array()) fail("'{}': added_tokens is not an array", path);
+  for (size_t k = 0; k < added.size(); ++k) {
+    const auto& t = added[k];
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
+        !t.contains("content") || !t["content"].is_string() ||
+        (t.contains("special") && !t["special"].is_boolean()))
+      fail(
+          "'{}': added_tokens[{}] is not an object with an integer id, a string content and a "
+          "boolean special",
+          path, k);
+    const auto& idv = t["id"];
+    const int64_t id = idv.is_number_unsigned() && idv.get<uint64_t>() > INT64_MAX
+                           ? INT64_MAX
+                           : idv.get<int64_t>();
+    if (id < 0 || id >= n_vocab)
+      fail("'{}': added token id {} is outside the vocabulary of {} (vocab_size)", path, idv.dump(),
+           n_vocab);
+    if (id >= static_cast<int64_t>(b.tokens.size())) {
+      b.tokens.resize(static_cast<size_t>(id) + 1);
+      b.types.resize(static_cast<size_t>(id) + 1, GgufValue::i32(1));
+    }
+    b.tokens[static_cast<size_t>(id)] = t["content"].get<std::string>();
+    const bool special = t.contains("special") && t["special"].get<bool>();
+    b.types[static_cast<size_t>(id)] = GgufValue::i32(special ? 3 : 4);
+  }
+}
+
+void read_merges(const nlohmann::json& merges, const std::string& path, BpeParts& b) {
+  if (merges.is_null()) return;
+  if (!merges.is_array()) fail("'{}': model.merges is not an array", path);
+  for (size_t k = 0; k < merges.size(); ++k) {
+    const auto& mg = merges[k];
+    if (mg.is_string())
+      b.merges.push_back(mg.get<std::string>());
+    else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string())
+      b.merges.push_back(mg[0].get<std::string>() + " " + mg[1].get<std::string>());
+    else
+      fail("'{}': model.merges[{}] is neither \"a b\" nor [\"a\", \"b\"]", path, k);
+  }
+}
+
+GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_t eos_id,
+                                 int64_t n_vocab) {
   const std::string text = read_regular_file(path, kMaxJsonFileBytes, "tokenizer.json");
   nlohmann::json j;
   try {
@@ -72,42 +147,24 @@ GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not valid JSON: {}", path, e.what());
   }
-  const auto& model = j["model"];
-  if (!model.is_object() || model.value("type", "") != "BPE")
+  if (!j.is_object()) fail("'{}' is not a JSON object", path);
+  const auto part = [&](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) ? o[key] : nlohmann::json();
+  };
+  const auto model = part(j, "model");
+  if (!model.is_object() || part(model, "type") != "BPE")
     fail("'{}': only BPE tokenizer.json files are supported (without a tokenizer.model)", path);
-  const auto& pre = j["pre_tokenizer"];
-  const std::string pre_type = pre.is_object() ? pre.value("type", "") : "";
+  const auto pre_type = part(part(j, "pre_tokenizer"), "type");
   if (pre_type != "ByteLevel")
     fail("'{}': pre-tokenizer '{}' is not supported; strata converts byte-level BPE", path,
-         pre_type);
-  const auto& vocab = model["vocab"];
-  std::vector<std::string> tokens(vocab.size());
-  for (const auto& [piece, id] : vocab.items()) {
-    const auto i = id.get<int64_t>();
-    if (i < 0 || i >= static_cast<int64_t>(tokens.size()))
-      fail("'{}': token id {} is outside the vocabulary", path, i);
-    tokens[i] = piece;
-  }
-  std::vector<GgufValue> types(tokens.size(), GgufValue::i32(1));
-  if (j["added_tokens"].is_array()) {
-    for (const auto& t : j["added_tokens"]) {
-      const auto id = t.value("id", int64_t{-1});
-      if (id < 0) continue;
-      if (id >= static_cast<int64_t>(tokens.size())) {
-        tokens.resize(id + 1);
-        types.resize(id + 1, GgufValue::i32(1));
-      }
-      tokens[id] = t.value("content", "");
-      types[id] = GgufValue::i32(t.value("special", false) ? 3 : 4);
-    }
-  }
-  std::vector<std::string> merges;
-  for (const auto& mg : model["merges"]) {
-    if (mg.is_string())
-      merges.push_back(mg.get<std::string>());
-    else if (mg.is_array() && mg.size() == 2)
-      merges.push_back(mg[0].get<std::string>() + " " + mg[1].get<std::string>());
-  }
+         pre_type.is_string() ? pre_type.get<std::string>() : pre_type.dump());
+  BpeParts b;
+  read_vocab(part(model, "vocab"), path, n_vocab, b);
+  read_added_tokens(part(j, "added_tokens"), path, n_vocab, b);
+  read_merges(part(model, "merges"), path, b);
+  auto& tokens = b.tokens;
+  auto& types = b.types;
+  auto& merges = b.merges;
   GgufMetadata m;
   m.emplace_back("tokenizer.ggml.model", GgufValue::str("gpt2"));
   m.emplace_back("tokenizer.ggml.pre", GgufValue::str("gpt2"));
@@ -124,12 +181,14 @@ GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_
 
 }  // namespace
 
-GgufMetadata read_hf_tokenizer(const std::string& dir, int64_t bos_id, int64_t eos_id) {
+GgufMetadata read_hf_tokenizer(const std::string& dir, int64_t bos_id, int64_t eos_id,
+                               int64_t n_vocab) {
   namespace fs = std::filesystem;
   if (fs::exists(fs::path(dir) / "tokenizer.model"))
     return from_sentencepiece((fs::path(dir) / "tokenizer.model").string(), bos_id, eos_id);
   if (fs::exists(fs::path(dir) / "tokenizer.json"))
-    return from_tokenizer_json((fs::path(dir) / "tokenizer.json").string(), bos_id, eos_id);
+    return from_tokenizer_json((fs::path(dir) / "tokenizer.json").string(), bos_id, eos_id,
+                               n_vocab);
   fail("'{}' has neither tokenizer.model nor tokenizer.json", dir);
 }
 

@@ -14,6 +14,8 @@ namespace strata {
 using GgufMetadata = std::vector<std::pair<std::string, GgufValue>>;
 
 // bos/eos ids from config.json (or -1) are used when the tokenizer does not name them.
-GgufMetadata read_hf_tokenizer(const std::string& dir, int64_t bos_id, int64_t eos_id);
+// `n_vocab` (the checkpoint's embedding rows) bounds every token id the files name.
+GgufMetadata read_hf_tokenizer(const std::string& dir, int64_t bos_id, int64_t eos_id,
+                               int64_t n_vocab);
 
 }  // namespace strata

@@ -8,6 +8,7 @@ Usage: check_convert.py STRATA_BINARY DATA_DIR WORK_DIR"""
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -154,6 +155,75 @@ def main():
     raw = open(shard, "rb").read()
     open(shard, "wb").write(raw[:len(raw) // 2])  # truncated shard
     ok &= expect_failure(strata, bad, out, "offsets outside the file")
+
+    # config.json values that strata would refuse in the GGUF file, or that were truncated
+    # silently, or that sized allocations before anything checked them (issue 19).
+    def with_config(**changes):
+        fresh()
+        path = os.path.join(bad, "config.json")
+        cfg = json.load(open(path))
+        cfg.update(changes)
+        json.dump(cfg, open(path, "w"))
+    for changes, needle in [({"rms_norm_eps": -1}, "not a positive number"),
+                            ({"rope_theta": 0}, "not a positive number"),
+                            ({"max_position_embeddings": 2**62}, "outside"),
+                            ({"bos_token_id": 2**40}, "outside"),
+                            ({"hidden_size": 64.5}, "not a whole number"),
+                            ({"num_attention_heads": "4"}, "not a whole number"),
+                            ({"vocab_size": 20_000_000}, "model.embed_tokens.weight has shape"),
+                            ({"num_hidden_layers": 100000}, "lacks"),
+                            ({"tie_word_embeddings": "no"}, "not true or false")]:
+        with_config(**changes)
+        ok &= expect_failure(strata, bad, out, needle)
+    fresh()
+    index = os.path.join(bad, "model.safetensors.index.json")
+    idx = json.load(open(index))
+    idx["weight_map"][next(iter(idx["weight_map"]))] = 7
+    json.dump(idx, open(index, "w"))
+    ok &= expect_failure(strata, bad, out, "not a file name")
+    fresh()
+    idx["weight_map"][next(iter(idx["weight_map"]))] = "../../etc/passwd"
+    json.dump(idx, open(index, "w"))
+    ok &= expect_failure(strata, bad, out, "not a file in the directory")
+
+    # tokenizer.json in place of tokenizer.model, malformed in each way probing found.
+    def with_tokenizer_json(obj):
+        fresh()
+        os.remove(os.path.join(bad, "tokenizer.model"))
+        json.dump(obj, open(os.path.join(bad, "tokenizer.json"), "w"))
+    vocab = {f"t{i}": i for i in range(100)}
+
+    def tok(**parts):
+        t = {"model": {"type": "BPE", "vocab": vocab, "merges": []},
+             "pre_tokenizer": {"type": "ByteLevel"}, "added_tokens": []}
+        for k, v in parts.items():
+            if k in ("vocab", "merges"):
+                t["model"][k] = v
+            else:
+                t[k] = v
+        return t
+    for obj, needle in [([], "not a JSON object"),
+                        (tok(vocab={"a": "0"}), "not a whole number"),
+                        (tok(vocab=[1, 2]), "not an object"),
+                        (tok(merges=[1, 2]), "model.merges[0]"),
+                        (tok(added_tokens=[1]), "added_tokens[0]"),
+                        (tok(added_tokens=[{"id": 2**62, "content": "x"}]), "outside"),
+                        (tok(added_tokens=[{"id": "5", "content": "x"}]), "added_tokens[0]"),
+                        (tok(pre_tokenizer=[]), "not supported")]:
+        with_tokenizer_json(obj)
+        ok &= expect_failure(strata, bad, out, needle)
+    with_tokenizer_json(tok())  # the well-formed one converts
+    r = subprocess.run([strata, "convert", bad, "-o", out], capture_output=True, text=True)
+    good = r.returncode == 0 and os.path.exists(out)
+    print(f"{'ok  ' if good else 'FAIL'} tokenizer.json converts: {r.stderr.strip()[:200]}")
+    ok &= good
+
+    # An output that is a device is refused and left as it was (as root, rename() replaced it).
+    r = subprocess.run([strata, "convert", base, "-o", "/dev/full"], capture_output=True, text=True)
+    good = (r.returncode != 0 and "not a regular file" in r.stderr
+            and stat.S_ISCHR(os.stat("/dev/full").st_mode))
+    print(f"{'ok  ' if good else 'FAIL'} -o /dev/full: {r.stderr.strip()}")
+    ok &= good
     sys.exit(0 if ok else 1)
 
 

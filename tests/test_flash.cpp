@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -338,7 +339,7 @@ class FaultySource final : public BundleSource {
 
  private:
   FileBundleSource inner_;
-  int good_;
+  std::atomic<int> good_;  // read() is called from several I/O threads at once (TSan found it)
   bool short_;
 };
 

@@ -59,8 +59,9 @@ class ConfigReader {
     if (!has(key)) return fallback;
     const auto& v = j_[key];
     if (!v.is_number_integer()) fail("'{}': '{}' is {}, not a whole number", path_, key, v.dump());
-    if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi)
-                               : v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+    // nlohmann keeps non-negative numbers unsigned: above INT64_MAX is out of any range here.
+    const bool huge = v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX;
+    if (huge || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
       fail("'{}': '{}' = {} is outside [{}, {}]", path_, key, v.dump(), lo, hi);
     return v.get<int64_t>();
   }

@@ -17,6 +17,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 thread_local bool t_close_after_response = false;
+thread_local int t_connection = -1;  // the socket this worker thread is serving
 
 // Waits until `fd` is ready for `events` or `timeout` passes; true when ready.
 bool wait_for(int fd, short events, std::chrono::milliseconds timeout) {
@@ -129,9 +130,9 @@ class ConnectionStream : public httplib::Stream {
 // The keep-alive wait for the next request, in slices so that stop() (which invalidates the
 // listening socket) does not wait out an idle connection.
 bool wait_for_next_request(const ConnectionStream& stream, const std::atomic<socket_t>& listening,
-                           std::chrono::milliseconds idle) {
+                           const std::atomic<bool>& direct, std::chrono::milliseconds idle) {
   const auto end = Clock::now() + idle;
-  while (listening != INVALID_SOCKET) {
+  while (direct || listening != INVALID_SOCKET) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
     if (left.count() <= 0) return false;
     if (stream.wait_for_request(std::min(left, std::chrono::milliseconds(100)))) return true;
@@ -172,11 +173,23 @@ void GuardedServer::close_after_response() {
   t_close_after_response = true;
 }
 
+bool GuardedServer::client_gone() {
+  if (t_connection < 0) return false;
+  pollfd p{t_connection, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+void GuardedServer::serve_connection(socket_t sock) {
+  direct_ = true;
+  process_and_close_socket(sock);
+}
+
 bool GuardedServer::process_and_close_socket(socket_t sock) {
   ConnectionStream stream(sock, limits_);
+  t_connection = sock;
   bool ok = false;
   for (size_t served = 0; served < limits_.max_requests_per_connection; ++served) {
-    if (!wait_for_next_request(stream, svr_sock_, limits_.idle_timeout)) break;
+    if (!wait_for_next_request(stream, svr_sock_, direct_, limits_.idle_timeout)) break;
     stream.start_request();
     t_close_after_response = false;
     bool closed = false;
@@ -184,6 +197,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     ok = process_request(stream, last, closed, nullptr);
     if (!ok || closed || t_close_after_response) break;
   }
+  t_connection = -1;
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;

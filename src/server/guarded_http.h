@@ -13,6 +13,7 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 
@@ -39,12 +40,21 @@ class GuardedServer : public httplib::Server {
   // For handlers, on the worker thread serving the request: close the connection after this
   // response (its body was not read to the end, so the stream is not at a request boundary).
   static void close_after_response();
+  // For handlers: whether the client of the request being served has closed or reset its
+  // connection (nginx's 499): its turn to generate is then skipped, or its generation stopped,
+  // instead of computing for nobody while live requests wait.
+  static bool client_gone();
+
+  // Serves the connected socket `sock` on the calling thread until it closes, then closes it,
+  // without a listening socket (the fuzzer and tests feed requests through a socketpair).
+  void serve_connection(socket_t sock);
 
  private:
   bool process_and_close_socket(socket_t sock) override;
   void widen_backlog();
 
   ConnectionLimits limits_;
+  std::atomic<bool> direct_{false};  // serve_connection(): no listening socket to watch
 };
 
 }  // namespace strata

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "core/fifo_mutex.h"
 #include "runtime/generator.h"
 
 namespace strata {
@@ -20,7 +21,7 @@ struct HttpServer::Impl {
   Session& session;
   ServerOptions options;
   Generator generator;
-  std::mutex generation;  // one request generates at a time
+  FifoMutex generation;  // one request generates at a time, in the order they came
   std::atomic<uint64_t> next_id{1};
   GuardedServer http;
 
@@ -128,6 +129,20 @@ struct HttpServer::Impl {
     return body;
   }
 
+  // Generation for the request being served, skipped when its client has already gone (a
+  // request waits its turn, and a client that dropped it must not cost the ones behind it).
+  GenerationResult generate_for_client(const std::vector<int32_t>& ids,
+                                       const GenerationParams& params,
+                                       const std::function<bool(std::string_view)>& on_text) {
+    if (GuardedServer::client_gone()) {
+      GenerationResult skipped;
+      skipped.prompt_tokens = static_cast<int64_t>(ids.size());
+      skipped.cancelled = true;
+      return skipped;
+    }
+    return generator.generate(ids, params, on_text);
+  }
+
   void complete(const httplib::Request& http_req, const std::string& body, httplib::Response& res,
                 bool chat) {
     auto req =
@@ -141,11 +156,17 @@ struct HttpServer::Impl {
     if (!req->stream) {
       GenerationResult r;
       {
-        std::lock_guard<std::mutex> lock(generation);
-        r = generator.generate(*ids, req->generation);
+        std::lock_guard<FifoMutex> lock(generation);
+        r = generate_for_client(*ids, req->generation,
+                                [](std::string_view) { return !GuardedServer::client_gone(); });
+      }
+      log(http_req, 200, &r);
+      if (r.cancelled) {  // nobody to answer
+        res.set_header("Connection", "close");
+        GuardedServer::close_after_response();
+        return;
       }
       res.set_content(dump_json(completion_response(*req, cid, r)), "application/json");
-      log(http_req, 200, &r);
       return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -158,14 +179,15 @@ struct HttpServer::Impl {
           };
           GenerationResult r;
           {
-            std::lock_guard<std::mutex> lock(generation);
+            std::lock_guard<FifoMutex> lock(generation);
             if (req->chat) {
               json first = completion_chunk(*req, cid, "", "");
               first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
               if (!send(first)) return false;
             }
-            r = generator.generate(*ids, req->generation, [&](std::string_view text) {
-              return send(completion_chunk(*req, cid, std::string(text), ""));
+            r = generate_for_client(*ids, req->generation, [&](std::string_view text) {
+              return !GuardedServer::client_gone() &&
+                     send(completion_chunk(*req, cid, std::string(text), ""));
             });
           }
           httplib::Request logged;
@@ -299,6 +321,10 @@ void HttpServer::listen() {
 
 void HttpServer::stop() {
   impl_->http.stop();
+}
+
+void HttpServer::serve_connection(int sock) {
+  impl_->http.serve_connection(sock);
 }
 
 }  // namespace strata

@@ -38,6 +38,8 @@ class HttpServer {
   int bind();
   void listen();  // serves until stop(); call after bind()
   void stop();
+  // Serves one connected socket on the calling thread until it closes (fuzzing, tests).
+  void serve_connection(int sock);
 
  private:
   struct Impl;

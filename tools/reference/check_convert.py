@@ -170,6 +170,7 @@ def main():
                             ({"bos_token_id": 2**40}, "outside"),
                             ({"hidden_size": 64.5}, "not a whole number"),
                             ({"num_attention_heads": "4"}, "not a whole number"),
+                            ({"num_key_value_heads": 0}, "outside"),  # found by fuzz_convert
                             ({"vocab_size": 20_000_000}, "model.embed_tokens.weight has shape"),
                             ({"num_hidden_layers": 100000}, "lacks"),
                             ({"tie_word_embeddings": "no"}, "not true or false")]:

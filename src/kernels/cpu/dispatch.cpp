@@ -1,6 +1,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "core/error.h"
 #include "kernels/cpu/kernels.h"
 
@@ -9,11 +13,18 @@ namespace strata {
 const CpuKernels* avx2_kernels_unchecked();
 const CpuKernels* avx512vnni_kernels_unchecked();
 
+#if defined(__x86_64__)
+// CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+}
+#endif
+
 const CpuKernels* avx2_kernels() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-      __builtin_cpu_supports("f16c"))
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
     return avx2_kernels_unchecked();
 #endif
   return nullptr;

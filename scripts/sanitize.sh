@@ -1,0 +1,84 @@
+#!/bin/sh
+# The sanitizer and fuzzing jobs (CI runs them after scripts/test.sh), each in its own build
+# tree with clang from Debian, and how long each part took:
+#   1. build-asan: everything under AddressSanitizer + UndefinedBehaviorSanitizer, with the
+#      libFuzzer targets; runs the unit tests, the CLI error script and a smoke run of every
+#      fuzz target on its seed corpus (FUZZ_SECONDS each, default 5).
+#   2. build-tsan: the unit tests under ThreadSanitizer, run on the suites that use threads
+#      (thread pool, sparse operators, sessions, flash reads, the server).
+# Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
+set -eu
+cd "$(dirname "$0")/.."
+root=$(pwd)
+what=${1:-all}
+fuzz_seconds=${FUZZ_SECONDS:-5}
+jobs=$(nproc 2>/dev/null || echo 2)
+
+scripts/setup.sh >/dev/null  # the Debian packages of the main build
+missing=""
+for p in clang-14 libclang-rt-14-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "installing:$missing"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
+fi
+
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+
+started=$(date +%s)
+step() {  # step NAME: prints how long the previous step took
+  now=$(date +%s)
+  echo "== $1 (+$((now - started)) s)"
+}
+
+configure() {  # configure DIR SANITIZERS [more cmake args]
+  dir=$1 san=$2
+  shift 2
+  CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSTRATA_SANITIZE="$san" -DSTRATA_BUILD_BENCH=OFF "$@" >/dev/null
+}
+
+# Tests whose measure means nothing under a sanitizer, by name, with the reason:
+#   AnonymousMemory.PopulatedMemoryIsZeroAndWritesNeedNoPageFaults counts page faults, and the
+#   sanitizers' shadow memory and allocators fault pages of their own.
+excluded='^AnonymousMemory\.PopulatedMemoryIsZeroAndWritesNeedNoPageFaults$'
+
+if [ "$what" = all ] || [ "$what" = asan ]; then
+  step "asan+ubsan: build"
+  configure build-asan address,undefined -DSTRATA_FUZZ=ON
+  cmake --build build-asan -j "$jobs" >/dev/null
+  step "asan+ubsan: unit tests"
+  (cd build-asan && ctest -j "$jobs" -L unit -E "$excluded" --output-on-failure)
+  step "asan+ubsan: CLI error script"
+  (cd build-asan && ctest -R '^cli_bad_input$' --output-on-failure)
+  step "asan+ubsan: fuzz smoke runs ($fuzz_seconds s each)"
+  for t in gguf safetensors convert tokenizer openai http; do
+    work="build-asan/fuzz-work/$t"
+    rm -rf "$work" && mkdir -p "$work"
+    # New inputs go to a scratch corpus; the seeds in the repository are only read.
+    "build-asan/tests/fuzz/fuzz_$t" -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+      -artifact_prefix="$work/" "$work" "tests/fuzz/corpus/$t" >"$work/log" 2>&1 || {
+      cat "$work/log"
+      echo "fuzz_$t failed: the input is in $work"
+      exit 1
+    }
+    echo "fuzz_$t: $(grep -o 'stat::number_of_executed_units: [0-9]*' "$work/log" | cut -d' ' -f2) runs, no failure"
+  done
+fi
+
+if [ "$what" = all ] || [ "$what" = tsan ]; then
+  step "tsan: build"
+  configure build-tsan thread
+  cmake --build build-tsan -j "$jobs" --target strata_tests >/dev/null
+  step "tsan: threaded tests"
+  build-tsan/tests/strata_tests \
+    --gtest_filter='ThreadPool.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*'
+fi
+step "done"
+cd "$root"

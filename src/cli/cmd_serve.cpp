@@ -1,6 +1,7 @@
 // strata serve: the OpenAI-compatible HTTP server (src/server/), llama-server's flags.
 #include <fmt/format.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 
@@ -31,6 +32,8 @@ Command add_serve_command(CLI::App& app) {
     int64_t n_predict = -1;
     SamplerParams sampling;
     FfnFlags ffn;
+    double timeout_s = 10;
+    int threads_http = 32;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
@@ -56,42 +59,53 @@ Command add_serve_command(CLI::App& app) {
   cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
                   "Default repetition penalty (1: off)")
       ->check(in_range(0.0f, 100.0f));
+  cmd->add_option("--timeout", o->timeout_s,
+                  "Seconds a client has to send a whole request (line, headers, body) from its "
+                  "first byte; the keep-alive idle limit is the smaller of this and 5 s")
+      ->check(in_range(0.1, 3600.0));
+  cmd->add_option("--threads-http", o->threads_http,
+                  "Connections served at once (generation itself takes one request at a time)")
+      ->check(in_range(1, 4096));
   add_ffn_flags(cmd, o->ffn);
-  return {cmd, [o] {
-            auto model = Model::load(o->model, /*require_tokenizer=*/true,
-                                     o->mmap ? LoadMode::Map : LoadMode::Read);
-            const int64_t n_ctx =
-                o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
-            StorageProfile storage;
-            const SessionOptions session_options =
-                resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-            ThreadPool pool(checked_threads(o->threads));
-            Session session(*model, n_ctx, pool, session_options);
-            ServerOptions so;
-            so.host = o->host;
-            so.port = o->port;
-            so.api_key = o->api_key;
-            so.model_name = !o->alias.empty() ? o->alias
-                            : !model->config.name.empty()
-                                ? model->config.name
-                                : std::filesystem::path(o->model).filename().string();
-            so.defaults.max_tokens = o->n_predict;
-            so.defaults.sampling = o->sampling;
-            HttpServer server(*model, session, so);
-            const int port = server.bind();
-            g_server = &server;
-            std::signal(SIGINT, stop_on_signal);
-            std::signal(SIGTERM, stop_on_signal);
-            fmt::print(stderr,
-                       "serving {} on http://{}:{} (context {}, {} threads): POST "
-                       "/v1/completions, /v1/chat/completions; GET /v1/models, /health\n",
-                       so.model_name, o->host, port, n_ctx, o->threads);
-            std::fflush(stderr);
-            server.listen();
-            g_server = nullptr;
-            fmt::print(stderr, "stopped\n");
-            return 0;
-          }};
+  return {
+      cmd, [o] {
+        auto model = Model::load(o->model, /*require_tokenizer=*/true,
+                                 o->mmap ? LoadMode::Map : LoadMode::Read);
+        const int64_t n_ctx =
+            o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+        StorageProfile storage;
+        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        ThreadPool pool(checked_threads(o->threads));
+        Session session(*model, n_ctx, pool, session_options);
+        ServerOptions so;
+        so.host = o->host;
+        so.port = o->port;
+        so.api_key = o->api_key;
+        so.model_name = !o->alias.empty() ? o->alias
+                        : !model->config.name.empty()
+                            ? model->config.name
+                            : std::filesystem::path(o->model).filename().string();
+        so.defaults.max_tokens = o->n_predict;
+        so.defaults.sampling = o->sampling;
+        const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_s * 1e3));
+        so.connections.receive_timeout = timeout;
+        so.connections.idle_timeout = std::min(timeout, so.connections.idle_timeout);
+        so.connections.worker_threads = o->threads_http;
+        HttpServer server(*model, session, so);
+        const int port = server.bind();
+        g_server = &server;
+        std::signal(SIGINT, stop_on_signal);
+        std::signal(SIGTERM, stop_on_signal);
+        fmt::print(stderr,
+                   "serving {} on http://{}:{} (context {}, {} threads): POST "
+                   "/v1/completions, /v1/chat/completions; GET /v1/models, /health\n",
+                   so.model_name, o->host, port, n_ctx, o->threads);
+        std::fflush(stderr);
+        server.listen();
+        g_server = nullptr;
+        fmt::print(stderr, "stopped\n");
+        return 0;
+      }};
 }
 
 }  // namespace strata

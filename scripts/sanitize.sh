@@ -15,17 +15,7 @@ fuzz_seconds=${FUZZ_SECONDS:-5}
 jobs=$(nproc 2>/dev/null || echo 2)
 
 scripts/setup.sh >/dev/null  # the Debian packages of the main build
-missing=""
-for p in clang-14 libclang-rt-14-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
-if [ -n "$missing" ]; then
-  echo "installing:$missing"
-  sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing
-fi
+scripts/install_packages.sh clang-14 libclang-rt-14-dev
 
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"

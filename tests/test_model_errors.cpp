@@ -18,6 +18,8 @@ struct Edit {
   std::string drop_tensor;
   std::string reshape_tensor;
   std::string retype_tensor;  // declared as Q4_K (unsupported), bytes sized to match
+  std::string u32_key;        // set to u32_value
+  uint32_t u32_value = 0;
 };
 
 std::string edited_model(const std::string& name, const Edit& e) {
@@ -26,6 +28,7 @@ std::string edited_model(const std::string& name, const Edit& e) {
   GgufWriter w(path);
   for (const auto& [k, v] : src->metadata()) w.set(k, v);
   if (!e.set_key.empty()) w.set(e.set_key, GgufValue::str(e.set_value));
+  if (!e.u32_key.empty()) w.set(e.u32_key, GgufValue::u32(e.u32_value));
   std::vector<std::pair<const GgufTensorInfo*, std::vector<uint8_t>>> data;
   for (const auto& t : src->tensors()) {
     if (t.name == e.drop_tensor) continue;
@@ -77,6 +80,15 @@ TEST(ModelErrors, ShapeMismatch) {
 TEST(ModelErrors, UnsupportedTensorType) {
   expect_load_error(edited_model("q4k.gguf", {"", "", "", "", "blk.0.ffn_down.weight"}),
                     "has type Q4_K");
+}
+
+// Found by fuzz_gguf: a block count of 3.5 billion sized the per-layer tables before any layer's
+// tensors were looked for (14 GB allocated, 31 s, then "lacks the tensor").
+TEST(ModelErrors, BlockCountTheTensorTableCannotHold) {
+  Edit e;
+  e.u32_key = "llama.block_count";
+  e.u32_value = 3556769793u;
+  expect_load_error(edited_model("layers.gguf", e), "block_count 3556769793 needs");
 }
 
 TEST(ModelErrors, MissingHyperParameter) {

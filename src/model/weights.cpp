@@ -90,6 +90,12 @@ uint64_t ModelWeights::bytes_read_per_token() const {
 }
 
 ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
+  // Every layer has at least 7 tensors (2 norms, 4 attention projections, the FFN's bundles or
+  // matrices): a block count the tensor table cannot hold is refused before anything is sized
+  // by it (fuzz_gguf: 3.5 billion layers allocated 14 GB before the first missing tensor).
+  if (c.n_layer > static_cast<int64_t>(f.tensors().size() / 7))
+    fail("'{}': block_count {} needs at least {} tensors, the file has {}", f.path(), c.n_layer,
+         c.n_layer * 7, f.tensors().size());
   ModelWeights w;
   const GgufTensorInfo& embd = require(f, "token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != c.n_embd)

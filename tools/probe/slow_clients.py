@@ -1,5 +1,5 @@
 """Probes a running strata serve with slow clients: N connections that send one request byte every
-2 s, then times GET /health. Usage: probe_slow_clients.py PORT [N]"""
+2 s, then times GET /health. Usage: tools/probe/slow_clients.py PORT [N]"""
 import socket, sys, time, threading, urllib.request
 port = int(sys.argv[1]); stop = False
 def slow():

@@ -204,32 +204,37 @@ struct HttpServer::Impl {
         });
   }
 
+  // Before the body is read: refuse what cannot be read safely, and a missing API key.
+  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
+    const auto refuse = [&](int status, const std::string& message) {
+      reply_error(res, status, message);
+      log(req, status, nullptr);
+      res.set_header("Connection", "close");  // the body, if any, is left unread
+      GuardedServer::close_after_response();
+      return httplib::Server::HandlerResponse::Handled;
+    };
+    // A compressed body would be inflated by httplib before any limit applies (510 KB of
+    // gzip made 512 MiB); clients of this API send JSON as it is.
+    const std::string encoding = req.get_header_value("Content-Encoding");
+    if (!encoding.empty() && encoding != "identity")
+      return refuse(415, fmt::format("Content-Encoding '{}' is not accepted; send the body "
+                                     "uncompressed",
+                                     encoding.substr(0, 64)));
+    const std::string transfer = req.get_header_value("Transfer-Encoding");
+    if (!transfer.empty() && transfer != "chunked")
+      return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
+                                     transfer.substr(0, 64)));
+    if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
+      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
+      return httplib::Server::HandlerResponse::Unhandled;
+    return refuse(401, "missing or wrong API key (send \"Authorization: Bearer <key>\")");
+  }
+
   void routes() {
     http.set_payload_max_length(options.max_body_bytes);
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      const auto refuse = [&](int status, const std::string& message) {
-        reply_error(res, status, message);
-        log(req, status, nullptr);
-        res.set_header("Connection", "close");  // the body, if any, is left unread
-        GuardedServer::close_after_response();
-        return httplib::Server::HandlerResponse::Handled;
-      };
-      // A compressed body would be inflated by httplib before any limit applies (510 KB of
-      // gzip made 512 MiB); clients of this API send JSON as it is.
-      const std::string encoding = req.get_header_value("Content-Encoding");
-      if (!encoding.empty() && encoding != "identity")
-        return refuse(415, fmt::format("Content-Encoding '{}' is not accepted; send the body "
-                                       "uncompressed",
-                                       encoding.substr(0, 64)));
-      const std::string transfer = req.get_header_value("Transfer-Encoding");
-      if (!transfer.empty() && transfer != "chunked")
-        return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
-                                       transfer.substr(0, 64)));
-      if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
-        return httplib::Server::HandlerResponse::Unhandled;
-      if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
-        return httplib::Server::HandlerResponse::Unhandled;
-      return refuse(401, "missing or wrong API key (send \"Authorization: Bearer <key>\")");
+      return pre_route(req, res);
     });
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");

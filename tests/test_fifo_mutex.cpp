@@ -22,8 +22,8 @@ TEST(FifoMutex, WaitersGetTheirTurnInArrivalOrder) {
       std::lock_guard<FifoMutex> turn(m);
       order.push_back(i);
     });
-    // Long enough for thread i to take its ticket before thread i + 1 starts.
-    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    // Thread i takes its ticket before thread i + 1 starts.
+    while (m.arrivals() < static_cast<uint64_t>(i) + 2) std::this_thread::yield();
   }
   m.unlock();
   for (auto& t : waiters) t.join();

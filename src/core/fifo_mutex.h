@@ -25,6 +25,11 @@ class FifoMutex {
     }
     turn_changed_.notify_all();
   }
+  // How many lock() calls have taken a ticket so far (tests wait on it to order arrivals).
+  uint64_t arrivals() {
+    std::lock_guard<std::mutex> l(m_);
+    return next_;
+  }
 
  private:
   std::mutex m_;

@@ -140,6 +140,25 @@ bool wait_for_next_request(const ConnectionStream& stream, const std::atomic<soc
   return false;
 }
 
+// A response was sent while the client may still be sending the request it answers (a body
+// refused unread): closing now would reset the connection, and the client, still writing,
+// would lose the response. Like nginx's lingering close: stop writing, then read and drop
+// what comes for a bounded time and size, so the client sees the reply and then the end.
+void linger(int fd, const ConnectionLimits& limits) {
+  ::shutdown(fd, SHUT_WR);
+  const auto end = Clock::now() + std::min(limits.receive_timeout, std::chrono::milliseconds(2000));
+  size_t left = limits.max_request_bytes;
+  char scratch[16384];
+  while (left > 0) {
+    const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now());
+    if (wait.count() <= 0 || !wait_for(fd, POLLIN, wait)) return;
+    const ssize_t n = ::recv(fd, scratch, std::min(sizeof(scratch), left), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    left -= static_cast<size_t>(n);
+  }
+}
+
 }  // namespace
 
 GuardedServer::GuardedServer(ConnectionLimits limits) : limits_(limits) {
@@ -198,6 +217,7 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
     if (!ok || closed || t_close_after_response) break;
   }
   t_connection = -1;
+  if (t_close_after_response) linger(sock, limits_);
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ok;

@@ -1,9 +1,7 @@
 // strata perplexity: llama.cpp-style perplexity of a text file.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"

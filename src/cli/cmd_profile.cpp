@@ -2,7 +2,6 @@
 // the per-layer summary (text or --json) and an HTML report of the hot-neuron curves.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 

@@ -1,9 +1,7 @@
 // strata tokenize: text to token ids (one prompt, or a JSON array of strings with --batch).
 #include <fmt/format.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "core/error.h"

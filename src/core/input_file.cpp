@@ -12,7 +12,7 @@
 
 namespace strata {
 
-int open_regular_file(const std::string& path, int extra_flags) {
+int open_regular_file(const std::string& path, int extra_flags, uint64_t* size) {
   // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | extra_flags);
   if (fd < 0) fail("cannot open '{}': {}", path, std::strerror(errno));
@@ -26,6 +26,7 @@ int open_regular_file(const std::string& path, int extra_flags) {
     ::close(fd);
     fail("'{}' is not a regular file", path);
   }
+  if (size != nullptr) *size = static_cast<uint64_t>(st.st_size);
   // Back to blocking reads (regular files never block, but O_DIRECT callers expect plain I/O).
   const int fl = ::fcntl(fd, F_GETFL);
   if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
@@ -33,10 +34,8 @@ int open_regular_file(const std::string& path, int extra_flags) {
 }
 
 std::string read_regular_file(const std::string& path, uint64_t max_bytes, const char* what) {
-  const int fd = open_regular_file(path);
-  struct stat st {};
-  ::fstat(fd, &st);
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  uint64_t size = 0;
+  const int fd = open_regular_file(path, 0, &size);
   if (size > max_bytes) {
     ::close(fd);
     fail("'{}' has {} bytes, more than the {} bytes strata reads as {}", path, size, max_bytes,

@@ -11,8 +11,9 @@ namespace strata {
 
 // A descriptor of the regular file `path` opened with O_RDONLY | O_CLOEXEC | `extra_flags`
 // (the caller closes it), or Error ("cannot open", "is not a regular file"). The open itself
-// never blocks: a FIFO is opened non-blocking and refused.
-int open_regular_file(const std::string& path, int extra_flags = 0);
+// never blocks: a FIFO is opened non-blocking and refused. `size`, when given, receives the
+// file's size.
+int open_regular_file(const std::string& path, int extra_flags = 0, uint64_t* size = nullptr);
 
 // The whole content of the regular file `path`, or Error when it is not one or is larger than
 // `max_bytes` (`what` names the content in the message: "text", "tokenizer.json").

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,10 +90,7 @@ void* read_into_memory(int fd, uint64_t size, const std::string& path, MappedFil
 
 MappedFile::MappedFile(const std::string& path, LoadMode mode, const Ranges& holes)
     : path_(path), mode_(mode) {
-  const int fd = open_regular_file(path);
-  struct stat st {};
-  ::fstat(fd, &st);
-  size_ = static_cast<uint64_t>(st.st_size);
+  const int fd = open_regular_file(path, 0, &size_);
   if (size_ > 0) {
     void* p = nullptr;
     try {

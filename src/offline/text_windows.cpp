@@ -1,8 +1,6 @@
 #include "offline/text_windows.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/input_file.h"

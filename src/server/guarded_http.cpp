@@ -188,7 +188,8 @@ int GuardedServer::bind_any(const std::string& host) {
   return port;
 }
 
-void GuardedServer::close_after_response() {
+void GuardedServer::close_after_response(httplib::Response& res) {
+  res.set_header("Connection", "close");
   t_close_after_response = true;
 }
 

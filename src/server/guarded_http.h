@@ -38,8 +38,9 @@ class GuardedServer : public httplib::Server {
   int bind_any(const std::string& host);
 
   // For handlers, on the worker thread serving the request: close the connection after this
-  // response (its body was not read to the end, so the stream is not at a request boundary).
-  static void close_after_response();
+  // response (its body was not read to the end, so the stream is not at a request boundary);
+  // the response says so ("Connection: close").
+  static void close_after_response(httplib::Response& res);
   // For handlers: whether the client of the request being served has closed or reset its
   // connection (nginx's 499): its turn to generate is then skipped, or its generation stopped,
   // instead of computing for nobody while live requests wait.

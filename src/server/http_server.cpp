@@ -119,8 +119,7 @@ struct HttpServer::Impl {
       return true;
     });
     if (over || !read) {
-      res.set_header("Connection", "close");
-      GuardedServer::close_after_response();
+      GuardedServer::close_after_response(res);
     }
     // httplib itself refuses a Content-Length over the limit (status 413) before reading.
     if (over || (!read && res.status == 413))
@@ -162,8 +161,7 @@ struct HttpServer::Impl {
       }
       log(http_req, 200, &r);
       if (r.cancelled) {  // nobody to answer
-        res.set_header("Connection", "close");
-        GuardedServer::close_after_response();
+        GuardedServer::close_after_response(res);
         return;
       }
       res.set_content(dump_json(completion_response(*req, cid, r)), "application/json");
@@ -209,8 +207,7 @@ struct HttpServer::Impl {
     const auto refuse = [&](int status, const std::string& message) {
       reply_error(res, status, message);
       log(req, status, nullptr);
-      res.set_header("Connection", "close");  // the body, if any, is left unread
-      GuardedServer::close_after_response();
+      GuardedServer::close_after_response(res);  // the body, if any, is left unread
       return httplib::Server::HandlerResponse::Handled;
     };
     // A compressed body would be inflated by httplib before any limit applies (510 KB of
@@ -279,8 +276,7 @@ struct HttpServer::Impl {
                               : fmt::format("HTTP {}", res.status);
       if (res.status == 400 || res.status == 413 || res.status == 414) {
         // httplib stopped reading mid-request: what follows is not at a request boundary.
-        res.set_header("Connection", "close");
-        GuardedServer::close_after_response();
+        GuardedServer::close_after_response(res);
       }
       reply_error(res, res.status, message);
       log(req, res.status, nullptr);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/input_file.h"
 #include "fuzz_util.h"
 #include "model/model.h"
 #include "offline/convert.h"
@@ -61,7 +62,7 @@ void write_shard(const std::string& path) {
   std::vector<float> values(offset / 4);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 7) * 0.01f;
   bytes.append(reinterpret_cast<const char*>(values.data()), offset);
-  strata::fuzz::write_file(path, bytes.data(), bytes.size());
+  strata::write_text_file(path, bytes);
 }
 
 Fixture make_fixture() {
@@ -92,8 +93,7 @@ Fixture make_fixture() {
   json map = json::object();
   for (const auto& [name, shape] : tensor_shapes()) map[name] = "model-1.safetensors";
   f.valid[2] = json{{"metadata", json::object()}, {"weight_map", map}}.dump();
-  for (int i = 0; i < 3; ++i)
-    strata::fuzz::write_file(f.dir + "/" + f.files[i], f.valid[i].data(), f.valid[i].size());
+  for (int i = 0; i < 3; ++i) strata::write_text_file(f.dir + "/" + f.files[i], f.valid[i]);
   write_shard(f.dir + "/model-1.safetensors");
   return f;
 }
@@ -105,7 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const int which = data[0] % 3;
   const std::string path = f.dir + "/" + f.files[which];
-  strata::fuzz::write_file(path, data + 1, size - 1);
+  strata::write_text_file(path, std::string(reinterpret_cast<const char*>(data) + 1, size - 1));
   strata::ConvertOptions o;
   o.input_dir = f.dir;
   o.output = f.dir + "/out.gguf";
@@ -115,6 +115,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     strata::Model::load(o.output, /*require_tokenizer=*/true, strata::LoadMode::Map);
   } catch (const strata::Error&) {
   }
-  strata::fuzz::write_file(path, f.valid[which].data(), f.valid[which].size());
+  strata::write_text_file(path, f.valid[which]);
   return 0;
 }

@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -35,14 +34,6 @@ class MemFile {
  private:
   int fd_;
 };
-
-// Writes `size` bytes to `path` (replacing it); false on failure.
-inline bool write_file(const std::string& path, const void* data, size_t size) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) return false;
-  const bool ok = std::fwrite(data, 1, size, f) == size;
-  return std::fclose(f) == 0 && ok;
-}
 
 // A fresh directory under $TMPDIR (or /tmp) for one fuzzing process.
 inline std::string scratch_dir(const char* name) {

@@ -12,8 +12,8 @@
 
 #include "bench_matrix.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/matvec.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/matvec.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 

@@ -10,9 +10,9 @@
 
 #include "bench_matrix.h"
 #include "core/thread_pool.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/matvec.h"
-#include "kernels/cpu/sparse_ops.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/matvec.h"
+#include "backends/cpu/sparse_ops.h"
 
 namespace strata {
 namespace {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/sparse_ops.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/sparse_ops.h"
 #include "tensor/quantize.h"
 
 namespace strata {

@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "kernels/cpu/amx_matmat.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/matvec.h"
+#include "backends/cpu/amx_matmat.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/matvec.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/amx_matmat.h"
+#include "backends/cpu/amx_matmat.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/matvec.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -86,7 +88,7 @@ TEST(Session, BatchedEvaluationMatchesTokenByToken) {
   }
 }
 
-// Interleaved Q4_0/Q8_0 (Model::interleave_rows) computes what the scalar reference computes on
+// Interleaved Q4_0/Q8_0 (the CPU backend's layout, Model::adopt_layouts) computes what the scalar reference computes on
 // every path, so a prompt batch and token-by-token decoding give the same logits bit for bit,
 // and both agree with the file's row layout (SIMD dot kernels) within rounding.
 TEST(Session, InterleavedRowsMatchRowLayoutAndBatchesExactly) {
@@ -97,9 +99,18 @@ TEST(Session, InterleavedRowsMatchRowLayoutAndBatchesExactly) {
     const auto rows = Model::load(path, false);
     const auto inter = Model::load(path, false);
     // 2 layers x (q, k, v, o, gate, up, down) + output.
-    EXPECT_EQ(inter->interleave_rows(/*ffn=*/true), 15);
-    EXPECT_EQ(inter->interleave_rows(true), 0);  // already done
-    EXPECT_EQ(Model::load(path, false, LoadMode::Map)->interleave_rows(true), 0);
+    const auto cpu = [](const MatrixView& m, WeightUse use) {
+      return CpuBackend::layout_for(m, use, /*repack=*/true);
+    };
+    EXPECT_EQ(inter->adopt_layouts(cpu, /*dense_ffn=*/true), 15);
+    EXPECT_EQ(inter->adopt_layouts(cpu, true), 0);  // already done
+    EXPECT_EQ(Model::load(path, false, LoadMode::Map)->adopt_layouts(cpu, true), 0);
+    // --no-repack, and a sparse FFN (rows read one by one) keep the file's rows there.
+    const auto keep = [](const MatrixView& m, WeightUse use) {
+      return CpuBackend::layout_for(m, use, /*repack=*/false);
+    };
+    EXPECT_EQ(Model::load(path, false)->adopt_layouts(keep, true), 0);
+    EXPECT_EQ(Model::load(path, false)->adopt_layouts(cpu, /*dense_ffn=*/false), 9);
     ThreadPool pool(2);
     Session a(*rows, 64, pool), one(*inter, 64, pool), batch(*inter, 64, pool);
     std::vector<float> reference, sequential;

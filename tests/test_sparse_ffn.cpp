@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/amx_matmat.h"
+#include "backends/cpu/amx_matmat.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 

@@ -11,6 +11,7 @@
 #include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "backends/cpu/kernels.h"
 #include "runtime/bandwidth.h"
 #include "runtime/session.h"
 

@@ -5,7 +5,7 @@
 #include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "kernels/cpu/matvec.h"
+#include "backends/cpu/matvec.h"
 #include "offline/synth.h"
 
 namespace strata {

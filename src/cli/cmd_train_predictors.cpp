@@ -11,7 +11,7 @@
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "kernels/cpu/matvec.h"
+#include "backends/cpu/matvec.h"
 #include "offline/predictor_training.h"
 #include "offline/text_windows.h"
 

@@ -6,6 +6,8 @@
 #include <numeric>
 
 #include "cli/flag_checks.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/matvec.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "offline/profile.h"
@@ -232,7 +234,9 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                    : "");
   }
   // After ensure_down_t, which reads ffn_down's rows.
-  if (f.repack) model.interleave_rows(o.ffn == FfnMode::Dense);
+  model.adopt_layouts(
+      [&](const MatrixView& m, WeightUse use) { return CpuBackend::layout_for(m, use, f.repack); },
+      o.ffn == FfnMode::Dense);
   return o;
 }
 

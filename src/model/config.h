@@ -6,6 +6,7 @@
 #include <string>
 
 #include "format/gguf.h"
+#include "tensor/ffn_activation.h"
 
 namespace strata {
 
@@ -16,12 +17,8 @@ namespace strata {
 //   relu:   h = relu(W_up x), no gate            OPT-style
 // strata records it under the metadata key "strata.ffn_activation". Without that key a
 // llama.cpp file is SwiGLU and a PowerInfer ("PWRI") llama file is ReGLU.
-enum class FfnActivation { SwiGLU, ReGLU, DReLU, ReLU };
 const char* ffn_activation_name(FfnActivation a);
 std::optional<FfnActivation> ffn_activation_from_name(const std::string& name);
-inline bool ffn_has_gate(FfnActivation a) {
-  return a != FfnActivation::ReLU;
-}
 
 inline constexpr const char* kFfnActivationKey = "strata.ffn_activation";
 

@@ -43,25 +43,27 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
   return m;
 }
 
-int Model::interleave_rows(bool ffn) {
-  std::vector<MatrixView*> all;
+int Model::adopt_layouts(const LayoutChoice& choose, bool dense_ffn) {
+  std::vector<std::pair<MatrixView*, WeightUse>> all;
+  const WeightUse ffn_use = dense_ffn ? WeightUse::Whole : WeightUse::Rows;
   for (LayerWeights& l : weights.layers) {
-    for (MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output}) all.push_back(m);
-    if (ffn && !weights.bundled)
-      for (MatrixView* m : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) all.push_back(m);
+    for (MatrixView* m : {&l.attn_q, &l.attn_k, &l.attn_v, &l.attn_output})
+      all.emplace_back(m, WeightUse::Whole);
+    if (!weights.bundled)
+      for (MatrixView* m : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) all.emplace_back(m, ffn_use);
     // Predictors are always multiplied whole. fc2's rows are short (rank elements: two Q4_0
     // blocks at rank 64), so one row at a time is mostly call overhead: 4.1-4.5 ms per token at
     // 7B for 17 MB of weights; 16 rows at a time 1.6-2.0 ms.
-    for (MatrixView* m : {&l.predictor.fc1, &l.predictor.fc2}) all.push_back(m);
+    for (MatrixView* m : {&l.predictor.fc1, &l.predictor.fc2})
+      all.emplace_back(m, WeightUse::Whole);
   }
-  if (!weights.tied_output) all.push_back(&weights.output);
+  if (!weights.tied_output) all.emplace_back(&weights.output, WeightUse::Whole);
   std::vector<MatrixView*> todo;
   const uint8_t* begin = file->bytes();
   const uint8_t* end = begin + file->file_size();
-  for (MatrixView* m : all)
-    if (m->data != nullptr && interleavable(m->type) && m->layout == Layout::Rows &&
-        m->rows % kInterleavedRows == 0 && m->row_bytes == row_bytes(m->type, m->cols) &&
-        m->data >= begin && m->data + m->bytes() <= end)
+  for (auto [m, use] : all)
+    if (m->data != nullptr && m->layout == Layout::Rows &&
+        choose(*m, use) == Layout::Interleaved16 && m->data >= begin && m->data + m->bytes() <= end)
       todo.push_back(m);
   if (todo.empty() || !file->memory().set_writable()) return 0;
   for (MatrixView* m : todo) {

@@ -1,10 +1,12 @@
 // A loaded model: the mapped GGUF file, its config, weight views and tokenizer.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/backend.h"
 #include "format/gguf.h"
 #include "model/config.h"
 #include "model/tokenizer.h"
@@ -28,11 +30,15 @@ struct Model {
   // file lacks it. Returns the bytes allocated for that (0 when the file has them).
   uint64_t ensure_down_t();
 
-  // Interleaves the Q4_0/Q8_0 matrices only ever multiplied whole (tensor/interleaved_rows.h): the
-  // attention projections, the output (unless tied to the embedding) and, when `ffn` is set
-  // (dense FFN), gate/up/down. In place, no memory; only for models loaded with LoadMode::Read
-  // (a mapped file's pages are the page cache's). Returns the matrices interleaved.
-  int interleave_rows(bool ffn);
+  // Gives each matrix the layout the backend that computes with it prefers (Backend::
+  // preferred_layout), by how the run uses it: the attention projections, the predictors and
+  // the output (unless tied to the embedding) are multiplied whole, and so are gate/up/down
+  // when `dense_ffn` (otherwise they are read row by row). The only re-layout today is the CPU
+  // backend's Q4_0/Q8_0 interleaving (tensor/interleaved_rows.h): in place, no memory, only for
+  // models loaded with LoadMode::Read (a mapped file's pages are the page cache's). Returns the
+  // matrices changed.
+  using LayoutChoice = std::function<Layout(const MatrixView&, WeightUse)>;
+  int adopt_layouts(const LayoutChoice& choose, bool dense_ffn);
 
  private:
   std::vector<std::vector<uint8_t>> derived_;  // storage of tensors built at load time

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "format/gguf_writer.h"
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels.h"
 #include "model/down_transpose.h"
 #include "offline/text_windows.h"
 #include "runtime/session.h"

@@ -1,38 +1,18 @@
 #include "runtime/session.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <new>
-#include <numeric>
 
+#include "backends/cpu/attention.h"
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
-#include "core/timer.h"
-#include "kernels/cpu/sparse_ops.h"
-#include "runtime/attention.h"
-#include "tensor/half.h"
-#include "tensor/quantize.h"
+#include "runtime/embedding_rows.h"
+#include "runtime/ffn_executor.h"
+#include "runtime/kv_cache.h"
+#include "runtime/workspace.h"
+#include "tiers/flash_ffn_store.h"
 
 namespace strata {
-
-void rms_norm(const float* x, const float* weight, float* out, int64_t n, float eps) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += double{x[i]} * x[i];
-  const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(n) + eps));
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * scale * weight[i];
-}
-
-namespace {
-
-float silu(float x) {
-  return x / (1.0f + std::exp(-x));
-}
-
-}  // namespace
 
 const char* ffn_mode_name(FfnMode m) {
   switch (m) {
@@ -46,126 +26,104 @@ const char* ffn_mode_name(FfnMode m) {
   return "?";
 }
 
-const uint8_t* Session::embedding_row(int32_t token) {
-  const MatrixView& e = model_.weights.token_embd;
-  if (embedding_fd_ < 0) return e.row(token);
-  // A bundled model's table stays in the file (Model::load leaves it unread): one row per token.
-  const uint64_t at = static_cast<uint64_t>(e.row(token) - model_.file->bytes());
-  uint64_t done = 0;
-  while (done < e.row_bytes) {
-    const ssize_t n = ::pread(embedding_fd_, embedding_row_.data() + done, e.row_bytes - done,
-                              static_cast<off_t>(at + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      fail("cannot read the embedding of token {} from '{}': {}", token, model_.file->path(),
-           n < 0 ? std::strerror(errno) : "the file is shorter than at load");
-    done += static_cast<uint64_t>(n);
-  }
-  return embedding_row_.data();
+namespace {
+
+int64_t largest_predictor_rank(const ModelWeights& w) {
+  int64_t rank = 0;
+  for (const auto& l : w.layers) rank = std::max(rank, l.predictor.rank());
+  return rank;
 }
+
+WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode) {
+  return WorkspaceShape::of(m.config, n_ctx, Session::kMaxBatch, mode, m.weights.bundled,
+                            largest_predictor_rank(m.weights));
+}
+
+// Seconds from `start` to now on the backend's timeline, added to `total`.
+void add_elapsed(Backend& b, const Event& start, double& total) {
+  total += b.elapsed(start, b.record());
+}
+
+}  // namespace
 
 Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options)
+    : Session(model, n_ctx, std::make_unique<CpuBackend>(pool), nullptr, std::move(options)) {}
+
+Session::Session(const Model& model, int64_t n_ctx, Backend& backend, SessionOptions options)
+    : Session(model, n_ctx, nullptr, &backend, std::move(options)) {}
+
+Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
+                 SessionOptions options)
     : model_(model),
       c_(model.config),
-      kernels_(best_kernels()),
-      pool_(pool),
+      own_backend_(std::move(own)),
+      backend_(backend != nullptr ? *backend : *own_backend_),
       n_ctx_(n_ctx),
-      options_(options) {
+      options_(std::move(options)) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
-  if (model.config.n_head / model.config.n_head_kv > kMaxHeadsPerGroup)
-    fail("{} query heads per key/value head: at most {} are supported",
-         model.config.n_head / model.config.n_head_kv, kMaxHeadsPerGroup);
+  if (c_.n_head / c_.n_head_kv > kMaxHeadsPerGroup)
+    fail("{} query heads per key/value head: at most {} are supported", c_.n_head / c_.n_head_kv,
+         kMaxHeadsPerGroup);
+  check_options(model, options_);
   const ModelWeights& mw = model.weights;
-  check_options(model, options);
-  if (options.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
+  if (options_.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
     fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
-  const int64_t kv_dim = c_.n_head_kv * c_.head_dim, q_dim = c_.n_head * c_.head_dim;
-  const int64_t B = kMaxBatch;
-  const uint64_t kv_values = static_cast<uint64_t>(c_.n_layer * n_ctx * kv_dim);
-  try {
-    k_cache_ = AnonymousMemory(kv_values * dtype_info(options.k_type).block_bytes);
-    v_cache_ = AnonymousMemory(kv_values * dtype_info(options.v_type).block_bytes);
-    // Populated up front (decode then only writes), so it must fit now.
-    const uint64_t need = k_cache_.size() + v_cache_.size();
-    const uint64_t available = AnonymousMemory::available();
-    if (need > available)
-      fail(
-          "the KV cache for a context of {} tokens needs {:.2f} GB, more than the {:.2f} GB of "
-          "memory available; lower -c (or --cache-type-k/-v f16)",
-          n_ctx, static_cast<double>(need) / 1e9, static_cast<double>(available) / 1e9);
-    k_cache_.populate(pool_);
-    v_cache_.populate(pool_);
-  } catch (const std::bad_alloc&) {
-    fail("cannot allocate the KV cache for a context of {} tokens ({:.1f} GB); lower -c", n_ctx,
-         static_cast<double>(kv_cache_bytes(c_, n_ctx, options.k_type, options.v_type)) / 1e9);
-  }
-  // A bundled model's embedding table (250 MB at 7B F16) is read a row per token, never kept
-  // (unless the output head shares it).
-  if (mw.bundled && mw.token_embd.data != mw.output.data) {
-    embedding_fd_ = ::open(model.file->path().c_str(), O_RDONLY | O_CLOEXEC);
-    if (embedding_fd_ < 0) fail("cannot open '{}': {}", model.file->path(), std::strerror(errno));
-    embedding_row_.resize(mw.token_embd.row_bytes);
-  }
-  x_.resize(B * c_.n_embd);
-  xn_.resize(B * c_.n_embd);
-  q_.resize(B * q_dim);
-  k_.resize(B * kv_dim);
-  v_.resize(B * kv_dim);
-  attn_.resize(B * q_dim);
-  proj_.resize(B * c_.n_embd);
-  gate_.resize(B * c_.n_ff);
-  up_.resize(B * c_.n_ff);
-  scores_.resize(static_cast<size_t>(B * c_.n_head * n_ctx));
-  rope_cos_.resize(B * c_.n_rot / 2);
-  rope_sin_.resize(B * c_.n_rot / 2);
-  inputs_.resize(B);
-  ffn_stats_.assign(c_.n_layer, {});
-  if (options.ffn != FfnMode::Dense) {
-    mask_.resize(B * c_.n_ff);
-    need_.resize(B * c_.n_ff);
-    ids_.resize(c_.n_ff);
-    gate_c_.resize(B * c_.n_ff);
-    up_c_.resize(B * c_.n_ff);
-    h_c_.resize(B * c_.n_ff);
-  }
-  if (mw.bundled) {
-    if (options.source != nullptr) {
-      source_ = options.source;
-    } else {
-      own_source_ = open_bundle_source(model.file->path());
-      source_ = own_source_.get();
-    }
-    const int64_t slots =
-        options.cache_neurons > 0 ? std::min(options.cache_neurons, c_.n_ff) : c_.n_ff;
-    for (int64_t l = 0; l < c_.n_layer; ++l)
-      caches_.push_back(std::make_unique<NeuronCache>(mw.bundle, slots, options.window));
-    // Blocking reads need threads to be in flight together; io_uring keeps its own queue.
-    const bool own_queue = source_->queue_depth() > 0;
-    io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options.io_threads));
-    const int depth = own_queue ? source_->queue_depth() : io_pool_->size();
-    for (auto& cache : caches_) cache->set_read_planning(options.storage, depth);
-    if (!options.pinned.empty()) {
-      if (static_cast<int64_t>(options.pinned.size()) != c_.n_layer)
-        fail("pinned neurons for {} layers given, the model has {}", options.pinned.size(),
-             c_.n_layer);
-      for (int64_t l = 0; l < c_.n_layer; ++l)
-        if (!options.pinned[l].empty())
-          caches_[l]->pin(options.pinned[l], *source_, mw.layers[l].bundles_offset, *io_pool_);
-    }
-    slots_.resize(c_.n_ff);
-    pass_out_.resize(B * c_.n_embd);
-  }
-  if (options.ffn == FfnMode::Predict) {
-    int64_t max_rank = 0;
-    for (const auto& l : mw.layers) max_rank = std::max(max_rank, l.predictor.rank());
-    pred_hidden_.resize(B * max_rank);
-    pred_scores_.resize(B * c_.n_ff);
-  }
+  kv_ = std::make_unique<KvCache>(backend_, c_, n_ctx, options_.k_type, options_.v_type);
+  ws_ = std::make_unique<Workspace>(backend_, workspace_shape(model, n_ctx, options_.ffn));
+  in_ = backend_.make_prepared(kMaxBatch);
+  embedding_ = std::make_unique<EmbeddingRows>(model);
+  ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
+  if (options_.ffn != FfnMode::Dense) make_store();
+  ffn_ = std::make_unique<FfnExecutor>(model, backend_, *ws_, *in_, store_.get(), options_.ffn,
+                                       options_.check_predictor);
 }
 
+void Session::make_store() {
+  const ModelWeights& mw = model_.weights;
+  if (!mw.bundled) {
+    for (const LayerWeights& l : mw.layers)
+      ram_layers_.push_back({l.ffn_gate, l.ffn_up, l.ffn_down_t});
+    store_ = std::make_unique<RamFfnStore>(ram_layers_);
+    return;
+  }
+  BundleSource* source = options_.source;
+  if (source == nullptr) {
+    own_source_ = open_bundle_source(model_.file->path());
+    source = own_source_.get();
+  }
+  FlashStoreOptions fo;
+  fo.slots = options_.cache_slots;
+  if (fo.slots.empty()) {
+    const int64_t slots =
+        options_.cache_neurons > 0 ? std::min(options_.cache_neurons, c_.n_ff) : c_.n_ff;
+    fo.slots.assign(static_cast<size_t>(c_.n_layer), slots);
+  }
+  fo.window = options_.window;
+  fo.io_threads = options_.io_threads;
+  fo.storage = options_.storage;
+  // Split reads only where a non-positive deciding row means a zero output (ReLU family).
+  fo.split_reads = options_.split_reads && c_.ffn != FfnActivation::SwiGLU;
+  fo.pinned = options_.pinned;
+  std::vector<uint64_t> offsets;
+  for (const LayerWeights& l : mw.layers) offsets.push_back(l.bundles_offset);
+  auto flash = std::make_unique<FlashFfnStore>(mw.bundle, c_.n_embd, std::move(offsets), *source,
+                                               std::move(fo));
+  flash_ = flash.get();
+  store_ = std::move(flash);
+}
+
+Session::~Session() = default;
+
 uint64_t Session::kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type) {
-  const uint64_t values = static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim);
-  return values * (dtype_info(k_type).block_bytes + dtype_info(v_type).block_bytes);
+  return KvCache::bytes(c, n_ctx, k_type, v_type);
+}
+
+uint64_t Session::kv_cache_bytes() const {
+  return kv_->bytes();
+}
+
+uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode) {
+  return Workspace::bytes(workspace_shape(model, n_ctx, mode));
 }
 
 void Session::check_options(const Model& model, const SessionOptions& options) {
@@ -196,71 +154,19 @@ std::vector<uint64_t> Session::ffn_zeros() const {
   return zeros;
 }
 
-Session::~Session() {
-  finish_lookahead();
-  if (embedding_fd_ >= 0) ::close(embedding_fd_);
-}
-
-void Session::start_lookahead(int64_t l) {
-  // The predictor of layer l on the residual before layer l's attention: a guess at the
-  // neurons its real prediction (after attention) will want.
-  predict_neurons(l, 1);
-  lookahead_ids_.clear();
-  for (int64_t i = 0; i < c_.n_ff; ++i)
-    if (mask_[i] != 0) lookahead_ids_.push_back(static_cast<int32_t>(i));
-  NeuronCache& cache = *caches_[static_cast<size_t>(l)];
-  if (static_cast<int64_t>(lookahead_ids_.size()) > cache.capacity())
-    lookahead_ids_.resize(static_cast<size_t>(cache.capacity()));
-  lookahead_slots_.resize(lookahead_ids_.size());
-  const uint64_t offset = model_.weights.layers[l].bundles_offset;
-  // Marked as used by the previous token: what the real prediction then needs becomes this
-  // token's (hits), wrong guesses stay evictable by this token's own fetch.
-  const int64_t token = clock_ - 1;
-  lookahead_thread_ = std::thread([this, &cache, offset, token] {
-    try {
-      cache.fetch(lookahead_ids_, lookahead_slots_.data(), *source_, offset, token, *io_pool_);
-    } catch (const std::exception&) {
-      // A failed guess is harmless: the layer's own fetch reads again and reports failures.
-    }
-  });
-}
-
-void Session::finish_lookahead() {
-  if (lookahead_thread_.joinable()) lookahead_thread_.join();
+const std::vector<std::unique_ptr<NeuronCache>>& Session::neuron_caches() const {
+  static const std::vector<std::unique_ptr<NeuronCache>> none;
+  return flash_ != nullptr ? flash_->caches() : none;
 }
 
 NeuronCacheStats Session::flash_stats() const {
-  NeuronCacheStats t;
-  for (const auto& c : caches_) {
-    const NeuronCacheStats& s = c->stats();
-    t.hits += s.hits, t.misses += s.misses, t.bytes_read += s.bytes_read, t.reads += s.reads;
-    t.read_seconds += s.read_seconds, t.evictions += s.evictions, t.pin_bytes += s.pin_bytes;
-  }
-  return t;
+  return flash_ != nullptr ? flash_->stats() : NeuronCacheStats{};
 }
 
 void Session::set_ffn_observer(FfnObserver observer) {
   if (observer && options_.ffn != FfnMode::Dense)
     fail("FFN observers need the dense FFN (they see every activation)");
   observer_ = std::move(observer);
-}
-
-void Session::ffn_activation(const float* gate, const float* up, float* h, int64_t count) const {
-  switch (c_.ffn) {
-    case FfnActivation::SwiGLU:
-      for (int64_t i = 0; i < count; ++i) h[i] = silu(gate[i]) * up[i];
-      break;
-    case FfnActivation::ReGLU:
-      for (int64_t i = 0; i < count; ++i) h[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
-      break;
-    case FfnActivation::DReLU:
-      for (int64_t i = 0; i < count; ++i)
-        h[i] = (gate[i] > 0.0f && up[i] > 0.0f) ? gate[i] * up[i] : 0.0f;
-      break;
-    case FfnActivation::ReLU:
-      for (int64_t i = 0; i < count; ++i) h[i] = std::max(up[i], 0.0f);
-      break;
-  }
 }
 
 std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_logits) {
@@ -275,180 +181,92 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_l
   logits_.resize(static_cast<size_t>((all_logits ? n : 1) * c_.n_vocab));
   for (int64_t start = 0; start < n; start += kMaxBatch) {
     const int64_t b = std::min(kMaxBatch, n - start);
-    forward(tokens.subspan(start, b), logits_.data() + (all_logits ? start * c_.n_vocab : 0),
-            all_logits);
+    forward(tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(b)),
+            logits_.data() + (all_logits ? start * c_.n_vocab : 0), all_logits);
   }
   return logits_;
 }
 
-void Session::prepare_inputs(const float* rows, int64_t dim, int64_t n, bool need_q8) {
-  for (int64_t b = 0; b < n; ++b) inputs_[b].prepare(kernels_, rows + b * dim, dim, need_q8);
+void Session::prepare(const float* x, int64_t dim, int64_t n,
+                      std::initializer_list<DType> readers) {
+  backend_.prepare(*in_, x, dim, n, std::span<const DType>(readers.begin(), readers.size()));
 }
 
-void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_logits) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t half = c_.n_rot / 2;
+void Session::embed(std::span<const int32_t> tokens) {
+  const int64_t n = static_cast<int64_t>(tokens.size()), half = c_.n_rot / 2;
   for (int64_t b = 0; b < n; ++b) {
-    dequantize_row(model_.weights.token_embd.type, embedding_row(tokens[b]),
-                   x_.data() + b * c_.n_embd, c_.n_embd);
+    backend_.dequantize_row(model_.weights.token_embd.type, embedding_->row(tokens[b]),
+                            ws_->x + b * c_.n_embd, c_.n_embd);
     // Rotation angles for this position: theta_i = pos * base^(-2i / n_rot).
     const double pos = static_cast<double>(n_past_ + b);
     for (int64_t i = 0; i < half; ++i) {
       const double theta =
           pos * std::pow(static_cast<double>(c_.rope_freq_base),
                          -2.0 * static_cast<double>(i) / static_cast<double>(c_.n_rot));
-      rope_cos_[b * half + i] = static_cast<float>(std::cos(theta));
-      rope_sin_[b * half + i] = static_cast<float>(std::sin(theta));
+      ws_->rope_cos[b * half + i] = static_cast<float>(std::cos(theta));
+      ws_->rope_sin[b * half + i] = static_cast<float>(std::sin(theta));
     }
   }
+}
 
+void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_logits) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  embed(tokens);
+  const bool lookahead = flash_ != nullptr && options_.lookahead && n == 1;
   for (int64_t l = 0; l < c_.n_layer; ++l) {
-    Timer t;
+    Event start = backend_.record();
     attention_block(l, n);
-    times_.attention += t.seconds();
-    t.reset();
+    add_elapsed(backend_, start, times_.attention);
+    start = backend_.record();
     const double predictor_before = times_.predictor;
-    ffn_block(l, n);
-    times_.ffn += t.seconds() - (times_.predictor - predictor_before);
-    if (!caches_.empty() && options_.lookahead && n == 1 && l + 1 < c_.n_layer) {
-      Timer p;
-      start_lookahead(l + 1);
-      times_.predictor += p.seconds();
+    ffn_->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], times_, observer_);
+    backend_.add(ws_->x, ws_->proj, n * c_.n_embd);
+    if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * c_.n_ff);
+    add_elapsed(backend_, start, times_.ffn);
+    times_.ffn -= times_.predictor - predictor_before;
+    if (lookahead && l + 1 < c_.n_layer) {
+      start = backend_.record();
+      ffn_->prefetch(l + 1, clock_ - 1);
+      add_elapsed(backend_, start, times_.predictor);
     }
   }
-
-  Timer t;
-  const MatrixView& out = model_.weights.output;
-  const int64_t first = all_logits ? 0 : n - 1;  // only the last token's logits unless asked
-  for (int64_t b = first; b < n; ++b)
-    rms_norm(x_.data() + b * c_.n_embd, model_.weights.output_norm.data(),
-             xn_.data() + (b - first) * c_.n_embd, c_.n_embd, c_.rms_eps);
-  prepare_inputs(xn_.data(), c_.n_embd, n - first, needs_q8_input(out.type));
-  matmat_multi(kernels_, {{&out, logits, c_.n_vocab}},
-               std::span<const PreparedInput>(inputs_.data(), n - first), pool_);
-  times_.output += t.seconds();
+  const Event start = backend_.record();
+  output(n, logits, all_logits);
+  add_elapsed(backend_, start, times_.output);
   n_past_ += n;
   clock_ += n;
 }
 
 void Session::attention_block(int64_t l, int64_t n) {
-  const LayerWeights& w = model_.weights.layers[l];
-  const int64_t hd = c_.head_dim, kv_dim = c_.n_head_kv * hd, q_dim = c_.n_head * hd;
-  const int64_t half = c_.n_rot / 2;
-  for (int64_t b = 0; b < n; ++b)
-    rms_norm(x_.data() + b * c_.n_embd, w.attn_norm.data(), xn_.data() + b * c_.n_embd, c_.n_embd,
-             c_.rms_eps);
-  prepare_inputs(xn_.data(), c_.n_embd, n,
-                 needs_q8_input(w.attn_q.type) || needs_q8_input(w.attn_k.type) ||
-                     needs_q8_input(w.attn_v.type));
-  const std::span<const PreparedInput> in(inputs_.data(), n);
-  matmat_multi(kernels_,
-               {{&w.attn_q, q_.data(), q_dim},
-                {&w.attn_k, k_.data(), kv_dim},
-                {&w.attn_v, v_.data(), kv_dim}},
-               in, pool_);
-
-  // Rotary embedding on adjacent pairs (x[2i], x[2i+1]) of each head, as GGUF llama files
-  // expect (their converter permutes q/k rows so this matches the HF layout).
-  const bool k16 = options_.k_type == DType::F16, v16 = options_.v_type == DType::F16;
-  // Element offsets; the caches hold F32 or F16 elements.
-  const uint64_t layer_at = static_cast<uint64_t>(l * n_ctx_ * kv_dim);
-  float* k_layer = k16 ? nullptr : reinterpret_cast<float*>(k_cache_.data()) + layer_at;
-  float* v_layer = v16 ? nullptr : reinterpret_cast<float*>(v_cache_.data()) + layer_at;
-  uint16_t* k_layer16 = k16 ? reinterpret_cast<uint16_t*>(k_cache_.data()) + layer_at : nullptr;
-  uint16_t* v_layer16 = v16 ? reinterpret_cast<uint16_t*>(v_cache_.data()) + layer_at : nullptr;
-  for (int64_t b = 0; b < n; ++b) {
-    const float* cs = rope_cos_.data() + b * half;
-    const float* sn = rope_sin_.data() + b * half;
-    auto rotate = [&](float* head) {
-      for (int64_t i = 0; i < half; ++i) {
-        const float a = head[2 * i], c = head[2 * i + 1];
-        head[2 * i] = a * cs[i] - c * sn[i];
-        head[2 * i + 1] = a * sn[i] + c * cs[i];
-      }
-    };
-    for (int64_t h = 0; h < c_.n_head; ++h) rotate(q_.data() + b * q_dim + h * hd);
-    for (int64_t h = 0; h < c_.n_head_kv; ++h) rotate(k_.data() + b * kv_dim + h * hd);
-    const int64_t pos = n_past_ + b;
-    const float* kb = k_.data() + b * kv_dim;
-    const float* vb = v_.data() + b * kv_dim;
-    if (k16)
-      for (int64_t i = 0; i < kv_dim; ++i) k_layer16[pos * kv_dim + i] = f32_to_f16(kb[i]);
-    else
-      std::copy_n(kb, kv_dim, k_layer + pos * kv_dim);
-    if (v16)
-      for (int64_t i = 0; i < kv_dim; ++i) v_layer16[pos * kv_dim + i] = f32_to_f16(vb[i]);
-    else
-      std::copy_n(vb, kv_dim, v_layer + pos * kv_dim);
-  }
-
-  // Each token's query heads attend to every cached position up to its own, a group of heads
-  // sharing a KV head at a time (runtime/attention.h).
-  const int group = static_cast<int>(c_.n_head / c_.n_head_kv);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  pool_.parallel_for(n * c_.n_head_kv, [&](int64_t t0, int64_t t1, int) {
-    const float* q[kMaxHeadsPerGroup];
-    float* out[kMaxHeadsPerGroup];
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / c_.n_head_kv, kvh = t % c_.n_head_kv;
-      for (int g = 0; g < group; ++g) {
-        q[g] = q_.data() + b * q_dim + (kvh * group + g) * hd;
-        out[g] = attn_.data() + b * q_dim + (kvh * group + g) * hd;
-      }
-      const int64_t at = kvh * hd;
-      const CachedHead kv{k16 ? static_cast<const void*>(k_layer16 + at) : k_layer + at,
-                          v16 ? static_cast<const void*>(v_layer16 + at) : v_layer + at, k16, v16,
-                          kv_dim};
-      attend_group(kernels_, q, group, hd, kv, n_past_ + b + 1, scale,
-                   scores_.data() + (b * c_.n_head + kvh * group) * n_ctx_, out);
-    }
-  });
-
-  prepare_inputs(attn_.data(), q_dim, n, needs_q8_input(w.attn_output.type));
-  matmat_multi(kernels_, {{&w.attn_output, proj_.data(), c_.n_embd}}, in, pool_);
-  for (int64_t i = 0; i < n * c_.n_embd; ++i) x_[i] += proj_[i];
+  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
+  const HeadShape heads{c_.n_head, c_.n_head_kv, c_.head_dim};
+  const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
+  Workspace& ws = *ws_;
+  backend_.rms_norm(ws.x, w.attn_norm.data(), ws.xn, n, c_.n_embd, c_.rms_eps);
+  prepare(ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
+  const RowsJob qkv[3] = {
+      {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
+  backend_.matmul(qkv, *in_);
+  const KvLayer kv = kv_->layer(l);
+  backend_.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, c_.n_rot / 2}, kv,
+                          n_past_);
+  backend_.attention(ws.q, n, heads, kv, n_past_, n_ctx_, ws.scores, ws.attn);
+  prepare(ws.attn, q_dim, n, {w.attn_output.type});
+  const RowsJob o{&w.attn_output, ws.proj, c_.n_embd};
+  backend_.matmul(std::span(&o, 1), *in_);
+  backend_.add(ws.x, ws.proj, n * c_.n_embd);
 }
 
-void Session::ffn_block(int64_t l, int64_t n) {
-  const LayerWeights& w = model_.weights.layers[l];
-  const int64_t ff = c_.n_ff;
-  if (options_.ffn != FfnMode::Dense) {
-    sparse_ffn(l, n);
-    for (int64_t i = 0; i < n * c_.n_embd; ++i) x_[i] += proj_[i];
-    return;
-  }
-  for (int64_t b = 0; b < n; ++b)
-    rms_norm(x_.data() + b * c_.n_embd, w.ffn_norm.data(), xn_.data() + b * c_.n_embd, c_.n_embd,
-             c_.rms_eps);
-  const bool gated = ffn_has_gate(c_.ffn);
-  prepare_inputs(xn_.data(), c_.n_embd, n,
-                 needs_q8_input(w.ffn_up.type) || (gated && needs_q8_input(w.ffn_gate.type)));
-  const std::span<const PreparedInput> in(inputs_.data(), n);
-  if (gated) {
-    matmat_multi(kernels_, {{&w.ffn_gate, gate_.data(), ff}, {&w.ffn_up, up_.data(), ff}}, in,
-                 pool_);
-  } else {
-    matmat_multi(kernels_, {{&w.ffn_up, up_.data(), ff}}, in, pool_);
-  }
-  float* h = up_.data();
-  const int64_t total = n * ff;
-  ffn_activation(gate_.data(), up_.data(), h, total);
-  uint64_t zeros = 0;
-  for (int64_t i = 0; i < total; ++i) zeros += h[i] == 0.0f;
-  if (l == 0) ffn_activations_ += static_cast<uint64_t>(total);
-  ffn_stats_[l].computed += static_cast<uint64_t>(total);
-  ffn_stats_[l].nonzero += static_cast<uint64_t>(total) - zeros;
-  if (observer_) observer_(l, n, x_.data(), h);
-  if (w.ffn_down.data != nullptr) {
-    prepare_inputs(h, ff, n, needs_q8_input(w.ffn_down.type));
-    matmat_multi(kernels_, {{&w.ffn_down, proj_.data(), c_.n_embd}}, in, pool_);
-  } else {
-    // Only ffn_down_t in the file (PowerInfer): every neuron through the axpy.
-    ids_.resize(ff);
-    std::iota(ids_.begin(), ids_.end(), 0);
-    axpy_rows(kernels_, w.ffn_down_t, ids_, h, ff, n, proj_.data(), c_.n_embd, pool_);
-  }
-  for (int64_t i = 0; i < n * c_.n_embd; ++i) x_[i] += proj_[i];
+void Session::output(int64_t n, float* logits, bool all_logits) {
+  // Only the last token's logits unless all are asked for.
+  const MatrixView& out = model_.weights.output;
+  const int64_t first = all_logits ? 0 : n - 1;
+  backend_.rms_norm(ws_->x + first * c_.n_embd, model_.weights.output_norm.data(), ws_->xn,
+                    n - first, c_.n_embd, c_.rms_eps);
+  prepare(ws_->xn, c_.n_embd, n - first, {out.type});
+  const RowsJob job{&out, logits, c_.n_vocab};
+  backend_.matmul(std::span(&job, 1), *in_);
+  backend_.synchronize();  // the logits are read by the caller
 }
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "tensor/device.h"
 #include "tensor/dtype.h"
 
 namespace strata {
@@ -21,6 +22,7 @@ struct MatrixView {
   int64_t rows = 0;
   uint64_t row_bytes = 0;
   Layout layout = Layout::Rows;
+  Device device = Device::Host;  // where `data` lives
 
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
   uint64_t bytes() const { return row_bytes * static_cast<uint64_t>(rows); }

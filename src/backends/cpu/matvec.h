@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels.h"
 #include "tensor/matrix.h"
 
 namespace strata {
@@ -74,8 +74,12 @@ struct MatMatJob {
   float* y;
   int64_t y_stride;
 };
-void matmat_multi(const CpuKernels& kernels, std::initializer_list<MatMatJob> jobs,
+void matmat_multi(const CpuKernels& kernels, std::span<const MatMatJob> jobs,
                   std::span<const PreparedInput> x, ThreadPool& pool);
+inline void matmat_multi(const CpuKernels& kernels, std::initializer_list<MatMatJob> jobs,
+                         std::span<const PreparedInput> x, ThreadPool& pool) {
+  matmat_multi(kernels, std::span<const MatMatJob>(jobs.begin(), jobs.size()), x, pool);
+}
 
 // Convenience for a single product from an f32 vector.
 void matvec(const CpuKernels& kernels, const MatrixView& w, const float* x, float* y,

@@ -1,4 +1,4 @@
-#include "runtime/attention.h"
+#include "backends/cpu/attention.h"
 
 #include <algorithm>
 #include <cmath>

@@ -14,8 +14,8 @@
 #include <span>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/kernels.h"
-#include "kernels/cpu/matvec.h"
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/matvec.h"
 #include "tensor/matrix.h"
 
 namespace strata {

@@ -1,4 +1,4 @@
-#include "kernels/cpu/sparse_ops.h"
+#include "backends/cpu/sparse_ops.h"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // Compiled with -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -ffp-contract=off; entered
 // only after amx_available() checked the CPU and obtained the tile permission.
-#include "kernels/cpu/amx_matmat.h"
+#include "backends/cpu/amx_matmat.h"
 
 #include <cstdlib>
 #include <cstring>

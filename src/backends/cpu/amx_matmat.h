@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <span>
 
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels.h"
 #include "tensor/matrix.h"
 
 namespace strata {

@@ -6,7 +6,7 @@
 // AVX-512 VL/VNNI enabled: the int8 products then use vpdpbusd on 256-bit registers (one
 // instruction for maddubs + madd), which matters because these loops are bound by the vector
 // ALU ports. 512-bit registers were measured slower: they leave only two ALU ports.
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels.h"
 #include "tensor/half_table.h"
 #include "tensor/interleaved_rows.h"
 
@@ -234,7 +234,7 @@ float dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n) {
       _mm256_mul_ps(lanes, _mm256_setr_ps(1, 1, 1, 1, 1.0f / 16, 1.0f / 16, 1.0f / 16, 1.0f / 16)));
 }
 
-#include "kernels/cpu/kernels_avx512_q4.inc"
+#include "backends/cpu/kernels_avx512_q4.inc"
 #else
 // sum((q - 8) x) = sum(q x) - 8 sum(x): q is unsigned, so maddubs takes it directly; the second
 // term is spread over the 8 lanes as scale * sum(x) each (Q8Activation::scaled_sum).
@@ -265,7 +265,7 @@ void gather_dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t 
 }
 #endif
 
-#include "kernels/cpu/kernels_avx2_interleaved.inc"
+#include "backends/cpu/kernels_avx2_interleaved.inc"
 
 // Same arithmetic as the scalar quantizer (scale = max|x|/127, round half away from zero), so
 // both produce identical blocks.
@@ -306,8 +306,8 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   }
 }
 
-#include "kernels/cpu/kernels_avx2_axpy.inc"
-#include "kernels/cpu/kernels_avx2_tiles.inc"
+#include "backends/cpu/kernels_avx2_axpy.inc"
+#include "backends/cpu/kernels_avx2_tiles.inc"
 
 // One table per compilation of this file (see kernels_avx2_vnni.cpp).
 #if defined(STRATA_KERNELS_VNNI)

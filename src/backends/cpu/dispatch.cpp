@@ -6,7 +6,7 @@
 #endif
 
 #include "core/error.h"
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels.h"
 
 namespace strata {
 

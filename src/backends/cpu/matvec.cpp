@@ -1,10 +1,10 @@
-#include "kernels/cpu/matvec.h"
+#include "backends/cpu/matvec.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "core/error.h"
-#include "kernels/cpu/amx_matmat.h"
+#include "backends/cpu/amx_matmat.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 
@@ -156,7 +156,7 @@ void dot_rows_multi(const CpuKernels& k, const MatrixView& w, int64_t begin, int
 
 }  // namespace
 
-void matmat_multi(const CpuKernels& k, std::initializer_list<MatMatJob> jobs,
+void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
                   std::span<const PreparedInput> x, ThreadPool& pool) {
   int64_t total = 0;
   for (const auto& j : jobs) total += j.w->rows;

@@ -1,5 +1,5 @@
 // Plain scalar references: the definition of what every fast path must compute.
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"

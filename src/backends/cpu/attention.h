@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "kernels/cpu/kernels.h"
+#include "backends/cpu/kernels.h"
 
 namespace strata {
 

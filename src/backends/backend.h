@@ -1,0 +1,158 @@
+// The device seam: every op of a layer's forward pass, at the granularity the forward pass
+// uses, behind one interface. The session is a loop over layers that calls these ops; which
+// device runs them is the backend's business (the CPU backend today, CUDA next). Pointers
+// passed to an op address memory of the backend's device (`Buffer::device`, `MatrixView::device`);
+// the caller owns them and keeps them alive until the op's work is done.
+//
+// Asynchrony: a backend may queue an op and return before it ran (a GPU stream). Results may be
+// read only after synchronize(); events recorded between ops time them as the device ran them
+// (the CPU backend runs every op on the calling thread and its pool, so it is always
+// synchronous and an event is the time of its recording).
+//
+// Contracts shared by every backend (tests/test_backend_ops.cpp checks each op of each
+// backend against the scalar reference in backends/reference_ops.h):
+//   - a batch is n rows (tokens) of fixed width, row-major, stride = width unless stated;
+//   - results never depend on the thread count or the order in which work is split;
+//   - gather and axpy over a neuron list equal the dense product on those neurons, and axpy
+//     adds its terms in buckets fixed by the neuron ids (kAxpyBucket), so a neuron list split
+//     across several stores (or devices) sums to the same bits.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/ffn_activation.h"
+#include "tensor/matrix.h"
+
+namespace strata {
+
+// How a weight is used, which decides the layout a backend gives it: matrices multiplied
+// whole (attention, output, dense FFN, predictors) may be re-laid out (the CPU backend
+// interleaves Q4_0/Q8_0 rows by 16); matrices read row by row (the sparse FFN's gate/up/down_t)
+// keep the file's rows.
+enum class WeightUse { Whole, Rows };
+
+// A product's weight and where its output goes: y[b * y_stride + r] for token b and row r (or
+// the k-th row of a gather's list).
+struct RowsJob {
+  const MatrixView* w;
+  float* y;
+  int64_t y_stride;
+};
+
+// Activations made ready once for every product that reads them (the CPU backend quantizes
+// them to Q8 blocks when a quantized weight reads them). Made by the backend, opaque to callers.
+class PreparedRows {
+ public:
+  virtual ~PreparedRows() = default;
+  virtual int64_t rows() const = 0;
+};
+
+// One layer's KV cache: position p's key of KV head h is at k + (p * kv_dim + h * head_dim)
+// elements of k_type (F32 or F16); the same for values.
+struct KvLayer {
+  void* k = nullptr;
+  void* v = nullptr;
+  DType k_type = DType::F32, v_type = DType::F32;
+  int64_t kv_dim = 0;
+};
+
+struct HeadShape {
+  int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
+  int64_t q_dim() const { return n_head * head_dim; }
+  int64_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// Rotation angles of a batch: cos/sin [n][half], theta_i = pos * base^(-2i / n_rot) (made by the
+// session, the same for every backend).
+struct RopeTable {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  int64_t half = 0;
+};
+
+// A point on the backend's timeline (see the header comment).
+struct Event {
+  double seconds = 0;      // host clock at recording (synchronous backends)
+  void* native = nullptr;  // the device's event, when asynchronous
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // for reports: "cpu avx512-vnni, 2 threads"
+
+  // Memory of this device, counted: allocated() is what is held now. The CPU backend's
+  // allocations are zeroed, huge-page advised and populated.
+  virtual Buffer allocate(uint64_t bytes) = 0;
+  virtual void release(const Buffer& buffer) = 0;
+  virtual uint64_t allocated() const = 0;
+
+  // The layout this backend wants for a weight used this way (the model rewrites it in place).
+  virtual Layout preferred_layout(const MatrixView& w, WeightUse use) const = 0;
+
+  // --- ops ---
+  // Rows of x (n rows of dim) made ready for products; `readers`: the types of the weights that
+  // will read them. `p` must come from make_prepared(max_rows >= n).
+  virtual std::unique_ptr<PreparedRows> make_prepared(int64_t max_rows) = 0;
+  virtual void prepare(PreparedRows& p, const float* x, int64_t dim, int64_t n,
+                       std::span<const DType> readers) = 0;
+  // out[b] = x[b] / rms(x[b]) * weight (the sum of squares in double).
+  virtual void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
+                        float eps) = 0;
+  // Every job's y = W x_b for the prepared batch: each weight row is read once per batch.
+  virtual void matmul(std::span<const RowsJob> jobs, const PreparedRows& x) = 0;
+  // y[b][k] = W.row(rows[k]) . x_b for every job; with `need` ([n][need_stride] by k), products
+  // where need == 0 are skipped and written as 0.
+  virtual void gather(std::span<const RowsJob> jobs, std::span<const int32_t> rows,
+                      const PreparedRows& x, const uint8_t* need, int64_t need_stride) = 0;
+  // out[b] = sum over k of c[b * c_stride + k] * wt.row(rows[k]), c == 0 skipped; `neurons`:
+  // each entry's neuron id when rows are cache slots (they fix the order of additions).
+  virtual void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c,
+                    int64_t c_stride, int64_t n, float* out, int64_t out_stride,
+                    std::span<const int32_t> neurons) = 0;
+  // Rotates the heads of q (n rows of q_dim) and k (n rows of kv_dim) on adjacent pairs, as
+  // GGUF llama files expect, and stores k and v (n rows of kv_dim) at positions first_pos ..
+  // first_pos + n - 1 of the layer's cache (converted to its element types).
+  virtual void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
+                              const RopeTable& rope, const KvLayer& kv, int64_t first_pos) = 0;
+  // out[b] (q_dim) = causal softmax attention of token b (at position first_pos + b) over the
+  // cached positions 0 .. first_pos + b, grouped-query heads; scores: scratch of
+  // n * n_head * n_ctx floats.
+  virtual void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
+                         int64_t first_pos, int64_t n_ctx, float* scores, float* out) = 0;
+  // h[i] = act(gate[i], up[i]) for count values (gate unused for plain ReLU; h may alias up).
+  virtual void activation(FfnActivation act, const float* gate, const float* up, float* h,
+                          int64_t count) = 0;
+  virtual void relu(float* x, int64_t count) = 0;
+  // mask[i] = scores[i] >= threshold (strict: >).
+  virtual void threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
+                         int64_t count) = 0;
+  // Neuron selection of a batch: from mask ([n][ff]), the union of the selected neurons as
+  // ascending ids, and need[b * ff + k] = mask[b][ids[k]]. Returns the number of ids;
+  // *selected receives the number of (token, neuron) pairs selected.
+  virtual int64_t select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids,
+                               uint8_t* need, uint64_t* selected) = 0;
+  // out[b * stride + k] = full[b * stride + ids[k]]: the selected entries of dense rows.
+  virtual void select_columns(const float* full, std::span<const int32_t> ids, int64_t n,
+                              int64_t stride, float* out) = 0;
+  // Zeroes h[b * stride + k] for k in [begin, end) where need[b * stride + k] == 0 (another
+  // token's neuron; need may be null: keep all) and returns how many of those are non-zero.
+  virtual uint64_t keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
+                               int64_t begin, int64_t end) = 0;
+  virtual void add(float* x, const float* y, int64_t count) = 0;  // x += y
+  // out = the row of `type` elements as f32 (embedding lookup).
+  virtual void dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) = 0;
+
+  // --- the timeline ---
+  virtual Event record() = 0;
+  virtual double elapsed(const Event& from, const Event& to) const = 0;  // seconds
+  virtual void synchronize() = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,270 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/attention.h"
+#include "backends/cpu/matvec.h"
+#include "backends/cpu/sparse_ops.h"
+#include "tensor/half.h"
+#include "tensor/interleaved_rows.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+
+namespace {
+
+class CpuPreparedRows final : public PreparedRows {
+ public:
+  explicit CpuPreparedRows(int64_t max_rows) : inputs(static_cast<size_t>(max_rows)) {}
+  int64_t rows() const override { return n; }
+  std::span<const PreparedInput> span() const {
+    return std::span<const PreparedInput>(inputs.data(), static_cast<size_t>(n));
+  }
+  std::vector<PreparedInput> inputs;
+  int64_t n = 0;
+};
+
+const CpuPreparedRows& cpu_rows(const PreparedRows& p) {
+  return static_cast<const CpuPreparedRows&>(p);
+}
+
+float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(ThreadPool& pool, CpuBackendOptions options)
+    : pool_(pool),
+      kernels_(options.kernels != nullptr ? *options.kernels : best_kernels()),
+      options_(options) {}
+
+CpuBackend::~CpuBackend() = default;
+
+std::string CpuBackend::name() const {
+  return fmt::format("cpu {}, {} threads", kernels_.name, pool_.size());
+}
+
+Buffer CpuBackend::allocate(uint64_t bytes) {
+  AnonymousMemory memory(std::max<uint64_t>(bytes, 1));  // throws std::bad_alloc
+  memory.populate(pool_);
+  const Buffer b{Device::Host, memory.data(), bytes};
+  const std::lock_guard lock(mutex_);
+  allocated_ += memory.size();
+  blocks_.emplace(memory.data(), std::move(memory));
+  return b;
+}
+
+void CpuBackend::release(const Buffer& buffer) {
+  const std::lock_guard lock(mutex_);
+  const auto it = blocks_.find(buffer.data);
+  if (it == blocks_.end()) return;
+  allocated_ -= it->second.size();
+  blocks_.erase(it);
+}
+
+uint64_t CpuBackend::allocated() const {
+  const std::lock_guard lock(mutex_);
+  return allocated_;
+}
+
+Layout CpuBackend::layout_for(const MatrixView& w, WeightUse use, bool repack) {
+  // Whole products of Q4_0/Q8_0 through the 16-row group kernels: one broadcast activation
+  // quad multiplies 16 rows at once, no horizontal sums (interleaved_rows.h). Row-wise use
+  // (gather, axpy) needs each row contiguous.
+  const bool fits = interleavable(w.type) && w.rows % kInterleavedRows == 0 &&
+                    w.row_bytes == row_bytes(w.type, w.cols);
+  return repack && use == WeightUse::Whole && fits ? Layout::Interleaved16 : Layout::Rows;
+}
+
+std::unique_ptr<PreparedRows> CpuBackend::make_prepared(int64_t max_rows) {
+  return std::make_unique<CpuPreparedRows>(max_rows);
+}
+
+void CpuBackend::prepare(PreparedRows& p, const float* x, int64_t dim, int64_t n,
+                         std::span<const DType> readers) {
+  auto& rows = static_cast<CpuPreparedRows&>(p);
+  const bool q8 = std::any_of(readers.begin(), readers.end(), needs_q8_input);
+  for (int64_t b = 0; b < n; ++b)
+    rows.inputs[static_cast<size_t>(b)].prepare(kernels_, x + b * dim, dim, q8);
+  rows.n = n;
+}
+
+void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
+                          float eps) {
+  for (int64_t b = 0; b < n; ++b) {
+    const float* xb = x + b * dim;
+    double sum = 0.0;
+    for (int64_t i = 0; i < dim; ++i) sum += double{xb[i]} * xb[i];
+    const float scale = static_cast<float>(1.0 / std::sqrt(sum / static_cast<double>(dim) + eps));
+    for (int64_t i = 0; i < dim; ++i) out[b * dim + i] = xb[i] * scale * weight[i];
+  }
+}
+
+void CpuBackend::matmul(std::span<const RowsJob> jobs, const PreparedRows& x) {
+  std::vector<MatMatJob> mj;
+  mj.reserve(jobs.size());
+  for (const RowsJob& j : jobs) mj.push_back({j.w, j.y, j.y_stride});
+  matmat_multi(kernels_, mj, cpu_rows(x).span(), pool_);
+}
+
+void CpuBackend::gather(std::span<const RowsJob> jobs, std::span<const int32_t> rows,
+                        const PreparedRows& x, const uint8_t* need, int64_t need_stride) {
+  std::vector<GatherJob> gj;
+  gj.reserve(jobs.size());
+  for (const RowsJob& j : jobs) gj.push_back({j.w, j.y, j.y_stride});
+  gather_matmat(kernels_, gj, rows, cpu_rows(x).span(), pool_, need, need_stride);
+}
+
+void CpuBackend::axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c,
+                      int64_t c_stride, int64_t n, float* out, int64_t out_stride,
+                      std::span<const int32_t> neurons) {
+  axpy_rows(kernels_, wt, rows, c, c_stride, n, out, out_stride, pool_, neurons);
+}
+
+void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
+                                const RopeTable& rope, const KvLayer& kv, int64_t first_pos) {
+  const int64_t hd = s.head_dim, q_dim = s.q_dim(), kv_dim = s.kv_dim(), half = rope.half;
+  const bool k16 = kv.k_type == DType::F16, v16 = kv.v_type == DType::F16;
+  for (int64_t b = 0; b < n; ++b) {
+    const float* cs = rope.cos + b * half;
+    const float* sn = rope.sin + b * half;
+    auto rotate = [&](float* head) {
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = head[2 * i], c = head[2 * i + 1];
+        head[2 * i] = a * cs[i] - c * sn[i];
+        head[2 * i + 1] = a * sn[i] + c * cs[i];
+      }
+    };
+    for (int64_t h = 0; h < s.n_head; ++h) rotate(q + b * q_dim + h * hd);
+    for (int64_t h = 0; h < s.n_head_kv; ++h) rotate(k + b * kv_dim + h * hd);
+    const int64_t at = (first_pos + b) * kv_dim;
+    const float* kb = k + b * kv_dim;
+    const float* vb = v + b * kv_dim;
+    if (k16)
+      for (int64_t i = 0; i < kv_dim; ++i) static_cast<uint16_t*>(kv.k)[at + i] = f32_to_f16(kb[i]);
+    else
+      std::copy_n(kb, kv_dim, static_cast<float*>(kv.k) + at);
+    if (v16)
+      for (int64_t i = 0; i < kv_dim; ++i) static_cast<uint16_t*>(kv.v)[at + i] = f32_to_f16(vb[i]);
+    else
+      std::copy_n(vb, kv_dim, static_cast<float*>(kv.v) + at);
+  }
+}
+
+void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
+                           int64_t first_pos, int64_t n_ctx, float* scores, float* out) {
+  // Each token's query heads attend to every cached position up to its own, a group of heads
+  // sharing a KV head at a time (attention.h).
+  const int group = static_cast<int>(s.n_head / s.n_head_kv);
+  const int64_t hd = s.head_dim, q_dim = s.q_dim();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const bool k16 = kv.k_type == DType::F16, v16 = kv.v_type == DType::F16;
+  const size_t k_elem = k16 ? 2 : 4, v_elem = v16 ? 2 : 4;
+  pool_.parallel_for(n * s.n_head_kv, [&](int64_t t0, int64_t t1, int) {
+    const float* qg[kMaxHeadsPerGroup];
+    float* og[kMaxHeadsPerGroup];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / s.n_head_kv, kvh = t % s.n_head_kv;
+      for (int g = 0; g < group; ++g) {
+        qg[g] = q + b * q_dim + (kvh * group + g) * hd;
+        og[g] = out + b * q_dim + (kvh * group + g) * hd;
+      }
+      const uint64_t at = static_cast<uint64_t>(kvh * hd);
+      const CachedHead head{static_cast<const uint8_t*>(kv.k) + at * k_elem,
+                            static_cast<const uint8_t*>(kv.v) + at * v_elem, k16, v16, kv.kv_dim};
+      attend_group(kernels_, qg, group, hd, head, first_pos + b + 1, scale,
+                   scores + (b * s.n_head + kvh * group) * n_ctx, og);
+    }
+  });
+}
+
+void CpuBackend::activation(FfnActivation act, const float* gate, const float* up, float* h,
+                            int64_t count) {
+  switch (act) {
+    case FfnActivation::SwiGLU:
+      for (int64_t i = 0; i < count; ++i) h[i] = silu(gate[i]) * up[i];
+      break;
+    case FfnActivation::ReGLU:
+      for (int64_t i = 0; i < count; ++i) h[i] = gate[i] > 0.0f ? gate[i] * up[i] : 0.0f;
+      break;
+    case FfnActivation::DReLU:
+      for (int64_t i = 0; i < count; ++i)
+        h[i] = (gate[i] > 0.0f && up[i] > 0.0f) ? gate[i] * up[i] : 0.0f;
+      break;
+    case FfnActivation::ReLU:
+      for (int64_t i = 0; i < count; ++i) h[i] = std::max(up[i], 0.0f);
+      break;
+  }
+}
+
+void CpuBackend::relu(float* x, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] = std::max(x[i], 0.0f);
+}
+
+void CpuBackend::threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
+                           int64_t count) {
+  if (strict)
+    for (int64_t i = 0; i < count; ++i) mask[i] = scores[i] > threshold;
+  else
+    for (int64_t i = 0; i < count; ++i) mask[i] = scores[i] >= threshold;
+}
+
+int64_t CpuBackend::select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids,
+                                 uint8_t* need, uint64_t* selected) {
+  // Ascending ids: rows are read in memory order.
+  int64_t n_ids = 0;
+  for (int64_t i = 0; i < ff; ++i) {
+    bool any = false;
+    for (int64_t b = 0; b < n && !any; ++b) any = mask[b * ff + i] != 0;
+    if (any) ids[n_ids++] = static_cast<int32_t>(i);
+  }
+  uint64_t count = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < n_ids; ++k) {
+      need[b * ff + k] = mask[b * ff + ids[k]];
+      count += need[b * ff + k];
+    }
+  *selected = count;
+  return n_ids;
+}
+
+void CpuBackend::select_columns(const float* full, std::span<const int32_t> ids, int64_t n,
+                                int64_t stride, float* out) {
+  const int64_t n_ids = static_cast<int64_t>(ids.size());
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < n_ids; ++k) out[b * stride + k] = full[b * stride + ids[k]];
+}
+
+uint64_t CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
+                                 int64_t begin, int64_t end) {
+  uint64_t nonzero = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = begin; k < end; ++k) {
+      float& v = h[b * stride + k];
+      if (need != nullptr && need[b * stride + k] == 0) v = 0.0f;
+      nonzero += v != 0.0f;
+    }
+  return nonzero;
+}
+
+void CpuBackend::add(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void CpuBackend::dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) {
+  strata::dequantize_row(type, row, out, n);
+}
+
+Event CpuBackend::record() {
+  return Event{
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
+      nullptr};
+}
+
+}  // namespace strata

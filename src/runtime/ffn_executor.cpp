@@ -1,0 +1,189 @@
+#include "runtime/ffn_executor.h"
+
+#include <numeric>
+
+namespace strata {
+
+FfnExecutor::FfnExecutor(const Model& model, Backend& backend, Workspace& ws, PreparedRows& in,
+                         FfnStore* store, FfnMode mode, bool check_predictor)
+    : model_(model),
+      c_(model.config),
+      backend_(backend),
+      ws_(ws),
+      in_(in),
+      store_(store),
+      mode_(mode),
+      check_predictor_(check_predictor) {}
+
+void FfnExecutor::prepare(const float* x, int64_t dim, int64_t n,
+                          std::initializer_list<DType> readers) {
+  backend_.prepare(in_, x, dim, n, std::span<const DType>(readers.begin(), readers.size()));
+}
+
+void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
+                      ForwardTimes& times, const FfnObserver& observer) {
+  if (mode_ == FfnMode::Dense)
+    dense(l, n, stats, observer);
+  else
+    sparse(l, n, token, stats, times);
+}
+
+void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, const FfnObserver& observer) {
+  const LayerWeights& w = model_.weights.layers[l];
+  const int64_t ff = c_.n_ff, total = n * ff;
+  const bool gated = ffn_has_gate(c_.ffn);
+  backend_.rms_norm(ws_.x, w.ffn_norm.data(), ws_.xn, n, c_.n_embd, c_.rms_eps);
+  prepare(ws_.xn, c_.n_embd, n, {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
+  const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
+  backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
+  float* h = ws_.up;
+  backend_.activation(c_.ffn, ws_.gate, ws_.up, h, total);
+  stats.computed += static_cast<uint64_t>(total);
+  stats.nonzero += backend_.keep_needed(h, nullptr, n, ff, 0, ff);
+  if (observer) observer(l, n, ws_.x, h);
+  if (w.ffn_down.data != nullptr) {
+    prepare(h, ff, n, {w.ffn_down.type});
+    const RowsJob down{&w.ffn_down, ws_.proj, c_.n_embd};
+    backend_.matmul(std::span(&down, 1), in_);
+  } else {
+    // Only ffn_down_t in the file (PowerInfer): every neuron through the axpy.
+    all_ids_.resize(static_cast<size_t>(ff));
+    std::iota(all_ids_.begin(), all_ids_.end(), 0);
+    backend_.axpy(w.ffn_down_t, all_ids_, h, ff, n, ws_.proj, c_.n_embd, {});
+  }
+}
+
+void FfnExecutor::predict(int64_t l, int64_t n) {
+  const LayerPredictor& p = model_.weights.layers[l].predictor;
+  const int64_t rank = p.rank(), ff = c_.n_ff;
+  // The predictor reads the residual stream before ffn_norm, as PowerInfer's do.
+  prepare(ws_.x, c_.n_embd, n, {p.fc1.type});
+  const RowsJob fc1{&p.fc1, ws_.pred_hidden, rank};
+  backend_.matmul(std::span(&fc1, 1), in_);
+  backend_.relu(ws_.pred_hidden, n * rank);
+  prepare(ws_.pred_hidden, rank, n, {p.fc2.type});
+  const RowsJob fc2{&p.fc2, ws_.pred_scores, ff};
+  backend_.matmul(std::span(&fc2, 1), in_);
+  backend_.threshold(ws_.pred_scores, p.threshold, false, ws_.mask, n * ff);
+}
+
+void FfnExecutor::gate_first(int64_t l, int64_t n) {
+  // The gate (the up projection for plain ReLU) densely; it decides the rest.
+  const LayerWeights& w = model_.weights.layers[l];
+  const bool gated = ffn_has_gate(c_.ffn);
+  const RowsJob first{gated ? &w.ffn_gate : &w.ffn_up, gated ? ws_.gate : ws_.up, c_.n_ff};
+  backend_.matmul(std::span(&first, 1), in_);
+  backend_.threshold(first.y, 0.0f, true, ws_.mask, n * c_.n_ff);
+}
+
+void FfnExecutor::prefetch(int64_t l, int64_t token) {
+  predict(l, 1);
+  uint64_t selected = 0;
+  const int64_t n_ids = backend_.select_union(ws_.mask, 1, c_.n_ff, ws_.ids, ws_.need, &selected);
+  store_->prefetch(l, std::span<const int32_t>(ws_.ids, static_cast<size_t>(n_ids)), token);
+}
+
+void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
+                         ForwardTimes& times) {
+  const LayerWeights& w = model_.weights.layers[l];
+  const int64_t ff = c_.n_ff;
+  if (mode_ == FfnMode::Predict) {
+    const Event start = backend_.record();
+    predict(l, n);
+    times.predictor += backend_.elapsed(start, backend_.record());
+  }
+  backend_.rms_norm(ws_.x, w.ffn_norm.data(), ws_.xn, n, c_.n_embd, c_.rms_eps);
+  const FfnStore::RowTypes rows = store_->row_types(l);
+  prepare(ws_.xn, c_.n_embd, n, {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
+  if (mode_ == FfnMode::GateFirst) gate_first(l, n);
+  uint64_t selected = 0;
+  NeuronList list{ws_.ids, 0, ws_.need, ff, n};
+  list.count = backend_.select_union(ws_.mask, n, ff, ws_.ids, ws_.need, &selected);
+  stats.computed += selected;
+  stats.nonzero += compute_segments(l, list, n, token);
+  if (check_predictor_) check_prediction(l, n, stats);
+}
+
+uint64_t FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64_t token) {
+  const int64_t ff = c_.n_ff;
+  uint64_t nonzero = 0;
+  store_->begin(l, list, token);
+  FfnSegment s;
+  for (int pass = 0; store_->next(s); ++pass) {
+    if (s.partial)
+      split_segment(s, n);
+    else
+      gather_segment(s, n);
+    for (int64_t b = 0; b < n; ++b)
+      backend_.activation(c_.ffn, ws_.gate_c + b * ff + s.begin, ws_.up_c + b * ff + s.begin,
+                          ws_.h_c + b * ff + s.begin, s.end - s.begin);
+    nonzero += backend_.keep_needed(ws_.h_c, ws_.need, n, ff, s.begin, s.end);
+    // The neuron ids (not the rows) decide the order of additions: every split of the
+    // neurons sums to the same bits.
+    float* out = pass == 0 ? ws_.proj : ws_.pass_out;
+    backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons);
+    if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
+  }
+  return nonzero;
+}
+
+void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n) {
+  const int64_t ff = c_.n_ff;
+  const bool gated = ffn_has_gate(c_.ffn);
+  const uint8_t* need = ws_.need + s.begin;
+  if (mode_ == FfnMode::GateFirst) {
+    // The deciding values are computed already: select them, gather the rest.
+    const std::span<const int32_t> ids(ws_.ids + s.begin, static_cast<size_t>(s.end - s.begin));
+    backend_.select_columns(gated ? ws_.gate : ws_.up, ids, n, ff,
+                            (gated ? ws_.gate_c : ws_.up_c) + s.begin);
+    const RowsJob up{&s.up, ws_.up_c + s.begin, ff};
+    if (gated) backend_.gather(std::span(&up, 1), s.rows, in_, need, ff);
+    return;
+  }
+  const RowsJob jobs[2] = {{&s.up, ws_.up_c + s.begin, ff}, {&s.gate, ws_.gate_c + s.begin, ff}};
+  backend_.gather(std::span(jobs, gated ? 2 : 1), s.rows, in_, need, ff);
+}
+
+void FfnExecutor::split_segment(FfnSegment& s, int64_t n) {
+  // The deciding row (gate, or up without a gate) of every neuron, then the rest of those it
+  // says are non-zero for a token that needs them; the others' output is zero anyway.
+  const int64_t ff = c_.n_ff;
+  const bool gated = ffn_has_gate(c_.ffn);
+  const RowsJob up{&s.up, ws_.up_c + s.begin, ff}, gate{&s.gate, ws_.gate_c + s.begin, ff};
+  const RowsJob& first = gated ? gate : up;
+  backend_.gather(std::span(&first, 1), s.rows, in_, ws_.need + s.begin, ff);
+  active_.clear();
+  for (int64_t k = 0; k < s.end - s.begin; ++k) {
+    bool on = false;
+    for (int64_t b = 0; b < n; ++b) {
+      uint8_t& need = ws_.need[b * ff + s.begin + k];
+      if (need != 0 && first.y[b * ff + k] > 0.0f)
+        on = true;
+      else
+        need = 0;  // zero output for this token: nothing more to compute
+    }
+    if (on) active_.push_back(ws_.ids[s.begin + k]);
+  }
+  store_->refine(s, active_);
+  if (gated) backend_.gather(std::span(&up, 1), s.rows, in_, ws_.need + s.begin, ff);
+}
+
+void FfnExecutor::check_prediction(int64_t l, int64_t n, FfnLayerStats& st) {
+  // The dense activations are the truth (in_ still holds the normed FFN input). Counted on the
+  // host: --check-predictor is a measurement of host-side runs.
+  const LayerWeights& w = model_.weights.layers[l];
+  const int64_t ff = c_.n_ff;
+  const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
+  const bool gated = ffn_has_gate(c_.ffn);
+  backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
+  backend_.activation(c_.ffn, ws_.gate, ws_.up, ws_.up, n * ff);
+  backend_.synchronize();
+  for (int64_t i = 0; i < n * ff; ++i) {
+    const bool active = ws_.up[i] != 0.0f, predicted = ws_.mask[i] != 0;
+    st.truly_active += active;
+    st.predicted += predicted;
+    st.predicted_and_active += active && predicted;
+  }
+}
+
+}  // namespace strata

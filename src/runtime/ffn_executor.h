@@ -1,0 +1,52 @@
+// One layer's FFN for a batch, in each mode, as ops on a backend: neuron selection (dense,
+// predictor, gate-first) apart from where the neurons are held (the FfnStore's segments).
+// Reads the residual ws.x, writes the FFN's output to ws.proj. Each token uses only its own
+// neurons: entries a token did not select count as zero, so a batch gives the result of its
+// tokens one at a time.
+#pragma once
+
+#include "backends/backend.h"
+#include "model/model.h"
+#include "runtime/ffn_mode.h"
+#include "runtime/forward_stats.h"
+#include "runtime/workspace.h"
+#include "tiers/ffn_store.h"
+
+namespace strata {
+
+class FfnExecutor {
+ public:
+  // `store`: where the sparse modes find gate/up/down_t rows (unused in dense mode).
+  FfnExecutor(const Model& model, Backend& backend, Workspace& ws, PreparedRows& in,
+              FfnStore* store, FfnMode mode, bool check_predictor);
+
+  void run(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, ForwardTimes& times,
+           const FfnObserver& observer);
+  // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
+  // its neurons handed to the store to read in the background.
+  void prefetch(int64_t layer, int64_t token);
+
+ private:
+  void dense(int64_t layer, int64_t n, FfnLayerStats& stats, const FfnObserver& observer);
+  void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, ForwardTimes& times);
+  void predict(int64_t layer, int64_t n);     // ws.mask from the predictor on ws.x
+  void gate_first(int64_t layer, int64_t n);  // ws.mask from the dense gate (ws.gate / ws.up)
+  uint64_t compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token);
+  void gather_segment(const FfnSegment& s, int64_t n);
+  void split_segment(FfnSegment& s, int64_t n);
+  void check_prediction(int64_t layer, int64_t n, FfnLayerStats& stats);
+  void prepare(const float* x, int64_t dim, int64_t n, std::initializer_list<DType> readers);
+
+  const Model& model_;
+  const ModelConfig& c_;
+  Backend& backend_;
+  Workspace& ws_;
+  PreparedRows& in_;
+  FfnStore* store_;
+  FfnMode mode_;
+  bool check_predictor_;
+  std::vector<int32_t> all_ids_;  // dense FFN of files with only ffn_down_t
+  std::vector<int32_t> active_;   // split reads: neurons whose rest is read
+};
+
+}  // namespace strata

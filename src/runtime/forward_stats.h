@@ -1,0 +1,33 @@
+// What a session measures while it runs: time per part of the forward pass, per-layer FFN
+// counts, and the hook through which the offline tools see the dense FFN.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace strata {
+
+// Seconds per part of the forward pass, accumulated over calls. Measured between events on the
+// backend's timeline (backends/backend.h), so they stay meaningful when ops run asynchronously.
+struct ForwardTimes {
+  double attention = 0;  // norms, q/k/v/o products, rotary, attention itself
+  double predictor = 0;  // activation predictors (predict mode)
+  double ffn = 0;        // the FFN proper, including neuron selection
+  double output = 0;     // final norm and the vocabulary projection
+};
+
+// Per layer, counted over (token, neuron) pairs since the session began.
+struct FfnLayerStats {
+  uint64_t computed = 0;  // neurons whose up/down rows were computed (all in dense mode)
+  uint64_t nonzero = 0;   // activations that came out non-zero
+  // check_predictor only: truly active neurons, predicted ones, and predicted among the active.
+  uint64_t truly_active = 0, predicted = 0, predicted_and_active = 0;
+};
+
+// Called in dense mode after each layer's FFN activation for a batch of n tokens, with the
+// residual stream entering the FFN (before ffn_norm; n rows of n_embd) and the activations h
+// (n rows of n_ff): what the profiler counts and predictors are trained on.
+using FfnObserver =
+    std::function<void(int64_t layer, int64_t n, const float* residual, const float* h)>;
+
+}  // namespace strata

@@ -1,0 +1,54 @@
+#include "runtime/kv_cache.h"
+
+#include <new>
+
+#include "core/anonymous_memory.h"
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+uint64_t values(const ModelConfig& c, int64_t n_ctx) {
+  return static_cast<uint64_t>(c.n_layer * n_ctx * c.n_head_kv * c.head_dim);
+}
+}  // namespace
+
+uint64_t KvCache::bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type) {
+  return values(c, n_ctx) * (dtype_info(k_type).block_bytes + dtype_info(v_type).block_bytes);
+}
+
+KvCache::KvCache(Backend& backend, const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type)
+    : backend_(backend),
+      k_type_(k_type),
+      v_type_(v_type),
+      n_ctx_(n_ctx),
+      kv_dim_(c.n_head_kv * c.head_dim) {
+  const uint64_t need = bytes(c, n_ctx, k_type, v_type);
+  if (backend.device() == Device::Host && need > AnonymousMemory::available())
+    fail(
+        "the KV cache for a context of {} tokens needs {:.2f} GB, more than the {:.2f} GB of "
+        "memory available; lower -c (or --cache-type-k/-v f16)",
+        n_ctx, static_cast<double>(need) / 1e9,
+        static_cast<double>(AnonymousMemory::available()) / 1e9);
+  try {
+    k_ = backend.allocate(values(c, n_ctx) * dtype_info(k_type).block_bytes);
+    v_ = backend.allocate(values(c, n_ctx) * dtype_info(v_type).block_bytes);
+  } catch (const std::bad_alloc&) {
+    if (k_.data != nullptr) backend.release(k_);
+    fail("cannot allocate the KV cache for a context of {} tokens ({:.1f} GB); lower -c", n_ctx,
+         static_cast<double>(need) / 1e9);
+  }
+}
+
+KvCache::~KvCache() {
+  backend_.release(k_);
+  backend_.release(v_);
+}
+
+KvLayer KvCache::layer(int64_t l) const {
+  const uint64_t at = static_cast<uint64_t>(l * n_ctx_ * kv_dim_);
+  return KvLayer{k_.data + at * dtype_info(k_type_).block_bytes,
+                 v_.data + at * dtype_info(v_type_).block_bytes, k_type_, v_type_, kv_dim_};
+}
+
+}  // namespace strata

@@ -1,0 +1,32 @@
+// A sequence's KV cache on the backend's device: per layer [n_ctx][n_head_kv * head_dim]
+// keys and values of the chosen element types, allocated (and populated) up front so decode
+// only writes. bytes() is what the constructor allocates: the placement inventory uses it.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "model/config.h"
+
+namespace strata {
+
+class KvCache {
+ public:
+  // Fails with a one-line message when the cache cannot be allocated (naming -c).
+  KvCache(Backend& backend, const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
+  ~KvCache();
+  KvCache(const KvCache&) = delete;
+  KvCache& operator=(const KvCache&) = delete;
+
+  static uint64_t bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
+  uint64_t bytes() const { return k_.bytes + v_.bytes; }
+  KvLayer layer(int64_t l) const;
+
+ private:
+  Backend& backend_;
+  Buffer k_, v_;
+  DType k_type_, v_type_;
+  int64_t n_ctx_, kv_dim_;
+};
+
+}  // namespace strata

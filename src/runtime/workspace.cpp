@@ -1,0 +1,98 @@
+#include "runtime/workspace.h"
+
+#include <new>
+
+#include "core/error.h"
+
+namespace strata {
+
+WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
+                                  bool bundled, int64_t predictor_rank) {
+  WorkspaceShape s;
+  s.batch = batch;
+  s.n_embd = c.n_embd;
+  s.n_ff = c.n_ff;
+  s.q_dim = c.n_head * c.head_dim;
+  s.kv_dim = c.n_head_kv * c.head_dim;
+  s.n_head = c.n_head;
+  s.n_rot = c.n_rot;
+  s.n_ctx = n_ctx;
+  s.predictor_rank = mode == FfnMode::Predict ? predictor_rank : 0;
+  s.sparse = mode != FfnMode::Dense;
+  s.bundled = bundled;
+  return s;
+}
+
+namespace {
+
+// Calls place(bytes, set) for every buffer of the shape, in allocation order; set(p) points
+// the buffer's member of the workspace at p (not called when only sizes are wanted).
+template <typename Place>
+void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
+  const int64_t B = s.batch;
+  auto f = [&](float* Workspace::*m, int64_t count) {
+    place(count * 4, [w, m](uint8_t* p) { w->*m = reinterpret_cast<float*>(p); });
+  };
+  auto u8 = [&](uint8_t* Workspace::*m, int64_t count) {
+    place(count, [w, m](uint8_t* p) { w->*m = p; });
+  };
+  f(&Workspace::x, B * s.n_embd);
+  f(&Workspace::xn, B * s.n_embd);
+  f(&Workspace::q, B * s.q_dim);
+  f(&Workspace::k, B * s.kv_dim);
+  f(&Workspace::v, B * s.kv_dim);
+  f(&Workspace::attn, B * s.q_dim);
+  f(&Workspace::proj, B * s.n_embd);
+  f(&Workspace::gate, B * s.n_ff);
+  f(&Workspace::up, B * s.n_ff);
+  f(&Workspace::scores, B * s.n_head * s.n_ctx);
+  f(&Workspace::rope_cos, B * s.n_rot / 2);
+  f(&Workspace::rope_sin, B * s.n_rot / 2);
+  if (s.sparse) {
+    f(&Workspace::gate_c, B * s.n_ff);
+    f(&Workspace::up_c, B * s.n_ff);
+    f(&Workspace::h_c, B * s.n_ff);
+    u8(&Workspace::mask, B * s.n_ff);
+    u8(&Workspace::need, B * s.n_ff);
+    place(s.n_ff * 4, [w](uint8_t* p) { w->ids = reinterpret_cast<int32_t*>(p); });
+  }
+  if (s.predictor_rank > 0) {
+    f(&Workspace::pred_hidden, B * s.predictor_rank);
+    f(&Workspace::pred_scores, B * s.n_ff);
+  }
+  if (s.bundled) f(&Workspace::pass_out, B * s.n_embd);
+}
+
+constexpr uint64_t kAlign = 64;  // each buffer on its own cache lines
+
+uint64_t aligned(int64_t bytes) {
+  return (static_cast<uint64_t>(bytes) + kAlign - 1) / kAlign * kAlign;
+}
+
+}  // namespace
+
+uint64_t Workspace::bytes(const WorkspaceShape& shape) {
+  uint64_t total = 0;
+  each_buffer(shape, nullptr, [&](int64_t bytes, auto&&) { total += aligned(bytes); });
+  return total;
+}
+
+Workspace::Workspace(Backend& backend, const WorkspaceShape& shape) : backend_(backend) {
+  try {
+    buffer_ = backend.allocate(bytes(shape));
+  } catch (const std::bad_alloc&) {
+    fail("cannot allocate {:.1f} MB of buffers for a context of {} tokens; lower -c",
+         static_cast<double>(bytes(shape)) / 1e6, shape.n_ctx);
+  }
+  uint64_t at = 0;
+  each_buffer(shape, this, [&](int64_t bytes, auto&& set) {
+    set(buffer_.data + at);
+    at += aligned(bytes);
+  });
+}
+
+Workspace::~Workspace() {
+  backend_.release(buffer_);
+}
+
+}  // namespace strata

@@ -1,0 +1,47 @@
+// A session's scratch on the backend's device: one row per token of a batch for every
+// intermediate of a layer, in one allocation. bytes() walks the same list the constructor
+// allocates from, so the placement inventory counts exactly what is allocated.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/backend.h"
+#include "model/config.h"
+#include "runtime/ffn_mode.h"
+
+namespace strata {
+
+struct WorkspaceShape {
+  int64_t batch = 0, n_embd = 0, n_ff = 0, q_dim = 0, kv_dim = 0, n_head = 0, n_rot = 0;
+  int64_t n_ctx = 0, predictor_rank = 0;  // largest predictor rank (predict mode)
+  bool sparse = false, bundled = false;
+  static WorkspaceShape of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
+                           bool bundled, int64_t predictor_rank);
+};
+
+class Workspace {
+ public:
+  Workspace(Backend& backend, const WorkspaceShape& shape);
+  ~Workspace();
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  static uint64_t bytes(const WorkspaceShape& shape);
+
+  // [batch][width] each; null where the mode does not use them.
+  float *x = nullptr, *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr;
+  float *proj = nullptr, *gate = nullptr, *up = nullptr;
+  float* scores = nullptr;                         // [batch][n_head][n_ctx]
+  float *rope_cos = nullptr, *rope_sin = nullptr;  // [batch][n_rot / 2]
+  // Sparse FFN: compact values [batch][ids] (stride n_ff), per-token selection [batch][n_ff].
+  float *gate_c = nullptr, *up_c = nullptr, *h_c = nullptr;
+  float *pred_hidden = nullptr, *pred_scores = nullptr;
+  float* pass_out = nullptr;  // flash tier: a later pass's down projection
+  uint8_t *mask = nullptr, *need = nullptr;
+  int32_t* ids = nullptr;  // [n_ff]
+
+ private:
+  Backend& backend_;
+  Buffer buffer_;
+};
+
+}  // namespace strata

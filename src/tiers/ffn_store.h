@@ -1,0 +1,99 @@
+// Where a layer's FFN neurons are held, apart from which neurons a batch computes: given the
+// selected neurons, a store hands out segments, each a set of those neurons in one place
+// (device, gate/up/down_t row views, the row of each neuron in them). The FFN executor
+// computes segment after segment; partial sums stay in bucket order by neuron id
+// (backends/backend.h), so any split of the neurons across segments or stores gives the same
+// bits. RAM matrices and the flash tier's neuron caches are stores; the VRAM hot set will be.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "tensor/device.h"
+#include "tensor/matrix.h"
+
+namespace strata {
+
+// The selection as a store sees it: ascending neuron ids and, per token, whether it needs
+// each (need[b * need_stride + k] for the k-th id). A store may reorder both together.
+struct NeuronList {
+  int32_t* ids = nullptr;
+  int64_t count = 0;
+  uint8_t* need = nullptr;
+  int64_t need_stride = 0;
+  int64_t tokens = 0;
+};
+
+struct FfnSegment {
+  Device device = Device::Host;
+  MatrixView gate, up, down_t;       // row views (rows: neuron ids or cache slots)
+  std::span<const int32_t> rows;     // per neuron of the segment: its row in the views
+  std::span<const int32_t> neurons;  // the neuron ids when rows are not ids; empty otherwise
+  int64_t begin = 0, end = 0;        // the segment's entries [begin, end) of the NeuronList
+  bool partial = false;              // split reads: only the deciding row is valid yet
+};
+
+class FfnStore {
+ public:
+  virtual ~FfnStore() = default;
+  virtual const char* name() const = 0;
+  // Element types of the layer's gate and up rows (what the input is prepared for).
+  struct RowTypes {
+    DType gate, up;
+  };
+  virtual RowTypes row_types(int64_t layer) const = 0;
+  // Starts serving `list` for layer `layer` to a batch whose last token is number `token`.
+  virtual void begin(int64_t layer, NeuronList& list, int64_t token) = 0;
+  // The next segment; false when every neuron of the list has been served. A segment's rows
+  // stay valid until the next call.
+  virtual bool next(FfnSegment& segment) = 0;
+  // Split reads: completes the partial segment's neurons among `active` (ascending) and drops
+  // the others (their output is zero whatever the rest of their rows holds); rows move.
+  virtual void refine(FfnSegment& segment, std::span<const int32_t> active) {}
+  // Look-ahead: starts making `ids` resident for `layer` in the background (best effort).
+  virtual bool can_prefetch() const { return false; }
+  virtual void prefetch(int64_t layer, std::span<const int32_t> ids, int64_t token) {}
+};
+
+// The FFN in RAM matrices: one segment, rows = neuron ids.
+struct RamFfnLayer {
+  MatrixView gate, up, down_t;
+};
+
+class RamFfnStore final : public FfnStore {
+ public:
+  explicit RamFfnStore(std::span<const RamFfnLayer> layers) : layers_(layers) {}
+  const char* name() const override { return "ram"; }
+  RowTypes row_types(int64_t layer) const override {
+    const RamFfnLayer& l = layers_[static_cast<size_t>(layer)];
+    return {l.gate.data != nullptr ? l.gate.type : l.up.type, l.up.type};
+  }
+  void begin(int64_t layer, NeuronList& list, int64_t) override {
+    layer_ = layer;
+    list_ = list;
+    served_ = false;
+  }
+  bool next(FfnSegment& s) override {
+    if (served_) return false;
+    const RamFfnLayer& l = layers_[static_cast<size_t>(layer_)];
+    s = FfnSegment{Device::Host,
+                   l.gate,
+                   l.up,
+                   l.down_t,
+                   std::span<const int32_t>(list_.ids, static_cast<size_t>(list_.count)),
+                   {},
+                   0,
+                   list_.count,
+                   false};
+    served_ = true;
+    return true;
+  }
+
+ private:
+  std::span<const RamFfnLayer> layers_;
+  int64_t layer_ = 0;
+  NeuronList list_;
+  bool served_ = false;
+};
+
+}  // namespace strata

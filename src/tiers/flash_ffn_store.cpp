@@ -1,0 +1,159 @@
+#include "tiers/flash_ffn_store.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace strata {
+
+FlashFfnStore::FlashFfnStore(const BundleLayout& layout, int64_t n_embd,
+                             std::vector<uint64_t> offsets, BundleSource& source,
+                             FlashStoreOptions options)
+    : layout_(layout),
+      n_embd_(n_embd),
+      offsets_(std::move(offsets)),
+      source_(source),
+      options_(std::move(options)) {
+  const size_t layers = offsets_.size();
+  if (options_.slots.size() != layers)
+    fail("neuron cache slots for {} layers given, the model has {}", options_.slots.size(), layers);
+  for (size_t l = 0; l < layers; ++l)
+    caches_.push_back(std::make_unique<NeuronCache>(layout_, options_.slots[l], options_.window));
+  // Blocking reads need threads to be in flight together; io_uring keeps its own queue.
+  const bool own_queue = source_.queue_depth() > 0;
+  io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options_.io_threads));
+  const int depth = own_queue ? source_.queue_depth() : io_pool_->size();
+  for (auto& cache : caches_) cache->set_read_planning(options_.storage, depth);
+  if (!options_.pinned.empty()) {
+    if (options_.pinned.size() != layers)
+      fail("pinned neurons for {} layers given, the model has {}", options_.pinned.size(), layers);
+    for (size_t l = 0; l < layers; ++l)
+      if (!options_.pinned[l].empty())
+        caches_[l]->pin(options_.pinned[l], source_, offsets_[l], *io_pool_);
+  }
+  slots_.resize(static_cast<size_t>(layout_.n_ff));
+}
+
+FlashFfnStore::~FlashFfnStore() {
+  finish_prefetch();
+}
+
+NeuronCacheStats FlashFfnStore::stats() const {
+  NeuronCacheStats t;
+  for (const auto& c : caches_) {
+    const NeuronCacheStats& s = c->stats();
+    t.hits += s.hits, t.misses += s.misses, t.bytes_read += s.bytes_read, t.reads += s.reads;
+    t.read_seconds += s.read_seconds, t.evictions += s.evictions, t.pin_bytes += s.pin_bytes;
+  }
+  return t;
+}
+
+MatrixView FlashFfnStore::view(const NeuronCache& cache, uint64_t offset) const {
+  // The cache's buffer as a matrix whose rows are slots (stride: one bundle).
+  return MatrixView{layout_.type, cache.data() + offset, n_embd_, cache.capacity(),
+                    layout_.bundle_bytes};
+}
+
+void FlashFfnStore::finish_prefetch() {
+  if (prefetch_layer_ < 0) return;
+  prefetch_layer_ = -1;
+  try {
+    transfers_.wait(prefetch_ticket_);
+  } catch (const std::exception&) {
+    // A failed guess is harmless: the layer's own fetch reads again and reports failures.
+  }
+}
+
+void FlashFfnStore::prefetch(int64_t layer, std::span<const int32_t> ids, int64_t token) {
+  finish_prefetch();
+  NeuronCache& cache = *caches_[static_cast<size_t>(layer)];
+  prefetch_ids_.assign(ids.begin(), ids.end());
+  if (static_cast<int64_t>(prefetch_ids_.size()) > cache.capacity())
+    prefetch_ids_.resize(static_cast<size_t>(cache.capacity()));
+  prefetch_slots_.resize(prefetch_ids_.size());
+  const uint64_t offset = offsets_[static_cast<size_t>(layer)];
+  prefetch_layer_ = layer;
+  prefetch_ticket_ = transfers_.submit([this, &cache, offset, token] {
+    cache.fetch(prefetch_ids_, prefetch_slots_.data(), source_, offset, token, *io_pool_);
+  });
+}
+
+void FlashFfnStore::cached_first(NeuronCache& cache) {
+  // Several passes: the neurons already in the cache go first, so a prompt batch larger than
+  // the cache reuses what the previous batch left instead of cycling through it (plain
+  // ascending order would evict every neuron just before it is needed again). The per-token
+  // need moves with its neurons.
+  const int64_t n_ids = list_.count, n = list_.tokens, stride = list_.need_stride;
+  std::vector<int64_t> order;
+  order.reserve(static_cast<size_t>(n_ids));
+  for (int64_t k = 0; k < n_ids; ++k)
+    if (cache.slot_of(list_.ids[k]) >= 0) order.push_back(k);
+  for (int64_t k = 0; k < n_ids; ++k)
+    if (cache.slot_of(list_.ids[k]) < 0) order.push_back(k);
+  reordered_ids_.resize(static_cast<size_t>(n_ids));
+  reordered_need_.resize(static_cast<size_t>(n * n_ids));
+  for (int64_t k = 0; k < n_ids; ++k) {
+    reordered_ids_[static_cast<size_t>(k)] = list_.ids[order[static_cast<size_t>(k)]];
+    for (int64_t b = 0; b < n; ++b)
+      reordered_need_[static_cast<size_t>(b * n_ids + k)] =
+          list_.need[b * stride + order[static_cast<size_t>(k)]];
+  }
+  std::copy(reordered_ids_.begin(), reordered_ids_.end(), list_.ids);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < n_ids; ++k)
+      list_.need[b * stride + k] = reordered_need_[static_cast<size_t>(b * n_ids + k)];
+}
+
+void FlashFfnStore::begin(int64_t layer, NeuronList& list, int64_t token) {
+  if (prefetch_layer_ == layer) finish_prefetch();  // its reads are done now
+  layer_ = layer;
+  token_ = token;
+  list_ = list;
+  end_ = 0;
+  pass_ = 0;
+  NeuronCache& cache = *caches_[static_cast<size_t>(layer)];
+  int64_t unpinned = list.count;
+  if (cache.pinned() > 0)
+    for (int64_t k = 0; k < list.count; ++k) unpinned -= cache.is_pinned(list.ids[k]);
+  if (unpinned > cache.capacity() - cache.pinned()) cached_first(cache);
+}
+
+bool FlashFfnStore::next(FfnSegment& s) {
+  if (end_ >= list_.count && (pass_ > 0 || list_.count > 0)) return false;
+  NeuronCache& cache = *caches_[static_cast<size_t>(layer_)];
+  const int64_t begin = end_, room = cache.capacity() - cache.pinned();
+  // A pass takes neurons in order while the unpinned ones fit in the room (pinned ones are
+  // always resident).
+  for (int64_t free = room; end_ < list_.count; ++end_) {
+    if (cache.pinned() > 0 && cache.is_pinned(list_.ids[end_])) continue;
+    if (free == 0) break;
+    --free;
+  }
+  const std::span<const int32_t> part(list_.ids + begin, static_cast<size_t>(end_ - begin));
+  const bool split = options_.split_reads && layout_.head_bytes() < layout_.bundle_bytes;
+  cache.fetch(part, slots_.data() + begin, source_, offsets_[static_cast<size_t>(layer_)], token_,
+              *io_pool_, static_cast<int>(pass_), list_.tokens, split ? layout_.head_bytes() : 0);
+  s = FfnSegment{Device::Host,
+                 view(cache, layout_.gate_offset()),
+                 view(cache, layout_.up_offset()),
+                 view(cache, layout_.down_offset()),
+                 std::span<const int32_t>(slots_.data() + begin, part.size()),
+                 part,
+                 begin,
+                 end_,
+                 split};
+  ++pass_;
+  return true;
+}
+
+void FlashFfnStore::refine(FfnSegment& s, std::span<const int32_t> active) {
+  NeuronCache& cache = *caches_[static_cast<size_t>(layer_)];
+  cache.complete(active, source_, offsets_[static_cast<size_t>(layer_)], *io_pool_);
+  for (int64_t k = s.begin; k < s.end; ++k) {  // slots moved; dropped neurons: any slot
+    const int32_t slot = cache.slot_of(list_.ids[k]);
+    slots_[static_cast<size_t>(k)] = slot >= 0 ? slot : 0;
+  }
+  s.partial = false;
+}
+
+}  // namespace strata

@@ -1,0 +1,71 @@
+// The flash tier as an FFN store: per layer a RAM neuron cache (neuron_cache.h) in front of the
+// bundles on flash. A layer's neurons are served in passes of at most the cache's room: with
+// one pass (the usual case) one segment whose rows are cache slots; a batch needing more
+// neurons than fit gets several, the neurons already cached first. Look-ahead reads go through
+// one persistent transfer queue.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "tiers/bundle_source.h"
+#include "tiers/ffn_store.h"
+#include "tiers/neuron_cache.h"
+#include "tiers/storage_profile.h"
+#include "tiers/transfer_queue.h"
+
+namespace strata {
+
+struct FlashStoreOptions {
+  std::vector<int64_t> slots;  // per layer: cache slots (<= n_ff)
+  int window = 5;
+  int io_threads = 16;  // pread threads: reads in flight (io_uring keeps its own queue)
+  const StorageProfile* storage = nullptr;
+  bool split_reads = false;  // deciding row first (ReLU-family models only; the caller checks)
+  std::vector<std::vector<int32_t>> pinned;  // per layer, sorted; empty: none
+};
+
+class FlashFfnStore final : public FfnStore {
+ public:
+  // `offsets`: each layer's first bundle in the source.
+  FlashFfnStore(const BundleLayout& layout, int64_t n_embd, std::vector<uint64_t> offsets,
+                BundleSource& source, FlashStoreOptions options);
+  ~FlashFfnStore() override;
+
+  const char* name() const override { return "flash"; }
+  RowTypes row_types(int64_t) const override { return {layout_.type, layout_.type}; }
+  void begin(int64_t layer, NeuronList& list, int64_t token) override;
+  bool next(FfnSegment& segment) override;
+  void refine(FfnSegment& segment, std::span<const int32_t> active) override;
+  bool can_prefetch() const override { return true; }
+  void prefetch(int64_t layer, std::span<const int32_t> ids, int64_t token) override;
+
+  const std::vector<std::unique_ptr<NeuronCache>>& caches() const { return caches_; }
+  NeuronCacheStats stats() const;  // summed over layers
+
+ private:
+  void cached_first(NeuronCache& cache);  // multi-pass lists: cached neurons to the front
+  void finish_prefetch();
+  MatrixView view(const NeuronCache& cache, uint64_t offset) const;
+
+  BundleLayout layout_;
+  int64_t n_embd_;
+  std::vector<uint64_t> offsets_;
+  BundleSource& source_;
+  FlashStoreOptions options_;
+  std::vector<std::unique_ptr<NeuronCache>> caches_;
+  std::unique_ptr<ThreadPool> io_pool_;
+  TransferQueue transfers_;
+  // The layer being served.
+  int64_t layer_ = 0, token_ = 0, end_ = 0, pass_ = 0;
+  NeuronList list_;
+  std::vector<int32_t> slots_, reordered_ids_;
+  std::vector<uint8_t> reordered_need_;
+  // Look-ahead in flight: its layer (-1: none), ticket and buffers.
+  int64_t prefetch_layer_ = -1;
+  TransferQueue::Ticket prefetch_ticket_ = 0;
+  std::vector<int32_t> prefetch_ids_, prefetch_slots_;
+};
+
+}  // namespace strata

@@ -68,7 +68,16 @@ expect_error "already bundled" "$strata" bundle -m "$work/sparse.bundle.gguf" -o
 expect_error "needs a text" "$strata" profile -m "$work/sparse.gguf" -o "$work/p.gguf"
 "$strata" profile -m "$work/sparse.gguf" --random-tokens 64 -o "$work/sparse.profile.gguf" >/dev/null 2>&1
 "$strata" profile -m "$model" --random-tokens 16 -o "$work/other.profile.gguf" >/dev/null 2>&1
-expect_error "is not bundled" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --profile "$work/sparse.profile.gguf"
+expect_error "needs --profile" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --solver ilp
+echo '{}' >"$work/bad.plan.json"
+expect_error "not a strata plan" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/bad.plan.json"
+echo '{"format": "strata-plan", "layers": []}' >"$work/bad.plan.json"
+expect_error "layers, the model" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/bad.plan.json"
+expect_error "not JSON" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$model"
+"$strata" plan -m "$work/sparse.gguf" --profile "$work/sparse.profile.gguf" --vram-budget 64M \
+  --ram-bandwidth 40 -o "$work/v.plan.json" >/dev/null 2>&1
+expect_error "no GPU backend" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/v.plan.json"
+expect_error "vram-budget" "$strata" run -m "$model" -p hi -n 1 --vram-budget 1G
 expect_error "another model" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/other.profile.gguf"
 expect_error "pin-share" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/sparse.profile.gguf" --pin-share 2
 expect_error "cannot open" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/missing.gguf"

@@ -61,9 +61,10 @@ Command add_bench_command(CLI::App& app) {
         const ModelConfig& c = model->config;
         const int64_t n_ctx = o->n_prompt + o->n_gen + 1;
         StorageProfile storage;
-        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
         ThreadPool pool(checked_threads(o->threads));
-        Session session(*model, n_ctx, pool, session_options);
+        Session session(*model, n_ctx, pool, planned.session);
+        announce_plan(planned, o->ffn);
         // Decode-only FFN statistics and times, summed over the decode repeats.
         std::vector<FfnLayerStats> decode_stats(c.n_layer);
         ForwardTimes decode_times;
@@ -122,7 +123,7 @@ Command add_bench_command(CLI::App& app) {
         const double pp_med = pp.empty() ? 0 : median(pp);
         const double tg_med = tg.empty() ? 0 : median(tg);
         const uint64_t bytes =
-            bytes_touched_per_token(*model, session_options.ffn, decode_stats, decode_tokens);
+            bytes_touched_per_token(*model, planned.session.ffn, decode_stats, decode_tokens);
         double density = 0;  // mean share of FFN neurons computed per decode token
         for (const auto& l : decode_stats)
           density += decode_tokens > 0 ? l.computed / (decode_tokens * c.n_ff) : 0.0;
@@ -153,7 +154,7 @@ Command add_bench_command(CLI::App& app) {
               {"bandwidth_limit_tokens_per_s", limit},
               {"bandwidth_limit_percent", limit > 0 ? 100 * tg_med / limit : 0},
               {"load_s", load_s},
-              {"ffn_mode", ffn_mode_name(session_options.ffn)},
+              {"ffn_mode", ffn_mode_name(planned.session.ffn)},
               {"ffn_density", density},
               {"ffn_report", ffn_report_json(*model, session)},
               {"decode_flash",
@@ -179,7 +180,7 @@ Command add_bench_command(CLI::App& app) {
           fmt::print(
               "FFN {}: density {:.3f}; decode ms/token: attention {:.2f}, predictor {:.2f}, "
               "FFN {:.2f}, output {:.2f}\n",
-              ffn_mode_name(session_options.ffn), density, ms_per_token(decode_times.attention),
+              ffn_mode_name(planned.session.ffn), density, ms_per_token(decode_times.attention),
               ms_per_token(decode_times.predictor), ms_per_token(decode_times.ffn),
               ms_per_token(decode_times.output));
         fmt::print("| test   |   tok/s (median of {}) | runs\n", o->reps);
@@ -189,7 +190,7 @@ Command add_bench_command(CLI::App& app) {
         if (!tg.empty())
           fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o->n_gen, tg_med,
                      fmt::join(tg, ", "));
-        if (session_options.check_predictor) print_ffn_report(*model, session, stdout);
+        if (planned.session.check_predictor) print_ffn_report(*model, session, stdout);
         if (bw > 0)
           fmt::print(
               "memory read bandwidth: {:.1f} GB/s -> decode limit {:.2f} tok/s; "

@@ -35,10 +35,10 @@ Command add_logits_command(CLI::App& app) {
   return {cmd, [o] {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
-            const SessionOptions session_options =
+            const PlannedRun planned =
                 resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()));
             ThreadPool pool(checked_threads(o->threads));
-            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool, session_options);
+            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool, planned.session);
             nlohmann::json out = nlohmann::json::array();
             const auto all = session.eval(o->tokens, /*all_logits=*/true);
             const size_t n_vocab = all.size() / o->tokens.size();
@@ -46,6 +46,7 @@ Command add_logits_command(CLI::App& app) {
               out.push_back(
                   std::vector<float>(all.begin() + i * n_vocab, all.begin() + (i + 1) * n_vocab));
             fmt::print("{}\n", out.dump());
+            if (o->ffn.verbose) announce_plan(planned, o->ffn);
             return 0;
           }};
 }

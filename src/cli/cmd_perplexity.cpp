@@ -48,9 +48,10 @@ Command add_perplexity_command(CLI::App& app) {
           fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
                n_ctx);
         StorageProfile storage;
-        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
         ThreadPool pool(checked_threads(o->threads));
-        Session session(*model, n_ctx, pool, session_options);
+        Session session(*model, n_ctx, pool, planned.session);
+        announce_plan(planned, o->ffn);
         ProgressBar bar("perplexity");
         Timer timer;
         const auto r =
@@ -81,7 +82,7 @@ Command add_perplexity_command(CLI::App& app) {
                      r.perplexity, r.windows, n_ctx, r.predictions, seconds);
           fmt::print("FFN activation sparsity per layer (exact zeros): {:.3f}\n",
                      fmt::join(sparsity, " "));
-          if (session_options.ffn != FfnMode::Dense) print_ffn_report(*model, session, stdout);
+          if (planned.session.ffn != FfnMode::Dense) print_ffn_report(*model, session, stdout);
         }
         return 0;
       }};

@@ -74,9 +74,10 @@ Command add_run_command(CLI::App& app) {
                                : static_cast<uint64_t>(
                                      std::chrono::steady_clock::now().time_since_epoch().count());
         StorageProfile storage;
-        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
         ThreadPool pool(checked_threads(o->threads));
-        Session session(*model, n_ctx, pool, session_options);
+        Session session(*model, n_ctx, pool, planned.session);
+        announce_plan(planned, o->ffn);
         Sampler sampler(sp);
 
         std::fputs(o->prompt.c_str(), stdout);
@@ -126,7 +127,7 @@ Command add_run_command(CLI::App& app) {
                      "prompt: {} tokens, {:.1f} tok/s | decode: {} tokens, {:.1f} tok/s | "
                      "load: {:.2f} s | peak memory: {:.1f} MiB | seed: {}\n",
                      prompt.size(), prompt_tps, generated, decode_tps, load_s, peak_mib, sp.seed);
-          if (session_options.ffn != FfnMode::Dense) print_ffn_report(*model, session, stderr);
+          if (planned.session.ffn != FfnMode::Dense) print_ffn_report(*model, session, stderr);
         }
         return 0;
       }};

@@ -74,9 +74,9 @@ Command add_serve_command(CLI::App& app) {
         const int64_t n_ctx =
             o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
         StorageProfile storage;
-        const SessionOptions session_options = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
         ThreadPool pool(checked_threads(o->threads));
-        Session session(*model, n_ctx, pool, session_options);
+        Session session(*model, n_ctx, pool, planned.session);
         ServerOptions so;
         so.host = o->host;
         so.port = o->port;
@@ -93,6 +93,7 @@ Command add_serve_command(CLI::App& app) {
         so.connections.worker_threads = o->threads_http;
         HttpServer server(*model, session, so);
         const int port = server.bind();
+        announce_plan(planned, o->ffn);
         g_server = &server;
         std::signal(SIGINT, stop_on_signal);
         std::signal(SIGTERM, stop_on_signal);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "offline/profile.h"
+#include "placement/plan.h"
 #include "tiers/bundle_layout.h"
 
 namespace strata {
@@ -31,11 +32,21 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "Bundled models: disk measurements from strata probe-storage (default: "
                   "MODEL.storage.json when it exists)");
   cmd->add_option("--profile", f.profile,
-                  "Bundled models: a strata profile of the model (or of the file it was bundled "
-                  "from); its hottest neurons are pinned in the neuron caches");
+                  "A strata profile of the model (or of the file it was bundled from): the "
+                  "placement solver puts its hottest neurons in the fastest tier");
+  cmd->add_option("--plan", f.plan, "A placement plan from strata plan -o (instead of solving)");
+  cmd->add_option("--solver", f.solver,
+                  "Placement solver: ilp (the cost model's optimum; needs --profile), greedy "
+                  "(the cache is what the budget leaves, --pin-share of it pinned), auto (ilp "
+                  "when a profile gives it a choice)")
+      ->check(CLI::IsMember({"auto", "greedy", "ilp"}));
   cmd->add_option("--pin-share", f.pin_share,
-                  "With --profile: share of each layer's neuron cache given to pinned neurons")
+                  "Greedy solver with --profile: share of each layer's neuron cache pinned")
       ->check(in_range(0.0, 0.95));
+  cmd->add_option("--ram-bandwidth", f.ram_bandwidth,
+                  "Cost model: RAM read bandwidth in GB/s (default 40; strata bench measures it)")
+      ->check(in_range(0.001, 1e6));
+  cmd->add_flag("--verbose", f.verbose, "Print the placement plan layer by layer");
   cmd->add_flag(
       "!--no-repack", f.repack,
       "Keep Q4_0/Q8_0 weights in the file's row layout instead of interleaving them by 16 "
@@ -53,14 +64,6 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(in_range(1, 1 << 20));
 }
-
-namespace {
-// "4.55 GiB", "12.3 MiB": sizes in the plan and in errors.
-std::string size_text(double bytes) {
-  if (bytes >= 1073741824.0) return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
-  return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-}
-}  // namespace
 
 uint64_t parse_bytes(const std::string& text, const char* flag) {
   size_t used = 0;
@@ -87,42 +90,58 @@ uint64_t parse_bytes(const std::string& text, const char* flag) {
 
 namespace {
 
-// Per layer, the `count` neurons that fired most often in the profile (only ones that fired),
-// sorted by id. The profile must come from this model or the file it was bundled from.
-std::vector<std::vector<int32_t>> hottest_neurons(const Model& model, const std::string& path,
-                                                  int64_t count) {
-  const std::string source = model.file->get_string(kBundleSourceHashKey, "");
-  if (source.empty())
+FfnMode mode_of(const FfnFlags& f, const Model& model) {
+  if (f.mode == "predict") return FfnMode::Predict;
+  if (f.mode == "gate-first") return FfnMode::GateFirst;
+  if (f.mode == "dense") return FfnMode::Dense;
+  return model.weights.has_predictors ? FfnMode::Predict : FfnMode::Dense;  // auto
+}
+
+DType kv_type(const std::string& name, const char* flag) {
+  const auto t = dtype_from_name(name);
+  if (!t || (*t != DType::F32 && *t != DType::F16))
+    fail("{} '{}' is not one of f32, f16", flag, name);
+  return *t;
+}
+
+SolverChoice solver_of(const std::string& name) {
+  if (name == "greedy") return SolverChoice::Greedy;
+  if (name == "ilp") return SolverChoice::Ilp;
+  return SolverChoice::Auto;
+}
+
+// The profile's counts, checked against the model (or the file it was bundled from).
+ActivationCounts read_counts(const Model& model, const std::string& path) {
+  std::string hash = model.file->get_string(kBundleSourceHashKey, "");
+  if (model.weights.bundled && hash.empty())
     fail("'{}' does not say which file it was bundled from; bundle it again to use --profile",
          model.file->path());
-  const NeuronProfile p = read_profile(path, source);
-  const ModelConfig& c = model.config;
-  if (static_cast<int64_t>(p.counts.size()) != c.n_layer)
-    fail("profile '{}' has {} layers, the model {}", path, p.counts.size(), c.n_layer);
-  std::vector<std::vector<int32_t>> pinned(static_cast<size_t>(c.n_layer));
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const auto& counts = p.counts[static_cast<size_t>(l)];
-    if (static_cast<int64_t>(counts.size()) != c.n_ff)
-      fail("profile '{}' has {} neurons in layer {}, the model {}", path, counts.size(), l, c.n_ff);
-    std::vector<int32_t> order(static_cast<size_t>(c.n_ff));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t a, int32_t b) { return counts[a] > counts[b]; });
-    auto& keep = pinned[static_cast<size_t>(l)];
-    for (int64_t k = 0; k < count && counts[order[k]] > 0; ++k) keep.push_back(order[k]);
-    std::sort(keep.begin(), keep.end());
-  }
-  return pinned;
+  if (hash.empty()) hash = model_hash(model);
+  NeuronProfile p = read_profile(path, hash);
+  return ActivationCounts{p.tokens, std::move(p.counts), std::move(p.window_reuse)};
 }
 
 }  // namespace
 
-SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
-                                 StorageProfile* storage) {
-  SessionOptions o;
-  o.window = f.window;
-  o.lookahead = f.lookahead;
-  o.split_reads = f.split_reads;
+RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
+                       StorageProfile* storage) {
+  RunRequest r;
+  r.mode = mode_of(f, model);
+  r.check_predictor = f.check_predictor;
+  r.n_ctx = n_ctx;
+  r.k_type = kv_type(f.cache_type_k, "--cache-type-k");
+  r.v_type = kv_type(f.cache_type_v, "--cache-type-v");
+  if (!f.ram_budget.empty()) r.budgets.ram = parse_bytes(f.ram_budget, "--ram-budget");
+  if (!f.vram_budget.empty()) r.budgets.vram = parse_bytes(f.vram_budget, "--vram-budget");
+  r.solver = solver_of(f.solver);
+  r.solver_options.pin_share = f.pin_share;
+  if (f.ram_bandwidth > 0) r.costs.ram_bytes_per_s = f.ram_bandwidth * 1e9;
+  if (f.vram_bandwidth > 0) r.costs.vram_bytes_per_s = f.vram_bandwidth * 1e9;
+  if (f.link_bandwidth > 0) r.costs.link_bytes_per_s = f.link_bandwidth * 1e9;
+  r.repack = f.repack;
+  r.window = f.window;
+  r.lookahead = f.lookahead;
+  r.split_reads = f.split_reads;
   if (storage != nullptr && model.weights.bundled) {
     const std::string beside = model.file->path() + ".storage.json";
     const std::string file = !f.storage_profile.empty()
@@ -130,114 +149,54 @@ SessionOptions resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
                                  : (is_regular_file(beside) ? beside : std::string());
     if (!file.empty()) {
       *storage = StorageProfile::from_json_file(file);
-      o.storage = storage;
+      r.storage = storage;
       fmt::print(stderr, "storage profile: {} ({} points)\n", file, storage->points.size());
     }
   }
-  if (f.mode == "auto")
-    o.ffn = model.weights.has_predictors ? FfnMode::Predict : FfnMode::Dense;
-  else if (f.mode == "predict")
-    o.ffn = FfnMode::Predict;
-  else if (f.mode == "gate-first")
-    o.ffn = FfnMode::GateFirst;
-  else
-    o.ffn = FfnMode::Dense;
-  o.check_predictor = f.check_predictor;
-  auto kv_type = [](const std::string& name, const char* flag) {
-    const auto t = dtype_from_name(name);
-    if (!t || (*t != DType::F32 && *t != DType::F16))
-      fail("{} '{}' is not one of f32, f16", flag, name);
-    return *t;
-  };
-  o.k_type = kv_type(f.cache_type_k, "--cache-type-k");
-  o.v_type = kv_type(f.cache_type_v, "--cache-type-v");
-  Session::check_options(model, o);
-  const ModelConfig& c = model.config;
-  const uint64_t kv = Session::kv_cache_bytes(c, n_ctx, o.k_type, o.v_type);
-  // Scratch: per-token buffers for a batch of Session::kMaxBatch, scores, sparse buffers: a
-  // generous bound, plus 16 MiB for the process itself (code, libraries, allocator slack).
-  const uint64_t scratch = static_cast<uint64_t>(Session::kMaxBatch) *
-                               static_cast<uint64_t>(8 * c.n_embd + 8 * c.n_ff + c.n_head * n_ctx) *
-                               sizeof(float) +
-                           (16ull << 20);
-  if (model.weights.bundled) {
-    const BundleLayout& bl = model.weights.bundle;
-    const uint64_t on_flash = bl.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
-    // The embedding table stays in the file too (a hole in Model::load's copy): Session reads
-    // each token's row into a one-row buffer. A row and a page of the table stay in the plan
-    // as slack for that buffer (and, with --mmap, for the pages a row touches).
-    const ModelWeights& w = model.weights;
-    const bool embedding_on_flash = w.token_embd.data != w.output.data;
-    const uint64_t embedding =
-        embedding_on_flash ? w.token_embd.bytes() - w.token_embd.row_bytes - (8ull << 10) : 0;
-    const uint64_t resident = model.file->file_size() - on_flash - embedding;
-    if (!f.ram_budget.empty()) {
-      // A thirty-second of the budget stays unplanned: the page tables and the page cache a
-      // memory cgroup charges to the process (~0.14 GB of file pages at 7B). Planned without
-      // it, a 6.3 GiB cgroup filled up and its reclaim slowed decode.
-      const uint64_t budget_all = parse_bytes(f.ram_budget, "--ram-budget");
-      const uint64_t budget = budget_all - budget_all / 32;
-      const int64_t minimum_slots = std::max<int64_t>(64, c.n_ff / 8);
-      const uint64_t minimum = resident + kv + scratch +
-                               static_cast<uint64_t>(minimum_slots * c.n_layer) * bl.bundle_bytes;
-      if (budget < minimum)
-        fail(
-            "--ram-budget {} is below the minimum {} for '{}' (attention, output, norms and "
-            "predictors {}, KV cache {}, buffers {}, {} neurons per layer {}, and 1/32 of the "
-            "budget kept free)",
-            size_text(budget_all), size_text(minimum + (minimum + 30) / 31), model.file->path(),
-            size_text(resident), size_text(kv), size_text(scratch), minimum_slots,
-            size_text(minimum - resident - kv - scratch));
-      o.cache_neurons = std::min<int64_t>(
-          c.n_ff, static_cast<int64_t>((budget - resident - kv - scratch) /
-                                       (static_cast<uint64_t>(c.n_layer) * bl.bundle_bytes)));
-    }
-    const int64_t slots = o.cache_neurons > 0 ? o.cache_neurons : c.n_ff;
-    int64_t pinned = 0;
-    if (!f.profile.empty()) {
-      o.pinned = hottest_neurons(
-          model, f.profile,
-          std::min<int64_t>(slots - 1,
-                            static_cast<int64_t>(f.pin_share * static_cast<double>(slots))));
-      for (const auto& l : o.pinned)
-        pinned = std::max<int64_t>(pinned, static_cast<int64_t>(l.size()));
-    }
-    fmt::print(stderr,
-               "memory plan: resident {} (attention, output, norms, predictors), KV cache {}, "
-               "neuron cache {} of {} neurons per layer ({}, window {}, {} pinned), FFN{} on "
-               "flash {}\n",
-               size_text(resident), size_text(kv), slots, c.n_ff,
-               size_text(static_cast<double>(slots * c.n_layer) * bl.bundle_bytes), f.window,
-               pinned, embedding_on_flash ? " and embedding rows" : "",
-               size_text(on_flash + embedding));
-  } else if (!f.profile.empty()) {
-    fail("--profile pins neurons in the flash tier's caches: '{}' is not bundled (strata bundle)",
-         model.file->path());
-  } else if (!f.ram_budget.empty()) {
-    const uint64_t budget = parse_bytes(f.ram_budget, "--ram-budget");
-    const uint64_t need = model.file->file_size() + kv + scratch;
-    if (need > budget)
-      fail(
-          "'{}' needs {} in RAM (weights {}, KV cache {}, buffers {}), over --ram-budget {}; "
-          "`strata bundle` it to keep the FFN on flash",
-          model.file->path(), size_text(need), size_text(model.file->file_size()), size_text(kv),
-          size_text(scratch), size_text(budget));
+  return r;
+}
+
+PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
+                           StorageProfile* storage, bool allow_vram) {
+  RunRequest r = run_request(f, model, n_ctx, storage);
+  r.allow_vram = allow_vram;
+  ActivationCounts counts;
+  if (!f.profile.empty()) {
+    counts = read_counts(model, f.profile);
+    r.profile = &counts;
   }
-  if (o.ffn != FfnMode::Dense && !model.weights.has_down_t && !model.weights.bundled) {
-    const uint64_t bytes = model.ensure_down_t();
-    fmt::print(stderr,
-               "note: '{}' has no ffn_down_t; transposed ffn_down at load ({:.1f} MiB more "
-               "memory{}). strata train-predictors writes files that carry it.\n",
-               model.file->path(), bytes / 1048576.0,
-               needs_q8_input(model.weights.layers[0].ffn_down.type)
-                   ? "; quantized weights were re-quantized along the new rows"
-                   : "");
+  nlohmann::json plan;
+  if (!f.plan.empty()) {
+    try {
+      plan = nlohmann::json::parse(read_regular_file(f.plan, kMaxJsonFileBytes, "plan"));
+    } catch (const nlohmann::json::exception& e) {
+      fail("plan '{}' is not JSON: {}", f.plan, e.what());
+    }
+    r.plan = &plan;
   }
-  // After ensure_down_t, which reads ffn_down's rows.
-  model.adopt_layouts(
-      [&](const MatrixView& m, WeightUse use) { return CpuBackend::layout_for(m, use, f.repack); },
-      o.ffn == FfnMode::Dense);
-  return o;
+  PlannedRun run = allow_vram ? make_plan(model, r) : plan_run(model, r);
+  for (const std::string& note : run.notes) fmt::print(stderr, "{}\n", note);
+  return run;
+}
+
+PlannedRun resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
+                             StorageProfile* storage) {
+  return plan_from_flags(f, model, n_ctx, storage, false);
+}
+
+void announce_plan(const PlannedRun& run, const FfnFlags& f) {
+  fmt::print(stderr, "{}\n", plan_summary(run.plan, run.inventory));
+  if (f.verbose) print_plan_layers(run.plan, run.inventory, stderr);
+}
+
+void print_plan_layers(const PlacementPlan& p, const Inventory& inv, std::FILE* out) {
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const LayerPlan& lp = p.layers[l];
+    fmt::print(out, "  layer {:>3}: attention {}, {} neurons in VRAM, {} pinned", l,
+               lp.attention == Device::Cuda ? "GPU" : "CPU", lp.vram.size(), lp.pinned.size());
+    if (inv.bundled) fmt::print(out, ", {} cache slots of {}", lp.cache_slots, inv.layers[l].n_neurons);
+    fmt::print(out, "\n");
+  }
 }
 
 std::vector<FfnLayerStats> stats_difference(const std::vector<FfnLayerStats>& after,

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/planned_session.h"
 #include "runtime/session.h"
 #include "tiers/storage_profile.h"
 
@@ -21,8 +22,13 @@ struct FfnFlags {
   std::string storage_profile;  // flash tier: strata probe-storage output
   bool lookahead = false;       // flash tier: look-ahead reads during attention
   bool split_reads = false;     // flash tier: deciding row first, the rest if non-zero
-  std::string profile;     // bundled models: strata profile output; its hottest neurons are pinned
-  double pin_share = 0.5;  // share of each layer's cache pinned with --profile
+  std::string profile;       // strata profile output: activation frequencies for the solver
+  std::string plan;          // strata plan -o output, used instead of solving
+  std::string solver = "auto";  // auto, greedy, ilp
+  double pin_share = 0.5;    // greedy solver: share of each layer's cache pinned with --profile
+  std::string vram_budget;   // strata plan only (no GPU backend yet)
+  double ram_bandwidth = 0, vram_bandwidth = 0, link_bandwidth = 0;  // GB/s; 0: defaults
+  bool verbose = false;      // the plan layer by layer
   bool repack = true;      // interleave Q4_0/Q8_0 matrices multiplied whole (--no-repack: off)
   std::string cache_type_k = "f32", cache_type_v = "f32";  // KV cache element types
 };
@@ -32,16 +38,22 @@ uint64_t parse_bytes(const std::string& text, const char* flag);
 
 void add_ffn_flags(CLI::App* cmd, FfnFlags& flags);
 
-// Resolves "auto" and prepares the model for the chosen mode (ffn_down_t built at load time
-// when the file lacks it, with a notice on stderr).
-// With --ram-budget, plans memory: for a bundled model, the neuron cache per layer is what the
-// budget leaves after the resident weights, the KV cache for n_ctx and scratch; otherwise the
-// whole model must fit. Prints the plan; fails clearly when even the minimum does not fit.
-// The storage profile (--storage-profile, or MODEL.storage.json next to a bundled model) is
-// kept in `storage` for the session to point at. Q4_0 matrices the mode multiplies whole are
-// interleaved for the group kernels (Model::interleave_rows) unless --no-repack.
-SessionOptions resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
-                                 StorageProfile* storage = nullptr);
+// The flags as a RunRequest (runtime/planned_session.h). The storage profile (--storage-profile,
+// or MODEL.storage.json next to a bundled model) is read into `storage`, which the request and
+// the sessions point at.
+RunRequest run_request(const FfnFlags& flags, const Model& model, int64_t n_ctx,
+                       StorageProfile* storage);
+// Reads --profile and --plan and plans (allow_vram: plan only, for `strata plan`; otherwise
+// plan_run, which prepares the model). Prints the notes.
+PlannedRun plan_from_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
+                           StorageProfile* storage, bool allow_vram);
+// plan_from_flags for run, bench, perplexity, serve and logits (run.session: the sessions'
+// options). announce_plan prints the plan in one line (layer by layer with --verbose) once the
+// session exists, so a run that fails before prints only its error.
+PlannedRun resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
+                             StorageProfile* storage = nullptr);
+void announce_plan(const PlannedRun& run, const FfnFlags& flags);
+void print_plan_layers(const PlacementPlan& plan, const Inventory& inventory, std::FILE* out);
 
 // Weight bytes one decode step reads in this session's mode, from its measured densities:
 // attention, output and embedding row, the predictors, and per layer the gate/up/down rows of

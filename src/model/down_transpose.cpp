@@ -8,11 +8,15 @@
 
 namespace strata {
 
+uint64_t transposed_down_bytes(const MatrixView& down) {
+  return static_cast<uint64_t>(down.cols) * row_bytes(down.type, static_cast<uint64_t>(down.rows));
+}
+
 MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage) {
   const int64_t n_ff = down.cols, n_embd = down.rows;
   MatrixView t{down.type, nullptr, n_embd, n_ff,
                row_bytes(down.type, static_cast<uint64_t>(n_embd))};
-  storage.assign(t.bytes(), 0);
+  storage.assign(transposed_down_bytes(down), 0);
   t.data = storage.data();
   const int64_t elem = down.type == DType::F32 ? 4 : 2;
   switch (down.type) {

@@ -14,5 +14,7 @@ namespace strata {
 
 // Returns a view of `storage`, which it fills.
 MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage);
+// Bytes transpose_down allocates for `down`.
+uint64_t transposed_down_bytes(const MatrixView& down);
 
 }  // namespace strata

@@ -17,13 +17,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
     // A bundled file's FFN bundles are read on demand (flash tier) and its embedding rows one
     // per token (Session), never loaded whole; the rest is read into anonymous memory, which a
     // memory cgroup cannot evict the way it evicts mapped file pages under a tight budget.
-    const ModelWeights& w = m->weights;
-    MappedFile::Ranges holes;
-    const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(m->config.n_ff);
-    for (const LayerWeights& l : w.layers) holes.push_back({l.bundles_offset, layer_bytes});
-    if (w.token_embd.data != w.output.data)
-      holes.push_back(
-          {static_cast<uint64_t>(w.token_embd.data - m->file->bytes()), w.token_embd.bytes()});
+    const MappedFile::Ranges holes = m->flash_ranges();
     m->file = GgufFile::open(path, mode, holes);
     m->weights = load_weights(*m->file, m->config);
   }
@@ -72,6 +66,17 @@ int Model::adopt_layouts(const LayoutChoice& choose, bool dense_ffn) {
   }
   file->memory().set_read_only();
   return static_cast<int>(todo.size());
+}
+
+MappedFile::Ranges Model::flash_ranges() const {
+  MappedFile::Ranges ranges;
+  const ModelWeights& w = weights;
+  if (!w.bundled) return ranges;
+  const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(config.n_ff);
+  for (const LayerWeights& l : w.layers) ranges.push_back({l.bundles_offset, layer_bytes});
+  if (w.token_embd.data != w.output.data)
+    ranges.push_back({static_cast<uint64_t>(w.token_embd.data - file->bytes()), w.token_embd.bytes()});
+  return ranges;
 }
 
 uint64_t Model::ensure_down_t() {

@@ -26,6 +26,10 @@ struct Model {
   static std::unique_ptr<Model> load(const std::string& path, bool require_tokenizer = true,
                                      LoadMode mode = LoadMode::Read);
 
+  // The byte ranges of the file that stay on flash (a bundled model's FFN bundles and its
+  // embedding table unless the output head shares it): Model::load leaves them unread.
+  MappedFile::Ranges flash_ranges() const;
+
   // Gives every layer an ffn_down_t (the sparse FFN needs one), transposing ffn_down where the
   // file lacks it. Returns the bytes allocated for that (0 when the file has them).
   uint64_t ensure_down_t();

@@ -1,0 +1,77 @@
+// strata plan: where every part of a model would live under the given budgets, on this machine
+// or one described by flags: per layer the dense blocks' device and its neurons per tier, the
+// bytes each tier is read per token and the predicted tok/s; saved as JSON for --plan, drawn as
+// HTML. Planning needs no device: --vram-budget plans for a GPU this machine may not have.
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/ffn_flags.h"
+#include "cli/flag_checks.h"
+#include "core/error.h"
+#include "core/input_file.h"
+#include "core/timer.h"
+#include "placement/cost_model.h"
+#include "runtime/bandwidth.h"
+
+namespace strata {
+
+Command add_plan_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("plan", "Place a model's weights across VRAM, RAM and flash");
+  struct Options {
+    std::string model = default_model_path();
+    int64_t n_ctx = 4096;
+    std::string out, html;
+    bool json = false;
+    int threads = default_threads();
+    FfnFlags ffn;
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file");
+  cmd->add_option("-c,--ctx-size", o->n_ctx, "Context the KV cache is planned for")
+      ->check(in_range<int64_t>(1, int64_t{1} << 24));
+  cmd->add_option("-o,--output", o->out, "Write the plan as JSON (for --plan)")->check(kNotEmpty);
+  cmd->add_option("--html", o->html, "Write a picture of the plan (HTML/SVG)")->check(kNotEmpty);
+  cmd->add_flag("--json", o->json, "Print the plan as JSON");
+  cmd->add_option("-t,--threads", o->threads, "Threads for the bandwidth probe")
+      ->check(in_range(1, 1024));
+  add_ffn_flags(cmd, o->ffn);
+  cmd->add_option("--vram-budget", o->ffn.vram_budget,
+                  "GPU memory to plan for (e.g. 24G); no GPU is needed to plan")
+      ->check(kNotEmpty);
+  cmd->add_option("--vram-bandwidth", o->ffn.vram_bandwidth,
+                  "Cost model: GPU memory bandwidth in GB/s (default 1000)")
+      ->check(in_range(0.001, 1e6));
+  cmd->add_option("--link-bandwidth", o->ffn.link_bandwidth,
+                  "Cost model: host-GPU link bandwidth in GB/s (default 25, PCIe 4.0 x16)")
+      ->check(in_range(0.001, 1e6));
+  return {cmd, [o] {
+            for (const std::string& path : {o->out, o->html})
+              if (!path.empty()) refuse_special_output(path);
+            auto model = Model::load(o->model, /*require_tokenizer=*/false, LoadMode::Map);
+            if (o->ffn.ram_bandwidth <= 0) {
+              ThreadPool pool(checked_threads(o->threads));
+              o->ffn.ram_bandwidth = measure_read_bandwidth(pool) / 1e9;
+              fmt::print(stderr, "RAM bandwidth measured: {:.1f} GB/s\n", o->ffn.ram_bandwidth);
+            }
+            StorageProfile storage;
+            Timer solve;
+            const PlannedRun run = plan_from_flags(o->ffn, *model, o->n_ctx, &storage, true);
+            const double solve_s = solve.seconds();
+            const nlohmann::json j = plan_to_json(run.plan);
+            if (!o->out.empty()) write_text_file(o->out, j.dump(1) + "\n");
+            if (!o->html.empty())
+              write_text_file(o->html, plan_report_html(run.plan, run.inventory, o->model));
+            if (o->json) {
+              fmt::print("{}\n", j.dump(1));
+              return 0;
+            }
+            fmt::print("{}\n", plan_summary(run.plan, run.inventory));
+            print_plan_layers(run.plan, run.inventory, stdout);
+            fmt::print("solved in {:.3f} s\n", solve_s);
+            return 0;
+          }};
+}
+
+}  // namespace strata

@@ -1,0 +1,141 @@
+#include "placement/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace strata {
+
+double window_share(double p, int window) {
+  return 1.0 - std::pow(1.0 - std::clamp(p, 0.0, 1.0), window);
+}
+
+double working_set_use(const LayerInventory& l, int window) {
+  double mass = 0, set = 0;
+  for (double p : l.activation) mass += p, set += window_share(p, window);
+  return set > 0 ? mass / set : 0.0;
+}
+
+double LayerCost::seconds() const {
+  return attention_s + std::max(gpu_ffn_s, cpu_ffn_s) + sync_s;
+}
+
+uint64_t usable_ram(uint64_t budget) {
+  return budget - budget / 32;
+}
+
+namespace {
+
+double bandwidth(const CostModel& c, Device d) {
+  return d == Device::Cuda ? c.vram_bytes_per_s : c.ram_bytes_per_s;
+}
+
+}  // namespace
+
+LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const CostModel& cost,
+                     int64_t l, PlanPrediction* t) {
+  const LayerInventory& li = inv.layers[static_cast<size_t>(l)];
+  const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
+  const bool attention_gpu = lp.attention == Device::Cuda;
+  LayerCost c;
+  // The dense blocks, and on average half the planned context's KV cache.
+  const double attention_bytes = static_cast<double>(li.dense_bytes) + 0.5 * li.kv_bytes;
+  c.attention_s = attention_bytes / bandwidth(cost, lp.attention);
+  (attention_gpu ? t->vram_bytes_per_token : t->ram_bytes_per_token) += attention_bytes;
+  const double b = static_cast<double>(li.neuron_bytes);
+  double window_set = 0;
+  int64_t cpu_neurons = 0;
+  for (int32_t i = 0; i < li.n_neurons; ++i) {
+    const double p = inv.sparse ? li.activation[static_cast<size_t>(i)] : 1.0;
+    switch (plan.tier(l, i)) {
+      case Tier::Vram:
+        c.gpu_ffn_s += p * b / cost.vram_bytes_per_s;
+        t->vram_bytes_per_token += p * b;
+        break;
+      case Tier::RamPinned:
+      case Tier::Ram:
+        c.cpu_ffn_s += p * b / cost.ram_bytes_per_s;
+        t->ram_bytes_per_token += p * b;
+        ++cpu_neurons;
+        break;
+      case Tier::Flash: {
+        const double misses = p * (1.0 - li.window_hit_rate);
+        c.cpu_ffn_s += p * b / cost.ram_bytes_per_s + misses * cost.flash_neuron_s;
+        t->ram_bytes_per_token += p * b;
+        t->flash_bytes_per_token += misses * b;
+        window_set += window_share(p, inv.window);
+        ++cpu_neurons;
+        break;
+      }
+    }
+  }
+  if (inv.bundled) {
+    // Working-set neurons that find no room miss even when recently used.
+    const double room = static_cast<double>(lp.cache_slots - static_cast<int64_t>(lp.pinned.size()));
+    const double shortfall = std::max(0.0, window_set - room);
+    const double uses = li.window_hit_rate * working_set_use(li, inv.window) * shortfall;
+    c.cpu_ffn_s += uses * cost.flash_neuron_s;
+    t->flash_bytes_per_token += uses * b;
+  }
+  const bool uses_gpu = attention_gpu || !lp.vram.empty();
+  if (uses_gpu && (cpu_neurons > 0 || !attention_gpu)) {
+    c.sync_s = cost.sync_s + 2.0 * static_cast<double>(inv.embd_bytes) / cost.link_bytes_per_s;
+    t->link_bytes_per_token += 2.0 * static_cast<double>(inv.embd_bytes);
+  }
+  return c;
+}
+
+namespace {
+
+// Bytes each tier holds under the plan.
+void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction& t) {
+  // The model's copy in RAM holds every dense block (a GPU gets copies), and the FFN unless it
+  // is bundled; KV caches live with their layer's attention.
+  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes, vram = 0;
+  bool any_gpu = plan.output == Device::Cuda;
+  if (plan.output == Device::Cuda) vram += inv.output_bytes;
+  for (size_t l = 0; l < inv.layers.size(); ++l) {
+    const LayerInventory& li = inv.layers[l];
+    const LayerPlan& lp = plan.layers[l];
+    ram += li.dense_bytes;
+    if (lp.attention == Device::Cuda) {
+      vram += li.dense_bytes + li.kv_bytes;
+      any_gpu = true;
+    } else {
+      ram += li.kv_bytes;
+    }
+    vram += static_cast<uint64_t>(lp.vram.size()) * li.neuron_bytes;
+    any_gpu = any_gpu || !lp.vram.empty();
+    ram += inv.bundled ? static_cast<uint64_t>(lp.cache_slots) * li.neuron_bytes : li.ffn_ram_bytes;
+  }
+  if (any_gpu) vram += inv.workspace_bytes;
+  t.ram_bytes = ram;
+  t.vram_bytes = vram;
+}
+
+}  // namespace
+
+PlanPrediction evaluate(const PlacementPlan& plan, const Inventory& inv, const CostModel& cost) {
+  PlanPrediction t;
+  for (size_t l = 0; l < inv.layers.size(); ++l)
+    t.seconds_per_token += layer_cost(plan, inv, cost, static_cast<int64_t>(l), &t).seconds();
+  t.seconds_per_token += static_cast<double>(inv.output_bytes) / bandwidth(cost, plan.output);
+  (plan.output == Device::Cuda ? t.vram_bytes_per_token : t.ram_bytes_per_token) +=
+      static_cast<double>(inv.output_bytes);
+  held_bytes(plan, inv, t);
+  return t;
+}
+
+void check_budgets(const PlacementPlan& plan, const Inventory& inv) {
+  PlanPrediction t;
+  held_bytes(plan, inv, t);
+  if (plan.budgets.ram > 0 && t.ram_bytes > usable_ram(plan.budgets.ram))
+    fail("the plan holds {} bytes in RAM, over the {} usable of --ram-budget {}", t.ram_bytes,
+         usable_ram(plan.budgets.ram), plan.budgets.ram);
+  if (t.vram_bytes > plan.budgets.vram)
+    fail("the plan holds {} bytes in VRAM, over --vram-budget {}", t.vram_bytes,
+         plan.budgets.vram);
+}
+
+}  // namespace strata

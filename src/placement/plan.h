@@ -1,0 +1,67 @@
+// A placement plan as plain data: for every layer where its dense blocks run and where each of
+// its FFN neurons lives, the KV cache's and output head's device, the flash tier's cache slots,
+// the budgets it was made for and what the cost model predicts. Solvers (greedy.h, ilp.h) make
+// plans; runtime/planned_session.h applies one; `strata plan` prints and saves them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "placement/inventory.h"
+#include "tensor/device.h"
+
+namespace strata {
+
+// Where one neuron lives.
+enum class Tier : uint8_t {
+  Vram,       // in the GPU's memory, computed there
+  RamPinned,  // bundled models: kept in the layer's RAM cache whatever the window
+  Ram,        // in RAM (the model's matrices; bundled: in the window cache when recently used)
+  Flash,      // bundled: on flash, read into the window cache on demand
+};
+const char* tier_name(Tier t);
+
+struct LayerPlan {
+  Device attention = Device::Host;  // attention, norms and the predictor
+  std::vector<int32_t> vram;        // neuron ids in VRAM, ascending
+  std::vector<int32_t> pinned;      // bundled: ids pinned in the RAM cache, ascending
+  int64_t cache_slots = 0;          // bundled: the RAM cache's slots (pinned ones included)
+};
+
+// What the cost model expects of a plan, per token (placement/cost_model.h).
+struct PlanPrediction {
+  double seconds_per_token = 0;
+  double vram_bytes_per_token = 0, ram_bytes_per_token = 0, flash_bytes_per_token = 0;
+  double link_bytes_per_token = 0;
+  uint64_t vram_bytes = 0, ram_bytes = 0;  // held
+  double tokens_per_s() const { return seconds_per_token > 0 ? 1.0 / seconds_per_token : 0.0; }
+};
+
+struct PlacementPlan {
+  std::string solver;  // "greedy", "ilp"
+  Budgets budgets;
+  CostModel costs;
+  Device kv = Device::Host;
+  Device output = Device::Host;
+  bool bundled = false;
+  std::vector<LayerPlan> layers;
+  PlanPrediction predicted;
+
+  // The tier of neuron `id` of layer `l`.
+  Tier tier(int64_t l, int32_t id) const;
+};
+
+nlohmann::json plan_to_json(const PlacementPlan& plan);
+// Fails with a one-line message naming what is wrong (missing fields, ids out of range).
+PlacementPlan plan_from_json(const nlohmann::json& j, const Inventory& inventory);
+// "plan (ilp): 22 layers; VRAM 0 B; RAM 57.3 MiB (pinned 1200 neurons, cache 64..200 slots);
+// flash 320 MiB; predicted 41.2 tok/s"
+std::string plan_summary(const PlacementPlan& plan, const Inventory& inventory);
+// A self-contained HTML page: per layer a bar of its neurons by tier, and the totals.
+std::string plan_report_html(const PlacementPlan& plan, const Inventory& inventory,
+                             const std::string& model_name);
+
+}  // namespace strata

@@ -1,0 +1,101 @@
+#include "runtime/inventory.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "model/down_transpose.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+namespace {
+
+uint64_t norm_bytes(const std::vector<float>& w) {
+  return w.size() * sizeof(float);
+}
+
+// Bytes one neuron's rows cost per use: gate and up rows and its down weights.
+uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode mode) {
+  if (w.bundled) return w.bundle.bundle_bytes;
+  const uint64_t gate = l.ffn_gate.data != nullptr ? l.ffn_gate.row_bytes : 0;
+  if (mode == FfnMode::Dense && l.ffn_down.data != nullptr)
+    return gate + l.ffn_up.row_bytes + l.ffn_down.bytes() / static_cast<uint64_t>(l.ffn_up.rows);
+  return gate + l.ffn_up.row_bytes +
+         (l.ffn_down_t.data != nullptr ? l.ffn_down_t.row_bytes : transposed_down_bytes(l.ffn_down) / static_cast<uint64_t>(l.ffn_up.rows));
+}
+
+// RAM the layer's FFN matrices hold (ffn_down_t built at load when a sparse mode needs it).
+uint64_t ffn_ram_bytes(const LayerWeights& l, FfnMode mode) {
+  uint64_t bytes = l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes() + l.ffn_down_t.bytes();
+  if (mode != FfnMode::Dense && l.ffn_down_t.data == nullptr) bytes += transposed_down_bytes(l.ffn_down);
+  return bytes;
+}
+
+void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l) {
+  if (r.mode == FfnMode::Dense) {
+    li.activation.assign(static_cast<size_t>(li.n_neurons), 1.0);
+    return;
+  }
+  if (r.profile == nullptr) {
+    li.activation.assign(static_cast<size_t>(li.n_neurons), kUnprofiledActivation);
+    return;
+  }
+  const ActivationCounts& p = *r.profile;
+  if (p.counts.size() <= l || static_cast<int64_t>(p.counts[l].size()) != li.n_neurons)
+    fail("the profile has {} layers of {} neurons, the model {} of {}", p.counts.size(),
+         p.counts.empty() ? 0 : p.counts[0].size(), l + 1, li.n_neurons);
+  const double tokens = static_cast<double>(std::max<uint64_t>(1, p.tokens));
+  for (uint32_t c : p.counts[l]) li.activation.push_back(std::min(1.0, c / tokens));
+  if (l < p.window_reuse.size()) li.window_hit_rate = p.window_reuse[l];
+}
+
+}  // namespace
+
+Inventory take_inventory(const Model& model, const InventoryRequest& r) {
+  const ModelWeights& w = model.weights;
+  const ModelConfig& c = model.config;
+  Inventory inv;
+  inv.bundled = w.bundled;
+  inv.sparse = r.mode != FfnMode::Dense;
+  inv.window = r.window;
+  inv.embd_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
+  // Today's smallest cache that decodes: a pass holds at least this many neurons.
+  inv.min_cache_slots = std::min<int64_t>(c.n_ff, std::max<int64_t>(64, c.n_ff / 8));
+  const uint64_t kv_layer =
+      Session::kv_cache_bytes(c, r.n_ctx, r.k_type, r.v_type) / static_cast<uint64_t>(c.n_layer);
+  uint64_t placed = 0;  // bytes of the resident file copy that the layers and output account for
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& lw = w.layers[l];
+    LayerInventory li;
+    li.dense_bytes = lw.attn_q.bytes() + lw.attn_k.bytes() + lw.attn_v.bytes() +
+                     lw.attn_output.bytes() + norm_bytes(lw.attn_norm) + norm_bytes(lw.ffn_norm);
+    if (r.mode == FfnMode::Predict) li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
+    li.kv_bytes = kv_layer;
+    li.n_neurons = c.n_ff;
+    li.neuron_bytes = neuron_read_bytes(w, lw, r.mode);
+    li.ffn_ram_bytes = w.bundled ? 0 : ffn_ram_bytes(lw, r.mode);
+    add_activations(li, r, l);
+    placed += li.dense_bytes + (w.bundled ? 0 : li.ffn_ram_bytes);
+    inv.layers.push_back(std::move(li));
+  }
+  inv.output_bytes = w.output.bytes() + norm_bytes(w.output_norm);
+  placed += w.output.bytes();
+  // The rest of the resident copy (embedding table, predictors outside predict mode, metadata,
+  // alignment) and the buffers, whatever the plan. Derived ffn_down_t is in ffn_ram_bytes.
+  uint64_t resident = model.file->file_size();
+  for (const auto& [offset, bytes] : model.flash_ranges()) resident -= bytes;
+  uint64_t derived = 0;
+  for (const LayerWeights& lw : w.layers)
+    if (!w.bundled && r.mode != FfnMode::Dense && lw.ffn_down_t.data == nullptr)
+      derived += transposed_down_bytes(lw.ffn_down);
+  inv.workspace_bytes = Session::workspace_bytes(model, r.n_ctx, r.mode);
+  const uint64_t rest = resident + derived > placed ? resident + derived - placed : 0;
+  // A bundled model reads its embedding a row per token into a one-row buffer: a row and a
+  // page stay planned as slack for it (and, with --mmap, for the pages a row touches).
+  const uint64_t embedding_slack =
+      w.bundled && w.token_embd.data != w.output.data ? w.token_embd.row_bytes + (8ull << 10) : 0;
+  inv.fixed_ram_bytes = rest + inv.workspace_bytes + kProcessSlackBytes + embedding_slack;
+  return inv;
+}
+
+}  // namespace strata

@@ -1,0 +1,37 @@
+// The placement inventory of a loaded model for a run: sizes from the code that allocates them
+// (the weights' views, KvCache::bytes, Workspace::bytes, the ranges Model::load leaves on
+// flash), activation frequencies from a profile.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+#include "placement/inventory.h"
+#include "runtime/ffn_mode.h"
+
+namespace strata {
+
+// A profile's counts (offline/profile.h reads them from a file).
+struct ActivationCounts {
+  uint64_t tokens = 0;
+  std::vector<std::vector<uint32_t>> counts;  // [layer][n_ff]
+  std::vector<double> window_reuse;           // [layer], may be empty
+};
+
+struct InventoryRequest {
+  int64_t n_ctx = 0;
+  FfnMode mode = FfnMode::Dense;
+  DType k_type = DType::F32, v_type = DType::F32;
+  int window = 5;
+  const ActivationCounts* profile = nullptr;  // null: every neuron equally likely
+};
+
+// Without a profile a neuron of a sparse FFN counts as firing for this share of tokens.
+inline constexpr double kUnprofiledActivation = 0.1;
+// RAM for the process itself (code, libraries, allocator slack), outside any buffer.
+inline constexpr uint64_t kProcessSlackBytes = uint64_t{16} << 20;
+
+Inventory take_inventory(const Model& model, const InventoryRequest& request);
+
+}  // namespace strata

@@ -1,0 +1,128 @@
+#include "runtime/planned_session.h"
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "placement/cost_model.h"
+
+namespace strata {
+
+double flash_neuron_seconds(uint64_t bundle_bytes, const StorageProfile* storage, int depth) {
+  if (storage != nullptr && !storage->points.empty())
+    return storage->read_seconds(bundle_bytes, depth) / depth;
+  return static_cast<double>(bundle_bytes) / kDefaultFlashBytesPerS;
+}
+
+SolverChoice resolve_solver(const RunRequest& r, bool bundled) {
+  if (r.solver != SolverChoice::Auto) return r.solver;
+  const bool choice = bundled || r.budgets.vram > 0;
+  return r.profile != nullptr && choice && r.mode != FfnMode::Dense ? SolverChoice::Ilp
+                                                                    : SolverChoice::Greedy;
+}
+
+namespace {
+
+SessionOptions base_options(const RunRequest& r) {
+  SessionOptions o;
+  o.ffn = r.mode;
+  o.check_predictor = r.check_predictor;
+  o.k_type = r.k_type;
+  o.v_type = r.v_type;
+  o.window = r.window;
+  o.lookahead = r.lookahead;
+  o.split_reads = r.split_reads;
+  o.storage = r.storage;
+  return o;
+}
+
+void refuse_vram(const PlacementPlan& p) {
+  int64_t neurons = 0, layers = 0;
+  for (const LayerPlan& l : p.layers) {
+    neurons += static_cast<int64_t>(l.vram.size());
+    layers += l.attention == Device::Cuda;
+  }
+  if (neurons > 0 || layers > 0 || p.output == Device::Cuda)
+    fail(
+        "the plan puts {} attention blocks and {} neurons in VRAM, and this build has no GPU "
+        "backend yet; plan without --vram-budget",
+        layers, neurons);
+}
+
+PlacementPlan solve(const Inventory& inv, const RunRequest& r, bool bundled) {
+  SolverOptions so = r.solver_options;
+  // Without a profile nothing is known to be hot: the greedy rule pins nothing.
+  if (r.profile == nullptr) so.pin_share = 0;
+  switch (resolve_solver(r, bundled)) {
+    case SolverChoice::Ilp:
+      if (r.profile == nullptr && r.mode != FfnMode::Dense)
+        fail("--solver ilp needs --profile (which neurons are hot)");
+      return plan_ilp(inv, r.budgets, r.costs, so);
+    default:
+      return plan_greedy(inv, r.budgets, r.costs, so);
+  }
+}
+
+}  // namespace
+
+PlannedRun make_plan(const Model& model, const RunRequest& r) {
+  PlannedRun run;
+  run.session = base_options(r);
+  Session::check_options(model, run.session);
+  if (r.profile != nullptr && !model.weights.bundled && r.mode == FfnMode::Dense &&
+      r.plan == nullptr && r.budgets.vram == 0)
+    run.notes.push_back("the profile is not used: a model in RAM with a dense FFN has nothing to place");
+  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.window, r.profile};
+  run.inventory = take_inventory(model, ir);
+  RunRequest req = r;
+  if (model.weights.bundled && req.costs.flash_neuron_s <= 0)
+    req.costs.flash_neuron_s = flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.storage, 16);
+  if (r.plan != nullptr) {
+    run.plan = plan_from_json(*r.plan, run.inventory);
+    run.plan.budgets = r.budgets;
+    run.plan.costs = req.costs;
+    if (!r.allow_vram) refuse_vram(run.plan);
+    check_budgets(run.plan, run.inventory);
+  } else {
+    run.plan = solve(run.inventory, req, model.weights.bundled);
+    if (!r.allow_vram) refuse_vram(run.plan);
+  }
+  run.plan.predicted = evaluate(run.plan, run.inventory, req.costs);
+  return run;
+}
+
+namespace {
+
+// The session options that make the plan happen.
+void apply_plan(const PlacementPlan& p, const Inventory& inv, SessionOptions& o) {
+  if (!inv.bundled) return;
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    o.cache_slots.push_back(p.layers[l].cache_slots);
+    o.pinned.push_back(p.layers[l].pinned);
+  }
+}
+
+}  // namespace
+
+PlannedRun plan_run(Model& model, const RunRequest& r) {
+  PlannedRun run = make_plan(model, r);
+  apply_plan(run.plan, run.inventory, run.session);
+  const ModelWeights& w = model.weights;
+  if (r.mode != FfnMode::Dense && !w.has_down_t && !w.bundled) {
+    const bool requantized = w.layers[0].ffn_down.type == DType::Q4_0 ||
+                             w.layers[0].ffn_down.type == DType::Q8_0;
+    const uint64_t bytes = model.ensure_down_t();
+    run.notes.push_back(fmt::format(
+        "note: '{}' has no ffn_down_t; transposed ffn_down at load ({:.1f} MiB more memory{}). "
+        "strata train-predictors writes files that carry it.",
+        model.file->path(), bytes / 1048576.0,
+        requantized ? "; quantized weights were re-quantized along the new rows" : ""));
+  }
+  // After ensure_down_t, which reads ffn_down's rows.
+  model.adopt_layouts(
+      [&](const MatrixView& m, WeightUse use) { return CpuBackend::layout_for(m, use, r.repack); },
+      r.mode == FfnMode::Dense);
+  return run;
+}
+
+}  // namespace strata

@@ -1,0 +1,61 @@
+// From what a run asks for (mode, context, budgets, a profile, a saved plan) to the options of
+// its sessions, through one placement plan: the inventory is taken, a solver (or a plan file)
+// decides where everything lives, the plan's budgets are checked, and the model is prepared for
+// it (ffn_down_t built where a sparse mode needs it, weight layouts the backend prefers). The
+// one place where a run's placement is decided; the CLI parses flags and prints the result.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "placement/plan.h"
+#include "placement/solver.h"
+#include "runtime/inventory.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+enum class SolverChoice { Auto, Greedy, Ilp };
+
+struct RunRequest {
+  FfnMode mode = FfnMode::Dense;
+  bool check_predictor = false;
+  int64_t n_ctx = 0;
+  DType k_type = DType::F32, v_type = DType::F32;
+  Budgets budgets;
+  SolverChoice solver = SolverChoice::Auto;
+  SolverOptions solver_options;
+  CostModel costs;  // flash_neuron_s is filled from `storage` (or a default) when 0
+  const ActivationCounts* profile = nullptr;
+  const StorageProfile* storage = nullptr;
+  const nlohmann::json* plan = nullptr;  // a saved plan (strata plan -o) instead of solving
+  bool repack = true;                    // CPU backend: interleave Q4_0/Q8_0 multiplied whole
+  int window = 5;
+  bool lookahead = false, split_reads = false;
+  bool allow_vram = false;  // only `strata plan` until a GPU backend exists
+};
+
+struct PlannedRun {
+  SessionOptions session;
+  PlacementPlan plan;
+  Inventory inventory;
+  std::vector<std::string> notes;  // for stderr: what was done to the model
+};
+
+// Chooses the solver: a saved plan wins; Auto is the ILP when a profile says which neurons are
+// hot and there is a choice to make (a bundled model, or VRAM), else the greedy rule.
+SolverChoice resolve_solver(const RunRequest& r, bool bundled);
+
+// Plans without touching the model (strata plan): inventory, solver or plan file, budgets.
+PlannedRun make_plan(const Model& model, const RunRequest& r);
+// make_plan, then the model prepared for the plan and the session options that apply it.
+PlannedRun plan_run(Model& model, const RunRequest& r);
+
+// The flash tier's cost of reading one bundle: the storage profile at `depth` reads in flight,
+// or, without one, bundle_bytes at kDefaultFlashBytesPerS.
+inline constexpr double kDefaultFlashBytesPerS = 2e9;
+double flash_neuron_seconds(uint64_t bundle_bytes, const StorageProfile* storage, int depth);
+
+}  // namespace strata

@@ -86,8 +86,6 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   return c;
 }
 
-namespace {
-
 // Bytes each tier holds under the plan.
 void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction& t) {
   // The model's copy in RAM holds every dense block (a GPU gets copies), and the FFN unless it
@@ -113,8 +111,6 @@ void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction&
   t.ram_bytes = ram;
   t.vram_bytes = vram;
 }
-
-}  // namespace
 
 PlanPrediction evaluate(const PlacementPlan& plan, const Inventory& inv, const CostModel& cost) {
   PlanPrediction t;

@@ -26,6 +26,8 @@ struct LayerCost {
 // Per-layer costs and the whole prediction (held bytes included).
 LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const CostModel& cost,
                      int64_t layer, PlanPrediction* totals);
+// The bytes each tier holds (ram_bytes, vram_bytes of `t`), without the per-token figures.
+void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction& t);
 PlanPrediction evaluate(const PlacementPlan& plan, const Inventory& inv, const CostModel& cost);
 
 // Fails with a one-line message when the plan holds more than a budget allows (the usable RAM

@@ -24,10 +24,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <iterator>
 #include <limits>
 #include <memory>
 
 #include "core/error.h"
+#include "core/timer.h"
 #include "placement/cost_model.h"
 #include "placement/solver.h"
 
@@ -103,7 +106,8 @@ class Program {
     const int i = glp_add_rows(lp_, 1);
     glp_set_row_bnds(lp_, i, upper ? GLP_UP : GLP_LO, upper ? 0.0 : bound, upper ? bound : 0.0);
     for (const auto& [j, a] : terms) {
-      if (a == 0 || j == 0) continue;
+      // Terms below 1e-9 (microseconds or MiB per neuron) are noise to GLPK's tolerances.
+      if (std::abs(a) < 1e-9 || j == 0) continue;
       ia_.push_back(i);
       ja_.push_back(j);
       ar_.push_back(a);
@@ -158,8 +162,7 @@ void Builder::add_layer(size_t l) {
   LayerColumns lc;
   // C_l = c0 + sum(cv v + cr r) + cs short;  G_l = sum(gv v)
   double c0 = 0;
-  std::vector<std::pair<int, double>> cpu_terms, gpu_terms, set_terms, slot_terms, vram_count,
-      cpu_count;
+  std::vector<std::pair<int, double>> cpu_terms, gpu_terms, set_terms, slot_terms, vram_count;
   double full_set = 0;
   const double flash_each = bytes / R + (1.0 - h) * F;
   for (const Group& g : groups[l]) {
@@ -184,7 +187,6 @@ void Builder::add_layer(size_t l) {
     if (v) {
       gpu_terms.push_back({v, g.p * bytes / V});
       vram_count.push_back({v, 1});
-      cpu_count.push_back({v, 1});
     }
   }
   if (inv.bundled) {
@@ -212,23 +214,29 @@ void Builder::add_layer(size_t l) {
   lc.u = prog.column(0, 1, GLP_BV, 0);
   lc.c = prog.column(0, 1, GLP_BV, 0);
   lc.s = prog.column(0, 1, GLP_BV, 0);
-  const double nff = static_cast<double>(li.n_neurons), sg = sigma();
+  const double sg = sigma();
   // t - (A + C + sigma s) >= 0, t - (A + G + sigma s) >= 0, A = a_cpu + (a_gpu - a_cpu) a
   const double da = attention_s(l, Device::Cuda) - a_cpu;
+  // In microseconds, like the objective (GLPK's tolerances are absolute).
   for (const auto* part : {&cpu_terms, &gpu_terms}) {
-    std::vector<std::pair<int, double>> row{{lc.t, 1}, {lc.s, -sg}};
-    if (lc.a) row.push_back({lc.a, -da});
-    for (const auto& [j, a] : *part) row.push_back({j, -a});
-    prog.row(row, a_cpu + (part == &cpu_terms ? c0 : 0.0), false);
+    std::vector<std::pair<int, double>> row{{lc.t, kMicro}, {lc.s, -sg * kMicro}};
+    if (lc.a) row.push_back({lc.a, -da * kMicro});
+    for (const auto& [j, a] : *part) row.push_back({j, -a * kMicro});
+    prog.row(row, (a_cpu + (part == &cpu_terms ? c0 : 0.0)) * kMicro, false);
   }
   // u = 1 when any VRAM neuron (and at least min_vram_neurons then); c = 1 when any CPU one.
-  std::vector<std::pair<int, double>> up = vram_count, low = vram_count;
-  up.push_back({lc.u, -nff});
-  prog.row(up, 0, true);
+  // Group by group (v <= n_g u, n_g - v <= n_g c) rather than summed: the relaxation then
+  // forces u (c) to 1 as soon as one group is wholly in VRAM (on the CPU), which keeps the
+  // LP bound tight and the branching short.
+  for (size_t g = 0; g < groups[l].size(); ++g) {
+    const double n = static_cast<double>(groups[l][g].size);
+    if (!lc.v[g]) continue;
+    prog.row({{lc.v[g], 1}, {lc.u, -n}}, 0, true);
+    prog.row({{lc.v[g], 1}, {lc.c, n}}, n, false);
+  }
+  std::vector<std::pair<int, double>> low = vram_count;
   low.push_back({lc.u, -static_cast<double>(std::min<int64_t>(o.min_vram_neurons, li.n_neurons))});
   prog.row(low, 0, false);
-  cpu_count.push_back({lc.c, nff});
-  prog.row(cpu_count, nff, false);  // nff - sum v <= nff c
   if (lc.a) prog.row({{lc.s, 1}, {lc.a, -1}, {lc.c, -1}}, -1, false);
   prog.row({{lc.s, 1}, {lc.u, -1}, {lc.a, 1}}, 0, false);  // lc.a == 0: drops out
   cols.push_back(std::move(lc));
@@ -274,33 +282,127 @@ void Builder::add_budgets() {
   }
 }
 
-// The plan from the solution: per group, the hottest v neurons to VRAM, the next r pinned.
-PlacementPlan read_solution(Builder& bld, const std::vector<std::vector<int32_t>>& order) {
+// The plan from a solution (the MIP's, or the LP relaxation's rounded: counts down, binaries to
+// the nearest, rooms up): per group, the hottest v neurons to VRAM, the next r pinned.
+PlacementPlan read_solution(Builder& bld, const std::vector<std::vector<int32_t>>& order, bool mip) {
   glp_prob* lp = bld.prog.get();
-  auto value = [&](int j) { return j ? static_cast<int64_t>(std::llround(glp_mip_col_val(lp, j))) : 0; };
+  auto raw = [&](int j) { return j ? (mip ? glp_mip_col_val(lp, j) : glp_get_col_prim(lp, j)) : 0.0; };
+  auto count = [&](int j) { return static_cast<int64_t>(std::floor(raw(j) + 1e-6)); };
+  auto binary = [&](int j) { return raw(j) > 0.5; };
   PlacementPlan p;
   p.solver = "ilp";
   p.bundled = bld.inv.bundled;
   p.layers.resize(bld.inv.layers.size());
-  p.output = value(bld.output_gpu) ? Device::Cuda : Device::Host;
+  p.output = binary(bld.output_gpu) ? Device::Cuda : Device::Host;
   for (size_t l = 0; l < p.layers.size(); ++l) {
     LayerPlan& lp_ = p.layers[l];
     const LayerColumns& lc = bld.cols[l];
-    lp_.attention = value(lc.a) ? Device::Cuda : Device::Host;
+    const int64_t n = bld.inv.layers[l].n_neurons;
+    lp_.attention = binary(lc.a) ? Device::Cuda : Device::Host;
     for (size_t g = 0; g < bld.groups[l].size(); ++g) {
       const Group& gr = bld.groups[l][g];
-      const int64_t v = value(lc.v[g]), r = value(lc.r[g]);
+      const int64_t v = std::min(count(lc.v[g]), gr.size), r = std::min(count(lc.r[g]), gr.size - v);
       for (int64_t k = 0; k < v; ++k) lp_.vram.push_back(order[l][static_cast<size_t>(gr.begin + k)]);
       for (int64_t k = v; k < v + r; ++k)
         lp_.pinned.push_back(order[l][static_cast<size_t>(gr.begin + k)]);
     }
+    if (static_cast<int64_t>(lp_.vram.size()) < bld.o.min_vram_neurons) lp_.vram.clear();
     std::sort(lp_.vram.begin(), lp_.vram.end());
     std::sort(lp_.pinned.begin(), lp_.pinned.end());
-    if (bld.inv.bundled)
-      lp_.cache_slots = std::min<int64_t>(bld.inv.layers[l].n_neurons,
-                                          static_cast<int64_t>(lp_.pinned.size()) + value(lc.room));
+    if (!bld.inv.bundled) continue;
+    const int64_t room = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(raw(lc.room) - 1e-6)));
+    const int64_t pinned = static_cast<int64_t>(lp_.pinned.size());
+    lp_.cache_slots = std::min(n, std::max(pinned + room, bld.inv.min_cache_slots));
   }
   return p;
+}
+
+// Activation probability of a layer's neuron (1 in a dense FFN).
+double activation(const Inventory& inv, size_t l, int32_t id) {
+  return inv.sparse ? inv.layers[l].activation[static_cast<size_t>(id)] : 1.0;
+}
+
+// Brings a rounded plan within the budgets: off the GPU first the output head, then attention
+// blocks from the last layer, then the coldest VRAM neurons; in RAM the caches shrink to their
+// minimum, then the coldest pinned neurons go.
+void repair(PlacementPlan& p, const Inventory& inv) {
+  auto held = [&] {
+    PlanPrediction t;
+    held_bytes(p, inv, t);
+    return t;
+  };
+  if (held().vram_bytes > p.budgets.vram) p.output = Device::Host;
+  for (size_t l = p.layers.size(); l-- > 0 && held().vram_bytes > p.budgets.vram;)
+    p.layers[l].attention = Device::Host;
+  uint64_t vram = held().vram_bytes;
+  if (vram > p.budgets.vram) {
+    struct Placed {
+      double p;
+      size_t layer;
+      int32_t id;
+    };
+    std::vector<Placed> all;
+    for (size_t l = 0; l < p.layers.size(); ++l)
+      for (int32_t id : p.layers[l].vram) all.push_back({activation(inv, l, id), l, id});
+    std::sort(all.begin(), all.end(), [](const Placed& x, const Placed& y) { return x.p < y.p; });
+    std::vector<std::vector<int32_t>> drop(p.layers.size());
+    for (size_t k = 0; k < all.size() && vram > p.budgets.vram; ++k) {
+      drop[all[k].layer].push_back(all[k].id);
+      vram -= inv.layers[all[k].layer].neuron_bytes;
+    }
+    for (size_t l = 0; l < p.layers.size(); ++l) {
+      std::sort(drop[l].begin(), drop[l].end());
+      std::vector<int32_t> keep;
+      std::set_difference(p.layers[l].vram.begin(), p.layers[l].vram.end(), drop[l].begin(),
+                          drop[l].end(), std::back_inserter(keep));
+      p.layers[l].vram = std::move(keep);
+    }
+  }
+  if (p.budgets.ram == 0 || !inv.bundled) return;
+  const uint64_t usable = usable_ram(p.budgets.ram);
+  auto minimum_slots = [&](const LayerPlan& lp) {
+    return std::max<int64_t>(static_cast<int64_t>(lp.pinned.size()) + 1, inv.min_cache_slots);
+  };
+  for (size_t l = 0; l < p.layers.size() && held().ram_bytes > usable; ++l)
+    p.layers[l].cache_slots = minimum_slots(p.layers[l]);
+  // Then the coldest pinned neurons, a layer at a time (each frees a slot).
+  uint64_t ram = held().ram_bytes;
+  for (size_t l = 0; ram > usable && l < p.layers.size(); ++l) {
+    LayerPlan& lp = p.layers[l];
+    std::vector<int32_t> by_heat = lp.pinned;
+    std::sort(by_heat.begin(), by_heat.end(), [&](int32_t x, int32_t y) {
+      return activation(inv, l, x) > activation(inv, l, y);
+    });
+    while (ram > usable && !by_heat.empty() && lp.cache_slots > inv.min_cache_slots) {
+      by_heat.pop_back();
+      --lp.cache_slots;
+      ram -= inv.layers[l].neuron_bytes;
+    }
+    std::sort(by_heat.begin(), by_heat.end());
+    lp.pinned = std::move(by_heat);
+  }
+}
+
+// Fixes the device decisions (binaries) of the program to those of `p`.
+void fix_devices(Builder& bld, const PlacementPlan& p) {
+  glp_prob* lp = bld.prog.get();
+  auto fix = [&](int j, bool on) {
+    if (j) glp_set_col_bnds(lp, j, GLP_FX, on ? 1.0 : 0.0, on ? 1.0 : 0.0);
+  };
+  bool any = p.output == Device::Cuda;
+  fix(bld.output_gpu, any);
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const LayerPlan& lp_ = p.layers[l];
+    const LayerColumns& lc = bld.cols[l];
+    const bool a = lp_.attention == Device::Cuda, u = !lp_.vram.empty();
+    const bool c = static_cast<int64_t>(lp_.vram.size()) < bld.inv.layers[l].n_neurons;
+    fix(lc.a, a);
+    fix(lc.u, u);
+    fix(lc.c, c);
+    fix(lc.s, (a && c) || (u && !a));
+    any = any || a || u;
+  }
+  fix(bld.any_gpu, any);
 }
 
 }  // namespace
@@ -330,23 +432,60 @@ PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& 
                     static_cast<double>(inv.output_bytes) / cost.ram_bytes_per_s * kMicro);
   bld.add_budgets();
   bld.prog.load();
-  glp_iocp parm;
-  glp_init_iocp(&parm);
-  parm.presolve = GLP_ON;
-  parm.msg_lev = GLP_MSG_OFF;
-  parm.tm_lim = static_cast<int>(o.time_limit_s * 1000);
-  parm.mip_gap = 1e-6;
-  const int rc = glp_intopt(bld.prog.get(), &parm);
-  const int status = glp_mip_status(bld.prog.get());
-  if (status != GLP_OPT && status != GLP_FEAS)
-    fail("the placement program has no solution within the budgets (GLPK status {}, code {})",
-         status, rc);
-  PlacementPlan p = read_solution(bld, order);
-  p.budgets = b;
-  p.costs = cost;
-  p.predicted = evaluate(p, inv, cost);
-  check_budgets(p, inv);
-  return p;
+  if (std::getenv("STRATA_ILP_DUMP")) glp_write_lp(bld.prog.get(), nullptr, std::getenv("STRATA_ILP_DUMP"));
+  const Timer timer;
+  // The LP relaxation first (its rounding is a plan whatever happens next), then branch and
+  // bound from its basis for what is left of the time limit.
+  glp_smcp lp_parm;
+  glp_init_smcp(&lp_parm);
+  lp_parm.presolve = GLP_ON;
+  lp_parm.msg_lev = GLP_MSG_OFF;
+  lp_parm.tm_lim = static_cast<int>(o.time_limit_s * 1000);
+  if (glp_simplex(bld.prog.get(), &lp_parm) != 0 || glp_get_status(bld.prog.get()) != GLP_OPT)
+    fail("the placement program has no solution within the budgets (GLPK status {})",
+         glp_get_status(bld.prog.get()));
+  const double bound = glp_get_obj_val(bld.prog.get()) / kMicro;
+  auto finish = [&](PlacementPlan p, const char* status) {
+    p.lower_bound_s = bound;
+    p.budgets = b;
+    p.costs = cost;
+    p.status = status;
+    repair(p, inv);
+    p.predicted = evaluate(p, inv, cost);
+    return p;
+  };
+  PlacementPlan best = finish(read_solution(bld, order, false), "LP relaxation, rounded");
+  auto branch_and_bound = [&](double seconds, const char* found) {
+    glp_iocp parm;
+    glp_init_iocp(&parm);
+    parm.msg_lev = std::getenv("STRATA_ILP_VERBOSE") ? GLP_MSG_ON : GLP_MSG_OFF;
+    parm.tm_lim = std::max(1, static_cast<int>(seconds * 1000));
+    parm.mip_gap = o.mip_gap;
+    parm.fp_heur = GLP_ON;
+    const int rc = glp_intopt(bld.prog.get(), &parm);
+    const int status = glp_mip_status(bld.prog.get());
+    if (status != GLP_OPT && status != GLP_FEAS) return;
+    const char* how = status == GLP_OPT || rc == GLP_EMIPGAP ? "optimal" : found;
+    PlacementPlan mip = finish(read_solution(bld, order, true), how);
+    if (mip.predicted.seconds_per_token <= best.predicted.seconds_per_token) best = std::move(mip);
+  };
+  // Every decision at once, for part of the time left: small programs finish here.
+  const bool devices = bld.gpu;
+  branch_and_bound((o.time_limit_s - timer.seconds()) * (devices ? 0.3 : 1.0),
+                   "time limit, best found");
+  if (devices && best.status != std::string("optimal")) {
+    // Relax and fix: the devices (dense blocks, which layers use the GPU and the CPU) as the
+    // best plan so far has them, then the counts alone, which branch and bound settles fast.
+    fix_devices(bld, best);
+    glp_smcp again;
+    glp_init_smcp(&again);
+    again.msg_lev = GLP_MSG_OFF;
+    if (glp_simplex(bld.prog.get(), &again) == 0 && glp_get_status(bld.prog.get()) == GLP_OPT)
+      branch_and_bound(o.time_limit_s - timer.seconds(), "devices fixed, time limit");
+    if (best.status == std::string("optimal")) best.status = "devices fixed, then optimal";
+  }
+  check_budgets(best, inv);
+  return best;
 }
 
 }  // namespace strata

@@ -42,6 +42,10 @@ struct PlanPrediction {
 
 struct PlacementPlan {
   std::string solver;  // "greedy", "ilp"
+  std::string status;  // ilp: "optimal", "time limit, best found", "LP relaxation, rounded"
+  // ilp: a lower bound on any plan's seconds per token under the cost model (the LP
+  // relaxation's), so predicted / bound - 1 bounds how far from optimal the plan can be.
+  double lower_bound_s = 0;
   Budgets budgets;
   CostModel costs;
   Device kv = Device::Host;

@@ -22,8 +22,9 @@ struct SolverOptions {
   int64_t min_vram_neurons = 0;
   // ilp: the sorted neurons of a layer are cut into at most this many groups (each placed as
   // counts; the hottest neurons of a group first). Layers with fewer neurons: one per group.
-  int groups_per_layer = 48;
-  double time_limit_s = 10;
+  int groups_per_layer = 16;
+  double time_limit_s = 1.5;  // the LP relaxation and branch and bound together
+  double mip_gap = 1e-4;      // relative: branch and bound stops within this of the optimum
 };
 
 PlacementPlan plan_greedy(const Inventory& inv, const Budgets& budgets, const CostModel& cost,

@@ -1,0 +1,334 @@
+// The placement solvers as pure functions: the ILP's optimum against brute force on small
+// instances (every assignment of every neuron to every tier, every cache room, every device
+// for the dense blocks), never worse than the greedy rule, PowerInfer's ILP as a special case,
+// budgets as hard limits, and plans saved and read back.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "core/error.h"
+#include "placement/cost_model.h"
+#include "placement/plan.h"
+#include "placement/solver.h"
+
+namespace strata {
+namespace {
+
+// Layers of n neurons with power-law activation probabilities in a random order.
+Inventory make_inventory(int layers, int n, bool bundled, uint32_t seed, uint64_t neuron_bytes = 1 << 16) {
+  std::mt19937 rng(seed);
+  Inventory inv;
+  inv.bundled = bundled;
+  inv.sparse = true;
+  inv.window = 5;
+  inv.embd_bytes = 4096 * 4;
+  inv.min_cache_slots = std::max(1, n / 4);
+  inv.output_bytes = 3 << 20;
+  inv.workspace_bytes = 1 << 20;
+  inv.fixed_ram_bytes = inv.workspace_bytes + (2 << 20);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int l = 0; l < layers; ++l) {
+    LayerInventory li;
+    li.dense_bytes = (4 + l) << 20;
+    li.kv_bytes = 1 << 20;
+    li.neuron_bytes = neuron_bytes;
+    li.n_neurons = n;
+    li.ffn_ram_bytes = static_cast<uint64_t>(n) * neuron_bytes;
+    for (int i = 0; i < n; ++i) li.activation.push_back(std::min(1.0, 0.6 / std::pow(i + 1.0, 0.8 + u(rng))));
+    std::shuffle(li.activation.begin(), li.activation.end(), rng);
+    li.window_hit_rate = 0.3 + 0.5 * u(rng);
+    inv.layers.push_back(std::move(li));
+  }
+  return inv;
+}
+
+CostModel costs() {
+  CostModel c;
+  c.ram_bytes_per_s = 40e9;
+  c.vram_bytes_per_s = 900e9;
+  c.link_bytes_per_s = 25e9;
+  c.flash_neuron_s = 40e-6;
+  c.sync_s = 30e-6;
+  return c;
+}
+
+bool fits(const PlacementPlan& p, const Inventory& inv) {
+  try {
+    check_budgets(p, inv);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// The cheapest feasible plan by enumeration: per neuron a tier, per layer a cache size and the
+// dense blocks' device, and the output head's device.
+double brute_force(const Inventory& inv, const Budgets& b, const CostModel& c, bool gpu) {
+  PlacementPlan p;
+  p.bundled = inv.bundled;
+  p.budgets = b;
+  p.layers.resize(inv.layers.size());
+  std::vector<Tier> tiers;
+  if (gpu) tiers.push_back(Tier::Vram);
+  tiers.push_back(inv.bundled ? Tier::RamPinned : Tier::Ram);
+  if (inv.bundled) tiers.push_back(Tier::Flash);
+  const int L = static_cast<int>(inv.layers.size()), n = static_cast<int>(inv.layers[0].n_neurons);
+  const int neurons = L * n;
+  double best = INFINITY;
+  std::vector<int> choice(static_cast<size_t>(neurons), 0);
+  const int devices = gpu ? 2 : 1;
+  std::function<void(int)> rooms;  // per layer the cache's room, then evaluate
+  auto assign = [&] {
+    for (int l = 0; l < L; ++l) {
+      p.layers[l].vram.clear();
+      p.layers[l].pinned.clear();
+      for (int i = 0; i < n; ++i) {
+        const Tier t = tiers[static_cast<size_t>(choice[static_cast<size_t>(l * n + i)])];
+        if (t == Tier::Vram) p.layers[l].vram.push_back(i);
+        if (t == Tier::RamPinned) p.layers[l].pinned.push_back(i);
+      }
+    }
+  };
+  std::function<void(int)> room_of = [&](int l) {
+    if (l == L) {
+      for (int d = 0; d < (1 << (L + 1)) && (d == 0 || devices == 2); ++d) {
+        for (int k = 0; k < L; ++k) p.layers[k].attention = (d >> k) & 1 ? Device::Cuda : Device::Host;
+        p.output = (d >> L) & 1 ? Device::Cuda : Device::Host;
+        if (!fits(p, inv)) continue;
+        best = std::min(best, evaluate(p, inv, c).seconds_per_token);
+      }
+      return;
+    }
+    if (!inv.bundled) return room_of(l + 1);
+    const int pinned = static_cast<int>(p.layers[l].pinned.size());
+    for (int room = 1; pinned + room <= n; ++room) {
+      if (pinned + room < inv.min_cache_slots) continue;
+      p.layers[l].cache_slots = pinned + room;
+      room_of(l + 1);
+    }
+  };
+  const int per = static_cast<int>(tiers.size());
+  for (;;) {
+    assign();
+    room_of(0);
+    int k = 0;
+    while (k < neurons && ++choice[static_cast<size_t>(k)] == per) choice[static_cast<size_t>(k++)] = 0;
+    if (k == neurons) break;
+  }
+  return best;
+}
+
+TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
+  for (uint32_t seed = 1; seed <= 6; ++seed) {
+    const Inventory inv = make_inventory(2, 4, true, seed);
+    // Room for the dense parts and a few neurons more than the minimum caches.
+    uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
+    for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+    const uint64_t ram = base + (3 + seed % 4) * inv.layers[0].neuron_bytes;
+    const Budgets b{ram + ram / 31 + 1, 0};
+    const PlacementPlan p = plan_ilp(inv, b, costs());
+    const double best = brute_force(inv, b, costs(), false);
+    EXPECT_NEAR(p.predicted.seconds_per_token, best, best * 1e-9) << "seed " << seed;
+    EXPECT_TRUE(fits(p, inv));
+  }
+}
+
+TEST(Placement, IlpFindsTheBruteForceOptimumWithThreeTiersAndTheDenseBlocksDevice) {
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    const Inventory inv = make_inventory(2, 3, true, seed);
+    uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
+    for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+    const uint64_t ram = base + 5 * inv.layers[0].neuron_bytes;
+    // VRAM for the buffers, one layer's dense blocks and a couple of neurons.
+    const uint64_t vram = inv.workspace_bytes + inv.layers[0].dense_bytes + inv.layers[0].kv_bytes +
+                          (1 + seed) * inv.layers[0].neuron_bytes;
+    const Budgets b{ram + ram / 31 + 1, vram};
+    const PlacementPlan p = plan_ilp(inv, b, costs());
+    const double best = brute_force(inv, b, costs(), true);
+    EXPECT_NEAR(p.predicted.seconds_per_token, best, best * 1e-9) << "seed " << seed;
+    EXPECT_TRUE(fits(p, inv));
+  }
+}
+
+TEST(Placement, IlpFindsTheBruteForceOptimumOfAModelInRamWithAGpu) {
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    const Inventory inv = make_inventory(2, 5, false, seed);
+    const uint64_t vram = inv.workspace_bytes + (2 + seed) * inv.layers[0].neuron_bytes +
+                          (seed % 2) * (inv.layers[1].dense_bytes + inv.layers[1].kv_bytes);
+    const Budgets b{0, vram};
+    const PlacementPlan p = plan_ilp(inv, b, costs());
+    const double best = brute_force(inv, b, costs(), true);
+    EXPECT_NEAR(p.predicted.seconds_per_token, best, best * 1e-9) << "seed " << seed;
+  }
+}
+
+TEST(Placement, IlpIsNeverWorseThanTheGreedyRule) {
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    const bool bundled = seed % 2 == 1;
+    const Inventory inv = make_inventory(6, 700, bundled, seed, 1 << 14);
+    uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
+    for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+    Budgets b;
+    if (bundled) b.ram = (base + (200 + 60 * seed) * 6 * (1 << 14)) * 33 / 32;
+    if (seed > 2) b.vram = inv.workspace_bytes + (seed * 3 + 2) * (1 << 20);
+    SolverOptions o;
+    o.pin_share = 0.1 * (seed % 5);
+    const PlacementPlan greedy = plan_greedy(inv, b, costs(), o);
+    const PlacementPlan ilp = plan_ilp(inv, b, costs(), o);
+    EXPECT_LE(ilp.predicted.seconds_per_token, greedy.predicted.seconds_per_token * (1 + 1e-9))
+        << "seed " << seed;
+    EXPECT_TRUE(fits(ilp, inv)) << "seed " << seed;
+  }
+}
+
+// PowerInfer's shipped ILP: maximise the activation mass in VRAM under a capacity. With free
+// GPU compute and link, no synchronisation cost and the dense blocks kept on the host, the cost
+// model's optimum is the globally hottest neurons that fit (a sort).
+TEST(Placement, PowerInfersIlpIsTheCaseOfFreeGpuTime) {
+  const Inventory inv = make_inventory(4, 300, false, 7, 1 << 14);
+  CostModel c = costs();
+  c.vram_bytes_per_s = 1e30;
+  c.link_bytes_per_s = 1e30;
+  c.sync_s = 0;
+  SolverOptions o;
+  o.dense_on_gpu = false;
+  for (int capacity : {0, 17, 250, 900}) {
+    const Budgets b{0, inv.workspace_bytes + static_cast<uint64_t>(capacity) * (1 << 14)};
+    const PlacementPlan p = plan_ilp(inv, b, c, o);
+    std::vector<double> all;
+    for (const auto& l : inv.layers) all.insert(all.end(), l.activation.begin(), l.activation.end());
+    std::sort(all.rbegin(), all.rend());
+    double top = 0, placed = 0;
+    for (int k = 0; k < capacity; ++k) top += all[static_cast<size_t>(k)];
+    int64_t count = 0;
+    for (size_t l = 0; l < inv.layers.size(); ++l)
+      for (int32_t id : p.layers[l].vram) placed += inv.layers[l].activation[static_cast<size_t>(id)], ++count;
+    EXPECT_EQ(count, capacity);
+    EXPECT_NEAR(placed, top, 1e-9) << "capacity " << capacity;
+    for (const auto& l : p.layers) EXPECT_EQ(l.attention, Device::Host);
+  }
+}
+
+// PowerInfer's per-layer minimum T: a layer on the GPU at all gets at least T neurons.
+TEST(Placement, PerLayerMinimumOfVramNeuronsHolds) {
+  const Inventory inv = make_inventory(4, 100, false, 3, 1 << 14);
+  CostModel c = costs();
+  c.vram_bytes_per_s = 1e30;
+  c.link_bytes_per_s = 1e30;
+  c.sync_s = 0;
+  SolverOptions o;
+  o.dense_on_gpu = false;
+  o.min_vram_neurons = 40;
+  const PlacementPlan p = plan_ilp(inv, Budgets{0, inv.workspace_bytes + 90ull * (1 << 14)}, c, o);
+  int64_t total = 0;
+  for (const auto& l : p.layers) {
+    EXPECT_TRUE(l.vram.empty() || l.vram.size() >= 40) << l.vram.size();
+    total += static_cast<int64_t>(l.vram.size());
+  }
+  EXPECT_GE(total, 80);  // two layers' minimum fit in 90 neurons, three do not
+  EXPECT_LE(total, 90);
+}
+
+// Today's rule: the cache is what the budget leaves, pin_share of it pinned with the hottest
+// neurons that fired.
+TEST(Placement, GreedyRuleSizesTheCacheFromTheBudgetAndPinsTheHottest) {
+  Inventory inv = make_inventory(3, 400, true, 5, 1 << 14);
+  inv.layers[1].activation[17] = 0;  // never fired: never pinned
+  uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
+  for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+  const uint64_t budget = (base + 3 * 250 * (1 << 14)) * 32 / 31 + 64;
+  SolverOptions o;
+  o.pin_share = 0.4;
+  const PlacementPlan p = plan_greedy(inv, Budgets{budget, 0}, costs(), o);
+  const int64_t slots = static_cast<int64_t>((usable_ram(budget) - base) / (3 * (1 << 14)));
+  ASSERT_EQ(slots, 250);
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(p.layers[l].cache_slots, slots);
+    ASSERT_EQ(p.layers[l].pinned.size(), 100u);
+    double coldest_pinned = 1, hottest_other = 0;
+    for (int32_t i = 0; i < 400; ++i) {
+      const double a = inv.layers[l].activation[static_cast<size_t>(i)];
+      if (std::binary_search(p.layers[l].pinned.begin(), p.layers[l].pinned.end(), i))
+        coldest_pinned = std::min(coldest_pinned, a);
+      else
+        hottest_other = std::max(hottest_other, a);
+    }
+    EXPECT_GE(coldest_pinned, hottest_other);
+  }
+  EXPECT_FALSE(std::binary_search(p.layers[1].pinned.begin(), p.layers[1].pinned.end(), 17));
+}
+
+TEST(Placement, BudgetsBelowTheMinimumAreClearErrors) {
+  const Inventory bundled = make_inventory(2, 64, true, 1);
+  try {
+    plan_ilp(bundled, Budgets{1 << 20, 0}, costs());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("below the minimum"), std::string::npos) << e.what();
+  }
+  const Inventory ram = make_inventory(2, 64, false, 1);
+  try {
+    plan_greedy(ram, Budgets{1 << 20, 0}, costs());
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("strata bundle"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Placement, PlansRoundTripThroughJsonAndBadOnesAreRefused) {
+  const Inventory inv = make_inventory(3, 50, true, 2);
+  uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
+  for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+  const Budgets b{(base + 3 * 30 * inv.layers[0].neuron_bytes) * 33 / 32, 0};
+  const PlacementPlan p = plan_ilp(inv, b, costs());
+  const PlacementPlan q = plan_from_json(plan_to_json(p), inv);
+  ASSERT_EQ(q.layers.size(), p.layers.size());
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    EXPECT_EQ(q.layers[l].pinned, p.layers[l].pinned);
+    EXPECT_EQ(q.layers[l].vram, p.layers[l].vram);
+    EXPECT_EQ(q.layers[l].cache_slots, p.layers[l].cache_slots);
+  }
+  auto refused = [&](const std::function<void(nlohmann::json&)>& spoil, const char* needle) {
+    nlohmann::json j = plan_to_json(p);
+    spoil(j);
+    try {
+      plan_from_json(j, inv);
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused([](nlohmann::json& j) { j["format"] = "other"; }, "not a strata plan");
+  refused([](nlohmann::json& j) { j["layers"].erase(0); }, "layers, the model");
+  refused([](nlohmann::json& j) { j["layers"][1]["pinned"] = {3, 99}; }, "outside");
+  refused([](nlohmann::json& j) { j["layers"][1]["pinned"] = {5, 3}; }, "ascending");
+  refused([](nlohmann::json& j) { j["layers"][0]["attention"] = "tpu"; }, "host");
+  refused([](nlohmann::json& j) { j["layers"][2]["cache_slots"] = 0; }, "pins");
+  refused([](nlohmann::json& j) { j["bundled"] = false; }, "bundled");
+}
+
+TEST(Placement, CostModelCountsTiersAndTheSynchronisation) {
+  Inventory inv = make_inventory(1, 4, false, 1);
+  inv.layers[0].activation = {1.0, 0.5, 0.25, 0.0};
+  PlacementPlan p;
+  p.layers.resize(1);
+  const CostModel c = costs();
+  const double b = static_cast<double>(inv.layers[0].neuron_bytes);
+  const double attention = (inv.layers[0].dense_bytes + 0.5 * inv.layers[0].kv_bytes) / c.ram_bytes_per_s;
+  const double output = inv.output_bytes / c.ram_bytes_per_s;
+  EXPECT_NEAR(evaluate(p, inv, c).seconds_per_token, attention + 1.75 * b / c.ram_bytes_per_s + output, 1e-15);
+  // Neuron 0 on the GPU: the layer waits for the slower side and synchronises.
+  p.layers[0].vram = {0};
+  const double sync = c.sync_s + 2.0 * inv.embd_bytes / c.link_bytes_per_s;
+  const PlanPrediction t = evaluate(p, inv, c);
+  EXPECT_NEAR(t.seconds_per_token,
+              attention + std::max(b / c.vram_bytes_per_s, 0.75 * b / c.ram_bytes_per_s) + sync + output, 1e-15);
+  EXPECT_NEAR(t.vram_bytes_per_token, b, 1e-9);
+  EXPECT_EQ(t.vram_bytes, inv.workspace_bytes + inv.layers[0].neuron_bytes);
+}
+
+}  // namespace
+}  // namespace strata

@@ -18,7 +18,8 @@ namespace strata {
 namespace {
 
 // Layers of n neurons with power-law activation probabilities in a random order.
-Inventory make_inventory(int layers, int n, bool bundled, uint32_t seed, uint64_t neuron_bytes = 1 << 16) {
+Inventory make_inventory(int layers, int n, bool bundled, uint32_t seed,
+                         uint64_t neuron_bytes = 1 << 16) {
   std::mt19937 rng(seed);
   Inventory inv;
   inv.bundled = bundled;
@@ -37,7 +38,8 @@ Inventory make_inventory(int layers, int n, bool bundled, uint32_t seed, uint64_
     li.neuron_bytes = neuron_bytes;
     li.n_neurons = n;
     li.ffn_ram_bytes = static_cast<uint64_t>(n) * neuron_bytes;
-    for (int i = 0; i < n; ++i) li.activation.push_back(std::min(1.0, 0.6 / std::pow(i + 1.0, 0.8 + u(rng))));
+    for (int i = 0; i < n; ++i)
+      li.activation.push_back(std::min(1.0, 0.6 / std::pow(i + 1.0, 0.8 + u(rng))));
     std::shuffle(li.activation.begin(), li.activation.end(), rng);
     li.window_hit_rate = 0.3 + 0.5 * u(rng);
     inv.layers.push_back(std::move(li));
@@ -95,7 +97,8 @@ double brute_force(const Inventory& inv, const Budgets& b, const CostModel& c, b
   std::function<void(int)> room_of = [&](int l) {
     if (l == L) {
       for (int d = 0; d < (1 << (L + 1)) && (d == 0 || devices == 2); ++d) {
-        for (int k = 0; k < L; ++k) p.layers[k].attention = (d >> k) & 1 ? Device::Cuda : Device::Host;
+        for (int k = 0; k < L; ++k)
+          p.layers[k].attention = (d >> k) & 1 ? Device::Cuda : Device::Host;
         p.output = (d >> L) & 1 ? Device::Cuda : Device::Host;
         if (!fits(p, inv)) continue;
         best = std::min(best, evaluate(p, inv, c).seconds_per_token);
@@ -115,7 +118,8 @@ double brute_force(const Inventory& inv, const Budgets& b, const CostModel& c, b
     assign();
     room_of(0);
     int k = 0;
-    while (k < neurons && ++choice[static_cast<size_t>(k)] == per) choice[static_cast<size_t>(k++)] = 0;
+    while (k < neurons && ++choice[static_cast<size_t>(k)] == per)
+      choice[static_cast<size_t>(k++)] = 0;
     if (k == neurons) break;
   }
   return best;
@@ -199,13 +203,15 @@ TEST(Placement, PowerInfersIlpIsTheCaseOfFreeGpuTime) {
     const Budgets b{0, inv.workspace_bytes + static_cast<uint64_t>(capacity) * (1 << 14)};
     const PlacementPlan p = plan_ilp(inv, b, c, o);
     std::vector<double> all;
-    for (const auto& l : inv.layers) all.insert(all.end(), l.activation.begin(), l.activation.end());
+    for (const auto& l : inv.layers)
+      all.insert(all.end(), l.activation.begin(), l.activation.end());
     std::sort(all.rbegin(), all.rend());
     double top = 0, placed = 0;
     for (int k = 0; k < capacity; ++k) top += all[static_cast<size_t>(k)];
     int64_t count = 0;
     for (size_t l = 0; l < inv.layers.size(); ++l)
-      for (int32_t id : p.layers[l].vram) placed += inv.layers[l].activation[static_cast<size_t>(id)], ++count;
+      for (int32_t id : p.layers[l].vram)
+        placed += inv.layers[l].activation[static_cast<size_t>(id)], ++count;
     EXPECT_EQ(count, capacity);
     EXPECT_NEAR(placed, top, 1e-9) << "capacity " << capacity;
     for (const auto& l : p.layers) EXPECT_EQ(l.attention, Device::Host);
@@ -317,15 +323,19 @@ TEST(Placement, CostModelCountsTiersAndTheSynchronisation) {
   p.layers.resize(1);
   const CostModel c = costs();
   const double b = static_cast<double>(inv.layers[0].neuron_bytes);
-  const double attention = (inv.layers[0].dense_bytes + 0.5 * inv.layers[0].kv_bytes) / c.ram_bytes_per_s;
+  const double attention =
+      (inv.layers[0].dense_bytes + 0.5 * inv.layers[0].kv_bytes) / c.ram_bytes_per_s;
   const double output = inv.output_bytes / c.ram_bytes_per_s;
-  EXPECT_NEAR(evaluate(p, inv, c).seconds_per_token, attention + 1.75 * b / c.ram_bytes_per_s + output, 1e-15);
+  EXPECT_NEAR(evaluate(p, inv, c).seconds_per_token,
+              attention + 1.75 * b / c.ram_bytes_per_s + output, 1e-15);
   // Neuron 0 on the GPU: the layer waits for the slower side and synchronises.
   p.layers[0].vram = {0};
   const double sync = c.sync_s + 2.0 * inv.embd_bytes / c.link_bytes_per_s;
   const PlanPrediction t = evaluate(p, inv, c);
-  EXPECT_NEAR(t.seconds_per_token,
-              attention + std::max(b / c.vram_bytes_per_s, 0.75 * b / c.ram_bytes_per_s) + sync + output, 1e-15);
+  EXPECT_NEAR(
+      t.seconds_per_token,
+      attention + std::max(b / c.vram_bytes_per_s, 0.75 * b / c.ram_bytes_per_s) + sync + output,
+      1e-15);
   EXPECT_NEAR(t.vram_bytes_per_token, b, 1e-9);
   EXPECT_EQ(t.vram_bytes, inv.workspace_bytes + inv.layers[0].neuron_bytes);
 }

@@ -13,9 +13,12 @@
 // backend against the scalar reference in backends/reference_ops.h):
 //   - a batch is n rows (tokens) of fixed width, row-major, stride = width unless stated;
 //   - results never depend on the thread count or the order in which work is split;
-//   - gather and axpy over a neuron list equal the dense product on those neurons, and axpy
-//     adds its terms in buckets fixed by the neuron ids (kAxpyBucket), so a neuron list split
-//     across several stores (or devices) sums to the same bits.
+//   - gather and axpy over a neuron list equal the dense product on those neurons; axpy adds a
+//     token's terms in buckets fixed by the neuron ids (kAxpyBucket, sparse_ops.h) and the
+//     buckets' partial sums in bucket order, so the result depends only on which neurons the
+//     token uses, never on the rest of the list. A list split into segments (several passes of
+//     a cache, several stores) adds the segments' sums in segment order: equal within rounding,
+//     and bit for bit when every bucket lies wholly in one segment.
 #pragma once
 
 #include <cstdint>

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <numeric>
 
-#include "cli/flag_checks.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/matvec.h"
+#include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "offline/profile.h"
@@ -156,8 +156,8 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
   return r;
 }
 
-PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
-                           StorageProfile* storage, bool allow_vram) {
+PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, StorageProfile* storage,
+                           bool allow_vram) {
   RunRequest r = run_request(f, model, n_ctx, storage);
   r.allow_vram = allow_vram;
   ActivationCounts counts;
@@ -194,7 +194,8 @@ void print_plan_layers(const PlacementPlan& p, const Inventory& inv, std::FILE* 
     const LayerPlan& lp = p.layers[l];
     fmt::print(out, "  layer {:>3}: attention {}, {} neurons in VRAM, {} pinned", l,
                lp.attention == Device::Cuda ? "GPU" : "CPU", lp.vram.size(), lp.pinned.size());
-    if (inv.bundled) fmt::print(out, ", {} cache slots of {}", lp.cache_slots, inv.layers[l].n_neurons);
+    if (inv.bundled)
+      fmt::print(out, ", {} cache slots of {}", lp.cache_slots, inv.layers[l].n_neurons);
     fmt::print(out, "\n");
   }
 }

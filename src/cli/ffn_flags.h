@@ -22,14 +22,14 @@ struct FfnFlags {
   std::string storage_profile;  // flash tier: strata probe-storage output
   bool lookahead = false;       // flash tier: look-ahead reads during attention
   bool split_reads = false;     // flash tier: deciding row first, the rest if non-zero
-  std::string profile;       // strata profile output: activation frequencies for the solver
-  std::string plan;          // strata plan -o output, used instead of solving
+  std::string profile;          // strata profile output: activation frequencies for the solver
+  std::string plan;             // strata plan -o output, used instead of solving
   std::string solver = "auto";  // auto, greedy, ilp
-  double pin_share = 0.5;    // greedy solver: share of each layer's cache pinned with --profile
-  std::string vram_budget;   // strata plan only (no GPU backend yet)
+  double pin_share = 0.5;       // greedy solver: share of each layer's cache pinned with --profile
+  std::string vram_budget;      // strata plan only (no GPU backend yet)
   double ram_bandwidth = 0, vram_bandwidth = 0, link_bandwidth = 0;  // GB/s; 0: defaults
-  bool verbose = false;      // the plan layer by layer
-  bool repack = true;      // interleave Q4_0/Q8_0 matrices multiplied whole (--no-repack: off)
+  bool verbose = false;                                              // the plan layer by layer
+  bool repack = true;  // interleave Q4_0/Q8_0 matrices multiplied whole (--no-repack: off)
   std::string cache_type_k = "f32", cache_type_v = "f32";  // KV cache element types
 };
 

@@ -75,7 +75,8 @@ MappedFile::Ranges Model::flash_ranges() const {
   const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(config.n_ff);
   for (const LayerWeights& l : w.layers) ranges.push_back({l.bundles_offset, layer_bytes});
   if (w.token_embd.data != w.output.data)
-    ranges.push_back({static_cast<uint64_t>(w.token_embd.data - file->bytes()), w.token_embd.bytes()});
+    ranges.push_back(
+        {static_cast<uint64_t>(w.token_embd.data - file->bytes()), w.token_embd.bytes()});
   return ranges;
 }
 

@@ -72,7 +72,8 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   }
   if (inv.bundled) {
     // Working-set neurons that find no room miss even when recently used.
-    const double room = static_cast<double>(lp.cache_slots - static_cast<int64_t>(lp.pinned.size()));
+    const double room =
+        static_cast<double>(lp.cache_slots - static_cast<int64_t>(lp.pinned.size()));
     const double shortfall = std::max(0.0, window_set - room);
     const double uses = li.window_hit_rate * working_set_use(li, inv.window) * shortfall;
     c.cpu_ffn_s += uses * cost.flash_neuron_s;
@@ -130,8 +131,7 @@ void check_budgets(const PlacementPlan& plan, const Inventory& inv) {
     fail("the plan holds {} bytes in RAM, over the {} usable of --ram-budget {}", t.ram_bytes,
          usable_ram(plan.budgets.ram), plan.budgets.ram);
   if (t.vram_bytes > plan.budgets.vram)
-    fail("the plan holds {} bytes in VRAM, over --vram-budget {}", t.vram_bytes,
-         plan.budgets.vram);
+    fail("the plan holds {} bytes in VRAM, over --vram-budget {}", t.vram_bytes, plan.budgets.vram);
 }
 
 }  // namespace strata

@@ -76,8 +76,9 @@ void place_vram_greedy(const Inventory& inv, const Budgets& b, const SolverOptio
   std::vector<Candidate> all;
   for (size_t l = 0; l < inv.layers.size(); ++l)
     for (int32_t k = 0; k < inv.layers[l].n_neurons; ++k)
-      all.push_back({inv.layers[l].activation[static_cast<size_t>(order[l][static_cast<size_t>(k)])],
-                     static_cast<int32_t>(l), k});
+      all.push_back(
+          {inv.layers[l].activation[static_cast<size_t>(order[l][static_cast<size_t>(k)])],
+           static_cast<int32_t>(l), k});
   std::stable_sort(all.begin(), all.end(),
                    [](const Candidate& a, const Candidate& c) { return a.p > c.p; });
   for (const Candidate& c : all) {
@@ -98,8 +99,8 @@ void check_minimum(const Inventory& inv, const Budgets& b) {
   const uint64_t kv = kv_total(inv);
   uint64_t ffn = 0;
   for (const LayerInventory& l : inv.layers)
-    ffn += inv.bundled ? static_cast<uint64_t>(inv.min_cache_slots) * l.neuron_bytes
-                       : l.ffn_ram_bytes;
+    ffn +=
+        inv.bundled ? static_cast<uint64_t>(inv.min_cache_slots) * l.neuron_bytes : l.ffn_ram_bytes;
   const uint64_t need = before + ffn;
   if (need <= usable_ram(b.ram)) return;
   if (!inv.bundled)
@@ -111,8 +112,9 @@ void check_minimum(const Inventory& inv, const Budgets& b) {
   fail(
       "--ram-budget {} is below the minimum {} (attention, output, norms and predictors {}, KV "
       "cache {}, buffers {}, {} neurons per layer {}, and 1/32 of the budget kept free)",
-      size_text(b.ram), size_text(need + (need + 30) / 31), size_text(before - kv - inv.workspace_bytes),
-      size_text(kv), size_text(inv.workspace_bytes), inv.min_cache_slots, size_text(ffn));
+      size_text(b.ram), size_text(need + (need + 30) / 31),
+      size_text(before - kv - inv.workspace_bytes), size_text(kv), size_text(inv.workspace_bytes),
+      inv.min_cache_slots, size_text(ffn));
 }
 
 PlacementPlan plan_greedy(const Inventory& inv, const Budgets& b, const CostModel& cost,

@@ -114,7 +114,9 @@ class Program {
     }
   }
   void constant(double c) { glp_set_obj_coef(lp_, 0, c); }
-  void load() { glp_load_matrix(lp_, static_cast<int>(ia_.size()) - 1, ia_.data(), ja_.data(), ar_.data()); }
+  void load() {
+    glp_load_matrix(lp_, static_cast<int>(ia_.size()) - 1, ia_.data(), ja_.data(), ar_.data());
+  }
 
  private:
   glp_prob* lp_;
@@ -122,8 +124,8 @@ class Program {
   std::vector<double> ar_{0.0};
 };
 
-constexpr double kMicro = 1e6;             // objective in microseconds
-constexpr double kMiB = 1.0 / 1048576.0;   // budget rows in MiB
+constexpr double kMicro = 1e6;            // objective in microseconds
+constexpr double kMiB = 1.0 / 1048576.0;  // budget rows in MiB
 const double kInf = std::numeric_limits<double>::infinity();
 
 struct LayerColumns {
@@ -143,7 +145,8 @@ struct Builder {
   bool gpu = false;
 
   double attention_s(size_t l, Device d) const {
-    const double bytes = static_cast<double>(inv.layers[l].dense_bytes) + 0.5 * inv.layers[l].kv_bytes;
+    const double bytes =
+        static_cast<double>(inv.layers[l].dense_bytes) + 0.5 * inv.layers[l].kv_bytes;
     return bytes / (d == Device::Cuda ? cost.vram_bytes_per_s : cost.ram_bytes_per_s);
   }
   double sigma() const {
@@ -284,9 +287,12 @@ void Builder::add_budgets() {
 
 // The plan from a solution (the MIP's, or the LP relaxation's rounded: counts down, binaries to
 // the nearest, rooms up): per group, the hottest v neurons to VRAM, the next r pinned.
-PlacementPlan read_solution(Builder& bld, const std::vector<std::vector<int32_t>>& order, bool mip) {
+PlacementPlan read_solution(Builder& bld, const std::vector<std::vector<int32_t>>& order,
+                            bool mip) {
   glp_prob* lp = bld.prog.get();
-  auto raw = [&](int j) { return j ? (mip ? glp_mip_col_val(lp, j) : glp_get_col_prim(lp, j)) : 0.0; };
+  auto raw = [&](int j) {
+    return j ? (mip ? glp_mip_col_val(lp, j) : glp_get_col_prim(lp, j)) : 0.0;
+  };
   auto count = [&](int j) { return static_cast<int64_t>(std::floor(raw(j) + 1e-6)); };
   auto binary = [&](int j) { return raw(j) > 0.5; };
   PlacementPlan p;
@@ -301,8 +307,10 @@ PlacementPlan read_solution(Builder& bld, const std::vector<std::vector<int32_t>
     lp_.attention = binary(lc.a) ? Device::Cuda : Device::Host;
     for (size_t g = 0; g < bld.groups[l].size(); ++g) {
       const Group& gr = bld.groups[l][g];
-      const int64_t v = std::min(count(lc.v[g]), gr.size), r = std::min(count(lc.r[g]), gr.size - v);
-      for (int64_t k = 0; k < v; ++k) lp_.vram.push_back(order[l][static_cast<size_t>(gr.begin + k)]);
+      const int64_t v = std::min(count(lc.v[g]), gr.size),
+                    r = std::min(count(lc.r[g]), gr.size - v);
+      for (int64_t k = 0; k < v; ++k)
+        lp_.vram.push_back(order[l][static_cast<size_t>(gr.begin + k)]);
       for (int64_t k = v; k < v + r; ++k)
         lp_.pinned.push_back(order[l][static_cast<size_t>(gr.begin + k)]);
     }
@@ -370,9 +378,8 @@ void repair(PlacementPlan& p, const Inventory& inv) {
   for (size_t l = 0; ram > usable && l < p.layers.size(); ++l) {
     LayerPlan& lp = p.layers[l];
     std::vector<int32_t> by_heat = lp.pinned;
-    std::sort(by_heat.begin(), by_heat.end(), [&](int32_t x, int32_t y) {
-      return activation(inv, l, x) > activation(inv, l, y);
-    });
+    std::sort(by_heat.begin(), by_heat.end(),
+              [&](int32_t x, int32_t y) { return activation(inv, l, x) > activation(inv, l, y); });
     while (ram > usable && !by_heat.empty() && lp.cache_slots > inv.min_cache_slots) {
       by_heat.pop_back();
       --lp.cache_slots;
@@ -423,8 +430,8 @@ PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& 
     bld.any_gpu = bld.prog.column(0, 1, GLP_BV, 0);
     if (o.dense_on_gpu) {
       const double out = static_cast<double>(inv.output_bytes);
-      bld.output_gpu = bld.prog.column(0, 1, GLP_BV,
-                                       (out / cost.vram_bytes_per_s - out / cost.ram_bytes_per_s) * kMicro);
+      bld.output_gpu = bld.prog.column(
+          0, 1, GLP_BV, (out / cost.vram_bytes_per_s - out / cost.ram_bytes_per_s) * kMicro);
     }
   }
   for (size_t l = 0; l < inv.layers.size(); ++l) bld.add_layer(l);
@@ -432,7 +439,8 @@ PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& 
                     static_cast<double>(inv.output_bytes) / cost.ram_bytes_per_s * kMicro);
   bld.add_budgets();
   bld.prog.load();
-  if (std::getenv("STRATA_ILP_DUMP")) glp_write_lp(bld.prog.get(), nullptr, std::getenv("STRATA_ILP_DUMP"));
+  if (std::getenv("STRATA_ILP_DUMP"))
+    glp_write_lp(bld.prog.get(), nullptr, std::getenv("STRATA_ILP_DUMP"));
   const Timer timer;
   // The LP relaxation first (its rounding is a plan whatever happens next), then branch and
   // bound from its basis for what is left of the time limit.

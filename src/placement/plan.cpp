@@ -32,8 +32,10 @@ Tier PlacementPlan::tier(int64_t l, int32_t id) const {
 namespace {
 
 nlohmann::json costs_json(const CostModel& c) {
-  return {{"ram_bytes_per_s", c.ram_bytes_per_s},   {"vram_bytes_per_s", c.vram_bytes_per_s},
-          {"link_bytes_per_s", c.link_bytes_per_s}, {"flash_neuron_s", c.flash_neuron_s},
+  return {{"ram_bytes_per_s", c.ram_bytes_per_s},
+          {"vram_bytes_per_s", c.vram_bytes_per_s},
+          {"link_bytes_per_s", c.link_bytes_per_s},
+          {"flash_neuron_s", c.flash_neuron_s},
           {"sync_s", c.sync_s}};
 }
 

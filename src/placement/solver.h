@@ -16,7 +16,7 @@
 namespace strata {
 
 struct SolverOptions {
-  double pin_share = 0.5;  // greedy, bundled: share of each layer's cache pinned
+  double pin_share = 0.5;    // greedy, bundled: share of each layer's cache pinned
   bool dense_on_gpu = true;  // dense blocks (attention, predictor, output) may go to VRAM
   // ilp: if a layer has neurons in VRAM, at least this many (PowerInfer's per-layer minimum T)
   int64_t min_vram_neurons = 0;

@@ -21,13 +21,17 @@ uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode
   if (mode == FfnMode::Dense && l.ffn_down.data != nullptr)
     return gate + l.ffn_up.row_bytes + l.ffn_down.bytes() / static_cast<uint64_t>(l.ffn_up.rows);
   return gate + l.ffn_up.row_bytes +
-         (l.ffn_down_t.data != nullptr ? l.ffn_down_t.row_bytes : transposed_down_bytes(l.ffn_down) / static_cast<uint64_t>(l.ffn_up.rows));
+         (l.ffn_down_t.data != nullptr
+              ? l.ffn_down_t.row_bytes
+              : transposed_down_bytes(l.ffn_down) / static_cast<uint64_t>(l.ffn_up.rows));
 }
 
 // RAM the layer's FFN matrices hold (ffn_down_t built at load when a sparse mode needs it).
 uint64_t ffn_ram_bytes(const LayerWeights& l, FfnMode mode) {
-  uint64_t bytes = l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes() + l.ffn_down_t.bytes();
-  if (mode != FfnMode::Dense && l.ffn_down_t.data == nullptr) bytes += transposed_down_bytes(l.ffn_down);
+  uint64_t bytes =
+      l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes() + l.ffn_down_t.bytes();
+  if (mode != FfnMode::Dense && l.ffn_down_t.data == nullptr)
+    bytes += transposed_down_bytes(l.ffn_down);
   return bytes;
 }
 
@@ -69,7 +73,8 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     LayerInventory li;
     li.dense_bytes = lw.attn_q.bytes() + lw.attn_k.bytes() + lw.attn_v.bytes() +
                      lw.attn_output.bytes() + norm_bytes(lw.attn_norm) + norm_bytes(lw.ffn_norm);
-    if (r.mode == FfnMode::Predict) li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
+    if (r.mode == FfnMode::Predict)
+      li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;
     li.n_neurons = c.n_ff;
     li.neuron_bytes = neuron_read_bytes(w, lw, r.mode);

@@ -71,12 +71,14 @@ PlannedRun make_plan(const Model& model, const RunRequest& r) {
   Session::check_options(model, run.session);
   if (r.profile != nullptr && !model.weights.bundled && r.mode == FfnMode::Dense &&
       r.plan == nullptr && r.budgets.vram == 0)
-    run.notes.push_back("the profile is not used: a model in RAM with a dense FFN has nothing to place");
+    run.notes.push_back(
+        "the profile is not used: a model in RAM with a dense FFN has nothing to place");
   InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.window, r.profile};
   run.inventory = take_inventory(model, ir);
   RunRequest req = r;
   if (model.weights.bundled && req.costs.flash_neuron_s <= 0)
-    req.costs.flash_neuron_s = flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.storage, 16);
+    req.costs.flash_neuron_s =
+        flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.storage, 16);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);
     run.plan.budgets = r.budgets;
@@ -109,8 +111,8 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
   apply_plan(run.plan, run.inventory, run.session);
   const ModelWeights& w = model.weights;
   if (r.mode != FfnMode::Dense && !w.has_down_t && !w.bundled) {
-    const bool requantized = w.layers[0].ffn_down.type == DType::Q4_0 ||
-                             w.layers[0].ffn_down.type == DType::Q8_0;
+    const bool requantized =
+        w.layers[0].ffn_down.type == DType::Q4_0 || w.layers[0].ffn_down.type == DType::Q8_0;
     const uint64_t bytes = model.ensure_down_t();
     run.notes.push_back(fmt::format(
         "note: '{}' has no ffn_down_t; transposed ffn_down at load ({:.1f} MiB more memory{}). "

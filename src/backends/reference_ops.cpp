@@ -1,0 +1,162 @@
+#include "backends/reference_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/half.h"
+#include "tensor/interleaved_rows.h"
+#include "tensor/quantize.h"
+
+namespace strata::reference {
+
+std::vector<float> weight_row(const MatrixView& w, int64_t r) {
+  std::vector<float> out(static_cast<size_t>(w.cols));
+  if (w.layout == Layout::Interleaved16) {
+    const uint64_t group_bytes = interleaved_group_bytes(w.type, w.cols);
+    std::vector<uint8_t> plain(row_bytes(w.type, static_cast<uint64_t>(w.cols)));
+    extract_row16(w.type, w.data + static_cast<uint64_t>(r / kInterleavedRows) * group_bytes,
+                  w.cols, static_cast<int>(r % kInterleavedRows), plain.data());
+    dequantize_row(w.type, plain.data(), out.data(), w.cols);
+  } else {
+    dequantize_row(w.type, w.row(r), out.data(), w.cols);
+  }
+  return out;
+}
+
+void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim, float eps) {
+  for (int64_t b = 0; b < n; ++b) {
+    double sum = 0;
+    for (int64_t i = 0; i < dim; ++i) sum += double{x[b * dim + i]} * x[b * dim + i];
+    const double scale = 1.0 / std::sqrt(sum / static_cast<double>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      out[b * dim + i] = static_cast<float>(x[b * dim + i] * scale * weight[i]);
+  }
+}
+
+namespace {
+float dot(const std::vector<float>& row, const float* x) {
+  double sum = 0;
+  for (size_t i = 0; i < row.size(); ++i) sum += double{row[i]} * x[i];
+  return static_cast<float>(sum);
+}
+}  // namespace
+
+void matmul(const MatrixView& w, const float* x, int64_t n, float* y, int64_t y_stride) {
+  for (int64_t r = 0; r < w.rows; ++r) {
+    const std::vector<float> row = weight_row(w, r);
+    for (int64_t b = 0; b < n; ++b) y[b * y_stride + r] = dot(row, x + b * w.cols);
+  }
+}
+
+void gather(const MatrixView& w, std::span<const int32_t> rows, const float* x, int64_t n,
+            const uint8_t* need, int64_t need_stride, float* y, int64_t y_stride) {
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const std::vector<float> row = weight_row(w, rows[k]);
+    for (int64_t b = 0; b < n; ++b) {
+      const bool wanted = need == nullptr || need[b * need_stride + static_cast<int64_t>(k)] != 0;
+      y[b * y_stride + static_cast<int64_t>(k)] = wanted ? dot(row, x + b * w.cols) : 0.0f;
+    }
+  }
+}
+
+void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, int64_t c_stride,
+          int64_t n, float* out, int64_t out_stride) {
+  for (int64_t b = 0; b < n; ++b) {
+    std::vector<double> acc(static_cast<size_t>(wt.cols), 0.0);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const float coef = c[b * c_stride + static_cast<int64_t>(k)];
+      if (coef == 0.0f) continue;
+      const std::vector<float> row = weight_row(wt, rows[k]);
+      for (int64_t i = 0; i < wt.cols; ++i)
+        acc[static_cast<size_t>(i)] += double{coef} * row[static_cast<size_t>(i)];
+    }
+    for (int64_t i = 0; i < wt.cols; ++i)
+      out[b * out_stride + i] = static_cast<float>(acc[static_cast<size_t>(i)]);
+  }
+}
+
+namespace {
+float load(const void* base, DType t, int64_t at) {
+  return t == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(base)[at])
+                         : static_cast<const float*>(base)[at];
+}
+void store(void* base, DType t, int64_t at, float v) {
+  if (t == DType::F16)
+    static_cast<uint16_t*>(base)[at] = f32_to_f16(v);
+  else
+    static_cast<float*>(base)[at] = v;
+}
+}  // namespace
+
+void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
+                    const RopeTable& rope, const KvLayer& kv, int64_t first_pos) {
+  auto rotate = [&](float* head, int64_t b) {
+    for (int64_t i = 0; i < rope.half; ++i) {
+      const double c = rope.cos[b * rope.half + i], sn = rope.sin[b * rope.half + i];
+      const double x0 = head[2 * i], x1 = head[2 * i + 1];
+      head[2 * i] = static_cast<float>(x0 * c - x1 * sn);
+      head[2 * i + 1] = static_cast<float>(x0 * sn + x1 * c);
+    }
+  };
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t h = 0; h < s.n_head; ++h) rotate(q + b * s.q_dim() + h * s.head_dim, b);
+    for (int64_t h = 0; h < s.n_head_kv; ++h) rotate(k + b * s.kv_dim() + h * s.head_dim, b);
+    for (int64_t i = 0; i < s.kv_dim(); ++i) {
+      store(kv.k, kv.k_type, (first_pos + b) * kv.kv_dim + i, k[b * s.kv_dim() + i]);
+      store(kv.v, kv.v_type, (first_pos + b) * kv.kv_dim + i, v[b * s.kv_dim() + i]);
+    }
+  }
+}
+
+void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv, int64_t first_pos,
+               float* out) {
+  const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t h = 0; h < s.n_head; ++h) {
+      const float* qh = q + b * s.q_dim() + h * hd;
+      const int64_t kvh = h / group, positions = first_pos + b + 1;
+      std::vector<double> score(static_cast<size_t>(positions));
+      double most = -INFINITY;
+      for (int64_t p = 0; p < positions; ++p) {
+        double d = 0;
+        for (int64_t i = 0; i < hd; ++i)
+          d += double{qh[i]} * load(kv.k, kv.k_type, p * kv.kv_dim + kvh * hd + i);
+        score[static_cast<size_t>(p)] = d * scale;
+        most = std::max(most, d * scale);
+      }
+      double total = 0;
+      for (double& x : score) total += (x = std::exp(x - most));
+      for (int64_t i = 0; i < hd; ++i) {
+        double acc = 0;
+        for (int64_t p = 0; p < positions; ++p)
+          acc +=
+              score[static_cast<size_t>(p)] * load(kv.v, kv.v_type, p * kv.kv_dim + kvh * hd + i);
+        out[b * s.q_dim() + h * hd + i] = static_cast<float>(acc / total);
+      }
+    }
+}
+
+void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    const double g = gate != nullptr ? gate[i] : 0.0, u = up[i];
+    double v = 0;
+    switch (act) {
+      case FfnActivation::SwiGLU:
+        v = g / (1.0 + std::exp(-g)) * u;
+        break;
+      case FfnActivation::ReGLU:
+        v = g > 0 ? g * u : 0.0;
+        break;
+      case FfnActivation::DReLU:
+        v = g > 0 && u > 0 ? g * u : 0.0;
+        break;
+      case FfnActivation::ReLU:
+        v = std::max(u, 0.0);
+        break;
+    }
+    h[i] = static_cast<float>(v);
+  }
+}
+
+}  // namespace strata::reference

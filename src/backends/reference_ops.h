@@ -1,0 +1,31 @@
+// The scalar reference of every backend op (backend.h), written for clarity, not speed: weights
+// dequantized to f32 row by row, sums in double, no vector code. tests/test_backend_ops.cpp runs
+// each op of each backend against these (llama.cpp's test-backend-ops idea), so a new backend
+// (CUDA) plugs into the same checks. Host memory only.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backends/backend.h"
+
+namespace strata::reference {
+
+// Row r of w as f32 (either layout).
+std::vector<float> weight_row(const MatrixView& w, int64_t r);
+
+void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim, float eps);
+// y[b * y_stride + r] = w.row(r) . x[b * dim ...] for every row, or the listed rows.
+void matmul(const MatrixView& w, const float* x, int64_t n, float* y, int64_t y_stride);
+void gather(const MatrixView& w, std::span<const int32_t> rows, const float* x, int64_t n,
+            const uint8_t* need, int64_t need_stride, float* y, int64_t y_stride);
+void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, int64_t c_stride,
+          int64_t n, float* out, int64_t out_stride);
+void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
+                    const RopeTable& rope, const KvLayer& kv, int64_t first_pos);
+void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv, int64_t first_pos,
+               float* out);
+void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count);
+
+}  // namespace strata::reference

@@ -1,0 +1,16 @@
+#include "backends/registry.h"
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace strata {
+
+std::vector<NamedBackend> available_backends(ThreadPool& pool) {
+  std::vector<NamedBackend> all;
+  all.push_back({"cpu", std::make_unique<CpuBackend>(pool)});
+  CpuBackendOptions scalar;
+  scalar.kernels = &scalar_kernels();
+  all.push_back({"cpu-scalar", std::make_unique<CpuBackend>(pool, scalar)});
+  return all;
+}
+
+}  // namespace strata

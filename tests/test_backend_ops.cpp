@@ -1,0 +1,335 @@
+// Every op of every available backend (backends/registry.h) against the scalar reference
+// (backends/reference_ops.h), for every weight type and layout, with edge shapes: rows not a
+// multiple of 16, one token and a 64-token batch, empty and full neuron lists. Tolerances are
+// relative to the sum of |terms| of each output (what rounding can move): 1e-5 for float
+// weights and for the axpy, 1e-4 for F16/BF16 products (f32 accumulation), 1e-2 for Q8_0/Q4_0
+// products, whose activations the backend quantizes to Q8 blocks (the reference does not).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backends/reference_ops.h"
+#include "backends/registry.h"
+#include "tensor/half.h"
+#include "tensor/interleaved_rows.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+namespace {
+
+struct Weights {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+};
+
+Weights random_weights(DType type, int64_t rows, int64_t cols, uint32_t seed, bool interleave) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Weights w;
+  const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols));
+  w.bytes.resize(rb * static_cast<uint64_t>(rows));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& x : row) x = d(rng);
+    quantize_row(type, row.data(), w.bytes.data() + rb * static_cast<uint64_t>(r), cols);
+  }
+  w.view = MatrixView{type, w.bytes.data(), cols, rows, rb};
+  if (interleave) {
+    interleave_rows16(type, w.bytes.data(), rows, cols);
+    w.view.layout = Layout::Interleaved16;
+  }
+  return w;
+}
+
+std::vector<float> random_rows(int64_t n, int64_t dim, uint32_t seed, double zeros = 0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<float> x(static_cast<size_t>(n * dim));
+  for (float& v : x) v = u(rng) < zeros ? 0.0f : d(rng);
+  return x;
+}
+
+double product_tolerance(DType t) {
+  switch (t) {
+    case DType::F32:
+      return 1e-5;
+    case DType::F16:
+    case DType::BF16:
+      return 1e-4;
+    default:
+      return 1e-2;
+  }
+}
+
+// Sum over i of |w_i x_i|: the scale of the rounding in one product.
+double magnitude(const MatrixView& w, int64_t r, const float* x) {
+  const std::vector<float> row = reference::weight_row(w, r);
+  double m = 0;
+  for (size_t i = 0; i < row.size(); ++i) m += std::abs(double{row[i]} * x[i]);
+  return m;
+}
+
+struct Case {
+  DType type;
+  bool interleaved;
+};
+
+std::vector<Case> product_cases() {
+  return {{DType::F32, false},  {DType::F16, false}, {DType::BF16, false}, {DType::Q8_0, false},
+          {DType::Q4_0, false}, {DType::Q8_0, true}, {DType::Q4_0, true}};
+}
+
+class BackendOps : public ::testing::Test {
+ protected:
+  ThreadPool pool{2};
+  std::vector<NamedBackend> backends = available_backends(pool);
+};
+
+TEST_F(BackendOps, MatmulEqualsTheReferenceForEveryTypeLayoutAndBatch) {
+  for (auto& [name, be] : backends)
+    for (const Case& c : product_cases())
+      for (int64_t rows : {37, 64})
+        for (int64_t n : {1, 5, 64}) {
+          if (c.interleaved && rows % kInterleavedRows != 0) continue;
+          const int64_t cols = 256;
+          const Weights w = random_weights(c.type, rows, cols, 11, c.interleaved);
+          const std::vector<float> x = random_rows(n, cols, 12);
+          auto in = be->make_prepared(n);
+          const DType readers[1] = {c.type};
+          be->prepare(*in, x.data(), cols, n, readers);
+          std::vector<float> y(static_cast<size_t>(n * rows)), ref(y.size());
+          const RowsJob job{&w.view, y.data(), rows};
+          be->matmul(std::span(&job, 1), *in);
+          be->synchronize();
+          reference::matmul(w.view, x.data(), n, ref.data(), rows);
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t r = 0; r < rows; ++r) {
+              const double tol =
+                  product_tolerance(c.type) * magnitude(w.view, r, x.data() + b * cols) + 1e-6;
+              ASSERT_NEAR(y[static_cast<size_t>(b * rows + r)],
+                          ref[static_cast<size_t>(b * rows + r)], tol)
+                  << name << " " << dtype_name(c.type) << (c.interleaved ? " interleaved" : "")
+                  << " rows " << rows << " batch " << n << " at " << b << "," << r;
+            }
+        }
+}
+
+TEST_F(BackendOps, GatherEqualsTheReferenceWithEmptyPartialAndFullLists) {
+  const int64_t rows = 300, cols = 128;
+  for (auto& [name, be] : backends)
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+      for (int64_t n : {1, 64}) {
+        const Weights w = random_weights(t, rows, cols, 21, false);
+        const std::vector<float> x = random_rows(n, cols, 22);
+        std::vector<int32_t> partial;
+        for (int32_t i = 0; i < rows; i += 3) partial.push_back(i);
+        std::vector<int32_t> full(static_cast<size_t>(rows));
+        for (int32_t i = 0; i < rows; ++i) full[static_cast<size_t>(i)] = i;
+        for (const std::vector<int32_t>& ids : {std::vector<int32_t>{}, partial, full}) {
+          const int64_t stride = rows;
+          std::vector<uint8_t> need(static_cast<size_t>(n * stride));
+          std::mt19937 rng(5);
+          for (auto& v : need) v = rng() % 4 != 0;
+          auto in = be->make_prepared(n);
+          const DType readers[1] = {t};
+          be->prepare(*in, x.data(), cols, n, readers);
+          std::vector<float> y(static_cast<size_t>(n * stride), -1.0f), ref(y.size(), -1.0f);
+          const RowsJob job{&w.view, y.data(), stride};
+          be->gather(std::span(&job, 1), ids, *in, need.data(), stride);
+          be->synchronize();
+          reference::gather(w.view, ids, x.data(), n, need.data(), stride, ref.data(), stride);
+          for (int64_t b = 0; b < n; ++b)
+            for (size_t k = 0; k < ids.size(); ++k) {
+              const size_t at = static_cast<size_t>(b * stride) + k;
+              if (need[at] == 0) {
+                ASSERT_EQ(y[at], 0.0f) << name << " skipped product not zero";
+                continue;
+              }
+              const double tol =
+                  product_tolerance(t) * magnitude(w.view, ids[k], x.data() + b * cols) + 1e-6;
+              ASSERT_NEAR(y[at], ref[at], tol) << name << " " << dtype_name(t) << " batch " << n;
+            }
+        }
+      }
+}
+
+TEST_F(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
+  const int64_t neurons = 700, dim = 96;
+  for (auto& [name, be] : backends)
+    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+      for (int64_t n : {1, 64}) {
+        const Weights wt = random_weights(t, neurons, dim, 31, false);
+        std::vector<int32_t> ids;
+        for (int32_t i = 0; i < neurons; i += 2) ids.push_back(i);
+        const int64_t stride = neurons;
+        const std::vector<float> c = random_rows(n, stride, 32, /*zeros=*/0.5);
+        std::vector<float> out(static_cast<size_t>(n * dim)), ref(out.size());
+        be->axpy(wt.view, ids, c.data(), stride, n, out.data(), dim, {});
+        be->synchronize();
+        reference::axpy(wt.view, ids, c.data(), stride, n, ref.data(), dim);
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = 0; i < dim; ++i) {
+            double scale = 0;
+            for (size_t k = 0; k < ids.size(); ++k)
+              scale += std::abs(c[static_cast<size_t>(b * stride) + k] *
+                                reference::weight_row(wt.view, ids[k])[static_cast<size_t>(i)]);
+            ASSERT_NEAR(out[static_cast<size_t>(b * dim + i)],
+                        ref[static_cast<size_t>(b * dim + i)], 1e-5 * scale + 1e-6)
+                << name << " " << dtype_name(t);
+          }
+        // A token's sum depends only on its own neurons: more zero-weighted entries in the
+        // list change nothing, bit for bit.
+        std::vector<int32_t> more;
+        std::vector<float> c_more(static_cast<size_t>(n * 2 * stride), 0.0f);
+        for (int32_t i = 0; i < neurons; ++i) more.push_back(i);
+        for (int64_t b = 0; b < n; ++b)
+          for (size_t k = 0; k < ids.size(); ++k)
+            c_more[static_cast<size_t>(b * stride) + static_cast<size_t>(ids[k])] =
+                c[static_cast<size_t>(b * stride) + k];
+        std::vector<float> out_more(out.size());
+        be->axpy(wt.view, more, c_more.data(), stride, n, out_more.data(), dim, {});
+        be->synchronize();
+        ASSERT_EQ(out_more, out) << name << " " << dtype_name(t);
+      }
+}
+
+TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
+  const HeadShape s{8, 2, 16};
+  const int64_t n_ctx = 70, half = 8;
+  for (auto& [name, be] : backends)
+    for (DType kv_type : {DType::F32, DType::F16})
+      for (int64_t n : {1, 64}) {
+        const int64_t first = n == 1 ? 5 : 3;
+        std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
+        std::vector<float> out(x.size()), ref(x.size());
+        be->rms_norm(x.data(), w.data(), out.data(), n, 64, 1e-5f);
+        reference::rms_norm(x.data(), w.data(), ref.data(), n, 64, 1e-5f);
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_NEAR(out[i], ref[i], 1e-5 * std::abs(ref[i]) + 1e-6) << name;
+        // RoPE and the KV append, then attention over positions 0 .. first + b.
+        std::vector<float> cs(static_cast<size_t>(n * half)), sn(cs.size());
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = 0; i < half; ++i) {
+            const double theta = (first + b) * std::pow(10000.0, -2.0 * i / 16.0);
+            cs[static_cast<size_t>(b * half + i)] = static_cast<float>(std::cos(theta));
+            sn[static_cast<size_t>(b * half + i)] = static_cast<float>(std::sin(theta));
+          }
+        const size_t elem = kv_type == DType::F16 ? 2 : 4;
+        std::vector<uint8_t> kc(static_cast<size_t>(n_ctx * s.kv_dim()) * elem), vc(kc.size());
+        const std::vector<float> prior = random_rows(first, 2 * s.kv_dim(), 43);
+        const KvLayer kv{kc.data(), vc.data(), kv_type, kv_type, s.kv_dim()};
+        // Earlier positions, stored unrotated by the reference.
+        {
+          std::vector<float> pk(prior.begin(), prior.begin() + first * s.kv_dim());
+          std::vector<float> pv(prior.begin() + first * s.kv_dim(), prior.end());
+          std::vector<float> q0(static_cast<size_t>(first * s.q_dim()));
+          std::vector<float> one(static_cast<size_t>(first * half), 1.0f), zero(one.size(), 0.0f);
+          reference::rope_and_store(q0.data(), pk.data(), pv.data(), first, s,
+                                    {one.data(), zero.data(), half}, kv, 0);
+        }
+        std::vector<uint8_t> kc_ref = kc, vc_ref = vc;
+        const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, s.kv_dim()};
+        std::vector<float> q = random_rows(n, s.q_dim(), 44), k = random_rows(n, s.kv_dim(), 45),
+                           v = random_rows(n, s.kv_dim(), 46);
+        std::vector<float> q_ref = q, k_ref = k;
+        be->rope_and_store(q.data(), k.data(), v.data(), n, s, {cs.data(), sn.data(), half}, kv,
+                           first);
+        reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
+                                  {cs.data(), sn.data(), half}, kv_ref, first);
+        for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << name;
+        // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
+        for (int64_t i = 0; i < (first + n) * s.kv_dim(); ++i) {
+          const float a = kv_type == DType::F16
+                              ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc.data())[i])
+                              : reinterpret_cast<const float*>(kc.data())[i];
+          const float r = kv_type == DType::F16
+                              ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc_ref.data())[i])
+                              : reinterpret_cast<const float*>(kc_ref.data())[i];
+          ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << name << " key " << i;
+        }
+        ASSERT_EQ(vc, vc_ref) << name << " values stored differently";
+        std::vector<float> scores(static_cast<size_t>(n * s.n_head * n_ctx));
+        std::vector<float> att(static_cast<size_t>(n * s.q_dim())), att_ref(att.size());
+        be->attention(q.data(), n, s, kv, first, n_ctx, scores.data(), att.data());
+        be->synchronize();
+        reference::attention(q.data(), n, s, kv, first, att_ref.data());
+        for (size_t i = 0; i < att.size(); ++i)
+          ASSERT_NEAR(att[i], att_ref[i], 1e-4) << name << " attention";
+      }
+}
+
+TEST_F(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
+  const int64_t n = 3, ff = 50;
+  const std::vector<float> gate = random_rows(n, ff, 51), up = random_rows(n, ff, 52);
+  for (auto& [name, be] : backends) {
+    for (FfnActivation act :
+         {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU}) {
+      std::vector<float> h(gate.size()), ref(gate.size());
+      be->activation(act, gate.data(), up.data(), h.data(), n * ff);
+      reference::activation(act, gate.data(), up.data(), ref.data(), n * ff);
+      for (size_t i = 0; i < h.size(); ++i)
+        ASSERT_NEAR(h[i], ref[i], 1e-6 * std::abs(ref[i]) + 1e-7) << name;
+    }
+    std::vector<uint8_t> mask(static_cast<size_t>(n * ff)), need(mask.size());
+    be->threshold(gate.data(), 0.0f, true, mask.data(), n * ff);
+    for (size_t i = 0; i < mask.size(); ++i) ASSERT_EQ(mask[i], gate[i] > 0.0f);
+    std::vector<int32_t> ids(static_cast<size_t>(ff));
+    uint64_t selected = 0;
+    const int64_t count = be->select_union(mask.data(), n, ff, ids.data(), need.data(), &selected);
+    uint64_t expected = 0;
+    int64_t k = 0;
+    for (int64_t i = 0; i < ff; ++i) {
+      bool any = false;
+      for (int64_t b = 0; b < n; ++b) any = any || mask[static_cast<size_t>(b * ff + i)];
+      if (!any) continue;
+      ASSERT_EQ(ids[static_cast<size_t>(k)], i);
+      for (int64_t b = 0; b < n; ++b) {
+        ASSERT_EQ(need[static_cast<size_t>(b * ff + k)], mask[static_cast<size_t>(b * ff + i)]);
+        expected += mask[static_cast<size_t>(b * ff + i)];
+      }
+      ++k;
+    }
+    ASSERT_EQ(count, k);
+    ASSERT_EQ(selected, expected);
+    std::vector<float> cols(static_cast<size_t>(n * ff));
+    be->select_columns(up.data(), std::span<const int32_t>(ids.data(), static_cast<size_t>(count)),
+                       n, ff, cols.data());
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < count; ++j)
+        ASSERT_EQ(cols[static_cast<size_t>(b * ff + j)],
+                  up[static_cast<size_t>(b * ff + ids[static_cast<size_t>(j)])]);
+    std::vector<float> h = cols;
+    const uint64_t nonzero = be->keep_needed(h.data(), need.data(), n, ff, 0, count);
+    uint64_t expect_nonzero = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < count; ++j) {
+        const size_t at = static_cast<size_t>(b * ff + j);
+        ASSERT_EQ(h[at], need[at] ? cols[at] : 0.0f);
+        expect_nonzero += h[at] != 0.0f;
+      }
+    ASSERT_EQ(nonzero, expect_nonzero);
+    std::vector<float> sum = gate;
+    be->add(sum.data(), up.data(), n * ff);
+    for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], gate[i] + up[i]);
+  }
+}
+
+TEST_F(BackendOps, MemoryIsCountedAndTheTimelineMovesForward) {
+  for (auto& [name, be] : backends) {
+    const uint64_t before = be->allocated();
+    const Buffer b = be->allocate(3 << 20);
+    EXPECT_EQ(b.device, be->device());
+    EXPECT_GE(be->allocated() - before, 3u << 20) << name;
+    for (uint64_t i = 0; i < b.bytes; i += 4096) ASSERT_EQ(b.data[i], 0) << "not zeroed";
+    be->release(b);
+    EXPECT_EQ(be->allocated(), before) << name;
+    const Event e0 = be->record();
+    const Event e1 = be->record();
+    EXPECT_GE(be->elapsed(e0, e1), 0.0);
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -15,122 +15,146 @@
 
 namespace strata {
 
-Command add_run_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
-  struct Options {
-    bool mmap = false;
-    std::string model = default_model_path();
-    std::string prompt;
-    int n_predict = 128;
-    int threads = default_threads();
-    int64_t ctx = 0;
-    int64_t seed = -1;
-    bool no_bos = false;
-    bool json = false;
-    SamplerParams sampling;
-    FfnFlags ffn;
-  };
-  auto o = std::make_shared<Options>();
-  cmd->add_flag("--mmap", o->mmap,
+namespace {
+
+struct RunOptions {
+  bool mmap = false;
+  std::string model = default_model_path();
+  std::string prompt;
+  int n_predict = 128;
+  int threads = default_threads();
+  int64_t ctx = 0;
+  int64_t seed = -1;
+  bool no_bos = false;
+  bool json = false;
+  SamplerParams sampling;
+  FfnFlags ffn;
+};
+
+void add_run_flags(CLI::App* cmd, RunOptions& o) {
+  cmd->add_flag("--mmap", o.mmap,
                 "Use the model file in place (memory map) instead of reading it into huge-page "
                 "memory: faster start, slower decode");
-  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
-  cmd->add_option("-p,--prompt", o->prompt, "Prompt text");
-  cmd->add_option("-n,--n-predict", o->n_predict, "Tokens to generate (-1: until EOS or full)")
+  cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)");
+  cmd->add_option("-p,--prompt", o.prompt, "Prompt text");
+  cmd->add_option("-n,--n-predict", o.n_predict, "Tokens to generate (-1: until EOS or full)")
       ->check(in_range(-1, 1 << 30));
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
-  cmd->add_option("-c,--ctx-size", o->ctx, "Context size (default: the model's, at most 4096)")
+  cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
+  cmd->add_option("-c,--ctx-size", o.ctx, "Context size (default: the model's, at most 4096)")
       ->check(in_range(int64_t{0}, int64_t{1} << 24));
-  cmd->add_option("--temp", o->sampling.temperature, "Temperature (0: greedy)")
+  cmd->add_option("--temp", o.sampling.temperature, "Temperature (0: greedy)")
       ->check(in_range(0.0f, 100.0f));
-  cmd->add_option("--top-k", o->sampling.top_k, "Top-k (0: off)")->check(in_range(0, 1 << 30));
-  cmd->add_option("--top-p", o->sampling.top_p, "Top-p (1: off)")->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--min-p", o->sampling.min_p, "Min-p (0: off)")->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty, "Repetition penalty (1: off)")
+  cmd->add_option("--top-k", o.sampling.top_k, "Top-k (0: off)")->check(in_range(0, 1 << 30));
+  cmd->add_option("--top-p", o.sampling.top_p, "Top-p (1: off)")->check(in_range(0.0f, 1.0f));
+  cmd->add_option("--min-p", o.sampling.min_p, "Min-p (0: off)")->check(in_range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", o.sampling.repeat_penalty, "Repetition penalty (1: off)")
       ->check(in_range(0.0f, 100.0f));
-  cmd->add_option("--repeat-last-n", o->sampling.repeat_last_n,
+  cmd->add_option("--repeat-last-n", o.sampling.repeat_last_n,
                   "Tokens the penalty looks back over (-1: all)")
       ->check(in_range(-1, 1 << 30));
-  cmd->add_option("-s,--seed", o->seed, "Random seed (-1: from the clock)")
+  cmd->add_option("-s,--seed", o.seed, "Random seed (-1: from the clock)")
       ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
-  cmd->add_flag("--no-bos", o->no_bos, "Do not add the BOS token");
-  cmd->add_flag("--json", o->json, "Print the timing report as JSON on stderr");
-  add_ffn_flags(cmd, o->ffn);
-  return {
-      cmd, [o] {
-        Timer load_timer;
-        const auto model = Model::load(o->model, true, o->mmap ? LoadMode::Map : LoadMode::Read);
-        const double load_s = load_timer.seconds();
-        const Tokenizer& tok = *model->tokenizer;
-        const int64_t n_ctx =
-            o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
-        const auto prompt = tok.encode(o->prompt, tok.add_bos_default() && !o->no_bos);
-        if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
-        if (static_cast<int64_t>(prompt.size()) > n_ctx)
-          fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(),
-               n_ctx);
-        SamplerParams sp = o->sampling;
-        sp.seed = o->seed >= 0 ? static_cast<uint64_t>(o->seed)
-                               : static_cast<uint64_t>(
-                                     std::chrono::steady_clock::now().time_since_epoch().count());
-        StorageProfile storage;
-        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-        ThreadPool pool(checked_threads(o->threads));
-        Session session(*model, n_ctx, pool, planned.session);
-        announce_plan(planned, o->ffn);
-        Sampler sampler(sp);
+  cmd->add_flag("--no-bos", o.no_bos, "Do not add the BOS token");
+  cmd->add_flag("--json", o.json, "Print the timing report as JSON on stderr");
+  add_ffn_flags(cmd, o.ffn);
+}
 
-        std::fputs(o->prompt.c_str(), stdout);
-        std::fflush(stdout);
-        Timer prompt_timer;
-        auto logits = session.eval(prompt);
-        const double prompt_s = prompt_timer.seconds();
+struct Generation {
+  int generated = 0;
+  double prompt_s = 0, decode_s = 0;
+};
 
-        std::vector<int32_t> history = prompt;
-        Timer decode_timer;
-        int generated = 0;
-        bool context_full = false;
-        while (o->n_predict < 0 || generated < o->n_predict) {
-          const int32_t next = sampler.sample(logits, history);
-          if (next == tok.eos()) break;
-          history.push_back(next);
-          ++generated;
-          const std::string piece = tok.token_bytes(next);
-          if (tok.has_text(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
-          std::fflush(stdout);
-          if (session.n_past() >= n_ctx) {
-            context_full = true;
-            break;
-          }
-          logits = session.eval(next);
-        }
-        const double decode_s = decode_timer.seconds();
-        std::fputs("\n", stdout);
-        std::fflush(stdout);
-        if (context_full) fmt::print(stderr, "note: stopped, the context ({}) is full\n", n_ctx);
+// Streams the continuation of `prompt` to stdout until -n tokens, EOS or a full context.
+Generation generate(Session& session, Sampler& sampler, const Tokenizer& tok,
+                    const std::vector<int32_t>& prompt, const RunOptions& o) {
+  Generation g;
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  Timer prompt_timer;
+  auto logits = session.eval(prompt);
+  g.prompt_s = prompt_timer.seconds();
+  std::vector<int32_t> history = prompt;
+  Timer decode_timer;
+  bool context_full = false;
+  while (o.n_predict < 0 || g.generated < o.n_predict) {
+    const int32_t next = sampler.sample(logits, history);
+    if (next == tok.eos()) break;
+    history.push_back(next);
+    ++g.generated;
+    const std::string piece = tok.token_bytes(next);
+    if (tok.has_text(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    if (session.n_past() >= session.n_ctx()) {
+      context_full = true;
+      break;
+    }
+    logits = session.eval(next);
+  }
+  g.decode_s = decode_timer.seconds();
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  if (context_full)
+    fmt::print(stderr, "note: stopped, the context ({}) is full\n", session.n_ctx());
+  return g;
+}
 
-        const double prompt_tps = prompt.size() / prompt_s;
-        const double decode_tps = generated > 0 ? generated / decode_s : 0.0;
-        const double peak_mib = peak_rss_bytes() / 1048576.0;
-        if (o->json) {
-          nlohmann::json j = {{"prompt_tokens", prompt.size()},
+void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t seed,
+            const Model& model, const Session& session, bool json) {
+  const double prompt_tps = prompt_tokens / g.prompt_s;
+  const double decode_tps = g.generated > 0 ? g.generated / g.decode_s : 0.0;
+  if (json) {
+    const nlohmann::json j = {{"prompt_tokens", prompt_tokens},
                               {"prompt_tokens_per_s", prompt_tps},
-                              {"generated_tokens", generated},
+                              {"generated_tokens", g.generated},
                               {"decode_tokens_per_s", decode_tps},
                               {"load_s", load_s},
                               {"peak_rss_bytes", peak_rss_bytes()},
-                              {"seed", sp.seed},
-                              {"ffn", ffn_report_json(*model, session)}};
-          fmt::print(stderr, "{}\n", j.dump());
-        } else {
-          fmt::print(stderr,
-                     "prompt: {} tokens, {:.1f} tok/s | decode: {} tokens, {:.1f} tok/s | "
-                     "load: {:.2f} s | peak memory: {:.1f} MiB | seed: {}\n",
-                     prompt.size(), prompt_tps, generated, decode_tps, load_s, peak_mib, sp.seed);
-          if (planned.session.ffn != FfnMode::Dense) print_ffn_report(*model, session, stderr);
-        }
-        return 0;
-      }};
+                              {"seed", seed},
+                              {"ffn", ffn_report_json(model, session)}};
+    fmt::print(stderr, "{}\n", j.dump());
+    return;
+  }
+  fmt::print(stderr,
+             "prompt: {} tokens, {:.1f} tok/s | decode: {} tokens, {:.1f} tok/s | load: {:.2f} s "
+             "| peak memory: {:.1f} MiB | seed: {}\n",
+             prompt_tokens, prompt_tps, g.generated, decode_tps, load_s,
+             peak_rss_bytes() / 1048576.0, seed);
+  if (session.options().ffn != FfnMode::Dense) print_ffn_report(model, session, stderr);
+}
+
+int run_generation(const RunOptions& o) {
+  Timer load_timer;
+  const auto model = Model::load(o.model, true, o.mmap ? LoadMode::Map : LoadMode::Read);
+  const double load_s = load_timer.seconds();
+  const Tokenizer& tok = *model->tokenizer;
+  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  const auto prompt = tok.encode(o.prompt, tok.add_bos_default() && !o.no_bos);
+  if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
+  if (static_cast<int64_t>(prompt.size()) > n_ctx)
+    fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);
+  SamplerParams sp = o.sampling;
+  sp.seed =
+      o.seed >= 0
+          ? static_cast<uint64_t>(o.seed)
+          : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  StorageProfile storage;
+  const PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
+  ThreadPool pool(checked_threads(o.threads));
+  Session session(*model, n_ctx, pool, planned.session);
+  announce_plan(planned, o.ffn);
+  Sampler sampler(sp);
+  const Generation g = generate(session, sampler, tok, prompt, o);
+  report(g, prompt.size(), load_s, sp.seed, *model, session, o.json);
+  return 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
+  auto o = std::make_shared<RunOptions>();
+  add_run_flags(cmd, *o);
+  return {cmd, [o] { return run_generation(*o); }};
 }
 
 }  // namespace strata

@@ -18,95 +18,105 @@ HttpServer* g_server = nullptr;  // for the signal handler
 extern "C" void stop_on_signal(int) {
   if (g_server != nullptr) g_server->stop();
 }
+
+struct ServeOptions {
+  bool mmap = false;
+  std::string model = default_model_path();
+  std::string host = "127.0.0.1", api_key, alias;
+  int port = 8080;
+  int threads = default_threads();
+  int64_t ctx = 0;
+  int64_t n_predict = -1;
+  SamplerParams sampling;
+  FfnFlags ffn;
+  double timeout_s = 10;
+  int threads_http = 32;
+};
+
+void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
+  cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)");
+  cmd->add_flag("--mmap", o.mmap, "Use the model file in place (memory map)");
+  cmd->add_option("--host", o.host, "Address to listen on");
+  cmd->add_option("--port", o.port, "Port to listen on")->check(in_range(1, 65535));
+  cmd->add_option("--api-key", o.api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("-a,--alias", o.alias, "Model name the API reports (default: the file's)");
+  cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
+  cmd->add_option("-c,--ctx-size", o.ctx, "Context size (default: the model's, at most 4096)")
+      ->check(in_range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("-n,--n-predict", o.n_predict,
+                  "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
+      ->check(in_range(int64_t{-1}, int64_t{1} << 30));
+  cmd->add_option("--temp", o.sampling.temperature, "Default temperature (0: greedy)")
+      ->check(in_range(0.0f, 100.0f));
+  cmd->add_option("--top-k", o.sampling.top_k, "Default top-k (0: off)")
+      ->check(in_range(0, 1 << 30));
+  cmd->add_option("--top-p", o.sampling.top_p, "Default top-p (1: off)")
+      ->check(in_range(0.0f, 1.0f));
+  cmd->add_option("--min-p", o.sampling.min_p, "Default min-p (0: off)")
+      ->check(in_range(0.0f, 1.0f));
+  cmd->add_option("--repeat-penalty", o.sampling.repeat_penalty,
+                  "Default repetition penalty (1: off)")
+      ->check(in_range(0.0f, 100.0f));
+  cmd->add_option("--timeout", o.timeout_s,
+                  "Seconds a client has to send a whole request (line, headers, body) from its "
+                  "first byte; the keep-alive idle limit is the smaller of this and 5 s")
+      ->check(in_range(0.1, 3600.0));
+  cmd->add_option("--threads-http", o.threads_http,
+                  "Connections served at once (generation itself takes one request at a time)")
+      ->check(in_range(1, 4096));
+  add_ffn_flags(cmd, o.ffn);
+}
+
+ServerOptions server_options(const ServeOptions& o, const Model& model) {
+  ServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.api_key = o.api_key;
+  so.model_name = !o.alias.empty()             ? o.alias
+                  : !model.config.name.empty() ? model.config.name
+                                               : std::filesystem::path(o.model).filename().string();
+  so.defaults.max_tokens = o.n_predict;
+  so.defaults.sampling = o.sampling;
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
+  so.connections.receive_timeout = timeout;
+  so.connections.idle_timeout = std::min(timeout, so.connections.idle_timeout);
+  so.connections.worker_threads = o.threads_http;
+  return so;
+}
+
+int serve(const ServeOptions& o) {
+  auto model =
+      Model::load(o.model, /*require_tokenizer=*/true, o.mmap ? LoadMode::Map : LoadMode::Read);
+  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  StorageProfile storage;
+  const PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
+  ThreadPool pool(checked_threads(o.threads));
+  Session session(*model, n_ctx, pool, planned.session);
+  const ServerOptions so = server_options(o, *model);
+  HttpServer server(*model, session, so);
+  const int port = server.bind();
+  announce_plan(planned, o.ffn);
+  g_server = &server;
+  std::signal(SIGINT, stop_on_signal);
+  std::signal(SIGTERM, stop_on_signal);
+  fmt::print(stderr,
+             "serving {} on http://{}:{} (context {}, {} threads): POST /v1/completions, "
+             "/v1/chat/completions; GET /v1/models, /health\n",
+             so.model_name, o.host, port, n_ctx, o.threads);
+  std::fflush(stderr);
+  server.listen();
+  g_server = nullptr;
+  fmt::print(stderr, "stopped\n");
+  return 0;
+}
+
 }  // namespace
 
 Command add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
-  struct Options {
-    bool mmap = false;
-    std::string model = default_model_path();
-    std::string host = "127.0.0.1", api_key, alias;
-    int port = 8080;
-    int threads = default_threads();
-    int64_t ctx = 0;
-    int64_t n_predict = -1;
-    SamplerParams sampling;
-    FfnFlags ffn;
-    double timeout_s = 10;
-    int threads_http = 32;
-  };
-  auto o = std::make_shared<Options>();
-  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
-  cmd->add_flag("--mmap", o->mmap, "Use the model file in place (memory map)");
-  cmd->add_option("--host", o->host, "Address to listen on");
-  cmd->add_option("--port", o->port, "Port to listen on")->check(in_range(1, 65535));
-  cmd->add_option("--api-key", o->api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
-  cmd->add_option("-a,--alias", o->alias, "Model name the API reports (default: the file's)");
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
-  cmd->add_option("-c,--ctx-size", o->ctx, "Context size (default: the model's, at most 4096)")
-      ->check(in_range(int64_t{0}, int64_t{1} << 24));
-  cmd->add_option("-n,--n-predict", o->n_predict,
-                  "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
-      ->check(in_range(int64_t{-1}, int64_t{1} << 30));
-  cmd->add_option("--temp", o->sampling.temperature, "Default temperature (0: greedy)")
-      ->check(in_range(0.0f, 100.0f));
-  cmd->add_option("--top-k", o->sampling.top_k, "Default top-k (0: off)")
-      ->check(in_range(0, 1 << 30));
-  cmd->add_option("--top-p", o->sampling.top_p, "Default top-p (1: off)")
-      ->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--min-p", o->sampling.min_p, "Default min-p (0: off)")
-      ->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", o->sampling.repeat_penalty,
-                  "Default repetition penalty (1: off)")
-      ->check(in_range(0.0f, 100.0f));
-  cmd->add_option("--timeout", o->timeout_s,
-                  "Seconds a client has to send a whole request (line, headers, body) from its "
-                  "first byte; the keep-alive idle limit is the smaller of this and 5 s")
-      ->check(in_range(0.1, 3600.0));
-  cmd->add_option("--threads-http", o->threads_http,
-                  "Connections served at once (generation itself takes one request at a time)")
-      ->check(in_range(1, 4096));
-  add_ffn_flags(cmd, o->ffn);
-  return {
-      cmd, [o] {
-        auto model = Model::load(o->model, /*require_tokenizer=*/true,
-                                 o->mmap ? LoadMode::Map : LoadMode::Read);
-        const int64_t n_ctx =
-            o->ctx > 0 ? o->ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
-        StorageProfile storage;
-        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
-        ThreadPool pool(checked_threads(o->threads));
-        Session session(*model, n_ctx, pool, planned.session);
-        ServerOptions so;
-        so.host = o->host;
-        so.port = o->port;
-        so.api_key = o->api_key;
-        so.model_name = !o->alias.empty() ? o->alias
-                        : !model->config.name.empty()
-                            ? model->config.name
-                            : std::filesystem::path(o->model).filename().string();
-        so.defaults.max_tokens = o->n_predict;
-        so.defaults.sampling = o->sampling;
-        const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o->timeout_s * 1e3));
-        so.connections.receive_timeout = timeout;
-        so.connections.idle_timeout = std::min(timeout, so.connections.idle_timeout);
-        so.connections.worker_threads = o->threads_http;
-        HttpServer server(*model, session, so);
-        const int port = server.bind();
-        announce_plan(planned, o->ffn);
-        g_server = &server;
-        std::signal(SIGINT, stop_on_signal);
-        std::signal(SIGTERM, stop_on_signal);
-        fmt::print(stderr,
-                   "serving {} on http://{}:{} (context {}, {} threads): POST "
-                   "/v1/completions, /v1/chat/completions; GET /v1/models, /health\n",
-                   so.model_name, o->host, port, n_ctx, o->threads);
-        std::fflush(stderr);
-        server.listen();
-        g_server = nullptr;
-        fmt::print(stderr, "stopped\n");
-        return 0;
-      }};
+  auto o = std::make_shared<ServeOptions>();
+  add_serve_flags(cmd, *o);
+  return {cmd, [o] { return serve(*o); }};
 }
 
 }  // namespace strata

@@ -133,6 +133,13 @@ struct LayerColumns {
   int room = 0, shortfall = 0, t = 0, a = 0, u = 0, c = 0, s = 0;
 };
 
+// One layer's terms while its rows are built: C_l = c0 + sum(cpu), G_l = sum(gpu), and the
+// window cache's working set and slots.
+struct LayerTerms {
+  double c0 = 0, full_set = 0;
+  std::vector<std::pair<int, double>> cpu, gpu, set, slots, vram_count;
+};
+
 struct Builder {
   const Inventory& inv;
   const Budgets& b;
@@ -153,20 +160,17 @@ struct Builder {
     return cost.sync_s + 2.0 * static_cast<double>(inv.embd_bytes) / cost.link_bytes_per_s;
   }
   void add_layer(size_t l);
+  void add_groups(size_t l, LayerColumns& lc, LayerTerms& t);
+  void add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t);
+  void add_devices(size_t l, LayerColumns& lc, const LayerTerms& t);
   void add_budgets();
 };
 
-void Builder::add_layer(size_t l) {
+void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
   const LayerInventory& li = inv.layers[l];
   const double bytes = static_cast<double>(li.neuron_bytes);
   const double R = cost.ram_bytes_per_s, V = cost.vram_bytes_per_s, F = cost.flash_neuron_s;
-  const double h = li.window_hit_rate, q = working_set_use(li, inv.window);
-  const bool dense_gpu = gpu && o.dense_on_gpu;
-  LayerColumns lc;
-  // C_l = c0 + sum(cv v + cr r) + cs short;  G_l = sum(gv v)
-  double c0 = 0;
-  std::vector<std::pair<int, double>> cpu_terms, gpu_terms, set_terms, slot_terms, vram_count;
-  double full_set = 0;
+  const double h = li.window_hit_rate;
   const double flash_each = bytes / R + (1.0 - h) * F;
   for (const Group& g : groups[l]) {
     const double n = static_cast<double>(g.size);
@@ -176,56 +180,56 @@ void Builder::add_layer(size_t l) {
     lc.r.push_back(r);
     if (v && r) prog.row({{v, 1}, {r, 1}}, n, true);
     if (inv.bundled) {
-      c0 += n * g.p * flash_each;
-      if (v) cpu_terms.push_back({v, -g.p * flash_each});
-      cpu_terms.push_back({r, -g.p * (1.0 - h) * F});
-      full_set += n * g.w;
-      if (v) set_terms.push_back({v, g.w});
-      set_terms.push_back({r, g.w});
-      slot_terms.push_back({r, 1});
+      t.c0 += n * g.p * flash_each;
+      if (v) t.cpu.push_back({v, -g.p * flash_each});
+      t.cpu.push_back({r, -g.p * (1.0 - h) * F});
+      t.full_set += n * g.w;
+      if (v) t.set.push_back({v, g.w});
+      t.set.push_back({r, g.w});
+      t.slots.push_back({r, 1});
     } else {
-      c0 += n * g.p * bytes / R;
-      if (v) cpu_terms.push_back({v, -g.p * bytes / R});
+      t.c0 += n * g.p * bytes / R;
+      if (v) t.cpu.push_back({v, -g.p * bytes / R});
     }
     if (v) {
-      gpu_terms.push_back({v, g.p * bytes / V});
-      vram_count.push_back({v, 1});
+      t.gpu.push_back({v, g.p * bytes / V});
+      t.vram_count.push_back({v, 1});
     }
   }
-  if (inv.bundled) {
-    lc.room = prog.column(1, static_cast<double>(li.n_neurons), GLP_IV, 0);
-    lc.shortfall = prog.column(0, kInf, GLP_CV, 0);
-    cpu_terms.push_back({lc.shortfall, h * q * F});
-    // short + room + sum w (v + r) >= full working set
-    set_terms.push_back({lc.shortfall, 1});
-    set_terms.push_back({lc.room, 1});
-    prog.row(set_terms, full_set, false);
-    slot_terms.push_back({lc.room, 1});
-    prog.row(slot_terms, static_cast<double>(inv.min_cache_slots), false);
-    prog.row(slot_terms, static_cast<double>(li.n_neurons), true);  // a cache of n_ff at most
-  }
+}
+
+void Builder::add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t) {
+  const LayerInventory& li = inv.layers[l];
+  const double h = li.window_hit_rate, q = working_set_use(li, inv.window);
+  lc.room = prog.column(1, static_cast<double>(li.n_neurons), GLP_IV, 0);
+  lc.shortfall = prog.column(0, kInf, GLP_CV, 0);
+  t.cpu.push_back({lc.shortfall, h * q * cost.flash_neuron_s});
+  // short + room + sum w (v + r) >= the full working set
+  t.set.push_back({lc.shortfall, 1});
+  t.set.push_back({lc.room, 1});
+  prog.row(t.set, t.full_set, false);
+  t.slots.push_back({lc.room, 1});
+  prog.row(t.slots, static_cast<double>(inv.min_cache_slots), false);
+  prog.row(t.slots, static_cast<double>(li.n_neurons), true);  // a cache of n_ff at most
+}
+
+void Builder::add_devices(size_t l, LayerColumns& lc, const LayerTerms& t) {
+  const LayerInventory& li = inv.layers[l];
   const double a_cpu = attention_s(l, Device::Host);
-  if (!gpu) {
-    // One device: the layer's time is linear; C_l goes straight into the objective.
-    prog.constant(glp_get_obj_coef(prog.get(), 0) + (a_cpu + c0) * kMicro);
-    for (const auto& [j, a] : cpu_terms) glp_set_obj_coef(prog.get(), j, a * kMicro);
-    cols.push_back(std::move(lc));
-    return;
-  }
   lc.t = prog.column(0, kInf, GLP_CV, kMicro);
-  lc.a = dense_gpu ? prog.column(0, 1, GLP_BV, 0) : 0;
+  lc.a = o.dense_on_gpu ? prog.column(0, 1, GLP_BV, 0) : 0;
   lc.u = prog.column(0, 1, GLP_BV, 0);
   lc.c = prog.column(0, 1, GLP_BV, 0);
   lc.s = prog.column(0, 1, GLP_BV, 0);
   const double sg = sigma();
-  // t - (A + C + sigma s) >= 0, t - (A + G + sigma s) >= 0, A = a_cpu + (a_gpu - a_cpu) a
+  // t - (A + C + sigma s) >= 0, t - (A + G + sigma s) >= 0, A = a_cpu + (a_gpu - a_cpu) a;
+  // in microseconds, like the objective (GLPK's tolerances are absolute).
   const double da = attention_s(l, Device::Cuda) - a_cpu;
-  // In microseconds, like the objective (GLPK's tolerances are absolute).
-  for (const auto* part : {&cpu_terms, &gpu_terms}) {
+  for (const auto* part : {&t.cpu, &t.gpu}) {
     std::vector<std::pair<int, double>> row{{lc.t, kMicro}, {lc.s, -sg * kMicro}};
     if (lc.a) row.push_back({lc.a, -da * kMicro});
     for (const auto& [j, a] : *part) row.push_back({j, -a * kMicro});
-    prog.row(row, (a_cpu + (part == &cpu_terms ? c0 : 0.0)) * kMicro, false);
+    prog.row(row, (a_cpu + (part == &t.cpu ? t.c0 : 0.0)) * kMicro, false);
   }
   // u = 1 when any VRAM neuron (and at least min_vram_neurons then); c = 1 when any CPU one.
   // Group by group (v <= n_g u, n_g - v <= n_g c) rather than summed: the relaxation then
@@ -237,11 +241,26 @@ void Builder::add_layer(size_t l) {
     prog.row({{lc.v[g], 1}, {lc.u, -n}}, 0, true);
     prog.row({{lc.v[g], 1}, {lc.c, n}}, n, false);
   }
-  std::vector<std::pair<int, double>> low = vram_count;
+  std::vector<std::pair<int, double>> low = t.vram_count;
   low.push_back({lc.u, -static_cast<double>(std::min<int64_t>(o.min_vram_neurons, li.n_neurons))});
   prog.row(low, 0, false);
   if (lc.a) prog.row({{lc.s, 1}, {lc.a, -1}, {lc.c, -1}}, -1, false);
   prog.row({{lc.s, 1}, {lc.u, -1}, {lc.a, 1}}, 0, false);  // lc.a == 0: drops out
+}
+
+void Builder::add_layer(size_t l) {
+  LayerColumns lc;
+  LayerTerms t;
+  add_groups(l, lc, t);
+  if (inv.bundled) add_window_cache(l, lc, t);
+  if (gpu) {
+    add_devices(l, lc, t);
+  } else {
+    // One device: the layer's time is linear; C_l goes straight into the objective.
+    const double a_cpu = attention_s(l, Device::Host);
+    prog.constant(glp_get_obj_coef(prog.get(), 0) + (a_cpu + t.c0) * kMicro);
+    for (const auto& [j, a] : t.cpu) glp_set_obj_coef(prog.get(), j, a * kMicro);
+  }
   cols.push_back(std::move(lc));
 }
 

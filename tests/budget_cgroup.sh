@@ -20,7 +20,7 @@ model=$work/budget.gguf
 "$strata" profile -m "$model" --random-tokens 64 -o "$work/budget.profile.gguf" >/dev/null 2>&1 ||
   { echo "FAIL: profile"; exit 1; }
 failures=0
-for budget_mib in 64 96; do
+for budget_mib in 80 112; do
   bytes=$((budget_mib * 1048576))
   echo "$bytes" >"$cg/memory.limit_in_bytes"
   echo 0 >"$cg/memory.max_usage_in_bytes" 2>/dev/null || true

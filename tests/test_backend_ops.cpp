@@ -195,6 +195,26 @@ TEST_F(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
       }
 }
 
+// A batch whose partial sums exceed the axpy's scratch bound (kAxpyScratchBytes) goes in
+// chunks of tokens: each token's result is what it gives alone, bit for bit.
+TEST_F(BackendOps, AxpyOfALargeBatchInChunksEqualsTokensAlone) {
+  const int64_t neurons = 4096, dim = 4096, n = 64;
+  const Weights wt = random_weights(DType::F16, neurons, dim, 61, false);
+  std::vector<int32_t> ids(static_cast<size_t>(neurons));
+  for (int32_t i = 0; i < neurons; ++i) ids[static_cast<size_t>(i)] = i;
+  const std::vector<float> c = random_rows(n, neurons, 62, /*zeros=*/0.5);
+  for (auto& [name, be] : backends) {
+    std::vector<float> batch(static_cast<size_t>(n * dim)), alone(static_cast<size_t>(dim));
+    be->axpy(wt.view, ids, c.data(), neurons, n, batch.data(), dim, {});
+    for (int64_t b = 0; b < n; ++b) {
+      be->axpy(wt.view, ids, c.data() + b * neurons, neurons, 1, alone.data(), dim, {});
+      be->synchronize();
+      ASSERT_TRUE(std::equal(alone.begin(), alone.end(), batch.begin() + b * dim))
+          << name << " token " << b;
+    }
+  }
+}
+
 TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
   const HeadShape s{8, 2, 16};
   const int64_t n_ctx = 70, half = 8;

@@ -36,7 +36,8 @@ Command add_logits_command(CLI::App& app) {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
             const PlannedRun planned =
-                resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()));
+                resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()), nullptr,
+                                  static_cast<int64_t>(o->tokens.size()));
             ThreadPool pool(checked_threads(o->threads));
             Session session(*model, static_cast<int64_t>(o->tokens.size()), pool, planned.session);
             nlohmann::json out = nlohmann::json::array();

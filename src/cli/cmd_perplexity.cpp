@@ -48,7 +48,7 @@ Command add_perplexity_command(CLI::App& app) {
           fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
                n_ctx);
         StorageProfile storage;
-        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage);
+        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage, n_ctx);
         ThreadPool pool(checked_threads(o->threads));
         Session session(*model, n_ctx, pool, planned.session);
         announce_plan(planned, o->ffn);

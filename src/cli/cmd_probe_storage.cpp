@@ -2,7 +2,6 @@
 // holding a file, and store the curve for the flash tier's read-merging decisions.
 #include <fmt/format.h>
 
-
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/progress.h"

@@ -1,11 +1,11 @@
 // strata synth: write a random-weight LLaMA-shaped model for tests and benchmarks.
 #include <fmt/format.h>
 
+#include "backends/cpu/matvec.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
-#include "backends/cpu/matvec.h"
 #include "offline/synth.h"
 
 namespace strata {

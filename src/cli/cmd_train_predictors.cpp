@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "backends/cpu/matvec.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "backends/cpu/matvec.h"
 #include "offline/predictor_training.h"
 #include "offline/text_windows.h"
 

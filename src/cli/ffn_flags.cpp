@@ -157,9 +157,10 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
 }
 
 PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, StorageProfile* storage,
-                           bool allow_vram) {
+                           bool allow_vram, int64_t logits_rows) {
   RunRequest r = run_request(f, model, n_ctx, storage);
   r.allow_vram = allow_vram;
+  r.logits_rows = logits_rows;
   ActivationCounts counts;
   if (!f.profile.empty()) {
     counts = read_counts(model, f.profile);
@@ -180,8 +181,8 @@ PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, Stora
 }
 
 PlannedRun resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
-                             StorageProfile* storage) {
-  return plan_from_flags(f, model, n_ctx, storage, false);
+                             StorageProfile* storage, int64_t logits_rows) {
+  return plan_from_flags(f, model, n_ctx, storage, false, logits_rows);
 }
 
 void announce_plan(const PlannedRun& run, const FfnFlags& f) {

@@ -7,14 +7,8 @@
 
 namespace strata {
 
-double window_share(double p, int window) {
-  return 1.0 - std::pow(1.0 - std::clamp(p, 0.0, 1.0), window);
-}
-
-double working_set_use(const LayerInventory& l, int window) {
-  double mass = 0, set = 0;
-  for (double p : l.activation) mass += p, set += window_share(p, window);
-  return set > 0 ? mass / set : 0.0;
+double window_misses(double demand, double room, double h) {
+  return std::max((1.0 - h) * demand, demand - h * std::max(0.0, room) / kRoomForFullReuse);
 }
 
 double LayerCost::seconds() const {
@@ -44,7 +38,7 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   c.attention_s = attention_bytes / bandwidth(cost, lp.attention);
   (attention_gpu ? t->vram_bytes_per_token : t->ram_bytes_per_token) += attention_bytes;
   const double b = static_cast<double>(li.neuron_bytes);
-  double window_set = 0;
+  double flash_demand = 0;  // uses per token of the neurons behind the window cache
   int64_t cpu_neurons = 0;
   for (int32_t i = 0; i < li.n_neurons; ++i) {
     const double p = inv.sparse ? li.activation[static_cast<size_t>(i)] : 1.0;
@@ -59,25 +53,20 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
         t->ram_bytes_per_token += p * b;
         ++cpu_neurons;
         break;
-      case Tier::Flash: {
-        const double misses = p * (1.0 - li.window_hit_rate);
-        c.cpu_ffn_s += p * b / cost.ram_bytes_per_s + misses * cost.flash_neuron_s;
+      case Tier::Flash:
+        c.cpu_ffn_s += p * b / cost.ram_bytes_per_s;  // computed from the cache in RAM
         t->ram_bytes_per_token += p * b;
-        t->flash_bytes_per_token += misses * b;
-        window_set += window_share(p, inv.window);
+        flash_demand += p;
         ++cpu_neurons;
         break;
-      }
     }
   }
   if (inv.bundled) {
-    // Working-set neurons that find no room miss even when recently used.
     const double room =
         static_cast<double>(lp.cache_slots - static_cast<int64_t>(lp.pinned.size()));
-    const double shortfall = std::max(0.0, window_set - room);
-    const double uses = li.window_hit_rate * working_set_use(li, inv.window) * shortfall;
-    c.cpu_ffn_s += uses * cost.flash_neuron_s;
-    t->flash_bytes_per_token += uses * b;
+    const double misses = window_misses(flash_demand, room, li.window_hit_rate);
+    c.cpu_ffn_s += misses * cost.flash_neuron_s;
+    t->flash_bytes_per_token += misses * b;
   }
   const bool uses_gpu = attention_gpu || !lp.vram.empty();
   if (uses_gpu && (cpu_neurons > 0 || !attention_gpu)) {

@@ -2,9 +2,8 @@
 // neuron by neuron. Per layer: the dense blocks on their device; the FFN's GPU part and CPU
 // part run at the same time, so the layer takes the longer of the two, plus a synchronisation
 // (and the partial sum over the host link) when it uses both devices. A neuron costs its
-// activation probability times its bytes over its tier's bandwidth; a flash neuron also its
-// misses in the window cache: (1 - hit rate) of its uses, plus, when the cache's unpinned room
-// is smaller than the window's working set, the uses of the neurons that do not fit.
+// activation probability times its bytes over its tier's bandwidth; the flash neurons of a layer
+// also their misses in the window cache (window_misses).
 #pragma once
 
 #include "placement/inventory.h"
@@ -12,11 +11,17 @@
 
 namespace strata {
 
-// Expected distinct uses a neuron of probability p adds to a window of w tokens' working set.
-double window_share(double p, int window);
-// Per layer: the mean activation probability of the window's working set (sum p / sum of
-// window shares over the layer's neurons): the uses that a missing slot costs.
-double working_set_use(const LayerInventory& l, int window);
+// Misses per token of a layer's window cache: `demand` = expected uses per token of the neurons
+// it serves (sum of p over the flash neurons), `room` = its slots beyond the pinned ones, h = the
+// layer's window hit rate. With room to spare, the share (1 - h) of uses that were not used in
+// the window before; with less room than kRoomForFullReuse x demand, the reuse caught falls in
+// proportion to room / demand (below the demand, passes evict what the next token needs):
+//   misses = max((1 - h) demand, demand - h room / kRoomForFullReuse)
+// An assumption, not a fit: on the 7B flash benchmark (docs/PLACEMENT.md) the model predicts
+// fewer reads than measured (the cache serves the predictor's selections, ~1.5x the profile's
+// true activations) and does not rank pin shares as the disk does.
+inline constexpr double kRoomForFullReuse = 1.2;
+double window_misses(double demand, double room, double h);
 
 struct LayerCost {
   double attention_s = 0, gpu_ffn_s = 0, cpu_ffn_s = 0, sync_s = 0;

@@ -103,18 +103,18 @@ void check_minimum(const Inventory& inv, const Budgets& b) {
         inv.bundled ? static_cast<uint64_t>(inv.min_cache_slots) * l.neuron_bytes : l.ffn_ram_bytes;
   const uint64_t need = before + ffn;
   if (need <= usable_ram(b.ram)) return;
+  const uint64_t buffers = inv.workspace_bytes + inv.host_scratch_bytes;
   if (!inv.bundled)
     fail(
         "the model needs {} in RAM (weights {}, KV cache {}, buffers {}), over --ram-budget {}; "
         "`strata bundle` it to keep the FFN on flash",
-        size_text(need), size_text(need - kv - inv.workspace_bytes), size_text(kv),
-        size_text(inv.workspace_bytes), size_text(b.ram));
+        size_text(need), size_text(need - kv - buffers), size_text(kv), size_text(buffers),
+        size_text(b.ram));
   fail(
       "--ram-budget {} is below the minimum {} (attention, output, norms and predictors {}, KV "
       "cache {}, buffers {}, {} neurons per layer {}, and 1/32 of the budget kept free)",
-      size_text(b.ram), size_text(need + (need + 30) / 31),
-      size_text(before - kv - inv.workspace_bytes), size_text(kv), size_text(inv.workspace_bytes),
-      inv.min_cache_slots, size_text(ffn));
+      size_text(b.ram), size_text(need + (need + 30) / 31), size_text(before - kv - buffers),
+      size_text(kv), size_text(buffers), inv.min_cache_slots, size_text(ffn));
 }
 
 PlacementPlan plan_greedy(const Inventory& inv, const Budgets& b, const CostModel& cost,

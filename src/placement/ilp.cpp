@@ -40,7 +40,7 @@ namespace {
 
 struct Group {
   int64_t begin = 0, size = 0;  // ranks in the layer's hottest-first order
-  double p = 0, w = 0;          // means over the group
+  double p = 0;                 // mean activation over the group
 };
 
 // Cuts at equal neuron counts, at equal shares of activation mass, and at `forced` ranks.
@@ -73,14 +73,12 @@ std::vector<Group> make_groups(const LayerInventory& l, const std::vector<int32_
   cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
   std::vector<Group> out;
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
-    Group g{cuts[i], cuts[i + 1] - cuts[i], 0, 0};
+    Group g{cuts[i], cuts[i + 1] - cuts[i], 0};
     if (g.size <= 0 || g.begin < 0 || g.begin + g.size > n) continue;
     for (int64_t k = g.begin; k < g.begin + g.size; ++k) {
       g.p += p_of(k);
-      g.w += window_share(p_of(k), inv.window);
     }
     g.p /= static_cast<double>(g.size);
-    g.w /= static_cast<double>(g.size);
     out.push_back(g);
   }
   return out;
@@ -102,7 +100,7 @@ class Program {
     return j;
   }
   // sum coef * x  (>= lo when upper is false, <= bound otherwise)
-  void row(const std::vector<std::pair<int, double>>& terms, double bound, bool upper) {
+  int row(const std::vector<std::pair<int, double>>& terms, double bound, bool upper) {
     const int i = glp_add_rows(lp_, 1);
     glp_set_row_bnds(lp_, i, upper ? GLP_UP : GLP_LO, upper ? 0.0 : bound, upper ? bound : 0.0);
     for (const auto& [j, a] : terms) {
@@ -112,6 +110,7 @@ class Program {
       ja_.push_back(j);
       ar_.push_back(a);
     }
+    return i;
   }
   void constant(double c) { glp_set_obj_coef(lp_, 0, c); }
   void load() {
@@ -130,14 +129,15 @@ const double kInf = std::numeric_limits<double>::infinity();
 
 struct LayerColumns {
   std::vector<int> v, r;  // per group (0: absent)
-  int room = 0, shortfall = 0, t = 0, a = 0, u = 0, c = 0, s = 0;
+  int room = 0, misses = 0, t = 0, a = 0, u = 0, c = 0, s = 0;
+  std::vector<int> t_rows;  // the rows that bound t from below
 };
 
-// One layer's terms while its rows are built: C_l = c0 + sum(cpu), G_l = sum(gpu), and the
-// window cache's working set and slots.
+// One layer's terms while its rows are built: C_l = c0 + sum(cpu), G_l = sum(gpu); the window
+// cache's demand (uses per token of the flash neurons) = demand0 - sum(demand) and its slots.
 struct LayerTerms {
-  double c0 = 0, full_set = 0;
-  std::vector<std::pair<int, double>> cpu, gpu, set, slots, vram_count;
+  double c0 = 0, demand0 = 0;
+  std::vector<std::pair<int, double>> cpu, gpu, demand, slots, vram_count;
 };
 
 struct Builder {
@@ -164,14 +164,14 @@ struct Builder {
   void add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t);
   void add_devices(size_t l, LayerColumns& lc, const LayerTerms& t);
   void add_budgets();
+  std::vector<double> columns_of(const PlacementPlan& p,
+                                 const std::vector<std::vector<int32_t>>& order);
 };
 
 void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
   const LayerInventory& li = inv.layers[l];
   const double bytes = static_cast<double>(li.neuron_bytes);
-  const double R = cost.ram_bytes_per_s, V = cost.vram_bytes_per_s, F = cost.flash_neuron_s;
-  const double h = li.window_hit_rate;
-  const double flash_each = bytes / R + (1.0 - h) * F;
+  const double R = cost.ram_bytes_per_s, V = cost.vram_bytes_per_s;
   for (const Group& g : groups[l]) {
     const double n = static_cast<double>(g.size);
     const int v = gpu ? prog.column(0, n, GLP_IV, 0) : 0;
@@ -179,17 +179,14 @@ void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
     lc.v.push_back(v);
     lc.r.push_back(r);
     if (v && r) prog.row({{v, 1}, {r, 1}}, n, true);
+    // Every neuron not in VRAM is computed from RAM (the matrices or the cache).
+    t.c0 += n * g.p * bytes / R;
+    if (v) t.cpu.push_back({v, -g.p * bytes / R});
     if (inv.bundled) {
-      t.c0 += n * g.p * flash_each;
-      if (v) t.cpu.push_back({v, -g.p * flash_each});
-      t.cpu.push_back({r, -g.p * (1.0 - h) * F});
-      t.full_set += n * g.w;
-      if (v) t.set.push_back({v, g.w});
-      t.set.push_back({r, g.w});
+      t.demand0 += n * g.p;  // pinned and VRAM neurons leave the window cache's demand
+      if (v) t.demand.push_back({v, g.p});
+      t.demand.push_back({r, g.p});
       t.slots.push_back({r, 1});
-    } else {
-      t.c0 += n * g.p * bytes / R;
-      if (v) t.cpu.push_back({v, -g.p * bytes / R});
     }
     if (v) {
       t.gpu.push_back({v, g.p * bytes / V});
@@ -199,15 +196,21 @@ void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
 }
 
 void Builder::add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t) {
+  // misses >= (1 - h) demand and misses >= demand - h room / k (cost_model.h), with
+  // demand = demand0 - sum(demand terms): each row as misses + ... >= constant.
   const LayerInventory& li = inv.layers[l];
-  const double h = li.window_hit_rate, q = working_set_use(li, inv.window);
+  const double h = li.window_hit_rate;
   lc.room = prog.column(1, static_cast<double>(li.n_neurons), GLP_IV, 0);
-  lc.shortfall = prog.column(0, kInf, GLP_CV, 0);
-  t.cpu.push_back({lc.shortfall, h * q * cost.flash_neuron_s});
-  // short + room + sum w (v + r) >= the full working set
-  t.set.push_back({lc.shortfall, 1});
-  t.set.push_back({lc.room, 1});
-  prog.row(t.set, t.full_set, false);
+  lc.misses = prog.column(0, kInf, GLP_CV, 0);
+  t.cpu.push_back({lc.misses, cost.flash_neuron_s});
+  std::vector<std::pair<int, double>> reuse{{lc.misses, 1}},
+      room{{lc.misses, 1}, {lc.room, h / kRoomForFullReuse}};
+  for (const auto& [j, p] : t.demand) {
+    reuse.push_back({j, (1.0 - h) * p});
+    room.push_back({j, p});
+  }
+  prog.row(reuse, (1.0 - h) * t.demand0, false);
+  prog.row(room, t.demand0, false);
   t.slots.push_back({lc.room, 1});
   prog.row(t.slots, static_cast<double>(inv.min_cache_slots), false);
   prog.row(t.slots, static_cast<double>(li.n_neurons), true);  // a cache of n_ff at most
@@ -229,7 +232,7 @@ void Builder::add_devices(size_t l, LayerColumns& lc, const LayerTerms& t) {
     std::vector<std::pair<int, double>> row{{lc.t, kMicro}, {lc.s, -sg * kMicro}};
     if (lc.a) row.push_back({lc.a, -da * kMicro});
     for (const auto& [j, a] : *part) row.push_back({j, -a * kMicro});
-    prog.row(row, (a_cpu + (part == &t.cpu ? t.c0 : 0.0)) * kMicro, false);
+    lc.t_rows.push_back(prog.row(row, (a_cpu + (part == &t.cpu ? t.c0 : 0.0)) * kMicro, false));
   }
   // u = 1 when any VRAM neuron (and at least min_vram_neurons then); c = 1 when any CPU one.
   // Group by group (v <= n_g u, n_g - v <= n_g c) rather than summed: the relaxation then
@@ -302,6 +305,68 @@ void Builder::add_budgets() {
     vram.push_back({any_gpu, static_cast<double>(inv.workspace_bytes) * kMiB});
     prog.row(vram, static_cast<double>(b.vram) * kMiB, true);
   }
+}
+
+// The program's column values for a plan (1-based, as GLPK wants): per group the counts of its
+// neurons in VRAM and pinned, the caches' room and shortfall, the devices, each layer's time
+// from its rows. A feasible plan gives a feasible solution: branch and bound starts from it.
+std::vector<double> Builder::columns_of(const PlacementPlan& p,
+                                        const std::vector<std::vector<int32_t>>& order) {
+  glp_prob* lp = prog.get();
+  std::vector<double> x(static_cast<size_t>(glp_get_num_cols(lp)) + 1, 0.0);
+  auto set = [&](int j, double v) {
+    if (j) x[static_cast<size_t>(j)] = v;
+  };
+  bool any = p.output == Device::Cuda;
+  set(output_gpu, any);
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const LayerPlan& lp_ = p.layers[l];
+    const LayerColumns& lc = cols[l];
+    const std::vector<Group>& gs = groups[l];
+    std::vector<size_t> group_of(order[l].size());
+    for (size_t g = 0; g < gs.size(); ++g)
+      for (int64_t k = gs[g].begin; k < gs[g].begin + gs[g].size; ++k)
+        group_of[static_cast<size_t>(order[l][static_cast<size_t>(k)])] = g;
+    std::vector<double> v(gs.size(), 0.0), r(gs.size(), 0.0);
+    for (int32_t id : lp_.vram) v[group_of[static_cast<size_t>(id)]] += 1;
+    for (int32_t id : lp_.pinned) r[group_of[static_cast<size_t>(id)]] += 1;
+    double demand = 0;
+    for (size_t g = 0; g < gs.size(); ++g) {
+      set(lc.v[g], v[g]);
+      set(lc.r[g], r[g]);
+      demand += (static_cast<double>(gs[g].size) - v[g] - r[g]) * gs[g].p;
+    }
+    const double room =
+        static_cast<double>(lp_.cache_slots) - static_cast<double>(lp_.pinned.size());
+    set(lc.room, room);
+    set(lc.misses, window_misses(demand, room, inv.layers[l].window_hit_rate) * (1 + 1e-12));
+    const bool a = lp_.attention == Device::Cuda, u = !lp_.vram.empty();
+    const bool c = static_cast<int64_t>(lp_.vram.size()) < inv.layers[l].n_neurons;
+    set(lc.a, a);
+    set(lc.u, u);
+    set(lc.c, c);
+    set(lc.s, (a && c) || (u && !a));
+    any = any || a || u;
+  }
+  set(any_gpu, any);
+  // Each layer's time: the largest of what its rows require.
+  std::vector<int> ind(x.size());
+  std::vector<double> val(x.size());
+  for (const LayerColumns& lc : cols) {
+    double t = 0;
+    for (int i : lc.t_rows) {
+      const int len = glp_get_mat_row(lp, i, ind.data(), val.data());
+      double rest = 0, coef = 1;
+      for (int k = 1; k <= len; ++k)
+        if (ind[static_cast<size_t>(k)] == lc.t)
+          coef = val[static_cast<size_t>(k)];
+        else
+          rest += val[static_cast<size_t>(k)] * x[static_cast<size_t>(ind[static_cast<size_t>(k)])];
+      t = std::max(t, (glp_get_row_lb(lp, i) - rest) / coef);
+    }
+    set(lc.t, t * (1 + 1e-12) + 1e-12);
+  }
+  return x;
 }
 
 // The plan from a solution (the MIP's, or the LP relaxation's rounded: counts down, binaries to
@@ -482,9 +547,37 @@ PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& 
     return p;
   };
   PlacementPlan best = finish(read_solution(bld, order, false), "LP relaxation, rounded");
+  // The greedy plan is a solution too (its boundaries are group boundaries).
+  auto meets_minimum = [&](const PlacementPlan& p) {
+    for (const LayerPlan& l : p.layers)
+      if (!l.vram.empty() && static_cast<int64_t>(l.vram.size()) < o.min_vram_neurons) return false;
+    return true;
+  };
+  if (greedy.predicted.seconds_per_token < best.predicted.seconds_per_token &&
+      meets_minimum(greedy)) {
+    best = greedy;
+    best.solver = "ilp";
+    best.status = "the greedy rule (no better solution found)";
+    best.lower_bound_s = bound;
+  }
+  // Branch and bound starts from the best plan so far (GLPK takes it as its first incumbent),
+  // so it can only improve on it.
+  struct Start {
+    std::vector<double> x;
+    bool sent = false;
+  } start;
+  auto offer_start = [](glp_tree* tree, void* info) {
+    auto* st = static_cast<Start*>(info);
+    if (glp_ios_reason(tree) != GLP_IHEUR || st->sent) return;
+    st->sent = true;
+    glp_ios_heur_sol(tree, st->x.data());
+  };
   auto branch_and_bound = [&](double seconds, const char* found) {
+    start = Start{bld.columns_of(best, order), false};
     glp_iocp parm;
     glp_init_iocp(&parm);
+    parm.cb_func = offer_start;
+    parm.cb_info = &start;
     parm.msg_lev = std::getenv("STRATA_ILP_VERBOSE") ? GLP_MSG_ON : GLP_MSG_OFF;
     parm.tm_lim = std::max(1, static_cast<int>(seconds * 1000));
     parm.mip_gap = o.mip_gap;

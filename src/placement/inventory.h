@@ -33,11 +33,13 @@ struct Inventory {
   // process itself (code, libraries, allocator slack).
   uint64_t fixed_ram_bytes = 0;
   uint64_t workspace_bytes = 0;  // part of fixed_ram_bytes; the same again in VRAM for GPU layers
-  uint64_t embd_bytes = 0;       // n_embd * 4: the partial sum a split layer moves over the link
-  bool bundled = false;          // the FFN's home is flash (strata bundle), read into RAM caches
-  bool sparse = true;            // neurons selected per token (predict); false: every neuron
-  int64_t min_cache_slots = 0;   // bundled: the smallest cache per layer that decodes
-  int window = 5;                // bundled: tokens a neuron stays cached after its last use
+  // Part of fixed_ram_bytes: the backend's and stores' own lists, and the process itself.
+  uint64_t host_scratch_bytes = 0;
+  uint64_t embd_bytes = 0;      // n_embd * 4: the partial sum a split layer moves over the link
+  bool bundled = false;         // the FFN's home is flash (strata bundle), read into RAM caches
+  bool sparse = true;           // neurons selected per token (predict); false: every neuron
+  int64_t min_cache_slots = 0;  // bundled: the smallest cache per layer that decodes
+  int window = 5;               // bundled: tokens a neuron stays cached after its last use
 };
 
 // Hard limits per tier; 0 RAM: no limit; 0 VRAM: no GPU.

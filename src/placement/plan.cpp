@@ -77,6 +77,8 @@ nlohmann::json plan_to_json(const PlacementPlan& p) {
   return {{"format", "strata-plan"},
           {"version", 1},
           {"solver", p.solver},
+          {"status", p.status},
+          {"lower_bound_s", p.lower_bound_s},
           {"bundled", p.bundled},
           {"budgets", {{"ram", p.budgets.ram}, {"vram", p.budgets.vram}}},
           {"costs", costs_json(p.costs)},

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "model/down_transpose.h"
 #include "runtime/session.h"
+#include "tiers/flash_ffn_store.h"
 
 namespace strata {
 
@@ -53,6 +55,19 @@ void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l) {
   if (l < p.window_reuse.size()) li.window_hit_rate = p.window_reuse[l];
 }
 
+// Host memory a session holds beyond its workspace and KV cache: the CPU backend's prepared
+// inputs and axpy scratch, the logits, and for a bundled model the caches' and store's lists.
+uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
+  const ModelConfig& c = model.config;
+  const int64_t widest = std::max({c.n_embd, c.n_ff, c.n_head * c.head_dim});
+  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest);
+  bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
+  if (model.weights.bundled)
+    bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(c.n_ff, c.n_ff) +
+             FlashFfnStore::bookkeeping_bytes(c.n_ff, Session::kMaxBatch);
+  return bytes;
+}
+
 }  // namespace
 
 Inventory take_inventory(const Model& model, const InventoryRequest& r) {
@@ -99,7 +114,8 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   // page stay planned as slack for it (and, with --mmap, for the pages a row touches).
   const uint64_t embedding_slack =
       w.bundled && w.token_embd.data != w.output.data ? w.token_embd.row_bytes + (8ull << 10) : 0;
-  inv.fixed_ram_bytes = rest + inv.workspace_bytes + kProcessSlackBytes + embedding_slack;
+  inv.host_scratch_bytes = session_host_bytes(model, r) + kProcessSlackBytes;
+  inv.fixed_ram_bytes = rest + inv.workspace_bytes + inv.host_scratch_bytes + embedding_slack;
   return inv;
 }
 

@@ -25,6 +25,7 @@ struct InventoryRequest {
   DType k_type = DType::F32, v_type = DType::F32;
   int window = 5;
   const ActivationCounts* profile = nullptr;  // null: every neuron equally likely
+  int64_t logits_rows = 1;  // rows of logits a call returns (all_logits: the tokens of a call)
 };
 
 // Without a profile a neuron of a sparse FFN counts as firing for this share of tokens.

@@ -73,7 +73,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& r) {
       r.plan == nullptr && r.budgets.vram == 0)
     run.notes.push_back(
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
-  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.window, r.profile};
+  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.window, r.profile, r.logits_rows};
   run.inventory = take_inventory(model, ir);
   RunRequest req = r;
   if (model.weights.bundled && req.costs.flash_neuron_s <= 0)

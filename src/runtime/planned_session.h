@@ -23,6 +23,7 @@ struct RunRequest {
   FfnMode mode = FfnMode::Dense;
   bool check_predictor = false;
   int64_t n_ctx = 0;
+  int64_t logits_rows = 1;  // perplexity and logits ask for every token's logits
   DType k_type = DType::F32, v_type = DType::F32;
   Budgets budgets;
   SolverChoice solver = SolverChoice::Auto;

@@ -42,6 +42,11 @@ class FlashFfnStore final : public FfnStore {
   void prefetch(int64_t layer, std::span<const int32_t> ids, int64_t token) override;
 
   const std::vector<std::unique_ptr<NeuronCache>>& caches() const { return caches_; }
+  // Bytes of the store's own lists for a model of n_ff neurons and batches of `batch` tokens
+  // (its caches' bookkeeping is NeuronCache::bookkeeping_bytes).
+  static uint64_t bookkeeping_bytes(int64_t n_ff, int64_t batch) {
+    return static_cast<uint64_t>(n_ff) * (4 + 4 + 4 + 4) + static_cast<uint64_t>(batch * n_ff);
+  }
   NeuronCacheStats stats() const;  // summed over layers
 
  private:

@@ -13,6 +13,13 @@
 
 namespace strata {
 
+uint64_t NeuronCache::bookkeeping_bytes(int64_t n_ff, int64_t capacity) {
+  // slot_of_, use_score_, use_token_ per neuron; neuron_of_, last_used_, last_pass_, partial_
+  // per slot; a fetch's lists (missing, victims, scores, runs, requests) at most ~64 B a slot.
+  return static_cast<uint64_t>(n_ff) * (4 + 4 + 8) +
+         static_cast<uint64_t>(capacity) * (4 + 8 + 4 + 1 + 64);
+}
+
 NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int window)
     : layout_(layout), capacity_(capacity), window_(window) {
   if (capacity <= 0) fail("a neuron cache needs at least one slot");

@@ -80,6 +80,9 @@ class NeuronCache {
   int64_t live() const { return live_; }
   const NeuronCacheStats& stats() const { return stats_; }
   uint64_t bytes() const { return static_cast<uint64_t>(capacity_) * layout_.bundle_bytes; }
+  // Bytes of the per-neuron and per-slot bookkeeping a cache of `capacity` slots keeps beside
+  // its buffer, and of the temporaries one fetch may hold (for the placement inventory).
+  static uint64_t bookkeeping_bytes(int64_t n_ff, int64_t capacity);
   // Slot of a neuron, or -1 (for tests).
   int32_t slot_of(int32_t neuron) const { return slot_of_[static_cast<size_t>(neuron)]; }
 

@@ -115,6 +115,114 @@ void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64
   axpy_pointers(kernels, wt.type, p, c, n_rows, out + begin, end - begin, next, n_next);
 }
 
+namespace {
+
+// A run of consecutive list entries of one token in the same bucket of kAxpyBucket neuron ids
+// (with an ascending list, one item per bucket): summed into its own partial vector.
+struct AxpyItem {
+  int64_t token, bucket, first, count;
+};
+
+// Scratch of the calling thread, reused across calls. Named through a reference inside the
+// lambdas (run by pool threads): a thread_local name there would mean the worker's own copy.
+struct AxpyScratch {
+  std::vector<int64_t> rows, token_items, cumulative;
+  std::vector<float> coefs, partials;
+  std::vector<AxpyItem> items;
+};
+
+AxpyScratch& axpy_scratch() {
+  thread_local AxpyScratch scratch;
+  return scratch;
+}
+
+// Each token's active (row, coefficient) pairs from t0 on, cut into items, as long as the
+// chunk's partials and pairs fit kAxpyScratchBytes (at least one token). Returns the chunk's end.
+int64_t axpy_items(AxpyScratch& s, std::span<const int32_t> ids, std::span<const int32_t> keys,
+                   const float* c, int64_t c_stride, int64_t t0, int64_t batch, int64_t cols) {
+  s.rows.clear(), s.coefs.clear(), s.items.clear(), s.cumulative.clear(), s.token_items.clear();
+  const int64_t n_ids = static_cast<int64_t>(ids.size());
+  int64_t b = t0;
+  for (; b < batch; ++b) {
+    const size_t items_before = s.items.size(), rows_before = s.rows.size();
+    const float* cb = c + b * c_stride;
+    for (int64_t k = 0; k < n_ids; ++k) {
+      if (cb[k] == 0.0f) continue;  // an inactive neuron: its row is never read
+      const int64_t bucket = keys[static_cast<size_t>(k)] / kAxpyBucket;
+      if (s.items.size() == items_before || s.items.back().bucket != bucket)
+        s.items.push_back({b - t0, bucket, static_cast<int64_t>(s.rows.size()), 0});
+      s.rows.push_back(ids[static_cast<size_t>(k)]);
+      s.coefs.push_back(cb[k]);
+      ++s.items.back().count;
+    }
+    const uint64_t bytes = s.items.size() * static_cast<uint64_t>(cols) * sizeof(float) +
+                           s.rows.size() * (sizeof(int64_t) + sizeof(float));
+    if (bytes > kAxpyScratchBytes && b > t0) {  // this token starts the next chunk
+      s.items.resize(items_before);
+      s.rows.resize(rows_before);
+      s.coefs.resize(rows_before);
+      break;
+    }
+    s.token_items.push_back(static_cast<int64_t>(items_before));
+  }
+  s.token_items.push_back(static_cast<int64_t>(s.items.size()));
+  if (s.partials.size() < s.items.size() * static_cast<size_t>(cols))
+    s.partials.resize(s.items.size() * static_cast<size_t>(cols));
+  for (const AxpyItem& it : s.items) s.cumulative.push_back(it.first + it.count);
+  return b;
+}
+
+// Every item's rows summed into its partial vector (whole rows, long sequential reads).
+void axpy_partials(const CpuKernels& kernels, const MatrixView& wt, AxpyScratch& s, int64_t cols,
+                   ThreadPool& pool) {
+  if (s.items.empty()) return;
+  pool.parallel_for_weighted(s.cumulative, [&](int64_t i0, int64_t i1, int) {
+    // This thread's items cover rows [first, last) in order: each group prefetches the next.
+    const AxpyItem& end_item = s.items[static_cast<size_t>(i1 - 1)];
+    const int64_t last = end_item.first + end_item.count;
+    for (int64_t i = i0; i < i1; ++i) {
+      const AxpyItem& it = s.items[static_cast<size_t>(i)];
+      float* p = s.partials.data() + i * cols;
+      std::fill(p, p + cols, 0.0f);
+      for (int64_t g = 0; g < it.count; g += kAxpyGroup) {
+        const int n = static_cast<int>(std::min<int64_t>(kAxpyGroup, it.count - g));
+        const int64_t at = it.first + g + n;
+        const int n_next = static_cast<int>(std::min<int64_t>(kAxpyGroup, last - at));
+        axpy_row_slice(kernels, wt, s.rows.data() + it.first + g, s.coefs.data() + it.first + g, n,
+                       p, 0, cols, s.rows.data() + at, n_next);
+      }
+    }
+  });
+}
+
+// Tokens [t0, t1): the partials of each token added in item order, over column slices.
+void axpy_sum(const AxpyScratch& s, int64_t t0, int64_t t1, int64_t cols, float* out,
+              int64_t out_stride, ThreadPool& pool) {
+  constexpr int64_t kSlice = 256;
+  const int64_t n_slices = (cols + kSlice - 1) / kSlice;
+  pool.parallel_for((t1 - t0) * n_slices, [&](int64_t j0, int64_t j1, int) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const int64_t b = j / n_slices, begin = (j % n_slices) * kSlice;
+      const int64_t end = std::min(cols, begin + kSlice);
+      float* y = out + (t0 + b) * out_stride;
+      const int64_t first = s.token_items[static_cast<size_t>(b)];
+      const int64_t last = s.token_items[static_cast<size_t>(b + 1)];
+      if (first == last) {
+        std::fill(y + begin, y + end, 0.0f);
+        continue;
+      }
+      const float* p0 = s.partials.data() + first * cols;
+      std::copy(p0 + begin, p0 + end, y + begin);
+      for (int64_t i = first + 1; i < last; ++i) {
+        const float* p = s.partials.data() + i * cols;
+        for (int64_t e = begin; e < end; ++e) y[e] += p[e];
+      }
+    }
+  });
+}
+
+}  // namespace
+
 void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const int32_t> ids,
                const float* c, int64_t c_stride, int64_t batch, float* out, int64_t out_stride,
                ThreadPool& pool, std::span<const int32_t> neurons) {
@@ -128,7 +236,7 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
     default:
       fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   }
-  const int64_t cols = wt.cols, n_ids = static_cast<int64_t>(ids.size());
+  const int64_t cols = wt.cols;
   if (!neurons.empty() && neurons.size() != ids.size())
     fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());
   const std::span<const int32_t> keys = neurons.empty() ? ids : neurons;
@@ -139,77 +247,16 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
   // depends only on its active neurons and coefficients: not on the thread count, the rest of
   // the list (dense, gate-first, predicted, a batch's union) or its position in a neuron cache. No
   // two threads ever write the same memory.
-  struct Item {
-    int64_t token, bucket, first, count;
-  };
-  // Scratch of the calling thread, reused across calls. Named through references: inside the
-  // lambdas below (run by pool threads) a thread_local name would mean the worker's own copy.
-  thread_local std::vector<int64_t> rows_storage, token_items_storage, cumulative_storage;
-  thread_local std::vector<float> coefs_storage, partials_storage;
-  thread_local std::vector<Item> items_storage;
-  std::vector<int64_t>& rows = rows_storage;
-  std::vector<int64_t>& token_items = token_items_storage;  // [batch + 1]: first item per token
-  std::vector<int64_t>& cumulative = cumulative_storage;    // rows in items [0, i]
-  std::vector<float>& coefs = coefs_storage;
-  std::vector<float>& partials = partials_storage;
-  std::vector<Item>& items = items_storage;
-  rows.clear(), coefs.clear(), items.clear(), cumulative.clear();
-  token_items.assign(batch + 1, 0);
-  for (int64_t b = 0; b < batch; ++b) {
-    token_items[b] = static_cast<int64_t>(items.size());
-    const float* cb = c + b * c_stride;
-    for (int64_t k = 0; k < n_ids; ++k) {
-      if (cb[k] == 0.0f) continue;  // an inactive neuron: its row is never read
-      const int64_t bucket = keys[static_cast<size_t>(k)] / kAxpyBucket;
-      if (items.empty() || items.back().token != b || items.back().bucket != bucket)
-        items.push_back({b, bucket, static_cast<int64_t>(rows.size()), 0});
-      rows.push_back(ids[static_cast<size_t>(k)]);
-      coefs.push_back(cb[k]);
-      ++items.back().count;
-    }
+  // Tokens go in chunks whose partial vectors and row lists fit kAxpyScratchBytes, so the
+  // scratch stays bounded whatever the batch (the placement inventory counts that bound); a
+  // token's arithmetic does not depend on its chunk.
+  AxpyScratch& scratch = axpy_scratch();
+  for (int64_t t0 = 0; t0 < batch;) {
+    const int64_t t1 = axpy_items(scratch, ids, keys, c, c_stride, t0, batch, cols);
+    axpy_partials(kernels, wt, scratch, cols, pool);
+    axpy_sum(scratch, t0, t1, cols, out, out_stride, pool);
+    t0 = t1;
   }
-  token_items[batch] = static_cast<int64_t>(items.size());
-  const int64_t n_items = static_cast<int64_t>(items.size());
-  if (partials.size() < static_cast<size_t>(n_items * cols)) partials.resize(n_items * cols);
-  for (const Item& it : items) cumulative.push_back(it.first + it.count);
-  pool.parallel_for_weighted(cumulative, [&](int64_t i0, int64_t i1, int) {
-    // This thread's items cover rows [first, last) in order: each group prefetches the next.
-    const int64_t last =
-        items[static_cast<size_t>(i1 - 1)].first + items[static_cast<size_t>(i1 - 1)].count;
-    for (int64_t i = i0; i < i1; ++i) {
-      const Item& it = items[static_cast<size_t>(i)];
-      float* p = partials.data() + i * cols;
-      std::fill(p, p + cols, 0.0f);
-      for (int64_t g = 0; g < it.count; g += kAxpyGroup) {
-        const int n = static_cast<int>(std::min<int64_t>(kAxpyGroup, it.count - g));
-        const int64_t at = it.first + g + n;
-        const int n_next = static_cast<int>(std::min<int64_t>(kAxpyGroup, last - at));
-        axpy_row_slice(kernels, wt, rows.data() + it.first + g, coefs.data() + it.first + g, n, p,
-                       0, cols, rows.data() + at, n_next);
-      }
-    }
-  });
-  // Sum the partials per token, in item order, over column slices (independent per element).
-  constexpr int64_t kSlice = 256;
-  const int64_t n_slices = (cols + kSlice - 1) / kSlice;
-  pool.parallel_for(batch * n_slices, [&](int64_t j0, int64_t j1, int) {
-    for (int64_t j = j0; j < j1; ++j) {
-      const int64_t b = j / n_slices, begin = (j % n_slices) * kSlice;
-      const int64_t end = std::min(cols, begin + kSlice);
-      float* y = out + b * out_stride;
-      const int64_t first = token_items[b], last = token_items[b + 1];
-      if (first == last) {
-        std::fill(y + begin, y + end, 0.0f);
-        continue;
-      }
-      std::copy(partials.data() + first * cols + begin, partials.data() + first * cols + end,
-                y + begin);
-      for (int64_t i = first + 1; i < last; ++i) {
-        const float* p = partials.data() + i * cols;
-        for (int64_t e = begin; e < end; ++e) y[e] += p[e];
-      }
-    }
-  });
 }
 
 }  // namespace strata

@@ -13,9 +13,9 @@
 #include <cstdint>
 #include <span>
 
-#include "core/thread_pool.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matvec.h"
+#include "core/thread_pool.h"
 #include "tensor/matrix.h"
 
 namespace strata {
@@ -47,6 +47,9 @@ inline constexpr int kAxpyGroup = 8;
 // added in bucket order (ascending lists). Fixed by the neuron ids alone, so the sum of a
 // token's active neurons is the same whatever else the list holds and whoever computes it.
 inline constexpr int64_t kAxpyBucket = 256;
+// Scratch of one axpy_rows call at most (partial vectors and row lists; the calling thread
+// keeps it for the next call): a large batch goes in chunks of tokens that fit.
+inline constexpr uint64_t kAxpyScratchBytes = uint64_t{8} << 20;
 
 // out[begin, end) += sum over r of c[r] * wt.row(rows[r])[begin, end), for n_rows <= kAxpyGroup
 // rows, added in order (begin a multiple of 64 or the start of the row). next_rows (n_next <=

@@ -7,7 +7,8 @@
 # Usage (root): bench/flash_vs_mmap.sh BUNDLED.gguf PLAIN.gguf BUDGET TOKENS THREADS
 # (FLASH_ARGS adds flags to the flash run, e.g. "--window 10"; SKIP_MMAP=1 skips the baseline;
 # PROMPT=N evaluates N prompt tokens before the decode tokens, whose reads alone are reported)
-# BUDGET in bytes or with K/M/G (powers of 1024). Prints decode tok/s, bytes read per token,
+# BUDGET in bytes or with K/M/G (powers of 1024); CGROUP_LIMIT=BYTES sets the cgroup's limit apart
+# from the budget (to compare runs whose plans count differently under one cap). Prints decode tok/s, bytes read per token,
 # cache hit rate, the cgroup's peak memory (page cache included) and the process's peak RSS
 # (GNU time) for both.
 set -eu
@@ -20,7 +21,7 @@ print(int(float(s[:-1])*m[s[-1]]) if s[-1] in m else int(s))' "$budget")
 cg=/sys/fs/cgroup/memory/strata_flash_bench
 [ -d /sys/fs/cgroup/memory ] || { echo "error: needs the cgroup v1 memory controller" >&2; exit 1; }
 mkdir -p "$cg"
-echo "$bytes" >"$cg/memory.limit_in_bytes"
+echo "${CGROUP_LIMIT:-$bytes}" >"$cg/memory.limit_in_bytes"
 drop() { $py -c 'import os,sys
 fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$1"; }
 run() {  # run LABEL ARGS...

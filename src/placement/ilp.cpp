@@ -3,23 +3,23 @@
 // many are pinned in RAM (r); the rest stay in RAM (a model in RAM) or on flash behind the
 // window cache. Sorted groups make each layer's activation mass concave in the count placed,
 // so placing counts (the hottest of a group first) loses little against placing neurons, and
-// the program stays small: 40 layers x 48 groups x 2 variables at 13B. The greedy rule's
-// boundaries are group boundaries, so its plan is a solution whose modelled cost is exact, and
-// the optimum is never worse than it under the cost model.
+// the program stays small: 40 layers x ~18 groups x 2 variables at 13B. The greedy rule's
+// boundaries are group boundaries, so its plan is a solution whose modelled cost is exact:
+// branch and bound starts from it and can only improve on it.
 //
-// Per layer l (seconds, the cost model's terms; p = mean activation, w = mean window share,
-// b = neuron bytes, R/V = RAM/VRAM bandwidth, F = one flash read, h = window hit rate):
+// Per layer l (seconds, the cost model's terms; p = mean activation of a group, b = neuron
+// bytes, R/V = RAM/VRAM bandwidth, F = one flash read, h = window hit rate, k = 1.2):
 //   G_l = sum_g v_lg p b / V                                      (the GPU's FFN share)
-//   C_l = sum_g (n_g - v_lg - r_lg) p (b/R + (1-h) F) + r_lg p b/R + h q F short_l   (bundled)
-//       = sum_g (n_g - v_lg) p b / R                                                 (in RAM)
-//   short_l >= sum_g (n_g - v_lg - r_lg) w - room_l               (working set beyond the room)
+//   C_l = sum_g (n_g - v_lg) p b / R + F m_l                      (the CPU's; m_l: misses)
+//   d_l = sum_g (n_g - v_lg - r_lg) p                             (the window cache's demand)
+//   m_l >= (1 - h) d_l,  m_l >= d_l - h room_l / k                (bundled: window_misses)
 //   t_l >= A_l + G_l + sigma s_l,  t_l >= A_l + C_l + sigma s_l   (both devices at once)
 //   A_l = attention on the host or, a_l = 1, on the GPU; s_l = 1 when the layer uses both
 //   (s >= a + c - 1, s >= u - a; u: any VRAM neuron, c: any neuron on the CPU).
 // Minimise sum_l t_l + the output head's time, subject to RAM and VRAM budgets (hard),
-// cache slots (room + pinned) >= the minimum, and PowerInfer's per-layer minimum if asked.
-// PowerInfer's shipped ILP (maximise activation mass in VRAM under its capacity) is the case
-// V -> infinity, sigma = 0, dense blocks on the host: then sum_l t_l = const - mass_gpu b / R.
+// cache slots (room + pinned) between the minimum and n_ff, and PowerInfer's per-layer minimum
+// if asked. PowerInfer's shipped ILP (maximise activation mass in VRAM under its capacity) is
+// the case V -> infinity, sigma = 0, dense blocks on the host: sum_l t_l = const - mass_gpu b/R.
 #include <glpk.h>
 
 #include <algorithm>

@@ -60,7 +60,7 @@ void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l) {
 uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   const ModelConfig& c = model.config;
   const int64_t widest = std::max({c.n_embd, c.n_ff, c.n_head * c.head_dim});
-  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest);
+  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, c.n_ff, c.n_embd);
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
   if (model.weights.bundled)
     bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(c.n_ff, c.n_ff) +

@@ -82,12 +82,13 @@ Layout CpuBackend::layout_for(const MatrixView& w, WeightUse use, bool repack) {
   return repack && use == WeightUse::Whole && fits ? Layout::Interleaved16 : Layout::Rows;
 }
 
-uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim) {
+uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols) {
   // Per element: its int8 quant, a share of the block (34 bytes), its scale, scaled sum and
   // -8 sum (4 bytes each) and 8 lane offsets and 8 lane scales (4 bytes each) per 32 elements.
   const uint64_t blocks = static_cast<uint64_t>((max_dim + kQK - 1) / kQK);
   const uint64_t per_row = static_cast<uint64_t>(max_dim) + blocks * (34 + 3 * 4 + 16 * 4);
-  return static_cast<uint64_t>(max_rows) * (per_row + sizeof(PreparedInput)) + kAxpyScratchBytes;
+  return static_cast<uint64_t>(max_rows) * (per_row + sizeof(PreparedInput)) +
+         axpy_scratch_bound(max_rows, n_ids, cols);
 }
 
 std::unique_ptr<PreparedRows> CpuBackend::make_prepared(int64_t max_rows) {

@@ -35,8 +35,9 @@ class CpuBackend final : public Backend {
   }
   // Host memory of a make_prepared(max_rows) batch after rows of up to max_dim elements were
   // prepared for quantized weights (PreparedInput's Q8 blocks, scales and lanes), plus the
-  // axpy's scratch the calling thread keeps (sparse_ops.h): for the placement inventory.
-  static uint64_t scratch_bytes(int64_t max_rows, int64_t max_dim);
+  // axpy's scratch the calling thread keeps for n_ids neurons of `cols` (sparse_ops.h): for the
+  // placement inventory.
+  static uint64_t scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols);
   // The decision itself, for planning before a backend exists.
   static Layout layout_for(const MatrixView& w, WeightUse use, bool repack);
 

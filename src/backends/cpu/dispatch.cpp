@@ -5,8 +5,8 @@
 #include <cpuid.h>
 #endif
 
-#include "core/error.h"
 #include "backends/cpu/kernels.h"
+#include "core/error.h"
 
 namespace strata {
 

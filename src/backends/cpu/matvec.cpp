@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/error.h"
 #include "backends/cpu/amx_matmat.h"
+#include "core/error.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 

@@ -10,8 +10,8 @@
 #include <span>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "backends/cpu/kernels.h"
+#include "core/thread_pool.h"
 #include "tensor/matrix.h"
 
 namespace strata {

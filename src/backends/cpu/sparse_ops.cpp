@@ -223,6 +223,15 @@ void axpy_sum(const AxpyScratch& s, int64_t t0, int64_t t1, int64_t cols, float*
 
 }  // namespace
 
+uint64_t axpy_scratch_bound(int64_t batch, int64_t n_ids, int64_t cols) {
+  // A token's items: at most two runs per bucket; its pairs: one per id.
+  const uint64_t items = 2 * static_cast<uint64_t>((n_ids + kAxpyBucket - 1) / kAxpyBucket) + 1;
+  const uint64_t token = items * static_cast<uint64_t>(cols) * sizeof(float) +
+                         static_cast<uint64_t>(n_ids) * (sizeof(int64_t) + sizeof(float)) +
+                         items * sizeof(int64_t) * 4;
+  return std::min(std::max(kAxpyScratchBytes, token) + token, static_cast<uint64_t>(batch) * token);
+}
+
 void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const int32_t> ids,
                const float* c, int64_t c_stride, int64_t batch, float* out, int64_t out_stride,
                ThreadPool& pool, std::span<const int32_t> neurons) {

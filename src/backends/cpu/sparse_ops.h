@@ -50,6 +50,9 @@ inline constexpr int64_t kAxpyBucket = 256;
 // Scratch of one axpy_rows call at most (partial vectors and row lists; the calling thread
 // keeps it for the next call): a large batch goes in chunks of tokens that fit.
 inline constexpr uint64_t kAxpyScratchBytes = uint64_t{8} << 20;
+// The most scratch axpy_rows keeps for batches of up to `batch` tokens over lists of up to
+// `n_ids` ids (ascending, or two ascending runs: a neuron cache's passes) and rows of `cols`.
+uint64_t axpy_scratch_bound(int64_t batch, int64_t n_ids, int64_t cols);
 
 // out[begin, end) += sum over r of c[r] * wt.row(rows[r])[begin, end), for n_rows <= kAxpyGroup
 // rows, added in order (begin a multiple of 64 or the start of the row). next_rows (n_next <=

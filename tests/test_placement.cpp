@@ -47,6 +47,13 @@ Inventory make_inventory(int layers, int n, bool bundled, uint32_t seed,
   return inv;
 }
 
+// RAM every plan holds before its FFN part: fixed parts, output, dense blocks and KV caches.
+uint64_t ram_before_ffn(const Inventory& inv) {
+  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes;
+  for (const auto& l : inv.layers) ram += l.dense_bytes + l.kv_bytes;
+  return ram;
+}
+
 CostModel costs() {
   CostModel c;
   c.ram_bytes_per_s = 40e9;
@@ -129,8 +136,7 @@ TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     const Inventory inv = make_inventory(2, 4, true, seed);
     // Room for the dense parts and a few neurons more than the minimum caches.
-    uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
-    for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+    const uint64_t base = ram_before_ffn(inv);
     const uint64_t ram = base + (3 + seed % 4) * inv.layers[0].neuron_bytes;
     const Budgets b{ram + ram / 31 + 1, 0};
     const PlacementPlan p = plan_ilp(inv, b, costs());
@@ -143,8 +149,7 @@ TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
 TEST(Placement, IlpFindsTheBruteForceOptimumWithThreeTiersAndTheDenseBlocksDevice) {
   for (uint32_t seed = 1; seed <= 3; ++seed) {
     const Inventory inv = make_inventory(2, 3, true, seed);
-    uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
-    for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+    const uint64_t base = ram_before_ffn(inv);
     const uint64_t ram = base + 5 * inv.layers[0].neuron_bytes;
     // VRAM for the buffers, one layer's dense blocks and a couple of neurons.
     const uint64_t vram = inv.workspace_bytes + inv.layers[0].dense_bytes + inv.layers[0].kv_bytes +
@@ -173,8 +178,7 @@ TEST(Placement, IlpIsNeverWorseThanTheGreedyRule) {
   for (uint32_t seed = 1; seed <= 8; ++seed) {
     const bool bundled = seed % 2 == 1;
     const Inventory inv = make_inventory(6, 700, bundled, seed, 1 << 14);
-    uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
-    for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+    const uint64_t base = ram_before_ffn(inv);
     Budgets b;
     if (bundled) b.ram = (base + (200 + 60 * seed) * 6 * (1 << 14)) * 33 / 32;
     if (seed > 2) b.vram = inv.workspace_bytes + (seed * 3 + 2) * (1 << 20);
@@ -243,8 +247,7 @@ TEST(Placement, PerLayerMinimumOfVramNeuronsHolds) {
 TEST(Placement, GreedyRuleSizesTheCacheFromTheBudgetAndPinsTheHottest) {
   Inventory inv = make_inventory(3, 400, true, 5, 1 << 14);
   inv.layers[1].activation[17] = 0;  // never fired: never pinned
-  uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
-  for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+  const uint64_t base = ram_before_ffn(inv);
   const uint64_t budget = (base + 3 * 250 * (1 << 14)) * 32 / 31 + 64;
   SolverOptions o;
   o.pin_share = 0.4;
@@ -286,8 +289,7 @@ TEST(Placement, BudgetsBelowTheMinimumAreClearErrors) {
 
 TEST(Placement, PlansRoundTripThroughJsonAndBadOnesAreRefused) {
   const Inventory inv = make_inventory(3, 50, true, 2);
-  uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
-  for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+  const uint64_t base = ram_before_ffn(inv);
   const Budgets b{(base + 3 * 30 * inv.layers[0].neuron_bytes) * 33 / 32, 0};
   const PlacementPlan p = plan_ilp(inv, b, costs());
   const PlacementPlan q = plan_from_json(plan_to_json(p), inv);

@@ -33,6 +33,12 @@ std::vector<std::vector<float>> logits(const Model& m, const SessionOptions& o) 
   return out;
 }
 
+uint64_t ram_before_ffn(const Inventory& inv) {
+  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes;
+  for (const auto& l : inv.layers) ram += l.dense_bytes + l.kv_bytes;
+  return ram;
+}
+
 ActivationCounts profile_counts(const Model& m) {
   ThreadPool pool(2);
   std::vector<int32_t> tokens;
@@ -84,8 +90,7 @@ TEST(PlannedSession, BundledModelUnderAnIlpPlanGivesTheLogitsOfTheModelInRam) {
   // What the smallest caches need, and room for about half the neurons more.
   const Inventory inv =
       take_inventory(*flash, {64, FfnMode::Predict, DType::F32, DType::F32, 5, &counts});
-  uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
-  for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
+  const uint64_t base = ram_before_ffn(inv);
   const uint64_t ffn = inv.layers.size() * inv.layers[0].neuron_bytes;
   r.budgets.ram = (base + ffn * 160) * 32 / 31 + 1;
   for (SolverChoice solver : {SolverChoice::Ilp, SolverChoice::Greedy}) {

@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "bench_matrix.h"
-#include "core/thread_pool.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matvec.h"
+#include "bench_matrix.h"
+#include "core/thread_pool.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 

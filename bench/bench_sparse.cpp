@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "bench_matrix.h"
-#include "core/thread_pool.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matvec.h"
 #include "backends/cpu/sparse_ops.h"
+#include "bench_matrix.h"
+#include "core/thread_pool.h"
 
 namespace strata {
 namespace {

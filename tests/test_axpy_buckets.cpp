@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/sparse_ops.h"
+#include "core/thread_pool.h"
 #include "tensor/quantize.h"
 
 namespace strata {

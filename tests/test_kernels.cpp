@@ -105,7 +105,8 @@ TEST(Kernels, FourRowQ4GatherEqualsOneRowGatherBitForBit) {
       const void* next[2] = {m.view.row(1), m.view.row(4)};
       k->gather_dot4_q4_0(rows, in.q8(), cols, again, next, 2);
       for (int r = 0; r < 4; ++r) {
-        ASSERT_EQ(out[r], k->gather_dot_q4_0(rows[r], in.q8(), cols, nullptr)) << k->name << " " << cols;
+        ASSERT_EQ(out[r], k->gather_dot_q4_0(rows[r], in.q8(), cols, nullptr))
+            << k->name << " " << cols;
         ASSERT_EQ(out[r], again[r]) << k->name << " " << cols;
         ASSERT_EQ(out[r], dot_row(*k, m.view, picks[r], in)) << k->name << " " << cols;
       }

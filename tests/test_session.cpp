@@ -5,10 +5,10 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
 #include "backends/cpu/amx_matmat.h"
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/matvec.h"
+#include "core/error.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -88,9 +88,9 @@ TEST(Session, BatchedEvaluationMatchesTokenByToken) {
   }
 }
 
-// Interleaved Q4_0/Q8_0 (the CPU backend's layout, Model::adopt_layouts) computes what the scalar reference computes on
-// every path, so a prompt batch and token-by-token decoding give the same logits bit for bit,
-// and both agree with the file's row layout (SIMD dot kernels) within rounding.
+// Interleaved Q4_0/Q8_0 (the CPU backend's layout, Model::adopt_layouts) computes what the scalar
+// reference computes on every path, so a prompt batch and token-by-token decoding give the same
+// logits bit for bit, and both agree with the file's row layout (SIMD dot kernels) within rounding.
 TEST(Session, InterleavedRowsMatchRowLayoutAndBatchesExactly) {
   for (DType type : {DType::Q4_0, DType::Q8_0}) {
     std::vector<int32_t> tokens;

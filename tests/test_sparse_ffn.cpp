@@ -6,8 +6,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
 #include "backends/cpu/amx_matmat.h"
+#include "core/error.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 

@@ -6,10 +6,10 @@
 #include <random>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matvec.h"
 #include "backends/cpu/sparse_ops.h"
+#include "core/thread_pool.h"
 #include "tensor/quantize.h"
 
 namespace strata {

@@ -7,9 +7,9 @@
 #include <numeric>
 #include <random>
 
+#include "backends/cpu/kernels.h"
 #include "core/error.h"
 #include "format/gguf_writer.h"
-#include "backends/cpu/kernels.h"
 #include "model/down_transpose.h"
 #include "offline/text_windows.h"
 #include "runtime/session.h"
@@ -119,7 +119,9 @@ class PredictorNet {
 
   std::vector<float>& w1() { return w1_; }
   // y += c * w with the SIMD kernel.
-  void axpy1(const float* w, float c, float* y, int64_t n) const { k_.axpy_f32(&w, &c, 1, y, n, nullptr, 0); }
+  void axpy1(const float* w, float c, float* y, int64_t n) const {
+    k_.axpy_f32(&w, &c, 1, y, n, nullptr, 0);
+  }
   std::vector<float>& w2() { return w2_; }
 
  private:

@@ -8,7 +8,8 @@
 namespace strata {
 
 double window_misses(double demand, double room, double h) {
-  return std::max((1.0 - h) * demand, demand - h * std::max(0.0, room) / kRoomForFullReuse);
+  const double a = h / (kRoomForFullReuse - 1.0);
+  return std::max((1.0 - h) * demand, demand - a * (std::max(0.0, room) - demand));
 }
 
 double LayerCost::seconds() const {

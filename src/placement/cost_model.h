@@ -13,14 +13,16 @@ namespace strata {
 
 // Misses per token of a layer's window cache: `demand` = expected uses per token of the neurons
 // it serves (sum of p over the flash neurons), `room` = its slots beyond the pinned ones, h = the
-// layer's window hit rate. With room to spare, the share (1 - h) of uses that were not used in
-// the window before; with less room than kRoomForFullReuse x demand, the reuse caught falls in
-// proportion to room / demand (below the demand, passes evict what the next token needs):
-//   misses = max((1 - h) demand, demand - h room / kRoomForFullReuse)
-// An assumption, not a fit: on the 7B flash benchmark (docs/PLACEMENT.md) the model predicts
-// fewer reads than measured (the cache serves the predictor's selections, ~1.5x the profile's
-// true activations) and does not rank pin shares as the disk does.
-inline constexpr double kRoomForFullReuse = 1.2;
+// layer's window hit rate. Reuse needs room for a token's own neurons first: with room equal to
+// the demand nothing stays for the next token (every use misses); from there the reuse caught
+// grows with the room until, at kRoomForFullReuse x demand, the share (1 - h) of uses that were
+// not used in the window before are the only misses:
+//   misses = max((1 - h) d, d - h (room - d) / (kRoomForFullReuse - 1))
+// Convex in (room, d), so the ILP takes it as two rows. Below room = d it overstates the misses
+// (a layer that short re-reads within a token), which keeps plans away from there. Checked on
+// the 7B flash benchmark (docs/PLACEMENT.md): the plan it gives reads what the best fixed pin
+// share reads.
+inline constexpr double kRoomForFullReuse = 1.5;
 double window_misses(double demand, double room, double h);
 
 struct LayerCost {

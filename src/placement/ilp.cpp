@@ -8,11 +8,11 @@
 // branch and bound starts from it and can only improve on it.
 //
 // Per layer l (seconds, the cost model's terms; p = mean activation of a group, b = neuron
-// bytes, R/V = RAM/VRAM bandwidth, F = one flash read, h = window hit rate, k = 1.2):
+// bytes, R/V = RAM/VRAM bandwidth, F = one flash read, h = window hit rate, k = 1.5):
 //   G_l = sum_g v_lg p b / V                                      (the GPU's FFN share)
 //   C_l = sum_g (n_g - v_lg) p b / R + F m_l                      (the CPU's; m_l: misses)
 //   d_l = sum_g (n_g - v_lg - r_lg) p                             (the window cache's demand)
-//   m_l >= (1 - h) d_l,  m_l >= d_l - h room_l / k                (bundled: window_misses)
+//   m_l >= (1 - h) d_l,  m_l >= d_l - h (room_l - d_l) / (k - 1)  (bundled: window_misses)
 //   t_l >= A_l + G_l + sigma s_l,  t_l >= A_l + C_l + sigma s_l   (both devices at once)
 //   A_l = attention on the host or, a_l = 1, on the GPU; s_l = 1 when the layer uses both
 //   (s >= a + c - 1, s >= u - a; u: any VRAM neuron, c: any neuron on the CPU).
@@ -196,21 +196,20 @@ void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
 }
 
 void Builder::add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t) {
-  // misses >= (1 - h) demand and misses >= demand - h room / k (cost_model.h), with
-  // demand = demand0 - sum(demand terms): each row as misses + ... >= constant.
+  // misses >= (1 - h) d and misses >= d - a (room - d), a = h / (k - 1) (cost_model.h), with
+  // d = demand0 - sum(demand terms): each row as misses + ... >= constant.
   const LayerInventory& li = inv.layers[l];
-  const double h = li.window_hit_rate;
+  const double h = li.window_hit_rate, a = h / (kRoomForFullReuse - 1.0);
   lc.room = prog.column(1, static_cast<double>(li.n_neurons), GLP_IV, 0);
   lc.misses = prog.column(0, kInf, GLP_CV, 0);
   t.cpu.push_back({lc.misses, cost.flash_neuron_s});
-  std::vector<std::pair<int, double>> reuse{{lc.misses, 1}},
-      room{{lc.misses, 1}, {lc.room, h / kRoomForFullReuse}};
+  std::vector<std::pair<int, double>> reuse{{lc.misses, 1}}, room{{lc.misses, 1}, {lc.room, a}};
   for (const auto& [j, p] : t.demand) {
     reuse.push_back({j, (1.0 - h) * p});
-    room.push_back({j, p});
+    room.push_back({j, (1.0 + a) * p});
   }
   prog.row(reuse, (1.0 - h) * t.demand0, false);
-  prog.row(room, t.demand0, false);
+  prog.row(room, (1.0 + a) * t.demand0, false);
   t.slots.push_back({lc.room, 1});
   prog.row(t.slots, static_cast<double>(inv.min_cache_slots), false);
   prog.row(t.slots, static_cast<double>(li.n_neurons), true);  // a cache of n_ff at most

@@ -132,6 +132,14 @@ double brute_force(const Inventory& inv, const Budgets& b, const CostModel& c, b
   return best;
 }
 
+// The ILP's plan costs what the cheapest plan of all costs, and fits.
+void expect_optimal(const Inventory& inv, const Budgets& b, bool gpu, uint32_t seed) {
+  const PlacementPlan p = plan_ilp(inv, b, costs());
+  const double best = brute_force(inv, b, costs(), gpu);
+  EXPECT_NEAR(p.predicted.seconds_per_token, best, best * 1e-9) << "seed " << seed;
+  EXPECT_TRUE(fits(p, inv)) << "seed " << seed;
+}
+
 TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     const Inventory inv = make_inventory(2, 4, true, seed);
@@ -139,10 +147,7 @@ TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
     const uint64_t base = ram_before_ffn(inv);
     const uint64_t ram = base + (3 + seed % 4) * inv.layers[0].neuron_bytes;
     const Budgets b{ram + ram / 31 + 1, 0};
-    const PlacementPlan p = plan_ilp(inv, b, costs());
-    const double best = brute_force(inv, b, costs(), false);
-    EXPECT_NEAR(p.predicted.seconds_per_token, best, best * 1e-9) << "seed " << seed;
-    EXPECT_TRUE(fits(p, inv));
+    expect_optimal(inv, b, false, seed);
   }
 }
 
@@ -155,10 +160,7 @@ TEST(Placement, IlpFindsTheBruteForceOptimumWithThreeTiersAndTheDenseBlocksDevic
     const uint64_t vram = inv.workspace_bytes + inv.layers[0].dense_bytes + inv.layers[0].kv_bytes +
                           (1 + seed) * inv.layers[0].neuron_bytes;
     const Budgets b{ram + ram / 31 + 1, vram};
-    const PlacementPlan p = plan_ilp(inv, b, costs());
-    const double best = brute_force(inv, b, costs(), true);
-    EXPECT_NEAR(p.predicted.seconds_per_token, best, best * 1e-9) << "seed " << seed;
-    EXPECT_TRUE(fits(p, inv));
+    expect_optimal(inv, b, true, seed);
   }
 }
 
@@ -168,9 +170,7 @@ TEST(Placement, IlpFindsTheBruteForceOptimumOfAModelInRamWithAGpu) {
     const uint64_t vram = inv.workspace_bytes + (2 + seed) * inv.layers[0].neuron_bytes +
                           (seed % 2) * (inv.layers[1].dense_bytes + inv.layers[1].kv_bytes);
     const Budgets b{0, vram};
-    const PlacementPlan p = plan_ilp(inv, b, costs());
-    const double best = brute_force(inv, b, costs(), true);
-    EXPECT_NEAR(p.predicted.seconds_per_token, best, best * 1e-9) << "seed " << seed;
+    expect_optimal(inv, b, true, seed);
   }
 }
 

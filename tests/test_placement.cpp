@@ -192,15 +192,21 @@ TEST(Placement, IlpIsNeverWorseThanTheGreedyRule) {
   }
 }
 
+// PowerInfer's setting: GPU compute and the host link free, no synchronisation cost.
+CostModel free_gpu_costs() {
+  CostModel c = costs();
+  c.vram_bytes_per_s = 1e30;
+  c.link_bytes_per_s = 1e30;
+  c.sync_s = 0;
+  return c;
+}
+
 // PowerInfer's shipped ILP: maximise the activation mass in VRAM under a capacity. With free
 // GPU compute and link, no synchronisation cost and the dense blocks kept on the host, the cost
 // model's optimum is the globally hottest neurons that fit (a sort).
 TEST(Placement, PowerInfersIlpIsTheCaseOfFreeGpuTime) {
   const Inventory inv = make_inventory(4, 300, false, 7, 1 << 14);
-  CostModel c = costs();
-  c.vram_bytes_per_s = 1e30;
-  c.link_bytes_per_s = 1e30;
-  c.sync_s = 0;
+  const CostModel c = free_gpu_costs();
   SolverOptions o;
   o.dense_on_gpu = false;
   for (int capacity : {0, 17, 250, 900}) {
@@ -225,10 +231,7 @@ TEST(Placement, PowerInfersIlpIsTheCaseOfFreeGpuTime) {
 // PowerInfer's per-layer minimum T: a layer on the GPU at all gets at least T neurons.
 TEST(Placement, PerLayerMinimumOfVramNeuronsHolds) {
   const Inventory inv = make_inventory(4, 100, false, 3, 1 << 14);
-  CostModel c = costs();
-  c.vram_bytes_per_s = 1e30;
-  c.link_bytes_per_s = 1e30;
-  c.sync_s = 0;
+  const CostModel c = free_gpu_costs();
   SolverOptions o;
   o.dense_on_gpu = false;
   o.min_vram_neurons = 40;

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
@@ -105,6 +106,10 @@ class Backend {
   virtual std::unique_ptr<PreparedRows> make_prepared(int64_t max_rows) = 0;
   virtual void prepare(PreparedRows& p, const float* x, int64_t dim, int64_t n,
                        std::span<const DType> readers) = 0;
+  void prepare(PreparedRows& p, const float* x, int64_t dim, int64_t n,
+               std::initializer_list<DType> readers) {
+    prepare(p, x, dim, n, std::span<const DType>(readers.begin(), readers.size()));
+  }
   // out[b] = x[b] / rms(x[b]) * weight (the sum of squares in double).
   virtual void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                         float eps) = 0;

@@ -20,13 +20,17 @@ uint64_t usable_ram(uint64_t budget) {
   return budget - budget / 32;
 }
 
-namespace {
-
 double bandwidth(const CostModel& c, Device d) {
   return d == Device::Cuda ? c.vram_bytes_per_s : c.ram_bytes_per_s;
 }
 
-}  // namespace
+double attention_bytes(const LayerInventory& l) {
+  return static_cast<double>(l.dense_bytes) + 0.5 * static_cast<double>(l.kv_bytes);
+}
+
+double sync_seconds(const Inventory& inv, const CostModel& c) {
+  return c.sync_s + link_bytes(inv) / c.link_bytes_per_s;
+}
 
 LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const CostModel& cost,
                      int64_t l, PlanPrediction* t) {
@@ -34,10 +38,9 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
   const bool attention_gpu = lp.attention == Device::Cuda;
   LayerCost c;
-  // The dense blocks, and on average half the planned context's KV cache.
-  const double attention_bytes = static_cast<double>(li.dense_bytes) + 0.5 * li.kv_bytes;
-  c.attention_s = attention_bytes / bandwidth(cost, lp.attention);
-  (attention_gpu ? t->vram_bytes_per_token : t->ram_bytes_per_token) += attention_bytes;
+  const double dense = attention_bytes(li);
+  c.attention_s = dense / bandwidth(cost, lp.attention);
+  (attention_gpu ? t->vram_bytes_per_token : t->ram_bytes_per_token) += dense;
   const double b = static_cast<double>(li.neuron_bytes);
   double flash_demand = 0;  // uses per token of the neurons behind the window cache
   int64_t cpu_neurons = 0;
@@ -71,8 +74,8 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   }
   const bool uses_gpu = attention_gpu || !lp.vram.empty();
   if (uses_gpu && (cpu_neurons > 0 || !attention_gpu)) {
-    c.sync_s = cost.sync_s + 2.0 * static_cast<double>(inv.embd_bytes) / cost.link_bytes_per_s;
-    t->link_bytes_per_token += 2.0 * static_cast<double>(inv.embd_bytes);
+    c.sync_s = sync_seconds(inv, cost);
+    t->link_bytes_per_token += link_bytes(inv);
   }
   return c;
 }

@@ -25,6 +25,16 @@ namespace strata {
 inline constexpr double kRoomForFullReuse = 1.5;
 double window_misses(double demand, double room, double h);
 
+// Bytes a layer's dense blocks read per token: their weights and, on average, half the planned
+// context's KV cache.
+double attention_bytes(const LayerInventory& l);
+double bandwidth(const CostModel& c, Device d);  // of the device's memory
+// A layer that uses both devices: the synchronisation and its partial sum both ways over the link.
+double sync_seconds(const Inventory& inv, const CostModel& c);
+inline double link_bytes(const Inventory& inv) {
+  return 2.0 * static_cast<double>(inv.embd_bytes);
+}
+
 struct LayerCost {
   double attention_s = 0, gpu_ffn_s = 0, cpu_ffn_s = 0, sync_s = 0;
   double seconds() const;

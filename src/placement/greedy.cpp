@@ -25,11 +25,6 @@ std::vector<std::vector<int32_t>> hottest_first(const Inventory& inv) {
 
 namespace {
 
-std::string size_text(double bytes) {
-  if (bytes >= 1073741824.0) return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
-  return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-}
-
 // RAM held before the FFN: fixed parts, dense blocks, output, every KV cache (on the host).
 uint64_t ram_before_ffn(const Inventory& inv) {
   uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes;

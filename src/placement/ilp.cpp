@@ -25,13 +25,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <iterator>
 #include <limits>
 #include <memory>
 
 #include "core/error.h"
 #include "core/timer.h"
 #include "placement/cost_model.h"
+#include "placement/fit_budgets.h"
+#include "placement/glpk_program.h"
 #include "placement/solver.h"
 
 namespace strata {
@@ -84,45 +85,6 @@ std::vector<Group> make_groups(const LayerInventory& l, const std::vector<int32_
   return out;
 }
 
-// A sparse constraint matrix and its rows, 1-based as GLPK wants.
-class Program {
- public:
-  Program() : lp_(glp_create_prob()) { glp_set_obj_dir(lp_, GLP_MIN); }
-  ~Program() { glp_delete_prob(lp_); }
-  glp_prob* get() { return lp_; }
-
-  int column(double lo, double hi, int kind, double cost) {
-    const int j = glp_add_cols(lp_, 1);
-    glp_set_col_bnds(lp_, j, lo == hi ? GLP_FX : (std::isinf(hi) ? GLP_LO : GLP_DB), lo,
-                     std::isinf(hi) ? 0.0 : hi);
-    glp_set_col_kind(lp_, j, kind);
-    glp_set_obj_coef(lp_, j, cost);
-    return j;
-  }
-  // sum coef * x  (>= lo when upper is false, <= bound otherwise)
-  int row(const std::vector<std::pair<int, double>>& terms, double bound, bool upper) {
-    const int i = glp_add_rows(lp_, 1);
-    glp_set_row_bnds(lp_, i, upper ? GLP_UP : GLP_LO, upper ? 0.0 : bound, upper ? bound : 0.0);
-    for (const auto& [j, a] : terms) {
-      // Terms below 1e-9 (microseconds or MiB per neuron) are noise to GLPK's tolerances.
-      if (std::abs(a) < 1e-9 || j == 0) continue;
-      ia_.push_back(i);
-      ja_.push_back(j);
-      ar_.push_back(a);
-    }
-    return i;
-  }
-  void constant(double c) { glp_set_obj_coef(lp_, 0, c); }
-  void load() {
-    glp_load_matrix(lp_, static_cast<int>(ia_.size()) - 1, ia_.data(), ja_.data(), ar_.data());
-  }
-
- private:
-  glp_prob* lp_;
-  std::vector<int> ia_{0}, ja_{0};
-  std::vector<double> ar_{0.0};
-};
-
 constexpr double kMicro = 1e6;            // objective in microseconds
 constexpr double kMiB = 1.0 / 1048576.0;  // budget rows in MiB
 const double kInf = std::numeric_limits<double>::infinity();
@@ -152,12 +114,7 @@ struct Builder {
   bool gpu = false;
 
   double attention_s(size_t l, Device d) const {
-    const double bytes =
-        static_cast<double>(inv.layers[l].dense_bytes) + 0.5 * inv.layers[l].kv_bytes;
-    return bytes / (d == Device::Cuda ? cost.vram_bytes_per_s : cost.ram_bytes_per_s);
-  }
-  double sigma() const {
-    return cost.sync_s + 2.0 * static_cast<double>(inv.embd_bytes) / cost.link_bytes_per_s;
+    return attention_bytes(inv.layers[l]) / bandwidth(cost, d);
   }
   void add_layer(size_t l);
   void add_groups(size_t l, LayerColumns& lc, LayerTerms& t);
@@ -223,7 +180,7 @@ void Builder::add_devices(size_t l, LayerColumns& lc, const LayerTerms& t) {
   lc.u = prog.column(0, 1, GLP_BV, 0);
   lc.c = prog.column(0, 1, GLP_BV, 0);
   lc.s = prog.column(0, 1, GLP_BV, 0);
-  const double sg = sigma();
+  const double sg = sync_seconds(inv, cost);
   // t - (A + C + sigma s) >= 0, t - (A + G + sigma s) >= 0, A = a_cpu + (a_gpu - a_cpu) a;
   // in microseconds, like the objective (GLPK's tolerances are absolute).
   const double da = attention_s(l, Device::Cuda) - a_cpu;
@@ -408,71 +365,6 @@ PlacementPlan read_solution(Builder& bld, const std::vector<std::vector<int32_t>
   return p;
 }
 
-// Activation probability of a layer's neuron (1 in a dense FFN).
-double activation(const Inventory& inv, size_t l, int32_t id) {
-  return inv.sparse ? inv.layers[l].activation[static_cast<size_t>(id)] : 1.0;
-}
-
-// Brings a rounded plan within the budgets: off the GPU first the output head, then attention
-// blocks from the last layer, then the coldest VRAM neurons; in RAM the caches shrink to their
-// minimum, then the coldest pinned neurons go.
-void repair(PlacementPlan& p, const Inventory& inv) {
-  auto held = [&] {
-    PlanPrediction t;
-    held_bytes(p, inv, t);
-    return t;
-  };
-  if (held().vram_bytes > p.budgets.vram) p.output = Device::Host;
-  for (size_t l = p.layers.size(); l-- > 0 && held().vram_bytes > p.budgets.vram;)
-    p.layers[l].attention = Device::Host;
-  uint64_t vram = held().vram_bytes;
-  if (vram > p.budgets.vram) {
-    struct Placed {
-      double p;
-      size_t layer;
-      int32_t id;
-    };
-    std::vector<Placed> all;
-    for (size_t l = 0; l < p.layers.size(); ++l)
-      for (int32_t id : p.layers[l].vram) all.push_back({activation(inv, l, id), l, id});
-    std::sort(all.begin(), all.end(), [](const Placed& x, const Placed& y) { return x.p < y.p; });
-    std::vector<std::vector<int32_t>> drop(p.layers.size());
-    for (size_t k = 0; k < all.size() && vram > p.budgets.vram; ++k) {
-      drop[all[k].layer].push_back(all[k].id);
-      vram -= inv.layers[all[k].layer].neuron_bytes;
-    }
-    for (size_t l = 0; l < p.layers.size(); ++l) {
-      std::sort(drop[l].begin(), drop[l].end());
-      std::vector<int32_t> keep;
-      std::set_difference(p.layers[l].vram.begin(), p.layers[l].vram.end(), drop[l].begin(),
-                          drop[l].end(), std::back_inserter(keep));
-      p.layers[l].vram = std::move(keep);
-    }
-  }
-  if (p.budgets.ram == 0 || !inv.bundled) return;
-  const uint64_t usable = usable_ram(p.budgets.ram);
-  auto minimum_slots = [&](const LayerPlan& lp) {
-    return std::max<int64_t>(static_cast<int64_t>(lp.pinned.size()) + 1, inv.min_cache_slots);
-  };
-  for (size_t l = 0; l < p.layers.size() && held().ram_bytes > usable; ++l)
-    p.layers[l].cache_slots = minimum_slots(p.layers[l]);
-  // Then the coldest pinned neurons, a layer at a time (each frees a slot).
-  uint64_t ram = held().ram_bytes;
-  for (size_t l = 0; ram > usable && l < p.layers.size(); ++l) {
-    LayerPlan& lp = p.layers[l];
-    std::vector<int32_t> by_heat = lp.pinned;
-    std::sort(by_heat.begin(), by_heat.end(),
-              [&](int32_t x, int32_t y) { return activation(inv, l, x) > activation(inv, l, y); });
-    while (ram > usable && !by_heat.empty() && lp.cache_slots > inv.min_cache_slots) {
-      by_heat.pop_back();
-      --lp.cache_slots;
-      ram -= inv.layers[l].neuron_bytes;
-    }
-    std::sort(by_heat.begin(), by_heat.end());
-    lp.pinned = std::move(by_heat);
-  }
-}
-
 // Fixes the device decisions (binaries) of the program to those of `p`.
 void fix_devices(Builder& bld, const PlacementPlan& p) {
   glp_prob* lp = bld.prog.get();
@@ -541,7 +433,7 @@ PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& 
     p.budgets = b;
     p.costs = cost;
     p.status = status;
-    repair(p, inv);
+    fit_within_budgets(p, inv);
     p.predicted = evaluate(p, inv, cost);
     return p;
   };

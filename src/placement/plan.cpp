@@ -135,12 +135,10 @@ PlacementPlan plan_from_json(const nlohmann::json& j, const Inventory& inv) {
   return p;
 }
 
-namespace {
 std::string size_text(double bytes) {
   if (bytes >= 1073741824.0) return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
   return fmt::format("{:.1f} MiB", bytes / 1048576.0);
 }
-}  // namespace
 
 std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
   int64_t vram = 0, pinned = 0, gpu_layers = 0, min_slots = INT64_MAX, max_slots = 0;

@@ -60,6 +60,8 @@ struct PlacementPlan {
 nlohmann::json plan_to_json(const PlacementPlan& plan);
 // Fails with a one-line message naming what is wrong (missing fields, ids out of range).
 PlacementPlan plan_from_json(const nlohmann::json& j, const Inventory& inventory);
+// "4.55 GiB", "12.3 MiB": sizes in plans and in their errors.
+std::string size_text(double bytes);
 // "plan (ilp): 22 layers; VRAM 0 B; RAM 57.3 MiB (pinned 1200 neurons, cache 64..200 slots);
 // flash 320 MiB; predicted 41.2 tok/s"
 std::string plan_summary(const PlacementPlan& plan, const Inventory& inventory);

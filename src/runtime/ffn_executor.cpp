@@ -15,11 +15,6 @@ FfnExecutor::FfnExecutor(const Model& model, Backend& backend, Workspace& ws, Pr
       mode_(mode),
       check_predictor_(check_predictor) {}
 
-void FfnExecutor::prepare(const float* x, int64_t dim, int64_t n,
-                          std::initializer_list<DType> readers) {
-  backend_.prepare(in_, x, dim, n, std::span<const DType>(readers.begin(), readers.size()));
-}
-
 void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
                       ForwardTimes& times, const FfnObserver& observer) {
   if (mode_ == FfnMode::Dense)
@@ -33,7 +28,8 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, const FfnObs
   const int64_t ff = c_.n_ff, total = n * ff;
   const bool gated = ffn_has_gate(c_.ffn);
   backend_.rms_norm(ws_.x, w.ffn_norm.data(), ws_.xn, n, c_.n_embd, c_.rms_eps);
-  prepare(ws_.xn, c_.n_embd, n, {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
+  backend_.prepare(in_, ws_.xn, c_.n_embd, n,
+                   {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
   const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
   backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
   float* h = ws_.up;
@@ -42,7 +38,7 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, const FfnObs
   stats.nonzero += backend_.keep_needed(h, nullptr, n, ff, 0, ff);
   if (observer) observer(l, n, ws_.x, h);
   if (w.ffn_down.data != nullptr) {
-    prepare(h, ff, n, {w.ffn_down.type});
+    backend_.prepare(in_, h, ff, n, {w.ffn_down.type});
     const RowsJob down{&w.ffn_down, ws_.proj, c_.n_embd};
     backend_.matmul(std::span(&down, 1), in_);
   } else {
@@ -57,11 +53,11 @@ void FfnExecutor::predict(int64_t l, int64_t n) {
   const LayerPredictor& p = model_.weights.layers[l].predictor;
   const int64_t rank = p.rank(), ff = c_.n_ff;
   // The predictor reads the residual stream before ffn_norm, as PowerInfer's do.
-  prepare(ws_.x, c_.n_embd, n, {p.fc1.type});
+  backend_.prepare(in_, ws_.x, c_.n_embd, n, {p.fc1.type});
   const RowsJob fc1{&p.fc1, ws_.pred_hidden, rank};
   backend_.matmul(std::span(&fc1, 1), in_);
   backend_.relu(ws_.pred_hidden, n * rank);
-  prepare(ws_.pred_hidden, rank, n, {p.fc2.type});
+  backend_.prepare(in_, ws_.pred_hidden, rank, n, {p.fc2.type});
   const RowsJob fc2{&p.fc2, ws_.pred_scores, ff};
   backend_.matmul(std::span(&fc2, 1), in_);
   backend_.threshold(ws_.pred_scores, p.threshold, false, ws_.mask, n * ff);
@@ -94,7 +90,8 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   }
   backend_.rms_norm(ws_.x, w.ffn_norm.data(), ws_.xn, n, c_.n_embd, c_.rms_eps);
   const FfnStore::RowTypes rows = store_->row_types(l);
-  prepare(ws_.xn, c_.n_embd, n, {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
+  backend_.prepare(in_, ws_.xn, c_.n_embd, n,
+                   {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
   if (mode_ == FfnMode::GateFirst) gate_first(l, n);
   uint64_t selected = 0;
   NeuronList list{ws_.ids, 0, ws_.need, ff, n};

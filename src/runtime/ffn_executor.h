@@ -35,7 +35,6 @@ class FfnExecutor {
   void gather_segment(const FfnSegment& s, int64_t n);
   void split_segment(FfnSegment& s, int64_t n);
   void check_prediction(int64_t layer, int64_t n, FfnLayerStats& stats);
-  void prepare(const float* x, int64_t dim, int64_t n, std::initializer_list<DType> readers);
 
   const Model& model_;
   const ModelConfig& c_;

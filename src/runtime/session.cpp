@@ -187,11 +187,6 @@ std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_l
   return logits_;
 }
 
-void Session::prepare(const float* x, int64_t dim, int64_t n,
-                      std::initializer_list<DType> readers) {
-  backend_.prepare(*in_, x, dim, n, std::span<const DType>(readers.begin(), readers.size()));
-}
-
 void Session::embed(std::span<const int32_t> tokens) {
   const int64_t n = static_cast<int64_t>(tokens.size()), half = c_.n_rot / 2;
   for (int64_t b = 0; b < n; ++b) {
@@ -243,7 +238,7 @@ void Session::attention_block(int64_t l, int64_t n) {
   const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
   Workspace& ws = *ws_;
   backend_.rms_norm(ws.x, w.attn_norm.data(), ws.xn, n, c_.n_embd, c_.rms_eps);
-  prepare(ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
+  backend_.prepare(*in_, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
   const RowsJob qkv[3] = {
       {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
   backend_.matmul(qkv, *in_);
@@ -251,7 +246,7 @@ void Session::attention_block(int64_t l, int64_t n) {
   backend_.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, c_.n_rot / 2}, kv,
                           n_past_);
   backend_.attention(ws.q, n, heads, kv, n_past_, n_ctx_, ws.scores, ws.attn);
-  prepare(ws.attn, q_dim, n, {w.attn_output.type});
+  backend_.prepare(*in_, ws.attn, q_dim, n, {w.attn_output.type});
   const RowsJob o{&w.attn_output, ws.proj, c_.n_embd};
   backend_.matmul(std::span(&o, 1), *in_);
   backend_.add(ws.x, ws.proj, n * c_.n_embd);
@@ -263,7 +258,7 @@ void Session::output(int64_t n, float* logits, bool all_logits) {
   const int64_t first = all_logits ? 0 : n - 1;
   backend_.rms_norm(ws_->x + first * c_.n_embd, model_.weights.output_norm.data(), ws_->xn,
                     n - first, c_.n_embd, c_.rms_eps);
-  prepare(ws_->xn, c_.n_embd, n - first, {out.type});
+  backend_.prepare(*in_, ws_->xn, c_.n_embd, n - first, {out.type});
   const RowsJob job{&out, logits, c_.n_vocab};
   backend_.matmul(std::span(&job, 1), *in_);
   backend_.synchronize();  // the logits are read by the caller

@@ -119,7 +119,6 @@ class Session {
   void embed(std::span<const int32_t> tokens);
   void attention_block(int64_t layer, int64_t n);
   void output(int64_t n, float* logits, bool all_logits);
-  void prepare(const float* x, int64_t dim, int64_t n, std::initializer_list<DType> readers);
 
   const Model& model_;
   const ModelConfig& c_;

@@ -116,18 +116,12 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64
 }
 
 void CpuBackend::matmul(std::span<const RowsJob> jobs, const PreparedRows& x) {
-  std::vector<MatMatJob> mj;
-  mj.reserve(jobs.size());
-  for (const RowsJob& j : jobs) mj.push_back({j.w, j.y, j.y_stride});
-  matmat_multi(kernels_, mj, cpu_rows(x).span(), pool_);
+  matmat_multi(kernels_, jobs, cpu_rows(x).span(), pool_);
 }
 
 void CpuBackend::gather(std::span<const RowsJob> jobs, std::span<const int32_t> rows,
                         const PreparedRows& x, const uint8_t* need, int64_t need_stride) {
-  std::vector<GatherJob> gj;
-  gj.reserve(jobs.size());
-  for (const RowsJob& j : jobs) gj.push_back({j.w, j.y, j.y_stride});
-  gather_matmat(kernels_, gj, rows, cpu_rows(x).span(), pool_, need, need_stride);
+  gather_matmat(kernels_, jobs, rows, cpu_rows(x).span(), pool_, need, need_stride);
 }
 
 void CpuBackend::axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c,

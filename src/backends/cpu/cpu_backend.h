@@ -42,6 +42,7 @@ class CpuBackend final : public Backend {
   static Layout layout_for(const MatrixView& w, WeightUse use, bool repack);
 
   std::unique_ptr<PreparedRows> make_prepared(int64_t max_rows) override;
+  using Backend::prepare;
   void prepare(PreparedRows& p, const float* x, int64_t dim, int64_t n,
                std::span<const DType> readers) override;
   void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,

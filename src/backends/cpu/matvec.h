@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "backends/backend.h"
 #include "backends/cpu/kernels.h"
 #include "core/thread_pool.h"
 #include "tensor/matrix.h"
@@ -69,11 +70,7 @@ void matvec_multi(const CpuKernels& kernels, std::initializer_list<MatVecJob> jo
 // dot kernels within rounding. Interleaved Q4_0 equals the scalar reference on every path.
 inline constexpr int64_t kAmxMinBatch = 4;
 
-struct MatMatJob {
-  const MatrixView* w;
-  float* y;
-  int64_t y_stride;
-};
+using MatMatJob = RowsJob;  // {w, y, y_stride}: backend.h's job, so ops pass them through
 void matmat_multi(const CpuKernels& kernels, std::span<const MatMatJob> jobs,
                   std::span<const PreparedInput> x, ThreadPool& pool);
 inline void matmat_multi(const CpuKernels& kernels, std::initializer_list<MatMatJob> jobs,

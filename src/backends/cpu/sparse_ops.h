@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <span>
 
+#include "backends/backend.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matvec.h"
 #include "core/thread_pool.h"
@@ -20,11 +21,8 @@
 
 namespace strata {
 
-struct GatherJob {
-  const MatrixView* w;
-  float* y;          // y[b * y_stride + k] for token b and the k-th id
-  int64_t y_stride;  // >= ids.size()
-};
+// {w, y, y_stride}: y[b * y_stride + k] for token b and the k-th id (y_stride >= ids.size()).
+using GatherJob = RowsJob;
 
 // For every job: y[b][k] = w.row(ids[k]) . x[b]. With `need` (row-major [batch][need_stride],
 // indexed by the k of the id list), products where need[b][k] == 0 are skipped and written as 0.

@@ -15,7 +15,6 @@ Inventory inventory_13b(bool bundled) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   Inventory inv;
   inv.bundled = bundled;
-  inv.window = 5;
   inv.embd_bytes = 5120 * 4;
   inv.min_cache_slots = 13824 / 8;
   inv.output_bytes = 5120ull * 32000 * 9 / 16;  // Q4_0

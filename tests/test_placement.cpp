@@ -24,7 +24,6 @@ Inventory make_inventory(int layers, int n, bool bundled, uint32_t seed,
   Inventory inv;
   inv.bundled = bundled;
   inv.sparse = true;
-  inv.window = 5;
   inv.embd_bytes = 4096 * 4;
   inv.min_cache_slots = std::max(1, n / 4);
   inv.output_bytes = 3 << 20;

@@ -39,7 +39,6 @@ struct Inventory {
   bool bundled = false;         // the FFN's home is flash (strata bundle), read into RAM caches
   bool sparse = true;           // neurons selected per token (predict); false: every neuron
   int64_t min_cache_slots = 0;  // bundled: the smallest cache per layer that decodes
-  int window = 5;               // bundled: tokens a neuron stays cached after its last use
 };
 
 // Hard limits per tier; 0 RAM: no limit; 0 VRAM: no GPU.

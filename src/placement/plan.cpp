@@ -8,20 +8,6 @@
 
 namespace strata {
 
-const char* tier_name(Tier t) {
-  switch (t) {
-    case Tier::Vram:
-      return "vram";
-    case Tier::RamPinned:
-      return "ram-pinned";
-    case Tier::Ram:
-      return "ram";
-    case Tier::Flash:
-      return "flash";
-  }
-  return "?";
-}
-
 Tier PlacementPlan::tier(int64_t l, int32_t id) const {
   const LayerPlan& lp = layers[static_cast<size_t>(l)];
   if (std::binary_search(lp.vram.begin(), lp.vram.end(), id)) return Tier::Vram;

@@ -21,7 +21,6 @@ enum class Tier : uint8_t {
   Ram,        // in RAM (the model's matrices; bundled: in the window cache when recently used)
   Flash,      // bundled: on flash, read into the window cache on demand
 };
-const char* tier_name(Tier t);
 
 struct LayerPlan {
   Device attention = Device::Host;  // attention, norms and the predictor
@@ -47,7 +46,6 @@ struct PlacementPlan {
   double lower_bound_s = 0;
   Budgets budgets;
   CostModel costs;
-  Device kv = Device::Host;
   Device output = Device::Host;
   bool bundled = false;
   std::vector<LayerPlan> layers;

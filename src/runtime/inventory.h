@@ -23,7 +23,6 @@ struct InventoryRequest {
   int64_t n_ctx = 0;
   FfnMode mode = FfnMode::Dense;
   DType k_type = DType::F32, v_type = DType::F32;
-  int window = 5;
   const ActivationCounts* profile = nullptr;  // null: every neuron equally likely
   int64_t logits_rows = 1;  // rows of logits a call returns (all_logits: the tokens of a call)
 };

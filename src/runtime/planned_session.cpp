@@ -14,14 +14,16 @@ double flash_neuron_seconds(uint64_t bundle_bytes, const StorageProfile* storage
   return static_cast<double>(bundle_bytes) / kDefaultFlashBytesPerS;
 }
 
+namespace {
+
+// Auto is the ILP when a profile says which neurons are hot and there is a choice to make (a
+// bundled model, or VRAM), else the greedy rule.
 SolverChoice resolve_solver(const RunRequest& r, bool bundled) {
   if (r.solver != SolverChoice::Auto) return r.solver;
   const bool choice = bundled || r.budgets.vram > 0;
   return r.profile != nullptr && choice && r.mode != FfnMode::Dense ? SolverChoice::Ilp
                                                                     : SolverChoice::Greedy;
 }
-
-namespace {
 
 SessionOptions base_options(const RunRequest& r) {
   SessionOptions o;
@@ -73,7 +75,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& r) {
       r.plan == nullptr && r.budgets.vram == 0)
     run.notes.push_back(
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
-  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.window, r.profile, r.logits_rows};
+  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.profile, r.logits_rows};
   run.inventory = take_inventory(model, ir);
   RunRequest req = r;
   if (model.weights.bundled && req.costs.flash_neuron_s <= 0)

@@ -45,10 +45,6 @@ struct PlannedRun {
   std::vector<std::string> notes;  // for stderr: what was done to the model
 };
 
-// Chooses the solver: a saved plan wins; Auto is the ILP when a profile says which neurons are
-// hot and there is a choice to make (a bundled model, or VRAM), else the greedy rule.
-SolverChoice resolve_solver(const RunRequest& r, bool bundled);
-
 // Plans without touching the model (strata plan): inventory, solver or plan file, budgets.
 PlannedRun make_plan(const Model& model, const RunRequest& r);
 // make_plan, then the model prepared for the plan and the session options that apply it.

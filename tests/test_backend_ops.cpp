@@ -3,7 +3,8 @@
 // multiple of 16, one token and a 64-token batch, empty and full neuron lists. Tolerances are
 // relative to the sum of |terms| of each output (what rounding can move): 1e-5 for float
 // weights and for the axpy, 1e-4 for F16/BF16 products (f32 accumulation), 1e-2 for Q8_0/Q4_0
-// products, whose activations the backend quantizes to Q8 blocks (the reference does not).
+// and K-quant products, whose activations the backend quantizes to Q8_0 blocks or Q8_K
+// super-blocks (the reference does not). K-quant rows are whole super-blocks (256 values).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,7 @@
 #include "backends/registry.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
+#include "tensor/kquants.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -77,8 +79,17 @@ struct Case {
 };
 
 std::vector<Case> product_cases() {
-  return {{DType::F32, false},  {DType::F16, false}, {DType::BF16, false}, {DType::Q8_0, false},
-          {DType::Q4_0, false}, {DType::Q8_0, true}, {DType::Q4_0, true}};
+  return {{DType::F32, false},  {DType::F16, false},  {DType::BF16, false}, {DType::Q8_0, false},
+          {DType::Q4_0, false}, {DType::Q8_0, true},   {DType::Q4_0, true},  {DType::Q2_K, false},
+          {DType::Q3_K, false}, {DType::Q4_K, false},  {DType::Q5_K, false}, {DType::Q6_K, false}};
+}
+
+const DType kRowTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                           DType::Q4_0, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                           DType::Q5_K, DType::Q6_K};
+// Row lengths: short ones, whole super-blocks for the K-quants.
+int64_t row_length(DType t, int64_t short_length) {
+  return is_kquant(t) ? 512 : short_length;
 }
 
 class BackendOps : public ::testing::Test {
@@ -93,7 +104,7 @@ TEST_F(BackendOps, MatmulEqualsTheReferenceForEveryTypeLayoutAndBatch) {
       for (int64_t rows : {37, 64})
         for (int64_t n : {1, 5, 64}) {
           if (c.interleaved && rows % kInterleavedRows != 0) continue;
-          const int64_t cols = 256;
+          const int64_t cols = row_length(c.type, 256);
           const Weights w = random_weights(c.type, rows, cols, 11, c.interleaved);
           const std::vector<float> x = random_rows(n, cols, 12);
           auto in = be->make_prepared(n);
@@ -117,10 +128,11 @@ TEST_F(BackendOps, MatmulEqualsTheReferenceForEveryTypeLayoutAndBatch) {
 }
 
 TEST_F(BackendOps, GatherEqualsTheReferenceWithEmptyPartialAndFullLists) {
-  const int64_t rows = 300, cols = 128;
+  const int64_t rows = 300;
   for (auto& [name, be] : backends)
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+    for (DType t : kRowTypes)
       for (int64_t n : {1, 64}) {
+        const int64_t cols = row_length(t, 128);
         const Weights w = random_weights(t, rows, cols, 21, false);
         const std::vector<float> x = random_rows(n, cols, 22);
         std::vector<int32_t> partial;
@@ -156,10 +168,11 @@ TEST_F(BackendOps, GatherEqualsTheReferenceWithEmptyPartialAndFullLists) {
 }
 
 TEST_F(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
-  const int64_t neurons = 700, dim = 96;
+  const int64_t neurons = 700;
   for (auto& [name, be] : backends)
-    for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+    for (DType t : kRowTypes)
       for (int64_t n : {1, 64}) {
+        const int64_t dim = row_length(t, 96);
         const Weights wt = random_weights(t, neurons, dim, 31, false);
         std::vector<int32_t> ids;
         for (int32_t i = 0; i < neurons; i += 2) ids.push_back(i);
@@ -169,12 +182,14 @@ TEST_F(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
         be->axpy(wt.view, ids, c.data(), stride, n, out.data(), dim, {});
         be->synchronize();
         reference::axpy(wt.view, ids, c.data(), stride, n, ref.data(), dim);
+        std::vector<std::vector<float>> rows_f32;
+        for (int32_t id : ids) rows_f32.push_back(reference::weight_row(wt.view, id));
         for (int64_t b = 0; b < n; ++b)
           for (int64_t i = 0; i < dim; ++i) {
             double scale = 0;
             for (size_t k = 0; k < ids.size(); ++k)
               scale += std::abs(c[static_cast<size_t>(b * stride) + k] *
-                                reference::weight_row(wt.view, ids[k])[static_cast<size_t>(i)]);
+                                rows_f32[k][static_cast<size_t>(i)]);
             ASSERT_NEAR(out[static_cast<size_t>(b * dim + i)],
                         ref[static_cast<size_t>(b * dim + i)], 1e-5 * scale + 1e-6)
                 << name << " " << dtype_name(t);

@@ -22,7 +22,7 @@ const GgufTensorInfo& require(const GgufFile& f, const std::string& name) {
   if (!dtype_info(t->type).computable)
     fail(
         "tensor '{}' has type {}, which strata cannot compute with yet (supported: F32, F16, "
-        "BF16, Q8_0, Q4_0)",
+        "BF16, Q8_0, Q4_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
         name, dtype_name(t->type));
   return *t;
 }

@@ -1,5 +1,5 @@
 // Tensor element types, numbered as GGUF numbers them. strata computes with F32, F16, BF16,
-// Q8_0 and Q4_0; the other GGUF types are known by size only, so `strata info` can list any
+// Q8_0, Q4_0 and the K-quants Q2_K..Q6_K (tensor/kquants.h); the other GGUF types are known by size only, so `strata info` can list any
 // llama.cpp file and the loader can name the unsupported type in its error.
 #pragma once
 
@@ -48,6 +48,10 @@ inline const char* dtype_name(DType type) {
   return dtype_info(type).name;
 }
 std::optional<DType> dtype_from_name(std::string_view name);  // "f16", "Q8_0", ... any case
+
+inline bool is_float_type(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
 
 // Bytes of a row of n elements; n must be a multiple of the block size.
 uint64_t row_bytes(DType type, uint64_t n);

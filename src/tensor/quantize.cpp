@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "tensor/half.h"
+#include "tensor/kquants.h"
 
 namespace strata {
 
@@ -60,6 +61,14 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q4_0:
       quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
       return;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K:
+      quantize_row_kquant(type, src, dst, n);
+      return;
     default:
       fail("cannot quantize to {}", dtype_name(type));
   }
@@ -96,6 +105,14 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::Q8_K:
+      dequantize_row_kquant(type, src, dst, n);
+      return;
     default:
       fail("cannot dequantize {}", dtype_name(type));
   }

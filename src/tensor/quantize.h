@@ -1,5 +1,6 @@
-// Conversion of rows between f32 and every computable type, following ggml's reference
-// quantizers (Q8_0: scale = max|x|/127, round to nearest; Q4_0: scale = signed max / -8).
+// Conversion of rows between f32 and every computable type. Q8_0 and Q4_0 follow ggml's
+// reference quantizers (Q8_0: scale = max|x|/127, round to nearest; Q4_0: scale = signed max /
+// -8); the K-quants have strata's own (tensor/kquants.cpp).
 #pragma once
 
 #include <cstdint>

@@ -84,9 +84,12 @@ Layout CpuBackend::layout_for(const MatrixView& w, WeightUse use, bool repack) {
 
 uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols) {
   // Per element: its int8 quant, a share of the block (34 bytes), its scale, scaled sum and
-  // -8 sum (4 bytes each) and 8 lane offsets and 8 lane scales (4 bytes each) per 32 elements.
+  // -8 sum (4 bytes each) and 8 lane offsets and 8 lane scales (4 bytes each) per 32 elements;
+  // and a Q8_K super-block (292 bytes) per 256 elements for K-quant readers.
   const uint64_t blocks = static_cast<uint64_t>((max_dim + kQK - 1) / kQK);
-  const uint64_t per_row = static_cast<uint64_t>(max_dim) + blocks * (34 + 3 * 4 + 16 * 4);
+  const uint64_t super_blocks = static_cast<uint64_t>((max_dim + kQK_K - 1) / kQK_K);
+  const uint64_t per_row = static_cast<uint64_t>(max_dim) + blocks * (34 + 3 * 4 + 16 * 4) +
+                           super_blocks * sizeof(BlockQ8_K);
   return static_cast<uint64_t>(max_rows) * (per_row + sizeof(PreparedInput)) +
          axpy_scratch_bound(max_rows, n_ids, cols);
 }
@@ -99,8 +102,9 @@ void CpuBackend::prepare(PreparedRows& p, const float* x, int64_t dim, int64_t n
                          std::span<const DType> readers) {
   auto& rows = static_cast<CpuPreparedRows&>(p);
   const bool q8 = std::any_of(readers.begin(), readers.end(), needs_q8_input);
+  const bool q8k = std::any_of(readers.begin(), readers.end(), needs_q8k_input);
   for (int64_t b = 0; b < n; ++b)
-    rows.inputs[static_cast<size_t>(b)].prepare(kernels_, x + b * dim, dim, q8);
+    rows.inputs[static_cast<size_t>(b)].prepare(kernels_, x + b * dim, dim, q8, q8k);
   rows.n = n;
 }
 

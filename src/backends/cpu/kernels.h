@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/kquants.h"
 
 namespace strata {
 
@@ -88,6 +89,18 @@ struct CpuKernels {
                     const void* const* next, int n_next);
   void (*axpy_q4_0)(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n,
                     const void* const* next, int n_next);
+  // K-quants (tensor/kquants.h), one entry per type at kquant_slot(type): Q2_K..Q6_K.
+  // A row of n values (a multiple of 256) times the activation quantized to Q8_K: each
+  // super-block's integer sums exactly as superblock_sums, then superblock_dot, added in block
+  // order, so every variant equals the scalar reference bit for bit. The gather entries, as
+  // gather_dot_*, prefetch nothing past the row but request `next` (may be null) block by block.
+  float (*dot_kq[kKQuantTypes])(const void* w, const BlockQ8_K* x, int64_t n);
+  float (*gather_dot_kq[kKQuantTypes])(const void* w, const BlockQ8_K* x, int64_t n,
+                                       const void* next);
+  // The axpy above for K-quant rows (n a multiple of 256): y[i] += c[r] * kquant_value(...)
+  // row after row, so equal to the scalar reference bit for bit.
+  void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,
+                                int64_t n, const void* const* next, int n_next);
 };
 
 const CpuKernels& scalar_kernels();

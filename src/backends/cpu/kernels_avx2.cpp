@@ -308,6 +308,7 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 
 #include "backends/cpu/kernels_avx2_axpy.inc"
 #include "backends/cpu/kernels_avx2_tiles.inc"
+#include "backends/cpu/kernels_avx2_kquants.inc"
 
 // One table per compilation of this file (see kernels_avx2_vnni.cpp).
 #if defined(STRATA_KERNELS_VNNI)
@@ -380,7 +381,18 @@ const CpuKernels kTable{.name = kTableName,
                         .axpy_f16 = axpy_f16,
                         .axpy_bf16 = axpy_bf16,
                         .axpy_q8_0 = axpy_q8_0,
-                        .axpy_q4_0 = axpy_q4_0};
+                        .axpy_q4_0 = axpy_q4_0,
+                        .dot_kq = {dense_dot_kquant<BlockQ2_K>, dense_dot_kquant<BlockQ3_K>,
+                                   dense_dot_kquant<BlockQ4_K>, dense_dot_kquant<BlockQ5_K>,
+                                   dense_dot_kquant<BlockQ6_K>},
+                        .gather_dot_kq = {gathered_dot_kquant<BlockQ2_K>,
+                                          gathered_dot_kquant<BlockQ3_K>,
+                                          gathered_dot_kquant<BlockQ4_K>,
+                                          gathered_dot_kquant<BlockQ5_K>,
+                                          gathered_dot_kquant<BlockQ6_K>},
+                        .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>,
+                                    axpy_kquant<BlockQ4_K>, axpy_kquant<BlockQ5_K>,
+                                    axpy_kquant<BlockQ6_K>}};
 }  // namespace
 #if defined(STRATA_KERNELS_VNNI)
 const CpuKernels* avx512vnni_kernels_unchecked() {

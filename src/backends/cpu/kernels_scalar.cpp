@@ -169,6 +169,44 @@ void dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t n, floa
   for (int r = 0; r < 4; ++r) out[r] = dot_q4_0(w[r], x, n);
 }
 
+// K-quants: superblock_sums and kquant_value are the definitions (tensor/kquants.h).
+template <class Block>
+float dot_kquant(const void* wv, const BlockQ8_K* x, int64_t n) {
+  using K = KQuant<Block>;
+  const auto* w = static_cast<const Block*>(wv);
+  float sum = 0.0f;
+  for (int64_t s = 0; s < n / kQK_K; ++s) {
+    int32_t isum, imin;
+    superblock_sums(w[s], x[s], isum, imin);
+    sum += superblock_dot<Block>(x[s].d, f16_to_f32(K::d_bits(w[s])),
+                                 f16_to_f32(K::dmin_bits(w[s])), isum, imin);
+  }
+  return sum;
+}
+
+template <class Block>
+float gather_kquant(const void* w, const BlockQ8_K* x, int64_t n, const void*) {
+  return dot_kquant<Block>(w, x, n);
+}
+
+template <class Block>
+void axpy_kquant(const void* const* w, const float* c, int n_rows, float* y, int64_t n,
+                 const void* const* /*next*/, int /*n_next*/) {
+  using K = KQuant<Block>;
+  for (int r = 0; r < n_rows; ++r) {
+    const auto* blocks = static_cast<const Block*>(w[r]);
+    for (int64_t s = 0; s < n / kQK_K; ++s) {
+      const Block& b = blocks[s];
+      const float d = f16_to_f32(K::d_bits(b)), dmin = f16_to_f32(K::dmin_bits(b));
+      for (int g = 0; g < kKGroups; ++g) {
+        const int scale = K::scale(b, g), min = K::min(b, g);
+        for (int i = 16 * g; i < 16 * (g + 1); ++i)
+          y[s * kQK_K + i] += c[r] * kquant_value<Block>(d, dmin, scale, min, K::quant(b, i));
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
@@ -194,7 +232,16 @@ const CpuKernels& scalar_kernels() {
                             .axpy_f16 = axpy_f16,
                             .axpy_bf16 = axpy_bf16,
                             .axpy_q8_0 = axpy_q8_0,
-                            .axpy_q4_0 = axpy_q4_0};
+                            .axpy_q4_0 = axpy_q4_0,
+                            .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>,
+                                       dot_kquant<BlockQ4_K>, dot_kquant<BlockQ5_K>,
+                                       dot_kquant<BlockQ6_K>},
+                            .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,
+                                              gather_kquant<BlockQ4_K>, gather_kquant<BlockQ5_K>,
+                                              gather_kquant<BlockQ6_K>},
+                            .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>,
+                                        axpy_kquant<BlockQ4_K>, axpy_kquant<BlockQ5_K>,
+                                        axpy_kquant<BlockQ6_K>}};
   return k;
 }
 

@@ -10,9 +10,15 @@
 
 namespace strata {
 
-void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n, bool need_q8) {
+void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n, bool need_q8,
+                            bool need_q8k) {
   x_ = x;
   n_ = n;
+  if (need_q8k) {
+    if (n % kQK_K != 0) fail("vector of {} elements cannot be quantized to Q8_K super-blocks", n);
+    q8k_.resize(static_cast<size_t>(n / kQK_K));
+    quantize_row_q8_K(x, q8k_.data(), n);
+  }
   if (need_q8) {
     if (n % kQK != 0) fail("vector of {} elements cannot be quantized to Q8_0 blocks", n);
     const int64_t nb = n / kQK;
@@ -86,6 +92,15 @@ float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const P
     case DType::Q4_0: {
       const auto* r = reinterpret_cast<const BlockQ4_0*>(p);
       return kGathered ? k.gather_dot_q4_0(r, x.q8(), w.cols, next) : k.dot_q4_0(r, x.q8(), w.cols);
+    }
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {
+      const int slot = kquant_slot(w.type);
+      return kGathered ? k.gather_dot_kq[slot](p, x.q8k(), w.cols, next)
+                       : k.dot_kq[slot](p, x.q8k(), w.cols);
     }
     default:
       fail("no kernel for {} weights", dtype_name(w.type));
@@ -192,7 +207,7 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
                               static_cast<size_t>(t0),
                               static_cast<size_t>(std::min(kAmxMaxTokens, batch - t0))),
                           j.y + t0 * j.y_stride, j.y_stride);
-      } else if (lo < hi && batch > 1 && !needs_q8_input(j.w->type)) {
+      } else if (lo < hi && batch > 1 && is_float_type(j.w->type)) {
         // Float weights: register tiles of rows x tokens.
         dot_rows_multi(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);
       } else {
@@ -226,7 +241,7 @@ void matvec_multi(const CpuKernels& k, std::initializer_list<MatVecJob> jobs,
 
 void matvec(const CpuKernels& k, const MatrixView& w, const float* x, float* y, ThreadPool& pool) {
   PreparedInput in;
-  in.prepare(k, x, w.cols, needs_q8_input(w.type));
+  in.prepare_for(k, x, w.cols, w.type);
   matvec_multi(k, {{&w, y}}, in, pool);
 }
 

@@ -17,26 +17,37 @@
 
 namespace strata {
 
+inline bool needs_q8_input(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_0;
+}
+inline bool needs_q8k_input(DType type) {
+  return is_kquant(type);
+}
+
 class PreparedInput {
  public:
-  void prepare(const CpuKernels& kernels, const float* x, int64_t n, bool need_q8);
+  // need_q8: Q8_0 blocks for Q8_0/Q4_0 readers; need_q8k: Q8_K super-blocks for K-quant ones.
+  void prepare(const CpuKernels& kernels, const float* x, int64_t n, bool need_q8,
+               bool need_q8k = false);
+  // What a reader of `type` needs.
+  void prepare_for(const CpuKernels& kernels, const float* x, int64_t n, DType type) {
+    prepare(kernels, x, n, needs_q8_input(type), needs_q8k_input(type));
+  }
   const float* f32() const { return x_; }
   const Q8Activation& q8() const { return q8_view_; }
+  const BlockQ8_K* q8k() const { return q8k_.data(); }
   int64_t size() const { return n_; }
 
  private:
   const float* x_ = nullptr;
   int64_t n_ = 0;
+  std::vector<BlockQ8_K> q8k_;
   std::vector<BlockQ8_0> q8_;
   std::vector<float> q8_scale_, q8_scaled_sum_, q4_lane_offsets_, q8_lane_scale_;
   std::vector<int8_t> q8_qs_;
   std::vector<int32_t> q8_minus_8_sum_;
   Q8Activation q8_view_{};
 };
-
-inline bool needs_q8_input(DType type) {
-  return type == DType::Q8_0 || type == DType::Q4_0;
-}
 
 // One row's product. Rows of an interleaved Q4_0 matrix (Layout::Interleaved16) are unpacked and
 // multiplied by the scalar kernel, which equals the group kernels bit for bit (slow; the

@@ -39,6 +39,14 @@ void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* 
       kernels.axpy_q4_0(reinterpret_cast<const BlockQ4_0* const*>(p), c, n_rows, y, n, next,
                         n_next);
       break;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      kernels.axpy_kq[kquant_slot(type)](reinterpret_cast<const void* const*>(p), c, n_rows, y, n,
+                                         next, n_next);
+      break;
     default:
       fail("axpy over a {} matrix is not supported", dtype_name(type));
   }
@@ -241,6 +249,11 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
     case DType::BF16:
     case DType::Q8_0:
     case DType::Q4_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
       break;
     default:
       fail("axpy over a {} matrix is not supported", dtype_name(wt.type));

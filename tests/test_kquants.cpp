@@ -1,0 +1,235 @@
+// K-quants (tensor/kquants.h): the super-block layouts decoded from hand-built blocks, the
+// quantizers' round-trip error per type (bounds below, also in docs/QUANTIZATION.md), and every
+// SIMD kernel against the scalar reference: dot products and axpy bit for bit (the integer sums
+// are exact and the float steps are the same operations in the same order), the dot product
+// against a float reference within the Q8_K activation's rounding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "backends/cpu/kernels.h"
+#include "tensor/half.h"
+#include "tensor/kquants.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+namespace {
+
+const DType kKTypes[] = {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+std::vector<float> gaussian(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = d(rng);
+  return x;
+}
+
+std::vector<uint8_t> quantized(DType t, const std::vector<float>& x) {
+  std::vector<uint8_t> q(row_bytes(t, x.size()));
+  quantize_row(t, x.data(), q.data(), static_cast<int64_t>(x.size()));
+  return q;
+}
+
+std::vector<float> dequantized(DType t, const std::vector<uint8_t>& q, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  dequantize_row(t, q.data(), y.data(), n);
+  return y;
+}
+
+// Q4_K by hand: sub-block j has scale j + 1 and min 2j (sub-blocks 4-7 use the split 6-bit
+// encoding: scales 5..8 and mins 8..14 need no top bits, so set them to 33.. and 40.. instead).
+TEST(KQuantLayout, Q4KScalesMinsAndNibbles) {
+  BlockQ4_K b{};
+  b.d = f32_to_f16(1.0f), b.dmin = f32_to_f16(0.5f);
+  const int scale[8] = {1, 2, 3, 4, 33, 34, 35, 36}, min[8] = {0, 2, 4, 6, 40, 41, 42, 43};
+  for (int j = 0; j < 4; ++j) {
+    b.scales[j] = static_cast<uint8_t>(scale[j] | ((scale[j + 4] >> 4) << 6));
+    b.scales[j + 4] = static_cast<uint8_t>(min[j] | ((min[j + 4] >> 4) << 6));
+    b.scales[j + 8] = static_cast<uint8_t>((scale[j + 4] & 15) | ((min[j + 4] & 15) << 4));
+  }
+  for (int l = 0; l < 128; ++l) b.qs[l] = static_cast<uint8_t>((l % 16) | ((15 - l % 16) << 4));
+  float y[256];
+  dequantize_row(DType::Q4_K, &b, y, 256);
+  for (int i = 0; i < 256; ++i) {
+    const int c = i / 64, l = i % 32, j = i / 32;
+    const int q = (i % 64) < 32 ? (32 * c + l) % 16 : 15 - (32 * c + l) % 16;
+    ASSERT_EQ(y[i], static_cast<float>(scale[j] * q) - 0.5f * static_cast<float>(min[j])) << i;
+  }
+}
+
+// Q6_K by hand: element 128n + 32k + l takes low bits from ql[64n + l + 32 (k % 2)] (nibble
+// k / 2) and high bits 2k of qh[32n + l]; scale per 16 values; value - 32.
+TEST(KQuantLayout, Q6KBitsAndSignedScales) {
+  BlockQ6_K b{};
+  b.d = f32_to_f16(0.25f);
+  for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(g % 2 == 0 ? g + 1 : -(g + 1));
+  std::mt19937 rng(3);
+  int q[256];
+  for (int i = 0; i < 256; ++i) {
+    q[i] = static_cast<int>(rng() % 64);
+    const int n = i / 128, k = (i / 32) % 4, l = i % 32;
+    b.ql[64 * n + l + 32 * (k % 2)] |= static_cast<uint8_t>((q[i] & 15) << (4 * (k / 2)));
+    b.qh[32 * n + l] |= static_cast<uint8_t>((q[i] >> 4) << (2 * k));
+  }
+  float y[256];
+  dequantize_row(DType::Q6_K, &b, y, 256);
+  for (int i = 0; i < 256; ++i)
+    ASSERT_EQ(y[i], 0.25f * static_cast<float>(b.scales[i / 16]) * static_cast<float>(q[i] - 32))
+        << i;
+}
+
+// Q3_K by hand: 6-bit scales stored + 32 across 12 bytes; the third bit in hmask.
+TEST(KQuantLayout, Q3KScalesAndHighBits) {
+  BlockQ3_K b{};
+  b.d = f32_to_f16(1.0f);
+  int scale[16];
+  for (int g = 0; g < 16; ++g) {
+    scale[g] = g * 4 - 32;  // -32..28
+    const int s = scale[g] + 32;
+    if (g < 8)
+      b.scales[g] |= static_cast<uint8_t>(s & 15);
+    else
+      b.scales[g - 8] |= static_cast<uint8_t>((s & 15) << 4);
+    b.scales[8 + g % 4] |= static_cast<uint8_t>((s >> 4) << (2 * (g / 4)));
+  }
+  int v[256];
+  for (int i = 0; i < 256; ++i) {
+    v[i] = (i * 7) % 8 - 4;  // -4..3
+    const int u = v[i] + 4, n = i / 128, j = (i / 32) % 4, l = i % 32;
+    b.qs[32 * n + l] |= static_cast<uint8_t>((u & 3) << (2 * j));
+    if (u & 4) b.hmask[l] |= static_cast<uint8_t>(1 << (4 * n + j));
+  }
+  float y[256];
+  dequantize_row(DType::Q3_K, &b, y, 256);
+  for (int i = 0; i < 256; ++i)
+    ASSERT_EQ(y[i], static_cast<float>(scale[i / 16] * v[i])) << i;
+}
+
+// Q2_K and Q5_K by hand.
+TEST(KQuantLayout, Q2KAndQ5K) {
+  BlockQ2_K b2{};
+  b2.d = f32_to_f16(2.0f), b2.dmin = f32_to_f16(1.0f);
+  for (int g = 0; g < 16; ++g) b2.scales[g] = static_cast<uint8_t>((g % 16) | ((15 - g) << 4));
+  for (int i = 0; i < 256; ++i)
+    b2.qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>((i % 4) << (2 * ((i / 32) % 4)));
+  float y[256];
+  dequantize_row(DType::Q2_K, &b2, y, 256);
+  for (int i = 0; i < 256; ++i) {
+    const int g = i / 16;
+    ASSERT_EQ(y[i], 2.0f * static_cast<float>(g) * static_cast<float>(i % 4) -
+                        static_cast<float>(15 - g))
+        << i;
+  }
+  BlockQ5_K b5{};
+  b5.d = f32_to_f16(1.0f), b5.dmin = f32_to_f16(0.0f);
+  for (int j = 0; j < 4; ++j) b5.scales[j] = 1, b5.scales[j + 8] = 1;
+  for (int i = 0; i < 256; ++i) {
+    const int q = (i * 5) % 32;
+    b5.qs[32 * (i / 64) + i % 32] |= static_cast<uint8_t>((q & 15) << ((i % 64) < 32 ? 0 : 4));
+    if (q & 16) b5.qh[i % 32] |= static_cast<uint8_t>(1 << (i / 32));
+  }
+  dequantize_row(DType::Q5_K, &b5, y, 256);
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(y[i], static_cast<float>((i * 5) % 32)) << i;
+}
+
+// Root-mean-square error of the round trip over gaussian data, relative to the data's RMS.
+// Bounds (measured values in docs/QUANTIZATION.md): about 1.3x the measured error.
+TEST(KQuantRoundTrip, ErrorWithinTheTypesBound) {
+  const struct {
+    DType type;
+    double bound;
+  } cases[] = {{DType::Q2_K, 0.40}, {DType::Q3_K, 0.22}, {DType::Q4_K, 0.12},
+               {DType::Q5_K, 0.06}, {DType::Q6_K, 0.03}, {DType::Q8_K, 0.01}};
+  const int64_t n = 256 * 64;
+  const std::vector<float> x = gaussian(n, 7);
+  for (const auto& c : cases) {
+    const std::vector<float> y = dequantized(c.type, quantized(c.type, x), n);
+    double err = 0, ref = 0;
+    for (int64_t i = 0; i < n; ++i) err += (y[i] - x[i]) * (y[i] - x[i]), ref += x[i] * x[i];
+    const double rel = std::sqrt(err / ref);
+    EXPECT_LT(rel, c.bound) << dtype_name(c.type);
+    RecordProperty(dtype_name(c.type), std::to_string(rel));
+  }
+}
+
+// Constant, zero and single-spike super-blocks: no NaN, zeros stay zero, the spike survives.
+TEST(KQuantRoundTrip, DegenerateBlocks) {
+  for (DType t : kKTypes) {
+    std::vector<float> zeros(256, 0.0f), spike(256, 0.0f), flat(256, 0.75f);
+    spike[77] = -3.0f;
+    for (float v : dequantized(t, quantized(t, zeros), 256)) ASSERT_EQ(v, 0.0f) << dtype_name(t);
+    const auto s = dequantized(t, quantized(t, spike), 256);
+    EXPECT_NEAR(s[77], -3.0f, 0.2f) << dtype_name(t);
+    for (float v : s) ASSERT_TRUE(std::isfinite(v));
+    for (float v : dequantized(t, quantized(t, flat), 256))
+      ASSERT_NEAR(v, 0.75f, 0.1f) << dtype_name(t);
+  }
+}
+
+TEST(KQuantRoundTrip, RowsMustBeWholeSuperBlocks) {
+  std::vector<float> x(300, 1.0f);
+  std::vector<uint8_t> q(1000);
+  try {
+    quantize_row(DType::Q4_K, x.data(), q.data(), 300);
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_STREQ(e.what(), "row of 300 elements is not a multiple of the Q4_K block size 256");
+  }
+}
+
+// Q8_K: the group sums are the sums of the quants.
+TEST(KQuantRoundTrip, Q8KGroupSums) {
+  const std::vector<float> x = gaussian(512, 9);
+  std::vector<BlockQ8_K> b(2);
+  quantize_row_q8_K(x.data(), b.data(), 512);
+  for (const auto& blk : b)
+    for (int g = 0; g < 16; ++g) {
+      int sum = 0;
+      for (int i = 0; i < 16; ++i) sum += blk.qs[16 * g + i];
+      ASSERT_EQ(sum, blk.bsums[g]);
+    }
+}
+
+TEST(KQuantKernels, EveryVariantEqualsTheScalarReferenceBitForBit) {
+  const CpuKernels& ref = scalar_kernels();
+  for (const CpuKernels* k : supported_kernels())
+    for (DType t : kKTypes)
+      for (int64_t n : {256, 768, 4096}) {
+        const int slot = kquant_slot(t);
+        const std::vector<uint8_t> w = quantized(t, gaussian(n, 100 + n));
+        const std::vector<uint8_t> w2 = quantized(t, gaussian(n, 200 + n));
+        const std::vector<float> x = gaussian(n, 300 + n);
+        std::vector<BlockQ8_K> a(static_cast<size_t>(n / 256));
+        quantize_row_q8_K(x.data(), a.data(), n);
+        const float want = ref.dot_kq[slot](w.data(), a.data(), n);
+        ASSERT_EQ(k->dot_kq[slot](w.data(), a.data(), n), want) << k->name << dtype_name(t) << n;
+        ASSERT_EQ(k->gather_dot_kq[slot](w.data(), a.data(), n, w2.data()), want)
+            << k->name << dtype_name(t);
+        // Against floats: dequantized weights times the unquantized activation.
+        const std::vector<float> wf = dequantized(t, w, n);
+        double exact = 0, mag = 0;
+        for (int64_t i = 0; i < n; ++i) exact += double{wf[i]} * x[i], mag += std::abs(wf[i] * x[i]);
+        ASSERT_NEAR(want, exact, 0.01 * mag) << dtype_name(t);
+        // axpy of 1..9 rows (more than one register group), element for element.
+        for (int rows : {1, 3, 9}) {
+          std::vector<std::vector<uint8_t>> ws;
+          std::vector<const void*> ptrs;
+          std::vector<float> c;
+          for (int r = 0; r < rows; ++r) {
+            ws.push_back(quantized(t, gaussian(n, 400 + r)));
+            c.push_back(0.5f - 0.25f * static_cast<float>(r));
+          }
+          for (const auto& v : ws) ptrs.push_back(v.data());
+          std::vector<float> y_ref = gaussian(n, 9), y = y_ref;
+          ref.axpy_kq[slot](ptrs.data(), c.data(), rows, y_ref.data(), n, nullptr, 0);
+          k->axpy_kq[slot](ptrs.data(), c.data(), rows, y.data(), n, ptrs.data(), 1);
+          ASSERT_EQ(y, y_ref) << k->name << " " << dtype_name(t) << " rows " << rows;
+        }
+      }
+}
+
+}  // namespace
+}  // namespace strata

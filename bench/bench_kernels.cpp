@@ -61,7 +61,8 @@ void BM_MatVec(benchmark::State& state) {
 // Arguments: type, large (0/1), threads, kernel variant (0 scalar, 1 avx2, 2 avx512vnni),
 // interleaved by 16 rows (Q4_0 and Q8_0 only).
 void args(benchmark::internal::Benchmark* b) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0})
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q2_K,
+                  DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K})
     for (int large : {0, 1})
       for (int threads : {1, 2})
         for (int variant : {1, 2}) {
@@ -96,7 +97,7 @@ void BM_RowKernel(benchmark::State& state) {
   if (interleaved) interleave(m);
   std::vector<float> x(cols, 0.5f), y(rows);
   PreparedInput in;
-  in.prepare(k, x.data(), cols, needs_q8_input(type));
+  in.prepare_for(k, x.data(), cols, type);
   for (auto _ : state) {
     matvec_rows(k, m.view, in, y.data(), 0, m.view.rows);  // interleave() trims to groups of 16
     benchmark::DoNotOptimize(y.data());
@@ -108,7 +109,7 @@ void BM_RowKernel(benchmark::State& state) {
 
 // Arguments: type, kernel variant, interleaved (Q4_0 and Q8_0 only).
 BENCHMARK(BM_RowKernel)
-    ->ArgsProduct({{0, 1, 30, 8, 2}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{0, 1, 30, 8, 2, 10, 11, 12, 13, 14}, {0, 1, 2}, {0}})
     ->ArgsProduct({{2, 8}, {0, 1, 2}, {1}})
     ->Unit(benchmark::kMicrosecond);
 

@@ -7,6 +7,7 @@
 #include "cli/progress.h"
 #include "core/error.h"
 #include "offline/synth.h"
+#include "tensor/kquants.h"
 
 namespace strata {
 
@@ -57,7 +58,8 @@ Command add_synth_command(CLI::App& app) {
             SynthSpec s = synth_preset(o->preset);
             const auto type = dtype_from_name(o->type);
             if (!type || !dtype_info(*type).computable)
-              fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0", o->type);
+              fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k",
+                   o->type);
             s.type = *type;
             const auto ffn = ffn_activation_from_name(o->ffn);
             if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu", o->ffn);
@@ -81,7 +83,7 @@ Command add_synth_command(CLI::App& app) {
             s.powerinfer_layout = o->powerinfer;
             s.keep_down = o->keep_down;
             s.context = o->context;
-            if (s.density > 0 && needs_q8_input(s.type) && o->rank % 32 != 0)
+            if (s.density > 0 && !is_float_type(s.type) && o->rank % 32 != 0)
               fail("--predictor-rank must be a multiple of 32 for {} weights", dtype_name(s.type));
             ProgressBar bar("synth");
             write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });

@@ -11,6 +11,7 @@
 #include "model/weights.h"
 #include "offline/synth_context.h"
 #include "offline/synth_sparse.h"
+#include "tensor/kquants.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -186,8 +187,11 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     plan.push_back({p + "ffn_down_t.weight", s.type, c.n_embd, c.n_ff,
                     [&](int64_t i, float* row) { gen->down_t_row(i, row); }});
     // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with
-    // Q4_0 models).
-    const DType pt = s.type == DType::F32 || s.type == DType::BF16 ? DType::F16 : s.type;
+    // Q4_0 models); Q8_0 with K-quant weights (fc2's rows are `rank` values, rarely whole
+    // super-blocks).
+    const DType pt = is_float_type(s.type)  ? DType::F16
+                     : is_kquant(s.type) ? DType::Q8_0
+                                         : s.type;
     plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
                     [&](int64_t r, float* row) { gen->fc1_row(r, row); }});
     plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,

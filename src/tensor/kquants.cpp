@@ -20,8 +20,10 @@ namespace strata {
 
 namespace {
 
+// Round half away from zero, as lround, without a library call (it was a tenth of the
+// quantizers' time).
 int nearest(float v) {
-  return static_cast<int>(std::lround(v));
+  return static_cast<int>(v + (v >= 0.0f ? 0.5f : -0.5f));
 }
 
 // A group's asymmetric fit x ~ s * q - m with q in [0, nmax] and m >= 0 (the stored min is
@@ -30,45 +32,50 @@ struct AsymFit {
   float scale = 0, min = 0;
 };
 
+// The squared error of x ~ s * q - m with q rounded and clamped to [0, nmax].
+double asym_error(const float* x, int n, int nmax, float s, float m) {
+  const float inv = 1.0f / s;
+  double err = 0;
+  for (int i = 0; i < n; ++i) {
+    const int q = std::clamp(nearest((x[i] + m) * inv), 0, nmax);
+    const double e = double{s} * q - m - x[i];
+    err += e * e;
+  }
+  return err;
+}
+
 AsymFit fit_asymmetric(const float* x, int n, int nmax) {
   float lo = x[0], hi = x[0];
   for (int i = 1; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
   lo = std::min(lo, 0.0f);
   if (hi <= lo) return {0.0f, -lo};
   AsymFit best{(hi - lo) / static_cast<float>(nmax), -lo};
-  double best_err = -1;
-  int q[32];
-  for (int step = -4; step <= 6; ++step) {
-    // Candidate: the range over nmax + step/8 levels, then least squares for its rounding.
-    float s = (hi - lo) / (static_cast<float>(nmax) + 0.125f * static_cast<float>(step));
-    float m = -lo;
-    for (int iter = 0; iter < 2; ++iter) {
-      double sq = 0, sqq = 0, sx = 0, sxq = 0;
-      for (int i = 0; i < n; ++i) {
-        q[i] = std::clamp(nearest((x[i] + m) / s), 0, nmax);
-        sq += q[i], sqq += double{1.0} * q[i] * q[i], sx += x[i], sxq += double{x[i]} * q[i];
-      }
-      const double det = n * sqq - sq * sq;
-      if (det <= 0) break;
-      double ns = (n * sxq - sx * sq) / det;
-      double nm = (ns * sq - sx) / n;
-      if (nm < 0) nm = 0, ns = sqq > 0 ? sxq / sqq : 0;  // offset must stay <= 0
-      if (ns <= 0) break;
-      s = static_cast<float>(ns), m = static_cast<float>(nm);
-    }
-    double err = 0;
+  double best_err = asym_error(x, n, nmax, best.scale, best.min);
+  for (int step = -2; step <= 3; ++step) {
+    // Candidate: the range over nmax + step/4 levels, then least squares for its rounding.
+    const float s0 = (hi - lo) / (static_cast<float>(nmax) + 0.25f * static_cast<float>(step));
+    const float inv = 1.0f / s0;
+    double sq = 0, sqq = 0, sx = 0, sxq = 0;
     for (int i = 0; i < n; ++i) {
-      const int qi = std::clamp(nearest((x[i] + m) / s), 0, nmax);
-      const double e = double{s} * qi - m - x[i];
-      err += e * e;
+      const int q = std::clamp(nearest((x[i] - lo) * inv), 0, nmax);
+      sq += q, sqq += double{1.0} * q * q, sx += x[i], sxq += double{x[i]} * q;
     }
-    if (best_err < 0 || err < best_err) best_err = err, best = {s, m};
+    const double det = n * sqq - sq * sq;
+    if (det <= 0) continue;
+    double ns = (n * sxq - sx * sq) / det;
+    double nm = (ns * sq - sx) / n;
+    if (nm < 0) nm = 0, ns = sqq > 0 ? sxq / sqq : 0;  // the lowest value must stay <= 0
+    if (ns <= 0) continue;
+    const float s = static_cast<float>(ns), m = static_cast<float>(nm);
+    const double err = asym_error(x, n, nmax, s, m);
+    if (err < best_err) best_err = err, best = {s, m};
   }
   return best;
 }
 
 // A group's symmetric fit x ~ s * q with q in [-nneg, npos]: candidates put the largest
-// magnitude on the wider negative end (sign carried by s) or the positive one.
+// magnitude on the wider negative end (sign carried by s) or near it, each refined by least
+// squares for its rounding.
 float fit_symmetric(const float* x, int n, int nneg, int npos) {
   float amax = 0, peak = 0;
   for (int i = 0; i < n; ++i)
@@ -76,17 +83,19 @@ float fit_symmetric(const float* x, int n, int nneg, int npos) {
   if (amax == 0) return 0;
   float best = peak / -static_cast<float>(nneg);
   double best_err = -1;
-  for (int step = -6; step <= 6; ++step) {
-    const float s0 = peak / -(static_cast<float>(nneg) + 0.1f * static_cast<float>(step));
+  for (int step = -2; step <= 2; ++step) {
+    const float s0 = peak / -(static_cast<float>(nneg) + 0.25f * static_cast<float>(step));
+    const float inv0 = 1.0f / s0;
     double sxq = 0, sqq = 0;
     for (int i = 0; i < n; ++i) {
-      const int q = std::clamp(nearest(x[i] / s0), -nneg, npos);
+      const int q = std::clamp(nearest(x[i] * inv0), -nneg, npos);
       sxq += double{x[i]} * q, sqq += double{1.0} * q * q;
     }
     const float s = sqq > 0 ? static_cast<float>(sxq / sqq) : s0;
+    const float inv = 1.0f / s;
     double err = 0;
     for (int i = 0; i < n; ++i) {
-      const double e = double{s} * std::clamp(nearest(x[i] / s), -nneg, npos) - x[i];
+      const double e = double{s} * std::clamp(nearest(x[i] * inv), -nneg, npos) - x[i];
       err += e * e;
     }
     if (best_err < 0 || err < best_err) best_err = err, best = s;

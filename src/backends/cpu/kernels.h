@@ -97,6 +97,10 @@ struct CpuKernels {
   float (*dot_kq[kKQuantTypes])(const void* w, const BlockQ8_K* x, int64_t n);
   float (*gather_dot_kq[kKQuantTypes])(const void* w, const BlockQ8_K* x, int64_t n,
                                        const void* next);
+  // One row times n_x activations (prompt batches): out[t] equals dot_kq of x[t] bit for bit;
+  // fast variants unpack each super-block once for all of them.
+  void (*dot_kq_multi[kKQuantTypes])(const void* w, const BlockQ8_K* const* x, int n_x, int64_t n,
+                                     float* out);
   // The axpy above for K-quant rows (n a multiple of 256): y[i] += c[r] * kquant_value(...)
   // row after row, so equal to the scalar reference bit for bit.
   void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,

@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 namespace strata {
 
@@ -390,6 +391,11 @@ const CpuKernels kTable{.name = kTableName,
                                           gathered_dot_kquant<BlockQ4_K>,
                                           gathered_dot_kquant<BlockQ5_K>,
                                           gathered_dot_kquant<BlockQ6_K>},
+                        .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>,
+                                         dot_kquant_multi<BlockQ3_K>,
+                                         dot_kquant_multi<BlockQ4_K>,
+                                         dot_kquant_multi<BlockQ5_K>,
+                                         dot_kquant_multi<BlockQ6_K>},
                         .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>,
                                     axpy_kquant<BlockQ4_K>, axpy_kquant<BlockQ5_K>,
                                     axpy_kquant<BlockQ6_K>}};

@@ -190,6 +190,11 @@ float gather_kquant(const void* w, const BlockQ8_K* x, int64_t n, const void*) {
 }
 
 template <class Block>
+void dot_kquant_multi(const void* w, const BlockQ8_K* const* x, int n_x, int64_t n, float* out) {
+  for (int t = 0; t < n_x; ++t) out[t] = dot_kquant<Block>(w, x[t], n);
+}
+
+template <class Block>
 void axpy_kquant(const void* const* w, const float* c, int n_rows, float* y, int64_t n,
                  const void* const* /*next*/, int /*n_next*/) {
   using K = KQuant<Block>;
@@ -239,6 +244,11 @@ const CpuKernels& scalar_kernels() {
                             .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,
                                               gather_kquant<BlockQ4_K>, gather_kquant<BlockQ5_K>,
                                               gather_kquant<BlockQ6_K>},
+                            .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>,
+                                             dot_kquant_multi<BlockQ3_K>,
+                                             dot_kquant_multi<BlockQ4_K>,
+                                             dot_kquant_multi<BlockQ5_K>,
+                                             dot_kquant_multi<BlockQ6_K>},
                             .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>,
                                         axpy_kquant<BlockQ4_K>, axpy_kquant<BlockQ5_K>,
                                         axpy_kquant<BlockQ6_K>}};

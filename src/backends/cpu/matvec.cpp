@@ -169,6 +169,22 @@ void dot_rows_multi(const CpuKernels& k, const MatrixView& w, int64_t begin, int
   }
 }
 
+// y[b * stride + r] for rows [begin, end) of a K-quant matrix and every input b.
+void dot_kquant_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, int64_t end,
+                     std::span<const PreparedInput> x, float* y, int64_t stride) {
+  constexpr int kMax = 64;
+  const int n = static_cast<int>(x.size());
+  if (n > kMax) fail("at most {} inputs per batched product", kMax);
+  const BlockQ8_K* xs[kMax];
+  float out[kMax];
+  for (int b = 0; b < n; ++b) xs[b] = x[static_cast<size_t>(b)].q8k();
+  const auto kernel = k.dot_kq_multi[kquant_slot(w.type)];
+  for (int64_t r = begin; r < end; ++r) {
+    kernel(w.row(r), xs, n, w.cols, out);
+    for (int b = 0; b < n; ++b) y[b * stride + r] = out[b];
+  }
+}
+
 }  // namespace
 
 void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
@@ -210,6 +226,9 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
       } else if (lo < hi && batch > 1 && is_float_type(j.w->type)) {
         // Float weights: register tiles of rows x tokens.
         dot_rows_multi(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);
+      } else if (lo < hi && batch > 1 && is_kquant(j.w->type)) {
+        // K-quants: each row's super-blocks unpacked once for every token.
+        dot_kquant_rows(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);
       } else {
         for (int64_t r = lo; r < hi; ++r)
           for (int64_t b = 0; b < batch; ++b)

@@ -17,14 +17,14 @@ Command add_convert_command(CLI::App& app) {
   cmd->add_option("dir", o->dir, "Directory with config.json, *.safetensors and the tokenizer")
       ->required();
   cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
-  cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--type", o->type,
+                  "Weight type or llama-quantize mixture: " + quant_recipe_names());
   cmd->add_option("--name", o->name, "general.name (default: the directory's name)");
   return {cmd, [o] {
-            const auto type = dtype_from_name(o->type);
-            if (!type || !dtype_info(*type).computable)
-              fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0", o->type);
+            const auto recipe = quant_recipe_from_name(o->type);
+            if (!recipe) fail("--type '{}' is not one of {}", o->type, quant_recipe_names());
             ProgressBar bar("convert");
-            convert_hf_to_gguf({o->dir, o->out, *type, o->name}, [&](const ConvertProgress& p) {
+            convert_hf_to_gguf({o->dir, o->out, *recipe, o->name}, [&](const ConvertProgress& p) {
               bar.update(p.bytes_done, p.bytes_total,
                          fmt::format("tensors {}/{}", p.tensors_done, p.tensors_total));
             });

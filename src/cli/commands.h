@@ -25,6 +25,7 @@ Command add_bundle_command(CLI::App& app);
 Command add_probe_storage_command(CLI::App& app);
 Command add_serve_command(CLI::App& app);
 Command add_plan_command(CLI::App& app);
+Command add_quantize_command(CLI::App& app);
 
 // Threads to use by default: every hardware thread.
 int default_threads();

@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
       strata::add_convert_command(app),  strata::add_perplexity_command(app),
       strata::add_profile_command(app),  strata::add_train_predictors_command(app),
       strata::add_bundle_command(app),   strata::add_probe_storage_command(app),
-      strata::add_serve_command(app),    strata::add_plan_command(app)};
+      strata::add_serve_command(app),    strata::add_plan_command(app),
+      strata::add_quantize_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

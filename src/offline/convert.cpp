@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "format/gguf_writer.h"
+#include "offline/quant_recipe.h"
 #include "format/safetensors.h"
 #include "model/config.h"
 #include "offline/hf_tokenizer.h"
@@ -237,7 +238,6 @@ void convert_hf_to_gguf(const ConvertOptions& o,
                         const std::function<void(const ConvertProgress&)>& progress) {
   const fs::path dir(o.input_dir);
   if (!fs::is_directory(dir)) fail("'{}' is not a directory", o.input_dir);
-  if (!dtype_info(o.type).computable) fail("cannot convert to {}", dtype_name(o.type));
   const HfConfig c = read_config(dir);
   Checkpoint ck = open_checkpoint(dir);
   check_sizes_against_tensors(c, ck, o.input_dir);  // before anything is sized by config.json
@@ -248,31 +248,37 @@ void convert_hf_to_gguf(const ConvertOptions& o,
                 kv_dim = c.model.n_head_kv * c.model.head_dim;
   std::vector<Planned> plan;
   plan.push_back({"token_embd.weight", "model.embed_tokens.weight", c.model.n_vocab, c.model.n_embd,
-                  0, o.type});
+                  0, DType::F16});
   plan.push_back({"output_norm.weight", "model.norm.weight", c.model.n_embd, 0, 0, DType::F32});
   if (!c.tied && ck.tensors.count("lm_head.weight"))
-    plan.push_back({"output.weight", "lm_head.weight", c.model.n_vocab, c.model.n_embd, 0, o.type});
+    plan.push_back({"output.weight", "lm_head.weight", c.model.n_vocab, c.model.n_embd, 0, DType::F16});
   for (int64_t l = 0; l < c.model.n_layer; ++l) {
     const std::string g = fmt::format("blk.{}.", l), h = fmt::format("model.layers.{}.", l);
     plan.push_back(
         {g + "attn_norm.weight", h + "input_layernorm.weight", c.model.n_embd, 0, 0, DType::F32});
     plan.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", q_dim, c.model.n_embd,
-                    c.model.n_head, o.type});
+                    c.model.n_head, DType::F16});
     plan.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, c.model.n_embd,
-                    c.model.n_head_kv, o.type});
+                    c.model.n_head_kv, DType::F16});
     plan.push_back(
-        {g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, c.model.n_embd, 0, o.type});
+        {g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, c.model.n_embd, 0, DType::F16});
     plan.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", c.model.n_embd, q_dim,
-                    0, o.type});
+                    0, DType::F16});
     plan.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", c.model.n_embd, 0,
                     0, DType::F32});
     plan.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.model.n_ff, c.model.n_embd,
-                    0, o.type});
+                    0, DType::F16});
     plan.push_back(
-        {g + "ffn_up.weight", h + "mlp.up_proj.weight", c.model.n_ff, c.model.n_embd, 0, o.type});
+        {g + "ffn_up.weight", h + "mlp.up_proj.weight", c.model.n_ff, c.model.n_embd, 0, DType::F16});
     plan.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", c.model.n_embd, c.model.n_ff,
-                    0, o.type});
+                    0, DType::F16});
   }
+
+  // Each matrix's type from the recipe (1-D tensors stay F32).
+  for (auto& p : plan)
+    if (p.cols != 0)
+      p.type = recipe_tensor_type(o.recipe, classify_tensor(p.gguf_name, 2), p.cols,
+                                  {static_cast<int>(c.model.n_layer)});
 
   // Check every tensor before writing anything.
   uint64_t total_bytes = 0;
@@ -296,6 +302,7 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   mc.name = o.name.empty() ? dir.filename().string() : o.name;
   write_config(mc, w);
   w.set("general.source.architecture", GgufValue::str(c.architecture));
+  w.set("general.file_type", GgufValue::u32(quant_recipe_file_type(o.recipe)));
   for (const auto& [k, v] : tokenizer) w.set(k, v);
   for (const auto& p : plan) {
     if (p.cols == 0)

@@ -7,14 +7,15 @@
 #include <functional>
 #include <string>
 
-#include "tensor/dtype.h"
+#include "offline/quant_recipe.h"
 
 namespace strata {
 
 struct ConvertOptions {
   std::string input_dir;
   std::string output;
-  DType type = DType::F16;  // of the 2-D weight matrices; norms stay F32
+  // The matrices' types (offline/quant_recipe.h: F16, Q8_0, Q4_K_M, ...); norms stay F32.
+  QuantRecipe recipe = QuantRecipe::F16;
   std::string name;         // general.name; default: the directory's name
 };
 

@@ -1,0 +1,180 @@
+#include "offline/quant_recipe.h"
+
+#include <array>
+#include <cctype>
+#include <regex>
+
+#include "tensor/kquants.h"
+
+namespace strata {
+
+namespace {
+
+struct RecipeInfo {
+  QuantRecipe recipe;
+  const char* name;
+  DType base;
+  uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_* numbers
+};
+
+constexpr std::array<RecipeInfo, 13> kRecipes = {{
+    {QuantRecipe::F32, "F32", DType::F32, 0},
+    {QuantRecipe::F16, "F16", DType::F16, 1},
+    {QuantRecipe::BF16, "BF16", DType::BF16, 32},
+    {QuantRecipe::Q8_0, "Q8_0", DType::Q8_0, 7},
+    {QuantRecipe::Q4_0, "Q4_0", DType::Q4_0, 2},
+    {QuantRecipe::Q2_K, "Q2_K", DType::Q2_K, 10},
+    {QuantRecipe::Q3_K_S, "Q3_K_S", DType::Q3_K, 11},
+    {QuantRecipe::Q3_K_M, "Q3_K_M", DType::Q3_K, 12},
+    {QuantRecipe::Q4_K_S, "Q4_K_S", DType::Q4_K, 14},
+    {QuantRecipe::Q4_K_M, "Q4_K_M", DType::Q4_K, 15},
+    {QuantRecipe::Q5_K_S, "Q5_K_S", DType::Q5_K, 16},
+    {QuantRecipe::Q5_K_M, "Q5_K_M", DType::Q5_K, 17},
+    {QuantRecipe::Q6_K, "Q6_K", DType::Q6_K, 18},
+}};
+
+const RecipeInfo& info(QuantRecipe r) {
+  for (const auto& i : kRecipes)
+    if (i.recipe == r) return i;
+  return kRecipes[1];
+}
+
+bool same_name(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::toupper(static_cast<unsigned char>(a[i])) !=
+        std::toupper(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+// llama.cpp's choice of the layers that get more bits in the _M mixtures: the first and last
+// eighth, and every third layer between.
+bool more_bits(int layer, int n_layer) {
+  return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
+}
+
+// The mixture's type before the row-length check.
+DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
+  const DType base = info(r).base;
+  const int i = t.layer, n = o.n_layer;
+  switch (t.role) {
+    case TensorRole::Output:
+      return is_kquant(base) || base == DType::Q4_0 ? DType::Q6_K : base;
+    case TensorRole::AttnV:
+      if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+      if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;
+      if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
+        return DType::Q6_K;
+      if (r == QuantRecipe::Q4_K_S && i < 4) return DType::Q5_K;
+      return base;
+    case TensorRole::FfnDown:
+      if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+      if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;
+      if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
+        return DType::Q6_K;
+      if (r == QuantRecipe::Q4_K_S && i < 4) return DType::Q5_K;
+      return base;
+    case TensorRole::AttnOutput:
+      if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+      if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
+      return base;
+    case TensorRole::FfnGate:
+    case TensorRole::FfnUp:
+      return r == QuantRecipe::Q2_K ? DType::Q3_K : base;
+    default:
+      return base;
+  }
+}
+
+DType fit_row(DType type, int64_t row_length) {
+  const auto& i = dtype_info(type);
+  if (row_length % static_cast<int64_t>(i.block_size) == 0) return type;
+  switch (type) {
+    case DType::Q2_K:
+    case DType::Q3_K:
+      return fit_row(DType::Q4_0, row_length);
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return fit_row(DType::Q8_0, row_length);
+    default:
+      return DType::F16;
+  }
+}
+
+}  // namespace
+
+std::optional<QuantRecipe> quant_recipe_from_name(std::string_view name) {
+  for (const auto& i : kRecipes)
+    if (same_name(name, i.name)) return i.recipe;
+  if (same_name(name, "Q3_K")) return QuantRecipe::Q3_K_M;
+  if (same_name(name, "Q4_K")) return QuantRecipe::Q4_K_M;
+  if (same_name(name, "Q5_K")) return QuantRecipe::Q5_K_M;
+  return std::nullopt;
+}
+
+const char* quant_recipe_name(QuantRecipe r) {
+  return info(r).name;
+}
+
+std::string quant_recipe_names() {
+  std::string s;
+  for (const auto& i : kRecipes) s += std::string(s.empty() ? "" : ", ") + i.name;
+  return s;
+}
+
+uint32_t quant_recipe_file_type(QuantRecipe r) {
+  return info(r).file_type;
+}
+
+DType quant_recipe_base(QuantRecipe r) {
+  return info(r).base;
+}
+
+TensorName classify_tensor(const std::string& name, size_t n_dims) {
+  static const std::regex layer_re(R"(^blk\.(\d+)\.(.*)$)");
+  TensorName t;
+  if (n_dims < 2) {
+    t.role = TensorRole::Vector;
+    return t;
+  }
+  std::smatch m;
+  std::string rest = name;
+  if (std::regex_match(name, m, layer_re)) {
+    t.layer = std::stoi(m[1].str());
+    rest = m[2].str();
+  }
+  struct Suffix {
+    const char* name;
+    TensorRole role;
+  };
+  static const Suffix kSuffixes[] = {
+      {"token_embd.weight", TensorRole::Embedding}, {"output.weight", TensorRole::Output},
+      {"attn_q.weight", TensorRole::AttnQ},         {"attn_k.weight", TensorRole::AttnK},
+      {"attn_v.weight", TensorRole::AttnV},         {"attn_output.weight", TensorRole::AttnOutput},
+      {"ffn_gate.weight", TensorRole::FfnGate},     {"ffn_up.weight", TensorRole::FfnUp},
+      {"ffn_down.weight", TensorRole::FfnDown},     {"ffn_down_t.weight", TensorRole::FfnDown},
+      {"fc1.weight", TensorRole::Predictor},        {"fc2.weight", TensorRole::Predictor},
+  };
+  for (const auto& s : kSuffixes)
+    if (rest == s.name) t.role = s.role;
+  return t;
+}
+
+DType recipe_tensor_type(QuantRecipe r, const TensorName& t, int64_t row_length,
+                         const RecipeOptions& o) {
+  const DType base = info(r).base;
+  if (t.role == TensorRole::Vector) return DType::F32;
+  if (t.role == TensorRole::Predictor) {
+    // The predictors decide which neurons run: F16 unless asked; asked, Q4_0 in Q4_0 files (as
+    // PowerInfer ships them) and Q8_0 otherwise (their rows are rarely whole super-blocks).
+    if (!o.quantize_predictors || is_float_type(base)) return DType::F16;
+    return fit_row(base == DType::Q4_0 ? DType::Q4_0 : DType::Q8_0, row_length);
+  }
+  if (is_float_type(base)) return base;
+  const DType type = o.pure ? base : mixture_type(r, t, o);
+  return fit_row(type, row_length);
+}
+
+}  // namespace strata

@@ -1,0 +1,78 @@
+// Quantization recipes: which type each tensor of a model gets, by llama-quantize's names
+// (Q4_K_M, Q5_K_S, Q2_K, ...). A mixture gives more bits to the tensors that hurt most when
+// coarse (attn_v and ffn_down on some layers, the output head), as llama.cpp's mixtures do
+// (their rules are public; docs/QUANTIZATION.md has the table), so files strata writes match
+// what users know. A pure function of the recipe, the tensor's role, its row length and the
+// model's shape: tests check it, `strata quantize` and `strata convert` apply it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace strata {
+
+enum class QuantRecipe {
+  F32,
+  F16,
+  BF16,
+  Q8_0,
+  Q4_0,
+  Q2_K,
+  Q3_K_S,
+  Q3_K_M,
+  Q4_K_S,
+  Q4_K_M,
+  Q5_K_S,
+  Q5_K_M,
+  Q6_K,
+};
+
+// llama-quantize's names, any case; also Q3_K, Q4_K, Q5_K (= the _M mixtures, as llama-quantize
+// reads them). Nothing for an unknown name.
+std::optional<QuantRecipe> quant_recipe_from_name(std::string_view name);
+const char* quant_recipe_name(QuantRecipe r);
+std::string quant_recipe_names();  // "Q4_0, Q8_0, ..." for error messages and --help
+// llama.cpp's general.file_type number for the recipe.
+uint32_t quant_recipe_file_type(QuantRecipe r);
+// The type most tensors get.
+DType quant_recipe_base(QuantRecipe r);
+
+// What a tensor is, from its GGUF name.
+enum class TensorRole {
+  Vector,  // 1-D: norms, biases (kept F32)
+  Embedding,
+  Output,
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnOutput,
+  FfnGate,
+  FfnUp,
+  FfnDown,   // ffn_down and PowerInfer's ffn_down_t: the same weights
+  Predictor, // PowerInfer's fc1 / fc2
+  Other,
+};
+struct TensorName {
+  TensorRole role = TensorRole::Other;
+  int layer = -1;  // blk.N, or -1
+};
+TensorName classify_tensor(const std::string& name, size_t n_dims);
+
+struct RecipeOptions {
+  int n_layer = 1;
+  bool pure = false;                  // every matrix the base type (llama-quantize --pure)
+  bool quantize_predictors = false;   // predictors F16 unless asked (see tensor_type)
+};
+
+// The type of a tensor whose rows hold `row_length` values. K-quant rows must be whole 256-value
+// super-blocks and Q8_0/Q4_0 rows whole 32-value blocks; a row that is not falls back (Q2_K,
+// Q3_K -> Q4_0; Q4_K, Q5_K, Q6_K -> Q8_0; Q8_0, Q4_0 -> F16), as llama-quantize falls back.
+DType recipe_tensor_type(QuantRecipe r, const TensorName& t, int64_t row_length,
+                         const RecipeOptions& o);
+
+}  // namespace strata

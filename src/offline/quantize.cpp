@@ -1,0 +1,170 @@
+#include "offline/quantize.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "format/gguf.h"
+#include "format/gguf_writer.h"
+#include "model/config.h"
+#include "tensor/quantize.h"
+#include "tiers/bundle_layout.h"
+
+namespace strata {
+
+namespace {
+
+int64_t model_layers(const GgufFile& f) {
+  const std::string arch = f.get_string("general.architecture", "llama");
+  return f.get_int(arch + ".block_count", 1);
+}
+
+// How one input tensor becomes its output tensor.
+struct TensorJob {
+  const GgufTensorInfo* in;
+  DType type;          // output type (for bundles: of their rows)
+  uint64_t out_bytes;  // output tensor bytes
+  bool bundles = false;
+};
+
+bool is_bundles(const std::string& name) {
+  return name.size() > 12 && name.compare(name.size() - 12, 12, ".ffn_bundles") == 0;
+}
+
+// The output type of one tensor; fails for weights that are already quantized to another type.
+DType output_type(const QuantizeOptions& o, const GgufTensorInfo& t, int n_layer) {
+  const TensorName name = classify_tensor(t.name, t.dims.size());
+  const RecipeOptions ro{n_layer, o.pure, o.quantize_predictors};
+  const DType want = recipe_tensor_type(o.recipe, name, t.dims[0], ro);
+  if (t.type == want) return want;
+  if (name.role == TensorRole::Vector) return t.type;  // 1-D tensors are copied as they are
+  if (!is_float_type(t.type))
+    fail("tensor '{}' is already {}: strata quantize reads F32, F16 or BF16 weights", t.name,
+         dtype_name(t.type));
+  return want;
+}
+
+// Rows [r0, r1) of `in` (type `from`, rows of n values) as `to`, through floats.
+void convert_rows(const uint8_t* in, DType from, uint8_t* out, DType to, int64_t n, int64_t r0,
+                  int64_t r1, std::vector<float>& scratch) {
+  scratch.resize(static_cast<size_t>(n));
+  const uint64_t in_rb = row_bytes(from, static_cast<uint64_t>(n));
+  const uint64_t out_rb = row_bytes(to, static_cast<uint64_t>(n));
+  for (int64_t r = r0; r < r1; ++r) {
+    dequantize_row(from, in + static_cast<uint64_t>(r) * in_rb, scratch.data(), n);
+    quantize_row(to, scratch.data(), out + static_cast<uint64_t>(r) * out_rb, n);
+  }
+}
+
+// A plain tensor: every row converted, rows split over the pool.
+void convert_tensor(const GgufTensorInfo& t, DType to, std::vector<uint8_t>& out,
+                    ThreadPool& pool) {
+  const int64_t n = t.dims[0], rows = t.rows();
+  out.resize(row_bytes(to, static_cast<uint64_t>(n)) * static_cast<uint64_t>(rows));
+  if (t.type == to) {
+    std::copy(t.data, t.data + t.n_bytes, out.begin());
+    return;
+  }
+  pool.parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
+    thread_local std::vector<float> scratch;
+    convert_rows(t.data, t.type, out.data(), to, n, r0, r1, scratch);
+  });
+}
+
+// A layer's neuron bundles: each neuron's gate/up/down_t rows requantized into the new layout.
+void convert_bundles(const GgufTensorInfo& t, const BundleLayout& from, const BundleLayout& to,
+                     std::vector<uint8_t>& out, ThreadPool& pool) {
+  out.assign(to.bundle_bytes * static_cast<uint64_t>(from.n_ff), 0);
+  const int rows = from.has_gate ? 3 : 2;
+  const uint64_t in_off[3] = {from.gate_offset(), from.up_offset(), from.down_offset()};
+  const uint64_t out_off[3] = {to.gate_offset(), to.up_offset(), to.down_offset()};
+  const int first = from.has_gate ? 0 : 1;
+  pool.parallel_for(from.n_ff, [&](int64_t j0, int64_t j1, int) {
+    thread_local std::vector<float> scratch;
+    for (int64_t j = j0; j < j1; ++j)
+      for (int k = first; k < first + rows; ++k)
+        convert_rows(t.data + static_cast<uint64_t>(j) * from.bundle_bytes + in_off[k], from.type,
+                     out.data() + static_cast<uint64_t>(j) * to.bundle_bytes + out_off[k], to.type,
+                     from.n_embd, 0, 1, scratch);
+  });
+}
+
+}  // namespace
+
+QuantizeReport quantize_model(const QuantizeOptions& o,
+                              const std::function<void(uint64_t, uint64_t)>& progress) {
+  auto in = GgufFile::open(o.input);
+  const GgufFile& f = *in;
+  const int n_layer = static_cast<int>(model_layers(f));
+  const std::string arch = f.get_string("general.architecture", "llama");
+  const bool bundled = f.find(kBundleBytesKey) != nullptr;
+  BundleLayout from_bundle, to_bundle;
+  if (bundled) {
+    const auto type = dtype_info(static_cast<uint32_t>(f.get_int(kBundleTypeKey)));
+    if (!type || !is_float_type(type->type))
+      fail("'{}': bundles of {} rows: strata quantize reads F32, F16 or BF16 weights", o.input,
+           type ? type->name : "unknown");
+    const ModelConfig c = ModelConfig::from_gguf(f);
+    const int64_t n_embd = c.n_embd, n_ff = c.n_ff;
+    const bool has_gate = ffn_has_gate(c.ffn);
+    from_bundle = BundleLayout::make(type->type, n_embd, n_ff, has_gate);
+    // One type for a bundle's three rows: the recipe's choice for ffn_up of the middle layer.
+    const DType rows = recipe_tensor_type(o.recipe, {TensorRole::FfnUp, n_layer / 2}, n_embd,
+                                          {n_layer, o.pure, o.quantize_predictors});
+    to_bundle = BundleLayout::make(rows, n_embd, n_ff, has_gate);
+  }
+
+  std::vector<TensorJob> jobs;
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (bundled && is_bundles(t.name)) {
+      if (t.dims.size() != 2 || static_cast<uint64_t>(t.dims[0]) != from_bundle.bundle_bytes)
+        fail("tensor '{}' is not a bundle table of {} bytes per neuron", t.name,
+             from_bundle.bundle_bytes);
+      jobs.push_back({&t, to_bundle.type, to_bundle.bundle_bytes * static_cast<uint64_t>(t.dims[1]),
+                      true});
+      continue;
+    }
+    const DType type = output_type(o, t, n_layer);
+    jobs.push_back({&t, type,
+                    row_bytes(type, static_cast<uint64_t>(t.dims[0])) *
+                        static_cast<uint64_t>(t.rows())});
+  }
+
+  GgufWriter w(o.output, f.alignment());
+  w.set_powerinfer_magic(f.is_powerinfer());
+  for (const auto& [key, value] : f.metadata()) w.set(key, value);
+  w.set("general.file_type", GgufValue::u32(quant_recipe_file_type(o.recipe)));
+  w.set("general.quantization_version", GgufValue::u32(2));
+  if (bundled) {
+    w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(to_bundle.type)));
+    w.set(kBundleBytesKey, GgufValue::u64(to_bundle.bundle_bytes));
+  }
+  QuantizeReport report;
+  for (const TensorJob& j : jobs) {
+    std::vector<int64_t> dims = j.in->dims;
+    if (j.bundles) dims[0] = static_cast<int64_t>(to_bundle.bundle_bytes);
+    w.add_tensor(j.in->name, j.bundles ? j.in->type : j.type, dims);
+    report.input_bytes += j.in->n_bytes;
+    report.output_bytes += j.out_bytes;
+    ++report.tensors;
+    ++report.by_type[static_cast<uint32_t>(j.type) % 64];
+  }
+  ThreadPool pool(std::max(1, o.threads));
+  std::vector<uint8_t> out;
+  uint64_t done = 0;
+  for (const TensorJob& j : jobs) {
+    if (j.bundles)
+      convert_bundles(*j.in, from_bundle, to_bundle, out, pool);
+    else
+      convert_tensor(*j.in, j.type, out, pool);
+    w.write_tensor_data(out);
+    done += j.in->n_bytes;
+    if (progress) progress(done, report.input_bytes);
+  }
+  w.finish();
+  return report;
+}
+
+}  // namespace strata

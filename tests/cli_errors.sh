@@ -36,7 +36,31 @@ expect_error "not a regular file" "$strata" info "$work"
 expect_error "context holds 16" "$strata" run -m "$model" -c 16 -p "$long_prompt" -n 1
 expect_error "bogus" "$strata" run -m "$model" --bogus
 expect_error "threads" "$strata" run -m "$model" -p hi -t 0
-expect_error "not one of" "$strata" synth --type q4_k -o "$work/x.gguf"
+expect_error "not one of" "$strata" synth --type q5_0 -o "$work/x.gguf"
+expect_error "needs rows of whole 256-value blocks" "$strata" synth --type q4_k -o "$work/x.gguf"
+# strata quantize: an unknown mixture, an input that is already quantized, a missing input.
+expect_error "unknown quantization type 'Q4_K_X'" "$strata" quantize "$model" "$work/q.gguf" Q4_K_X
+"$strata" quantize "$model" "$work/q4km.gguf" Q4_K_M -t 2 >/dev/null
+expect_error "is already Q4_K: strata quantize reads F32, F16 or BF16" \
+  "$strata" quantize "$work/q4km.gguf" "$work/q2.gguf" Q2_K
+expect_error "cannot open" "$strata" quantize "$work/none.gguf" "$work/q2.gguf" Q2_K
+[ ! -e "$work/q2.gguf" ] && [ ! -e "$work/q2.gguf.tmp" ] ||
+  { echo "FAIL: a failed quantize left an output file"; failures=$((failures + 1)); }
+# K-quant files: a row that is not whole super-blocks, a super-block cut off by the file's end.
+python3 - "$work/q4km.gguf" "$work/kq-rows.gguf" "$work/kq-cut.gguf" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+name = b"blk.0.attn_q.weight"
+at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+n_dims = struct.unpack_from("<I", data, at)[0]
+struct.pack_into("<Q", data, at + 4, 300)  # dims[0]: 300 values per row
+open(sys.argv[2], "wb").write(data)
+full = open(sys.argv[1], "rb").read()
+open(sys.argv[3], "wb").write(full[:len(full) - 100])  # the last super-block cut short
+PY
+expect_error "row length 300 is not a multiple of the Q4_K block size 256" \
+  "$strata" run -m "$work/kq-rows.gguf" -p hi -n 1
+expect_error "extends past the end of the file" "$strata" run -m "$work/kq-cut.gguf" -p hi -n 1
 expect_error "nothing to measure" "$strata" bench -m "$model" -p 0 -n 0
 expect_error "KV cache" "$strata" run -m "$model" -p hi -n 1 -c 16000000
 printf "a short text" >"$work/short.txt"

@@ -17,7 +17,7 @@ struct Edit {
   std::string set_key, set_value;
   std::string drop_tensor;
   std::string reshape_tensor;
-  std::string retype_tensor;  // declared as Q4_K (unsupported), bytes sized to match
+  std::string retype_tensor;  // declared as Q5_0 (unsupported), bytes sized to match
   std::string u32_key;        // set to u32_value
   uint32_t u32_value = 0;
 };
@@ -37,9 +37,9 @@ std::string edited_model(const std::string& name, const Edit& e) {
     std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
     if (t.name == e.reshape_tensor) std::swap(dims[0], dims[1]);
     if (t.name == e.retype_tensor) {
-      type = DType::Q4_K;
-      dims = {256, 1};
-      bytes.assign(144, 0);
+      type = DType::Q5_0;
+      dims = {32, 1};
+      bytes.assign(22, 0);
     }
     w.add_tensor(t.name, type, dims);
     data.emplace_back(&t, std::move(bytes));
@@ -78,8 +78,8 @@ TEST(ModelErrors, ShapeMismatch) {
 }
 
 TEST(ModelErrors, UnsupportedTensorType) {
-  expect_load_error(edited_model("q4k.gguf", {"", "", "", "", "blk.0.ffn_down.weight"}),
-                    "has type Q4_K");
+  expect_load_error(edited_model("q5_0.gguf", {"", "", "", "", "blk.0.ffn_down.weight"}),
+                    "has type Q5_0");
 }
 
 // Found by fuzz_gguf: a block count of 3.5 billion sized the per-layer tables before any layer's

@@ -83,6 +83,12 @@ Command add_synth_command(CLI::App& app) {
             s.powerinfer_layout = o->powerinfer;
             s.keep_down = o->keep_down;
             s.context = o->context;
+            const int64_t block = dtype_info(s.type).block_size;
+            if (s.shape.n_embd % block != 0 || s.shape.n_ff % block != 0)
+              fail("--type {} needs rows of whole {}-value blocks: embd {} and ffn {} are not "
+                   "(set --embd/--ff, or quantize an F16 model with strata quantize, which falls "
+                   "back per tensor)",
+                   dtype_name(s.type), block, s.shape.n_embd, s.shape.n_ff);
             if (s.density > 0 && !is_float_type(s.type) && o->rank % 32 != 0)
               fail("--predictor-rank must be a multiple of 32 for {} weights", dtype_name(s.type));
             ProgressBar bar("synth");

@@ -8,14 +8,21 @@
 
 namespace strata {
 
+DType transposed_down_type(const MatrixView& down) {
+  const uint64_t block = dtype_info(down.type).block_size;
+  if (static_cast<uint64_t>(down.rows) % block == 0) return down.type;
+  return static_cast<uint64_t>(down.rows) % kQK == 0 ? DType::Q8_0 : DType::F16;
+}
+
 uint64_t transposed_down_bytes(const MatrixView& down) {
-  return static_cast<uint64_t>(down.cols) * row_bytes(down.type, static_cast<uint64_t>(down.rows));
+  return static_cast<uint64_t>(down.cols) *
+         row_bytes(transposed_down_type(down), static_cast<uint64_t>(down.rows));
 }
 
 MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage) {
   const int64_t n_ff = down.cols, n_embd = down.rows;
-  MatrixView t{down.type, nullptr, n_embd, n_ff,
-               row_bytes(down.type, static_cast<uint64_t>(n_embd))};
+  const DType type = transposed_down_type(down);
+  MatrixView t{type, nullptr, n_embd, n_ff, row_bytes(type, static_cast<uint64_t>(n_embd))};
   storage.assign(transposed_down_bytes(down), 0);
   t.data = storage.data();
   const int64_t elem = down.type == DType::F32 ? 4 : 2;
@@ -34,7 +41,12 @@ MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage)
       break;
     }
     case DType::Q8_0:
-    case DType::Q4_0: {
+    case DType::Q4_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: {
       // The whole matrix as floats once (n_embd x n_ff), then one quantized row per neuron.
       std::vector<float> all(static_cast<size_t>(n_embd * n_ff)), col(static_cast<size_t>(n_embd));
       for (int64_t r = 0; r < n_embd; ++r)
@@ -42,7 +54,7 @@ MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage)
       for (int64_t c = 0; c < n_ff; ++c) {
         for (int64_t r = 0; r < n_embd; ++r)
           col[static_cast<size_t>(r)] = all[static_cast<size_t>(r * n_ff + c)];
-        quantize_row(down.type, col.data(), storage.data() + c * t.row_bytes, n_embd);
+        quantize_row(type, col.data(), storage.data() + c * t.row_bytes, n_embd);
       }
       break;
     }

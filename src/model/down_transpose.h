@@ -1,8 +1,9 @@
 // Builds ffn_down_t (n_ff rows of n_embd) from a row-major ffn_down (n_embd rows of n_ff) for
 // files that lack it, so the sparse FFN modes run on any llama.cpp file. Float types transpose
-// exactly; Q8_0/Q4_0 are dequantized and re-quantized along the new rows (blocks run along a
-// row, so a transposed block is a different set of values): close to, not equal to, the stored
-// weights. `strata train-predictors` writes ffn_down_t from the source values instead.
+// exactly; Q8_0/Q4_0 and the K-quants are dequantized and re-quantized along the new rows
+// (blocks run along a row, so a transposed block is a different set of values): close to, not
+// equal to, the stored weights. A K-quant whose new rows (n_embd values) are not whole 256-value
+// super-blocks becomes Q8_0 (F16 when not whole 32-value blocks either). `strata train-predictors` writes ffn_down_t from the source values instead.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,8 @@ namespace strata {
 
 // Returns a view of `storage`, which it fills.
 MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage);
+// The type of the transposed rows.
+DType transposed_down_type(const MatrixView& down);
 // Bytes transpose_down allocates for `down`.
 uint64_t transposed_down_bytes(const MatrixView& down);
 

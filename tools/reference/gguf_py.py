@@ -12,7 +12,109 @@ _SCALAR = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: 
            BOOL: "<?", U64: "<Q", I64: "<q", F64: "<d"}
 # tensor types: id -> (name, block elements, block bytes)
 TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 2: ("Q4_0", 32, 18), 8: ("Q8_0", 32, 34),
+         10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
+         13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 15: ("Q8_K", 256, 292),
          30: ("BF16", 1, 2)}
+
+
+# K-quant super-blocks (256 values), decoded from GGUF's layout description. Each function takes
+# the raw blocks as a [n, block_bytes] uint8 array and returns [n, 256] float32 values.
+def _f16(b):
+    return b.copy().view(np.float16).astype(np.float32).reshape(-1, 1)
+
+
+def _spread_2bit(qs):
+    """qs [n, 64]: value 128*h + 32*j + l is bits 2j..2j+1 of qs[32*h + l]."""
+    n = qs.shape[0]
+    halves = qs.reshape(n, 2, 1, 32)
+    shifts = np.array([0, 2, 4, 6], dtype=np.uint8).reshape(1, 1, 4, 1)
+    return ((halves >> shifts) & 3).reshape(n, 256).astype(np.int32)
+
+
+def _k4_scales_mins(sc):
+    """12 bytes -> eight 6-bit scales and eight 6-bit mins (Q4_K, Q5_K)."""
+    sc = sc.astype(np.int32)
+    scales = np.empty((sc.shape[0], 8), dtype=np.int32)
+    mins = np.empty_like(scales)
+    scales[:, :4] = sc[:, 0:4] & 63
+    mins[:, :4] = sc[:, 4:8] & 63
+    scales[:, 4:] = (sc[:, 8:12] & 15) | ((sc[:, 0:4] >> 6) << 4)
+    mins[:, 4:] = (sc[:, 8:12] >> 4) | ((sc[:, 4:8] >> 6) << 4)
+    return scales, mins
+
+
+def _nibbles_by_64(qs):
+    """qs [n, 128]: value 64*c + l is the low nibble of qs[32*c + l], 64*c + 32 + l the high."""
+    n = qs.shape[0]
+    q = qs.reshape(n, 4, 32)
+    return np.stack([q & 15, q >> 4], axis=2).reshape(n, 256).astype(np.int32)
+
+
+def dequant_q2_k(b):
+    scales, qs = b[:, 0:16].astype(np.int32), b[:, 16:80]
+    d, dmin = _f16(b[:, 80:82]), _f16(b[:, 82:84])
+    q = _spread_2bit(qs).reshape(-1, 16, 16)
+    sc = (scales & 15).reshape(-1, 16, 1)
+    mn = (scales >> 4).reshape(-1, 16, 1)
+    return ((d.reshape(-1, 1, 1) * sc) * q - dmin.reshape(-1, 1, 1) * mn).reshape(-1, 256)
+
+
+def dequant_q3_k(b):
+    hmask, qs, sc, d = b[:, 0:32], b[:, 32:96], b[:, 96:108].astype(np.int32), _f16(b[:, 108:110])
+    low = _spread_2bit(qs)
+    n = b.shape[0]
+    # third bit of value 128*h + 32*j + l: bit 4h + j of hmask[l]; set means +0, clear means -4
+    bits = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
+    high = ((hmask.reshape(n, 1, 32) >> bits) & 1).reshape(n, 256).astype(np.int32)
+    q = low + 4 * high - 4
+    g = np.arange(16)
+    lowbits = np.where(g < 8, sc[:, g % 8] & 15, sc[:, g % 8] >> 4)
+    highbits = (sc[:, 8 + g % 4] >> (2 * (g // 4))) & 3
+    scales = (lowbits | (highbits << 4)) - 32
+    return (d.reshape(-1, 1, 1) * scales.reshape(n, 16, 1) * q.reshape(n, 16, 16)).reshape(n, 256)
+
+
+def dequant_q4_k(b):
+    d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
+    scales, mins = _k4_scales_mins(b[:, 4:16])
+    q = _nibbles_by_64(b[:, 16:144]).reshape(-1, 8, 32)
+    return ((d.reshape(-1, 1, 1) * scales[:, :, None]) * q
+            - dmin.reshape(-1, 1, 1) * mins[:, :, None]).reshape(-1, 256)
+
+
+def dequant_q5_k(b):
+    d, dmin = _f16(b[:, 0:2]), _f16(b[:, 2:4])
+    scales, mins = _k4_scales_mins(b[:, 4:16])
+    qh, n = b[:, 16:48], b.shape[0]
+    bits = np.arange(8, dtype=np.uint8).reshape(1, 8, 1)
+    high = ((qh.reshape(n, 1, 32) >> bits) & 1).reshape(n, 256).astype(np.int32)  # bit i // 32
+    q = (_nibbles_by_64(b[:, 48:176]) + 16 * high).reshape(n, 8, 32)
+    return ((d.reshape(-1, 1, 1) * scales[:, :, None]) * q
+            - dmin.reshape(-1, 1, 1) * mins[:, :, None]).reshape(n, 256)
+
+
+def dequant_q6_k(b):
+    ql, qh, n = b[:, 0:128], b[:, 128:192], b.shape[0]
+    scales = b[:, 192:208].copy().view(np.int8).astype(np.float32)
+    d = _f16(b[:, 208:210])
+    q = np.empty((n, 2, 4, 32), dtype=np.int32)
+    for h in range(2):
+        lo = ql[:, 64 * h:64 * h + 64].reshape(n, 2, 32)
+        hi = qh[:, 32 * h:32 * h + 32].astype(np.int32)
+        for k in range(4):
+            nib = lo[:, k % 2] & 15 if k < 2 else lo[:, k % 2] >> 4
+            q[:, h, k] = nib.astype(np.int32) | (((hi >> (2 * k)) & 3) << 4)
+    q = (q.reshape(n, 256) - 32).reshape(n, 16, 16)
+    return (d.reshape(-1, 1, 1) * scales[:, :, None] * q).reshape(n, 256)
+
+
+def dequant_q8_k(b):
+    d = b[:, 0:4].copy().view(np.float32).reshape(-1, 1)
+    return d * b[:, 4:260].copy().view(np.int8).astype(np.float32)
+
+
+K_DEQUANT = {"Q2_K": dequant_q2_k, "Q3_K": dequant_q3_k, "Q4_K": dequant_q4_k,
+             "Q5_K": dequant_q5_k, "Q6_K": dequant_q6_k, "Q8_K": dequant_q8_k}
 
 
 class GGUFReader:
@@ -89,6 +191,8 @@ class GGUFReader:
             lo = (qs & 0x0F).astype(np.float32) - 8
             hi = (qs >> 4).astype(np.float32) - 8
             out = (np.concatenate([lo, hi], axis=1) * d).reshape(-1)
+        elif tname in K_DEQUANT:
+            out = K_DEQUANT[tname](raw.reshape(-1, block_bytes)).astype(np.float32).reshape(-1)
         return out.reshape(list(reversed(dims)))
 
     def type_name(self, name):

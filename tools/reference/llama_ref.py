@@ -6,7 +6,9 @@ swiglu / reglu / drelu / relu.
 With emulate_q8=True, the input of every product with a Q8_0/Q4_0 weight is first rounded
 through Q8_0 blocks (ggml's reference quantizer: scale = max|x|/127 stored as f16, round half
 away from zero), which is what strata's quantized kernels compute with. Without it, the result
-is the exact product of the dequantized weights."""
+is the exact product of the dequantized weights. For K-quant weights (Q2_K..Q6_K) the input is
+rounded through Q8_K super-blocks instead (256 values, scale = max|x|/127 kept as f32, round half
+away from zero, clamped to +-127), as strata's K-quant kernels compute with."""
 import numpy as np
 import torch
 
@@ -27,9 +29,28 @@ def quantize_q8_0_roundtrip(x):
     return (q * d16).reshape(shape).to(torch.float64)
 
 
+def quantize_q8_k_roundtrip(x):
+    """x: float64 tensor [..., n], n a multiple of 256; the values Q8_K super-blocks represent."""
+    xf = x.to(torch.float32)
+    shape = xf.shape
+    b = xf.reshape(-1, 256)
+    amax = b.abs().max(dim=1, keepdim=True).values
+    d = amax / 127.0
+    inv = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
+    scaled = b * inv
+    q = torch.clamp(torch.sign(scaled) * torch.floor(scaled.abs() + 0.5), -127, 127)
+    return (q * d).reshape(shape).to(torch.float64)
+
+
+K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+
+
 class LlamaReference:
-    def __init__(self, path, emulate_q8=False):
+    def __init__(self, path, emulate_q8=False, sparse_down=False):
+        """sparse_down: the down projection from ffn_down_t (PowerInfer's transposed rows, which
+        strata's sparse FFN adds scaled by each neuron's activation, unquantized)."""
         g = GGUFReader(path)
+        self.sparse_down = sparse_down or "blk.0.ffn_down.weight" not in g.tensors
         self.g = g
         kv = g.kv
         arch = kv["general.architecture"]
@@ -50,6 +71,8 @@ class LlamaReference:
     def linear(self, name, x):
         if self.emulate_q8 and self.g.type_name(name) in ("Q8_0", "Q4_0"):
             x = quantize_q8_0_roundtrip(x)
+        elif self.emulate_q8 and self.g.type_name(name) in K_TYPES:
+            x = quantize_q8_k_roundtrip(x)
         return x @ self.weight(name).T
 
     def rms_norm(self, x, name):
@@ -103,7 +126,10 @@ class LlamaReference:
                     a = torch.relu(gate) * torch.relu(up)
                 else:
                     raise ValueError(f"unknown ffn {self.ffn}")
-            x = x + self.linear(p + "ffn_down.weight", a)
+            if self.sparse_down:
+                x = x + a @ self.weight(p + "ffn_down_t.weight")
+            else:
+                x = x + self.linear(p + "ffn_down.weight", a)
         x = self.rms_norm(x, "output_norm.weight")
         head = "output.weight" if "output.weight" in self.g.tensors else "token_embd.weight"
         return self.linear(head, x)

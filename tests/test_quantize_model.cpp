@@ -1,0 +1,200 @@
+// strata quantize: the recipes as a pure function (llama.cpp's mixtures, fallbacks, predictors),
+// and whole files: a PowerInfer file keeps its magic, ffn_down_t and (F16 or Q4_0) predictors
+// and runs in predict mode; a bundled file stays bundled and its flash-tier logits equal the
+// unbundled file's bit for bit; output reads back with strata's reader.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "format/gguf.h"
+#include "model/model.h"
+#include "offline/bundle.h"
+#include "offline/quant_recipe.h"
+#include "offline/quantize.h"
+#include "offline/synth.h"
+#include "runtime/session.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::temp_file;
+
+TensorName layer(TensorRole role, int l) {
+  return {role, l};
+}
+
+TEST(QuantRecipe, NamesAsLlamaQuantizeReadsThem) {
+  EXPECT_EQ(quant_recipe_from_name("q4_k_m"), QuantRecipe::Q4_K_M);
+  EXPECT_EQ(quant_recipe_from_name("Q4_K"), QuantRecipe::Q4_K_M);
+  EXPECT_EQ(quant_recipe_from_name("Q3_K"), QuantRecipe::Q3_K_M);
+  EXPECT_EQ(quant_recipe_from_name("f16"), QuantRecipe::F16);
+  EXPECT_FALSE(quant_recipe_from_name("Q4_K_X").has_value());
+  EXPECT_FALSE(quant_recipe_from_name("Q5_0").has_value());
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q4_K_M), 15u);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q6_K), 18u);
+}
+
+TEST(QuantRecipe, TensorRolesFromNames) {
+  EXPECT_EQ(classify_tensor("blk.7.attn_v.weight", 2).role, TensorRole::AttnV);
+  EXPECT_EQ(classify_tensor("blk.7.attn_v.weight", 2).layer, 7);
+  EXPECT_EQ(classify_tensor("blk.3.ffn_down_t.weight", 2).role, TensorRole::FfnDown);
+  EXPECT_EQ(classify_tensor("blk.3.fc2.weight", 2).role, TensorRole::Predictor);
+  EXPECT_EQ(classify_tensor("output.weight", 2).role, TensorRole::Output);
+  EXPECT_EQ(classify_tensor("blk.0.attn_norm.weight", 1).role, TensorRole::Vector);
+}
+
+// Q4_K_M on a 32-layer model: attn_v and ffn_down Q6_K on llama.cpp's "more bits" layers (the
+// first and last eighth and every third between), Q4_K elsewhere; the output head Q6_K.
+TEST(QuantRecipe, Q4KMGivesMoreBitsWhereLlamaCppDoes) {
+  const RecipeOptions o{32};
+  int q6 = 0;
+  for (int l = 0; l < 32; ++l) {
+    const bool more = l < 4 || l >= 28 || (l - 4) % 3 == 2;
+    const DType v = recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnV, l), 4096, o);
+    EXPECT_EQ(v, more ? DType::Q6_K : DType::Q4_K) << l;
+    EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::FfnDown, l), 11008, o),
+              more ? DType::Q6_K : DType::Q4_K);
+    EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnQ, l), 4096, o),
+              DType::Q4_K);
+    q6 += v == DType::Q6_K;
+  }
+  EXPECT_EQ(q6, 16);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, o), DType::Q6_K);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Embedding}, 4096, o),
+            DType::Q4_K);
+}
+
+TEST(QuantRecipe, OtherMixtures) {
+  const RecipeOptions o{32};
+  auto t = [&](QuantRecipe r, TensorRole role, int l) {
+    return recipe_tensor_type(r, layer(role, l), 4096, o);
+  };
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnGate, 5), DType::Q3_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::AttnQ, 5), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::Embedding, -1), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::AttnV, 1), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::AttnV, 2), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::AttnOutput, 9), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_S, TensorRole::AttnV, 1), DType::Q3_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_S, TensorRole::FfnDown, 3), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_S, TensorRole::FfnDown, 4), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q5_K_S, TensorRole::FfnDown, 0), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q6_K, TensorRole::AttnQ, 0), DType::Q6_K);
+  // Q4_0 and Q8_0 files: llama-quantize writes a Q4_0 file's head as Q6_K, Q8_0's as Q8_0.
+  EXPECT_EQ(t(QuantRecipe::Q4_0, TensorRole::Output, -1), DType::Q6_K);
+  EXPECT_EQ(t(QuantRecipe::Q8_0, TensorRole::Output, -1), DType::Q8_0);
+  EXPECT_EQ(t(QuantRecipe::F16, TensorRole::Output, -1), DType::F16);
+  // --pure: every matrix the base type.
+  const RecipeOptions pure{32, true};
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, pure),
+            DType::Q4_K);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnV, 0), 4096, pure),
+            DType::Q4_K);
+}
+
+TEST(QuantRecipe, RowsThatAreNotWholeBlocksFallBack) {
+  const RecipeOptions o{8};
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnQ, 0), 3200, o),
+            DType::Q8_0);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q2_K, layer(TensorRole::AttnQ, 0), 3200, o),
+            DType::Q4_0);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q6_K, layer(TensorRole::AttnQ, 0), 100, o),
+            DType::F16);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_0, layer(TensorRole::AttnQ, 0), 100, o),
+            DType::F16);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Vector}, 4096, o), DType::F32);
+}
+
+TEST(QuantRecipe, PredictorsStayF16UnlessAsked) {
+  const TensorName fc2 = layer(TensorRole::Predictor, 0);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_0, fc2, 64, {8}), DType::F16);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_0, fc2, 64, {8, false, true}), DType::Q4_0);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, fc2, 64, {8, false, true}), DType::Q8_0);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, fc2, 40, {8, false, true}), DType::F16);
+}
+
+// A sparse 256-wide model written by synth (F16, PowerInfer's layout when asked).
+std::string sparse_f16_model(const std::string& name, bool powerinfer) {
+  SynthSpec s = synth_preset("tiny");
+  s.shape.n_embd = 256, s.shape.n_ff = 512, s.shape.ffn = FfnActivation::ReGLU;
+  s.type = DType::F16;
+  s.density = 0.1, s.predictor_rank = 32, s.powerinfer_layout = powerinfer, s.seed = 5;
+  const std::string path = temp_file(name);
+  write_synthetic_model(s, path);
+  return path;
+}
+
+std::vector<float> last_logits(const std::string& path, FfnMode mode) {
+  auto m = Model::load(path, false);
+  ThreadPool pool(2);
+  SessionOptions o;
+  o.ffn = mode;
+  Session s(*m, 64, pool, o);
+  const int32_t tokens[] = {1, 17, 200, 3, 99};
+  const auto l = s.eval(tokens);
+  return {l.begin(), l.end()};
+}
+
+TEST(QuantizeModel, PowerInferQ4_0FileRunsInPredictMode) {
+  const std::string in = sparse_f16_model("pi-f16.gguf", true);
+  const std::string out = temp_file("pi-q4_0.gguf");
+  QuantizeOptions o{in, out, QuantRecipe::Q4_0};
+  o.quantize_predictors = true;
+  o.threads = 2;
+  const QuantizeReport r = quantize_model(o);
+  EXPECT_LT(r.output_bytes, r.input_bytes / 3);
+  const auto f = GgufFile::open(out);
+  EXPECT_TRUE(f->is_powerinfer());
+  EXPECT_EQ(f->find_tensor("output.weight")->type, DType::Q6_K);
+  EXPECT_EQ(f->find_tensor("blk.0.ffn_down_t.weight")->type, DType::Q4_0);
+  EXPECT_EQ(f->find_tensor("blk.0.fc1.weight")->type, DType::Q4_0);
+  EXPECT_EQ(f->find_tensor("blk.0.fc2.weight")->type, DType::Q4_0);
+  EXPECT_EQ(f->get_int("general.file_type"), 2);
+  // Predict mode (Q4_0 predictors pick the neurons) stays close to the exact sparse FFN
+  // (gate-first: every neuron that fires) on the same file.
+  const auto want = last_logits(out, FfnMode::GateFirst), got = last_logits(out, FfnMode::Predict);
+  ASSERT_EQ(got.size(), want.size());
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    err = std::max(err, double{std::fabs(got[i] - want[i])}),
+    scale = std::max(scale, double{std::fabs(want[i])});
+  RecordProperty("predict_vs_gate_first", std::to_string(err / scale));
+  EXPECT_LT(err / scale, 0.05);
+  // Without --quantize-predictors they stay F16.
+  QuantizeOptions keep{in, temp_file("pi-q4_0-f16pred.gguf"), QuantRecipe::Q4_0};
+  quantize_model(keep);
+  EXPECT_EQ(GgufFile::open(keep.output)->find_tensor("blk.1.fc1.weight")->type, DType::F16);
+}
+
+TEST(QuantizeModel, BundledFileStaysBundledAndEqualsTheUnbundledOne) {
+  const std::string in = sparse_f16_model("b-f16.gguf", false);
+  const std::string bundled = temp_file("b-f16.bundle.gguf");
+  write_bundled_model(*Model::load(in, false), bundled);
+  // Pure Q4_K: the bundles' rows get the type the plain file's FFN tensors get.
+  const std::string plain_q = temp_file("b-q4k.gguf"), bundled_q = temp_file("b-q4k.bundle.gguf");
+  quantize_model({in, plain_q, QuantRecipe::Q4_K_S, true, false, 2});
+  quantize_model({bundled, bundled_q, QuantRecipe::Q4_K_S, true, false, 2});
+  const auto f = GgufFile::open(bundled_q);
+  EXPECT_EQ(f->get_int("strata.bundle.type"), static_cast<int64_t>(DType::Q4_K));
+  EXPECT_NE(f->find_tensor("blk.0.ffn_bundles"), nullptr);
+  EXPECT_EQ(last_logits(bundled_q, FfnMode::Predict), last_logits(plain_q, FfnMode::Predict));
+}
+
+TEST(QuantizeModel, AlreadyQuantizedInputIsRefusedAndLeavesNoFile) {
+  const std::string in = sparse_f16_model("rq-f16.gguf", false);
+  const std::string q = temp_file("rq-q4_0.gguf"), again = temp_file("rq-again.gguf");
+  quantize_model({in, q, QuantRecipe::Q4_0});
+  try {
+    quantize_model({q, again, QuantRecipe::Q2_K});
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("is already Q4_0"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(again));
+  EXPECT_FALSE(std::filesystem::exists(again + ".tmp"));
+}
+
+}  // namespace
+}  // namespace strata

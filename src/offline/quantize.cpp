@@ -96,7 +96,7 @@ void convert_bundles(const GgufTensorInfo& t, const BundleLayout& from, const Bu
 QuantizeReport quantize_model(const QuantizeOptions& o,
                               const std::function<void(uint64_t, uint64_t)>& progress) {
   auto in = GgufFile::open(o.input);
-  const GgufFile& f = *in;
+  GgufFile& f = *in;
   const int n_layer = static_cast<int>(model_layers(f));
   const std::string arch = f.get_string("general.architecture", "llama");
   const bool bundled = f.find(kBundleBytesKey) != nullptr;
@@ -160,6 +160,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
     else
       convert_tensor(*j.in, j.type, out, pool);
     w.write_tensor_data(out);
+    in->memory().release(j.in->data, j.in->n_bytes);  // keep only the tensor at work resident
     done += j.in->n_bytes;
     if (progress) progress(done, report.input_bytes);
   }

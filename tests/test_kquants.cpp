@@ -104,8 +104,7 @@ TEST(KQuantLayout, Q3KScalesAndHighBits) {
   }
   float y[256];
   dequantize_row(DType::Q3_K, &b, y, 256);
-  for (int i = 0; i < 256; ++i)
-    ASSERT_EQ(y[i], static_cast<float>(scale[i / 16] * v[i])) << i;
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(y[i], static_cast<float>(scale[i / 16] * v[i])) << i;
 }
 
 // Q2_K and Q5_K by hand.
@@ -119,8 +118,8 @@ TEST(KQuantLayout, Q2KAndQ5K) {
   dequantize_row(DType::Q2_K, &b2, y, 256);
   for (int i = 0; i < 256; ++i) {
     const int g = i / 16;
-    ASSERT_EQ(y[i], 2.0f * static_cast<float>(g) * static_cast<float>(i % 4) -
-                        static_cast<float>(15 - g))
+    ASSERT_EQ(y[i],
+              2.0f * static_cast<float>(g) * static_cast<float>(i % 4) - static_cast<float>(15 - g))
         << i;
   }
   BlockQ5_K b5{};
@@ -141,7 +140,7 @@ TEST(KQuantRoundTrip, ErrorWithinTheTypesBound) {
   const struct {
     DType type;
     double bound;
-  } cases[] = {{DType::Q2_K, 0.34}, {DType::Q3_K, 0.19}, {DType::Q4_K, 0.092},
+  } cases[] = {{DType::Q2_K, 0.34},  {DType::Q3_K, 0.19},  {DType::Q4_K, 0.092},
                {DType::Q5_K, 0.047}, {DType::Q6_K, 0.023}, {DType::Q8_K, 0.009}};
   const int64_t n = 256 * 64;
   const std::vector<float> x = gaussian(n, 7);
@@ -223,7 +222,8 @@ TEST(KQuantKernels, EveryVariantEqualsTheScalarReferenceBitForBit) {
         // Against floats: dequantized weights times the unquantized activation.
         const std::vector<float> wf = dequantized(t, w, n);
         double exact = 0, mag = 0;
-        for (int64_t i = 0; i < n; ++i) exact += double{wf[i]} * x[i], mag += std::abs(wf[i] * x[i]);
+        for (int64_t i = 0; i < n; ++i)
+          exact += double{wf[i]} * x[i], mag += std::abs(wf[i] * x[i]);
         ASSERT_NEAR(want, exact, 0.01 * mag) << dtype_name(t);
         // axpy of 1..9 rows (more than one register group), element for element.
         for (int rows : {1, 3, 9}) {

@@ -62,8 +62,7 @@ TEST(QuantRecipe, Q4KMGivesMoreBitsWhereLlamaCppDoes) {
   }
   EXPECT_EQ(q6, 16);
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, o), DType::Q6_K);
-  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Embedding}, 4096, o),
-            DType::Q4_K);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Embedding}, 4096, o), DType::Q4_K);
 }
 
 TEST(QuantRecipe, OtherMixtures) {
@@ -88,8 +87,7 @@ TEST(QuantRecipe, OtherMixtures) {
   EXPECT_EQ(t(QuantRecipe::F16, TensorRole::Output, -1), DType::F16);
   // --pure: every matrix the base type.
   const RecipeOptions pure{32, true};
-  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, pure),
-            DType::Q4_K);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, pure), DType::Q4_K);
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnV, 0), 4096, pure),
             DType::Q4_K);
 }
@@ -100,10 +98,8 @@ TEST(QuantRecipe, RowsThatAreNotWholeBlocksFallBack) {
             DType::Q8_0);
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q2_K, layer(TensorRole::AttnQ, 0), 3200, o),
             DType::Q4_0);
-  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q6_K, layer(TensorRole::AttnQ, 0), 100, o),
-            DType::F16);
-  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_0, layer(TensorRole::AttnQ, 0), 100, o),
-            DType::F16);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q6_K, layer(TensorRole::AttnQ, 0), 100, o), DType::F16);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_0, layer(TensorRole::AttnQ, 0), 100, o), DType::F16);
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Vector}, 4096, o), DType::F32);
 }
 

@@ -54,8 +54,8 @@ Command add_quantize_command(CLI::App& app) {
             q.recipe = *recipe;
             q.pure = o->pure;
             q.quantize_predictors = o->quantize_predictors;
-            q.threads = o->threads > 0 ? o->threads
-                                       : static_cast<int>(std::thread::hardware_concurrency());
+            q.threads =
+                o->threads > 0 ? o->threads : static_cast<int>(std::thread::hardware_concurrency());
             ProgressBar bar("quantize");
             const QuantizeReport r =
                 quantize_model(q, [&](uint64_t done, uint64_t total) { bar.update(done, total); });

@@ -54,51 +54,53 @@ Command add_synth_command(CLI::App& app) {
                   "text (e.g. 0.6)")
       ->check(in_range(0.0, 0.95));
   cmd->add_option("--tokenizer-from", o->tokenizer_from, "Copy the tokenizer of this GGUF file");
-  return {cmd, [o] {
-            SynthSpec s = synth_preset(o->preset);
-            const auto type = dtype_from_name(o->type);
-            if (!type || !dtype_info(*type).computable)
-              fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k",
-                   o->type);
-            s.type = *type;
-            const auto ffn = ffn_activation_from_name(o->ffn);
-            if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu", o->ffn);
-            s.shape.ffn = *ffn;
-            auto take = [](int64_t v, int64_t& field, const char* flag) {
-              if (v < 0 || v > (int64_t{1} << 24)) fail("{} {} is out of range", flag, v);
-              if (v > 0) field = v;
-            };
-            take(o->embd, s.shape.n_embd, "--embd");
-            take(o->ff, s.shape.n_ff, "--ff");
-            take(o->layers, s.shape.n_layer, "--layers");
-            take(o->heads, s.shape.n_head, "--heads");
-            take(o->kv_heads, s.shape.n_head_kv, "--kv-heads");
-            take(o->vocab, s.shape.n_vocab, "--vocab");
-            take(o->ctx, s.shape.n_ctx_train, "--ctx");
-            s.seed = o->seed;
-            s.tied_output = o->tied;
-            s.tokenizer_from = o->tokenizer_from;
-            s.density = o->density;
-            s.predictor_rank = o->rank;
-            s.powerinfer_layout = o->powerinfer;
-            s.keep_down = o->keep_down;
-            s.context = o->context;
-            const int64_t block = dtype_info(s.type).block_size;
-            if (s.shape.n_embd % block != 0 || s.shape.n_ff % block != 0)
-              fail("--type {} needs rows of whole {}-value blocks: embd {} and ffn {} are not "
-                   "(set --embd/--ff, or quantize an F16 model with strata quantize, which falls "
-                   "back per tensor)",
-                   dtype_name(s.type), block, s.shape.n_embd, s.shape.n_ff);
-            if (s.density > 0 && !is_float_type(s.type) && o->rank % 32 != 0)
-              fail("--predictor-rank must be a multiple of 32 for {} weights", dtype_name(s.type));
-            ProgressBar bar("synth");
-            write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
-            bar.finish();
-            fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.shape.n_layer,
-                       s.shape.n_embd, s.shape.n_ff, ffn_activation_name(s.shape.ffn),
-                       dtype_name(s.type));
-            return 0;
-          }};
+  return {
+      cmd, [o] {
+        SynthSpec s = synth_preset(o->preset);
+        const auto type = dtype_from_name(o->type);
+        if (!type || !dtype_info(*type).computable)
+          fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k",
+               o->type);
+        s.type = *type;
+        const auto ffn = ffn_activation_from_name(o->ffn);
+        if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu", o->ffn);
+        s.shape.ffn = *ffn;
+        auto take = [](int64_t v, int64_t& field, const char* flag) {
+          if (v < 0 || v > (int64_t{1} << 24)) fail("{} {} is out of range", flag, v);
+          if (v > 0) field = v;
+        };
+        take(o->embd, s.shape.n_embd, "--embd");
+        take(o->ff, s.shape.n_ff, "--ff");
+        take(o->layers, s.shape.n_layer, "--layers");
+        take(o->heads, s.shape.n_head, "--heads");
+        take(o->kv_heads, s.shape.n_head_kv, "--kv-heads");
+        take(o->vocab, s.shape.n_vocab, "--vocab");
+        take(o->ctx, s.shape.n_ctx_train, "--ctx");
+        s.seed = o->seed;
+        s.tied_output = o->tied;
+        s.tokenizer_from = o->tokenizer_from;
+        s.density = o->density;
+        s.predictor_rank = o->rank;
+        s.powerinfer_layout = o->powerinfer;
+        s.keep_down = o->keep_down;
+        s.context = o->context;
+        const int64_t block = dtype_info(s.type).block_size;
+        if (s.shape.n_embd % block != 0 || s.shape.n_ff % block != 0)
+          fail(
+              "--type {} needs rows of whole {}-value blocks: embd {} and ffn {} are not "
+              "(set --embd/--ff, or quantize an F16 model with strata quantize, which falls "
+              "back per tensor)",
+              dtype_name(s.type), block, s.shape.n_embd, s.shape.n_ff);
+        if (s.density > 0 && !is_float_type(s.type) && o->rank % 32 != 0)
+          fail("--predictor-rank must be a multiple of 32 for {} weights", dtype_name(s.type));
+        ProgressBar bar("synth");
+        write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
+        bar.finish();
+        fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.shape.n_layer,
+                   s.shape.n_embd, s.shape.n_ff, ffn_activation_name(s.shape.ffn),
+                   dtype_name(s.type));
+        return 0;
+      }};
 }
 
 }  // namespace strata

@@ -3,7 +3,8 @@
 // exactly; Q8_0/Q4_0 and the K-quants are dequantized and re-quantized along the new rows
 // (blocks run along a row, so a transposed block is a different set of values): close to, not
 // equal to, the stored weights. A K-quant whose new rows (n_embd values) are not whole 256-value
-// super-blocks becomes Q8_0 (F16 when not whole 32-value blocks either). `strata train-predictors` writes ffn_down_t from the source values instead.
+// super-blocks becomes Q8_0 (F16 when not whole 32-value blocks either). `strata train-predictors`
+// writes ffn_down_t from the source values instead.
 #pragma once
 
 #include <cstdint>

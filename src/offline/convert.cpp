@@ -13,10 +13,10 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "format/gguf_writer.h"
-#include "offline/quant_recipe.h"
 #include "format/safetensors.h"
 #include "model/config.h"
 #include "offline/hf_tokenizer.h"
+#include "offline/quant_recipe.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -251,7 +251,8 @@ void convert_hf_to_gguf(const ConvertOptions& o,
                   0, DType::F16});
   plan.push_back({"output_norm.weight", "model.norm.weight", c.model.n_embd, 0, 0, DType::F32});
   if (!c.tied && ck.tensors.count("lm_head.weight"))
-    plan.push_back({"output.weight", "lm_head.weight", c.model.n_vocab, c.model.n_embd, 0, DType::F16});
+    plan.push_back(
+        {"output.weight", "lm_head.weight", c.model.n_vocab, c.model.n_embd, 0, DType::F16});
   for (int64_t l = 0; l < c.model.n_layer; ++l) {
     const std::string g = fmt::format("blk.{}.", l), h = fmt::format("model.layers.{}.", l);
     plan.push_back(
@@ -260,16 +261,16 @@ void convert_hf_to_gguf(const ConvertOptions& o,
                     c.model.n_head, DType::F16});
     plan.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, c.model.n_embd,
                     c.model.n_head_kv, DType::F16});
-    plan.push_back(
-        {g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, c.model.n_embd, 0, DType::F16});
+    plan.push_back({g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, c.model.n_embd, 0,
+                    DType::F16});
     plan.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", c.model.n_embd, q_dim,
                     0, DType::F16});
     plan.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", c.model.n_embd, 0,
                     0, DType::F32});
     plan.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", c.model.n_ff, c.model.n_embd,
                     0, DType::F16});
-    plan.push_back(
-        {g + "ffn_up.weight", h + "mlp.up_proj.weight", c.model.n_ff, c.model.n_embd, 0, DType::F16});
+    plan.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", c.model.n_ff, c.model.n_embd, 0,
+                    DType::F16});
     plan.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", c.model.n_embd, c.model.n_ff,
                     0, DType::F16});
   }

@@ -16,7 +16,7 @@ struct ConvertOptions {
   std::string output;
   // The matrices' types (offline/quant_recipe.h: F16, Q8_0, Q4_K_M, ...); norms stay F32.
   QuantRecipe recipe = QuantRecipe::F16;
-  std::string name;         // general.name; default: the directory's name
+  std::string name;  // general.name; default: the directory's name
 };
 
 struct ConvertProgress {

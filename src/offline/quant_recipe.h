@@ -53,8 +53,8 @@ enum class TensorRole {
   AttnOutput,
   FfnGate,
   FfnUp,
-  FfnDown,   // ffn_down and PowerInfer's ffn_down_t: the same weights
-  Predictor, // PowerInfer's fc1 / fc2
+  FfnDown,    // ffn_down and PowerInfer's ffn_down_t: the same weights
+  Predictor,  // PowerInfer's fc1 / fc2
   Other,
 };
 struct TensorName {
@@ -65,8 +65,8 @@ TensorName classify_tensor(const std::string& name, size_t n_dims);
 
 struct RecipeOptions {
   int n_layer = 1;
-  bool pure = false;                  // every matrix the base type (llama-quantize --pure)
-  bool quantize_predictors = false;   // predictors F16 unless asked (see tensor_type)
+  bool pure = false;                 // every matrix the base type (llama-quantize --pure)
+  bool quantize_predictors = false;  // predictors F16 unless asked (see tensor_type)
 };
 
 // The type of a tensor whose rows hold `row_length` values. K-quant rows must be whole 256-value

@@ -122,14 +122,14 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
       if (t.dims.size() != 2 || static_cast<uint64_t>(t.dims[0]) != from_bundle.bundle_bytes)
         fail("tensor '{}' is not a bundle table of {} bytes per neuron", t.name,
              from_bundle.bundle_bytes);
-      jobs.push_back({&t, to_bundle.type, to_bundle.bundle_bytes * static_cast<uint64_t>(t.dims[1]),
-                      true});
+      jobs.push_back(
+          {&t, to_bundle.type, to_bundle.bundle_bytes * static_cast<uint64_t>(t.dims[1]), true});
       continue;
     }
     const DType type = output_type(o, t, n_layer);
-    jobs.push_back({&t, type,
-                    row_bytes(type, static_cast<uint64_t>(t.dims[0])) *
-                        static_cast<uint64_t>(t.rows())});
+    jobs.push_back(
+        {&t, type,
+         row_bytes(type, static_cast<uint64_t>(t.dims[0])) * static_cast<uint64_t>(t.rows())});
   }
 
   GgufWriter w(o.output, f.alignment());

@@ -189,9 +189,7 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with
     // Q4_0 models); Q8_0 with K-quant weights (fc2's rows are `rank` values, rarely whole
     // super-blocks).
-    const DType pt = is_float_type(s.type)  ? DType::F16
-                     : is_kquant(s.type) ? DType::Q8_0
-                                         : s.type;
+    const DType pt = is_float_type(s.type) ? DType::F16 : is_kquant(s.type) ? DType::Q8_0 : s.type;
     plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
                     [&](int64_t r, float* row) { gen->fc1_row(r, row); }});
     plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,

@@ -1,6 +1,7 @@
 // Tensor element types, numbered as GGUF numbers them. strata computes with F32, F16, BF16,
-// Q8_0, Q4_0 and the K-quants Q2_K..Q6_K (tensor/kquants.h); the other GGUF types are known by size only, so `strata info` can list any
-// llama.cpp file and the loader can name the unsupported type in its error.
+// Q8_0, Q4_0 and the K-quants Q2_K..Q6_K (tensor/kquants.h); the other GGUF types are known by size
+// only, so `strata info` can list any llama.cpp file and the loader can name the unsupported type
+// in its error.
 #pragma once
 
 #include <cstdint>

@@ -129,8 +129,8 @@ void pack_k4_scales(const int* sc, const int* mn, uint8_t* s) {
 // Asymmetric types: groups of `group` values, scale/min levels up to max_level.
 // Returns d and dmin; writes the quants' final values into q (index = element).
 template <int kGroups>
-void quantize_asymmetric(const float* x, int nmax, int max_level, float& d, float& dmin,
-                         int* sc, int* mn, int* q) {
+void quantize_asymmetric(const float* x, int nmax, int max_level, float& d, float& dmin, int* sc,
+                         int* mn, int* q) {
   constexpr int kGroup = kQK_K / kGroups;
   float s[kGroups], m[kGroups];
   for (int g = 0; g < kGroups; ++g) {

@@ -308,8 +308,8 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 }
 
 #include "backends/cpu/kernels_avx2_axpy.inc"
-#include "backends/cpu/kernels_avx2_tiles.inc"
 #include "backends/cpu/kernels_avx2_kquants.inc"
+#include "backends/cpu/kernels_avx2_tiles.inc"
 
 // One table per compilation of this file (see kernels_avx2_vnni.cpp).
 #if defined(STRATA_KERNELS_VNNI)
@@ -360,45 +360,41 @@ float gathered_dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n, co
   return dot_q4_0<0>(w, x, n, next);
 }
 #endif
-const CpuKernels kTable{.name = kTableName,
-                        .dot_f32 = dense_dot_f32,
-                        .dot_f16 = dense_dot_f16,
-                        .dot_bf16 = dense_dot_bf16,
-                        .dot_q8_0 = dense_dot_q8_0,
-                        .dot_q4_0 = kDotQ4,
-                        .gather_dot_f32 = gathered_dot_f32,
-                        .gather_dot_f16 = gathered_dot_f16,
-                        .gather_dot_bf16 = gathered_dot_bf16,
-                        .gather_dot_q8_0 = gathered_dot_q8_0,
-                        .gather_dot_q4_0 = gathered_dot_q4_0,
-                        .gather_dot4_q4_0 = gather_dot4_q4_0,
-                        .dot_f32_tile = dot_f32_tile,
-                        .dot_f16_tile = dot_f16_tile,
-                        .dot_bf16_tile = dot_bf16_tile,
-                        .matvec_q4_0x16 = matvec_q4_0x16,
-                        .matvec_q8_0x16 = matvec_q8_0x16,
-                        .quantize_q8_0 = quantize_q8_0,
-                        .axpy_f32 = axpy_f32,
-                        .axpy_f16 = axpy_f16,
-                        .axpy_bf16 = axpy_bf16,
-                        .axpy_q8_0 = axpy_q8_0,
-                        .axpy_q4_0 = axpy_q4_0,
-                        .dot_kq = {dense_dot_kquant<BlockQ2_K>, dense_dot_kquant<BlockQ3_K>,
-                                   dense_dot_kquant<BlockQ4_K>, dense_dot_kquant<BlockQ5_K>,
-                                   dense_dot_kquant<BlockQ6_K>},
-                        .gather_dot_kq = {gathered_dot_kquant<BlockQ2_K>,
-                                          gathered_dot_kquant<BlockQ3_K>,
-                                          gathered_dot_kquant<BlockQ4_K>,
-                                          gathered_dot_kquant<BlockQ5_K>,
-                                          gathered_dot_kquant<BlockQ6_K>},
-                        .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>,
-                                         dot_kquant_multi<BlockQ3_K>,
-                                         dot_kquant_multi<BlockQ4_K>,
-                                         dot_kquant_multi<BlockQ5_K>,
-                                         dot_kquant_multi<BlockQ6_K>},
-                        .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>,
-                                    axpy_kquant<BlockQ4_K>, axpy_kquant<BlockQ5_K>,
-                                    axpy_kquant<BlockQ6_K>}};
+const CpuKernels kTable{
+    .name = kTableName,
+    .dot_f32 = dense_dot_f32,
+    .dot_f16 = dense_dot_f16,
+    .dot_bf16 = dense_dot_bf16,
+    .dot_q8_0 = dense_dot_q8_0,
+    .dot_q4_0 = kDotQ4,
+    .gather_dot_f32 = gathered_dot_f32,
+    .gather_dot_f16 = gathered_dot_f16,
+    .gather_dot_bf16 = gathered_dot_bf16,
+    .gather_dot_q8_0 = gathered_dot_q8_0,
+    .gather_dot_q4_0 = gathered_dot_q4_0,
+    .gather_dot4_q4_0 = gather_dot4_q4_0,
+    .dot_f32_tile = dot_f32_tile,
+    .dot_f16_tile = dot_f16_tile,
+    .dot_bf16_tile = dot_bf16_tile,
+    .matvec_q4_0x16 = matvec_q4_0x16,
+    .matvec_q8_0x16 = matvec_q8_0x16,
+    .quantize_q8_0 = quantize_q8_0,
+    .axpy_f32 = axpy_f32,
+    .axpy_f16 = axpy_f16,
+    .axpy_bf16 = axpy_bf16,
+    .axpy_q8_0 = axpy_q8_0,
+    .axpy_q4_0 = axpy_q4_0,
+    .dot_kq = {dense_dot_kquant<BlockQ2_K>, dense_dot_kquant<BlockQ3_K>,
+               dense_dot_kquant<BlockQ4_K>, dense_dot_kquant<BlockQ5_K>,
+               dense_dot_kquant<BlockQ6_K>},
+    .gather_dot_kq = {gathered_dot_kquant<BlockQ2_K>, gathered_dot_kquant<BlockQ3_K>,
+                      gathered_dot_kquant<BlockQ4_K>, gathered_dot_kquant<BlockQ5_K>,
+                      gathered_dot_kquant<BlockQ6_K>},
+    .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>, dot_kquant_multi<BlockQ3_K>,
+                     dot_kquant_multi<BlockQ4_K>, dot_kquant_multi<BlockQ5_K>,
+                     dot_kquant_multi<BlockQ6_K>},
+    .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
+                axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>}};
 }  // namespace
 #if defined(STRATA_KERNELS_VNNI)
 const CpuKernels* avx512vnni_kernels_unchecked() {

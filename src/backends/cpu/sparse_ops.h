@@ -53,8 +53,8 @@ inline constexpr uint64_t kAxpyScratchBytes = uint64_t{8} << 20;
 uint64_t axpy_scratch_bound(int64_t batch, int64_t n_ids, int64_t cols);
 
 // out[begin, end) += sum over r of c[r] * wt.row(rows[r])[begin, end), for n_rows <= kAxpyGroup
-// rows, added in order (begin a multiple of 64, of 256 for K-quants, or the start of the row). next_rows (n_next <=
-// kAxpyGroup): the rows of the caller's next call, prefetched meanwhile.
+// rows, added in order (begin a multiple of 64, of 256 for K-quants, or the start of the row).
+// next_rows (n_next <= kAxpyGroup): the rows of the caller's next call, prefetched meanwhile.
 void axpy_row_slice(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
                     const float* c, int n_rows, float* out, int64_t begin, int64_t end,
                     const int64_t* next_rows = nullptr, int n_next = 0);

@@ -109,7 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   strata::ConvertOptions o;
   o.input_dir = f.dir;
   o.output = f.dir + "/out.gguf";
-  o.type = strata::DType::F32;
+  o.recipe = strata::QuantRecipe::F32;
   try {
     strata::convert_hf_to_gguf(o);
     strata::Model::load(o.output, /*require_tokenizer=*/true, strata::LoadMode::Map);

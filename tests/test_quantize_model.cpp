@@ -178,6 +178,25 @@ TEST(QuantizeModel, BundledFileStaysBundledAndEqualsTheUnbundledOne) {
   EXPECT_EQ(last_logits(bundled_q, FfnMode::Predict), last_logits(plain_q, FfnMode::Predict));
 }
 
+// A Q4_K_M mixture's ffn_down rows are Q6_K on its "more bits" layers (layer 1 of 2): bundling
+// stores them as Q4_K, close to the mixture's logits.
+TEST(QuantizeModel, BundlingAMixtureRequantizesItsOtherRows) {
+  const std::string in = sparse_f16_model("mix-f16.gguf", false);
+  const std::string q = temp_file("mix-q4km.gguf"), bundled = temp_file("mix-q4km.bundle.gguf");
+  quantize_model({in, q, QuantRecipe::Q4_K_M, false, false, 2});
+  ASSERT_EQ(GgufFile::open(q)->find_tensor("blk.1.ffn_down_t.weight")->type, DType::Q6_K);
+  const BundleReport r = write_bundled_model(*Model::load(q, false), bundled);
+  EXPECT_EQ(r.type, DType::Q4_K);
+  EXPECT_EQ(r.requantized_layers, 1);
+  const auto want = last_logits(q, FfnMode::Predict), got = last_logits(bundled, FfnMode::Predict);
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    err = std::max(err, double{std::fabs(got[i] - want[i])}),
+    scale = std::max(scale, double{std::fabs(want[i])});
+  EXPECT_LT(err / scale, 0.05);
+  EXPECT_GT(err, 0.0);  // the requantized rows differ
+}
+
 TEST(QuantizeModel, AlreadyQuantizedInputIsRefusedAndLeavesNoFile) {
   const std::string in = sparse_f16_model("rq-f16.gguf", false);
   const std::string q = temp_file("rq-q4_0.gguf"), again = temp_file("rq-again.gguf");

@@ -25,8 +25,15 @@ Command add_bundle_command(CLI::App& app) {
                   "strata train-predictors first)",
                   o->model);
             ProgressBar bar("bundle");
-            write_bundled_model(*model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
+            const BundleReport report = write_bundled_model(
+                *model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
             bar.finish();
+            if (report.requantized_layers > 0)
+              fmt::print(stderr,
+                         "note: {} layers have FFN rows of other types than {}: their bundles "
+                         "hold them requantized to {}\n",
+                         report.requantized_layers, dtype_name(report.type),
+                         dtype_name(report.type));
             const auto out = Model::load(o->out, false, LoadMode::Map);
             const BundleLayout& b = out->weights.bundle;
             fmt::print("wrote {}: {} layers x {} neurons, {} bytes per bundle ({} of weights)\n",

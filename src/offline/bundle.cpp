@@ -9,22 +9,26 @@
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
+#include "tensor/quantize.h"
 #include "tiers/bundle_layout.h"
 
 namespace strata {
 
-void write_bundled_model(const Model& model, const std::string& path,
-                         const std::function<void(uint64_t, uint64_t)>& progress) {
+BundleReport write_bundled_model(const Model& model, const std::string& path,
+                                 const std::function<void(uint64_t, uint64_t)>& progress) {
   const ModelConfig& c = model.config;
   const ModelWeights& mw = model.weights;
   if (mw.bundled) fail("'{}' is already bundled", model.file->path());
   const bool gated = ffn_has_gate(c.ffn);
+  // A bundle holds its three rows in one type: ffn_up's. Rows of another type (the Q6_K
+  // ffn_down layers of a Q4_K_M mixture) are requantized to it, row by row.
   const DType type = mw.layers[0].ffn_up.type;
+  if (row_bytes(type, static_cast<uint64_t>(c.n_embd)) == 0) fail("empty FFN rows");
+  BundleReport report{type, 0};
   for (const LayerWeights& l : mw.layers) {
     const DType down = l.ffn_down_t.data != nullptr ? l.ffn_down_t.type : l.ffn_down.type;
     if (l.ffn_up.type != type || down != type || (gated && l.ffn_gate.type != type))
-      fail("bundling needs gate, up and down of one type in every layer ({} here)",
-           dtype_name(type));
+      ++report.requantized_layers;
   }
   const BundleLayout layout = BundleLayout::make(type, c.n_embd, c.n_ff, gated);
 
@@ -70,6 +74,16 @@ void write_bundled_model(const Model& model, const std::string& path,
     written += t->n_bytes;
   }
   std::vector<uint8_t> chunk;
+  std::vector<float> scratch(static_cast<size_t>(c.n_embd));
+  // One row into a bundle: copied, or through floats when its type is not the bundle's.
+  auto put_row = [&](const MatrixView& m, int64_t r, uint8_t* dst) {
+    if (m.type == type) {
+      std::memcpy(dst, m.row(r), layout.row_bytes);
+      return;
+    }
+    dequantize_row(m.type, m.row(r), scratch.data(), c.n_embd);
+    quantize_row(type, scratch.data(), dst, c.n_embd);
+  };
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = mw.layers[l];
     std::vector<uint8_t> storage;
@@ -81,9 +95,9 @@ void write_bundled_model(const Model& model, const std::string& path,
       chunk.assign(static_cast<size_t>(n) * layout.bundle_bytes, 0);
       for (int64_t i = 0; i < n; ++i) {
         uint8_t* b = chunk.data() + static_cast<size_t>(i) * layout.bundle_bytes;
-        if (gated) std::memcpy(b + layout.gate_offset(), lw.ffn_gate.row(i0 + i), layout.row_bytes);
-        std::memcpy(b + layout.up_offset(), lw.ffn_up.row(i0 + i), layout.row_bytes);
-        std::memcpy(b + layout.down_offset(), down.row(i0 + i), layout.row_bytes);
+        if (gated) put_row(lw.ffn_gate, i0 + i, b + layout.gate_offset());
+        put_row(lw.ffn_up, i0 + i, b + layout.up_offset());
+        put_row(down, i0 + i, b + layout.down_offset());
       }
       w.write_tensor_data(chunk);
       written += chunk.size();
@@ -91,6 +105,7 @@ void write_bundled_model(const Model& model, const std::string& path,
     if (progress) progress(written, total);
   }
   w.finish();
+  return report;
 }
 
 }  // namespace strata

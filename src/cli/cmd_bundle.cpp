@@ -17,30 +17,30 @@ Command add_bundle_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model with predictors")->required();
   cmd->add_option("-o,--output", o->out, "Bundled GGUF file to write")->required();
-  return {cmd, [o] {
-            const auto model = Model::load(o->model, false, LoadMode::Map);
-            if (!model->weights.has_predictors)
-              fail(
-                  "'{}' has no predictors; the flash tier reads only predicted neurons (run "
-                  "strata train-predictors first)",
-                  o->model);
-            ProgressBar bar("bundle");
-            const BundleReport report = write_bundled_model(
-                *model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
-            bar.finish();
-            if (report.requantized_layers > 0)
-              fmt::print(stderr,
-                         "note: {} layers have FFN rows of other types than {}: their bundles "
-                         "hold them requantized to {}\n",
-                         report.requantized_layers, dtype_name(report.type),
-                         dtype_name(report.type));
-            const auto out = Model::load(o->out, false, LoadMode::Map);
-            const BundleLayout& b = out->weights.bundle;
-            fmt::print("wrote {}: {} layers x {} neurons, {} bytes per bundle ({} of weights)\n",
-                       o->out, out->config.n_layer, out->config.n_ff, b.bundle_bytes,
-                       b.payload_bytes());
-            return 0;
-          }};
+  return {
+      cmd, [o] {
+        const auto model = Model::load(o->model, false, LoadMode::Map);
+        if (!model->weights.has_predictors)
+          fail(
+              "'{}' has no predictors; the flash tier reads only predicted neurons (run "
+              "strata train-predictors first)",
+              o->model);
+        ProgressBar bar("bundle");
+        const BundleReport report =
+            write_bundled_model(*model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
+        bar.finish();
+        if (report.requantized_layers > 0)
+          fmt::print(stderr,
+                     "note: {} layers have FFN rows of other types than {}: their bundles "
+                     "hold them requantized to {}\n",
+                     report.requantized_layers, dtype_name(report.type), dtype_name(report.type));
+        const auto out = Model::load(o->out, false, LoadMode::Map);
+        const BundleLayout& b = out->weights.bundle;
+        fmt::print("wrote {}: {} layers x {} neurons, {} bytes per bundle ({} of weights)\n",
+                   o->out, out->config.n_layer, out->config.n_ff, b.bundle_bytes,
+                   b.payload_bytes());
+        return 0;
+      }};
 }
 
 }  // namespace strata

@@ -21,8 +21,11 @@ namespace strata {
 namespace {
 
 // Round half away from zero, as lround, without a library call (it was a tenth of the
-// quantizers' time).
+// quantizers' time). Out-of-range values and NaN (degenerate fits, non-finite weights) are
+// pinned first: converting them to int would be undefined; every caller clamps the result.
 int nearest(float v) {
+  if (!(v > -1e9f)) v = -1e9f;
+  if (!(v < 1e9f)) v = 1e9f;
   return static_cast<int>(v + (v >= 0.0f ? 0.5f : -0.5f));
 }
 

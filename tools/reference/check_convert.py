@@ -22,9 +22,9 @@ import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
 TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
 
 
-def make_checkpoint(path, act, shards, dtype, tokenizer, seed):
+def make_checkpoint(path, act, shards, dtype, tokenizer, seed, hidden=64, ff=128):
     torch.manual_seed(seed)
-    cfg = dict(vocab_size=2000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    cfg = dict(vocab_size=2000, hidden_size=hidden, intermediate_size=ff, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act=act)
     model = train.Model(cfg)
@@ -118,6 +118,22 @@ def main():
         ok &= good
         print(f"{'ok  ' if good else 'FAIL'} {act} {shards} shard(s) {dtype} -> {out_type}: "
               f"rel err {err:.2e} (tol {tol:.0e})")
+
+    # Straight to a llama-quantize mixture: `convert --type q4_k_m` of a 256-wide checkpoint must
+    # give exactly the logits of `convert --type f32` followed by `quantize ... Q4_K_M` (the same
+    # recipe and quantizer on the same values; their closeness to the HF model is the PyTorch
+    # logits check's business).
+    src = os.path.join(work, "hf-wide")
+    make_checkpoint(src, "relu", 1, "F32", tokenizer, seed=9, hidden=256, ff=512)
+    direct, f32, requant = (os.path.join(work, n) for n in ("q4km.gguf", "f32.gguf", "rq.gguf"))
+    subprocess.run([strata, "convert", src, "-o", direct, "--type", "q4_k_m"], check=True,
+                   capture_output=True)
+    subprocess.run([strata, "convert", src, "-o", f32, "--type", "f32"], check=True,
+                   capture_output=True)
+    subprocess.run([strata, "quantize", f32, requant, "Q4_K_M"], check=True, capture_output=True)
+    same = torch.equal(strata_logits(strata, direct), strata_logits(strata, requant))
+    ok &= same
+    print(f"{'ok  ' if same else 'FAIL'} convert --type q4_k_m equals convert + quantize Q4_K_M")
 
     # Bad checkpoints: each fails with one line and leaves no output behind.
     base = os.path.join(work, "hf-1")  # 3 shards

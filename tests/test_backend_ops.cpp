@@ -81,7 +81,8 @@ struct Case {
 std::vector<Case> product_cases() {
   return {{DType::F32, false},  {DType::F16, false},  {DType::BF16, false}, {DType::Q8_0, false},
           {DType::Q4_0, false}, {DType::Q8_0, true},  {DType::Q4_0, true},  {DType::Q2_K, false},
-          {DType::Q3_K, false}, {DType::Q4_K, false}, {DType::Q5_K, false}, {DType::Q6_K, false}};
+          {DType::Q3_K, false}, {DType::Q4_K, false}, {DType::Q5_K, false}, {DType::Q6_K, false},
+          {DType::Q4_K, true}};
 }
 
 const DType kRowTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,

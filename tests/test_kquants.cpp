@@ -12,6 +12,7 @@
 
 #include "backends/cpu/kernels.h"
 #include "tensor/half.h"
+#include "tensor/interleaved_rows.h"
 #include "tensor/kquants.h"
 #include "tensor/quantize.h"
 
@@ -255,6 +256,40 @@ TEST(KQuantKernels, EveryVariantEqualsTheScalarReferenceBitForBit) {
           ASSERT_EQ(y, y_ref) << k->name << " " << dtype_name(t) << " rows " << rows;
         }
       }
+}
+
+// Q4_K interleaved by 16 rows (tensor/interleaved_rows.h): every row comes back out as it went
+// in, and the group kernel of every variant equals the scalar dot of each plain row bit for bit.
+TEST(KQuantKernels, InterleavedQ4KGroupsEqualThePlainRowsBitForBit) {
+  const int64_t rows = 32, n = 1024, rb = static_cast<int64_t>(row_bytes(DType::Q4_K, n));
+  std::vector<uint8_t> plain(static_cast<size_t>(rows * rb));
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> q = quantized(DType::Q4_K, gaussian(n, 600 + r));
+    std::copy(q.begin(), q.end(), plain.begin() + r * rb);
+  }
+  std::vector<uint8_t> inter = plain;
+  interleave_rows16(DType::Q4_K, inter.data(), rows, n);
+  ASSERT_NE(inter, plain);
+  const uint64_t gb = interleaved_group_bytes(DType::Q4_K, n);
+  ASSERT_EQ(gb, static_cast<uint64_t>(16 * rb));
+  std::vector<uint8_t> back(static_cast<size_t>(rb));
+  for (int64_t r = 0; r < rows; ++r) {
+    extract_row16(DType::Q4_K, inter.data() + (r / 16) * gb, n, static_cast<int>(r % 16),
+                  back.data());
+    ASSERT_TRUE(std::equal(back.begin(), back.end(), plain.begin() + r * rb)) << r;
+  }
+  std::vector<BlockQ8_K> a(static_cast<size_t>(n / 256));
+  quantize_row_q8_K(gaussian(n, 700).data(), a.data(), n);
+  const CpuKernels& ref = scalar_kernels();
+  for (const CpuKernels* k : supported_kernels())
+    for (int64_t g = 0; g < rows / 16; ++g) {
+      float out[16];
+      k->matvec_q4_Kx16(inter.data() + g * gb, a.data(), n / 256, out);
+      for (int r = 0; r < 16; ++r)
+        ASSERT_EQ(out[r], ref.dot_kq[kquant_slot(DType::Q4_K)](
+                              plain.data() + (g * 16 + r) * rb, a.data(), n))
+            << k->name << " row " << g * 16 + r;
+    }
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_flag("--verbose", f.verbose, "Print the placement plan layer by layer");
   cmd->add_flag(
       "!--no-repack", f.repack,
-      "Keep Q4_0/Q8_0 weights in the file's row layout instead of interleaving them by 16 "
+      "Keep Q4_0/Q8_0/Q4_K weights in the file's row layout instead of interleaving them by 16 "
       "rows at load (llama.cpp's --no-repack)");
   cmd->add_option("--cache-type-k", f.cache_type_k,
                   "KV cache type for keys: f32 or f16 (half the memory)");

@@ -29,7 +29,7 @@ struct FfnFlags {
   std::string vram_budget;      // strata plan only (no GPU backend yet)
   double ram_bandwidth = 0, vram_bandwidth = 0, link_bandwidth = 0;  // GB/s; 0: defaults
   bool verbose = false;                                              // the plan layer by layer
-  bool repack = true;  // interleave Q4_0/Q8_0 matrices multiplied whole (--no-repack: off)
+  bool repack = true;  // interleave Q4_0/Q8_0/Q4_K matrices multiplied whole (--no-repack: off)
   std::string cache_type_k = "f32", cache_type_v = "f32";  // KV cache element types
 };
 

@@ -113,8 +113,7 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
   apply_plan(run.plan, run.inventory, run.session);
   const ModelWeights& w = model.weights;
   if (r.mode != FfnMode::Dense && !w.has_down_t && !w.bundled) {
-    const bool requantized =
-        w.layers[0].ffn_down.type == DType::Q4_0 || w.layers[0].ffn_down.type == DType::Q8_0;
+    const bool requantized = !is_float_type(w.layers[0].ffn_down.type);
     const uint64_t bytes = model.ensure_down_t();
     run.notes.push_back(fmt::format(
         "note: '{}' has no ffn_down_t; transposed ffn_down at load ({:.1f} MiB more memory{}). "

@@ -32,7 +32,7 @@ struct RunRequest {
   const ActivationCounts* profile = nullptr;
   const StorageProfile* storage = nullptr;
   const nlohmann::json* plan = nullptr;  // a saved plan (strata plan -o) instead of solving
-  bool repack = true;                    // CPU backend: interleave Q4_0/Q8_0 multiplied whole
+  bool repack = true;                    // CPU backend: interleave Q4_0/Q8_0/Q4_K multiplied whole
   int window = 5;
   bool lookahead = false, split_reads = false;
   bool allow_vram = false;  // only `strata plan` until a GPU backend exists

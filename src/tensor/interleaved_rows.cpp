@@ -7,8 +7,44 @@
 
 namespace strata {
 
+namespace {
+
+// Q4_K: block (d, dmin, scales[12], qs[128]) of row r, super-block s <-> its places in the group.
+// `to_group` copies from the plain block into the group, else back.
+void move_q4k_block(uint8_t* group_block, uint8_t* plain, int r, bool to_group) {
+  auto move = [&](uint64_t group_offset, uint64_t plain_offset, size_t n) {
+    if (to_group)
+      std::memcpy(group_block + group_offset, plain + plain_offset, n);
+    else
+      std::memcpy(plain + plain_offset, group_block + group_offset, n);
+  };
+  move(2 * r, 0, 2);                            // d
+  move(32 + 2 * r, 2, 2);                       // dmin
+  for (int w = 0; w < 3; ++w)                   // scale words
+    move(64 + 64 * w + 4 * r, 4 + 4 * w, 4);
+  for (int k = 0; k < 32; ++k)                  // quant chunks
+    move(256 + 64 * k + 4 * r, 16 + 4 * k, 4);
+}
+
+void interleave_q4k(uint8_t* data, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / 256;
+  const uint64_t group_bytes = interleaved_group_bytes(DType::Q4_K, cols);
+  std::vector<uint8_t> copy(group_bytes);
+  for (int64_t g = 0; g < rows / kInterleavedRows; ++g) {
+    uint8_t* group = data + static_cast<uint64_t>(g) * group_bytes;
+    std::memcpy(copy.data(), group, group_bytes);  // 16 plain rows
+    for (int64_t r = 0; r < kInterleavedRows; ++r)
+      for (int64_t s = 0; s < nb; ++s)
+        move_q4k_block(group + s * kQ4KGroupBlockBytes, copy.data() + (r * nb + s) * 144,
+                       static_cast<int>(r), true);
+  }
+}
+
+}  // namespace
+
 void interleave_rows16(DType type, uint8_t* data, int64_t rows, int64_t cols) {
   if (!interleavable(type)) fail("{} rows cannot be interleaved", dtype_name(type));
+  if (type == DType::Q4_K) return interleave_q4k(data, rows, cols);
   const int64_t nb = cols / kQK, qb = interleaved_quant_bytes(type), block = 2 + qb;
   const uint64_t group_bytes = interleaved_group_bytes(type, cols);
   std::vector<uint8_t> copy(group_bytes);
@@ -27,6 +63,12 @@ void interleave_rows16(DType type, uint8_t* data, int64_t rows, int64_t cols) {
 }
 
 void extract_row16(DType type, const uint8_t* group, int64_t cols, int r, uint8_t* out) {
+  if (type == DType::Q4_K) {
+    for (int64_t s = 0; s < cols / 256; ++s)
+      move_q4k_block(const_cast<uint8_t*>(group) + s * kQ4KGroupBlockBytes, out + s * 144, r,
+                     false);
+    return;
+  }
   const int64_t nb = cols / kQK, qb = interleaved_quant_bytes(type), block = 2 + qb;
   const uint8_t* quants = interleaved_quants(group, nb);
   for (int64_t b = 0; b < nb; ++b) {

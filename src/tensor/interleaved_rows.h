@@ -22,8 +22,16 @@ namespace strata {
 
 constexpr int64_t kInterleavedRows = 16;
 
+// Q4_K groups of 16 rows are super-block-major: for each super-block s, 2304 bytes:
+//   d of the 16 rows (16 f16), dmin (16 f16), the rows' 12 scale bytes as three 4-byte words,
+//   word w of rows 0..15 together (3 x 64 bytes), then the quants: 32 chunks, chunk k holding
+//   bytes qs[4k .. 4k+3] of each of the 16 rows (64 bytes): values 64m + 4j .. +3 in the low
+//   nibbles and 64m + 32 + 4j .. +3 in the high ones, for k = 8m + j.
+// So one 256-bit register holds 8 rows' quants, a broadcast activation word multiplies them all,
+// and each 32-bit lane accumulates one row's integer sums: no per-super-block horizontal sum.
+constexpr uint64_t kQ4KGroupBlockBytes = 16 * 144;
 inline bool interleavable(DType type) {
-  return type == DType::Q4_0 || type == DType::Q8_0;
+  return type == DType::Q4_0 || type == DType::Q8_0 || type == DType::Q4_K;
 }
 // Quant bytes of one row's block, and 4-byte chunks of them.
 inline int64_t interleaved_quant_bytes(DType type) {
@@ -31,6 +39,7 @@ inline int64_t interleaved_quant_bytes(DType type) {
 }
 // Byte size of one interleaved group for rows of `cols` elements.
 inline uint64_t interleaved_group_bytes(DType type, int64_t cols) {
+  if (type == DType::Q4_K) return static_cast<uint64_t>(cols / 256) * kQ4KGroupBlockBytes;
   return static_cast<uint64_t>(cols / kQK) * kInterleavedRows *
          (2 + static_cast<uint64_t>(interleaved_quant_bytes(type)));
 }
@@ -41,7 +50,7 @@ inline const uint8_t* interleaved_quants(const uint8_t* group, int64_t nb) {
   return group + nb * kInterleavedRows * 2;
 }
 
-// Interleaves `rows` rows (a multiple of 16) of Q4_0 or Q8_0 data in place.
+// Interleaves `rows` rows (a multiple of 16) of Q4_0, Q8_0 or Q4_K data in place.
 void interleave_rows16(DType type, uint8_t* data, int64_t rows, int64_t cols);
 // Writes row `r` (0..15) of an interleaved group back as plain blocks (row_bytes(type, cols)).
 void extract_row16(DType type, const uint8_t* group, int64_t cols, int r, uint8_t* out);

@@ -9,7 +9,7 @@
 
 namespace strata {
 
-// Rows: the file's layout. Interleaved16: Q4_0/Q8_0 rows interleaved by groups of 16
+// Rows: the file's layout. Interleaved16: Q4_0/Q8_0/Q4_K rows interleaved by groups of 16
 // (tensor/interleaved_rows.h),
 // done at load for matrices that are only multiplied whole (row() is then meaningless; the
 // kernels in matvec.h handle both layouts).

@@ -74,7 +74,7 @@ uint64_t CpuBackend::allocated() const {
 }
 
 Layout CpuBackend::layout_for(const MatrixView& w, WeightUse use, bool repack) {
-  // Whole products of Q4_0/Q8_0 through the 16-row group kernels: one broadcast activation
+  // Whole products of Q4_0/Q8_0/Q4_K through the 16-row group kernels: one broadcast activation
   // quad multiplies 16 rows at once, no horizontal sums (interleaved_rows.h). Row-wise use
   // (gather, axpy) needs each row contiguous.
   const bool fits = interleavable(w.type) && w.rows % kInterleavedRows == 0 &&

@@ -14,7 +14,7 @@
 namespace strata {
 
 struct CpuBackendOptions {
-  // Interleave Q4_0/Q8_0 matrices multiplied whole by 16 rows (tensor/interleaved_rows.h);
+  // Interleave Q4_0/Q8_0/Q4_K matrices multiplied whole by 16 rows (tensor/interleaved_rows.h);
   // off: the file's rows (llama.cpp's --no-repack).
   bool repack = true;
   const CpuKernels* kernels = nullptr;  // null: best_kernels()

@@ -101,6 +101,10 @@ struct CpuKernels {
   // fast variants unpack each super-block once for all of them.
   void (*dot_kq_multi[kKQuantTypes])(const void* w, const BlockQ8_K* const* x, int n_x, int64_t n,
                                      float* out);
+  // One group of 16 interleaved Q4_K rows (tensor/interleaved_rows.h) times the activation:
+  // out[0..15], each equal to dot_kq of the plain row bit for bit (the same integer sums and the
+  // same float steps per super-block, lane by lane).
+  void (*matvec_q4_Kx16)(const uint8_t* group, const BlockQ8_K* x, int64_t nb, float* out);
   // The axpy above for K-quant rows (n a multiple of 256): y[i] += c[r] * kquant_value(...)
   // row after row, so equal to the scalar reference bit for bit.
   void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,

@@ -393,6 +393,7 @@ const CpuKernels kTable{
     .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>, dot_kquant_multi<BlockQ3_K>,
                      dot_kquant_multi<BlockQ4_K>, dot_kquant_multi<BlockQ5_K>,
                      dot_kquant_multi<BlockQ6_K>},
+    .matvec_q4_Kx16 = matvec_q4_Kx16,
     .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
                 axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>}};
 }  // namespace

@@ -189,6 +189,15 @@ float gather_kquant(const void* w, const BlockQ8_K* x, int64_t n, const void*) {
   return dot_kquant<Block>(w, x, n);
 }
 
+// The reference of the interleaved kernel: each row taken out and multiplied as dot_kquant.
+void matvec_q4_Kx16(const uint8_t* group, const BlockQ8_K* x, int64_t nb, float* out) {
+  std::vector<uint8_t> row(static_cast<size_t>(nb) * sizeof(BlockQ4_K));
+  for (int r = 0; r < kInterleavedRows; ++r) {
+    extract_row16(DType::Q4_K, group, nb * kQK_K, r, row.data());
+    out[r] = dot_kquant<BlockQ4_K>(row.data(), x, nb * kQK_K);
+  }
+}
+
 template <class Block>
 void dot_kquant_multi(const void* w, const BlockQ8_K* const* x, int n_x, int64_t n, float* out) {
   for (int t = 0; t < n_x; ++t) out[t] = dot_kquant<Block>(w, x[t], n);
@@ -247,6 +256,7 @@ const CpuKernels& scalar_kernels() {
       .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>, dot_kquant_multi<BlockQ3_K>,
                        dot_kquant_multi<BlockQ4_K>, dot_kquant_multi<BlockQ5_K>,
                        dot_kquant_multi<BlockQ6_K>},
+      .matvec_q4_Kx16 = matvec_q4_Kx16,
       .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
                   axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>}};
   return k;

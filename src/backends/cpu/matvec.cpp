@@ -67,6 +67,8 @@ float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const P
     if (w.type == DType::Q8_0)
       return scalar_kernels().dot_q8_0(reinterpret_cast<const BlockQ8_0*>(plain.data()), x.q8(),
                                        w.cols);
+    if (w.type == DType::Q4_K)
+      return scalar_kernels().dot_kq[kquant_slot(DType::Q4_K)](plain.data(), x.q8k(), w.cols);
     return scalar_kernels().dot_q4_0(reinterpret_cast<const BlockQ4_0*>(plain.data()), x.q8(),
                                      w.cols);
   }
@@ -125,9 +127,13 @@ void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& 
     const auto kernel = w.type == DType::Q8_0 ? k.matvec_q8_0x16 : k.matvec_q4_0x16;
     int64_t r = begin;
     for (; r < end && r % kInterleavedRows != 0; ++r) y[r] = dot_row(k, w, r, x);
-    for (; r + kInterleavedRows <= end; r += kInterleavedRows)
-      kernel(w.data + static_cast<uint64_t>(r / kInterleavedRows) * group_bytes, x.q8(),
-             w.cols / kQK, y + r);
+    for (; r + kInterleavedRows <= end; r += kInterleavedRows) {
+      const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) * group_bytes;
+      if (w.type == DType::Q4_K)
+        k.matvec_q4_Kx16(group, x.q8k(), w.cols / kQK_K, y + r);
+      else
+        kernel(group, x.q8(), w.cols / kQK, y + r);
+    }
     for (; r < end; ++r) y[r] = dot_row(k, w, r, x);
     return;
   }
@@ -206,7 +212,7 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
     for (const auto& j : jobs) {
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
       if (lo < hi && j.w->layout == Layout::Interleaved16 &&
-          (!amx || (lo - offset) % kInterleavedRows != 0 ||
+          (!amx || !needs_q8_input(j.w->type) || (lo - offset) % kInterleavedRows != 0 ||
            (hi - offset) % kInterleavedRows != 0)) {
         // Each token through the group kernel while the group is in cache.
         for (int64_t r = lo - offset; r < hi - offset;) {

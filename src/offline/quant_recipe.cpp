@@ -61,13 +61,7 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   switch (t.role) {
     case TensorRole::Output:
       return is_kquant(base) || base == DType::Q4_0 ? DType::Q6_K : base;
-    case TensorRole::AttnV:
-      if (r == QuantRecipe::Q2_K) return DType::Q3_K;
-      if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;
-      if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
-        return DType::Q6_K;
-      if (r == QuantRecipe::Q4_K_S && i < 4) return DType::Q5_K;
-      return base;
+    case TensorRole::AttnV:  // attn_v and ffn_down get the same extra bits
     case TensorRole::FfnDown:
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;

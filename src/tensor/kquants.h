@@ -135,48 +135,38 @@ struct KQuant<BlockQ3_K> {
   STRATA_HD static uint16_t dmin_bits(const BlockQ3_K& b) { return b.d; }
 };
 
-// Q4_K: element 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l its high
-// nibble; sub-block i / 32.
-template <>
-struct KQuant<BlockQ4_K> {
-  static constexpr DType type = DType::Q4_K;
+// Q4_K and Q5_K: 8 sub-blocks of 32 values, each with a 6-bit scale and min (k4_scale_or_min);
+// element 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l its high nibble.
+template <class Block>
+struct K4Quant {
   static constexpr bool has_min = true;
   static constexpr int offset = 0;
-  STRATA_HD static int quant(const BlockQ4_K& b, int i) {
+  STRATA_HD static int nibble(const Block& b, int i) {
     const uint8_t byte = b.qs[32 * (i / 64) + i % 32];
     return (i % 64) < 32 ? byte & 15 : byte >> 4;
   }
-  STRATA_HD static int scale(const BlockQ4_K& b, int g) {
+  STRATA_HD static int scale(const Block& b, int g) {
     return k4_scale_or_min(b.scales, g / 2, false);
   }
-  STRATA_HD static int min(const BlockQ4_K& b, int g) {
-    return k4_scale_or_min(b.scales, g / 2, true);
-  }
-  STRATA_HD static uint16_t d_bits(const BlockQ4_K& b) { return b.d; }
-  STRATA_HD static uint16_t dmin_bits(const BlockQ4_K& b) { return b.dmin; }
+  STRATA_HD static int min(const Block& b, int g) { return k4_scale_or_min(b.scales, g / 2, true); }
+  STRATA_HD static uint16_t d_bits(const Block& b) { return b.d; }
+  STRATA_HD static uint16_t dmin_bits(const Block& b) { return b.dmin; }
+};
+
+template <>
+struct KQuant<BlockQ4_K> : K4Quant<BlockQ4_K> {
+  static constexpr DType type = DType::Q4_K;
+  STRATA_HD static int quant(const BlockQ4_K& b, int i) { return nibble(b, i); }
 };
 
 // Q5_K: Q4_K's nibbles plus a fifth bit: element 64c + l takes bit 2c of qh[l], element
 // 64c + 32 + l bit 2c + 1.
 template <>
-struct KQuant<BlockQ5_K> {
+struct KQuant<BlockQ5_K> : K4Quant<BlockQ5_K> {
   static constexpr DType type = DType::Q5_K;
-  static constexpr bool has_min = true;
-  static constexpr int offset = 0;
   STRATA_HD static int quant(const BlockQ5_K& b, int i) {
-    const uint8_t byte = b.qs[32 * (i / 64) + i % 32];
-    const int low = (i % 64) < 32 ? byte & 15 : byte >> 4;
-    const int high = (b.qh[i % 32] >> (i / 32)) & 1;
-    return low | (high << 4);
+    return nibble(b, i) | (((b.qh[i % 32] >> (i / 32)) & 1) << 4);
   }
-  STRATA_HD static int scale(const BlockQ5_K& b, int g) {
-    return k4_scale_or_min(b.scales, g / 2, false);
-  }
-  STRATA_HD static int min(const BlockQ5_K& b, int g) {
-    return k4_scale_or_min(b.scales, g / 2, true);
-  }
-  STRATA_HD static uint16_t d_bits(const BlockQ5_K& b) { return b.d; }
-  STRATA_HD static uint16_t dmin_bits(const BlockQ5_K& b) { return b.dmin; }
 };
 
 // Q6_K: element 128n + 32k + l (k < 4, l < 32): low four bits from ql[64n + l + 32 (k % 2)]

@@ -45,6 +45,7 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   row_bytes(type, n);  // validates the block multiple
+  if (is_kquant(type) || type == DType::Q8_K) return quantize_row_kquant(type, src, dst, n);
   switch (type) {
     case DType::F32:
       std::memcpy(dst, src, n * sizeof(float));
@@ -61,14 +62,6 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q4_0:
       quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
       return;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K:
-      quantize_row_kquant(type, src, dst, n);
-      return;
     default:
       fail("cannot quantize to {}", dtype_name(type));
   }
@@ -76,6 +69,7 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   row_bytes(type, n);
+  if (is_kquant(type) || type == DType::Q8_K) return dequantize_row_kquant(type, src, dst, n);
   switch (type) {
     case DType::F32:
       std::memcpy(dst, src, n * sizeof(float));
@@ -105,14 +99,6 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       }
       return;
     }
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q8_K:
-      dequantize_row_kquant(type, src, dst, n);
-      return;
     default:
       fail("cannot dequantize {}", dtype_name(type));
   }

@@ -68,41 +68,42 @@ def compare(strata, path, tokens, refs, label, ffn_mode="dense"):
     return failures
 
 
+def synth_256(strata, path, ffn, seed, extra=()):
+    subprocess.run([strata, "synth", "--preset", "tiny", "--embd", "256", "--ff", "512",
+                    "--type", "f16", "--ffn", ffn, "--seed", str(seed), "-o", path, *extra],
+                   check=True, stdout=subprocess.DEVNULL)
+
+
+def check_recipes(strata, base, tokens, label, ffn_mode, sparse_down):
+    """Every recipe of K_RECIPES applied to `base` by strata quantize, checked by compare()."""
+    failures = 0
+    for recipe, pure in K_RECIPES:
+        path = base.replace("-f16.gguf", f"-{recipe}{'-pure' if pure else ''}.gguf")
+        subprocess.run([strata, "quantize", base, path, recipe, "-t", "2"]
+                       + (["--pure"] if pure else []), check=True, stdout=subprocess.DEVNULL)
+        refs = [("exact", LlamaReference(path).forward(tokens), TOL_K_EXACT),
+                ("q8k-emulated",
+                 LlamaReference(path, emulate_q8=True, sparse_down=sparse_down).forward(tokens),
+                 TOL_K_EMULATED)]
+        failures += compare(strata, path, tokens, refs,
+                            f"{label} {recipe}{' --pure' if pure else ''}", ffn_mode)
+    return failures
+
+
 def check_kquants(strata, work, tokens):
     failures = 0
     for ffn in ["swiglu", "reglu", "drelu", "relu"]:
         base = os.path.join(work, f"kq-{ffn}-f16.gguf")
-        subprocess.run([strata, "synth", "--preset", "tiny", "--embd", "256", "--ff", "512",
-                        "--type", "f16", "--ffn", ffn, "--seed", "11", "-o", base], check=True,
-                       stdout=subprocess.DEVNULL)
-        for recipe, pure in K_RECIPES:
-            path = os.path.join(work, f"kq-{ffn}-{recipe}{'-pure' if pure else ''}.gguf")
-            subprocess.run([strata, "quantize", base, path, recipe, "-t", "2"]
-                           + (["--pure"] if pure else []), check=True, stdout=subprocess.DEVNULL)
-            refs = [("exact", LlamaReference(path).forward(tokens), TOL_K_EXACT),
-                    ("q8k-emulated", LlamaReference(path, emulate_q8=True).forward(tokens),
-                     TOL_K_EMULATED)]
-            label = f"{ffn} {recipe}{' --pure' if pure else ''}"
-            failures += compare(strata, path, tokens, refs, label, "dense")
+        synth_256(strata, base, ffn, 11)
+        failures += check_recipes(strata, base, tokens, ffn, "dense", sparse_down=False)
         if ffn == "swiglu":
             continue
         # The sparse FFN (gate-first: exactly the neurons that fire) of a sparse model with
         # ffn_down_t, against the reference that adds ffn_down_t's rows as strata does.
         sparse = os.path.join(work, f"kq-{ffn}-sparse-f16.gguf")
-        subprocess.run([strata, "synth", "--preset", "tiny", "--embd", "256", "--ff", "512",
-                        "--type", "f16", "--ffn", ffn, "--seed", "12", "--sparsity", "0.1",
-                        "--predictor-rank", "32", "-o", sparse], check=True,
-                       stdout=subprocess.DEVNULL)
-        for recipe, pure in K_RECIPES:
-            path = os.path.join(work, f"kq-{ffn}-sparse-{recipe}{'-pure' if pure else ''}.gguf")
-            subprocess.run([strata, "quantize", sparse, path, recipe, "-t", "2"]
-                           + (["--pure"] if pure else []), check=True, stdout=subprocess.DEVNULL)
-            refs = [("exact", LlamaReference(path).forward(tokens), TOL_K_EXACT),
-                    ("q8k-emulated",
-                     LlamaReference(path, emulate_q8=True, sparse_down=True).forward(tokens),
-                     TOL_K_EMULATED)]
-            label = f"{ffn} sparse {recipe}{' --pure' if pure else ''}"
-            failures += compare(strata, path, tokens, refs, label, "gate-first")
+        synth_256(strata, sparse, ffn, 12, ("--sparsity", "0.1", "--predictor-rank", "32"))
+        failures += check_recipes(strata, sparse, tokens, f"{ffn} sparse", "gate-first",
+                                  sparse_down=True)
     return failures
 
 

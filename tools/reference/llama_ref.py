@@ -15,31 +15,30 @@ import torch
 from gguf_py import GGUFReader
 
 
-def quantize_q8_0_roundtrip(x):
-    """x: float64 tensor [..., n]; returns the values Q8_0 blocks of x represent."""
+def _int8_roundtrip(x, block, f16_scale):
+    """x: float64 tensor [..., n]; the values int8 blocks of `block` elements represent (scale
+    max|x|/127 in f32, kept as f16 when f16_scale, round half away from zero, +-127)."""
     xf = x.to(torch.float32)
     shape = xf.shape
-    b = xf.reshape(-1, 32)
-    amax = b.abs().max(dim=1, keepdim=True).values
-    d = amax / 127.0
-    inv = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
-    scaled = b * inv
-    q = torch.sign(scaled) * torch.floor(scaled.abs() + 0.5)
-    d16 = d.to(torch.float16).to(torch.float32)
-    return (q * d16).reshape(shape).to(torch.float64)
-
-
-def quantize_q8_k_roundtrip(x):
-    """x: float64 tensor [..., n], n a multiple of 256; the values Q8_K super-blocks represent."""
-    xf = x.to(torch.float32)
-    shape = xf.shape
-    b = xf.reshape(-1, 256)
+    b = xf.reshape(-1, block)
     amax = b.abs().max(dim=1, keepdim=True).values
     d = amax / 127.0
     inv = torch.where(d != 0, 1.0 / d, torch.zeros_like(d))
     scaled = b * inv
     q = torch.clamp(torch.sign(scaled) * torch.floor(scaled.abs() + 0.5), -127, 127)
+    if f16_scale:
+        d = d.to(torch.float16).to(torch.float32)
     return (q * d).reshape(shape).to(torch.float64)
+
+
+def quantize_q8_0_roundtrip(x):
+    """The values Q8_0 blocks (32 elements, f16 scale) of x represent."""
+    return _int8_roundtrip(x, 32, f16_scale=True)
+
+
+def quantize_q8_k_roundtrip(x):
+    """The values Q8_K super-blocks (256 elements, f32 scale) of x represent."""
+    return _int8_roundtrip(x, 256, f16_scale=False)
 
 
 K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")

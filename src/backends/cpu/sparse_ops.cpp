@@ -243,21 +243,9 @@ uint64_t axpy_scratch_bound(int64_t batch, int64_t n_ids, int64_t cols) {
 void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const int32_t> ids,
                const float* c, int64_t c_stride, int64_t batch, float* out, int64_t out_stride,
                ThreadPool& pool, std::span<const int32_t> neurons) {
-  switch (wt.type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-      break;
-    default:
-      fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
-  }
+  // Every computable type has axpy kernels (checked before any work is handed out).
+  if (!dtype_info(wt.type).computable)
+    fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   const int64_t cols = wt.cols;
   if (!neurons.empty() && neurons.size() != ids.size())
     fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());

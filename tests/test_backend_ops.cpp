@@ -230,39 +230,69 @@ TEST_F(BackendOps, AxpyOfALargeBatchInChunksEqualsTokensAlone) {
   }
 }
 
+// A batch's places in a cache of sequences (TokenPlaces): one sequence at `first`, or (mixed)
+// tokens alternating between two sequences whose ranges start at rows 0 and n_ctx, each at its
+// own `first` (3 and 9), in position order.
+struct BatchPlaces {
+  std::vector<int64_t> pos, base;
+  TokenPlaces view() const { return {pos.data(), base.data()}; }
+};
+
+BatchPlaces batch_places(int64_t n, int64_t first, bool mixed, int64_t n_ctx) {
+  BatchPlaces p;
+  for (int64_t b = 0; b < n; ++b) {
+    const bool second = mixed && b % 2 == 1;
+    p.pos.push_back(mixed ? (second ? 9 : 3) + b / 2 : first + b);
+    p.base.push_back(second ? n_ctx : 0);
+  }
+  return p;
+}
+
 TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
   const HeadShape s{8, 2, 16};
-  const int64_t n_ctx = 70, half = 8;
+  const int64_t n_ctx = 70, half = 8, prior_rows = 2 * n_ctx;
+  struct Case {
+    int64_t n, first;
+    bool mixed;
+  };
   for (auto& [name, be] : backends)
     for (DType kv_type : {DType::F32, DType::F16})
-      for (int64_t n : {1, 64}) {
-        const int64_t first = n == 1 ? 5 : 3;
+      for (const Case& cs_ :
+           {Case{1, 5, false}, Case{64, 3, false}, Case{64, 0, true}, Case{2, 0, true}}) {
+        const int64_t n = cs_.n;
+        const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
+        const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence");
         std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
         std::vector<float> out(x.size()), ref(x.size());
         be->rms_norm(x.data(), w.data(), out.data(), n, 64, 1e-5f);
         reference::rms_norm(x.data(), w.data(), ref.data(), n, 64, 1e-5f);
         for (size_t i = 0; i < out.size(); ++i)
           ASSERT_NEAR(out[i], ref[i], 1e-5 * std::abs(ref[i]) + 1e-6) << name;
-        // RoPE and the KV append, then attention over positions 0 .. first + b.
+        // RoPE and the KV append, then attention over each token's sequence up to its position.
         std::vector<float> cs(static_cast<size_t>(n * half)), sn(cs.size());
         for (int64_t b = 0; b < n; ++b)
           for (int64_t i = 0; i < half; ++i) {
-            const double theta = (first + b) * std::pow(10000.0, -2.0 * i / 16.0);
+            const double theta =
+                places.pos[static_cast<size_t>(b)] * std::pow(10000.0, -2.0 * i / 16.0);
             cs[static_cast<size_t>(b * half + i)] = static_cast<float>(std::cos(theta));
             sn[static_cast<size_t>(b * half + i)] = static_cast<float>(std::sin(theta));
           }
         const size_t elem = kv_type == DType::F16 ? 2 : 4;
-        std::vector<uint8_t> kc(static_cast<size_t>(n_ctx * s.kv_dim()) * elem), vc(kc.size());
-        const std::vector<float> prior = random_rows(first, 2 * s.kv_dim(), 43);
+        std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * s.kv_dim()) * elem), vc(kc.size());
         const KvLayer kv{kc.data(), vc.data(), kv_type, kv_type, s.kv_dim()};
-        // Earlier positions, stored unrotated by the reference.
+        // Every row before the batch holds something (stored unrotated by the reference), so
+        // a token that read another sequence's rows, or rows past its own, would differ.
         {
-          std::vector<float> pk(prior.begin(), prior.begin() + first * s.kv_dim());
-          std::vector<float> pv(prior.begin() + first * s.kv_dim(), prior.end());
-          std::vector<float> q0(static_cast<size_t>(first * s.q_dim()));
-          std::vector<float> one(static_cast<size_t>(first * half), 1.0f), zero(one.size(), 0.0f);
-          reference::rope_and_store(q0.data(), pk.data(), pv.data(), first, s,
-                                    {one.data(), zero.data(), half}, kv, 0);
+          const std::vector<float> prior = random_rows(prior_rows, 2 * s.kv_dim(), 43);
+          std::vector<float> pk(prior.begin(), prior.begin() + prior_rows * s.kv_dim());
+          std::vector<float> pv(prior.begin() + prior_rows * s.kv_dim(), prior.end());
+          std::vector<float> q0(static_cast<size_t>(prior_rows * s.q_dim()));
+          std::vector<float> one(static_cast<size_t>(prior_rows * half), 1.0f),
+              zero(one.size(), 0.0f);
+          BatchPlaces all;
+          for (int64_t r = 0; r < prior_rows; ++r) all.pos.push_back(r), all.base.push_back(0);
+          reference::rope_and_store(q0.data(), pk.data(), pv.data(), prior_rows, s,
+                                    {one.data(), zero.data(), half}, kv, all.view());
         }
         std::vector<uint8_t> kc_ref = kc, vc_ref = vc;
         const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, s.kv_dim()};
@@ -270,28 +300,28 @@ TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
                            v = random_rows(n, s.kv_dim(), 46);
         std::vector<float> q_ref = q, k_ref = k;
         be->rope_and_store(q.data(), k.data(), v.data(), n, s, {cs.data(), sn.data(), half}, kv,
-                           first);
+                           places.view());
         reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
-                                  {cs.data(), sn.data(), half}, kv_ref, first);
-        for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << name;
+                                  {cs.data(), sn.data(), half}, kv_ref, places.view());
+        for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << what;
         // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
-        for (int64_t i = 0; i < (first + n) * s.kv_dim(); ++i) {
+        for (int64_t i = 0; i < prior_rows * s.kv_dim(); ++i) {
           const float a = kv_type == DType::F16
                               ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc.data())[i])
                               : reinterpret_cast<const float*>(kc.data())[i];
           const float r = kv_type == DType::F16
                               ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc_ref.data())[i])
                               : reinterpret_cast<const float*>(kc_ref.data())[i];
-          ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << name << " key " << i;
+          ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << what << " key " << i;
         }
-        ASSERT_EQ(vc, vc_ref) << name << " values stored differently";
+        ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
         std::vector<float> scores(static_cast<size_t>(n * s.n_head * n_ctx));
         std::vector<float> att(static_cast<size_t>(n * s.q_dim())), att_ref(att.size());
-        be->attention(q.data(), n, s, kv, first, n_ctx, scores.data(), att.data());
+        be->attention(q.data(), n, s, kv, places.view(), n_ctx, scores.data(), att.data());
         be->synchronize();
-        reference::attention(q.data(), n, s, kv, first, att_ref.data());
+        reference::attention(q.data(), n, s, kv, places.view(), att_ref.data());
         for (size_t i = 0; i < att.size(); ++i)
-          ASSERT_NEAR(att[i], att_ref[i], 1e-4) << name << " attention";
+          ASSERT_NEAR(att[i], att_ref[i], 1e-4) << what << " attention";
       }
 }
 

@@ -79,6 +79,17 @@ struct RopeTable {
   int64_t half = 0;
 };
 
+// Where each token of a batch sits in the KV cache (host arrays of n entries): token b is at
+// position pos[b] of its sequence, whose cached rows start at row base[b] of the layer's cache
+// (a server's sequence slots share one cache, a range each). Its key and value go to row
+// base[b] + pos[b] and it attends to rows base[b] .. base[b] + pos[b]. Tokens of one sequence
+// come in position order, so a token sees the batch's earlier tokens of its own sequence and
+// never another sequence's.
+struct TokenPlaces {
+  const int64_t* pos = nullptr;
+  const int64_t* base = nullptr;
+};
+
 // A point on the backend's timeline (see the header comment).
 struct Event {
   double seconds = 0;      // host clock at recording (synchronous backends)
@@ -125,15 +136,15 @@ class Backend {
                     int64_t c_stride, int64_t n, float* out, int64_t out_stride,
                     std::span<const int32_t> neurons) = 0;
   // Rotates the heads of q (n rows of q_dim) and k (n rows of kv_dim) on adjacent pairs, as
-  // GGUF llama files expect, and stores k and v (n rows of kv_dim) at positions first_pos ..
-  // first_pos + n - 1 of the layer's cache (converted to its element types).
+  // GGUF llama files expect, and stores k and v (n rows of kv_dim) at each token's cache row
+  // (TokenPlaces), converted to the cache's element types.
   virtual void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
-                              const RopeTable& rope, const KvLayer& kv, int64_t first_pos) = 0;
-  // out[b] (q_dim) = causal softmax attention of token b (at position first_pos + b) over the
-  // cached positions 0 .. first_pos + b, grouped-query heads; scores: scratch of
-  // n * n_head * n_ctx floats.
+                              const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) = 0;
+  // out[b] (q_dim) = causal softmax attention of token b over its sequence's cached rows up to
+  // its own (TokenPlaces), grouped-query heads; scores: scratch of n * n_head * n_ctx floats,
+  // n_ctx at least every token's pos + 1.
   virtual void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                         int64_t first_pos, int64_t n_ctx, float* scores, float* out) = 0;
+                         const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) = 0;
   // h[i] = act(gate[i], up[i]) for count values (gate unused for plain ReLU; h may alias up).
   virtual void activation(FfnActivation act, const float* gate, const float* up, float* h,
                           int64_t count) = 0;

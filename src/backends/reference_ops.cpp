@@ -89,7 +89,7 @@ void store(void* base, DType t, int64_t at, float v) {
 }  // namespace
 
 void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
-                    const RopeTable& rope, const KvLayer& kv, int64_t first_pos) {
+                    const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) {
   auto rotate = [&](float* head, int64_t b) {
     for (int64_t i = 0; i < rope.half; ++i) {
       const double c = rope.cos[b * rope.half + i], sn = rope.sin[b * rope.half + i];
@@ -101,27 +101,28 @@ void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadSha
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t h = 0; h < s.n_head; ++h) rotate(q + b * s.q_dim() + h * s.head_dim, b);
     for (int64_t h = 0; h < s.n_head_kv; ++h) rotate(k + b * s.kv_dim() + h * s.head_dim, b);
+    const int64_t row = at.base[b] + at.pos[b];
     for (int64_t i = 0; i < s.kv_dim(); ++i) {
-      store(kv.k, kv.k_type, (first_pos + b) * kv.kv_dim + i, k[b * s.kv_dim() + i]);
-      store(kv.v, kv.v_type, (first_pos + b) * kv.kv_dim + i, v[b * s.kv_dim() + i]);
+      store(kv.k, kv.k_type, row * kv.kv_dim + i, k[b * s.kv_dim() + i]);
+      store(kv.v, kv.v_type, row * kv.kv_dim + i, v[b * s.kv_dim() + i]);
     }
   }
 }
 
-void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv, int64_t first_pos,
-               float* out) {
+void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
+               const TokenPlaces& at, float* out) {
   const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim;
   const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
   for (int64_t b = 0; b < n; ++b)
     for (int64_t h = 0; h < s.n_head; ++h) {
       const float* qh = q + b * s.q_dim() + h * hd;
-      const int64_t kvh = h / group, positions = first_pos + b + 1;
+      const int64_t kvh = h / group, positions = at.pos[b] + 1, base = at.base[b];
       std::vector<double> score(static_cast<size_t>(positions));
       double most = -INFINITY;
       for (int64_t p = 0; p < positions; ++p) {
         double d = 0;
         for (int64_t i = 0; i < hd; ++i)
-          d += double{qh[i]} * load(kv.k, kv.k_type, p * kv.kv_dim + kvh * hd + i);
+          d += double{qh[i]} * load(kv.k, kv.k_type, (base + p) * kv.kv_dim + kvh * hd + i);
         score[static_cast<size_t>(p)] = d * scale;
         most = std::max(most, d * scale);
       }
@@ -130,8 +131,8 @@ void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
       for (int64_t i = 0; i < hd; ++i) {
         double acc = 0;
         for (int64_t p = 0; p < positions; ++p)
-          acc +=
-              score[static_cast<size_t>(p)] * load(kv.v, kv.v_type, p * kv.kv_dim + kvh * hd + i);
+          acc += score[static_cast<size_t>(p)] *
+                 load(kv.v, kv.v_type, (base + p) * kv.kv_dim + kvh * hd + i);
         out[b * s.q_dim() + h * hd + i] = static_cast<float>(acc / total);
       }
     }

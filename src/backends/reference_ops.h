@@ -23,9 +23,9 @@ void gather(const MatrixView& w, std::span<const int32_t> rows, const float* x, 
 void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, int64_t c_stride,
           int64_t n, float* out, int64_t out_stride);
 void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
-                    const RopeTable& rope, const KvLayer& kv, int64_t first_pos);
-void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv, int64_t first_pos,
-               float* out);
+                    const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at);
+void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
+               const TokenPlaces& at, float* out);
 void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count);
 
 }  // namespace strata::reference

@@ -157,10 +157,11 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
 }
 
 PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, StorageProfile* storage,
-                           bool allow_vram, int64_t logits_rows) {
+                           bool allow_vram, int64_t logits_rows, int n_seq) {
   RunRequest r = run_request(f, model, n_ctx, storage);
   r.allow_vram = allow_vram;
   r.logits_rows = logits_rows;
+  r.n_seq = n_seq;
   ActivationCounts counts;
   if (!f.profile.empty()) {
     counts = read_counts(model, f.profile);
@@ -181,8 +182,8 @@ PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, Stora
 }
 
 PlannedRun resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
-                             StorageProfile* storage, int64_t logits_rows) {
-  return plan_from_flags(f, model, n_ctx, storage, false, logits_rows);
+                             StorageProfile* storage, int64_t logits_rows, int n_seq) {
+  return plan_from_flags(f, model, n_ctx, storage, false, logits_rows, n_seq);
 }
 
 void announce_plan(const PlannedRun& run, const FfnFlags& f) {

@@ -46,13 +46,16 @@ RunRequest run_request(const FfnFlags& flags, const Model& model, int64_t n_ctx,
 // Reads --profile and --plan and plans (allow_vram: plan only, for `strata plan`; otherwise
 // plan_run, which prepares the model). Prints the notes.
 PlannedRun plan_from_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
-                           StorageProfile* storage, bool allow_vram, int64_t logits_rows = 1);
+                           StorageProfile* storage, bool allow_vram, int64_t logits_rows = 1,
+                           int n_seq = 1);
 // plan_from_flags for run, bench, perplexity, serve and logits (run.session: the sessions'
 // options). announce_plan prints the plan in one line (layer by layer with --verbose) once the
 // session exists, so a run that fails before prints only its error.
-// logits_rows: rows of logits one call returns (perplexity and logits: every token's).
+// logits_rows: rows of logits one call returns (perplexity and logits: every token's); n_seq:
+// sequences held at once (serve, batched: --parallel), each with n_ctx positions.
 PlannedRun resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
-                             StorageProfile* storage = nullptr, int64_t logits_rows = 1);
+                             StorageProfile* storage = nullptr, int64_t logits_rows = 1,
+                             int n_seq = 1);
 void announce_plan(const PlannedRun& run, const FfnFlags& flags);
 void print_plan_layers(const PlacementPlan& plan, const Inventory& inventory, std::FILE* out);
 

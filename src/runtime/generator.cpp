@@ -4,20 +4,9 @@
 
 #include "core/error.h"
 #include "core/timer.h"
+#include "runtime/completion_text.h"
 
 namespace strata {
-
-size_t complete_utf8_prefix(std::string_view text) {
-  // Walk back over at most 3 continuation bytes to the last lead byte and check its length.
-  size_t i = text.size();
-  int continuation = 0;
-  while (i > 0 && continuation < 3 && (static_cast<uint8_t>(text[i - 1]) & 0xC0) == 0x80)
-    --i, ++continuation;
-  if (i == 0) return text.size();
-  const auto lead = static_cast<uint8_t>(text[i - 1]);
-  const int need = lead >= 0xF0 ? 3 : lead >= 0xE0 ? 2 : lead >= 0xC0 ? 1 : 0;
-  return need > continuation ? i - 1 : text.size();
-}
 
 Generator::Generator(const Model& model, Session& session) : model_(model), session_(session) {
   if (!model.tokenizer) fail("text generation needs a model with a tokenizer");
@@ -58,16 +47,12 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
 
   Sampler sampler(params.sampling);
   std::vector<int32_t> history = prompt;
-  size_t emitted = 0;  // bytes of r.text handed to on_text
-  size_t longest_stop = 0;
-  for (const auto& s : params.stop) longest_stop = std::max(longest_stop, s.size());
+  CompletionText text(tok, params.stop);
   Timer decode_timer;
   r.finish_reason = "length";
-  auto emit = [&](size_t upto) {
-    if (upto > emitted && on_text &&
-        !on_text(std::string_view(r.text).substr(emitted, upto - emitted)))
-      r.cancelled = true;
-    emitted = std::max(emitted, upto);
+  auto emit = [&] {
+    const std::string_view piece = text.take();
+    if (!piece.empty() && on_text && !on_text(piece)) r.cancelled = true;
   };
   while (params.max_tokens < 0 || r.completion_tokens < params.max_tokens) {
     const int32_t next = sampler.sample(logits, history);
@@ -77,31 +62,8 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
     }
     history.push_back(next);
     ++r.completion_tokens;
-    const size_t before = r.text.size();
-    if (tok.has_text(next)) r.text += tok.token_bytes(next);
-    // A stop string can only start where it could overlap the new text.
-    bool stopped = false;
-    const size_t from = before > longest_stop ? before - longest_stop : 0;
-    size_t cut = std::string::npos;
-    for (const auto& s : params.stop) {
-      if (s.empty()) continue;
-      const size_t at = r.text.find(s, from);
-      if (at != std::string::npos) cut = std::min(cut, at);
-    }
-    if (cut != std::string::npos) {
-      r.text.resize(cut);
-      stopped = true;
-    }
-    // Final text: whole characters, and nothing that may be the start of a stop string.
-    size_t safe = complete_utf8_prefix(r.text);
-    if (!stopped)
-      for (const auto& s : params.stop)
-        for (size_t k = std::min(s.empty() ? 0 : s.size() - 1, r.text.size()); k > 0; --k)
-          if (r.text.compare(r.text.size() - k, k, s, 0, k) == 0) {
-            safe = std::min(safe, r.text.size() - k);
-            break;
-          }
-    emit(safe);
+    const bool stopped = text.add(next);
+    emit();
     if (stopped) {
       r.finish_reason = "stop";
       break;
@@ -114,9 +76,10 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
   }
   r.decode_s = decode_timer.seconds();
   if (!r.cancelled) {
-    r.text.resize(complete_utf8_prefix(r.text));  // a dangling partial character is dropped
-    emit(r.text.size());
+    text.finish();  // a dangling partial character is dropped
+    emit();
   }
+  r.text = text.text();
   return r;
 }
 

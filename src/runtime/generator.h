@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/completion_text.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
 
@@ -26,8 +27,9 @@ struct GenerationResult {
   std::string text;
   std::string finish_reason;  // "stop": EOS or a stop string; "length": token limit or context
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
-  double prompt_s = 0, decode_s = 0;
-  bool cancelled = false;  // on_text returned false
+  double queued_s = 0, prompt_s = 0, decode_s = 0;  // waiting for a slot, prompt, decode
+  bool cancelled = false;                           // on_text returned false (the client went away)
+  std::string error;  // the engine failed (a batch scheduler's step threw)
 };
 
 class Generator {
@@ -44,9 +46,5 @@ class Generator {
   Session& session_;
   std::vector<int32_t> cached_;  // the tokens whose KV entries the session holds, in order
 };
-
-// Length of the longest prefix of `text` that is whole UTF-8 characters (an incomplete final
-// sequence is held back until its remaining bytes arrive).
-size_t complete_utf8_prefix(std::string_view text);
 
 }  // namespace strata

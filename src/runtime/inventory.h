@@ -25,6 +25,7 @@ struct InventoryRequest {
   DType k_type = DType::F32, v_type = DType::F32;
   const ActivationCounts* profile = nullptr;  // null: every neuron equally likely
   int64_t logits_rows = 1;  // rows of logits a call returns (all_logits: the tokens of a call)
+  int n_seq = 1;            // sequences of n_ctx positions each in the KV cache (server slots)
 };
 
 // Without a profile a neuron of a sparse FFN counts as firing for this share of tokens.

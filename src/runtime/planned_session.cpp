@@ -35,6 +35,7 @@ SessionOptions base_options(const RunRequest& r) {
   o.lookahead = r.lookahead;
   o.split_reads = r.split_reads;
   o.storage = r.storage;
+  o.n_seq = r.n_seq;
   return o;
 }
 
@@ -75,7 +76,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& r) {
       r.plan == nullptr && r.budgets.vram == 0)
     run.notes.push_back(
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
-  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.profile, r.logits_rows};
+  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.profile, r.logits_rows, r.n_seq};
   run.inventory = take_inventory(model, ir);
   RunRequest req = r;
   if (model.weights.bundled && req.costs.flash_neuron_s <= 0)

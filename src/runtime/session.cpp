@@ -61,6 +61,8 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
       n_ctx_(n_ctx),
       options_(std::move(options)) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
+  if (options_.n_seq < 1) fail("a session holds at least one sequence, not {}", options_.n_seq);
+  n_past_.assign(static_cast<size_t>(options_.n_seq), 0);
   if (c_.n_head / c_.n_head_kv > kMaxHeadsPerGroup)
     fail("{} query heads per key/value head: at most {} are supported", c_.n_head / c_.n_head_kv,
          kMaxHeadsPerGroup);
@@ -68,7 +70,8 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   const ModelWeights& mw = model.weights;
   if (options_.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
     fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
-  kv_ = std::make_unique<KvCache>(backend_, c_, n_ctx, options_.k_type, options_.v_type);
+  kv_ = std::make_unique<KvCache>(backend_, c_, n_ctx * options_.n_seq, options_.k_type,
+                                  options_.v_type);
   ws_ = std::make_unique<Workspace>(backend_, workspace_shape(model, n_ctx, options_.ffn));
   in_ = backend_.make_prepared(kMaxBatch);
   embedding_ = std::make_unique<EmbeddingRows>(model);
@@ -169,44 +172,78 @@ void Session::set_ffn_observer(FfnObserver observer) {
   observer_ = std::move(observer);
 }
 
+void Session::truncate(int seq, int64_t n) {
+  int64_t& past = n_past_.at(static_cast<size_t>(seq));
+  past = std::clamp<int64_t>(n, 0, past);
+}
+
 std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_logits) {
-  if (tokens.empty()) fail("no tokens to evaluate");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= c_.n_vocab)
-      fail("token id {} is outside the vocabulary (size {})", t, c_.n_vocab);
-  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_)
-    fail("context is full ({} tokens); use a larger -c", n_ctx_);
-  const int64_t n = static_cast<int64_t>(tokens.size());
+  one_seq_.clear();
+  for (size_t i = 0; i < tokens.size(); ++i)
+    one_seq_.push_back({tokens[i], 0, all_logits || i + 1 == tokens.size()});
+  return decode(one_seq_);
+}
+
+void Session::check_batch(std::span<const BatchToken> batch) const {
+  if (batch.empty()) fail("no tokens to evaluate");
+  std::vector<int64_t> length = n_past_;
+  for (const BatchToken& t : batch) {
+    if (t.token < 0 || t.token >= c_.n_vocab)
+      fail("token id {} is outside the vocabulary (size {})", t.token, c_.n_vocab);
+    if (t.seq < 0 || t.seq >= n_seq())
+      fail("sequence {} is not one of the session's {}", t.seq, n_seq());
+    if (++length[static_cast<size_t>(t.seq)] > n_ctx_)
+      fail("context is full ({} tokens); use a larger -c", n_ctx_);
+  }
+}
+
+std::span<const float> Session::decode(std::span<const BatchToken> batch) {
+  check_batch(batch);
+  const int64_t n = static_cast<int64_t>(batch.size());
+  int64_t rows = 0;
+  for (const BatchToken& t : batch) rows += t.logits ? 1 : 0;
   tokens_evaluated_ += static_cast<uint64_t>(n);
-  logits_.resize(static_cast<size_t>((all_logits ? n : 1) * c_.n_vocab));
+  logits_.resize(static_cast<size_t>(rows * c_.n_vocab));
+  int64_t done_rows = 0;
   for (int64_t start = 0; start < n; start += kMaxBatch) {
-    const int64_t b = std::min(kMaxBatch, n - start);
-    forward(tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(b)),
-            logits_.data() + (all_logits ? start * c_.n_vocab : 0), all_logits);
+    const auto part = batch.subspan(static_cast<size_t>(start),
+                                    static_cast<size_t>(std::min(kMaxBatch, n - start)));
+    forward(part, logits_.data() + done_rows * c_.n_vocab);
+    for (const BatchToken& t : part) done_rows += t.logits ? 1 : 0;
   }
   return logits_;
 }
 
-void Session::embed(std::span<const int32_t> tokens) {
-  const int64_t n = static_cast<int64_t>(tokens.size()), half = c_.n_rot / 2;
+void Session::place(std::span<const BatchToken> batch) {
+  const int64_t n = static_cast<int64_t>(batch.size()), half = c_.n_rot / 2;
+  pos_.resize(static_cast<size_t>(n));
+  base_.resize(static_cast<size_t>(n));
   for (int64_t b = 0; b < n; ++b) {
-    backend_.dequantize_row(model_.weights.token_embd.type, embedding_->row(tokens[b]),
-                            ws_->x + b * c_.n_embd, c_.n_embd);
+    const auto seq = static_cast<size_t>(batch[static_cast<size_t>(b)].seq);
+    const int64_t pos = n_past_[seq]++;
+    pos_[static_cast<size_t>(b)] = pos;
+    base_[static_cast<size_t>(b)] = static_cast<int64_t>(seq) * n_ctx_;
     // Rotation angles for this position: theta_i = pos * base^(-2i / n_rot).
-    const double pos = static_cast<double>(n_past_ + b);
     for (int64_t i = 0; i < half; ++i) {
-      const double theta =
-          pos * std::pow(static_cast<double>(c_.rope_freq_base),
-                         -2.0 * static_cast<double>(i) / static_cast<double>(c_.n_rot));
+      const double theta = static_cast<double>(pos) *
+                           std::pow(static_cast<double>(c_.rope_freq_base),
+                                    -2.0 * static_cast<double>(i) / static_cast<double>(c_.n_rot));
       ws_->rope_cos[b * half + i] = static_cast<float>(std::cos(theta));
       ws_->rope_sin[b * half + i] = static_cast<float>(std::sin(theta));
     }
   }
 }
 
-void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_logits) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  embed(tokens);
+void Session::embed(std::span<const BatchToken> batch) {
+  for (size_t b = 0; b < batch.size(); ++b)
+    backend_.dequantize_row(model_.weights.token_embd.type, embedding_->row(batch[b].token),
+                            ws_->x + static_cast<int64_t>(b) * c_.n_embd, c_.n_embd);
+}
+
+void Session::forward(std::span<const BatchToken> batch, float* logits) {
+  const int64_t n = static_cast<int64_t>(batch.size());
+  place(batch);
+  embed(batch);
   const bool lookahead = flash_ != nullptr && options_.lookahead && n == 1;
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     Event start = backend_.record();
@@ -226,9 +263,8 @@ void Session::forward(std::span<const int32_t> tokens, float* logits, bool all_l
     }
   }
   const Event start = backend_.record();
-  output(n, logits, all_logits);
+  output(batch, logits);
   add_elapsed(backend_, start, times_.output);
-  n_past_ += n;
   clock_ += n;
 }
 
@@ -243,24 +279,30 @@ void Session::attention_block(int64_t l, int64_t n) {
       {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
   backend_.matmul(qkv, *in_);
   const KvLayer kv = kv_->layer(l);
+  const TokenPlaces places{pos_.data(), base_.data()};
   backend_.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, c_.n_rot / 2}, kv,
-                          n_past_);
-  backend_.attention(ws.q, n, heads, kv, n_past_, n_ctx_, ws.scores, ws.attn);
+                          places);
+  backend_.attention(ws.q, n, heads, kv, places, n_ctx_, ws.scores, ws.attn);
   backend_.prepare(*in_, ws.attn, q_dim, n, {w.attn_output.type});
   const RowsJob o{&w.attn_output, ws.proj, c_.n_embd};
   backend_.matmul(std::span(&o, 1), *in_);
   backend_.add(ws.x, ws.proj, n * c_.n_embd);
 }
 
-void Session::output(int64_t n, float* logits, bool all_logits) {
-  // Only the last token's logits unless all are asked for.
+void Session::output(std::span<const BatchToken> batch, float* logits) {
+  // Only the marked tokens' logits: their rows normalized side by side, one product.
   const MatrixView& out = model_.weights.output;
-  const int64_t first = all_logits ? 0 : n - 1;
-  backend_.rms_norm(ws_->x + first * c_.n_embd, model_.weights.output_norm.data(), ws_->xn,
-                    n - first, c_.n_embd, c_.rms_eps);
-  backend_.prepare(*in_, ws_->xn, c_.n_embd, n - first, {out.type});
-  const RowsJob job{&out, logits, c_.n_vocab};
-  backend_.matmul(std::span(&job, 1), *in_);
+  int64_t rows = 0;
+  for (size_t b = 0; b < batch.size(); ++b)
+    if (batch[b].logits)
+      backend_.rms_norm(ws_->x + static_cast<int64_t>(b) * c_.n_embd,
+                        model_.weights.output_norm.data(), ws_->xn + rows++ * c_.n_embd, 1,
+                        c_.n_embd, c_.rms_eps);
+  if (rows > 0) {
+    backend_.prepare(*in_, ws_->xn, c_.n_embd, rows, {out.type});
+    const RowsJob job{&out, logits, c_.n_vocab};
+    backend_.matmul(std::span(&job, 1), *in_);
+  }
   backend_.synchronize();  // the logits are read by the caller
 }
 

@@ -59,6 +59,16 @@ struct SessionOptions {
   std::vector<std::vector<int32_t>> pinned;
   // Element types of the KV cache (llama.cpp's -ctk / -ctv): F32 or F16.
   DType k_type = DType::F32, v_type = DType::F32;
+  // Sequences the session holds at once (a server's slots, llama.cpp's -np), each with its own
+  // n_ctx positions of the KV cache; one batch may mix tokens of any of them.
+  int n_seq = 1;
+};
+
+// One token of a batch: its sequence (0 .. n_seq - 1) and whether its logits are wanted.
+struct BatchToken {
+  int32_t token = 0;
+  int32_t seq = 0;
+  bool logits = false;
 };
 
 class Session {
@@ -83,15 +93,25 @@ class Session {
   // rounding (bit-identical for interleaved Q4_0/Q8_0).
   std::span<const float> eval(std::span<const int32_t> tokens, bool all_logits = false);
   std::span<const float> eval(int32_t token) { return eval(std::span<const int32_t>(&token, 1)); }
+  // Runs a batch of tokens of several sequences (continuous batching): each token at its
+  // sequence's next position, a sequence's tokens in order. Returns the logits of the tokens
+  // marked `logits`, in batch order (rows of n_vocab), valid until the next call. Each weight
+  // row is read once per kMaxBatch tokens for all sequences; a token attends only to its own
+  // sequence and uses only its own FFN neurons, so its logits are what it gives decoded alone
+  // within rounding (bit for bit for interleaved Q4_0/Q8_0/Q4_K and the sparse modes' rows).
+  std::span<const float> decode(std::span<const BatchToken> batch);
 
   static constexpr int64_t kMaxBatch = 64;
-  void reset() { n_past_ = 0; }
-  // Keeps positions 0 .. n - 1 and forgets the rest (the next eval overwrites their KV entries):
-  // how a server reuses the prompt prefix two requests share.
-  void truncate(int64_t n) { n_past_ = n < 0 ? 0 : (n < n_past_ ? n : n_past_); }
+  void reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
+  // Keeps positions 0 .. n - 1 of a sequence and forgets the rest (the next eval overwrites
+  // their KV entries): how a server reuses the prompt prefix two requests share.
+  void truncate(int64_t n) { truncate(0, n); }
+  void truncate(int seq, int64_t n);
 
-  int64_t n_past() const { return n_past_; }
-  int64_t n_ctx() const { return n_ctx_; }
+  int64_t n_past() const { return n_past_[0]; }
+  int64_t n_past(int seq) const { return n_past_.at(static_cast<size_t>(seq)); }
+  int n_seq() const { return static_cast<int>(n_past_.size()); }
+  int64_t n_ctx() const { return n_ctx_; }  // positions per sequence
   const ForwardTimes& times() const { return times_; }
   // Per layer: FFN hidden activations that were exactly zero, and all of them, since creation.
   std::vector<uint64_t> ffn_zeros() const;
@@ -105,7 +125,7 @@ class Session {
   uint64_t tokens_evaluated() const { return tokens_evaluated_; }
   void set_ffn_observer(FfnObserver observer);
   uint64_t kv_cache_bytes() const;
-  // Bytes of a KV cache for n_ctx positions with these element types.
+  // Bytes of a KV cache for n_ctx positions (of all sequences) with these element types.
   static uint64_t kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
   // Bytes of the scratch buffers a session of this shape allocates (the placement inventory).
   static uint64_t workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode);
@@ -114,18 +134,23 @@ class Session {
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
           SessionOptions options);
   void make_store();
-  // One batch of n tokens at positions n_past_ .. n_past_ + n - 1.
-  void forward(std::span<const int32_t> tokens, float* logits, bool all_logits);
-  void embed(std::span<const int32_t> tokens);
+  void check_batch(std::span<const BatchToken> batch) const;
+  // One batch of up to kMaxBatch tokens, each at its sequence's next position; logits of the
+  // marked tokens to `logits`, in order.
+  void forward(std::span<const BatchToken> batch, float* logits);
+  void place(std::span<const BatchToken> batch);  // positions and rotation angles
+  void embed(std::span<const BatchToken> batch);
   void attention_block(int64_t layer, int64_t n);
-  void output(int64_t n, float* logits, bool all_logits);
+  void output(std::span<const BatchToken> batch, float* logits);
 
   const Model& model_;
   const ModelConfig& c_;
   std::unique_ptr<Backend> own_backend_;
   Backend& backend_;
   int64_t n_ctx_;
-  int64_t n_past_ = 0;
+  std::vector<int64_t> n_past_;      // per sequence
+  std::vector<int64_t> pos_, base_;  // the batch's TokenPlaces
+  std::vector<BatchToken> one_seq_;  // eval()'s tokens as a batch
   SessionOptions options_;
   ForwardTimes times_;
   std::vector<FfnLayerStats> ffn_stats_;

@@ -135,7 +135,8 @@ void CpuBackend::axpy(const MatrixView& wt, std::span<const int32_t> rows, const
 }
 
 void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
-                                const RopeTable& rope, const KvLayer& kv, int64_t first_pos) {
+                                const RopeTable& rope, const KvLayer& kv,
+                                const TokenPlaces& places) {
   const int64_t hd = s.head_dim, q_dim = s.q_dim(), kv_dim = s.kv_dim(), half = rope.half;
   const bool k16 = kv.k_type == DType::F16, v16 = kv.v_type == DType::F16;
   for (int64_t b = 0; b < n; ++b) {
@@ -150,7 +151,7 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
     };
     for (int64_t h = 0; h < s.n_head; ++h) rotate(q + b * q_dim + h * hd);
     for (int64_t h = 0; h < s.n_head_kv; ++h) rotate(k + b * kv_dim + h * hd);
-    const int64_t at = (first_pos + b) * kv_dim;
+    const int64_t at = (places.base[b] + places.pos[b]) * kv_dim;
     const float* kb = k + b * kv_dim;
     const float* vb = v + b * kv_dim;
     if (k16)
@@ -165,9 +166,9 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
 }
 
 void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                           int64_t first_pos, int64_t n_ctx, float* scores, float* out) {
-  // Each token's query heads attend to every cached position up to its own, a group of heads
-  // sharing a KV head at a time (attention.h).
+                           const TokenPlaces& places, int64_t n_ctx, float* scores, float* out) {
+  // Each token's query heads attend to its sequence's cached positions up to its own, a group of
+  // heads sharing a KV head at a time (attention.h).
   const int group = static_cast<int>(s.n_head / s.n_head_kv);
   const int64_t hd = s.head_dim, q_dim = s.q_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -182,10 +183,10 @@ void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const 
         qg[g] = q + b * q_dim + (kvh * group + g) * hd;
         og[g] = out + b * q_dim + (kvh * group + g) * hd;
       }
-      const uint64_t at = static_cast<uint64_t>(kvh * hd);
+      const uint64_t at = static_cast<uint64_t>(places.base[b] * kv.kv_dim + kvh * hd);
       const CachedHead head{static_cast<const uint8_t*>(kv.k) + at * k_elem,
                             static_cast<const uint8_t*>(kv.v) + at * v_elem, k16, v16, kv.kv_dim};
-      attend_group(kernels_, qg, group, hd, head, first_pos + b + 1, scale,
+      attend_group(kernels_, qg, group, hd, head, places.pos[b] + 1, scale,
                    scores + (b * s.n_head + kvh * group) * n_ctx, og);
     }
   });

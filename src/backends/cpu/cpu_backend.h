@@ -53,9 +53,9 @@ class CpuBackend final : public Backend {
   void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, int64_t c_stride,
             int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons) override;
   void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
-                      const RopeTable& rope, const KvLayer& kv, int64_t first_pos) override;
+                      const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) override;
   void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                 int64_t first_pos, int64_t n_ctx, float* scores, float* out) override;
+                 const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) override;
   void activation(FfnActivation act, const float* gate, const float* up, float* h,
                   int64_t count) override;
   void relu(float* x, int64_t count) override;

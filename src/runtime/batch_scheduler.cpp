@@ -1,0 +1,386 @@
+#include "runtime/batch_scheduler.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/timer.h"
+#include "runtime/completion_text.h"
+#include "runtime/sampler.h"
+
+namespace strata {
+
+SlotChoice pick_slot(std::span<const std::vector<int32_t>> cached, const std::vector<bool>& free,
+                     std::span<const int32_t> prompt) {
+  SlotChoice best;
+  size_t best_cached = 0;
+  const size_t limit = prompt.empty() ? 0 : prompt.size() - 1;
+  for (size_t i = 0; i < cached.size() && i < free.size(); ++i) {
+    if (!free[i]) continue;
+    const std::vector<int32_t>& c = cached[i];
+    int64_t shared = 0;
+    while (static_cast<size_t>(shared) < std::min(limit, c.size()) &&
+           c[static_cast<size_t>(shared)] == prompt[static_cast<size_t>(shared)])
+      ++shared;
+    const bool better =
+        best.slot < 0 || shared > best.keep || (shared == best.keep && c.size() < best_cached);
+    if (better) {
+      best = {static_cast<int>(i), shared};
+      best_cached = c.size();
+    }
+  }
+  return best;
+}
+
+std::vector<int64_t> prompt_chunks(int64_t decoding, std::span<const int64_t> remaining,
+                                   int64_t step_tokens, int64_t min_chunk) {
+  int64_t budget = std::max(step_tokens - decoding, std::min(min_chunk, step_tokens));
+  std::vector<int64_t> chunks;
+  for (int64_t r : remaining) {
+    const int64_t take = std::clamp<int64_t>(r, 0, budget);
+    chunks.push_back(take);
+    budget -= take;
+  }
+  return chunks;
+}
+
+bool JobHandle::wait(std::vector<Piece>& out, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(m_);
+  const auto ready = [&] { return !pieces_.empty() || done_ == static_cast<int>(results_.size()); };
+  cv_.wait_for(lock, timeout, ready);
+  for (Piece& p : pieces_) out.push_back(std::move(p));
+  pieces_.clear();
+  return done_ == static_cast<int>(results_.size());
+}
+
+struct BatchScheduler::Job {
+  JobRequest request;
+  std::shared_ptr<JobHandle> handle;
+  int placed = 0;  // choices given a slot
+  Timer since_submit;
+};
+
+// One choice of a job in a slot.
+struct BatchScheduler::Sequence {
+  Sequence(std::shared_ptr<Job> j, int c, int s, const Tokenizer& tok)
+      : job(std::move(j)),
+        choice(c),
+        slot(s),
+        sampler(sampling_for(job->request.params.sampling, c)),
+        text(tok, job->request.params.stop),
+        history(job->request.prompt) {}
+  static SamplerParams sampling_for(SamplerParams p, int choice) {
+    p.seed += static_cast<uint64_t>(choice);
+    return p;
+  }
+  const std::vector<int32_t>& prompt() const { return job->request.prompt; }
+  bool reading_prompt() const { return fed < static_cast<int64_t>(prompt().size()); }
+
+  std::shared_ptr<Job> job;
+  int choice, slot;
+  Sampler sampler;
+  CompletionText text;
+  std::vector<int32_t> history;  // prompt and generated tokens (the repetition penalty's)
+  int64_t fed = 0;               // tokens of the prompt in the slot's cache
+  int32_t next = -1;             // a sampled token to evaluate next (generating)
+  GenerationResult result;
+  Timer started;  // admitted to the slot
+  bool first_logits = false;
+};
+
+BatchScheduler::BatchScheduler(const Model& model, Session& session, SchedulerOptions options)
+    : model_(model), session_(session), options_(options) {
+  if (!model.tokenizer) fail("text generation needs a model with a tokenizer");
+  if (options_.max_queue < 0) fail("the queue limit must not be negative");
+  if (options_.step_tokens < 1) fail("a step takes at least one token");
+  slots_.resize(static_cast<size_t>(session.n_seq()));
+  cached_.resize(slots_.size());
+  for (int i = 0; i < session.n_seq(); ++i) session.truncate(i, 0);
+  metrics_.slots = session.n_seq();
+  thread_ = std::thread([this] { run(); });
+}
+
+BatchScheduler::~BatchScheduler() {
+  stop();
+}
+
+void BatchScheduler::stop() {
+  {
+    std::lock_guard lock(m_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<JobHandle> BatchScheduler::submit(JobRequest request) {
+  const int64_t n_ctx = session_.n_ctx();
+  const auto& prompt = request.prompt;
+  if (prompt.empty()) fail("the prompt is empty");
+  if (static_cast<int64_t>(prompt.size()) >= n_ctx)
+    fail("the prompt has {} tokens but the context holds {}", prompt.size(), n_ctx);
+  for (int32_t t : prompt)
+    if (t < 0 || t >= model_.config.n_vocab)
+      fail("token id {} is outside the vocabulary (0..{})", t, model_.config.n_vocab - 1);
+  if (request.n < 1) fail("a request asks for at least one choice, not {}", request.n);
+  auto job = std::make_shared<Job>();
+  job->handle = std::make_shared<JobHandle>();
+  job->handle->results_.resize(static_cast<size_t>(request.n));
+  job->request = std::move(request);
+  {
+    std::lock_guard lock(m_);
+    if (stop_ || static_cast<int>(waiting_.size()) >= options_.max_queue) {
+      ++metrics_.rejected;
+      return nullptr;
+    }
+    job->handle->id_ = next_id_++;
+    ++metrics_.requests;
+    waiting_.push_back(job);
+    metrics_.queue_depth = static_cast<int>(waiting_.size());
+  }
+  cv_.notify_all();
+  return job->handle;
+}
+
+SchedulerMetrics BatchScheduler::metrics() const {
+  std::lock_guard lock(m_);
+  return metrics_;
+}
+
+std::vector<SlotStatus> BatchScheduler::slots() const {
+  std::lock_guard lock(m_);
+  std::vector<SlotStatus> out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    SlotStatus s;
+    s.id = static_cast<int>(i);
+    s.n_past = static_cast<int64_t>(cached_[i].size());
+    if (const Sequence* q = slots_[i].get()) {
+      s.state = q->reading_prompt() ? "prompt" : "generating";
+      s.job = q->job->handle->id();
+      s.prompt_tokens = static_cast<int64_t>(q->prompt().size());
+      s.generated = q->result.completion_tokens;
+    } else {
+      s.state = "idle";
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool BatchScheduler::has_work() const {
+  if (stop_) return true;
+  for (const auto& s : slots_)
+    if (s) return true;
+  if (waiting_.empty()) return false;
+  return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return !s; });
+}
+
+void BatchScheduler::run() {
+  for (;;) {
+    {
+      std::unique_lock lock(m_);
+      // Wake at least every 50 ms to notice cancelled jobs waiting for a slot.
+      cv_.wait_for(lock, std::chrono::milliseconds(50), [this] { return has_work(); });
+      if (stop_) break;
+      drop_cancelled();
+      admit();
+    }
+    try {
+      step();
+    } catch (const std::exception& e) {
+      // Nothing the requests did (they were checked at submit): end them with the reason.
+      std::lock_guard lock(m_);
+      for (auto& s : slots_)
+        if (s) {
+          s->result.error = e.what();
+          finish(*s, "error");
+        }
+      for (size_t i = 0; i < slots_.size(); ++i) {
+        session_.truncate(static_cast<int>(i), 0);
+        cached_[i].clear();
+      }
+    }
+  }
+  // Stopping: every job still here ends as cancelled.
+  std::lock_guard lock(m_);
+  for (auto& s : slots_)
+    if (s) {
+      s->result.cancelled = true;
+      finish(*s, "stop");
+    }
+  for (auto& job : waiting_) {
+    std::lock_guard hl(job->handle->m_);
+    for (auto& r : job->handle->results_) r.cancelled = true;
+    job->handle->done_ = static_cast<int>(job->handle->results_.size());
+    job->handle->cv_.notify_all();
+  }
+  waiting_.clear();
+}
+
+void BatchScheduler::drop_cancelled() {
+  for (auto& s : slots_)
+    if (s && s->job->handle->cancelled()) {
+      s->result.cancelled = true;
+      ++metrics_.cancelled;
+      finish(*s, "stop");
+    }
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    JobHandle& h = *(*it)->handle;
+    if (!h.cancelled() || (*it)->placed > 0) {
+      ++it;
+      continue;
+    }
+    ++metrics_.cancelled;
+    {
+      std::lock_guard hl(h.m_);
+      for (auto& r : h.results_) r.cancelled = true;
+      h.done_ = static_cast<int>(h.results_.size());
+    }
+    h.cv_.notify_all();
+    it = waiting_.erase(it);
+  }
+  metrics_.queue_depth = static_cast<int>(waiting_.size());
+}
+
+void BatchScheduler::admit() {
+  while (!waiting_.empty()) {
+    std::vector<bool> free_slots(slots_.size());
+    for (size_t i = 0; i < slots_.size(); ++i) free_slots[i] = !slots_[i];
+    const std::shared_ptr<Job> job = waiting_.front();
+    // A cancelled job whose other choices run places no more.
+    if (job->handle->cancelled()) {
+      for (int c = job->placed; c < job->request.n; ++c) {
+        std::lock_guard hl(job->handle->m_);
+        job->handle->results_[static_cast<size_t>(c)].cancelled = true;
+        ++job->handle->done_;
+      }
+      job->handle->cv_.notify_all();
+      waiting_.pop_front();
+      continue;
+    }
+    const SlotChoice choice = pick_slot(cached_, free_slots, job->request.prompt);
+    if (choice.slot < 0) break;
+    const auto slot = static_cast<size_t>(choice.slot);
+    session_.truncate(choice.slot, choice.keep);
+    cached_[slot].resize(static_cast<size_t>(choice.keep));
+    auto seq = std::make_unique<Sequence>(job, job->placed, choice.slot, *model_.tokenizer);
+    seq->fed = choice.keep;
+    seq->result.prompt_tokens = static_cast<int64_t>(job->request.prompt.size());
+    seq->result.cached_tokens = choice.keep;
+    seq->result.queued_s = job->since_submit.seconds();
+    slots_[slot] = std::move(seq);
+    if (++job->placed == job->request.n) waiting_.pop_front();
+  }
+  metrics_.queue_depth = static_cast<int>(waiting_.size());
+  metrics_.slots_busy = static_cast<int>(
+      std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
+}
+
+void BatchScheduler::step() {
+  // Generating sequences first (one token each), then prompt chunks in arrival order.
+  std::vector<BatchToken> batch;
+  std::vector<Sequence*> rows;  // the sequence of each logits row
+  std::vector<Sequence*> reading;
+  std::vector<int64_t> remaining;
+  for (auto& s : slots_) {
+    if (!s) continue;
+    if (s->reading_prompt()) {
+      reading.push_back(s.get());
+      continue;
+    }
+    batch.push_back({s->next, s->slot, true});
+    rows.push_back(s.get());
+  }
+  // Arrival order: by request, then choice.
+  std::sort(reading.begin(), reading.end(), [](const Sequence* a, const Sequence* b) {
+    const uint64_t ia = a->job->handle->id(), ib = b->job->handle->id();
+    return ia != ib ? ia < ib : a->choice < b->choice;
+  });
+  for (const Sequence* s : reading)
+    remaining.push_back(static_cast<int64_t>(s->prompt().size()) - s->fed);
+  const int64_t decoding = static_cast<int64_t>(batch.size());
+  const std::vector<int64_t> chunks =
+      prompt_chunks(decoding, remaining, options_.step_tokens, options_.min_prompt_chunk);
+  int64_t prompt_tokens = 0;
+  for (size_t i = 0; i < reading.size(); ++i) {
+    Sequence& s = *reading[i];
+    for (int64_t k = 0; k < chunks[i]; ++k) {
+      const bool last = s.fed + k + 1 == static_cast<int64_t>(s.prompt().size());
+      batch.push_back({s.prompt()[static_cast<size_t>(s.fed + k)], s.slot, last});
+      if (last) rows.push_back(&s);
+    }
+    prompt_tokens += chunks[i];
+  }
+  if (batch.empty()) return;
+  Timer timer;
+  const std::span<const float> logits = session_.decode(batch);
+  const double seconds = timer.seconds();
+  // The cache now holds what was fed.
+  for (const BatchToken& t : batch) cached_[static_cast<size_t>(t.seq)].push_back(t.token);
+  for (size_t i = 0; i < reading.size(); ++i) reading[i]->fed += chunks[i];
+  const int64_t v = model_.config.n_vocab;
+  std::lock_guard lock(m_);
+  ++metrics_.steps;
+  metrics_.step_tokens += batch.size();
+  metrics_.prompt_tokens += static_cast<uint64_t>(prompt_tokens);
+  metrics_.generated_tokens += static_cast<uint64_t>(decoding);
+  const double share = seconds / static_cast<double>(batch.size());
+  metrics_.prompt_s += share * static_cast<double>(prompt_tokens);
+  metrics_.decode_s += share * static_cast<double>(decoding);
+  for (size_t r = 0; r < rows.size(); ++r)
+    on_logits(*rows[r], logits.subspan(static_cast<size_t>(r) * static_cast<size_t>(v),
+                                       static_cast<size_t>(v)));
+  metrics_.slots_busy = static_cast<int>(
+      std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
+}
+
+void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
+  if (!s.first_logits) {
+    s.first_logits = true;
+    s.result.prompt_s = s.started.seconds();
+    s.started.reset();
+  }
+  const GenerationParams& p = s.job->request.params;
+  const Tokenizer& tok = *model_.tokenizer;
+  const int32_t next = s.sampler.sample(logits, s.history);
+  if (next == tok.eos()) return finish(s, "stop");
+  s.history.push_back(next);
+  ++s.result.completion_tokens;
+  const bool stopped = s.text.add(next);
+  deliver(s, s.text.take());
+  if (stopped) return finish(s, "stop");
+  if (p.max_tokens >= 0 && s.result.completion_tokens >= p.max_tokens) return finish(s, "length");
+  if (session_.n_past(s.slot) >= session_.n_ctx()) return finish(s, "length");
+  s.next = next;
+}
+
+void BatchScheduler::deliver(Sequence& s, std::string_view text) {
+  if (text.empty()) return;
+  JobHandle& h = *s.job->handle;
+  {
+    std::lock_guard hl(h.m_);
+    h.pieces_.push_back({s.choice, std::string(text)});
+  }
+  h.cv_.notify_all();
+}
+
+void BatchScheduler::finish(Sequence& s, const char* reason) {
+  // With m_ held. The slot keeps its cached tokens for the next request's prefix.
+  s.result.finish_reason = reason;
+  if (s.first_logits) s.result.decode_s = s.started.seconds();
+  if (!s.result.cancelled) {
+    s.text.finish();  // a dangling partial character is dropped
+    deliver(s, s.text.take());
+  }
+  s.result.text = s.text.text();
+  JobHandle& h = *s.job->handle;
+  {
+    std::lock_guard hl(h.m_);
+    h.results_[static_cast<size_t>(s.choice)] = std::move(s.result);
+    ++h.done_;
+  }
+  h.cv_.notify_all();
+  ++metrics_.finished;
+  slots_[static_cast<size_t>(s.slot)].reset();  // s is gone from here on
+}
+
+}  // namespace strata

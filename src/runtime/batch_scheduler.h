@@ -1,0 +1,153 @@
+// Continuous batching (Orca's iteration-level scheduling, llama-server's slots): many requests
+// generate at once on one session's sequence slots (SessionOptions::n_seq). One thread runs
+// steps; a step is one Session::decode of every generating sequence's next token plus chunks of
+// the prompts being read, so each weight row is read once per step for all of them. Requests
+// join between steps (to the free slot whose cached tokens share the longest prefix with their
+// prompt) and leave when done or cancelled, freeing their slot at once. A long prompt is read
+// in chunks so the others keep decoding. Sparse modes need nothing more: the FFN of a batch
+// computes the union of its tokens' neurons and each token uses only its own.
+//
+// The decisions (which slot, how many prompt tokens a step takes) are pure functions below;
+// the scheduler is the mechanism around them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/generator.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+// --- policy ---
+
+struct SlotChoice {
+  int slot = -1;     // -1: no free slot
+  int64_t keep = 0;  // cached prompt tokens reused (at most prompt.size() - 1: the last one is
+                     // evaluated again for its logits)
+};
+// The free slot whose cached tokens share the longest prefix with the prompt; ties go to the
+// slot with the fewest cached tokens (the least lost), then the lowest id.
+SlotChoice pick_slot(std::span<const std::vector<int32_t>> cached, const std::vector<bool>& free,
+                     std::span<const int32_t> prompt);
+
+// Prompt tokens each prompt-reading sequence (in arrival order, `remaining` tokens each) gets in
+// a step that already carries `decoding` generating tokens: the step is filled to step_tokens,
+// first come first served, and prompts get at least min_chunk tokens even when decoding fills
+// the step (so a prompt always advances).
+std::vector<int64_t> prompt_chunks(int64_t decoding, std::span<const int64_t> remaining,
+                                   int64_t step_tokens, int64_t min_chunk);
+
+// --- mechanism ---
+
+struct SchedulerOptions {
+  int max_queue = 256;                       // requests waiting for a slot; more are refused
+  int64_t step_tokens = Session::kMaxBatch;  // tokens per step (one pass over the weights)
+  int64_t min_prompt_chunk = 16;
+};
+
+struct JobRequest {
+  std::vector<int32_t> prompt;
+  GenerationParams params;
+  int n = 1;  // choices (OpenAI's n); choice i samples with seed + i
+};
+
+// A submitted request as its HTTP thread sees it.
+class JobHandle {
+ public:
+  struct Piece {
+    int choice;
+    std::string text;
+  };
+  // Waits at most `timeout` for text or the end; moves new pieces (in order per choice) to
+  // `out`. True once every choice is done (results() is then complete).
+  bool wait(std::vector<Piece>& out, std::chrono::milliseconds timeout);
+  // The client went away: the job's sequences stop at the next step and free their slots.
+  void cancel() { cancelled_ = true; }
+  bool cancelled() const { return cancelled_; }
+  const std::vector<GenerationResult>& results() const { return results_; }
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class BatchScheduler;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<Piece> pieces_;
+  std::vector<GenerationResult> results_;
+  int done_ = 0;
+  std::atomic<bool> cancelled_{false};
+  uint64_t id_ = 0;
+};
+
+struct SlotStatus {
+  int id = 0;
+  std::string state;  // "idle", "prompt", "generating"
+  uint64_t job = 0;   // the request's id (0: idle)
+  int64_t n_past = 0, prompt_tokens = 0, generated = 0;
+};
+
+struct SchedulerMetrics {
+  uint64_t requests = 0, rejected = 0, cancelled = 0, finished = 0;
+  uint64_t prompt_tokens = 0, generated_tokens = 0, steps = 0, step_tokens = 0;
+  double prompt_s = 0, decode_s = 0;  // step time shared out by the step's tokens
+  int queue_depth = 0, slots_busy = 0, slots = 0;
+};
+
+class BatchScheduler {
+ public:
+  // Schedules on `session`'s sequences (its n_seq slots); starts the step thread.
+  BatchScheduler(const Model& model, Session& session, SchedulerOptions options = {});
+  ~BatchScheduler();  // stop()
+  BatchScheduler(const BatchScheduler&) = delete;
+  BatchScheduler& operator=(const BatchScheduler&) = delete;
+
+  // Queues the request; null when max_queue requests already wait for a slot (a server
+  // answers 503). Fails (strata::Error) on an empty prompt, one that does not fit a slot's
+  // context, or token ids outside the vocabulary.
+  std::shared_ptr<JobHandle> submit(JobRequest request);
+  // Cancels every job and ends the step thread.
+  void stop();
+
+  SchedulerMetrics metrics() const;
+  std::vector<SlotStatus> slots() const;
+  int n_slots() const { return session_.n_seq(); }
+  int64_t slot_context() const { return session_.n_ctx(); }
+
+ private:
+  struct Job;
+  struct Sequence;
+  void run();
+  bool has_work() const;  // with m_ held
+  void admit();           // with m_ held
+  void drop_cancelled();  // with m_ held
+  void step();
+  void on_logits(Sequence& s, std::span<const float> logits);
+  void finish(Sequence& s, const char* reason);
+  void deliver(Sequence& s, std::string_view text);
+
+  const Model& model_;
+  Session& session_;
+  SchedulerOptions options_;
+  mutable std::mutex m_;
+  std::condition_variable cv_;
+  // Jobs with choices not yet in a slot, in arrival order (a job stays until all are placed).
+  std::deque<std::shared_ptr<Job>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> slots_;  // by slot id; null: free
+  std::vector<std::vector<int32_t>> cached_;      // per slot: the tokens its KV entries hold
+  SchedulerMetrics metrics_;
+  uint64_t next_id_ = 1;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace strata

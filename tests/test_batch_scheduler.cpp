@@ -1,0 +1,245 @@
+// Continuous batching: the policy (slot choice, prompt chunks) and the scheduler against the
+// one-sequence generator: a sequence decoded in a batch with others gives what it gives alone.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "core/error.h"
+#include "offline/quantize.h"
+#include "runtime/batch_scheduler.h"
+#include "server_fixture.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::greedy;
+using strata::testing::shipped_model;
+using strata::testing::temp_file;
+
+TEST(SlotPolicy, LongestSharedPrefixAmongFreeSlotsThenFewestCachedTokens) {
+  const std::vector<std::vector<int32_t>> cached = {{1, 2, 3, 4}, {1, 2, 9}, {}, {1, 2, 3, 4, 5}};
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6};
+  SlotChoice c = pick_slot(cached, {true, true, true, true}, prompt);
+  EXPECT_EQ(c.slot, 3);
+  EXPECT_EQ(c.keep, 5);
+  c = pick_slot(cached, {true, true, true, false}, prompt);  // slot 3 busy
+  EXPECT_EQ(c.slot, 0);
+  EXPECT_EQ(c.keep, 4);
+  // Nothing shared: the empty slot (nothing lost) before the others.
+  c = pick_slot(cached, {true, true, true, true}, std::vector<int32_t>{7, 8});
+  EXPECT_EQ(c.slot, 2);
+  EXPECT_EQ(c.keep, 0);
+  // The last prompt token is evaluated again for its logits, even when all of it is cached.
+  c = pick_slot(cached, {true, false, false, false}, std::vector<int32_t>{1, 2, 3, 4});
+  EXPECT_EQ(c.slot, 0);
+  EXPECT_EQ(c.keep, 3);
+  EXPECT_EQ(pick_slot(cached, {false, false, false, false}, prompt).slot, -1);
+}
+
+TEST(SlotPolicy, PromptChunksFillTheStepFirstComeFirstServed) {
+  EXPECT_EQ(prompt_chunks(0, std::vector<int64_t>{100, 10}, 64, 16), (std::vector<int64_t>{64, 0}));
+  EXPECT_EQ(prompt_chunks(10, std::vector<int64_t>{30, 40}, 64, 16),
+            (std::vector<int64_t>{30, 24}));
+  // Decoding fills the step: prompts still advance by the minimum chunk.
+  EXPECT_EQ(prompt_chunks(64, std::vector<int64_t>{30, 40}, 64, 16), (std::vector<int64_t>{16, 0}));
+  EXPECT_EQ(prompt_chunks(3, std::vector<int64_t>{}, 64, 16), std::vector<int64_t>{});
+}
+
+// The shipped model as it is (F16) or quantized with every tensor in one type.
+std::string shipped_as(QuantRecipe recipe, const char* name) {
+  const std::string out = temp_file(std::string("shipped_") + name + ".gguf");
+  QuantizeOptions o;
+  o.input = shipped_model();
+  o.output = out;
+  o.recipe = recipe;
+  o.pure = true;
+  quantize_model(o);
+  return out;
+}
+
+std::vector<std::vector<int32_t>> test_prompts(const Tokenizer& tok) {
+  std::vector<std::vector<int32_t>> prompts;
+  for (const char* text :
+       {"In the beginning", "And God said", "The earth was without form, and void, and darkness",
+        "Let there be light", "And the evening and the morning were the first day", "He",
+        "And God called the light Day, and the darkness he called Night"})
+    prompts.push_back(tok.encode(text, true));
+  return prompts;
+}
+
+std::vector<GenerationResult> alone(const Model& m, const std::vector<std::vector<int32_t>>& ps,
+                                    const GenerationParams& params) {
+  ThreadPool pool(2);
+  std::vector<GenerationResult> out;
+  for (const auto& p : ps) {
+    Session s(m, 128, pool);
+    Generator g(m, s);
+    out.push_back(g.generate(p, params));
+  }
+  return out;
+}
+
+// Submits every prompt at once and waits for all.
+std::vector<GenerationResult> batched(BatchScheduler& sched,
+                                      const std::vector<std::vector<int32_t>>& ps,
+                                      const GenerationParams& params) {
+  std::vector<std::shared_ptr<JobHandle>> jobs;
+  for (const auto& p : ps) {
+    jobs.push_back(sched.submit({p, params, 1}));
+    EXPECT_NE(jobs.back(), nullptr);
+  }
+  std::vector<GenerationResult> out;
+  for (auto& j : jobs) {
+    std::vector<JobHandle::Piece> pieces;
+    std::string streamed;
+    while (!j->wait(pieces, std::chrono::milliseconds(1000))) {
+    }
+    for (auto& p : pieces) streamed += p.text;
+    EXPECT_EQ(streamed, j->results()[0].text) << "the streamed pieces add up to the text";
+    out.push_back(j->results()[0]);
+  }
+  return out;
+}
+
+// Interleaved Q8_0/Q4_0 products are exact integer sums whatever the batch: a sequence's tokens
+// are bit for bit what they are alone, so greedy text is equal. F16 (the shipped model) sums in
+// tiles whose rounding differs from one row's: the greedy text is equal here too (the argmax
+// never sat within rounding of a tie on these prompts).
+TEST(BatchScheduler, SequencesInABatchGiveTheTextTheyGiveAlone) {
+  for (auto [recipe, name] : {std::pair{QuantRecipe::F16, "f16"},
+                              {QuantRecipe::Q8_0, "q8_0"},
+                              {QuantRecipe::Q4_0, "q4_0"}}) {
+    const std::string path =
+        recipe == QuantRecipe::F16 ? shipped_model() : shipped_as(recipe, name);
+    const auto m = Model::load(path);
+    const auto prompts = test_prompts(*m->tokenizer);
+    const auto expected = alone(*m, prompts, greedy(24));
+    ThreadPool pool(2);
+    SessionOptions so;
+    so.n_seq = 4;  // fewer slots than requests: some wait, and join mid-way
+    Session session(*m, 128, pool, so);
+    SchedulerOptions sched_options;
+    sched_options.step_tokens = 8;  // prompts read in several chunks beside decoding
+    sched_options.min_prompt_chunk = 3;
+    BatchScheduler sched(*m, session, sched_options);
+    const auto got = batched(sched, prompts, greedy(24));
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].text, expected[i].text) << name << " prompt " << i;
+      EXPECT_EQ(got[i].finish_reason, expected[i].finish_reason) << name << " prompt " << i;
+      EXPECT_EQ(got[i].completion_tokens, expected[i].completion_tokens) << name << " " << i;
+    }
+    const SchedulerMetrics mt = sched.metrics();
+    EXPECT_EQ(mt.finished, prompts.size());
+    EXPECT_GT(mt.step_tokens, mt.steps) << "steps carried several sequences";
+  }
+}
+
+TEST(BatchScheduler, SeededSamplingIsReproduciblePerRequestAndChoicesDiffer) {
+  const auto m = Model::load(shipped_model());
+  ThreadPool pool(2);
+  SessionOptions so;
+  so.n_seq = 3;
+  Session session(*m, 128, pool, so);
+  BatchScheduler sched(*m, session);
+  GenerationParams p = greedy(20);
+  p.sampling.temperature = 1.0f;
+  p.sampling.top_k = 0;
+  p.sampling.top_p = 1.0f;
+  p.sampling.min_p = 0.0f;
+  p.sampling.seed = 7;
+  const auto prompt = m->tokenizer->encode("And God said", true);
+  // The same request alone, and beside others with n = 3 choices.
+  const auto first = batched(sched, {prompt}, p)[0];
+  auto noise = test_prompts(*m->tokenizer);
+  noise.insert(noise.begin() + 2, prompt);
+  const auto again = batched(sched, noise, p)[2];
+  EXPECT_EQ(first.text, again.text);
+  auto job = sched.submit({prompt, p, 3});
+  ASSERT_NE(job, nullptr);
+  std::vector<JobHandle::Piece> pieces;
+  while (!job->wait(pieces, std::chrono::milliseconds(1000))) {
+  }
+  ASSERT_EQ(job->results().size(), 3u);
+  EXPECT_EQ(job->results()[0].text, first.text) << "choice 0 samples with the request's seed";
+  EXPECT_NE(job->results()[1].text, job->results()[0].text) << "choice 1: seed + 1";
+  for (const auto& piece : pieces) EXPECT_TRUE(piece.choice >= 0 && piece.choice < 3);
+}
+
+TEST(BatchScheduler, ACancelledRequestFreesItsSlotAndTheQueueLimitRefuses) {
+  const auto m = Model::load(shipped_model());
+  ThreadPool pool(2);
+  SessionOptions so;
+  so.n_seq = 1;
+  Session session(*m, 256, pool, so);
+  SchedulerOptions o;
+  o.max_queue = 1;
+  BatchScheduler sched(*m, session, o);
+  const auto prompt = m->tokenizer->encode("In the beginning", true);
+  GenerationParams endless = greedy(-1);  // until EOS or a full context
+  auto a = sched.submit({prompt, endless, 1});
+  ASSERT_NE(a, nullptr);
+  // Wait until a holds the slot and generates.
+  std::vector<JobHandle::Piece> pieces;
+  while (pieces.empty()) a->wait(pieces, std::chrono::milliseconds(100));
+  auto b = sched.submit({prompt, greedy(4), 1});  // waits for the slot
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(sched.submit({prompt, greedy(4), 1}), nullptr) << "over max_queue";
+  EXPECT_EQ(sched.metrics().rejected, 1u);
+  a->cancel();
+  while (!a->wait(pieces, std::chrono::milliseconds(100))) {
+  }
+  EXPECT_TRUE(a->results()[0].cancelled);
+  while (!b->wait(pieces, std::chrono::milliseconds(100))) {
+  }
+  EXPECT_FALSE(b->results()[0].cancelled);
+  EXPECT_EQ(b->results()[0].completion_tokens, 4);
+  // b reused the prefix a left in the slot.
+  EXPECT_EQ(b->results()[0].cached_tokens, static_cast<int64_t>(prompt.size()) - 1);
+  EXPECT_EQ(sched.metrics().cancelled, 1u);
+  for (const SlotStatus& s : sched.slots()) EXPECT_EQ(s.state, "idle");
+  // A cancelled request still waiting for a slot leaves the queue.
+  auto c = sched.submit({prompt, endless, 1});
+  ASSERT_NE(c, nullptr);
+  pieces.clear();
+  while (pieces.empty()) c->wait(pieces, std::chrono::milliseconds(100));
+  auto d = sched.submit({prompt, greedy(2), 1});
+  ASSERT_NE(d, nullptr);
+  d->cancel();
+  while (!d->wait(pieces, std::chrono::milliseconds(100))) {
+  }
+  EXPECT_TRUE(d->results()[0].cancelled);
+  EXPECT_EQ(d->results()[0].completion_tokens, 0);
+  c->cancel();
+  while (!c->wait(pieces, std::chrono::milliseconds(100))) {
+  }
+  EXPECT_NE(sched.submit({prompt, greedy(1), 1}), nullptr) << "the queue recovered";
+}
+
+TEST(BatchScheduler, BadRequestsAreErrorsAndAFullContextEndsWithLength) {
+  const auto m = Model::load(shipped_model());
+  ThreadPool pool(2);
+  SessionOptions so;
+  so.n_seq = 2;
+  Session session(*m, 16, pool, so);
+  BatchScheduler sched(*m, session);
+  EXPECT_THROW(sched.submit({{}, greedy(1), 1}), Error);
+  EXPECT_THROW(sched.submit({std::vector<int32_t>(16, 5), greedy(1), 1}), Error);
+  EXPECT_THROW(sched.submit({{1, 999999}, greedy(1), 1}), Error);
+  EXPECT_THROW(sched.submit({{1, 2}, greedy(1), 0}), Error);
+  // 10 prompt tokens in a 16-position slot: 7 tokens, the last one never evaluated.
+  const std::vector<int32_t> prompt(10, 7);
+  auto j = sched.submit({prompt, greedy(-1), 2});
+  ASSERT_NE(j, nullptr);
+  std::vector<JobHandle::Piece> pieces;
+  while (!j->wait(pieces, std::chrono::milliseconds(1000))) {
+  }
+  for (const GenerationResult& r : j->results()) {
+    if (r.finish_reason == "stop") continue;  // EOS came first
+    EXPECT_EQ(r.finish_reason, "length");
+    EXPECT_EQ(r.completion_tokens, 16 - 10 + 1);
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -30,7 +30,9 @@ struct ServeOptions {
   SamplerParams sampling;
   FfnFlags ffn;
   double timeout_s = 10;
-  int threads_http = 32;
+  int threads_http = 0;  // 0: slots + queue + 32
+  int parallel = 4;
+  int max_queue = 256;
 };
 
 void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
@@ -41,8 +43,16 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
   cmd->add_option("--api-key", o.api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
   cmd->add_option("-a,--alias", o.alias, "Model name the API reports (default: the file's)");
   cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
-  cmd->add_option("-c,--ctx-size", o.ctx, "Context size (default: the model's, at most 4096)")
+  cmd->add_option("-c,--ctx-size", o.ctx,
+                  "Context of all slots together, split evenly among them (default: each slot "
+                  "the model's context, at most 4096)")
       ->check(in_range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("--parallel", o.parallel,
+                  "Sequence slots (-np): requests generating at once, batched in each step")
+      ->check(in_range(1, 256));
+  cmd->add_option("--max-queue", o.max_queue,
+                  "Requests that may wait for a slot; more are answered 503 with Retry-After")
+      ->check(in_range(0, 65536));
   cmd->add_option("-n,--n-predict", o.n_predict,
                   "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
       ->check(in_range(int64_t{-1}, int64_t{1} << 30));
@@ -62,8 +72,9 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "first byte; the keep-alive idle limit is the smaller of this and 5 s")
       ->check(in_range(0.1, 3600.0));
   cmd->add_option("--threads-http", o.threads_http,
-                  "Connections served at once (generation itself takes one request at a time)")
-      ->check(in_range(1, 4096));
+                  "Most requests served at once, threads started as needed (0: slots + queue "
+                  "+ 32); idle connections hold none")
+      ->check(in_range(0, 65536));
   add_ffn_flags(cmd, o.ffn);
 }
 
@@ -80,16 +91,24 @@ ServerOptions server_options(const ServeOptions& o, const Model& model) {
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
   so.connections.receive_timeout = timeout;
   so.connections.idle_timeout = std::min(timeout, so.connections.idle_timeout);
-  so.connections.worker_threads = o.threads_http;
+  so.connections.worker_threads =
+      o.threads_http > 0 ? o.threads_http : o.parallel + o.max_queue + 32;
+  so.scheduler.max_queue = o.max_queue;
   return so;
 }
 
 int serve(const ServeOptions& o) {
   auto model =
       Model::load(o.model, /*require_tokenizer=*/true, o.mmap ? LoadMode::Map : LoadMode::Read);
-  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  // llama-server's rule: -c is shared by the slots.
+  const int64_t n_ctx =
+      o.ctx > 0 ? o.ctx / o.parallel : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  if (n_ctx < 2)
+    fail("-c {} split among {} slots (--parallel) leaves {} positions each; raise -c", o.ctx,
+         o.parallel, n_ctx);
   StorageProfile storage;
-  const PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
+  const PlannedRun planned =
+      resolve_ffn_flags(o.ffn, *model, n_ctx, &storage, /*logits_rows=*/o.parallel, o.parallel);
   ThreadPool pool(checked_threads(o.threads));
   Session session(*model, n_ctx, pool, planned.session);
   const ServerOptions so = server_options(o, *model);
@@ -100,9 +119,9 @@ int serve(const ServeOptions& o) {
   std::signal(SIGINT, stop_on_signal);
   std::signal(SIGTERM, stop_on_signal);
   fmt::print(stderr,
-             "serving {} on http://{}:{} (context {}, {} threads): POST /v1/completions, "
-             "/v1/chat/completions; GET /v1/models, /health\n",
-             so.model_name, o.host, port, n_ctx, o.threads);
+             "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads): POST "
+             "/v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics, /slots\n",
+             so.model_name, o.host, port, o.parallel, n_ctx, o.max_queue, o.threads);
   std::fflush(stderr);
   server.listen();
   g_server = nullptr;

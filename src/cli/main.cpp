@@ -1,5 +1,7 @@
 // strata: the command-line front end. Each subcommand lives in its own cmd_*.cpp.
 #include <cstdio>
+#include <string_view>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -31,6 +33,18 @@ std::string default_model_path() {
   return STRATA_DEFAULT_MODEL;
 }
 
+// llama.cpp's flags of several letters after one dash (-np, -ctk), which CLI11 2.1 cannot
+// name: rewritten to their long names before parsing.
+std::vector<char*> with_long_names(int argc, char** argv) {
+  static const std::pair<std::string_view, const char*> kAliases[] = {
+      {"-np", "--parallel"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+  std::vector<char*> out(argv, argv + argc);
+  for (char*& a : out)
+    for (const auto& [alias, name] : kAliases)
+      if (alias == a) a = const_cast<char*>(name);
+  return out;
+}
+
 }  // namespace strata
 
 int main(int argc, char** argv) {
@@ -51,7 +65,8 @@ int main(int argc, char** argv) {
       strata::add_serve_command(app),    strata::add_plan_command(app),
       strata::add_quantize_command(app)};
   try {
-    app.parse(argc, argv);
+    std::vector<char*> args = strata::with_long_names(argc, argv);
+    app.parse(static_cast<int>(args.size()), args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

@@ -161,14 +161,51 @@ void linger(int fd, const ConnectionLimits& limits) {
 
 }  // namespace
 
-GuardedServer::GuardedServer(ConnectionLimits limits) : limits_(limits) {
-  const int workers = limits_.worker_threads;
-  new_task_queue = [workers] { return new httplib::ThreadPool(static_cast<size_t>(workers)); };
+struct GuardedServer::Connection {
+  Connection(int fd, const ConnectionLimits& limits) : fd(fd), stream(fd, limits) {}
+  ~Connection() {
+    ::shutdown(fd, SHUT_RDWR);
+    ::close(fd);
+  }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+  int fd;
+  ConnectionStream stream;
+  size_t served = 0;
+};
+
+GuardedServer::GuardedServer(ConnectionLimits limits)
+    : limits_(limits), poller_(std::make_unique<ConnectionPoller>()) {
+  const auto workers = static_cast<size_t>(limits_.worker_threads);
+  new_task_queue = [this, workers] {
+    // When listen() ends: no more hand-overs to this pool, and parked connections close now
+    // rather than at their deadline.
+    auto* pool = new ElasticPool(workers, [this] {
+      pool_ = nullptr;
+      poller_->stop();
+    });
+    pool_ = pool;
+    return pool;
+  };
   // httplib's default sets SO_REUSEPORT, with which a second server binds the same port.
   set_socket_options([](socket_t sock) {
     int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
+}
+
+GuardedServer::~GuardedServer() {
+  poller_->stop();
+}
+
+ConnectionStats GuardedServer::stats() const {
+  ConnectionStats s;
+  s.parked = poller_->parked();
+  if (ElasticPool* pool = pool_.load()) {
+    s.workers = pool->threads();
+    s.busy = pool->busy();
+  }
+  return s;
 }
 
 void GuardedServer::widen_backlog() {
@@ -205,23 +242,46 @@ void GuardedServer::serve_connection(socket_t sock) {
 }
 
 bool GuardedServer::process_and_close_socket(socket_t sock) {
-  ConnectionStream stream(sock, limits_);
-  t_connection = sock;
-  bool ok = false;
-  for (size_t served = 0; served < limits_.max_requests_per_connection; ++served) {
-    if (!wait_for_next_request(stream, svr_sock_, direct_, limits_.idle_timeout)) break;
+  // A new connection: its first request may not have begun (a client that connects and
+  // waits): it is parked like a kept-alive one unless bytes are already there.
+  serve(std::make_unique<Connection>(sock, limits_), false);
+  return true;
+}
+
+void GuardedServer::park(std::unique_ptr<Connection> c) {
+  const int fd = c->fd;
+  // The poller's callback owns the connection: back to a worker when its next request
+  // begins, closed when the keep-alive wait ends or the server stops.
+  auto owned = std::make_shared<std::unique_ptr<Connection>>(std::move(c));
+  poller_->park(fd, Clock::now() + limits_.idle_timeout, [this, owned](bool readable) {
+    ElasticPool* pool = pool_.load();
+    if (readable && pool != nullptr)
+      pool->enqueue([this, owned] { serve(std::move(*owned), true); });
+    // Otherwise the last owner closes it (Connection's destructor).
+  });
+}
+
+void GuardedServer::serve(std::unique_ptr<Connection> c, bool readable) {
+  ConnectionStream& stream = c->stream;
+  t_connection = c->fd;
+  for (; c->served < limits_.max_requests_per_connection; ++c->served) {
+    if (!readable && !stream.has_buffered()) {
+      if (!direct_) {
+        t_connection = -1;
+        return park(std::move(c));
+      }
+      if (!wait_for_next_request(stream, svr_sock_, direct_, limits_.idle_timeout)) break;
+    }
+    readable = false;
     stream.start_request();
     t_close_after_response = false;
     bool closed = false;
-    const bool last = served + 1 == limits_.max_requests_per_connection;
-    ok = process_request(stream, last, closed, nullptr);
+    const bool last = c->served + 1 == limits_.max_requests_per_connection;
+    const bool ok = process_request(stream, last, closed, nullptr);
     if (!ok || closed || t_close_after_response) break;
   }
   t_connection = -1;
-  if (t_close_after_response) linger(sock, limits_);
-  ::shutdown(sock, SHUT_RDWR);
-  ::close(sock);
-  return ok;
+  if (t_close_after_response) linger(c->fd, limits_);
 }
 
 }  // namespace strata

@@ -7,7 +7,11 @@
 //   - one read buffer per connection, so pipelined requests are all answered (httplib made a
 //     new buffer per request and dropped what the client had already sent);
 //   - the listening socket without SO_REUSEPORT, so a second server on a busy port fails to
-//     bind instead of sharing its traffic, and a listen backlog larger than httplib's 5.
+//     bind instead of sharing its traffic, and a listen backlog larger than httplib's 5;
+//   - connections waiting for their next request (keep-alive, or just opened) parked on one
+//     poller thread (connection_poller.h) instead of each holding a worker, and workers started
+//     as requests need them (elastic_pool.h): idle clients, however many, never keep a request
+//     from a worker.
 // Handlers and routing are httplib's; only the socket loop around process_request() is ours.
 #pragma once
 
@@ -16,6 +20,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <memory>
+
+#include "server/connection_poller.h"
+#include "server/elastic_pool.h"
 
 namespace strata {
 
@@ -26,7 +34,13 @@ struct ConnectionLimits {
   size_t max_requests_per_connection = 100;
   size_t max_request_bytes = size_t{9} << 20;  // request line + headers + body, as sent
   int listen_backlog = 512;
-  int worker_threads = 32;  // connections served at once (generation itself is one at a time)
+  int worker_threads = 512;  // requests served at once, threads started as needed
+};
+
+struct ConnectionStats {
+  size_t parked = 0;   // connections waiting for their next request, off the workers
+  size_t workers = 0;  // threads started
+  size_t busy = 0;     // threads serving a request now
 };
 
 class GuardedServer : public httplib::Server {
@@ -49,13 +63,22 @@ class GuardedServer : public httplib::Server {
   // Serves the connected socket `sock` on the calling thread until it closes, then closes it,
   // without a listening socket (the fuzzer and tests feed requests through a socketpair).
   void serve_connection(socket_t sock);
+  ConnectionStats stats() const;
+  ~GuardedServer() override;
 
  private:
+  struct Connection;
   bool process_and_close_socket(socket_t sock) override;
+  // Serves requests of `c` while they come without waiting (`readable`: its socket has data),
+  // then parks it; closes it when it ends.
+  void serve(std::unique_ptr<Connection> c, bool readable);
+  void park(std::unique_ptr<Connection> c);
   void widen_backlog();
 
   ConnectionLimits limits_;
   std::atomic<bool> direct_{false};  // serve_connection(): no listening socket to watch
+  std::unique_ptr<ConnectionPoller> poller_;
+  std::atomic<ElasticPool*> pool_{nullptr};  // the task queue of the listen() under way
 };
 
 }  // namespace strata

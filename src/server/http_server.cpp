@@ -9,8 +9,7 @@
 #include <mutex>
 
 #include "core/error.h"
-#include "core/fifo_mutex.h"
-#include "runtime/generator.h"
+#include "server/metrics.h"
 
 namespace strata {
 
@@ -20,8 +19,7 @@ struct HttpServer::Impl {
   const Model& model;
   Session& session;
   ServerOptions options;
-  Generator generator;
-  FifoMutex generation;  // one request generates at a time, in the order they came
+  BatchScheduler scheduler;
   std::atomic<uint64_t> next_id{1};
   GuardedServer http;
 
@@ -29,8 +27,9 @@ struct HttpServer::Impl {
       : model(m),
         session(s),
         options(std::move(o)),
-        generator(m, s),
+        scheduler(m, s, options.scheduler),
         http(with_body_budget(options.connections, options.max_body_bytes)) {}
+  ~Impl() { scheduler.stop(); }
 
   // The per-request byte budget of the connection layer: the body limit plus room for the
   // request line, headers and chunk framing (the body limit itself is checked as it is read).
@@ -89,18 +88,22 @@ struct HttpServer::Impl {
     return ids;
   }
 
-  void log(const httplib::Request& req, int status, const GenerationResult* r) {
+  void log(const httplib::Request& req, int status, const GenerationResult* r, int n = 1) {
     if (!options.log_requests) return;
     if (r == nullptr) {
       fmt::print(stderr, "{} {} -> {}\n", req.method, req.path, status);
     } else {
       fmt::print(stderr,
-                 "{} {} -> {}: prompt {} tokens ({} cached, {:.1f} tok/s), {} generated "
-                 "({:.1f} tok/s), {}\n",
-                 req.method, req.path, status, r->prompt_tokens, r->cached_tokens,
+                 "{} {} -> {}: queued {:.0f} ms, prompt {} tokens ({} cached, {:.1f} tok/s), {} "
+                 "generated{} ({:.1f} tok/s), {}\n",
+                 req.method, req.path, status, 1e3 * r->queued_s, r->prompt_tokens,
+                 r->cached_tokens,
                  r->prompt_s > 0 ? (r->prompt_tokens - r->cached_tokens) / r->prompt_s : 0.0,
-                 r->completion_tokens, r->decode_s > 0 ? r->completion_tokens / r->decode_s : 0.0,
-                 r->cancelled ? "cancelled by the client" : r->finish_reason);
+                 r->completion_tokens, n > 1 ? fmt::format(" (choice 0 of {})", n) : "",
+                 r->decode_s > 0 ? r->completion_tokens / r->decode_s : 0.0,
+                 r->cancelled        ? "cancelled by the client"
+                 : !r->error.empty() ? "failed: " + r->error
+                                     : r->finish_reason);
     }
     std::fflush(stderr);
   }
@@ -128,78 +131,100 @@ struct HttpServer::Impl {
     return body;
   }
 
-  // Generation for the request being served, skipped when its client has already gone (a
-  // request waits its turn, and a client that dropped it must not cost the ones behind it).
-  GenerationResult generate_for_client(const std::vector<int32_t>& ids,
-                                       const GenerationParams& params,
-                                       const std::function<bool(std::string_view)>& on_text) {
-    if (GuardedServer::client_gone()) {
-      GenerationResult skipped;
-      skipped.prompt_tokens = static_cast<int64_t>(ids.size());
-      skipped.cancelled = true;
-      return skipped;
-    }
-    return generator.generate(ids, params, on_text);
+  // The request queued for a slot, or 503 when the queue is full.
+  std::shared_ptr<JobHandle> submit(const CompletionRequest& req, std::vector<int32_t> ids) {
+    auto job = scheduler.submit({std::move(ids), req.generation, req.n});
+    if (!job)
+      throw ApiError(503,
+                     fmt::format("the server is busy: {} requests are waiting for one of its {} "
+                                 "slots; retry later",
+                                 options.scheduler.max_queue, scheduler.n_slots()),
+                     "", "overloaded");
+    return job;
+  }
+
+  // Waits for the job's end, cancelling it when the client goes away.
+  static void wait_for(JobHandle& job, std::vector<JobHandle::Piece>& pieces) {
+    while (!job.wait(pieces, std::chrono::milliseconds(50)))
+      if (!job.cancelled() && GuardedServer::client_gone()) job.cancel();
+  }
+
+  static bool any_failed(const JobHandle& job) {
+    return std::any_of(job.results().begin(), job.results().end(),
+                       [](const GenerationResult& r) { return !r.error.empty(); });
   }
 
   void complete(const httplib::Request& http_req, const std::string& body, httplib::Response& res,
                 bool chat) {
     auto req =
         std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults));
-    const auto ids = std::make_shared<std::vector<int32_t>>(prompt_tokens(*req));
+    std::vector<int32_t> ids = prompt_tokens(*req);
     const CompletionIds cid{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count(),
                             options.model_name};
+    if (GuardedServer::client_gone()) return GuardedServer::close_after_response(res);
+    auto job = submit(*req, std::move(ids));
     if (!req->stream) {
-      GenerationResult r;
-      {
-        std::lock_guard<FifoMutex> lock(generation);
-        r = generate_for_client(*ids, req->generation,
-                                [](std::string_view) { return !GuardedServer::client_gone(); });
-      }
-      log(http_req, 200, &r);
-      if (r.cancelled) {  // nobody to answer
-        GuardedServer::close_after_response(res);
-        return;
-      }
-      res.set_content(dump_json(completion_response(*req, cid, r)), "application/json");
+      std::vector<JobHandle::Piece> pieces;
+      wait_for(*job, pieces);
+      const auto& results = job->results();
+      log(http_req, 200, &results[0], req->n);
+      if (job->cancelled()) return GuardedServer::close_after_response(res);  // nobody to answer
+      if (any_failed(*job)) throw std::runtime_error(results[0].error);
+      res.set_content(dump_json(completion_response(*req, cid, results)), "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
     const std::string method = http_req.method, path = http_req.path;
     res.set_chunked_content_provider(
-        "text/event-stream", [this, req, ids, cid, method, path](size_t, httplib::DataSink& sink) {
-          auto send = [&](const json& j) {
-            const std::string event = "data: " + dump_json(j) + "\n\n";
-            return sink.write(event.data(), event.size());
-          };
-          GenerationResult r;
-          {
-            std::lock_guard<FifoMutex> lock(generation);
-            if (req->chat) {
-              json first = completion_chunk(*req, cid, "", "");
-              first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
-              if (!send(first)) return false;
-            }
-            r = generate_for_client(*ids, req->generation, [&](std::string_view text) {
-              return !GuardedServer::client_gone() &&
-                     send(completion_chunk(*req, cid, std::string(text), ""));
-            });
-          }
+        "text/event-stream", [this, req, job, cid, method, path](size_t, httplib::DataSink& sink) {
+          const bool sent = stream(*req, *job, cid, sink);
+          if (!sent) job->cancel();
           httplib::Request logged;
           logged.method = method, logged.path = path;
-          log(logged, 200, &r);
-          if (r.cancelled) return false;
-          json last = completion_chunk(*req, cid, "", r.finish_reason);
-          if (req->include_usage) last["usage"] = usage_json(r);
-          if (!send(last)) return false;
-          const std::string done = "data: [DONE]\n\n";
-          sink.write(done.data(), done.size());
-          sink.done();
-          return true;
+          if (job->results().size() > 0) log(logged, 200, &job->results()[0], req->n);
+          return sent;
         });
+  }
+
+  // Sends the job's text as server-sent events until it ends; false when the client is gone.
+  bool stream(const CompletionRequest& req, JobHandle& job, const CompletionIds& cid,
+              httplib::DataSink& sink) {
+    auto send = [&](const json& j) {
+      const std::string event = "data: " + dump_json(j) + "\n\n";
+      return sink.write(event.data(), event.size());
+    };
+    if (req.chat)
+      for (int i = 0; i < req.n; ++i) {
+        json first = completion_chunk(req, cid, "", "", i);
+        first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
+        if (!send(first)) return false;
+      }
+    std::vector<JobHandle::Piece> pieces;
+    bool done = false;
+    while (!done) {
+      done = job.wait(pieces, std::chrono::milliseconds(50));
+      for (const JobHandle::Piece& p : pieces)
+        if (!send(completion_chunk(req, cid, p.text, "", p.choice))) return false;
+      pieces.clear();
+      if (!done && GuardedServer::client_gone()) return false;
+    }
+    if (any_failed(job)) {
+      send(error_body(500, "internal error: " + job.results()[0].error));
+      return false;
+    }
+    const auto& results = job.results();
+    for (size_t i = 0; i < results.size(); ++i) {
+      json last = completion_chunk(req, cid, "", results[i].finish_reason, static_cast<int>(i));
+      if (req.include_usage && i + 1 == results.size()) last["usage"] = usage_json(results);
+      if (!send(last)) return false;
+    }
+    const std::string end = "data: [DONE]\n\n";
+    sink.write(end.data(), end.size());
+    sink.done();
+    return true;
   }
 
   // Before the body is read: refuse what cannot be read safely, and a missing API key.
@@ -221,7 +246,8 @@ struct HttpServer::Impl {
     if (!transfer.empty() && transfer != "chunked")
       return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
                                      transfer.substr(0, 64)));
-    if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
+    // Every route but /health needs the key when there is one.
+    if (options.api_key.empty() || req.path == "/health")
       return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
       return httplib::Server::HandlerResponse::Unhandled;
@@ -235,6 +261,14 @@ struct HttpServer::Impl {
     });
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(prometheus_metrics(scheduler.metrics(), http.stats()),
+                      "text/plain; version=0.0.4");
+    });
+    http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(dump_json(slots_json(scheduler.slots(), scheduler.slot_context())),
+                      "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       const json models = {{"object", "list"},
@@ -251,6 +285,7 @@ struct HttpServer::Impl {
           complete(req, read_body(reader, res), res, chat);
         } catch (const ApiError& e) {
           reply_error(res, e.status, e.what(), e.param, e.code);
+          if (e.status == 503) res.set_header("Retry-After", "1");
           log(req, e.status, nullptr);
         } catch (const Error& e) {
           reply_error(res, 400, e.what());

@@ -1,7 +1,10 @@
 // strata's OpenAI-compatible HTTP server (cpp-httplib): POST /v1/completions and
-// /v1/chat/completions (whole or streamed as server-sent events), GET /v1/models and /health.
-// One session serves the requests one at a time (others wait their turn) and keeps the KV
-// entries of the last conversation, so a follow-up that extends it evaluates only the new part.
+// /v1/chat/completions (whole or streamed as server-sent events), GET /v1/models, /health,
+// /metrics (Prometheus) and /slots. Requests generate at once on the session's sequence slots
+// through the batch scheduler (continuous batching, runtime/batch_scheduler.h); each slot keeps
+// the KV entries of its last conversation, and a request goes to the slot sharing the longest
+// prefix with it, so a follow-up evaluates only the new part. Requests beyond the slots wait in
+// a bounded queue; past it they get 503 with Retry-After.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +12,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "runtime/batch_scheduler.h"
 #include "runtime/session.h"
 #include "server/guarded_http.h"
 #include "server/openai_api.h"
@@ -23,6 +27,7 @@ struct ServerOptions {
   ServerDefaults defaults;
   size_t max_body_bytes = size_t{8} << 20;  // however it is sent (length, chunked)
   ConnectionLimits connections;             // deadlines, backlog, workers
+  SchedulerOptions scheduler;               // queue limit, step size
   bool log_requests = true;                 // one line per request on stderr
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace strata {
 
 using nlohmann::json;
@@ -181,7 +183,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
     }
   }
   // What strata does not do: refuse clearly rather than ignore.
-  if (present(body, "n") && integer(body, "n", 1, 1) != 1) bad("n", "'n' must be 1");
+  if (present(body, "n")) r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices));
   if (present(body, "best_of") && integer(body, "best_of", 1, 1) != 1)
     bad("best_of", "'best_of' must be 1");
   for (const char* key : {"presence_penalty", "frequency_penalty"})
@@ -198,43 +200,56 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   return r;
 }
 
-json usage_json(const GenerationResult& r) {
-  return {{"prompt_tokens", r.prompt_tokens},
-          {"completion_tokens", r.completion_tokens},
-          {"total_tokens", r.prompt_tokens + r.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", r.cached_tokens}}}};
+json usage_json(std::span<const GenerationResult> choices) {
+  const GenerationResult& first = choices.front();
+  int64_t completion = 0;
+  for (const GenerationResult& r : choices) completion += r.completion_tokens;
+  return {{"prompt_tokens", first.prompt_tokens},
+          {"completion_tokens", completion},
+          {"total_tokens", first.prompt_tokens + completion},
+          {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}};
 }
 
 json completion_response(const CompletionRequest& req, const CompletionIds& ids,
-                         const GenerationResult& r) {
-  json choice = {{"index", 0}, {"finish_reason", r.finish_reason}};
-  if (req.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-  } else {
-    choice["text"] = r.text;
-    choice["logprobs"] = nullptr;
+                         std::span<const GenerationResult> choices) {
+  json list = json::array();
+  int64_t predicted = 0;
+  double decode_s = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const GenerationResult& r = choices[i];
+    json choice = {{"index", i}, {"finish_reason", r.finish_reason}};
+    if (req.chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    } else {
+      choice["text"] = r.text;
+      choice["logprobs"] = nullptr;
+    }
+    list.push_back(std::move(choice));
+    predicted += r.completion_tokens;
+    decode_s = std::max(decode_s, r.decode_s);
   }
-  const double decode_tps = r.decode_s > 0 ? r.completion_tokens / r.decode_s : 0.0;
-  const int64_t evaluated = r.prompt_tokens - r.cached_tokens;
+  const GenerationResult& first = choices.front();
+  const int64_t evaluated = first.prompt_tokens - first.cached_tokens;
   return {{"id", ids.id},
           {"object", req.chat ? "chat.completion" : "text_completion"},
           {"created", ids.created},
           {"model", ids.model},
-          {"choices", json::array({choice})},
-          {"usage", usage_json(r)},
-          // llama-server's extension: where the time went.
+          {"choices", std::move(list)},
+          {"usage", usage_json(choices)},
+          // llama-server's extension: where the time went (queued: waiting for a slot).
           {"timings",
-           {{"prompt_n", evaluated},
-            {"prompt_ms", 1e3 * r.prompt_s},
-            {"prompt_per_second", r.prompt_s > 0 ? evaluated / r.prompt_s : 0.0},
-            {"predicted_n", r.completion_tokens},
-            {"predicted_ms", 1e3 * r.decode_s},
-            {"predicted_per_second", decode_tps}}}};
+           {{"queued_ms", 1e3 * first.queued_s},
+            {"prompt_n", evaluated},
+            {"prompt_ms", 1e3 * first.prompt_s},
+            {"prompt_per_second", first.prompt_s > 0 ? evaluated / first.prompt_s : 0.0},
+            {"predicted_n", predicted},
+            {"predicted_ms", 1e3 * decode_s},
+            {"predicted_per_second", decode_s > 0 ? predicted / decode_s : 0.0}}}};
 }
 
 json completion_chunk(const CompletionRequest& req, const CompletionIds& ids,
-                      const std::string& delta, const std::string& finish_reason) {
-  json choice = {{"index", 0},
+                      const std::string& delta, const std::string& finish_reason, int index) {
+  json choice = {{"index", index},
                  {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
   if (req.chat) {
     choice["delta"] = finish_reason.empty() ? json{{"content", delta}} : json::object();

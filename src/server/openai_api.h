@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,7 +38,10 @@ struct CompletionRequest {
   GenerationParams generation;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  int n = 1;                   // choices, each its own sequence (choice i: seed + i)
 };
+
+inline constexpr int kMaxChoices = 16;
 
 struct ServerDefaults {
   int64_t max_tokens = -1;  // when the request has none: until EOS or a full context
@@ -54,12 +58,15 @@ struct CompletionIds {
   std::string model;  // model name
 };
 
+// One result per choice, in order.
 nlohmann::json completion_response(const CompletionRequest& req, const CompletionIds& ids,
-                                   const GenerationResult& r);
-// One streamed chunk: a text delta, or (finish_reason non-empty) the last one.
+                                   std::span<const GenerationResult> choices);
+// One streamed chunk of choice `index`: a text delta, or (finish_reason non-empty) its last one.
 nlohmann::json completion_chunk(const CompletionRequest& req, const CompletionIds& ids,
-                                const std::string& delta, const std::string& finish_reason);
-nlohmann::json usage_json(const GenerationResult& r);
+                                const std::string& delta, const std::string& finish_reason,
+                                int index = 0);
+// The prompt counted once, the choices' tokens added.
+nlohmann::json usage_json(std::span<const GenerationResult> choices);
 
 // JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
 std::string dump_json(const nlohmann::json& j);

@@ -1,0 +1,69 @@
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace strata {
+
+namespace {
+
+void metric(std::string& out, const char* name, const char* type, const char* help,
+            double value) {
+  out += fmt::format("# HELP strata_{0} {1}\n# TYPE strata_{0} {2}\nstrata_{0} {3}\n", name, help,
+                     type, value);
+}
+
+}  // namespace
+
+std::string prometheus_metrics(const SchedulerMetrics& m, const ConnectionStats& c) {
+  std::string out;
+  const auto d = [](auto v) { return static_cast<double>(v); };
+  metric(out, "requests_total", "counter", "Generation requests accepted.", d(m.requests));
+  metric(out, "requests_rejected_total", "counter",
+         "Generation requests refused with 503 (the queue was full).", d(m.rejected));
+  metric(out, "requests_cancelled_total", "counter",
+         "Generation requests whose client went away before the end.", d(m.cancelled));
+  metric(out, "sequences_finished_total", "counter", "Sequences (choices) that ended.",
+         d(m.finished));
+  metric(out, "prompt_tokens_total", "counter", "Prompt tokens evaluated (cached ones not).",
+         d(m.prompt_tokens));
+  metric(out, "generated_tokens_total", "counter", "Tokens evaluated while generating.",
+         d(m.generated_tokens));
+  metric(out, "prompt_seconds_total", "counter",
+         "Batch time spent on prompt tokens (a step's time shared out by its tokens).",
+         m.prompt_s);
+  metric(out, "decode_seconds_total", "counter",
+         "Batch time spent on generated tokens (a step's time shared out by its tokens).",
+         m.decode_s);
+  metric(out, "prompt_tokens_per_second", "gauge", "Prompt throughput over the server's life.",
+         m.prompt_s > 0 ? d(m.prompt_tokens) / m.prompt_s : 0.0);
+  metric(out, "decode_tokens_per_second", "gauge",
+         "Aggregate decode throughput over the server's life (all slots together).",
+         m.decode_s > 0 ? d(m.generated_tokens) / m.decode_s : 0.0);
+  metric(out, "batch_steps_total", "counter", "Batched forward passes.", d(m.steps));
+  metric(out, "batch_tokens_total", "counter", "Tokens in all batched forward passes.",
+         d(m.step_tokens));
+  metric(out, "queue_depth", "gauge", "Requests waiting for a slot.", d(m.queue_depth));
+  metric(out, "slots_busy", "gauge", "Slots holding a sequence.", d(m.slots_busy));
+  metric(out, "slots", "gauge", "Slots (--parallel).", d(m.slots));
+  metric(out, "http_connections_idle", "gauge",
+         "Connections waiting for their next request, off the workers.", d(c.parked));
+  metric(out, "http_workers", "gauge", "HTTP worker threads started.", d(c.workers));
+  metric(out, "http_workers_busy", "gauge", "HTTP worker threads serving a request.", d(c.busy));
+  return out;
+}
+
+nlohmann::json slots_json(const std::vector<SlotStatus>& slots, int64_t slot_context) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const SlotStatus& s : slots)
+    out.push_back({{"id", s.id},
+                   {"n_ctx", slot_context},
+                   {"state", s.state},
+                   {"is_processing", s.state != "idle"},
+                   {"request", s.job == 0 ? nlohmann::json() : nlohmann::json(s.job)},
+                   {"n_past", s.n_past},
+                   {"prompt_tokens", s.prompt_tokens},
+                   {"generated_tokens", s.generated}});
+  return out;
+}
+
+}  // namespace strata

@@ -55,6 +55,22 @@ class RawConnection {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
            static_cast<ssize_t>(bytes.size());
   }
+  // What is received until `marker` appears, the server closes or `timeout` passes.
+  std::string read_until(const std::string& marker, std::chrono::milliseconds timeout) {
+    std::string out;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (out.find(marker) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          end - std::chrono::steady_clock::now());
+      pollfd p{fd_, POLLIN, 0};
+      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
   // Everything received until the server closes or `timeout` passes; `closed` tells which.
   std::string read_all(std::chrono::milliseconds timeout, bool* closed = nullptr) {
     std::string out;
@@ -88,7 +104,11 @@ class ServerHttp : public ::testing::Test {
   void SetUp() override { start(); }
   void start(const std::function<void(ServerOptions&)>& adjust = {}) {
     model_ = Model::load(shipped_model());
-    session_ = std::make_unique<Session>(*model_, 64, pool_);
+    SessionOptions so;
+    so.n_seq = slots_;
+    server_.reset();  // its scheduler runs on the old session
+    session_.reset();
+    session_ = std::make_unique<Session>(*model_, slot_context_, pool_, so);
     ServerOptions o;
     o.port = 0;
     o.model_name = "tiny";
@@ -124,6 +144,8 @@ class ServerHttp : public ::testing::Test {
     return nlohmann::json::parse(res->body);
   }
 
+  int slots_ = 1;              // sequence slots of the session (set before restart())
+  int64_t slot_context_ = 64;  // positions per slot
   ThreadPool pool_{2};
   std::unique_ptr<Model> model_;
   std::unique_ptr<Session> session_;

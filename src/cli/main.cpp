@@ -1,8 +1,8 @@
 // strata: the command-line front end. Each subcommand lives in its own cmd_*.cpp.
 #include <cstdio>
 #include <string_view>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cli/commands.h"

@@ -74,7 +74,8 @@ void ConnectionPoller::run() {
       const auto now = Clock::now();
       for (const auto& [fd, p] : parked_) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(p.deadline - now);
-        timeout_ms = std::min<int>(timeout_ms, static_cast<int>(std::max<int64_t>(0, left.count() + 1)));
+        timeout_ms =
+            std::min<int>(timeout_ms, static_cast<int>(std::max<int64_t>(0, left.count() + 1)));
       }
     }
     const int n = ::epoll_wait(epoll_, events.data(), static_cast<int>(events.size()), timeout_ms);

@@ -5,7 +5,8 @@
 namespace strata {
 
 ElasticPool::ElasticPool(size_t max_threads, std::function<void()> before_shutdown)
-    : max_threads_(max_threads < 1 ? 1 : max_threads), before_shutdown_(std::move(before_shutdown)) {}
+    : max_threads_(max_threads < 1 ? 1 : max_threads),
+      before_shutdown_(std::move(before_shutdown)) {}
 
 ElasticPool::~ElasticPool() {
   shutdown();

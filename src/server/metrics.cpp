@@ -6,8 +6,7 @@ namespace strata {
 
 namespace {
 
-void metric(std::string& out, const char* name, const char* type, const char* help,
-            double value) {
+void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
   out += fmt::format("# HELP strata_{0} {1}\n# TYPE strata_{0} {2}\nstrata_{0} {3}\n", name, help,
                      type, value);
 }
@@ -29,8 +28,7 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const ConnectionStats&
   metric(out, "generated_tokens_total", "counter", "Tokens evaluated while generating.",
          d(m.generated_tokens));
   metric(out, "prompt_seconds_total", "counter",
-         "Batch time spent on prompt tokens (a step's time shared out by its tokens).",
-         m.prompt_s);
+         "Batch time spent on prompt tokens (a step's time shared out by its tokens).", m.prompt_s);
   metric(out, "decode_seconds_total", "counter",
          "Batch time spent on generated tokens (a step's time shared out by its tokens).",
          m.decode_s);

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "runtime/sampler.h"
@@ -42,16 +43,7 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
   cmd->add_option("-c,--ctx-size", o.ctx, "Context size (default: the model's, at most 4096)")
       ->check(in_range(int64_t{0}, int64_t{1} << 24));
-  cmd->add_option("--temp", o.sampling.temperature, "Temperature (0: greedy)")
-      ->check(in_range(0.0f, 100.0f));
-  cmd->add_option("--top-k", o.sampling.top_k, "Top-k (0: off)")->check(in_range(0, 1 << 30));
-  cmd->add_option("--top-p", o.sampling.top_p, "Top-p (1: off)")->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--min-p", o.sampling.min_p, "Min-p (0: off)")->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", o.sampling.repeat_penalty, "Repetition penalty (1: off)")
-      ->check(in_range(0.0f, 100.0f));
-  cmd->add_option("--repeat-last-n", o.sampling.repeat_last_n,
-                  "Tokens the penalty looks back over (-1: all)")
-      ->check(in_range(-1, 1 << 30));
+  add_sampling_flags(cmd, o.sampling);
   cmd->add_option("-s,--seed", o.seed, "Random seed (-1: from the clock)")
       ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
   cmd->add_flag("--no-bos", o.no_bos, "Do not add the BOS token");

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "server/http_server.h"
 
@@ -56,17 +57,7 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
   cmd->add_option("-n,--n-predict", o.n_predict,
                   "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
       ->check(in_range(int64_t{-1}, int64_t{1} << 30));
-  cmd->add_option("--temp", o.sampling.temperature, "Default temperature (0: greedy)")
-      ->check(in_range(0.0f, 100.0f));
-  cmd->add_option("--top-k", o.sampling.top_k, "Default top-k (0: off)")
-      ->check(in_range(0, 1 << 30));
-  cmd->add_option("--top-p", o.sampling.top_p, "Default top-p (1: off)")
-      ->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--min-p", o.sampling.min_p, "Default min-p (0: off)")
-      ->check(in_range(0.0f, 1.0f));
-  cmd->add_option("--repeat-penalty", o.sampling.repeat_penalty,
-                  "Default repetition penalty (1: off)")
-      ->check(in_range(0.0f, 100.0f));
+  add_sampling_flags(cmd, o.sampling, "Default");
   cmd->add_option("--timeout", o.timeout_s,
                   "Seconds a client has to send a whole request (line, headers, body) from its "
                   "first byte; the keep-alive idle limit is the smaller of this and 5 s")

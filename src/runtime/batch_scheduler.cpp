@@ -314,11 +314,12 @@ void BatchScheduler::step() {
   Timer timer;
   const std::span<const float> logits = session_.decode(batch);
   const double seconds = timer.seconds();
+  const int64_t v = model_.config.n_vocab;
+  // What slots() reads changes under m_ only (this thread alone writes it).
+  std::lock_guard lock(m_);
   // The cache now holds what was fed.
   for (const BatchToken& t : batch) cached_[static_cast<size_t>(t.seq)].push_back(t.token);
   for (size_t i = 0; i < reading.size(); ++i) reading[i]->fed += chunks[i];
-  const int64_t v = model_.config.n_vocab;
-  std::lock_guard lock(m_);
   ++metrics_.steps;
   metrics_.step_tokens += batch.size();
   metrics_.prompt_tokens += static_cast<uint64_t>(prompt_tokens);

@@ -27,6 +27,9 @@ struct Q8Activation {
   const float* lane_scale;
 };
 
+// Activations per call of the multi-token group kernels.
+inline constexpr int kGroupTokens = 8;
+
 struct CpuKernels {
   const char* name;
   // Dot products of one weight row with the activation vector, n elements. Q8_0 and Q4_0
@@ -68,6 +71,11 @@ struct CpuKernels {
   // every variant equals the scalar reference bit for bit.
   void (*matvec_q4_0x16)(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out);
   void (*matvec_q8_0x16)(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out);
+  // The Q4_0 group times n_x <= kGroupTokens activations at once: out[t][0..15] is
+  // matvec_q4_0x16 of xs[t] bit for bit. Fast variants unpack each block's nibbles once for all
+  // of them (a batched decode step or a prompt reads the group from cache n_x times less).
+  void (*matmat_q4_0x16)(const uint8_t* group, const Q8Activation* xs, int n_x, int64_t nb,
+                         float* const* out);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
   // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows

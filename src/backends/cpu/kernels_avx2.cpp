@@ -378,6 +378,7 @@ const CpuKernels kTable{
     .dot_bf16_tile = dot_bf16_tile,
     .matvec_q4_0x16 = matvec_q4_0x16,
     .matvec_q8_0x16 = matvec_q8_0x16,
+    .matmat_q4_0x16 = matmat_q4_0x16,
     .quantize_q8_0 = quantize_q8_0,
     .axpy_f32 = axpy_f32,
     .axpy_f16 = axpy_f16,

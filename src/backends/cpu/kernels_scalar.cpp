@@ -71,6 +71,11 @@ void matvec_q4_0x16(const uint8_t* group, const Q8Activation& xa, int64_t nb, fl
   }
 }
 
+void matmat_q4_0x16(const uint8_t* group, const Q8Activation* xs, int n_x, int64_t nb,
+                    float* const* out) {
+  for (int t = 0; t < n_x; ++t) matvec_q4_0x16(group, xs[t], nb, out[t]);
+}
+
 // Prompt-batch tiles: every pair as the single-vector reference computes it.
 void matvec_q8_0x16(const uint8_t* group, const Q8Activation& xa, int64_t nb, float* out) {
   const uint16_t* d = interleaved_scales(group);
@@ -242,6 +247,7 @@ const CpuKernels& scalar_kernels() {
       .dot_bf16_tile = dot_bf16_tile,
       .matvec_q4_0x16 = matvec_q4_0x16,
       .matvec_q8_0x16 = matvec_q8_0x16,
+      .matmat_q4_0x16 = matmat_q4_0x16,
       .quantize_q8_0 = quantize_row_q8_0,
       .axpy_f32 = axpy_f32,
       .axpy_f16 = axpy_f16,

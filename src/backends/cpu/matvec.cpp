@@ -193,6 +193,28 @@ void dot_kquant_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, in
 
 }  // namespace
 
+namespace {
+
+// Rows r .. r + 15 (one interleaved Q4_0 group) for every input, kGroupTokens at a time.
+void q4_0_group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
+                       std::span<const PreparedInput> x, float* y, int64_t y_stride) {
+  const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) *
+                                      interleaved_group_bytes(w.type, w.cols);
+  const int64_t batch = static_cast<int64_t>(x.size());
+  for (int64_t t0 = 0; t0 < batch; t0 += kGroupTokens) {
+    const int n = static_cast<int>(std::min<int64_t>(kGroupTokens, batch - t0));
+    Q8Activation xs[kGroupTokens];
+    float* out[kGroupTokens];
+    for (int t = 0; t < n; ++t) {
+      xs[t] = x[static_cast<size_t>(t0 + t)].q8();
+      out[t] = y + (t0 + t) * y_stride + r;
+    }
+    k.matmat_q4_0x16(group, xs, n, w.cols / kQK, out);
+  }
+}
+
+}  // namespace
+
 void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
                   std::span<const PreparedInput> x, ThreadPool& pool) {
   int64_t total = 0;
@@ -214,11 +236,15 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
       if (lo < hi && j.w->layout == Layout::Interleaved16 &&
           (!amx || !needs_q8_input(j.w->type) || (lo - offset) % kInterleavedRows != 0 ||
            (hi - offset) % kInterleavedRows != 0)) {
-        // Each token through the group kernel while the group is in cache.
+        // Each token through the group kernel while the group is in cache (Q4_0: up to
+        // kGroupTokens tokens per pass, the nibbles unpacked once).
         for (int64_t r = lo - offset; r < hi - offset;) {
           const int64_t next = std::min(hi - offset, (r / kInterleavedRows + 1) * kInterleavedRows);
-          for (int64_t b = 0; b < batch; ++b)
-            matvec_rows(k, *j.w, x[b], j.y + b * j.y_stride, r, next);
+          if (j.w->type == DType::Q4_0 && r % kInterleavedRows == 0 && next - r == kInterleavedRows)
+            q4_0_group_tokens(k, *j.w, r, x, j.y, j.y_stride);
+          else
+            for (int64_t b = 0; b < batch; ++b)
+              matvec_rows(k, *j.w, x[b], j.y + b * j.y_stride, r, next);
           r = next;
         }
       } else if (lo < hi && amx && needs_q8_input(j.w->type)) {

@@ -222,30 +222,34 @@ TEST(Kernels, InterleavedRowsEqualScalarDotBitForBit) {
       }
 }
 
-// The multi-token Q4_0 group kernel of every variant equals its one-token kernel per token.
-TEST(Kernels, InterleavedQ4GroupOfSeveralTokensEqualsOneAtATimeBitForBit) {
-  for (const CpuKernels* k : supported_kernels())
-    for (int64_t cols : {32, 160, 2048}) {
-      const TestMatrix i = interleaved(make_matrix(DType::Q4_0, 16, cols, 50 + cols));
-      std::vector<PreparedInput> in(kGroupTokens);
-      std::vector<Q8Activation> xs;
-      for (int t = 0; t < kGroupTokens; ++t) {
-        const auto x = random_values(cols, 60 + t);
-        in[t].prepare(*k, x.data(), cols, true);
-        xs.push_back(in[t].q8());
-      }
-      for (int n = 1; n <= kGroupTokens; ++n) {
-        std::vector<float> y(static_cast<size_t>(n * 16), -1.0f), one(16);
-        std::vector<float*> out;
-        for (int t = 0; t < n; ++t) out.push_back(y.data() + t * 16);
-        k->matmat_q4_0x16(i.view.data, xs.data(), n, cols / 32, out.data());
-        for (int t = 0; t < n; ++t) {
-          k->matvec_q4_0x16(i.view.data, xs[t], cols / 32, one.data());
-          for (int r = 0; r < 16; ++r)
-            ASSERT_EQ(y[t * 16 + r], one[r]) << k->name << " " << n << " tokens, token " << t;
+// The multi-token group kernels of every variant equal their one-token kernels per token.
+TEST(Kernels, InterleavedGroupOfSeveralTokensEqualsOneAtATimeBitForBit) {
+  for (DType type : kInterleavedTypes)
+    for (const CpuKernels* k : supported_kernels())
+      for (int64_t cols : {32, 160, 2048}) {
+        const TestMatrix i = interleaved(make_matrix(type, 16, cols, 50 + cols));
+        const auto several = type == DType::Q8_0 ? k->matmat_q8_0x16 : k->matmat_q4_0x16;
+        const auto one_kernel = type == DType::Q8_0 ? k->matvec_q8_0x16 : k->matvec_q4_0x16;
+        std::vector<PreparedInput> in(kGroupTokens);
+        std::vector<Q8Activation> xs;
+        for (int t = 0; t < kGroupTokens; ++t) {
+          const auto x = random_values(cols, 60 + t);
+          in[t].prepare(*k, x.data(), cols, true);
+          xs.push_back(in[t].q8());
+        }
+        for (int n = 1; n <= kGroupTokens; ++n) {
+          std::vector<float> y(static_cast<size_t>(n * 16), -1.0f), one(16);
+          std::vector<float*> out;
+          for (int t = 0; t < n; ++t) out.push_back(y.data() + t * 16);
+          several(i.view.data, xs.data(), n, cols / 32, out.data());
+          for (int t = 0; t < n; ++t) {
+            one_kernel(i.view.data, xs[t], cols / 32, one.data());
+            for (int r = 0; r < 16; ++r)
+              ASSERT_EQ(y[t * 16 + r], one[r])
+                  << dtype_name(type) << " " << k->name << " " << n << " tokens, token " << t;
+          }
         }
       }
-    }
 }
 
 // Batched products of an interleaved matrix (AMX tiles where the CPU has them, else the group

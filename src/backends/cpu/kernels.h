@@ -71,10 +71,13 @@ struct CpuKernels {
   // every variant equals the scalar reference bit for bit.
   void (*matvec_q4_0x16)(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out);
   void (*matvec_q8_0x16)(const uint8_t* group, const Q8Activation& x, int64_t nb, float* out);
-  // The Q4_0 group times n_x <= kGroupTokens activations at once: out[t][0..15] is
-  // matvec_q4_0x16 of xs[t] bit for bit. Fast variants unpack each block's nibbles once for all
-  // of them (a batched decode step or a prompt reads the group from cache n_x times less).
+  // The Q4_0 (Q8_0) group times n_x <= kGroupTokens activations at once: out[t][0..15] is
+  // matvec_q4_0x16 (matvec_q8_0x16) of xs[t] bit for bit. Fast variants unpack each block's nibbles
+  // once for all of them (a batched decode step or a prompt reads the group from cache n_x times
+  // less).
   void (*matmat_q4_0x16)(const uint8_t* group, const Q8Activation* xs, int n_x, int64_t nb,
+                         float* const* out);
+  void (*matmat_q8_0x16)(const uint8_t* group, const Q8Activation* xs, int n_x, int64_t nb,
                          float* const* out);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);

@@ -379,6 +379,7 @@ const CpuKernels kTable{
     .matvec_q4_0x16 = matvec_q4_0x16,
     .matvec_q8_0x16 = matvec_q8_0x16,
     .matmat_q4_0x16 = matmat_q4_0x16,
+    .matmat_q8_0x16 = matmat_q8_0x16,
     .quantize_q8_0 = quantize_q8_0,
     .axpy_f32 = axpy_f32,
     .axpy_f16 = axpy_f16,

@@ -94,6 +94,11 @@ void matvec_q8_0x16(const uint8_t* group, const Q8Activation& xa, int64_t nb, fl
   }
 }
 
+void matmat_q8_0x16(const uint8_t* group, const Q8Activation* xs, int n_x, int64_t nb,
+                    float* const* out) {
+  for (int t = 0; t < n_x; ++t) matvec_q8_0x16(group, xs[t], nb, out[t]);
+}
+
 void dot_f32_tile(const float* w, int64_t stride, int n_rows, const float* const* x, int n_x,
                   int64_t n, float* out) {
   for (int r = 0; r < n_rows; ++r)
@@ -248,6 +253,7 @@ const CpuKernels& scalar_kernels() {
       .matvec_q4_0x16 = matvec_q4_0x16,
       .matvec_q8_0x16 = matvec_q8_0x16,
       .matmat_q4_0x16 = matmat_q4_0x16,
+      .matmat_q8_0x16 = matmat_q8_0x16,
       .quantize_q8_0 = quantize_row_q8_0,
       .axpy_f32 = axpy_f32,
       .axpy_f16 = axpy_f16,

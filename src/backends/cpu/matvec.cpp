@@ -195,9 +195,9 @@ void dot_kquant_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, in
 
 namespace {
 
-// Rows r .. r + 15 (one interleaved Q4_0 group) for every input, kGroupTokens at a time.
-void q4_0_group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
-                       std::span<const PreparedInput> x, float* y, int64_t y_stride) {
+// Rows r .. r + 15 (one interleaved Q4_0/Q8_0 group) for every input, kGroupTokens at a time.
+void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
+                  std::span<const PreparedInput> x, float* y, int64_t y_stride) {
   const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) *
                                       interleaved_group_bytes(w.type, w.cols);
   const int64_t batch = static_cast<int64_t>(x.size());
@@ -209,7 +209,7 @@ void q4_0_group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
       xs[t] = x[static_cast<size_t>(t0 + t)].q8();
       out[t] = y + (t0 + t) * y_stride + r;
     }
-    k.matmat_q4_0x16(group, xs, n, w.cols / kQK, out);
+    (w.type == DType::Q8_0 ? k.matmat_q8_0x16 : k.matmat_q4_0x16)(group, xs, n, w.cols / kQK, out);
   }
 }
 
@@ -236,12 +236,13 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
       if (lo < hi && j.w->layout == Layout::Interleaved16 &&
           (!amx || !needs_q8_input(j.w->type) || (lo - offset) % kInterleavedRows != 0 ||
            (hi - offset) % kInterleavedRows != 0)) {
-        // Each token through the group kernel while the group is in cache (Q4_0: up to
-        // kGroupTokens tokens per pass, the nibbles unpacked once).
+        // Each token through the group kernel while the group is in cache (Q4_0/Q8_0: up to
+        // kGroupTokens tokens per pass, each block unpacked once).
         for (int64_t r = lo - offset; r < hi - offset;) {
           const int64_t next = std::min(hi - offset, (r / kInterleavedRows + 1) * kInterleavedRows);
-          if (j.w->type == DType::Q4_0 && r % kInterleavedRows == 0 && next - r == kInterleavedRows)
-            q4_0_group_tokens(k, *j.w, r, x, j.y, j.y_stride);
+          if (j.w->type != DType::Q4_K && r % kInterleavedRows == 0 &&
+              next - r == kInterleavedRows)
+            group_tokens(k, *j.w, r, x, j.y, j.y_stride);
           else
             for (int64_t b = 0; b < batch; ++b)
               matvec_rows(k, *j.w, x[b], j.y + b * j.y_stride, r, next);

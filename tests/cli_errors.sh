@@ -136,6 +136,13 @@ kill "$holder" 2>/dev/null
 expect_error "not a finite number" "$strata" run -m "$model" -p hi -n 1 --temp nan
 expect_error "not a finite number" "$strata" run -m "$model" -p hi -n 1 --top-p inf
 expect_error "not a finite number" "$strata" serve -m "$model" --min-p nan
+# Slots and the queue (llama.cpp's -np), and batched.
+expect_error "parallel" "$strata" serve -m "$model" -np 0
+expect_error "positions each" "$strata" serve -m "$model" -np 8 -c 8 --port 18932
+expect_error "max-queue" "$strata" serve -m "$model" --max-queue -1
+expect_error "parallel" "$strata" batched -m "$model" -np 0
+expect_error "no tokenizer" "$strata" batched -m "$work/sparse.gguf" -np 2
+expect_error "n-predict" "$strata" batched -m "$model" -n 0
 expect_error "out of range" "$strata" run -m "$model" -p hi -n 1 --seed 99999999999999999999
 expect_error "not a whole number" "$strata" synth --preset tiny --seed -1 -o "$work/x.gguf"
 expect_error "empty" "$strata" run -m "$model" -p hi -n 1 --ram-budget ''

@@ -166,6 +166,36 @@ TEST(BatchScheduler, SeededSamplingIsReproduciblePerRequestAndChoicesDiffer) {
   for (const auto& piece : pieces) EXPECT_TRUE(piece.choice >= 0 && piece.choice < 3);
 }
 
+// Choices of one prompt read it once: choice 0 evaluates it, the others copy its KV entries
+// and sample their first token from its logits; the text is what each gives reading it alone.
+TEST(BatchScheduler, ChoicesReadTheirPromptOnce) {
+  const std::string path = shipped_as(QuantRecipe::Q8_0, "q8_0_choices");
+  const auto m = Model::load(path);
+  ThreadPool pool(2);
+  SessionOptions so;
+  so.n_seq = 4;
+  Session session(*m, 128, pool, so);
+  BatchScheduler sched(*m, session);
+  GenerationParams p = greedy(12);
+  p.sampling.temperature = 1.0f;
+  p.sampling.seed = 11;
+  const auto prompt = m->tokenizer->encode("The earth was without form, and void", true);
+  auto job = sched.submit({prompt, p, 4});
+  ASSERT_NE(job, nullptr);
+  std::vector<JobHandle::Piece> pieces;
+  while (!job->wait(pieces, std::chrono::milliseconds(1000))) {
+  }
+  EXPECT_EQ(sched.metrics().prompt_tokens, prompt.size());
+  // Each choice alone: a fresh session, seed + i.
+  for (int i = 0; i < 4; ++i) {
+    GenerationParams alone_params = p;
+    alone_params.sampling.seed = p.sampling.seed + static_cast<uint64_t>(i);
+    EXPECT_EQ(job->results()[static_cast<size_t>(i)].text,
+              alone(*m, {prompt}, alone_params)[0].text)
+        << "choice " << i;
+  }
+}
+
 TEST(BatchScheduler, ACancelledRequestFreesItsSlotAndTheQueueLimitRefuses) {
   const auto m = Model::load(shipped_model());
   ThreadPool pool(2);

@@ -165,6 +165,9 @@ class Backend {
   virtual uint64_t keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
                                int64_t begin, int64_t end) = 0;
   virtual void add(float* x, const float* y, int64_t count) = 0;  // x += y
+  // bytes from src to dst, both in this device's memory, not overlapping (KV rows of one
+  // sequence copied to another).
+  virtual void copy(void* dst, const void* src, uint64_t bytes) = 0;
   // out = the row of `type` elements as f32 (embedding lookup).
   virtual void dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) = 0;
 

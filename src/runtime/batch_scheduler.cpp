@@ -57,6 +57,10 @@ struct BatchScheduler::Job {
   std::shared_ptr<JobHandle> handle;
   int placed = 0;  // choices given a slot
   Timer since_submit;
+  // Choice 0 while it reads the prompt, and the choices placed with it: they wait, and take
+  // a copy of its KV entries and its first logits, so the prompt is evaluated once.
+  Sequence* leader = nullptr;
+  std::vector<Sequence*> followers;
 };
 
 // One choice of a job in a slot.
@@ -74,6 +78,7 @@ struct BatchScheduler::Sequence {
   }
   const std::vector<int32_t>& prompt() const { return job->request.prompt; }
   bool reading_prompt() const { return fed < static_cast<int64_t>(prompt().size()); }
+  bool in_batch() const { return !follows; }
 
   std::shared_ptr<Job> job;
   int choice, slot;
@@ -81,6 +86,7 @@ struct BatchScheduler::Sequence {
   CompletionText text;
   std::vector<int32_t> history;  // prompt and generated tokens (the repetition penalty's)
   int64_t fed = 0;               // tokens of the prompt in the slot's cache
+  bool follows = false;          // waits for the leader's copy of the prompt (Job::leader)
   int32_t next = -1;             // a sampled token to evaluate next (generating)
   GenerationResult result;
   Timer started;  // admitted to the slot
@@ -267,6 +273,12 @@ void BatchScheduler::admit() {
     seq->result.prompt_tokens = static_cast<int64_t>(job->request.prompt.size());
     seq->result.cached_tokens = choice.keep;
     seq->result.queued_s = job->since_submit.seconds();
+    if (seq->choice == 0 && seq->reading_prompt()) {
+      job->leader = seq.get();
+    } else if (job->leader != nullptr) {
+      seq->follows = true;
+      job->followers.push_back(seq.get());
+    }
     slots_[slot] = std::move(seq);
     if (++job->placed == job->request.n) waiting_.pop_front();
   }
@@ -282,7 +294,7 @@ void BatchScheduler::step() {
   std::vector<Sequence*> reading;
   std::vector<int64_t> remaining;
   for (auto& s : slots_) {
-    if (!s) continue;
+    if (!s || !s->in_batch()) continue;
     if (s->reading_prompt()) {
       reading.push_back(s.get());
       continue;
@@ -340,6 +352,7 @@ void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
     s.result.prompt_s = s.started.seconds();
     s.started.reset();
   }
+  if (s.job->leader == &s) release_followers(s, logits);
   const GenerationParams& p = s.job->request.params;
   const Tokenizer& tok = *model_.tokenizer;
   const int32_t next = s.sampler.sample(logits, s.history);
@@ -352,6 +365,21 @@ void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
   if (p.max_tokens >= 0 && s.result.completion_tokens >= p.max_tokens) return finish(s, "length");
   if (session_.n_past(s.slot) >= session_.n_ctx()) return finish(s, "length");
   s.next = next;
+}
+
+void BatchScheduler::release_followers(Sequence& leader, std::span<const float> logits) {
+  Job& job = *leader.job;
+  job.leader = nullptr;
+  const auto n = static_cast<int64_t>(leader.prompt().size());
+  std::vector<Sequence*> followers;
+  followers.swap(job.followers);
+  for (Sequence* f : followers) {
+    session_.copy_sequence(leader.slot, f->slot, n);
+    cached_[static_cast<size_t>(f->slot)] = leader.prompt();
+    f->fed = n;
+    f->follows = false;
+    on_logits(*f, logits);  // its first token from the same logits, with its own sampler
+  }
 }
 
 void BatchScheduler::deliver(Sequence& s, std::string_view text) {
@@ -373,6 +401,9 @@ void BatchScheduler::finish(Sequence& s, const char* reason) {
     deliver(s, s.text.take());
   }
   s.result.text = s.text.text();
+  Job& job = *s.job;
+  if (job.leader == &s) job.leader = nullptr;
+  std::erase(job.followers, &s);
   JobHandle& h = *s.job->handle;
   {
     std::lock_guard hl(h.m_);

@@ -132,6 +132,7 @@ class BatchScheduler {
   void drop_cancelled();  // with m_ held
   void step();
   void on_logits(Sequence& s, std::span<const float> logits);
+  void release_followers(Sequence& leader, std::span<const float> logits);
   void finish(Sequence& s, const char* reason);
   void deliver(Sequence& s, std::string_view text);
 

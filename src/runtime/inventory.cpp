@@ -79,9 +79,8 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   inv.embd_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
   // Today's smallest cache that decodes: a pass holds at least this many neurons.
   inv.min_cache_slots = std::min<int64_t>(c.n_ff, std::max<int64_t>(64, c.n_ff / 8));
-  const uint64_t kv_layer =
-      Session::kv_cache_bytes(c, r.n_ctx * r.n_seq, r.k_type, r.v_type) /
-      static_cast<uint64_t>(c.n_layer);
+  const uint64_t kv_layer = Session::kv_cache_bytes(c, r.n_ctx * r.n_seq, r.k_type, r.v_type) /
+                            static_cast<uint64_t>(c.n_layer);
   uint64_t placed = 0;  // bytes of the resident file copy that the layers and output account for
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];

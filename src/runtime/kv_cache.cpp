@@ -22,7 +22,8 @@ KvCache::KvCache(Backend& backend, const ModelConfig& c, int64_t n_ctx, DType k_
       k_type_(k_type),
       v_type_(v_type),
       n_ctx_(n_ctx),
-      kv_dim_(c.n_head_kv * c.head_dim) {
+      kv_dim_(c.n_head_kv * c.head_dim),
+      n_layer_(c.n_layer) {
   const uint64_t need = bytes(c, n_ctx, k_type, v_type);
   if (backend.device() == Device::Host && need > AnonymousMemory::available())
     fail(
@@ -43,6 +44,20 @@ KvCache::KvCache(Backend& backend, const ModelConfig& c, int64_t n_ctx, DType k_
 KvCache::~KvCache() {
   backend_.release(k_);
   backend_.release(v_);
+}
+
+void KvCache::copy_rows(int64_t from, int64_t to, int64_t n) {
+  const auto kb = static_cast<uint64_t>(kv_dim_) * dtype_info(k_type_).block_bytes;
+  const auto vb = static_cast<uint64_t>(kv_dim_) * dtype_info(v_type_).block_bytes;
+  for (int64_t l = 0; l < n_layer_; ++l) {
+    const KvLayer kv = layer(l);
+    auto* k = static_cast<uint8_t*>(kv.k);
+    auto* v = static_cast<uint8_t*>(kv.v);
+    backend_.copy(k + static_cast<uint64_t>(to) * kb, k + static_cast<uint64_t>(from) * kb,
+                  static_cast<uint64_t>(n) * kb);
+    backend_.copy(v + static_cast<uint64_t>(to) * vb, v + static_cast<uint64_t>(from) * vb,
+                  static_cast<uint64_t>(n) * vb);
+  }
 }
 
 KvLayer KvCache::layer(int64_t l) const {

@@ -21,12 +21,14 @@ class KvCache {
   static uint64_t bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
   uint64_t bytes() const { return k_.bytes + v_.bytes; }
   KvLayer layer(int64_t l) const;
+  // Rows [from, from + n) of every layer's keys and values copied to rows [to, to + n).
+  void copy_rows(int64_t from, int64_t to, int64_t n);
 
  private:
   Backend& backend_;
   Buffer k_, v_;
   DType k_type_, v_type_;
-  int64_t n_ctx_, kv_dim_;
+  int64_t n_ctx_, kv_dim_, n_layer_;
 };
 
 }  // namespace strata

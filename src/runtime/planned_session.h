@@ -22,8 +22,8 @@ enum class SolverChoice { Auto, Greedy, Ilp };
 struct RunRequest {
   FfnMode mode = FfnMode::Dense;
   bool check_predictor = false;
-  int64_t n_ctx = 0;  // positions per sequence
-  int n_seq = 1;      // sequences held at once (server slots), each with n_ctx positions
+  int64_t n_ctx = 0;        // positions per sequence
+  int n_seq = 1;            // sequences held at once (server slots), each with n_ctx positions
   int64_t logits_rows = 1;  // perplexity and logits ask for every token's logits
   DType k_type = DType::F32, v_type = DType::F32;
   Budgets budgets;

@@ -177,6 +177,13 @@ void Session::truncate(int seq, int64_t n) {
   past = std::clamp<int64_t>(n, 0, past);
 }
 
+void Session::copy_sequence(int from, int to, int64_t n) {
+  if (from == to || n_past(from) < n || n < 0)
+    fail("cannot copy {} positions of sequence {}", n, from);
+  kv_->copy_rows(from * n_ctx_, to * n_ctx_, n);
+  n_past_.at(static_cast<size_t>(to)) = n;
+}
+
 std::span<const float> Session::eval(std::span<const int32_t> tokens, bool all_logits) {
   one_seq_.clear();
   for (size_t i = 0; i < tokens.size(); ++i)

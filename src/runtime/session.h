@@ -108,6 +108,10 @@ class Session {
   void truncate(int64_t n) { truncate(0, n); }
   void truncate(int seq, int64_t n);
 
+  // Sequence `to` becomes the first n positions of sequence `from` (their KV entries copied):
+  // choices of one prompt read it once.
+  void copy_sequence(int from, int to, int64_t n);
+
   int64_t n_past() const { return n_past_[0]; }
   int64_t n_past(int seq) const { return n_past_.at(static_cast<size_t>(seq)); }
   int n_seq() const { return static_cast<int>(n_past_.size()); }

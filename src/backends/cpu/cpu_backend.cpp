@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/attention.h"
@@ -263,6 +264,10 @@ uint64_t CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64
 
 void CpuBackend::add(float* x, const float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void CpuBackend::copy(void* dst, const void* src, uint64_t bytes) {
+  std::memcpy(dst, src, bytes);
 }
 
 void CpuBackend::dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) {

@@ -68,6 +68,7 @@ class CpuBackend final : public Backend {
   uint64_t keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                        int64_t end) override;
   void add(float* x, const float* y, int64_t count) override;
+  void copy(void* dst, const void* src, uint64_t bytes) override;
   void dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) override;
 
   Event record() override;

@@ -80,6 +80,13 @@ std::vector<GenerationResult> alone(const Model& m, const std::vector<std::vecto
   return out;
 }
 
+// Waits for the job's end; its pieces go to `pieces` when given.
+void wait_done(JobHandle& job, std::vector<JobHandle::Piece>* pieces = nullptr) {
+  std::vector<JobHandle::Piece> mine;
+  while (!job.wait(pieces ? *pieces : mine, std::chrono::milliseconds(100))) {
+  }
+}
+
 // Submits every prompt at once and waits for all.
 std::vector<GenerationResult> batched(BatchScheduler& sched,
                                       const std::vector<std::vector<int32_t>>& ps,
@@ -93,8 +100,7 @@ std::vector<GenerationResult> batched(BatchScheduler& sched,
   for (auto& j : jobs) {
     std::vector<JobHandle::Piece> pieces;
     std::string streamed;
-    while (!j->wait(pieces, std::chrono::milliseconds(1000))) {
-    }
+    wait_done(*j, &pieces);
     for (auto& p : pieces) streamed += p.text;
     EXPECT_EQ(streamed, j->results()[0].text) << "the streamed pieces add up to the text";
     out.push_back(j->results()[0]);
@@ -158,8 +164,7 @@ TEST(BatchScheduler, SeededSamplingIsReproduciblePerRequestAndChoicesDiffer) {
   auto job = sched.submit({prompt, p, 3});
   ASSERT_NE(job, nullptr);
   std::vector<JobHandle::Piece> pieces;
-  while (!job->wait(pieces, std::chrono::milliseconds(1000))) {
-  }
+  wait_done(*job, &pieces);
   ASSERT_EQ(job->results().size(), 3u);
   EXPECT_EQ(job->results()[0].text, first.text) << "choice 0 samples with the request's seed";
   EXPECT_NE(job->results()[1].text, job->results()[0].text) << "choice 1: seed + 1";
@@ -182,9 +187,7 @@ TEST(BatchScheduler, ChoicesReadTheirPromptOnce) {
   const auto prompt = m->tokenizer->encode("The earth was without form, and void", true);
   auto job = sched.submit({prompt, p, 4});
   ASSERT_NE(job, nullptr);
-  std::vector<JobHandle::Piece> pieces;
-  while (!job->wait(pieces, std::chrono::milliseconds(1000))) {
-  }
+  wait_done(*job);
   EXPECT_EQ(sched.metrics().prompt_tokens, prompt.size());
   // Each choice alone: a fresh session, seed + i.
   for (int i = 0; i < 4; ++i) {
@@ -217,11 +220,9 @@ TEST(BatchScheduler, ACancelledRequestFreesItsSlotAndTheQueueLimitRefuses) {
   EXPECT_EQ(sched.submit({prompt, greedy(4), 1}), nullptr) << "over max_queue";
   EXPECT_EQ(sched.metrics().rejected, 1u);
   a->cancel();
-  while (!a->wait(pieces, std::chrono::milliseconds(100))) {
-  }
+  wait_done(*a);
   EXPECT_TRUE(a->results()[0].cancelled);
-  while (!b->wait(pieces, std::chrono::milliseconds(100))) {
-  }
+  wait_done(*b);
   EXPECT_FALSE(b->results()[0].cancelled);
   EXPECT_EQ(b->results()[0].completion_tokens, 4);
   // b reused the prefix a left in the slot.
@@ -236,13 +237,11 @@ TEST(BatchScheduler, ACancelledRequestFreesItsSlotAndTheQueueLimitRefuses) {
   auto d = sched.submit({prompt, greedy(2), 1});
   ASSERT_NE(d, nullptr);
   d->cancel();
-  while (!d->wait(pieces, std::chrono::milliseconds(100))) {
-  }
+  wait_done(*d);
   EXPECT_TRUE(d->results()[0].cancelled);
   EXPECT_EQ(d->results()[0].completion_tokens, 0);
   c->cancel();
-  while (!c->wait(pieces, std::chrono::milliseconds(100))) {
-  }
+  wait_done(*c);
   EXPECT_NE(sched.submit({prompt, greedy(1), 1}), nullptr) << "the queue recovered";
 }
 
@@ -261,9 +260,7 @@ TEST(BatchScheduler, BadRequestsAreErrorsAndAFullContextEndsWithLength) {
   const std::vector<int32_t> prompt(10, 7);
   auto j = sched.submit({prompt, greedy(-1), 2});
   ASSERT_NE(j, nullptr);
-  std::vector<JobHandle::Piece> pieces;
-  while (!j->wait(pieces, std::chrono::milliseconds(1000))) {
-  }
+  wait_done(*j);
   for (const GenerationResult& r : j->results()) {
     if (r.finish_reason == "stop") continue;  // EOS came first
     EXPECT_EQ(r.finish_reason, "length");

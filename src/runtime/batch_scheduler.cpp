@@ -119,14 +119,7 @@ void BatchScheduler::stop() {
 }
 
 std::shared_ptr<JobHandle> BatchScheduler::submit(JobRequest request) {
-  const int64_t n_ctx = session_.n_ctx();
-  const auto& prompt = request.prompt;
-  if (prompt.empty()) fail("the prompt is empty");
-  if (static_cast<int64_t>(prompt.size()) >= n_ctx)
-    fail("the prompt has {} tokens but the context holds {}", prompt.size(), n_ctx);
-  for (int32_t t : prompt)
-    if (t < 0 || t >= model_.config.n_vocab)
-      fail("token id {} is outside the vocabulary (0..{})", t, model_.config.n_vocab - 1);
+  check_prompt(request.prompt, model_.config.n_vocab, session_.n_ctx());
   if (request.n < 1) fail("a request asks for at least one choice, not {}", request.n);
   auto job = std::make_shared<Job>();
   job->handle = std::make_shared<JobHandle>();

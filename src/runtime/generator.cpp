@@ -8,6 +8,15 @@
 
 namespace strata {
 
+void check_prompt(std::span<const int32_t> prompt, int64_t n_vocab, int64_t n_ctx) {
+  if (prompt.empty()) fail("the prompt is empty");
+  if (static_cast<int64_t>(prompt.size()) >= n_ctx)
+    fail("the prompt has {} tokens but the context holds {}", prompt.size(), n_ctx);
+  for (int32_t t : prompt)
+    if (t < 0 || t >= n_vocab)
+      fail("token id {} is outside the vocabulary (0..{})", t, n_vocab - 1);
+}
+
 Generator::Generator(const Model& model, Session& session) : model_(model), session_(session) {
   if (!model.tokenizer) fail("text generation needs a model with a tokenizer");
 }
@@ -17,12 +26,7 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
                                      const std::function<bool(std::string_view)>& on_text) {
   const Tokenizer& tok = *model_.tokenizer;
   const int64_t n_ctx = session_.n_ctx();
-  if (prompt.empty()) fail("the prompt is empty");
-  if (static_cast<int64_t>(prompt.size()) >= n_ctx)
-    fail("the prompt has {} tokens but the context holds {}", prompt.size(), n_ctx);
-  for (int32_t t : prompt)
-    if (t < 0 || t >= model_.config.n_vocab)
-      fail("token id {} is outside the vocabulary (0..{})", t, model_.config.n_vocab - 1);
+  check_prompt(prompt, model_.config.n_vocab, n_ctx);
 
   GenerationResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,10 @@ struct GenerationResult {
   bool cancelled = false;                           // on_text returned false (the client went away)
   std::string error;  // the engine failed (a batch scheduler's step threw)
 };
+
+// Fails (strata::Error) when the prompt is empty, does not leave room for one generated token
+// in n_ctx positions, or has a token id outside the vocabulary.
+void check_prompt(std::span<const int32_t> prompt, int64_t n_vocab, int64_t n_ctx);
 
 class Generator {
  public:

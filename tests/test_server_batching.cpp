@@ -117,6 +117,25 @@ TEST_F(ServerBatching, ADisconnectingClientFreesItsSlot) {
   EXPECT_EQ(metric("requests_cancelled_total"), 1);
 }
 
+// stop() (Ctrl-C) ends generations in flight instead of waiting them out (before: a stream of
+// 8000 tokens kept `strata serve` running 16 s after SIGINT).
+TEST_F(ServerBatching, StopEndsGenerationsInFlight) {
+  slot_context_ = kLongContext;
+  restart({});
+  RawConnection raw(port_);
+  ASSERT_TRUE(raw.send(stream_request(kLongRequest)));
+  ASSERT_NE(raw.read_until("\"text\"", std::chrono::milliseconds(2000)).find("data: "),
+            std::string::npos);
+  const auto t0 = std::chrono::steady_clock::now();
+  stop();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 1.0) << "stop() waited for the generation";
+  bool closed = false;
+  raw.read_all(std::chrono::milliseconds(1000), &closed);
+  EXPECT_TRUE(closed) << "the stream's connection was left open";
+  start();  // for TearDown
+}
+
 TEST_F(ServerBatching, OverTheQueueLimitIs503AndTheServerRecovers) {
   slots_ = 1;
   slot_context_ = kLongContext;

@@ -21,6 +21,7 @@ struct HttpServer::Impl {
   ServerOptions options;
   BatchScheduler scheduler;
   std::atomic<uint64_t> next_id{1};
+  std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
   GuardedServer http;
 
   Impl(const Model& m, Session& s, ServerOptions o)
@@ -101,7 +102,7 @@ struct HttpServer::Impl {
                  r->prompt_s > 0 ? (r->prompt_tokens - r->cached_tokens) / r->prompt_s : 0.0,
                  r->completion_tokens, n > 1 ? fmt::format(" (choice 0 of {})", n) : "",
                  r->decode_s > 0 ? r->completion_tokens / r->decode_s : 0.0,
-                 r->cancelled        ? "cancelled by the client"
+                 r->cancelled        ? "cancelled (client gone or server stopping)"
                  : !r->error.empty() ? "failed: " + r->error
                                      : r->finish_reason);
     }
@@ -144,9 +145,14 @@ struct HttpServer::Impl {
   }
 
   // Waits for the job's end, cancelling it when the client goes away.
-  static void wait_for(JobHandle& job, std::vector<JobHandle::Piece>& pieces) {
+  // Whether the request being served should stop: its client is gone, or the server stops
+  // (so that stop() ends in-flight generations instead of waiting them out).
+  bool abandoned() const { return stopping || GuardedServer::client_gone(); }
+
+  // Waits for the job's end, cancelling it when it is abandoned.
+  void wait_for(JobHandle& job, std::vector<JobHandle::Piece>& pieces) const {
     while (!job.wait(pieces, std::chrono::milliseconds(50)))
-      if (!job.cancelled() && GuardedServer::client_gone()) job.cancel();
+      if (!job.cancelled() && abandoned()) job.cancel();
   }
 
   static bool any_failed(const JobHandle& job) {
@@ -164,7 +170,7 @@ struct HttpServer::Impl {
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count(),
                             options.model_name};
-    if (GuardedServer::client_gone()) return GuardedServer::close_after_response(res);
+    if (abandoned()) return GuardedServer::close_after_response(res);
     auto job = submit(*req, std::move(ids));
     if (!req->stream) {
       std::vector<JobHandle::Piece> pieces;
@@ -181,10 +187,14 @@ struct HttpServer::Impl {
     res.set_chunked_content_provider(
         "text/event-stream", [this, req, job, cid, method, path](size_t, httplib::DataSink& sink) {
           const bool sent = stream(*req, *job, cid, sink);
-          if (!sent) job->cancel();
+          if (!sent) {
+            job->cancel();
+            std::vector<JobHandle::Piece> rest;
+            wait_for(*job, rest);  // the results are complete once it is done
+          }
           httplib::Request logged;
           logged.method = method, logged.path = path;
-          if (job->results().size() > 0) log(logged, 200, &job->results()[0], req->n);
+          log(logged, 200, &job->results()[0], req->n);
           return sent;
         });
   }
@@ -209,7 +219,7 @@ struct HttpServer::Impl {
       for (const JobHandle::Piece& p : pieces)
         if (!send(completion_chunk(req, cid, p.text, "", p.choice))) return false;
       pieces.clear();
-      if (!done && GuardedServer::client_gone()) return false;
+      if (!done && abandoned()) return false;
     }
     if (any_failed(job)) {
       send(error_body(500, "internal error: " + job.results()[0].error));
@@ -356,6 +366,8 @@ void HttpServer::listen() {
 }
 
 void HttpServer::stop() {
+  // Only an atomic store and httplib's stop: this runs in a signal handler.
+  impl_->stopping = true;
   impl_->http.stop();
 }
 

@@ -42,6 +42,8 @@ class HttpServer {
   // the reason when the address cannot be bound.
   int bind();
   void listen();  // serves until stop(); call after bind()
+  // Ends listen(): requests still generating are cancelled at their next step (their clients'
+  // connections close), so this returns promptly. Safe from a signal handler.
   void stop();
   // Serves one connected socket on the calling thread until it closes (fuzzing, tests).
   void serve_connection(int sock);

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "offline/quantize.h"
 #include "runtime/batch_scheduler.h"
+#include "runtime/slot_context.h"
 #include "server_fixture.h"
 #include "test_helpers.h"
 
@@ -35,6 +36,19 @@ TEST(SlotPolicy, LongestSharedPrefixAmongFreeSlotsThenFewestCachedTokens) {
   EXPECT_EQ(c.slot, 0);
   EXPECT_EQ(c.keep, 3);
   EXPECT_EQ(pick_slot(cached, {false, false, false, false}, prompt).slot, -1);
+}
+
+TEST(SlotPolicy, DefaultSlotContextIsTheModelsUnlessTheKvCacheWouldNotFit) {
+  const uint64_t gib = uint64_t{1} << 30, mib = uint64_t{1} << 20;
+  // 7B, F32 cache: 1 MiB per position. 64 GiB: 4 slots of 4096 (16 GiB) fit in half.
+  EXPECT_EQ(default_slot_context(4096, 4, mib, 64 * gib), 4096);
+  // 16 GiB: half is 8 GiB, 2048 positions per slot.
+  EXPECT_EQ(default_slot_context(4096, 4, mib, 16 * gib), 2048);
+  // Never below 256 (the plan then says what does not fit), nor above 4096 or the model's.
+  EXPECT_EQ(default_slot_context(4096, 64, mib, gib), 256);
+  EXPECT_EQ(default_slot_context(32768, 1, 1024, 64 * gib), 4096);
+  EXPECT_EQ(default_slot_context(128, 8, mib, mib), 128);
+  EXPECT_EQ(default_slot_context(0, 2, 0, 0), 4096);
 }
 
 TEST(SlotPolicy, PromptChunksFillTheStepFirstComeFirstServed) {

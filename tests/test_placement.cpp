@@ -139,6 +139,17 @@ void expect_optimal(const Inventory& inv, const Budgets& b, bool gpu, uint32_t s
   EXPECT_TRUE(fits(p, inv)) << "seed " << seed;
 }
 
+// Server slots: the cache of every slot is held, but a token's attention reads its own.
+TEST(Placement, ATokenReadsOneSequencesKvCache) {
+  Inventory inv;
+  LayerInventory l;
+  l.dense_bytes = 1000;
+  l.kv_bytes = 8000;
+  EXPECT_DOUBLE_EQ(attention_bytes(inv, l), 1000 + 4000);
+  inv.kv_sequences = 4;
+  EXPECT_DOUBLE_EQ(attention_bytes(inv, l), 1000 + 1000);
+}
+
 TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     const Inventory inv = make_inventory(2, 4, true, seed);

@@ -9,7 +9,9 @@
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/sampling_flags.h"
+#include "core/anonymous_memory.h"
 #include "core/error.h"
+#include "runtime/slot_context.h"
 #include "server/http_server.h"
 
 namespace strata {
@@ -91,9 +93,23 @@ ServerOptions server_options(const ServeOptions& o, const Model& model) {
 int serve(const ServeOptions& o) {
   auto model =
       Model::load(o.model, /*require_tokenizer=*/true, o.mmap ? LoadMode::Map : LoadMode::Read);
-  // llama-server's rule: -c is shared by the slots.
-  const int64_t n_ctx =
-      o.ctx > 0 ? o.ctx / o.parallel : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  // llama-server's rule: -c is shared by the slots. Without it, each slot gets the model's
+  // context unless the KV cache of all slots would not fit (runtime/slot_context.h).
+  const uint64_t kv_per_position =
+      Session::kv_cache_bytes(model->config, 1, kv_type(o.ffn.cache_type_k, "--cache-type-k"),
+                              kv_type(o.ffn.cache_type_v, "--cache-type-v"));
+  const uint64_t memory = !o.ffn.ram_budget.empty() ? parse_bytes(o.ffn.ram_budget, "--ram-budget")
+                                                    : AnonymousMemory::available();
+  const int64_t model_ctx = std::min<int64_t>(model->config.n_ctx_train, 4096);
+  const int64_t n_ctx = o.ctx > 0 ? o.ctx / o.parallel
+                                  : default_slot_context(model->config.n_ctx_train, o.parallel,
+                                                         kv_per_position, memory);
+  if (o.ctx == 0 && n_ctx < model_ctx)
+    fmt::print(stderr,
+               "note: each of the {} slots gets a context of {} (not the model's {}) so that "
+               "their KV cache fits in half of {:.1f} GiB; set -c (shared by the slots) or "
+               "--cache-type-k/-v f16 to choose\n",
+               o.parallel, n_ctx, model_ctx, static_cast<double>(memory) / (1 << 30));
   if (n_ctx < 2)
     fail("-c {} split among {} slots (--parallel) leaves {} positions each; raise -c", o.ctx,
          o.parallel, n_ctx);

@@ -88,6 +88,13 @@ uint64_t parse_bytes(const std::string& text, const char* flag) {
   return static_cast<uint64_t>(value * mult);
 }
 
+DType kv_type(const std::string& name, const char* flag) {
+  const auto t = dtype_from_name(name);
+  if (!t || (*t != DType::F32 && *t != DType::F16))
+    fail("{} '{}' is not one of f32, f16", flag, name);
+  return *t;
+}
+
 namespace {
 
 FfnMode mode_of(const FfnFlags& f, const Model& model) {
@@ -95,13 +102,6 @@ FfnMode mode_of(const FfnFlags& f, const Model& model) {
   if (f.mode == "gate-first") return FfnMode::GateFirst;
   if (f.mode == "dense") return FfnMode::Dense;
   return model.weights.has_predictors ? FfnMode::Predict : FfnMode::Dense;  // auto
-}
-
-DType kv_type(const std::string& name, const char* flag) {
-  const auto t = dtype_from_name(name);
-  if (!t || (*t != DType::F32 && *t != DType::F16))
-    fail("{} '{}' is not one of f32, f16", flag, name);
-  return *t;
 }
 
 SolverChoice solver_of(const std::string& name) {

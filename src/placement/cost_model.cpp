@@ -24,8 +24,10 @@ double bandwidth(const CostModel& c, Device d) {
   return d == Device::Cuda ? c.vram_bytes_per_s : c.ram_bytes_per_s;
 }
 
-double attention_bytes(const LayerInventory& l) {
-  return static_cast<double>(l.dense_bytes) + 0.5 * static_cast<double>(l.kv_bytes);
+double attention_bytes(const Inventory& inv, const LayerInventory& l) {
+  // A token reads its own sequence's cache, on average half full.
+  return static_cast<double>(l.dense_bytes) +
+         0.5 * static_cast<double>(l.kv_bytes) / std::max(1, inv.kv_sequences);
 }
 
 double sync_seconds(const Inventory& inv, const CostModel& c) {
@@ -38,7 +40,7 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
   const bool attention_gpu = lp.attention == Device::Cuda;
   LayerCost c;
-  const double dense = attention_bytes(li);
+  const double dense = attention_bytes(inv, li);
   c.attention_s = dense / bandwidth(cost, lp.attention);
   (attention_gpu ? t->vram_bytes_per_token : t->ram_bytes_per_token) += dense;
   const double b = static_cast<double>(li.neuron_bytes);

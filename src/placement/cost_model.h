@@ -25,9 +25,9 @@ namespace strata {
 inline constexpr double kRoomForFullReuse = 1.5;
 double window_misses(double demand, double room, double h);
 
-// Bytes a layer's dense blocks read per token: their weights and, on average, half the planned
-// context's KV cache.
-double attention_bytes(const LayerInventory& l);
+// Bytes a layer's dense blocks read per token: their weights and, on average, half of one
+// sequence's KV cache (inv.kv_sequences share the layer's kv_bytes).
+double attention_bytes(const Inventory& inv, const LayerInventory& l);
 double bandwidth(const CostModel& c, Device d);  // of the device's memory
 // A layer that uses both devices: the synchronisation and its partial sum both ways over the link.
 double sync_seconds(const Inventory& inv, const CostModel& c);

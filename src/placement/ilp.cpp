@@ -114,7 +114,7 @@ struct Builder {
   bool gpu = false;
 
   double attention_s(size_t l, Device d) const {
-    return attention_bytes(inv.layers[l]) / bandwidth(cost, d);
+    return attention_bytes(inv, inv.layers[l]) / bandwidth(cost, d);
   }
   void add_layer(size_t l);
   void add_groups(size_t l, LayerColumns& lc, LayerTerms& t);

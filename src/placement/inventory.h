@@ -12,7 +12,7 @@ namespace strata {
 
 struct LayerInventory {
   uint64_t dense_bytes = 0;   // attention projections, norms, predictor: read every token
-  uint64_t kv_bytes = 0;      // this layer's KV cache (for the planned context)
+  uint64_t kv_bytes = 0;      // this layer's KV cache (for the planned context, all sequences)
   uint64_t neuron_bytes = 0;  // one neuron's gate + up + down_t rows (a bundle when bundled)
   int64_t n_neurons = 0;
   // RAM the layer's FFN holds when the model is in RAM (its matrices as stored, ffn_down_t
@@ -37,6 +37,7 @@ struct Inventory {
   uint64_t host_scratch_bytes = 0;
   uint64_t embd_bytes = 0;      // n_embd * 4: the partial sum a split layer moves over the link
   bool bundled = false;         // the FFN's home is flash (strata bundle), read into RAM caches
+  int kv_sequences = 1;         // sequences sharing kv_bytes (server slots): a token reads one
   bool sparse = true;           // neurons selected per token (predict); false: every neuron
   int64_t min_cache_slots = 0;  // bundled: the smallest cache per layer that decodes
 };

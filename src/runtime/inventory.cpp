@@ -76,6 +76,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   Inventory inv;
   inv.bundled = w.bundled;
   inv.sparse = r.mode != FfnMode::Dense;
+  inv.kv_sequences = r.n_seq;
   inv.embd_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
   // Today's smallest cache that decodes: a pass holds at least this many neurons.
   inv.min_cache_slots = std::min<int64_t>(c.n_ff, std::max<int64_t>(64, c.n_ff / 8));

@@ -218,7 +218,9 @@ TEST(BatchScheduler, ACancelledRequestFreesItsSlotAndTheQueueLimitRefuses) {
   ThreadPool pool(2);
   SessionOptions so;
   so.n_seq = 1;
-  Session session(*m, 256, pool, so);
+  // A slot long enough that the endless requests below outlast the test's steps even on a
+  // loaded machine (4000 tokens take the tiny model about 2 s).
+  Session session(*m, 4096, pool, so);
   SchedulerOptions o;
   o.max_queue = 1;
   BatchScheduler sched(*m, session, o);

@@ -55,27 +55,14 @@ class RawConnection {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
            static_cast<ssize_t>(bytes.size());
   }
-  // What is received until `marker` appears, the server closes or `timeout` passes.
-  std::string read_until(const std::string& marker, std::chrono::milliseconds timeout) {
+  // What is received until `marker` appears (when not empty), the server closes or `timeout`
+  // passes; `closed` tells whether the server closed.
+  std::string read_until(const std::string& marker, std::chrono::milliseconds timeout,
+                         bool* closed = nullptr) {
     std::string out;
+    if (closed) *closed = false;
     const auto end = std::chrono::steady_clock::now() + timeout;
-    while (out.find(marker) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          end - std::chrono::steady_clock::now());
-      pollfd p{fd_, POLLIN, 0};
-      if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      char buf[4096];
-      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
-  // Everything received until the server closes or `timeout` passes; `closed` tells which.
-  std::string read_all(std::chrono::milliseconds timeout, bool* closed = nullptr) {
-    std::string out;
-    const auto end = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
+    while (marker.empty() || out.find(marker) == std::string::npos) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           end - std::chrono::steady_clock::now());
       pollfd p{fd_, POLLIN, 0};
@@ -84,12 +71,15 @@ class RawConnection {
       const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
       if (n <= 0) {
         if (closed) *closed = true;
-        return out;
+        break;
       }
       out.append(buf, static_cast<size_t>(n));
     }
-    if (closed) *closed = false;
     return out;
+  }
+  // Everything received until the server closes or `timeout` passes; `closed` tells which.
+  std::string read_all(std::chrono::milliseconds timeout, bool* closed = nullptr) {
+    return read_until("", timeout, closed);
   }
 
  private:

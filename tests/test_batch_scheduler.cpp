@@ -94,6 +94,23 @@ std::vector<GenerationResult> alone(const Model& m, const std::vector<std::vecto
   return out;
 }
 
+// A model with a scheduler over `slots` sequences of n_ctx positions.
+struct Scheduled {
+  Scheduled(const std::string& path, int slots, SchedulerOptions options = {}, int64_t n_ctx = 128)
+      : model(Model::load(path)),
+        session(*model, n_ctx, pool, with_slots(slots)),
+        sched(*model, session, options) {}
+  static SessionOptions with_slots(int slots) {
+    SessionOptions so;
+    so.n_seq = slots;
+    return so;
+  }
+  std::unique_ptr<Model> model;
+  ThreadPool pool{2};
+  Session session;
+  BatchScheduler sched;
+};
+
 // Waits for the job's end; its pieces go to `pieces` when given.
 void wait_done(JobHandle& job, std::vector<JobHandle::Piece>* pieces = nullptr) {
   std::vector<JobHandle::Piece> mine;
@@ -156,12 +173,9 @@ TEST(BatchScheduler, SequencesInABatchGiveTheTextTheyGiveAlone) {
 }
 
 TEST(BatchScheduler, SeededSamplingIsReproduciblePerRequestAndChoicesDiffer) {
-  const auto m = Model::load(shipped_model());
-  ThreadPool pool(2);
-  SessionOptions so;
-  so.n_seq = 3;
-  Session session(*m, 128, pool, so);
-  BatchScheduler sched(*m, session);
+  Scheduled s(shipped_model(), 3);
+  const auto& m = s.model;
+  BatchScheduler& sched = s.sched;
   GenerationParams p = greedy(20);
   p.sampling.temperature = 1.0f;
   p.sampling.top_k = 0;
@@ -188,13 +202,9 @@ TEST(BatchScheduler, SeededSamplingIsReproduciblePerRequestAndChoicesDiffer) {
 // Choices of one prompt read it once: choice 0 evaluates it, the others copy its KV entries
 // and sample their first token from its logits; the text is what each gives reading it alone.
 TEST(BatchScheduler, ChoicesReadTheirPromptOnce) {
-  const std::string path = shipped_as(QuantRecipe::Q8_0, "q8_0_choices");
-  const auto m = Model::load(path);
-  ThreadPool pool(2);
-  SessionOptions so;
-  so.n_seq = 4;
-  Session session(*m, 128, pool, so);
-  BatchScheduler sched(*m, session);
+  Scheduled s(shipped_as(QuantRecipe::Q8_0, "q8_0_choices"), 4);
+  const auto& m = s.model;
+  BatchScheduler& sched = s.sched;
   GenerationParams p = greedy(12);
   p.sampling.temperature = 1.0f;
   p.sampling.seed = 11;
@@ -214,16 +224,13 @@ TEST(BatchScheduler, ChoicesReadTheirPromptOnce) {
 }
 
 TEST(BatchScheduler, ACancelledRequestFreesItsSlotAndTheQueueLimitRefuses) {
-  const auto m = Model::load(shipped_model());
-  ThreadPool pool(2);
-  SessionOptions so;
-  so.n_seq = 1;
-  // A slot long enough that the endless requests below outlast the test's steps even on a
-  // loaded machine (4000 tokens take the tiny model about 2 s).
-  Session session(*m, 4096, pool, so);
   SchedulerOptions o;
   o.max_queue = 1;
-  BatchScheduler sched(*m, session, o);
+  // A slot long enough that the endless requests below outlast the test's steps even on a
+  // loaded machine (4000 tokens take the tiny model about 2 s).
+  Scheduled s(shipped_model(), 1, o, 4096);
+  const auto& m = s.model;
+  BatchScheduler& sched = s.sched;
   const auto prompt = m->tokenizer->encode("In the beginning", true);
   GenerationParams endless = greedy(-1);  // until EOS or a full context
   auto a = sched.submit({prompt, endless, 1});
@@ -262,12 +269,8 @@ TEST(BatchScheduler, ACancelledRequestFreesItsSlotAndTheQueueLimitRefuses) {
 }
 
 TEST(BatchScheduler, BadRequestsAreErrorsAndAFullContextEndsWithLength) {
-  const auto m = Model::load(shipped_model());
-  ThreadPool pool(2);
-  SessionOptions so;
-  so.n_seq = 2;
-  Session session(*m, 16, pool, so);
-  BatchScheduler sched(*m, session);
+  Scheduled s(shipped_model(), 2, {}, 16);
+  BatchScheduler& sched = s.sched;
   EXPECT_THROW(sched.submit({{}, greedy(1), 1}), Error);
   EXPECT_THROW(sched.submit({std::vector<int32_t>(16, 5), greedy(1), 1}), Error);
   EXPECT_THROW(sched.submit({{1, 999999}, greedy(1), 1}), Error);

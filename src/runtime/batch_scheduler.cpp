@@ -165,12 +165,27 @@ std::vector<SlotStatus> BatchScheduler::slots() const {
   return out;
 }
 
+// The job's choices not given a slot end as cancelled (those in slots end through finish()).
+void BatchScheduler::cancel_unplaced(Job& job) {
+  JobHandle& h = *job.handle;
+  {
+    std::lock_guard hl(h.m_);
+    for (int c = job.placed; c < job.request.n; ++c) {
+      h.results_[static_cast<size_t>(c)].cancelled = true;
+      ++h.done_;
+    }
+  }
+  h.cv_.notify_all();
+}
+
+int BatchScheduler::busy_slots() const {
+  return static_cast<int>(
+      std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
+}
+
 bool BatchScheduler::has_work() const {
-  if (stop_) return true;
-  for (const auto& s : slots_)
-    if (s) return true;
-  if (waiting_.empty()) return false;
-  return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return !s; });
+  const int busy = busy_slots();
+  return stop_ || busy > 0 || (!waiting_.empty() && busy < static_cast<int>(slots_.size()));
 }
 
 void BatchScheduler::run() {
@@ -206,12 +221,7 @@ void BatchScheduler::run() {
       s->result.cancelled = true;
       finish(*s, "stop");
     }
-  for (auto& job : waiting_) {
-    std::lock_guard hl(job->handle->m_);
-    for (auto& r : job->handle->results_) r.cancelled = true;
-    job->handle->done_ = static_cast<int>(job->handle->results_.size());
-    job->handle->cv_.notify_all();
-  }
+  for (auto& job : waiting_) cancel_unplaced(*job);
   waiting_.clear();
 }
 
@@ -223,18 +233,13 @@ void BatchScheduler::drop_cancelled() {
       finish(*s, "stop");
     }
   for (auto it = waiting_.begin(); it != waiting_.end();) {
-    JobHandle& h = *(*it)->handle;
-    if (!h.cancelled() || (*it)->placed > 0) {
+    Job& job = **it;
+    if (!job.handle->cancelled() || job.placed > 0) {
       ++it;
       continue;
     }
     ++metrics_.cancelled;
-    {
-      std::lock_guard hl(h.m_);
-      for (auto& r : h.results_) r.cancelled = true;
-      h.done_ = static_cast<int>(h.results_.size());
-    }
-    h.cv_.notify_all();
+    cancel_unplaced(job);
     it = waiting_.erase(it);
   }
   metrics_.queue_depth = static_cast<int>(waiting_.size());
@@ -247,12 +252,7 @@ void BatchScheduler::admit() {
     const std::shared_ptr<Job> job = waiting_.front();
     // A cancelled job whose other choices run places no more.
     if (job->handle->cancelled()) {
-      for (int c = job->placed; c < job->request.n; ++c) {
-        std::lock_guard hl(job->handle->m_);
-        job->handle->results_[static_cast<size_t>(c)].cancelled = true;
-        ++job->handle->done_;
-      }
-      job->handle->cv_.notify_all();
+      cancel_unplaced(*job);
       waiting_.pop_front();
       continue;
     }
@@ -276,8 +276,7 @@ void BatchScheduler::admit() {
     if (++job->placed == job->request.n) waiting_.pop_front();
   }
   metrics_.queue_depth = static_cast<int>(waiting_.size());
-  metrics_.slots_busy = static_cast<int>(
-      std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
+  metrics_.slots_busy = busy_slots();
 }
 
 void BatchScheduler::step() {
@@ -335,8 +334,7 @@ void BatchScheduler::step() {
   for (size_t r = 0; r < rows.size(); ++r)
     on_logits(*rows[r], logits.subspan(static_cast<size_t>(r) * static_cast<size_t>(v),
                                        static_cast<size_t>(v)));
-  metrics_.slots_busy = static_cast<int>(
-      std::count_if(slots_.begin(), slots_.end(), [](const auto& s) { return s != nullptr; }));
+  metrics_.slots_busy = busy_slots();
 }
 
 void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {

@@ -128,6 +128,8 @@ class BatchScheduler {
   struct Sequence;
   void run();
   bool has_work() const;  // with m_ held
+  int busy_slots() const;
+  void cancel_unplaced(Job& job);
   void admit();           // with m_ held
   void drop_cancelled();  // with m_ held
   void step();

@@ -191,10 +191,6 @@ void dot_kquant_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, in
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Rows r .. r + 15 (one interleaved Q4_0/Q8_0 group) for every input, kGroupTokens at a time.
 void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
                   std::span<const PreparedInput> x, float* y, int64_t y_stride) {
@@ -240,8 +236,7 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
         // kGroupTokens tokens per pass, each block unpacked once).
         for (int64_t r = lo - offset; r < hi - offset;) {
           const int64_t next = std::min(hi - offset, (r / kInterleavedRows + 1) * kInterleavedRows);
-          if (j.w->type != DType::Q4_K && r % kInterleavedRows == 0 &&
-              next - r == kInterleavedRows)
+          if (j.w->type != DType::Q4_K && r % kInterleavedRows == 0 && next - r == kInterleavedRows)
             group_tokens(k, *j.w, r, x, j.y, j.y_stride);
           else
             for (int64_t b = 0; b < batch; ++b)

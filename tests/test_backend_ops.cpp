@@ -10,8 +10,11 @@
 #include <cmath>
 #include <random>
 
+#include "backends/refdev/reference_device.h"
 #include "backends/reference_ops.h"
 #include "backends/registry.h"
+#include "core/error.h"
+#include "device_memory.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/kquants.h"
@@ -107,13 +110,15 @@ TEST_F(BackendOps, MatmulEqualsTheReferenceForEveryTypeLayoutAndBatch) {
           const int64_t cols = row_length(c.type, 256);
           const Weights w = random_weights(c.type, rows, cols, 11, c.interleaved);
           const std::vector<float> x = random_rows(n, cols, 12);
+          const DeviceMatrix dw(*be, w.view);
+          const OnDevice<float> dx(*be, x), dy(*be, static_cast<size_t>(n * rows), 0.0f);
           auto in = be->make_prepared(n);
           const DType readers[1] = {c.type};
-          be->prepare(*in, x.data(), cols, n, readers);
-          std::vector<float> y(static_cast<size_t>(n * rows)), ref(y.size());
-          const RowsJob job{&w.view, y.data(), rows};
+          be->prepare(*in, dx.get(), cols, n, readers);
+          std::vector<float> ref(static_cast<size_t>(n * rows));
+          const RowsJob job{&dw.view, dy.get(), rows};
           be->matmul(std::span(&job, 1), *in);
-          be->synchronize();
+          const std::vector<float> y = dy.read();
           reference::matmul(w.view, x.data(), n, ref.data(), rows);
           for (int64_t b = 0; b < n; ++b)
             for (int64_t r = 0; r < rows; ++r) {
@@ -144,13 +149,17 @@ TEST_F(BackendOps, GatherEqualsTheReferenceWithEmptyPartialAndFullLists) {
           std::vector<uint8_t> need(static_cast<size_t>(n * stride));
           std::mt19937 rng(5);
           for (auto& v : need) v = rng() % 4 != 0;
+          const DeviceMatrix dw(*be, w.view);
+          const OnDevice<float> dx(*be, x), dy(*be, static_cast<size_t>(n * stride), -1.0f);
+          const OnDevice<int32_t> dids(*be, ids);
+          const OnDevice<uint8_t> dneed(*be, need);
           auto in = be->make_prepared(n);
           const DType readers[1] = {t};
-          be->prepare(*in, x.data(), cols, n, readers);
-          std::vector<float> y(static_cast<size_t>(n * stride), -1.0f), ref(y.size(), -1.0f);
-          const RowsJob job{&w.view, y.data(), stride};
-          be->gather(std::span(&job, 1), ids, *in, need.data(), stride);
-          be->synchronize();
+          be->prepare(*in, dx.get(), cols, n, readers);
+          std::vector<float> ref(static_cast<size_t>(n * stride), -1.0f);
+          const RowsJob job{&dw.view, dy.get(), stride};
+          be->gather(std::span(&job, 1), dids.span(), *in, dneed.get(), stride);
+          const std::vector<float> y = dy.read();
           reference::gather(w.view, ids, x.data(), n, need.data(), stride, ref.data(), stride);
           for (int64_t b = 0; b < n; ++b)
             for (size_t k = 0; k < ids.size(); ++k) {
@@ -178,9 +187,12 @@ TEST_F(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
         for (int32_t i = 0; i < neurons; i += 2) ids.push_back(i);
         const int64_t stride = neurons;
         const std::vector<float> c = random_rows(n, stride, 32, /*zeros=*/0.5);
-        std::vector<float> out(static_cast<size_t>(n * dim)), ref(out.size());
-        be->axpy(wt.view, ids, c.data(), stride, n, out.data(), dim, {});
-        be->synchronize();
+        const DeviceMatrix dwt(*be, wt.view);
+        const OnDevice<int32_t> dids(*be, ids);
+        const OnDevice<float> dc(*be, c), dout(*be, static_cast<size_t>(n * dim), 0.0f);
+        be->axpy(dwt.view, dids.span(), dc.get(), stride, n, dout.get(), dim, {});
+        const std::vector<float> out = dout.read();
+        std::vector<float> ref(out.size());
         reference::axpy(wt.view, ids, c.data(), stride, n, ref.data(), dim);
         std::vector<std::vector<float>> rows_f32;
         for (int32_t id : ids) rows_f32.push_back(reference::weight_row(wt.view, id));
@@ -203,10 +215,10 @@ TEST_F(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
           for (size_t k = 0; k < ids.size(); ++k)
             c_more[static_cast<size_t>(b * stride) + static_cast<size_t>(ids[k])] =
                 c[static_cast<size_t>(b * stride) + k];
-        std::vector<float> out_more(out.size());
-        be->axpy(wt.view, more, c_more.data(), stride, n, out_more.data(), dim, {});
-        be->synchronize();
-        ASSERT_EQ(out_more, out) << name << " " << dtype_name(t);
+        const OnDevice<int32_t> dmore(*be, more);
+        const OnDevice<float> dc_more(*be, c_more), dout_more(*be, out.size(), 0.0f);
+        be->axpy(dwt.view, dmore.span(), dc_more.get(), stride, n, dout_more.get(), dim, {});
+        ASSERT_EQ(dout_more.read(), out) << name << " " << dtype_name(t);
       }
 }
 
@@ -219,11 +231,15 @@ TEST_F(BackendOps, AxpyOfALargeBatchInChunksEqualsTokensAlone) {
   for (int32_t i = 0; i < neurons; ++i) ids[static_cast<size_t>(i)] = i;
   const std::vector<float> c = random_rows(n, neurons, 62, /*zeros=*/0.5);
   for (auto& [name, be] : backends) {
-    std::vector<float> batch(static_cast<size_t>(n * dim)), alone(static_cast<size_t>(dim));
-    be->axpy(wt.view, ids, c.data(), neurons, n, batch.data(), dim, {});
+    const DeviceMatrix dwt(*be, wt.view);
+    const OnDevice<int32_t> dids(*be, ids);
+    const OnDevice<float> dc(*be, c), dbatch(*be, static_cast<size_t>(n * dim), 0.0f),
+        dalone(*be, static_cast<size_t>(dim), 0.0f);
+    be->axpy(dwt.view, dids.span(), dc.get(), neurons, n, dbatch.get(), dim, {});
+    const std::vector<float> batch = dbatch.read();
     for (int64_t b = 0; b < n; ++b) {
-      be->axpy(wt.view, ids, c.data() + b * neurons, neurons, 1, alone.data(), dim, {});
-      be->synchronize();
+      be->axpy(dwt.view, dids.span(), dc.get() + b * neurons, neurons, 1, dalone.get(), dim, {});
+      const std::vector<float> alone = dalone.read();
       ASSERT_TRUE(std::equal(alone.begin(), alone.end(), batch.begin() + b * dim))
           << name << " token " << b;
     }
@@ -263,11 +279,15 @@ TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
         const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
         const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence");
         std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
-        std::vector<float> out(x.size()), ref(x.size());
-        be->rms_norm(x.data(), w.data(), out.data(), n, 64, 1e-5f);
-        reference::rms_norm(x.data(), w.data(), ref.data(), n, 64, 1e-5f);
-        for (size_t i = 0; i < out.size(); ++i)
-          ASSERT_NEAR(out[i], ref[i], 1e-5 * std::abs(ref[i]) + 1e-6) << name;
+        std::vector<float> ref(x.size());
+        {
+          const OnDevice<float> dx(*be, x), dw(*be, w), dout(*be, x.size(), 0.0f);
+          be->rms_norm(dx.get(), dw.get(), dout.get(), n, 64, 1e-5f);
+          reference::rms_norm(x.data(), w.data(), ref.data(), n, 64, 1e-5f);
+          const std::vector<float> out = dout.read();
+          for (size_t i = 0; i < out.size(); ++i)
+            ASSERT_NEAR(out[i], ref[i], 1e-5 * std::abs(ref[i]) + 1e-6) << name;
+        }
         // RoPE and the KV append, then attention over each token's sequence up to its position.
         std::vector<float> cs(static_cast<size_t>(n * half)), sn(cs.size());
         for (int64_t b = 0; b < n; ++b)
@@ -279,10 +299,10 @@ TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
           }
         const size_t elem = kv_type == DType::F16 ? 2 : 4;
         std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * s.kv_dim()) * elem), vc(kc.size());
-        const KvLayer kv{kc.data(), vc.data(), kv_type, kv_type, s.kv_dim()};
         // Every row before the batch holds something (stored unrotated by the reference), so
         // a token that read another sequence's rows, or rows past its own, would differ.
         {
+          const KvLayer host_kv{kc.data(), vc.data(), kv_type, kv_type, s.kv_dim()};
           const std::vector<float> prior = random_rows(prior_rows, 2 * s.kv_dim(), 43);
           std::vector<float> pk(prior.begin(), prior.begin() + prior_rows * s.kv_dim());
           std::vector<float> pv(prior.begin() + prior_rows * s.kv_dim(), prior.end());
@@ -292,17 +312,23 @@ TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
           BatchPlaces all;
           for (int64_t r = 0; r < prior_rows; ++r) all.pos.push_back(r), all.base.push_back(0);
           reference::rope_and_store(q0.data(), pk.data(), pv.data(), prior_rows, s,
-                                    {one.data(), zero.data(), half}, kv, all.view());
+                                    {one.data(), zero.data(), half}, host_kv, all.view());
         }
         std::vector<uint8_t> kc_ref = kc, vc_ref = vc;
         const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, s.kv_dim()};
+        const OnDevice<uint8_t> dkc(*be, kc), dvc(*be, vc);
+        const KvLayer kv{dkc.get(), dvc.get(), kv_type, kv_type, s.kv_dim()};
         std::vector<float> q = random_rows(n, s.q_dim(), 44), k = random_rows(n, s.kv_dim(), 45),
                            v = random_rows(n, s.kv_dim(), 46);
         std::vector<float> q_ref = q, k_ref = k;
-        be->rope_and_store(q.data(), k.data(), v.data(), n, s, {cs.data(), sn.data(), half}, kv,
+        const OnDevice<float> dq(*be, q), dk(*be, k), dv(*be, v), dcs(*be, cs), dsn(*be, sn);
+        be->rope_and_store(dq.get(), dk.get(), dv.get(), n, s, {dcs.get(), dsn.get(), half}, kv,
                            places.view());
         reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
                                   {cs.data(), sn.data(), half}, kv_ref, places.view());
+        q = dq.read();
+        kc = dkc.read();
+        vc = dvc.read();
         for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << what;
         // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
         for (int64_t i = 0; i < prior_rows * s.kv_dim(); ++i) {
@@ -315,11 +341,12 @@ TEST_F(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
           ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << what << " key " << i;
         }
         ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
-        std::vector<float> scores(static_cast<size_t>(n * s.n_head * n_ctx));
-        std::vector<float> att(static_cast<size_t>(n * s.q_dim())), att_ref(att.size());
-        be->attention(q.data(), n, s, kv, places.view(), n_ctx, scores.data(), att.data());
-        be->synchronize();
-        reference::attention(q.data(), n, s, kv, places.view(), att_ref.data());
+        const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
+            datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
+        be->attention(dq.get(), n, s, kv, places.view(), n_ctx, dscores.get(), datt.get());
+        const std::vector<float> att = datt.read();
+        std::vector<float> att_ref(att.size());
+        reference::attention(q.data(), n, s, kv_ref, places.view(), att_ref.data());
         for (size_t i = 0; i < att.size(); ++i)
           ASSERT_NEAR(att[i], att_ref[i], 1e-4) << what << " attention";
       }
@@ -329,20 +356,27 @@ TEST_F(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
   const int64_t n = 3, ff = 50;
   const std::vector<float> gate = random_rows(n, ff, 51), up = random_rows(n, ff, 52);
   for (auto& [name, be] : backends) {
+    const OnDevice<float> dgate(*be, gate), dup(*be, up);
     for (FfnActivation act :
          {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU}) {
-      std::vector<float> h(gate.size()), ref(gate.size());
-      be->activation(act, gate.data(), up.data(), h.data(), n * ff);
+      const OnDevice<float> dh(*be, gate.size(), 0.0f);
+      std::vector<float> ref(gate.size());
+      be->activation(act, dgate.get(), dup.get(), dh.get(), n * ff);
       reference::activation(act, gate.data(), up.data(), ref.data(), n * ff);
+      const std::vector<float> h = dh.read();
       for (size_t i = 0; i < h.size(); ++i)
         ASSERT_NEAR(h[i], ref[i], 1e-6 * std::abs(ref[i]) + 1e-7) << name;
     }
-    std::vector<uint8_t> mask(static_cast<size_t>(n * ff)), need(mask.size());
-    be->threshold(gate.data(), 0.0f, true, mask.data(), n * ff);
+    const OnDevice<uint8_t> dmask(*be, static_cast<size_t>(n * ff), uint8_t{7}),
+        dneed(*be, static_cast<size_t>(n * ff), uint8_t{7});
+    const OnDevice<int32_t> dids(*be, static_cast<size_t>(ff), -1);
+    be->threshold(dgate.get(), 0.0f, true, dmask.get(), n * ff);
+    const std::vector<uint8_t> mask = dmask.read();
     for (size_t i = 0; i < mask.size(); ++i) ASSERT_EQ(mask[i], gate[i] > 0.0f);
-    std::vector<int32_t> ids(static_cast<size_t>(ff));
     uint64_t selected = 0;
-    const int64_t count = be->select_union(mask.data(), n, ff, ids.data(), need.data(), &selected);
+    const int64_t count = be->select_union(dmask.get(), n, ff, dids.get(), dneed.get(), &selected);
+    const std::vector<int32_t> ids = dids.read();
+    const std::vector<uint8_t> need = dneed.read();
     uint64_t expected = 0;
     int64_t k = 0;
     for (int64_t i = 0; i < ff; ++i) {
@@ -358,15 +392,16 @@ TEST_F(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
     }
     ASSERT_EQ(count, k);
     ASSERT_EQ(selected, expected);
-    std::vector<float> cols(static_cast<size_t>(n * ff));
-    be->select_columns(up.data(), std::span<const int32_t>(ids.data(), static_cast<size_t>(count)),
-                       n, ff, cols.data());
+    const OnDevice<float> dcols(*be, static_cast<size_t>(n * ff), 0.0f);
+    be->select_columns(dup.get(), dids.span().first(static_cast<size_t>(count)), n, ff,
+                       dcols.get());
+    const std::vector<float> cols = dcols.read();
     for (int64_t b = 0; b < n; ++b)
       for (int64_t j = 0; j < count; ++j)
         ASSERT_EQ(cols[static_cast<size_t>(b * ff + j)],
                   up[static_cast<size_t>(b * ff + ids[static_cast<size_t>(j)])]);
-    std::vector<float> h = cols;
-    const uint64_t nonzero = be->keep_needed(h.data(), need.data(), n, ff, 0, count);
+    const uint64_t nonzero = be->keep_needed(dcols.get(), dneed.get(), n, ff, 0, count);
+    const std::vector<float> h = dcols.read();
     uint64_t expect_nonzero = 0;
     for (int64_t b = 0; b < n; ++b)
       for (int64_t j = 0; j < count; ++j) {
@@ -375,9 +410,23 @@ TEST_F(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
         expect_nonzero += h[at] != 0.0f;
       }
     ASSERT_EQ(nonzero, expect_nonzero);
-    std::vector<float> sum = gate;
-    be->add(sum.data(), up.data(), n * ff);
+    const OnDevice<float> dsum(*be, gate);
+    be->add(dsum.get(), dup.get(), n * ff);
+    const std::vector<float> sum = dsum.read();
     for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], gate[i] + up[i]);
+    // copy (KV rows of one sequence to another) and dequantize_row (embedding lookup).
+    const OnDevice<float> dcopy(*be, gate.size(), 0.0f);
+    be->copy(dcopy.get(), dgate.get(), gate.size() * sizeof(float));
+    ASSERT_EQ(dcopy.read(), gate) << name;
+    for (DType t : kRowTypes) {
+      const int64_t len = row_length(t, 64);
+      const Weights row = random_weights(t, 1, len, 53, false);
+      std::vector<float> expect(static_cast<size_t>(len));
+      dequantize_row(t, row.view.data, expect.data(), len);
+      const OnDevice<float> dout(*be, expect.size(), 0.0f);
+      be->dequantize_row(t, row.view.data, dout.get(), len);
+      ASSERT_EQ(dout.read(), expect) << name << " " << dtype_name(t);
+    }
   }
 }
 
@@ -387,13 +436,55 @@ TEST_F(BackendOps, MemoryIsCountedAndTheTimelineMovesForward) {
     const Buffer b = be->allocate(3 << 20);
     EXPECT_EQ(b.device, be->device());
     EXPECT_GE(be->allocated() - before, 3u << 20) << name;
-    for (uint64_t i = 0; i < b.bytes; i += 4096) ASSERT_EQ(b.data[i], 0) << "not zeroed";
+    std::vector<uint8_t> back(b.bytes, 1);
+    be->download(back.data(), b.data, b.bytes);
+    for (uint64_t i = 0; i < b.bytes; i += 4096) ASSERT_EQ(back[i], 0) << "not zeroed";
     be->release(b);
     EXPECT_EQ(be->allocated(), before) << name;
     const Event e0 = be->record();
     const Event e1 = be->record();
     EXPECT_GE(be->elapsed(e0, e1), 0.0);
   }
+}
+
+// The reference device holds code above it to a GPU's rules: host memory passed to an op, and
+// allocations past its budget, are one-line errors naming what went wrong.
+TEST(ReferenceDevice, RefusesHostMemoryAndAllocationsPastItsBudget) {
+  ReferenceDeviceOptions o;
+  o.budget = 1 << 20;
+  ReferenceDevice dev(o);
+  std::vector<float> host(64, 1.0f);
+  const OnDevice<float> y(dev, host);
+  try {
+    dev.add(y.get(), host.data(), 64);
+    FAIL() << "host memory was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("host memory"), std::string::npos) << e.what();
+  }
+  try {
+    dev.allocate(2 << 20, "layer 3 attn_q");
+    FAIL() << "an allocation past the budget was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 3 attn_q needs 2.0 MiB"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(dev.allocated(), 256u);
+}
+
+// Ops are queued: the result is there after download (which waits), and a failing op's error
+// comes out of synchronize().
+TEST(ReferenceDevice, RunsOpsInOrderOnItsOwnThread) {
+  ReferenceDevice dev;
+  const std::vector<float> ones(4096, 1.0f);
+  const OnDevice<float> x(dev, ones), y(dev, ones);
+  for (int i = 0; i < 100; ++i) dev.add(x.get(), y.get(), 4096);
+  EXPECT_EQ(x.read(), std::vector<float>(4096, 101.0f));
+  const Event a = dev.record();
+  dev.add(x.get(), y.get(), 4096);
+  const Event b = dev.record();
+  dev.synchronize();
+  EXPECT_GE(dev.elapsed(a, b), 0.0);
 }
 
 }  // namespace

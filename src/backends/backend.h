@@ -12,6 +12,10 @@
 // Contracts shared by every backend (tests/test_backend_ops.cpp checks each op of each
 // backend against the scalar reference in backends/reference_ops.h):
 //   - a batch is n rows (tokens) of fixed width, row-major, stride = width unless stated;
+//   - pointers and spans address the backend's memory, except where an op says "host": the
+//     TokenPlaces arrays and dequantize_row's row (read before the op returns);
+//   - ops that return a value (select_union's count, keep_needed's) wait for the work queued
+//     before them;
 //   - results never depend on the thread count or the order in which work is split;
 //   - gather and axpy over a neuron list equal the dense product on those neurons; axpy adds a
 //     token's terms in buckets fixed by the neuron ids (kAxpyBucket, sparse_ops.h) and the
@@ -26,6 +30,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -92,8 +97,8 @@ struct TokenPlaces {
 
 // A point on the backend's timeline (see the header comment).
 struct Event {
-  double seconds = 0;      // host clock at recording (synchronous backends)
-  void* native = nullptr;  // the device's event, when asynchronous
+  double seconds = 0;   // host clock at recording (synchronous backends)
+  uint64_t ticket = 0;  // asynchronous backends: which of their recorded points
 };
 
 class Backend {
@@ -102,11 +107,19 @@ class Backend {
   virtual Device device() const = 0;
   virtual std::string name() const = 0;  // for reports: "cpu avx512-vnni, 2 threads"
 
-  // Memory of this device, counted: allocated() is what is held now. The CPU backend's
-  // allocations are zeroed, huge-page advised and populated.
-  virtual Buffer allocate(uint64_t bytes) = 0;
+  // Memory of this device, zeroed and counted: allocated() is what is held now. A device with
+  // a budget (--vram-budget) fails with a one-line error naming `what` when it would not fit;
+  // the CPU backend throws std::bad_alloc (its callers name what and which flag lowers it).
+  // The CPU backend's allocations are huge-page advised and populated.
+  virtual Buffer allocate(uint64_t bytes, std::string_view what) = 0;
+  Buffer allocate(uint64_t bytes) { return allocate(bytes, "a buffer"); }
   virtual void release(const Buffer& buffer) = 0;
   virtual uint64_t allocated() const = 0;
+  // Host memory to this device's memory, in order with the ops queued before and after (the
+  // host bytes may be reused as soon as it returns), and back: download waits for every op
+  // queued before it and returns when the bytes are in `host`.
+  virtual void upload(void* dst, const void* host, uint64_t bytes) = 0;
+  virtual void download(void* host, const void* src, uint64_t bytes) = 0;
 
   // The layout this backend wants for a weight used this way (the model rewrites it in place).
   virtual Layout preferred_layout(const MatrixView& w, WeightUse use) const = 0;
@@ -168,7 +181,7 @@ class Backend {
   // bytes from src to dst, both in this device's memory, not overlapping (KV rows of one
   // sequence copied to another).
   virtual void copy(void* dst, const void* src, uint64_t bytes) = 0;
-  // out = the row of `type` elements as f32 (embedding lookup).
+  // out = the host row of `type` elements as f32 (embedding lookup).
   virtual void dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) = 0;
 
   // --- the timeline ---

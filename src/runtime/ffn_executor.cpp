@@ -4,30 +4,46 @@
 
 namespace strata {
 
-FfnExecutor::FfnExecutor(const Model& model, Backend& backend, Workspace& ws, PreparedRows& in,
-                         FfnStore* store, FfnMode mode, bool check_predictor)
+FfnExecutor::FfnExecutor(const Model& model, const ResidentWeights& weights, Backend& backend,
+                         Workspace& ws, PreparedRows& in, FfnStore* store, FfnMode mode,
+                         bool check_predictor)
     : model_(model),
+      weights_(weights),
       c_(model.config),
       backend_(backend),
       ws_(ws),
       in_(in),
       store_(store),
       mode_(mode),
-      check_predictor_(check_predictor) {}
+      check_predictor_(check_predictor) {
+  bool down_t_only = false;
+  for (int64_t l = 0; l < c_.n_layer; ++l)
+    down_t_only |= weights_.layer(l).ffn_down.data == nullptr;
+  if (mode_ == FfnMode::Dense && down_t_only) {
+    std::vector<int32_t> ids(static_cast<size_t>(c_.n_ff));
+    std::iota(ids.begin(), ids.end(), 0);
+    all_ids_ = backend_.allocate(ids.size() * sizeof(int32_t), "the FFN's neuron ids");
+    backend_.upload(all_ids_.data, ids.data(), all_ids_.bytes);
+  }
+}
+
+FfnExecutor::~FfnExecutor() {
+  if (all_ids_.data != nullptr) backend_.release(all_ids_);
+}
 
 void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
-                      ForwardTimes& times, const FfnObserver& observer) {
+                      ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
   if (mode_ == FfnMode::Dense)
     dense(l, n, stats, observer);
   else
-    sparse(l, n, token, stats, times);
+    sparse(l, n, token, stats, times, spans);
 }
 
 void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, const FfnObserver& observer) {
-  const LayerWeights& w = model_.weights.layers[l];
+  const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff, total = n * ff;
   const bool gated = ffn_has_gate(c_.ffn);
-  backend_.rms_norm(ws_.x, w.ffn_norm.data(), ws_.xn, n, c_.n_embd, c_.rms_eps);
+  backend_.rms_norm(ws_.x, w.ffn_norm, ws_.xn, n, c_.n_embd, c_.rms_eps);
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                    {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
   const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
@@ -43,14 +59,14 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, const FfnObs
     backend_.matmul(std::span(&down, 1), in_);
   } else {
     // Only ffn_down_t in the file (PowerInfer): every neuron through the axpy.
-    all_ids_.resize(static_cast<size_t>(ff));
-    std::iota(all_ids_.begin(), all_ids_.end(), 0);
-    backend_.axpy(w.ffn_down_t, all_ids_, h, ff, n, ws_.proj, c_.n_embd, {});
+    const std::span<const int32_t> all(reinterpret_cast<const int32_t*>(all_ids_.data),
+                                       static_cast<size_t>(ff));
+    backend_.axpy(w.ffn_down_t, all, h, ff, n, ws_.proj, c_.n_embd, {});
   }
 }
 
 void FfnExecutor::predict(int64_t l, int64_t n) {
-  const LayerPredictor& p = model_.weights.layers[l].predictor;
+  const LayerPredictor& p = weights_.layer(l).predictor;
   const int64_t rank = p.rank(), ff = c_.n_ff;
   // The predictor reads the residual stream before ffn_norm, as PowerInfer's do.
   backend_.prepare(in_, ws_.x, c_.n_embd, n, {p.fc1.type});
@@ -65,7 +81,7 @@ void FfnExecutor::predict(int64_t l, int64_t n) {
 
 void FfnExecutor::gate_first(int64_t l, int64_t n) {
   // The gate (the up projection for plain ReLU) densely; it decides the rest.
-  const LayerWeights& w = model_.weights.layers[l];
+  const ResidentLayer& w = weights_.layer(l);
   const bool gated = ffn_has_gate(c_.ffn);
   const RowsJob first{gated ? &w.ffn_gate : &w.ffn_up, gated ? ws_.gate : ws_.up, c_.n_ff};
   backend_.matmul(std::span(&first, 1), in_);
@@ -80,15 +96,17 @@ void FfnExecutor::prefetch(int64_t l, int64_t token) {
 }
 
 void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
-                         ForwardTimes& times) {
-  const LayerWeights& w = model_.weights.layers[l];
+                         ForwardTimes& times, TimeSpans& spans) {
+  const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff;
   if (mode_ == FfnMode::Predict) {
     const Event start = backend_.record();
     predict(l, n);
-    times.predictor += backend_.elapsed(start, backend_.record());
+    const Event end = backend_.record();
+    spans.add(start, end, &times.predictor);
+    spans.add(start, end, &times.ffn, -1);
   }
-  backend_.rms_norm(ws_.x, w.ffn_norm.data(), ws_.xn, n, c_.n_embd, c_.rms_eps);
+  backend_.rms_norm(ws_.x, w.ffn_norm, ws_.xn, n, c_.n_embd, c_.rms_eps);
   const FfnStore::RowTypes rows = store_->row_types(l);
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                    {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
@@ -168,7 +186,7 @@ void FfnExecutor::split_segment(FfnSegment& s, int64_t n) {
 void FfnExecutor::check_prediction(int64_t l, int64_t n, FfnLayerStats& st) {
   // The dense activations are the truth (in_ still holds the normed FFN input). Counted on the
   // host: --check-predictor is a measurement of host-side runs.
-  const LayerWeights& w = model_.weights.layers[l];
+  const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff;
   const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
   const bool gated = ffn_has_gate(c_.ffn);

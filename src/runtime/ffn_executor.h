@@ -9,6 +9,8 @@
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
+#include "runtime/resident_weights.h"
+#include "runtime/time_spans.h"
 #include "runtime/workspace.h"
 #include "tiers/ffn_store.h"
 
@@ -17,18 +19,24 @@ namespace strata {
 class FfnExecutor {
  public:
   // `store`: where the sparse modes find gate/up/down_t rows (unused in dense mode).
-  FfnExecutor(const Model& model, Backend& backend, Workspace& ws, PreparedRows& in,
-              FfnStore* store, FfnMode mode, bool check_predictor);
+  // `weights`: the model in the backend's memory.
+  FfnExecutor(const Model& model, const ResidentWeights& weights, Backend& backend, Workspace& ws,
+              PreparedRows& in, FfnStore* store, FfnMode mode, bool check_predictor);
+  ~FfnExecutor();
+  FfnExecutor(const FfnExecutor&) = delete;
+  FfnExecutor& operator=(const FfnExecutor&) = delete;
 
+  // The predictor's span goes to times.predictor (and is taken out of times.ffn) via `spans`.
   void run(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, ForwardTimes& times,
-           const FfnObserver& observer);
+           TimeSpans& spans, const FfnObserver& observer);
   // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
   // its neurons handed to the store to read in the background.
   void prefetch(int64_t layer, int64_t token);
 
  private:
   void dense(int64_t layer, int64_t n, FfnLayerStats& stats, const FfnObserver& observer);
-  void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, ForwardTimes& times);
+  void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, ForwardTimes& times,
+              TimeSpans& spans);
   void predict(int64_t layer, int64_t n);     // ws.mask from the predictor on ws.x
   void gate_first(int64_t layer, int64_t n);  // ws.mask from the dense gate (ws.gate / ws.up)
   uint64_t compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token);
@@ -37,6 +45,7 @@ class FfnExecutor {
   void check_prediction(int64_t layer, int64_t n, FfnLayerStats& stats);
 
   const Model& model_;
+  const ResidentWeights& weights_;
   const ModelConfig& c_;
   Backend& backend_;
   Workspace& ws_;
@@ -44,8 +53,8 @@ class FfnExecutor {
   FfnStore* store_;
   FfnMode mode_;
   bool check_predictor_;
-  std::vector<int32_t> all_ids_;  // dense FFN of files with only ffn_down_t
-  std::vector<int32_t> active_;   // split reads: neurons whose rest is read
+  Buffer all_ids_;               // dense FFN of files with only ffn_down_t: 0 .. n_ff - 1
+  std::vector<int32_t> active_;  // split reads: neurons whose rest is read
 };
 
 }  // namespace strata

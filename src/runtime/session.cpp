@@ -9,6 +9,7 @@
 #include "runtime/embedding_rows.h"
 #include "runtime/ffn_executor.h"
 #include "runtime/kv_cache.h"
+#include "runtime/resident_weights.h"
 #include "runtime/workspace.h"
 #include "tiers/flash_ffn_store.h"
 
@@ -39,9 +40,9 @@ WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode) {
                             largest_predictor_rank(m.weights));
 }
 
-// Seconds from `start` to now on the backend's timeline, added to `total`.
-void add_elapsed(Backend& b, const Event& start, double& total) {
-  total += b.elapsed(start, b.record());
+// Seconds from `start` to now on the backend's timeline, added to `total` when resolved.
+void add_elapsed(Backend& b, const Event& start, double& total, TimeSpans& spans) {
+  spans.add(start, b.record(), &total);
 }
 
 }  // namespace
@@ -70,6 +71,10 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   const ModelWeights& mw = model.weights;
   if (options_.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
     fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
+  const bool host = backend_.device() == Device::Host;
+  if (!host && options_.check_predictor)
+    fail("--check-predictor counts on the host; run it without a GPU");
+  weights_ = std::make_unique<ResidentWeights>(model, backend_, options_.ffn);
   kv_ = std::make_unique<KvCache>(backend_, c_, n_ctx * options_.n_seq, options_.k_type,
                                   options_.v_type);
   ws_ = std::make_unique<Workspace>(backend_, workspace_shape(model, n_ctx, options_.ffn));
@@ -77,15 +82,20 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
   if (options_.ffn != FfnMode::Dense) make_store();
-  ffn_ = std::make_unique<FfnExecutor>(model, backend_, *ws_, *in_, store_.get(), options_.ffn,
-                                       options_.check_predictor);
+  ffn_ = std::make_unique<FfnExecutor>(model, *weights_, backend_, *ws_, *in_, store_.get(),
+                                       options_.ffn, options_.check_predictor);
+  if (!host)
+    device_logits_ = backend_.allocate(
+        static_cast<uint64_t>(kMaxBatch * c_.n_vocab) * sizeof(float), "the logits");
 }
 
 void Session::make_store() {
   const ModelWeights& mw = model_.weights;
   if (!mw.bundled) {
-    for (const LayerWeights& l : mw.layers)
-      ram_layers_.push_back({l.ffn_gate, l.ffn_up, l.ffn_down_t});
+    for (int64_t l = 0; l < c_.n_layer; ++l) {
+      const ResidentLayer& r = weights_->layer(l);
+      ram_layers_.push_back({r.ffn_gate, r.ffn_up, r.ffn_down_t});
+    }
     store_ = std::make_unique<RamFfnStore>(ram_layers_);
     return;
   }
@@ -115,7 +125,13 @@ void Session::make_store() {
   store_ = std::move(flash);
 }
 
-Session::~Session() = default;
+Session::~Session() {
+  if (device_logits_.data != nullptr) backend_.release(device_logits_);
+}
+
+uint64_t Session::resident_weight_bytes() const {
+  return weights_->bytes();
+}
 
 uint64_t Session::kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type) {
   return KvCache::bytes(c, n_ctx, k_type, v_type);
@@ -169,6 +185,8 @@ NeuronCacheStats Session::flash_stats() const {
 void Session::set_ffn_observer(FfnObserver observer) {
   if (observer && options_.ffn != FfnMode::Dense)
     fail("FFN observers need the dense FFN (they see every activation)");
+  if (observer && backend_.device() != Device::Host)
+    fail("FFN observers read activations on the host; profile without a GPU");
   observer_ = std::move(observer);
 }
 
@@ -225,6 +243,9 @@ void Session::place(std::span<const BatchToken> batch) {
   const int64_t n = static_cast<int64_t>(batch.size()), half = c_.n_rot / 2;
   pos_.resize(static_cast<size_t>(n));
   base_.resize(static_cast<size_t>(n));
+  rope_host_.resize(static_cast<size_t>(2 * n * half));
+  float* cos = rope_host_.data();
+  float* sin = cos + n * half;
   for (int64_t b = 0; b < n; ++b) {
     const auto seq = static_cast<size_t>(batch[static_cast<size_t>(b)].seq);
     const int64_t pos = n_past_[seq]++;
@@ -235,10 +256,13 @@ void Session::place(std::span<const BatchToken> batch) {
       const double theta = static_cast<double>(pos) *
                            std::pow(static_cast<double>(c_.rope_freq_base),
                                     -2.0 * static_cast<double>(i) / static_cast<double>(c_.n_rot));
-      ws_->rope_cos[b * half + i] = static_cast<float>(std::cos(theta));
-      ws_->rope_sin[b * half + i] = static_cast<float>(std::sin(theta));
+      cos[b * half + i] = static_cast<float>(std::cos(theta));
+      sin[b * half + i] = static_cast<float>(std::sin(theta));
     }
   }
+  const uint64_t bytes = static_cast<uint64_t>(n * half) * sizeof(float);
+  backend_.upload(ws_->rope_cos, cos, bytes);
+  backend_.upload(ws_->rope_sin, sin, bytes);
 }
 
 void Session::embed(std::span<const BatchToken> batch) {
@@ -255,32 +279,32 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     Event start = backend_.record();
     attention_block(l, n);
-    add_elapsed(backend_, start, times_.attention);
+    add_elapsed(backend_, start, times_.attention, spans_);
     start = backend_.record();
-    const double predictor_before = times_.predictor;
-    ffn_->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], times_, observer_);
+    ffn_->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], times_, spans_, observer_);
     backend_.add(ws_->x, ws_->proj, n * c_.n_embd);
     if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * c_.n_ff);
-    add_elapsed(backend_, start, times_.ffn);
-    times_.ffn -= times_.predictor - predictor_before;
+    add_elapsed(backend_, start, times_.ffn, spans_);
     if (lookahead && l + 1 < c_.n_layer) {
       start = backend_.record();
       ffn_->prefetch(l + 1, clock_ - 1);
-      add_elapsed(backend_, start, times_.predictor);
+      add_elapsed(backend_, start, times_.predictor, spans_);
     }
   }
   const Event start = backend_.record();
   output(batch, logits);
-  add_elapsed(backend_, start, times_.output);
+  add_elapsed(backend_, start, times_.output, spans_);
+  backend_.synchronize();  // the logits are read by the caller
+  spans_.resolve(backend_);
   clock_ += n;
 }
 
 void Session::attention_block(int64_t l, int64_t n) {
-  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
+  const ResidentLayer& w = weights_->layer(l);
   const HeadShape heads{c_.n_head, c_.n_head_kv, c_.head_dim};
   const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
   Workspace& ws = *ws_;
-  backend_.rms_norm(ws.x, w.attn_norm.data(), ws.xn, n, c_.n_embd, c_.rms_eps);
+  backend_.rms_norm(ws.x, w.attn_norm, ws.xn, n, c_.n_embd, c_.rms_eps);
   backend_.prepare(*in_, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
   const RowsJob qkv[3] = {
       {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
@@ -298,19 +322,21 @@ void Session::attention_block(int64_t l, int64_t n) {
 
 void Session::output(std::span<const BatchToken> batch, float* logits) {
   // Only the marked tokens' logits: their rows normalized side by side, one product.
-  const MatrixView& out = model_.weights.output;
+  // On a device they are made in its memory and downloaded.
+  const MatrixView& out = weights_->output();
   int64_t rows = 0;
   for (size_t b = 0; b < batch.size(); ++b)
     if (batch[b].logits)
-      backend_.rms_norm(ws_->x + static_cast<int64_t>(b) * c_.n_embd,
-                        model_.weights.output_norm.data(), ws_->xn + rows++ * c_.n_embd, 1,
-                        c_.n_embd, c_.rms_eps);
-  if (rows > 0) {
-    backend_.prepare(*in_, ws_->xn, c_.n_embd, rows, {out.type});
-    const RowsJob job{&out, logits, c_.n_vocab};
-    backend_.matmul(std::span(&job, 1), *in_);
-  }
-  backend_.synchronize();  // the logits are read by the caller
+      backend_.rms_norm(ws_->x + static_cast<int64_t>(b) * c_.n_embd, weights_->output_norm(),
+                        ws_->xn + rows++ * c_.n_embd, 1, c_.n_embd, c_.rms_eps);
+  if (rows == 0) return;
+  float* y =
+      device_logits_.data != nullptr ? reinterpret_cast<float*>(device_logits_.data) : logits;
+  backend_.prepare(*in_, ws_->xn, c_.n_embd, rows, {out.type});
+  const RowsJob job{&out, y, c_.n_vocab};
+  backend_.matmul(std::span(&job, 1), *in_);
+  if (y != logits)
+    backend_.download(logits, y, static_cast<uint64_t>(rows * c_.n_vocab) * sizeof(float));
 }
 
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
+#include "runtime/time_spans.h"
 #include "tiers/bundle_source.h"
 #include "tiers/neuron_cache.h"
 #include "tiers/storage_profile.h"
@@ -27,6 +28,7 @@ class FfnExecutor;
 class FfnStore;
 class FlashFfnStore;
 class KvCache;
+class ResidentWeights;
 class Workspace;
 struct RamFfnLayer;
 
@@ -76,7 +78,9 @@ class Session {
   // On the CPU backend over `pool`. Sparse modes need ffn_down_t in every layer
   // (Model::ensure_down_t), predict mode predictors; both fail here with a message saying so.
   Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options = {});
-  // On `backend`, which must outlive the session.
+  // On `backend`, which must outlive the session. On a device other than the host (a GPU,
+  // the reference device) the weights the mode reads are copied into its memory; bundled
+  // models, --check-predictor and FFN observers need the host.
   Session(const Model& model, int64_t n_ctx, Backend& backend, SessionOptions options = {});
   // Fails with a one-line message when the options cannot apply to the model (a mode it
   // cannot run, --check-predictor outside predict mode).
@@ -123,6 +127,7 @@ class Session {
   const std::vector<FfnLayerStats>& ffn_stats() const { return ffn_stats_; }
   const SessionOptions& options() const { return options_; }
   const Backend& backend() const { return backend_; }
+  uint64_t resident_weight_bytes() const;  // weights copied to the backend's device
   // Flash tier: the per-layer caches (empty unless the model is bundled).
   const std::vector<std::unique_ptr<NeuronCache>>& neuron_caches() const;
   NeuronCacheStats flash_stats() const;  // summed over layers
@@ -154,12 +159,15 @@ class Session {
   int64_t n_ctx_;
   std::vector<int64_t> n_past_;      // per sequence
   std::vector<int64_t> pos_, base_;  // the batch's TokenPlaces
+  std::vector<float> rope_host_;     // the batch's cos then sin, uploaded to the workspace
   std::vector<BatchToken> one_seq_;  // eval()'s tokens as a batch
   SessionOptions options_;
   ForwardTimes times_;
+  TimeSpans spans_;  // this pass's, resolved after its last synchronize
   std::vector<FfnLayerStats> ffn_stats_;
   FfnObserver observer_;
   uint64_t ffn_activations_ = 0;
+  std::unique_ptr<ResidentWeights> weights_;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<Workspace> ws_;
   std::unique_ptr<PreparedRows> in_;
@@ -170,6 +178,7 @@ class Session {
   FlashFfnStore* flash_ = nullptr;  // store_ when the model is bundled
   std::unique_ptr<FfnExecutor> ffn_;
   std::vector<float> logits_;
+  Buffer device_logits_;  // a device's logits rows, downloaded into logits_
   int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;
 };

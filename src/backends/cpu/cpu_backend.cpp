@@ -51,7 +51,7 @@ std::string CpuBackend::name() const {
   return fmt::format("cpu {}, {} threads", kernels_.name, pool_.size());
 }
 
-Buffer CpuBackend::allocate(uint64_t bytes) {
+Buffer CpuBackend::allocate(uint64_t bytes, std::string_view) {
   AnonymousMemory memory(std::max<uint64_t>(bytes, 1));  // throws std::bad_alloc
   memory.populate(pool_);
   const Buffer b{Device::Host, memory.data(), bytes};
@@ -277,7 +277,7 @@ void CpuBackend::dequantize_row(DType type, const uint8_t* row, float* out, int6
 Event CpuBackend::record() {
   return Event{
       std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(),
-      nullptr};
+      0};
 }
 
 }  // namespace strata

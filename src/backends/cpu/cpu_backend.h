@@ -27,7 +27,8 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device::Host; }
   std::string name() const override;
-  Buffer allocate(uint64_t bytes) override;
+  using Backend::allocate;
+  Buffer allocate(uint64_t bytes, std::string_view what) override;
   void release(const Buffer& buffer) override;
   uint64_t allocated() const override;
   Layout preferred_layout(const MatrixView& w, WeightUse use) const override {
@@ -69,6 +70,8 @@ class CpuBackend final : public Backend {
                        int64_t end) override;
   void add(float* x, const float* y, int64_t count) override;
   void copy(void* dst, const void* src, uint64_t bytes) override;
+  void upload(void* dst, const void* host, uint64_t bytes) override { copy(dst, host, bytes); }
+  void download(void* host, const void* src, uint64_t bytes) override { copy(host, src, bytes); }
   void dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) override;
 
   Event record() override;

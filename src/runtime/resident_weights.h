@@ -1,0 +1,53 @@
+// The weights a session computes with, in its backend's memory: on the CPU backend views of the
+// model itself (nothing copied), on a device (a GPU, the reference device) copies of the
+// matrices and norms the run's mode reads, each uploaded into its own allocation, so the
+// device's budget counts them and an allocation that does not fit names the tensor. The
+// embedding table stays on the host: a token's row is made f32 there and uploaded.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backends/backend.h"
+#include "model/model.h"
+#include "runtime/ffn_mode.h"
+
+namespace strata {
+
+struct ResidentLayer {
+  const float* attn_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  MatrixView attn_q, attn_k, attn_v, attn_output;
+  MatrixView ffn_gate, ffn_up, ffn_down, ffn_down_t;  // those the mode reads; others empty
+  LayerPredictor predictor;                           // predict mode
+};
+
+class ResidentWeights {
+ public:
+  ResidentWeights(const Model& model, Backend& backend, FfnMode mode);
+  ~ResidentWeights();
+  ResidentWeights(const ResidentWeights&) = delete;
+  ResidentWeights& operator=(const ResidentWeights&) = delete;
+
+  // Bytes a device copy of the model for `mode` holds (the placement inventory's figure).
+  static uint64_t device_bytes(const Model& model, FfnMode mode);
+
+  const ResidentLayer& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
+  const float* output_norm() const { return output_norm_; }
+  const MatrixView& output() const { return output_; }
+  uint64_t bytes() const { return bytes_; }  // held on the device (0 on the host)
+
+ private:
+  MatrixView upload(const MatrixView& m, const std::string& name);
+  const float* upload(const std::vector<float>& v, const std::string& name);
+  void release_all();
+
+  Backend& backend_;
+  std::vector<ResidentLayer> layers_;
+  const float* output_norm_ = nullptr;
+  MatrixView output_;
+  std::vector<Buffer> buffers_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace strata

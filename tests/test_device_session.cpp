@@ -1,0 +1,154 @@
+// A session on a device (the reference device: its own memory and queue, as a GPU) against the
+// same session on the CPU: weights, rotation tables and logits go through uploads and
+// downloads, every op gets device memory (the device refuses anything else), and the logits
+// are the CPU's bit for bit, since the device computes with the CPU's kernels. What this holds
+// is the forward pass's device plumbing; a GPU backend's arithmetic is held to the reference
+// ops by tests/test_backend_ops.cpp.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/refdev/reference_device.h"
+#include "core/error.h"
+#include "runtime/session.h"
+#include "tensor/kquants.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::sparse_tiny_model;
+using strata::testing::tiny_model;
+
+const std::vector<int32_t> kPrompt = {1, 5, 200, 17, 3, 99, 42, 7};
+const int32_t kDecode[] = {150, 8, 64, 33};
+
+// The prompt's logits (every token) and then each decoded token's.
+std::vector<std::vector<float>> run(const Model& m, Backend& be, SessionOptions o) {
+  Session s(m, 64, be, o);
+  std::vector<std::vector<float>> out;
+  const auto all = s.eval(kPrompt, /*all_logits=*/true);
+  out.emplace_back(all.begin(), all.end());
+  for (int32_t t : kDecode) {
+    const auto l = s.eval(t);
+    out.emplace_back(l.begin(), l.end());
+  }
+  return out;
+}
+
+// K-quant rows are super-blocks of 256 values: the tiny preset's 64-wide rows cannot hold them.
+std::string kquant_model(DType type) {
+  const std::string path =
+      strata::testing::temp_file(std::string("device_") + dtype_name(type) + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.n_embd = 256;
+  s.shape.n_ff = 512;
+  s.shape.n_layer = 2;
+  s.seed = 4;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+// The layouts a plan gives the model on the CPU (interleaved Q4_0/Q8_0/Q4_K), which the
+// reference device shares.
+void adopt_cpu_layouts(Model& m, FfnMode mode) {
+  m.adopt_layouts(
+      [](const MatrixView& w, WeightUse use) { return CpuBackend::layout_for(w, use, true); },
+      mode == FfnMode::Dense);
+}
+
+class DeviceSession : public ::testing::Test {
+ protected:
+  ThreadPool pool{2};
+};
+
+TEST_F(DeviceSession, ShippedModelGivesTheCpuLogitsBitForBit) {
+  auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");
+  CpuBackend cpu(pool);
+  ReferenceDevice dev;
+  EXPECT_EQ(run(*m, dev, {}), run(*m, cpu, {}));
+  EXPECT_EQ(dev.allocated(), 0u) << "a session left device memory behind";
+}
+
+TEST_F(DeviceSession, EveryTypeDenseGivesTheCpuLogitsBitForBit) {
+  for (DType type :
+       {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    auto m = Model::load(
+        is_kquant(type) ? kquant_model(type) : tiny_model(type, FfnActivation::SwiGLU), false);
+    adopt_cpu_layouts(*m, FfnMode::Dense);
+    CpuBackend cpu(pool);
+    ReferenceDevice dev;
+    for (DType kv : {DType::F32, DType::F16}) {
+      SessionOptions o;
+      o.k_type = o.v_type = kv;
+      EXPECT_EQ(run(*m, dev, o), run(*m, cpu, o)) << dtype_name(type) << " kv " << dtype_name(kv);
+    }
+  }
+}
+
+TEST_F(DeviceSession, SparseModesGiveTheCpuLogitsBitForBit) {
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    auto m = Model::load(sparse_tiny_model(type, FfnActivation::ReGLU, 5), false);
+    adopt_cpu_layouts(*m, FfnMode::Predict);
+    CpuBackend cpu(pool);
+    ReferenceDevice dev;
+    for (FfnMode mode : {FfnMode::Predict, FfnMode::GateFirst, FfnMode::Dense})
+      EXPECT_EQ(run(*m, dev, {mode}), run(*m, cpu, {mode}))
+          << dtype_name(type) << " " << ffn_mode_name(mode);
+  }
+}
+
+TEST_F(DeviceSession, SequencesBatchedTogetherAndCopiedGiveTheCpuLogits) {
+  auto m = Model::load(sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 5), false);
+  adopt_cpu_layouts(*m, FfnMode::Predict);
+  auto both = [&](Backend& be) {
+    SessionOptions o{FfnMode::Predict};
+    o.n_seq = 3;
+    Session s(*m, 32, be, o);
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < kPrompt.size(); ++i)
+      batch.push_back({kPrompt[i], static_cast<int32_t>(i % 2), true});
+    std::vector<float> out;
+    auto l = s.decode(batch);
+    out.insert(out.end(), l.begin(), l.end());
+    s.copy_sequence(0, 2, s.n_past(0));
+    const BatchToken next[] = {{9, 2, true}, {11, 1, true}};
+    l = s.decode(next);
+    out.insert(out.end(), l.begin(), l.end());
+    return out;
+  };
+  CpuBackend cpu(pool);
+  ReferenceDevice dev;
+  EXPECT_EQ(both(dev), both(cpu));
+}
+
+TEST_F(DeviceSession, TooSmallABudgetNamesWhatDidNotFit) {
+  auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");
+  ReferenceDeviceOptions o;
+  o.budget = 64 << 10;
+  ReferenceDevice dev(o);
+  try {
+    Session s(*m, 64, dev, {});
+    FAIL() << "a session larger than the device's budget was made";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("needs"), std::string::npos) << what;
+    EXPECT_NE(what.find("budget"), std::string::npos) << what;
+  }
+  EXPECT_EQ(dev.allocated(), 0u) << "a failed session left device memory behind";
+}
+
+TEST_F(DeviceSession, HostOnlyFeaturesAreClearErrors) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  ReferenceDevice dev;
+  SessionOptions o{FfnMode::Predict};
+  o.check_predictor = true;
+  EXPECT_THROW(Session(*m, 16, dev, o), Error);
+  Session s(*m, 16, dev, {});
+  EXPECT_THROW(s.set_ffn_observer([](int64_t, int64_t, const float*, const float*) {}), Error);
+}
+
+}  // namespace
+}  // namespace strata

@@ -400,7 +400,9 @@ TEST_F(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
       for (int64_t j = 0; j < count; ++j)
         ASSERT_EQ(cols[static_cast<size_t>(b * ff + j)],
                   up[static_cast<size_t>(b * ff + ids[static_cast<size_t>(j)])]);
-    const uint64_t nonzero = be->keep_needed(dcols.get(), dneed.get(), n, ff, 0, count);
+    const OnDevice<uint64_t> dnonzero(*be, 1, uint64_t{5});
+    be->keep_needed(dcols.get(), dneed.get(), n, ff, 0, count, dnonzero.get());
+    const uint64_t nonzero = dnonzero.read()[0] - 5;  // added to what the counter held
     const std::vector<float> h = dcols.read();
     uint64_t expect_nonzero = 0;
     for (int64_t b = 0; b < n; ++b)

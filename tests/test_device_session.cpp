@@ -124,6 +124,23 @@ TEST_F(DeviceSession, SequencesBatchedTogetherAndCopiedGiveTheCpuLogits) {
   EXPECT_EQ(both(dev), both(cpu));
 }
 
+TEST_F(DeviceSession, CountsActivationsAsTheCpuDoes) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  CpuBackend cpu(pool);
+  ReferenceDevice dev;
+  for (FfnMode mode : {FfnMode::Predict, FfnMode::Dense}) {
+    Session a(*m, 32, cpu, {mode}), b(*m, 32, dev, {mode});
+    a.eval(kPrompt);
+    b.eval(kPrompt);
+    a.eval(3);
+    b.eval(3);
+    EXPECT_EQ(a.ffn_zeros(), b.ffn_zeros()) << ffn_mode_name(mode);
+    EXPECT_LT(b.ffn_zeros()[0], b.ffn_activations_per_layer()) << "nothing was counted";
+    for (size_t l = 0; l < a.ffn_stats().size(); ++l)
+      EXPECT_EQ(a.ffn_stats()[l].computed, b.ffn_stats()[l].computed) << l;
+  }
+}
+
 TEST_F(DeviceSession, TooSmallABudgetNamesWhatDidNotFit) {
   auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");
   ReferenceDeviceOptions o;

@@ -14,8 +14,8 @@
 //   - a batch is n rows (tokens) of fixed width, row-major, stride = width unless stated;
 //   - pointers and spans address the backend's memory, except where an op says "host": the
 //     TokenPlaces arrays and dequantize_row's row (read before the op returns);
-//   - ops that return a value (select_union's count, keep_needed's) wait for the work queued
-//     before them;
+//   - select_union returns a count, so it waits for the work queued before it; other counts
+//     (keep_needed's) are added to counters in the backend's memory, read once per pass;
 //   - results never depend on the thread count or the order in which work is split;
 //   - gather and axpy over a neuron list equal the dense product on those neurons; axpy adds a
 //     token's terms in buckets fixed by the neuron ids (kAxpyBucket, sparse_ops.h) and the
@@ -174,9 +174,10 @@ class Backend {
   virtual void select_columns(const float* full, std::span<const int32_t> ids, int64_t n,
                               int64_t stride, float* out) = 0;
   // Zeroes h[b * stride + k] for k in [begin, end) where need[b * stride + k] == 0 (another
-  // token's neuron; need may be null: keep all) and returns how many of those are non-zero.
-  virtual uint64_t keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
-                               int64_t begin, int64_t end) = 0;
+  // token's neuron; need may be null: keep all) and adds how many of those are non-zero to
+  // *nonzero (a counter in this backend's memory).
+  virtual void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
+                           int64_t end, uint64_t* nonzero) = 0;
   virtual void add(float* x, const float* y, int64_t count) = 0;  // x += y
   // bytes from src to dst, both in this device's memory, not overlapping (KV rows of one
   // sequence copied to another).

@@ -31,15 +31,16 @@ FfnExecutor::~FfnExecutor() {
   if (all_ids_.data != nullptr) backend_.release(all_ids_);
 }
 
-void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
+void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
                       ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
   if (mode_ == FfnMode::Dense)
-    dense(l, n, stats, observer);
+    dense(l, n, stats, nonzero, observer);
   else
-    sparse(l, n, token, stats, times, spans);
+    sparse(l, n, token, stats, nonzero, times, spans);
 }
 
-void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, const FfnObserver& observer) {
+void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
+                        const FfnObserver& observer) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff, total = n * ff;
   const bool gated = ffn_has_gate(c_.ffn);
@@ -51,7 +52,7 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, const FfnObs
   float* h = ws_.up;
   backend_.activation(c_.ffn, ws_.gate, ws_.up, h, total);
   stats.computed += static_cast<uint64_t>(total);
-  stats.nonzero += backend_.keep_needed(h, nullptr, n, ff, 0, ff);
+  backend_.keep_needed(h, nullptr, n, ff, 0, ff, nonzero);
   if (observer) observer(l, n, ws_.x, h);
   if (w.ffn_down.data != nullptr) {
     backend_.prepare(in_, h, ff, n, {w.ffn_down.type});
@@ -96,7 +97,7 @@ void FfnExecutor::prefetch(int64_t l, int64_t token) {
 }
 
 void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
-                         ForwardTimes& times, TimeSpans& spans) {
+                         uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff;
   if (mode_ == FfnMode::Predict) {
@@ -115,13 +116,13 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   NeuronList list{ws_.ids, 0, ws_.need, ff, n};
   list.count = backend_.select_union(ws_.mask, n, ff, ws_.ids, ws_.need, &selected);
   stats.computed += selected;
-  stats.nonzero += compute_segments(l, list, n, token);
+  compute_segments(l, list, n, token, nonzero);
   if (check_predictor_) check_prediction(l, n, stats);
 }
 
-uint64_t FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64_t token) {
+void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64_t token,
+                                   uint64_t* nonzero) {
   const int64_t ff = c_.n_ff;
-  uint64_t nonzero = 0;
   store_->begin(l, list, token);
   FfnSegment s;
   for (int pass = 0; store_->next(s); ++pass) {
@@ -132,14 +133,13 @@ uint64_t FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, i
     for (int64_t b = 0; b < n; ++b)
       backend_.activation(c_.ffn, ws_.gate_c + b * ff + s.begin, ws_.up_c + b * ff + s.begin,
                           ws_.h_c + b * ff + s.begin, s.end - s.begin);
-    nonzero += backend_.keep_needed(ws_.h_c, ws_.need, n, ff, s.begin, s.end);
+    backend_.keep_needed(ws_.h_c, ws_.need, n, ff, s.begin, s.end, nonzero);
     // The neuron ids (not the rows) decide the order of additions: every split of the
     // neurons sums to the same bits.
     float* out = pass == 0 ? ws_.proj : ws_.pass_out;
     backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons);
     if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
   }
-  return nonzero;
 }
 
 void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n) {

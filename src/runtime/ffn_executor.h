@@ -27,19 +27,22 @@ class FfnExecutor {
   FfnExecutor& operator=(const FfnExecutor&) = delete;
 
   // The predictor's span goes to times.predictor (and is taken out of times.ffn) via `spans`.
-  void run(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, ForwardTimes& times,
-           TimeSpans& spans, const FfnObserver& observer);
+  // Non-zero activations are added to *nonzero, a counter in the backend's memory.
+  void run(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
+           ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer);
   // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
   // its neurons handed to the store to read in the background.
   void prefetch(int64_t layer, int64_t token);
 
  private:
-  void dense(int64_t layer, int64_t n, FfnLayerStats& stats, const FfnObserver& observer);
-  void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, ForwardTimes& times,
-              TimeSpans& spans);
+  void dense(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
+             const FfnObserver& observer);
+  void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
+              ForwardTimes& times, TimeSpans& spans);
   void predict(int64_t layer, int64_t n);     // ws.mask from the predictor on ws.x
   void gate_first(int64_t layer, int64_t n);  // ws.mask from the dense gate (ws.gate / ws.up)
-  uint64_t compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token);
+  void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
+                        uint64_t* nonzero);
   void gather_segment(const FfnSegment& s, int64_t n);
   void split_segment(FfnSegment& s, int64_t n);
   void check_prediction(int64_t layer, int64_t n, FfnLayerStats& stats);

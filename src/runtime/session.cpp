@@ -84,6 +84,9 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   if (options_.ffn != FfnMode::Dense) make_store();
   ffn_ = std::make_unique<FfnExecutor>(model, *weights_, backend_, *ws_, *in_, store_.get(),
                                        options_.ffn, options_.check_predictor);
+  counters_ =
+      backend_.allocate(static_cast<uint64_t>(c_.n_layer) * sizeof(uint64_t), "the FFN's counters");
+  counts_.assign(static_cast<size_t>(c_.n_layer), 0);
   if (!host)
     device_logits_ = backend_.allocate(
         static_cast<uint64_t>(kMaxBatch * c_.n_vocab) * sizeof(float), "the logits");
@@ -127,6 +130,16 @@ void Session::make_store() {
 
 Session::~Session() {
   if (device_logits_.data != nullptr) backend_.release(device_logits_);
+  backend_.release(counters_);
+}
+
+void Session::collect_counts() {
+  // Once per pass: the counters come back with the logits' download and start again at 0.
+  const uint64_t bytes = counts_.size() * sizeof(uint64_t);
+  backend_.download(counts_.data(), counters_.data, bytes);
+  for (size_t l = 0; l < counts_.size(); ++l) ffn_stats_[l].nonzero += counts_[l];
+  std::fill(counts_.begin(), counts_.end(), 0);
+  backend_.upload(counters_.data, counts_.data(), bytes);
 }
 
 uint64_t Session::resident_weight_bytes() const {
@@ -281,7 +294,8 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
     attention_block(l, n);
     add_elapsed(backend_, start, times_.attention, spans_);
     start = backend_.record();
-    ffn_->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], times_, spans_, observer_);
+    ffn_->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)],
+              reinterpret_cast<uint64_t*>(counters_.data) + l, times_, spans_, observer_);
     backend_.add(ws_->x, ws_->proj, n * c_.n_embd);
     if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * c_.n_ff);
     add_elapsed(backend_, start, times_.ffn, spans_);
@@ -296,6 +310,7 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   add_elapsed(backend_, start, times_.output, spans_);
   backend_.synchronize();  // the logits are read by the caller
   spans_.resolve(backend_);
+  collect_counts();
   clock_ += n;
 }
 

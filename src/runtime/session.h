@@ -179,6 +179,9 @@ class Session {
   std::unique_ptr<FfnExecutor> ffn_;
   std::vector<float> logits_;
   Buffer device_logits_;  // a device's logits rows, downloaded into logits_
+  Buffer counters_;       // per layer, non-zero FFN activations of this pass (backend memory)
+  std::vector<uint64_t> counts_;  // counters_ downloaded
+  void collect_counts();
   int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;
 };

@@ -250,8 +250,8 @@ void CpuBackend::select_columns(const float* full, std::span<const int32_t> ids,
     for (int64_t k = 0; k < n_ids; ++k) out[b * stride + k] = full[b * stride + ids[k]];
 }
 
-uint64_t CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
-                                 int64_t begin, int64_t end) {
+void CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
+                             int64_t begin, int64_t end, uint64_t* counter) {
   uint64_t nonzero = 0;
   for (int64_t b = 0; b < n; ++b)
     for (int64_t k = begin; k < end; ++k) {
@@ -259,7 +259,7 @@ uint64_t CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64
       if (need != nullptr && need[b * stride + k] == 0) v = 0.0f;
       nonzero += v != 0.0f;
     }
-  return nonzero;
+  *counter += nonzero;
 }
 
 void CpuBackend::add(float* x, const float* y, int64_t count) {

@@ -66,8 +66,8 @@ class CpuBackend final : public Backend {
                        uint64_t* selected) override;
   void select_columns(const float* full, std::span<const int32_t> ids, int64_t n, int64_t stride,
                       float* out) override;
-  uint64_t keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
-                       int64_t end) override;
+  void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
+                   int64_t end, uint64_t* nonzero) override;
   void add(float* x, const float* y, int64_t count) override;
   void copy(void* dst, const void* src, uint64_t bytes) override;
   void upload(void* dst, const void* host, uint64_t bytes) override { copy(dst, host, bytes); }

@@ -283,12 +283,12 @@ void ReferenceDevice::select_columns(const float* full, std::span<const int32_t>
   enqueue([=, this] { cpu_.select_columns(full, ids, n, stride, out); });
 }
 
-uint64_t ReferenceDevice::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
-                                      int64_t begin, int64_t end) {
+void ReferenceDevice::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
+                                  int64_t begin, int64_t end, uint64_t* nonzero) {
   check(h, static_cast<uint64_t>(n * stride) * 4, "keep_needed");
   if (need != nullptr) check(need, static_cast<uint64_t>(n * stride), "keep_needed");
-  synchronize();
-  return cpu_.keep_needed(h, need, n, stride, begin, end);
+  check(nonzero, sizeof(uint64_t), "keep_needed");
+  enqueue([=, this] { cpu_.keep_needed(h, need, n, stride, begin, end, nonzero); });
 }
 
 void ReferenceDevice::add(float* x, const float* y, int64_t count) {

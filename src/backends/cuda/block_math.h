@@ -1,0 +1,255 @@
+// The CUDA kernels' per-element math, in functions both compilers build (STRATA_HD), so the CPU
+// tests (tests/test_cuda_math.cpp) check on any machine what a GPU run would otherwise be the
+// first to see: how each weight type's values are decoded (a 16-value unit of a row at a time
+// for products, one element for the axpy), f16 conversions of the KV cache, the rotation of a
+// pair, the FFN activations. A device run then checks only the rest (indexing, launches).
+//
+// Products read a row as units of 16 values: unit u is values [16u, 16u + 16), half a Q4_0 or
+// Q8_0 block, one K-quant group. Lane l of a warp takes units l, l + 32, ... in order, sums
+// its products in that order, and the 32 lane sums are added by a fixed butterfly
+// (lane_tree_sum mirrors it on the host), so a product's bits are the same on every run.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/host_device.h"
+#include "tensor/dtype.h"
+#include "tensor/ffn_activation.h"
+#include "tensor/kquants.h"
+
+namespace strata::cuda_math {
+
+constexpr int kUnit = 16;  // values per decoded unit
+
+STRATA_HD inline float bits_as_float(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+STRATA_HD inline uint32_t float_as_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+// IEEE half to float, exact (as tensor/half.h's f16_to_f32).
+STRATA_HD inline float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  if (exp == 0x1f) return bits_as_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    if (mant == 0) return bits_as_float(sign);
+    int e = -1;
+    do {
+      ++e;
+      mant <<= 1;
+    } while ((mant & 0x400) == 0);
+    return bits_as_float(sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ff) << 13);
+  }
+  return bits_as_float(sign | (exp + 127 - 15) << 23 | mant << 13);
+}
+
+// Float to IEEE half, round to nearest even (as f32_to_f16): the KV cache's f16 entries.
+STRATA_HD inline uint16_t float_to_half(float f) {
+  const uint32_t x = float_as_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7e00;
+  if (abs >= 0x477ff000u) return sign | 0x7c00;
+  if (abs < 0x38800000u) {
+    if (abs < 0x33000000u) return sign;
+    const uint32_t e = abs >> 23;
+    const uint32_t mant = (abs & 0x7fffff) | 0x800000;
+    const uint32_t shift = 126 - e;
+    uint32_t value = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1);
+    const uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (value & 1))) ++value;
+    return sign | static_cast<uint16_t>(value);
+  }
+  uint32_t value = ((abs >> 13) - ((127 - 15) << 10));
+  const uint32_t rem = abs & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (value & 1))) ++value;
+  return sign | static_cast<uint16_t>(value);
+}
+
+STRATA_HD inline float bf16_to_float(uint16_t h) {
+  return bits_as_float(static_cast<uint32_t>(h) << 16);
+}
+
+STRATA_HD inline uint16_t read_u16(const uint8_t* p) {
+  return static_cast<uint16_t>(p[0] | (p[1] << 8));
+}
+
+// Decoders: unit u of a row (16 values into v), and value j of a row, per weight type. Rows
+// start at their first byte; block structs are read through byte pointers (rows of Q4_0 are
+// 18-byte blocks: no alignment beyond a byte may be assumed).
+template <DType T>
+struct Decode;
+
+template <>
+struct Decode<DType::F32> {
+  STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
+    const float* p = reinterpret_cast<const float*>(row) + u * kUnit;
+    for (int i = 0; i < kUnit; ++i) v[i] = p[i];
+  }
+  STRATA_HD static float value(const uint8_t* row, int64_t j) {
+    return reinterpret_cast<const float*>(row)[j];
+  }
+};
+
+template <>
+struct Decode<DType::F16> {
+  STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + u * kUnit;
+    for (int i = 0; i < kUnit; ++i) v[i] = half_to_float(p[i]);
+  }
+  STRATA_HD static float value(const uint8_t* row, int64_t j) {
+    return half_to_float(reinterpret_cast<const uint16_t*>(row)[j]);
+  }
+};
+
+template <>
+struct Decode<DType::BF16> {
+  STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
+    const uint16_t* p = reinterpret_cast<const uint16_t*>(row) + u * kUnit;
+    for (int i = 0; i < kUnit; ++i) v[i] = bf16_to_float(p[i]);
+  }
+  STRATA_HD static float value(const uint8_t* row, int64_t j) {
+    return bf16_to_float(reinterpret_cast<const uint16_t*>(row)[j]);
+  }
+};
+
+// Q8_0: 34-byte blocks {f16 d, int8 qs[32]}; x = q * d.
+template <>
+struct Decode<DType::Q8_0> {
+  STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
+    const uint8_t* b = row + (u / 2) * 34;
+    const float d = half_to_float(read_u16(b));
+    const int8_t* q = reinterpret_cast<const int8_t*>(b + 2) + (u % 2) * kUnit;
+    for (int i = 0; i < kUnit; ++i) v[i] = q[i] * d;
+  }
+  STRATA_HD static float value(const uint8_t* row, int64_t j) {
+    const uint8_t* b = row + (j / 32) * 34;
+    return reinterpret_cast<const int8_t*>(b + 2)[j % 32] * half_to_float(read_u16(b));
+  }
+};
+
+// Q4_0: 18-byte blocks {f16 d, qs[16]}: value j < 16 in the low nibble of byte j, value j + 16
+// in the high nibble; x = (q - 8) * d.
+template <>
+struct Decode<DType::Q4_0> {
+  STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
+    const uint8_t* b = row + (u / 2) * 18;
+    const float d = half_to_float(read_u16(b));
+    const uint8_t* q = b + 2;
+    const int shift = (u % 2) * 4;
+    for (int i = 0; i < kUnit; ++i) v[i] = (((q[i] >> shift) & 0x0f) - 8) * d;
+  }
+  STRATA_HD static float value(const uint8_t* row, int64_t j) {
+    const uint8_t* b = row + (j / 32) * 18;
+    const int k = static_cast<int>(j % 32);
+    const int q = k < 16 ? (b[2 + k] & 0x0f) : (b[2 + k - 16] >> 4);
+    return (q - 8) * half_to_float(read_u16(b));
+  }
+};
+
+// K-quants: super-blocks of 256 values, unit u = group u % 16 of super-block u / 16, decoded as
+// dequantization does (tensor/kquants.h: kquant_value).
+template <class Block>
+struct DecodeKQuant {
+  STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
+    using K = KQuant<Block>;
+    // Super-blocks are an even number of bytes and rows start on even addresses: the struct's
+    // 2-byte alignment holds.
+    const Block& b = *reinterpret_cast<const Block*>(row + (u / kKGroups) * sizeof(Block));
+    const int g = static_cast<int>(u % kKGroups);
+    const float d = half_to_float(K::d_bits(b)), dmin = half_to_float(K::dmin_bits(b));
+    const int scale = K::scale(b, g), min = K::min(b, g);
+    for (int i = 0; i < kUnit; ++i)
+      v[i] = kquant_value<Block>(d, dmin, scale, min, K::quant(b, 16 * g + i));
+  }
+  STRATA_HD static float value(const uint8_t* row, int64_t j) {
+    using K = KQuant<Block>;
+    const Block& b = *reinterpret_cast<const Block*>(row + (j / kQK_K) * sizeof(Block));
+    const int i = static_cast<int>(j % kQK_K), g = i / 16;
+    return kquant_value<Block>(half_to_float(K::d_bits(b)), half_to_float(K::dmin_bits(b)),
+                               K::scale(b, g), K::min(b, g), K::quant(b, i));
+  }
+};
+template <>
+struct Decode<DType::Q2_K> : DecodeKQuant<BlockQ2_K> {};
+template <>
+struct Decode<DType::Q3_K> : DecodeKQuant<BlockQ3_K> {};
+template <>
+struct Decode<DType::Q4_K> : DecodeKQuant<BlockQ4_K> {};
+template <>
+struct Decode<DType::Q5_K> : DecodeKQuant<BlockQ5_K> {};
+template <>
+struct Decode<DType::Q6_K> : DecodeKQuant<BlockQ6_K> {};
+
+// The types the CUDA kernels compute with.
+inline bool cuda_weight_type(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The 32 lane sums of a warp added as the kernels' butterfly does (xor 16, 8, 4, 2, 1): every
+// lane ends with the same total; lane 0's is returned.
+STRATA_HD inline float lane_tree_sum(float* lanes) {
+  for (int step = 16; step > 0; step /= 2) {
+    float next[32];
+    for (int l = 0; l < 32; ++l) next[l] = lanes[l] + lanes[l ^ step];
+    for (int l = 0; l < 32; ++l) lanes[l] = next[l];
+  }
+  return lanes[0];
+}
+
+// RoPE on one adjacent pair (GGUF llama files), as the CPU backend computes it.
+STRATA_HD inline void rotate_pair(float& x0, float& x1, float c, float s) {
+  const float a = x0, b = x1;
+  x0 = a * c - b * s;
+  x1 = a * s + b * c;
+}
+
+// One FFN activation value (gate unused for plain ReLU), as the CPU backend computes it.
+STRATA_HD inline float activate(FfnActivation act, float g, float u) {
+  switch (act) {
+    case FfnActivation::SwiGLU:
+      return g / (1.0f + expf(-g)) * u;
+    case FfnActivation::ReGLU:
+      return g > 0.0f ? g * u : 0.0f;
+    case FfnActivation::DReLU:
+      return (g > 0.0f && u > 0.0f) ? g * u : 0.0f;
+    case FfnActivation::ReLU:
+      return u > 0.0f ? u : 0.0f;
+  }
+  return 0.0f;
+}
+
+}  // namespace strata::cuda_math

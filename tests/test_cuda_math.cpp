@@ -1,0 +1,104 @@
+// The CUDA kernels' per-element math (backends/cuda/block_math.h) on the CPU, against the
+// definitions the CPU backend and the reference ops use: every weight type's unit and element
+// decoding against dequantize_row, the f16 conversions over all 65536 values and a sweep of
+// floats, the butterfly sum's order, RoPE pairs and activations against the CPU backend. These
+// run on every machine; a GPU run then checks only indexing and launches (BackendOps on cuda).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/block_math.h"
+#include "tensor/half.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+namespace {
+
+using namespace cuda_math;
+
+template <DType T>
+void expect_decoding_matches_dequantize() {
+  const int64_t n = 512;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(n), ref(n);
+  for (float& v : x) v = d(rng);
+  std::vector<uint8_t> row(row_bytes(T, n));
+  quantize_row(T, x.data(), row.data(), n);
+  dequantize_row(T, row.data(), ref.data(), n);
+  float unit[kUnit];
+  for (int64_t u = 0; u < n / kUnit; ++u) {
+    Decode<T>::unit(row.data(), u, unit);
+    for (int i = 0; i < kUnit; ++i)
+      ASSERT_EQ(unit[i], ref[static_cast<size_t>(u * kUnit + i)])
+          << dtype_name(T) << " unit " << u << " value " << i;
+  }
+  for (int64_t j = 0; j < n; ++j)
+    ASSERT_EQ(Decode<T>::value(row.data(), j), ref[static_cast<size_t>(j)])
+        << dtype_name(T) << " value " << j;
+}
+
+TEST(CudaMath, EveryTypeDecodesAsDequantization) {
+  expect_decoding_matches_dequantize<DType::F32>();
+  expect_decoding_matches_dequantize<DType::F16>();
+  expect_decoding_matches_dequantize<DType::BF16>();
+  expect_decoding_matches_dequantize<DType::Q8_0>();
+  expect_decoding_matches_dequantize<DType::Q4_0>();
+  expect_decoding_matches_dequantize<DType::Q2_K>();
+  expect_decoding_matches_dequantize<DType::Q3_K>();
+  expect_decoding_matches_dequantize<DType::Q4_K>();
+  expect_decoding_matches_dequantize<DType::Q5_K>();
+  expect_decoding_matches_dequantize<DType::Q6_K>();
+}
+
+TEST(CudaMath, HalfConversionsAreTheCpusBitForBit) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float a = half_to_float(static_cast<uint16_t>(h)),
+                b = f16_to_f32(static_cast<uint16_t>(h));
+    ASSERT_EQ(float_as_bits(a), float_as_bits(b)) << h;
+  }
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 200000; ++i) {
+    const float f = bits_as_float(bits(rng));
+    ASSERT_EQ(float_to_half(f), f32_to_f16(f)) << f;
+  }
+  for (float f : {0.0f, -0.0f, 65504.0f, 65520.0f, 1e-8f, 5.96e-8f, 6.1e-5f, INFINITY, NAN})
+    ASSERT_EQ(float_to_half(f), f32_to_f16(f)) << f;
+}
+
+TEST(CudaMath, TheButterflySumPairsLanesInAFixedOrder) {
+  float lanes[32];
+  for (int l = 0; l < 32; ++l) lanes[l] = 1.0f + static_cast<float>(l) * 1e-7f;
+  float copy[32];
+  std::copy(lanes, lanes + 32, copy);
+  // Step 16 adds lane l and l ^ 16 first: the total is the sum of those pair sums' tree.
+  float level[32];
+  std::copy(copy, copy + 32, level);
+  for (int width = 16; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) level[l] = level[l] + level[l + width];
+  EXPECT_EQ(lane_tree_sum(lanes), level[0]);
+  float ones[32];
+  std::fill(ones, ones + 32, 0.5f);
+  EXPECT_EQ(lane_tree_sum(ones), 16.0f);
+}
+
+TEST(CudaMath, RotationAndActivationsAreTheCpuBackendsFormulas) {
+  float x0 = 0.3f, x1 = -1.7f;
+  const float c = std::cos(0.9f), s = std::sin(0.9f);
+  rotate_pair(x0, x1, c, s);
+  EXPECT_EQ(x0, 0.3f * c - -1.7f * s);
+  EXPECT_EQ(x1, 0.3f * s + -1.7f * c);
+  for (float g : {-2.0f, -0.0f, 0.5f, 3.0f})
+    for (float u : {-1.0f, 0.25f, 2.0f}) {
+      EXPECT_EQ(activate(FfnActivation::SwiGLU, g, u), g / (1.0f + std::exp(-g)) * u);
+      EXPECT_EQ(activate(FfnActivation::ReGLU, g, u), g > 0 ? g * u : 0.0f);
+      EXPECT_EQ(activate(FfnActivation::DReLU, g, u), g > 0 && u > 0 ? g * u : 0.0f);
+      EXPECT_EQ(activate(FfnActivation::ReLU, g, u), std::max(u, 0.0f));
+    }
+}
+
+}  // namespace
+}  // namespace strata

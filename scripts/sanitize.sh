@@ -31,7 +31,7 @@ configure() {  # configure DIR SANITIZERS [more cmake args]
   dir=$1 san=$2
   shift 2
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSTRATA_SANITIZE="$san" -DSTRATA_BUILD_BENCH=OFF "$@" >/dev/null
+    -DSTRATA_SANITIZE="$san" -DSTRATA_BUILD_BENCH=OFF -DSTRATA_CUDA=OFF "$@" >/dev/null
 }
 
 # Tests whose measure means nothing under a sanitizer, by name, with the reason:
@@ -68,7 +68,7 @@ if [ "$what" = all ] || [ "$what" = tsan ]; then
   cmake --build build-tsan -j "$jobs" --target strata_tests >/dev/null
   step "tsan: threaded tests"
   build-tsan/tests/strata_tests \
-    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:BackendOps.*'
+    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:BackendOps.*:ReferenceDevice.*:DeviceSession.*'
 fi
 step "done"
 cd "$root"

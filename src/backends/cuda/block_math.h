@@ -247,7 +247,7 @@ STRATA_HD inline float activate(FfnActivation act, float g, float u) {
     case FfnActivation::DReLU:
       return (g > 0.0f && u > 0.0f) ? g * u : 0.0f;
     case FfnActivation::ReLU:
-      return u > 0.0f ? u : 0.0f;
+      return u < 0.0f ? 0.0f : u;  // std::max(u, 0.0f), -0 and NaN included
   }
   return 0.0f;
 }

@@ -1,0 +1,420 @@
+// The CUDA backend's host side: one stream, one allocator with the budget, cuBLAS for batched
+// products of more than kGemmMinTokens tokens (f16 tensor cores: F16 weights as they are,
+// the other types converted to f16 a chunk of rows at a time, F32 by SGEMM), the kernels of
+// launch.h for the rest. Ops are queued on the stream; select_union waits for its count,
+// download for its bytes, synchronize for everything.
+#include "backends/cuda/cuda_backend.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/cuda/block_math.h"
+#include "backends/cuda/launch.h"
+#include "core/error.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+
+namespace cuda {
+
+void kernel_failure(const std::string& message) {
+  throw Error(message);
+}
+
+void check_launch(const char* what) {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) kernel_failure(fmt::format("CUDA {}: {}", what, cudaGetErrorString(e)));
+}
+
+}  // namespace cuda
+
+namespace {
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("CUDA {}: {}", what, cudaGetErrorString(e));
+}
+
+void check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS {}: status {}", what, static_cast<int>(s));
+}
+
+std::string mib(uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0);
+}
+
+// Scratch the backend holds from its creation (so a budget that cannot hold it fails first).
+constexpr uint64_t kAxpyScratch = uint64_t{32} << 20;
+constexpr uint64_t kHalfActivations = uint64_t{64} * 65536 * 2;  // 64 tokens of 64Ki values
+constexpr uint64_t kHalfWeights = uint64_t{32} << 20;            // a chunk of rows as f16
+constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;
+constexpr uint64_t kCounts = 64;
+// What the CUDA context and cuBLAS's handle take outside the allocator, kept free.
+constexpr uint64_t kContextReserve = uint64_t{512} << 20;
+// Batches above this many tokens multiply through cuBLAS.
+constexpr int64_t kGemmMinTokens = cuda::kTile + 1;
+constexpr size_t kEvents = 4096;  // recorded points kept (a ring)
+
+class CudaPrepared final : public PreparedRows {
+ public:
+  int64_t rows() const override { return n; }
+  const float* x = nullptr;
+  int64_t dim = 0, n = 0;
+};
+
+cuda::Rows rows_of(const MatrixView& w, const char* op) {
+  if (w.device != Device::Cuda) fail("CUDA {}: a weight in {} memory", op, device_name(w.device));
+  if (w.layout != Layout::Rows) fail("CUDA {}: the CUDA kernels read weights in rows", op);
+  if (!cuda_math::cuda_weight_type(w.type))
+    fail("the CUDA backend has no kernels for {} weights", dtype_name(w.type));
+  return cuda::Rows{w.type, w.data, w.rows, w.cols, w.row_bytes};
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaOptions& o) : options_(o) {
+    check(cudaSetDevice(o.device), "cudaSetDevice");
+    info_ = cuda_device_info(o.device);
+    const uint64_t usable =
+        info_.free_bytes > kContextReserve ? info_.free_bytes - kContextReserve : 0;
+    if (o.budget > usable)
+      fail("--vram-budget {} is more than the {} that {} has free", mib(o.budget), mib(usable),
+           info_.name);
+    budget_ = o.budget > 0 ? o.budget : usable;
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublasCreate(&blas_), "cublasCreate");
+    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    axpy_scratch_ = allocate(kAxpyScratch, "the CUDA backend's axpy scratch");
+    half_x_ = allocate(kHalfActivations, "the CUDA backend's f16 activations");
+    half_w_ = allocate(kHalfWeights, "the CUDA backend's f16 weight rows");
+    blas_workspace_ = allocate(kCublasWorkspace, "cuBLAS's workspace");
+    counts_ = allocate(kCounts, "the CUDA backend's counters");
+    check(cublasSetWorkspace(blas_, blas_workspace_.data, blas_workspace_.bytes),
+          "cublasSetWorkspace");
+    check(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), kCounts), "cudaMallocHost");
+    events_.resize(kEvents);
+    for (cudaEvent_t& e : events_) check(cudaEventCreate(&e), "cudaEventCreate");
+  }
+
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    cudaFreeHost(host_counts_);
+    cublasDestroy(blas_);
+    for (const auto& [p, bytes] : blocks_) cudaFree(p);
+    cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return Device::Cuda; }
+  std::string name() const override {
+    return fmt::format("cuda {} (sm_{}{}, {} free of {}), budget {}", info_.name, info_.major,
+                       info_.minor, mib(info_.free_bytes), mib(info_.total_bytes), mib(budget_));
+  }
+
+  using Backend::allocate;
+  Buffer allocate(uint64_t bytes, std::string_view what) override {
+    const std::lock_guard lock(mutex_);
+    if (allocated_ + bytes > budget_)
+      fail("{} needs {}, more than the {} left of the GPU's {} budget", what, mib(bytes),
+           mib(budget_ - allocated_), mib(budget_));
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, std::max<uint64_t>(bytes, 1));
+    if (e != cudaSuccess)
+      fail("{} needs {} of GPU memory: {}", what, mib(bytes), cudaGetErrorString(e));
+    check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemset");
+    allocated_ += bytes;
+    blocks_.emplace(p, bytes);
+    return Buffer{Device::Cuda, static_cast<uint8_t*>(p), bytes};
+  }
+
+  void release(const Buffer& b) override {
+    if (b.data == nullptr) return;
+    const std::lock_guard lock(mutex_);
+    const auto it = blocks_.find(b.data);
+    if (it == blocks_.end()) return;
+    cudaStreamSynchronize(stream_);  // queued work may still read it
+    cudaFree(b.data);
+    allocated_ -= it->second;
+    blocks_.erase(it);
+  }
+
+  uint64_t allocated() const override {
+    const std::lock_guard lock(mutex_);
+    return allocated_;
+  }
+
+  void upload(void* dst, const void* host, uint64_t bytes) override {
+    // From pageable memory the copy is staged before the call returns: `host` may be reused.
+    if (bytes > 0)
+      check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+  }
+
+  void download(void* host, const void* src, uint64_t bytes) override {
+    if (bytes == 0) return;
+    check(cudaMemcpyAsync(host, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
+    synchronize();
+  }
+
+  Layout preferred_layout(const MatrixView&, WeightUse) const override { return Layout::Rows; }
+
+  std::unique_ptr<PreparedRows> make_prepared(int64_t) override {
+    return std::make_unique<CudaPrepared>();
+  }
+
+  using Backend::prepare;
+  void prepare(PreparedRows& p, const float* x, int64_t dim, int64_t n,
+               std::span<const DType>) override {
+    // Products read x as it is (f32): ops are stream-ordered, so x is what it was here until an
+    // op queued after the products changes it.
+    auto& c = static_cast<CudaPrepared&>(p);
+    c.x = x;
+    c.dim = dim;
+    c.n = n;
+  }
+
+  void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
+                float eps) override {
+    cuda::launch_rms_norm(x, weight, out, n, dim, eps, stream_);
+  }
+
+  void matmul(std::span<const RowsJob> jobs, const PreparedRows& xp) override {
+    const auto& x = static_cast<const CudaPrepared&>(xp);
+    bool halved = false;  // x as f16, made once for the jobs that need it
+    for (const RowsJob& j : jobs) {
+      const cuda::Rows w = rows_of(*j.w, "matmul");
+      if (w.cols != x.dim) fail("CUDA matmul: rows of {} values, activations of {}", w.cols, x.dim);
+      if (x.n >= kGemmMinTokens && fits_gemm(w, x)) {
+        gemm(w, x, j.y, j.y_stride, halved);
+        continue;
+      }
+      cuda::launch_products(w, nullptr, w.rows, x.x, x.n, nullptr, 0, j.y, j.y_stride, stream_);
+    }
+  }
+
+  void gather(std::span<const RowsJob> jobs, std::span<const int32_t> rows, const PreparedRows& xp,
+              const uint8_t* need, int64_t need_stride) override {
+    const auto& x = static_cast<const CudaPrepared&>(xp);
+    for (const RowsJob& j : jobs) {
+      const cuda::Rows w = rows_of(*j.w, "gather");
+      cuda::launch_products(w, rows.data(), static_cast<int64_t>(rows.size()), x.x, x.n, need,
+                            need_stride, j.y, j.y_stride, stream_);
+    }
+  }
+
+  void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, int64_t c_stride,
+            int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons) override {
+    if (!neurons.empty()) fail("the CUDA axpy takes neuron ids as its rows (no neuron cache)");
+    cuda::launch_axpy(rows_of(wt, "axpy"), rows.data(), static_cast<int64_t>(rows.size()), c,
+                      c_stride, n, out, out_stride, reinterpret_cast<float*>(axpy_scratch_.data),
+                      axpy_scratch_.bytes, stream_);
+  }
+
+  void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
+                      const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) override {
+    for (int64_t t0 = 0; t0 < n; t0 += cuda::kMaxPlaces) {
+      const int64_t m = std::min<int64_t>(cuda::kMaxPlaces, n - t0);
+      cuda::launch_rope_store(q + t0 * s.q_dim(), k + t0 * s.kv_dim(), v + t0 * s.kv_dim(), m,
+                              static_cast<int>(s.n_head), static_cast<int>(s.n_head_kv),
+                              static_cast<int>(s.head_dim), rope.cos + t0 * rope.half,
+                              rope.sin + t0 * rope.half, static_cast<int>(rope.half), kv.k, kv.v,
+                              kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
+                              places(at, t0, m), stream_);
+    }
+  }
+
+  void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
+                 const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) override {
+    for (int64_t t0 = 0; t0 < n; t0 += cuda::kMaxPlaces) {
+      const int64_t m = std::min<int64_t>(cuda::kMaxPlaces, n - t0);
+      cuda::launch_attention(q + t0 * s.q_dim(), m, static_cast<int>(s.n_head),
+                             static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), kv.k,
+                             kv.v, kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
+                             places(at, t0, m), n_ctx, scores + t0 * s.n_head * n_ctx,
+                             out + t0 * s.q_dim(), stream_);
+    }
+  }
+
+  void activation(FfnActivation act, const float* gate, const float* up, float* h,
+                  int64_t count) override {
+    cuda::launch_activation(act, ffn_has_gate(act) ? gate : nullptr, up, h, count, stream_);
+  }
+  void relu(float* x, int64_t count) override { cuda::launch_relu(x, count, stream_); }
+  void threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
+                 int64_t count) override {
+    cuda::launch_threshold(scores, threshold, strict, mask, count, stream_);
+  }
+
+  int64_t select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids, uint8_t* need,
+                       uint64_t* selected) override {
+    auto* counts = reinterpret_cast<int64_t*>(counts_.data);
+    check(cudaMemsetAsync(counts, 0, 2 * sizeof(int64_t), stream_), "cudaMemset");
+    cuda::launch_select_union(mask, n, ff, ids, need, counts, stream_);
+    check(
+        cudaMemcpyAsync(host_counts_, counts, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream_),
+        "select_union");
+    synchronize();
+    *selected = static_cast<uint64_t>(host_counts_[1]);
+    return host_counts_[0];
+  }
+
+  void select_columns(const float* full, std::span<const int32_t> ids, int64_t n, int64_t stride,
+                      float* out) override {
+    cuda::launch_select_columns(full, ids.data(), static_cast<int64_t>(ids.size()), n, stride, out,
+                                stream_);
+  }
+
+  void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
+                   int64_t end, uint64_t* nonzero) override {
+    cuda::launch_keep_needed(h, need, n, stride, begin, end, nonzero, stream_);
+  }
+
+  void add(float* x, const float* y, int64_t count) override {
+    cuda::launch_add(x, y, count, stream_);
+  }
+
+  void copy(void* dst, const void* src, uint64_t bytes) override {
+    if (bytes > 0)
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "copy");
+  }
+
+  void dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) override {
+    // One embedding row per token: made f32 on the host, uploaded (staged before returning).
+    std::vector<float> values(static_cast<size_t>(n));
+    strata::dequantize_row(type, row, values.data(), n);
+    upload(out, values.data(), values.size() * sizeof(float));
+  }
+
+  Event record() override {
+    const uint64_t ticket = ++next_ticket_;
+    check(cudaEventRecord(events_[ticket % kEvents], stream_), "cudaEventRecord");
+    return Event{0, ticket};
+  }
+
+  double elapsed(const Event& from, const Event& to) const override {
+    cudaEvent_t a = events_[from.ticket % kEvents], b = events_[to.ticket % kEvents];
+    check(cudaEventSynchronize(b), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, a, b), "cudaEventElapsedTime");
+    return ms / 1e3;
+  }
+
+  void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+ private:
+  static cuda::Places places(const TokenPlaces& at, int64_t t0, int64_t m) {
+    cuda::Places p{};
+    for (int64_t i = 0; i < m; ++i) {
+      p.pos[i] = at.pos[t0 + i];
+      p.base[i] = at.base[t0 + i];
+    }
+    return p;
+  }
+
+  bool fits_gemm(const cuda::Rows& w, const CudaPrepared& x) const {
+    const uint64_t half_x = static_cast<uint64_t>(x.n * x.dim) * 2;
+    const uint64_t half_row = static_cast<uint64_t>(w.cols) * 2;
+    const bool plain = w.type == DType::F32 || w.type == DType::F16;
+    const uint64_t elem = w.type == DType::F32 ? 4 : 2;
+    return half_x <= half_x_.bytes && half_row <= half_w_.bytes && w.cols % cuda_math::kUnit == 0 &&
+           (!plain || w.row_bytes == static_cast<uint64_t>(w.cols) * elem);
+  }
+
+  // y = W x for a batch on the tensor cores (column-major view: Y^T = W^T' X^T).
+  void gemm(const cuda::Rows& w, const CudaPrepared& x, float* y, int64_t y_stride, bool& halved) {
+    const float one = 1.0f, zero = 0.0f;
+    const int n = static_cast<int>(x.n), k = static_cast<int>(w.cols);
+    if (w.type == DType::F32) {
+      check(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, k, &one,
+                        reinterpret_cast<const float*>(w.data), k, x.x, k, &zero, y,
+                        static_cast<int>(y_stride)),
+            "sgemm");
+      return;
+    }
+    auto* xh = reinterpret_cast<uint16_t*>(half_x_.data);
+    if (!halved) {
+      cuda::launch_floats_to_half(x.x, x.n * x.dim, xh, stream_);
+      halved = true;
+    }
+    auto product = [&](const void* a, int64_t r0, int64_t rows) {
+      check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n, k, &one, a,
+                         CUDA_R_16F, k, xh, CUDA_R_16F, k, &zero, y + r0, CUDA_R_32F,
+                         static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "gemm");
+    };
+    if (w.type == DType::F16) return product(w.data, 0, w.rows);
+    const int64_t chunk = static_cast<int64_t>(half_w_.bytes / (static_cast<uint64_t>(k) * 2));
+    auto* wh = reinterpret_cast<uint16_t*>(half_w_.data);
+    for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+      const int64_t rows = std::min(chunk, w.rows - r0);
+      cuda::launch_rows_to_half(w, r0, rows, wh, stream_);
+      product(wh, r0, rows);
+    }
+  }
+
+  CudaOptions options_;
+  CudaDeviceInfo info_;
+  uint64_t budget_ = 0;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+  mutable std::mutex mutex_;
+  std::unordered_map<void*, uint64_t> blocks_;
+  uint64_t allocated_ = 0;
+  Buffer axpy_scratch_, half_x_, half_w_, blas_workspace_, counts_;
+  int64_t* host_counts_ = nullptr;
+  std::vector<cudaEvent_t> events_;
+  uint64_t next_ticket_ = 0;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();  // clear it
+    return 0;
+  }
+  return n;
+}
+
+std::string cuda_unavailable_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  cudaGetLastError();
+  if (e != cudaSuccess) return fmt::format("no CUDA GPU can be used: {}", cudaGetErrorString(e));
+  return n == 0 ? "no CUDA GPU was found" : "";
+}
+
+CudaDeviceInfo cuda_device_info(int device) {
+  if (cuda_device_count() <= device) fail("{}", cuda_unavailable_reason());
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  CudaDeviceInfo info;
+  info.name = prop.name;
+  info.major = prop.major;
+  info.minor = prop.minor;
+  int clock_khz = 0, bus_bits = 0;
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device);
+  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
+  info.peak_bytes_per_s = 2.0 * clock_khz * 1e3 * bus_bits / 8.0;  // double data rate
+  check(cudaSetDevice(device), "cudaSetDevice");
+  size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  info.free_bytes = free;
+  info.total_bytes = total;
+  return info;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
+  if (cuda_device_count() <= options.device) fail("{}", cuda_unavailable_reason());
+  return std::make_unique<CudaBackend>(options);
+}
+
+uint64_t cuda_backend_overhead_bytes() {
+  return kAxpyScratch + kHalfActivations + kHalfWeights + kCublasWorkspace + kCounts;
+}
+
+}  // namespace strata

@@ -1,0 +1,327 @@
+// The rest of a layer: RMSNorm (one block per row, sums in double by a fixed tree), RoPE with
+// the KV append, attention (one block per token and head: scores by warps, softmax and the
+// value sums by fixed loops), activations and elementwise ops, and the neuron selection
+// (the union of a batch's neurons compacted by one block's prefix sum).
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "backends/cuda/block_math.h"
+#include "backends/cuda/launch.h"
+
+namespace strata::cuda {
+
+namespace {
+
+using cuda_math::activate;
+using cuda_math::float_to_half;
+using cuda_math::half_to_float;
+using cuda_math::rotate_pair;
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t count, int per_block) {
+  return static_cast<unsigned>((count + per_block - 1) / per_block);
+}
+
+__device__ inline float warp_sum(float v) {
+  for (int step = 16; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
+  return v;
+}
+
+__global__ void rms_norm_kernel(const float* x, const float* weight, float* out, int64_t dim,
+                                float eps) {
+  __shared__ double part[kThreads];
+  const float* xb = x + blockIdx.x * dim;
+  float* ob = out + blockIdx.x * dim;
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) s += double{xb[i]} * xb[i];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  const float scale = static_cast<float>(1.0 / sqrt(part[0] / static_cast<double>(dim) + eps));
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) ob[i] = xb[i] * scale * weight[i];
+}
+
+__device__ inline void store_value(void* cache, bool f16, int64_t at, float v) {
+  if (f16)
+    static_cast<uint16_t*>(cache)[at] = float_to_half(v);
+  else
+    static_cast<float*>(cache)[at] = v;
+}
+
+__device__ inline float load_value(const void* cache, bool f16, int64_t at) {
+  return f16 ? half_to_float(static_cast<const uint16_t*>(cache)[at])
+             : static_cast<const float*>(cache)[at];
+}
+
+// One block per token: rotate its query and key heads' first `half` pairs, then store its key
+// and value at its cache row.
+__global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head, int n_head_kv,
+                                  int head_dim, const float* cos, const float* sin, int half,
+                                  void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
+                                  Places at) {
+  const int b = blockIdx.x;
+  const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
+  float* qb = q + b * q_dim;
+  float* kb = k + b * kv_dim;
+  const float* cb = cos + static_cast<int64_t>(b) * half;
+  const float* sb = sin + static_cast<int64_t>(b) * half;
+  for (int idx = threadIdx.x; idx < n_head * half; idx += blockDim.x) {
+    const int h = idx / half, i = idx % half;
+    rotate_pair(qb[h * head_dim + 2 * i], qb[h * head_dim + 2 * i + 1], cb[i], sb[i]);
+  }
+  for (int idx = threadIdx.x; idx < n_head_kv * half; idx += blockDim.x) {
+    const int h = idx / half, i = idx % half;
+    rotate_pair(kb[h * head_dim + 2 * i], kb[h * head_dim + 2 * i + 1], cb[i], sb[i]);
+  }
+  __syncthreads();
+  const int64_t row = (at.base[b] + at.pos[b]) * kv_dim;
+  for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+    store_value(k_cache, k16, row + i, kb[i]);
+    store_value(v_cache, v16, row + i, v[b * kv_dim + i]);
+  }
+}
+
+// Block (head h, token b): scores of the token's query head against its sequence's cached
+// keys up to its position, softmax, the weighted sum of values.
+__global__ void attention_kernel(const float* q, int n_head, int group, int head_dim,
+                                 const void* k_cache, const void* v_cache, bool k16, bool v16,
+                                 int64_t kv_dim, Places at, int64_t n_ctx, float* scores,
+                                 float* out, float scale) {
+  __shared__ float qs[512];
+  __shared__ float red[kThreads];
+  const int h = blockIdx.x, b = blockIdx.y, kvh = h / group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x / 32;
+  const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
+  const int64_t positions = at.pos[b] + 1, base = at.base[b];
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) qs[i] = q[b * q_dim + h * head_dim + i];
+  __syncthreads();
+  float* sc = scores + (static_cast<int64_t>(b) * n_head + h) * n_ctx;
+  const int64_t head = static_cast<int64_t>(kvh) * head_dim;
+  for (int64_t p = warp; p < positions; p += warps) {
+    const int64_t row = (base + p) * kv_dim + head;
+    float d = 0.0f;
+    for (int i = lane; i < head_dim; i += 32) d += qs[i] * load_value(k_cache, k16, row + i);
+    d = warp_sum(d);
+    if (lane == 0) sc[p] = d * scale;
+  }
+  __syncthreads();
+  float most = -INFINITY;
+  for (int64_t p = threadIdx.x; p < positions; p += blockDim.x) most = fmaxf(most, sc[p]);
+  red[threadIdx.x] = most;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + w]);
+    __syncthreads();
+  }
+  most = red[0];
+  __syncthreads();
+  float total = 0.0f;
+  for (int64_t p = threadIdx.x; p < positions; p += blockDim.x) {
+    const float e = expf(sc[p] - most);
+    sc[p] = e;
+    total += e;
+  }
+  red[threadIdx.x] = total;
+  __syncthreads();
+  for (int w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+    __syncthreads();
+  }
+  total = red[0];
+  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
+    float acc = 0.0f;
+    for (int64_t p = 0; p < positions; ++p)
+      acc += sc[p] * load_value(v_cache, v16, (base + p) * kv_dim + head + i);
+    out[b * q_dim + h * head_dim + i] = acc / total;
+  }
+}
+
+__global__ void activation_kernel(FfnActivation act, const float* gate, const float* up, float* h,
+                                  int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) h[i] = activate(act, gate != nullptr ? gate[i] : 0.0f, up[i]);
+}
+
+__global__ void relu_kernel(float* x, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count && x[i] < 0.0f) x[i] = 0.0f;
+}
+
+__global__ void threshold_kernel(const float* s, float t, bool strict, uint8_t* mask,
+                                 int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) mask[i] = strict ? s[i] > t : s[i] >= t;
+}
+
+__global__ void add_kernel(float* x, const float* y, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] += y[i];
+}
+
+constexpr int kScanThreads = 1024;
+
+// One block: thread t owns neurons [t * chunk, (t + 1) * chunk); counts its selected ones,
+// a prefix sum gives its first slot, it writes its ids in ascending order.
+__global__ void union_ids_kernel(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids,
+                                 int64_t* counts) {
+  __shared__ int64_t sums[kScanThreads];
+  const int64_t chunk = (ff + kScanThreads - 1) / kScanThreads;
+  const int64_t lo = threadIdx.x * chunk, hi = lo + chunk < ff ? lo + chunk : ff;
+  auto selected = [&](int64_t i) {
+    for (int64_t b = 0; b < n; ++b)
+      if (mask[b * ff + i] != 0) return true;
+    return false;
+  };
+  int64_t mine = 0;
+  for (int64_t i = lo; i < hi; ++i) mine += selected(i);
+  sums[threadIdx.x] = mine;
+  __syncthreads();
+  for (int off = 1; off < kScanThreads; off *= 2) {
+    const int64_t add = threadIdx.x >= off ? sums[threadIdx.x - off] : 0;
+    __syncthreads();
+    sums[threadIdx.x] += add;
+    __syncthreads();
+  }
+  int64_t slot = sums[threadIdx.x] - mine;
+  for (int64_t i = lo; i < hi; ++i)
+    if (selected(i)) ids[slot++] = static_cast<int32_t>(i);
+  if (threadIdx.x == kScanThreads - 1) counts[0] = sums[threadIdx.x];
+}
+
+// need[b * ff + k] = mask[b][ids[k]] for k < count; counts[1] += the selected pairs.
+__global__ void union_need_kernel(const uint8_t* mask, int64_t n, int64_t ff, const int32_t* ids,
+                                  uint8_t* need, int64_t* counts) {
+  __shared__ int block_sum;
+  if (threadIdx.x == 0) block_sum = 0;
+  __syncthreads();
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t count = counts[0];
+  if (at < n * ff) {
+    const int64_t b = at / ff, k = at % ff;
+    if (k < count) {
+      const uint8_t v = mask[b * ff + ids[k]];
+      need[b * ff + k] = v;
+      if (v != 0) atomicAdd(&block_sum, 1);  // integers: the total is exact in any order
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && block_sum != 0)
+    atomicAdd(reinterpret_cast<unsigned long long*>(counts + 1),
+              static_cast<unsigned long long>(block_sum));
+}
+
+__global__ void select_columns_kernel(const float* full, const int32_t* ids, int64_t count,
+                                      int64_t n, int64_t stride, float* out) {
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (at >= n * count) return;
+  const int64_t b = at / count, k = at % count;
+  out[b * stride + k] = full[b * stride + ids[k]];
+}
+
+__global__ void keep_needed_kernel(float* h, const uint8_t* need, int64_t n, int64_t stride,
+                                   int64_t begin, int64_t width, unsigned long long* nonzero) {
+  __shared__ int block_sum;
+  if (threadIdx.x == 0) block_sum = 0;
+  __syncthreads();
+  const int64_t at = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (at < n * width) {
+    const int64_t i = (at / width) * stride + begin + at % width;
+    if (need != nullptr && need[i] == 0) h[i] = 0.0f;
+    if (h[i] != 0.0f) atomicAdd(&block_sum, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && block_sum != 0)
+    atomicAdd(nonzero, static_cast<unsigned long long>(block_sum));
+}
+
+}  // namespace
+
+void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
+                     float eps, cudaStream_t stream) {
+  if (n == 0) return;
+  rms_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, weight, out, dim, eps);
+  check_launch("rms_norm");
+}
+
+void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
+                       int head_dim, const float* cos, const float* sin, int half, void* k_cache,
+                       void* v_cache, bool k16, bool v16, int64_t kv_dim, const Places& at,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  rope_store_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
+      q, k, v, n_head, n_head_kv, head_dim, cos, sin, half, k_cache, v_cache, k16, v16, kv_dim, at);
+  check_launch("rope_and_store");
+}
+
+void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
+                      const void* k_cache, const void* v_cache, bool k16, bool v16, int64_t kv_dim,
+                      const Places& at, int64_t n_ctx, float* scores, float* out,
+                      cudaStream_t stream) {
+  if (n == 0) return;
+  if (head_dim > 512) kernel_failure("the CUDA attention takes heads of up to 512 values");
+  const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
+  attention_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)), kThreads, 0,
+                     stream>>>(q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k16, v16,
+                               kv_dim, at, n_ctx, scores, out, scale);
+  check_launch("attention");
+}
+
+void launch_activation(FfnActivation act, const float* gate, const float* up, float* h,
+                       int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  activation_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(act, gate, up, h, count);
+  check_launch("activation");
+}
+
+void launch_relu(float* x, int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  relu_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, count);
+  check_launch("relu");
+}
+
+void launch_threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
+                      int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  threshold_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(scores, threshold, strict,
+                                                                         mask, count);
+  check_launch("threshold");
+}
+
+void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  add_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, y, count);
+  check_launch("add");
+}
+
+void launch_select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids, uint8_t* need,
+                         int64_t* counts, cudaStream_t stream) {
+  union_ids_kernel<<<1, kScanThreads, 0, stream>>>(mask, n, ff, ids, counts);
+  if (n * ff > 0)
+    union_need_kernel<<<blocks_for(n * ff, kThreads), kThreads, 0, stream>>>(mask, n, ff, ids, need,
+                                                                             counts);
+  check_launch("select_union");
+}
+
+void launch_select_columns(const float* full, const int32_t* ids, int64_t count, int64_t n,
+                           int64_t stride, float* out, cudaStream_t stream) {
+  if (count * n == 0) return;
+  select_columns_kernel<<<blocks_for(count * n, kThreads), kThreads, 0, stream>>>(full, ids, count,
+                                                                                  n, stride, out);
+  check_launch("select_columns");
+}
+
+void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
+                        int64_t end, uint64_t* nonzero, cudaStream_t stream) {
+  const int64_t width = end - begin;
+  if (width <= 0 || n == 0) return;
+  keep_needed_kernel<<<blocks_for(n * width, kThreads), kThreads, 0, stream>>>(
+      h, need, n, stride, begin, width, reinterpret_cast<unsigned long long*>(nonzero));
+  check_launch("keep_needed");
+}
+
+}  // namespace strata::cuda

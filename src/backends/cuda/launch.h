@@ -1,0 +1,83 @@
+// The CUDA kernels' launchers: plain C++ signatures over device pointers, queued on a stream,
+// for the backend (cuda_backend.cpp) to call. Every kernel computes each output element with
+// one thread or one warp in a fixed order (block_math.h): no floating-point atomics, so the
+// same inputs give the same bits on every run. Only integer counters use atomics.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/dtype.h"
+#include "tensor/ffn_activation.h"
+
+namespace strata::cuda {
+
+// Throws strata::Error (the kernels' files do not include fmt): a failed launch or a shape the
+// kernels do not take.
+[[noreturn]] void kernel_failure(const std::string& message);
+// kernel_failure naming `what` when the last launch failed.
+void check_launch(const char* what);
+
+// A weight matrix in device memory, in the file's rows.
+struct Rows {
+  DType type = DType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  uint64_t row_bytes = 0;
+};
+
+inline constexpr int kTile = 8;          // tokens one pass of a product kernel computes
+inline constexpr int kMaxPlaces = 64;    // tokens one rope/attention launch places
+inline constexpr int64_t kBucket = 256;  // the axpy's neuron-id buckets (sparse_ops.h)
+
+// Where tokens sit in the KV cache, passed by value with the launch.
+struct Places {
+  int64_t pos[kMaxPlaces];
+  int64_t base[kMaxPlaces];
+};
+
+// y[b * y_stride + k] = W.row(ids ? ids[k] : k) . x[b] for k < count and tokens b < n;
+// with `need` ([n][need_stride] by k) unneeded products are written as 0.
+void launch_products(const Rows& w, const int32_t* ids, int64_t count, const float* x, int64_t n,
+                     const uint8_t* need, int64_t need_stride, float* y, int64_t y_stride,
+                     cudaStream_t stream);
+// out[b] = sum over k of c[b * c_stride + k] * wt.row(ids[k]) (ids ascending, c == 0 skipped),
+// summed per bucket of kBucket ids in list order, the buckets' partials in bucket order.
+// `partial`: scratch of partial_bytes; tokens go in passes that fit.
+void launch_axpy(const Rows& wt, const int32_t* ids, int64_t count, const float* c,
+                 int64_t c_stride, int64_t n, float* out, int64_t out_stride, float* partial,
+                 uint64_t partial_bytes, cudaStream_t stream);
+// Rows [row0, row0 + rows) of w as f16 ([rows][cols]), for a tensor-core GEMM.
+void launch_rows_to_half(const Rows& w, int64_t row0, int64_t rows, uint16_t* out,
+                         cudaStream_t stream);
+void launch_floats_to_half(const float* x, int64_t count, uint16_t* out, cudaStream_t stream);
+
+void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
+                     float eps, cudaStream_t stream);
+// n <= kMaxPlaces tokens.
+void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
+                       int head_dim, const float* cos, const float* sin, int half, void* k_cache,
+                       void* v_cache, bool k16, bool v16, int64_t kv_dim, const Places& at,
+                       cudaStream_t stream);
+void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
+                      const void* k_cache, const void* v_cache, bool k16, bool v16, int64_t kv_dim,
+                      const Places& at, int64_t n_ctx, float* scores, float* out,
+                      cudaStream_t stream);
+
+void launch_activation(FfnActivation act, const float* gate, const float* up, float* h,
+                       int64_t count, cudaStream_t stream);
+void launch_relu(float* x, int64_t count, cudaStream_t stream);
+void launch_threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
+                      int64_t count, cudaStream_t stream);
+void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream);
+// counts[0] = number of ids, counts[1] += selected (token, neuron) pairs.
+void launch_select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids, uint8_t* need,
+                         int64_t* counts, cudaStream_t stream);
+void launch_select_columns(const float* full, const int32_t* ids, int64_t count, int64_t n,
+                           int64_t stride, float* out, cudaStream_t stream);
+void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
+                        int64_t end, uint64_t* nonzero, cudaStream_t stream);
+
+}  // namespace strata::cuda

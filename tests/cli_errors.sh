@@ -100,8 +100,11 @@ expect_error "layers, the model" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 
 expect_error "not JSON" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$model"
 "$strata" plan -m "$work/sparse.gguf" --profile "$work/sparse.profile.gguf" --vram-budget 64M \
   --ram-bandwidth 40 -o "$work/v.plan.json" >/dev/null 2>&1
-expect_error "no GPU backend" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/v.plan.json"
-expect_error "vram-budget" "$strata" run -m "$model" -p hi -n 1 --vram-budget 1G
+expect_error "between GPU and CPU" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/v.plan.json"
+expect_error "or none of it" "$strata" run -m "$model" -p hi -n 1 -ngl 3
+expect_error "of --vram-budget" "$strata" run -m "$model" -p hi -n 1 --device reference --vram-budget 1M
+expect_error "n-gpu-layers" "$strata" run -m "$model" -p hi -n 1 -ngl -2
+expect_error "tpu" "$strata" run -m "$model" -p hi -n 1 --device tpu
 expect_error "another model" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/other.profile.gguf"
 expect_error "pin-share" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/sparse.profile.gguf" --pin-share 2
 expect_error "cannot open" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/missing.gguf"

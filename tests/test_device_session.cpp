@@ -11,6 +11,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/refdev/reference_device.h"
 #include "core/error.h"
+#include "runtime/planned_session.h"
 #include "runtime/session.h"
 #include "tensor/kquants.h"
 #include "test_helpers.h"
@@ -165,6 +166,36 @@ TEST_F(DeviceSession, HostOnlyFeaturesAreClearErrors) {
   EXPECT_THROW(Session(*m, 16, dev, o), Error);
   Session s(*m, 16, dev, {});
   EXPECT_THROW(s.set_ffn_observer([](int64_t, int64_t, const float*, const float*) {}), Error);
+}
+
+// Through the plan, as the CLI runs (--device reference): the whole model on the device with
+// an f16 KV cache by default, the plan saying so, the text the CPU's with the same cache; a
+// budget the model does not fit is an error before any work.
+TEST_F(DeviceSession, APlannedRunOnTheDeviceGivesTheCpuText) {
+  auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");
+  RunRequest r;
+  r.n_ctx = 64;
+  r.kv_types_given = false;
+  r.device.device = "reference";
+  const PlannedRun dev_run = plan_run(*m, r);
+  EXPECT_EQ(dev_run.device.kind, DeviceKind::Reference);
+  EXPECT_EQ(dev_run.session.k_type, DType::F16);
+  EXPECT_EQ(dev_run.plan.output, Device::Cuda);
+  EXPECT_GT(dev_run.plan.predicted.vram_bytes, 0u);
+  for (const LayerPlan& l : dev_run.plan.layers) EXPECT_EQ(l.attention, Device::Cuda);
+  RunRequest cpu_req = r;
+  cpu_req.device = {};
+  cpu_req.kv_types_given = true;
+  cpu_req.k_type = cpu_req.v_type = DType::F16;
+  const PlannedRun cpu_run = plan_run(*m, cpu_req);
+  EXPECT_EQ(cpu_run.device.kind, DeviceKind::Cpu);
+  auto dev = make_session_backend(dev_run, pool);
+  auto cpu = make_session_backend(cpu_run, pool);
+  EXPECT_EQ(dev->device(), Device::Cuda);
+  EXPECT_EQ(run(*m, *dev, dev_run.session), run(*m, *cpu, cpu_run.session));
+
+  r.device.vram_budget = 1 << 20;
+  EXPECT_THROW(plan_run(*m, r), Error) << "a budget the model cannot fit";
 }
 
 }  // namespace

@@ -1,17 +1,39 @@
 #include "backends/registry.h"
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "backends/refdev/reference_device.h"
 
 namespace strata {
 
+std::vector<std::string> backend_names() {
+  return {"cpu", "cpu-scalar", "reference-device", "cuda"};
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, ThreadPool& pool,
+                                      std::string* why_not) {
+  if (name == "cpu") return std::make_unique<CpuBackend>(pool);
+  if (name == "cpu-scalar") {
+    CpuBackendOptions scalar;
+    scalar.kernels = &scalar_kernels();
+    return std::make_unique<CpuBackend>(pool, scalar);
+  }
+  if (name == "reference-device") return std::make_unique<ReferenceDevice>();
+  if (name == "cuda") {
+    if (cuda_device_count() > 0) return make_cuda_backend({});
+    *why_not = cuda_unavailable_reason();
+    return nullptr;
+  }
+  *why_not = "no backend is called '" + name + "'";
+  return nullptr;
+}
+
 std::vector<NamedBackend> available_backends(ThreadPool& pool) {
   std::vector<NamedBackend> all;
-  all.push_back({"cpu", std::make_unique<CpuBackend>(pool)});
-  CpuBackendOptions scalar;
-  scalar.kernels = &scalar_kernels();
-  all.push_back({"cpu-scalar", std::make_unique<CpuBackend>(pool, scalar)});
-  all.push_back({"reference-device", std::make_unique<ReferenceDevice>()});
+  for (const std::string& name : backend_names()) {
+    std::string why;
+    if (auto b = make_backend(name, pool, &why)) all.push_back({name, std::move(b)});
+  }
   return all;
 }
 

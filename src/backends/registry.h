@@ -1,8 +1,9 @@
-// Every backend this build and machine can run, for the backend test harness and for choosing a
-// device: the CPU backend with this CPU's kernels, and with the scalar reference kernels (a second
-// CPU implementation that the harness holds to the same contract), the reference device (its own
-// memory and queue, as a GPU: backends/refdev/reference_device.h); the CUDA backend joins here
-// where it is built and a GPU is present.
+// Every backend this build knows, by name, for the backend test harness and for choosing a
+// device: the CPU backend with this CPU's kernels ("cpu") and with the scalar reference kernels
+// ("cpu-scalar", a second CPU implementation the harness holds to the same contract), the
+// reference device ("reference-device": its own memory and queue, as a GPU;
+// backends/refdev/reference_device.h) and the CUDA backend ("cuda"), present where the build
+// has it and the machine a GPU.
 #pragma once
 
 #include <memory>
@@ -19,6 +20,12 @@ struct NamedBackend {
   std::unique_ptr<Backend> backend;
 };
 
+// The names of every backend, whether or not this machine can make it.
+std::vector<std::string> backend_names();
+// The backend of that name, or null with *why_not saying why this build or machine has none.
+std::unique_ptr<Backend> make_backend(const std::string& name, ThreadPool& pool,
+                                      std::string* why_not);
+// Those this machine can make.
 std::vector<NamedBackend> available_backends(ThreadPool& pool);
 
 }  // namespace strata

@@ -52,6 +52,7 @@ void add_batched_flags(CLI::App* cmd, BatchedOptions& o) {
   cmd->add_flag("--json", o.json, "Print the report as JSON on stdout (and no texts)");
   cmd->add_flag("-q,--quiet", o.quiet, "Print only the report");
   add_ffn_flags(cmd, o.ffn);
+  add_gpu_flags(cmd, o.ffn);
 }
 
 int batched(const BatchedOptions& o) {
@@ -64,7 +65,8 @@ int batched(const BatchedOptions& o) {
   const PlannedRun planned =
       resolve_ffn_flags(o.ffn, *model, n_ctx, &storage, /*logits_rows=*/o.parallel, o.parallel);
   ThreadPool pool(checked_threads(o.threads));
-  Session session(*model, n_ctx, pool, planned.session);
+  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
+  Session session(*model, n_ctx, *backend, planned.session);
   announce_plan(planned, o.ffn);
   SchedulerOptions so;
   so.max_queue = 1;

@@ -210,7 +210,8 @@ int run_bench(BenchOptions& o) {
   StorageProfile storage;
   const PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
   ThreadPool pool(checked_threads(o.threads));
-  Session session(*model, n_ctx, pool, planned.session);
+  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
+  Session session(*model, n_ctx, *backend, planned.session);
   announce_plan(planned, o.ffn);
   const BenchResult r = measure(session, o, model->config);
   const double bandwidth = o.skip_bandwidth ? 0.0 : measure_read_bandwidth(pool);
@@ -239,6 +240,7 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--no-bandwidth", o->skip_bandwidth, "Skip the memory bandwidth measurement");
   add_ffn_flags(cmd, o->ffn);
+  add_gpu_flags(cmd, o->ffn);
   return {cmd, [o] { return run_bench(*o); }};
 }
 

@@ -32,6 +32,7 @@ Command add_logits_command(CLI::App& app) {
       ->check(in_range<int32_t>(0, std::numeric_limits<int32_t>::max()));
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   add_ffn_flags(cmd, o->ffn);
+  add_gpu_flags(cmd, o->ffn);
   return {cmd, [o] {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
@@ -39,7 +40,9 @@ Command add_logits_command(CLI::App& app) {
                 resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()), nullptr,
                                   static_cast<int64_t>(o->tokens.size()));
             ThreadPool pool(checked_threads(o->threads));
-            Session session(*model, static_cast<int64_t>(o->tokens.size()), pool, planned.session);
+            const auto backend = make_session_backend(planned, pool, o->ffn.repack);
+            Session session(*model, static_cast<int64_t>(o->tokens.size()), *backend,
+                            planned.session);
             nlohmann::json out = nlohmann::json::array();
             const auto all = session.eval(o->tokens, /*all_logits=*/true);
             const size_t n_vocab = all.size() / o->tokens.size();

@@ -35,6 +35,7 @@ Command add_perplexity_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print JSON");
   add_ffn_flags(cmd, o->ffn);
+  add_gpu_flags(cmd, o->ffn);
   return {
       cmd, [o] {
         const std::string text = read_regular_file(o->file, kMaxTextFileBytes, "text");
@@ -50,7 +51,8 @@ Command add_perplexity_command(CLI::App& app) {
         StorageProfile storage;
         const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage, n_ctx);
         ThreadPool pool(checked_threads(o->threads));
-        Session session(*model, n_ctx, pool, planned.session);
+        const auto backend = make_session_backend(planned, pool, o->ffn.repack);
+        Session session(*model, n_ctx, *backend, planned.session);
         announce_plan(planned, o->ffn);
         ProgressBar bar("perplexity");
         Timer timer;

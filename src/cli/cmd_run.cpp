@@ -49,6 +49,7 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
   cmd->add_flag("--no-bos", o.no_bos, "Do not add the BOS token");
   cmd->add_flag("--json", o.json, "Print the timing report as JSON on stderr");
   add_ffn_flags(cmd, o.ffn);
+  add_gpu_flags(cmd, o.ffn);
 }
 
 struct Generation {
@@ -132,7 +133,8 @@ int run_generation(const RunOptions& o) {
   StorageProfile storage;
   const PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
   ThreadPool pool(checked_threads(o.threads));
-  Session session(*model, n_ctx, pool, planned.session);
+  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
+  Session session(*model, n_ctx, *backend, planned.session);
   announce_plan(planned, o.ffn);
   Sampler sampler(sp);
   const Generation g = generate(session, sampler, tok, prompt, o);

@@ -69,6 +69,7 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "+ 32); idle connections hold none")
       ->check(in_range(0, 65536));
   add_ffn_flags(cmd, o.ffn);
+  add_gpu_flags(cmd, o.ffn);
 }
 
 ServerOptions server_options(const ServeOptions& o, const Model& model) {
@@ -95,9 +96,9 @@ int serve(const ServeOptions& o) {
       Model::load(o.model, /*require_tokenizer=*/true, o.mmap ? LoadMode::Map : LoadMode::Read);
   // llama-server's rule: -c is shared by the slots. Without it, each slot gets the model's
   // context unless the KV cache of all slots would not fit (runtime/slot_context.h).
-  const uint64_t kv_per_position =
-      Session::kv_cache_bytes(model->config, 1, kv_type(o.ffn.cache_type_k, "--cache-type-k"),
-                              kv_type(o.ffn.cache_type_v, "--cache-type-v"));
+  const uint64_t kv_per_position = Session::kv_cache_bytes(
+      model->config, 1, kv_type_or_f32(o.ffn.cache_type_k, "--cache-type-k"),
+      kv_type_or_f32(o.ffn.cache_type_v, "--cache-type-v"));
   const uint64_t memory = !o.ffn.ram_budget.empty() ? parse_bytes(o.ffn.ram_budget, "--ram-budget")
                                                     : AnonymousMemory::available();
   const int64_t model_ctx = std::min<int64_t>(model->config.n_ctx_train, 4096);
@@ -117,7 +118,8 @@ int serve(const ServeOptions& o) {
   const PlannedRun planned =
       resolve_ffn_flags(o.ffn, *model, n_ctx, &storage, /*logits_rows=*/o.parallel, o.parallel);
   ThreadPool pool(checked_threads(o.threads));
-  Session session(*model, n_ctx, pool, planned.session);
+  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
+  Session session(*model, n_ctx, *backend, planned.session);
   const ServerOptions so = server_options(o, *model);
   HttpServer server(*model, session, so);
   const int port = server.bind();

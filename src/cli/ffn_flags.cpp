@@ -52,9 +52,11 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
       "Keep Q4_0/Q8_0/Q4_K weights in the file's row layout instead of interleaving them by 16 "
       "rows at load (llama.cpp's --no-repack)");
   cmd->add_option("--cache-type-k", f.cache_type_k,
-                  "KV cache type for keys: f32 or f16 (half the memory)");
+                  "KV cache type for keys: f32 or f16 (half the memory); default f32, f16 on a "
+                  "GPU");
   cmd->add_option("--cache-type-v", f.cache_type_v,
-                  "KV cache type for values: f32 or f16 (half the memory)");
+                  "KV cache type for values: f32 or f16 (half the memory); default f32, f16 on "
+                  "a GPU");
   cmd->add_flag("--lookahead", f.lookahead,
                 "Bundled models: read the next layer's guessed neurons during its attention");
   cmd->add_flag("--split-reads", f.split_reads,
@@ -63,6 +65,24 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_option("--window", f.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(in_range(1, 1 << 20));
+}
+
+void add_gpu_flags(CLI::App* cmd, FfnFlags& f) {
+  cmd->add_option("--n-gpu-layers,--gpu-layers", f.gpu_layers,
+                  "Layers on the GPU (-ngl, llama.cpp's name): the model's layer count or more "
+                  "puts the whole model there; 0 (default) the CPU")
+      ->check(in_range(0, 1 << 20));
+  cmd->add_option("--vram-budget", f.vram_budget,
+                  "GPU memory strata may hold (e.g. 8G): a hard limit including the KV cache and "
+                  "buffers; alone, the whole model goes to the GPU when it fits")
+      ->check(kNotEmpty);
+  cmd->add_option("--device", f.device, "cpu, cuda, or reference (tests: the reference device)")
+      ->check(CLI::IsMember({"cpu", "cuda", "reference"}))
+      ->group("");
+}
+
+DType kv_type_or_f32(const std::string& name, const char* flag) {
+  return name.empty() ? DType::F32 : kv_type(name, flag);
 }
 
 uint64_t parse_bytes(const std::string& text, const char* flag) {
@@ -129,8 +149,11 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
   r.mode = mode_of(f, model);
   r.check_predictor = f.check_predictor;
   r.n_ctx = n_ctx;
-  r.k_type = kv_type(f.cache_type_k, "--cache-type-k");
-  r.v_type = kv_type(f.cache_type_v, "--cache-type-v");
+  r.k_type = kv_type_or_f32(f.cache_type_k, "--cache-type-k");
+  r.v_type = kv_type_or_f32(f.cache_type_v, "--cache-type-v");
+  r.kv_types_given = !f.cache_type_k.empty() || !f.cache_type_v.empty();
+  r.device.device = f.device;
+  r.device.gpu_layers = f.gpu_layers;
   if (!f.ram_budget.empty()) r.budgets.ram = parse_bytes(f.ram_budget, "--ram-budget");
   if (!f.vram_budget.empty()) r.budgets.vram = parse_bytes(f.vram_budget, "--vram-budget");
   r.solver = solver_of(f.solver);
@@ -160,6 +183,10 @@ PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, Stora
                            bool allow_vram, int64_t logits_rows, int n_seq) {
   RunRequest r = run_request(f, model, n_ctx, storage);
   r.allow_vram = allow_vram;
+  if (!allow_vram) {  // a run: the budget is its device's, not a hybrid plan's
+    r.device.vram_budget = r.budgets.vram;
+    r.budgets.vram = 0;
+  }
   r.logits_rows = logits_rows;
   r.n_seq = n_seq;
   ActivationCounts counts;

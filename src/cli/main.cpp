@@ -36,8 +36,10 @@ std::string default_model_path() {
 // llama.cpp's flags of several letters after one dash (-np, -ctk), which CLI11 2.1 cannot
 // name: rewritten to their long names before parsing.
 std::vector<char*> with_long_names(int argc, char** argv) {
-  static const std::pair<std::string_view, const char*> kAliases[] = {
-      {"-np", "--parallel"}, {"-ctk", "--cache-type-k"}, {"-ctv", "--cache-type-v"}};
+  static const std::pair<std::string_view, const char*> kAliases[] = {{"-np", "--parallel"},
+                                                                      {"-ctk", "--cache-type-k"},
+                                                                      {"-ctv", "--cache-type-v"},
+                                                                      {"-ngl", "--n-gpu-layers"}};
   std::vector<char*> out(argv, argv + argc);
   for (char*& a : out)
     for (const auto& [alias, name] : kAliases)

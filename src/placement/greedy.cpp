@@ -145,4 +145,22 @@ PlacementPlan plan_greedy(const Inventory& inv, const Budgets& b, const CostMode
   return p;
 }
 
+PlacementPlan plan_whole_gpu(const Inventory& inv, const Budgets& budgets, const CostModel& cost) {
+  PlacementPlan p;
+  p.solver = "whole model on the GPU";
+  p.status = "full offload";
+  p.budgets = budgets;
+  p.costs = cost;
+  p.bundled = inv.bundled;
+  p.output = Device::Cuda;
+  for (const LayerInventory& li : inv.layers) {
+    LayerPlan lp;
+    lp.attention = Device::Cuda;
+    lp.vram.resize(static_cast<size_t>(li.n_neurons));
+    for (int32_t i = 0; i < li.n_neurons; ++i) lp.vram[static_cast<size_t>(i)] = i;
+    p.layers.push_back(std::move(lp));
+  }
+  return p;
+}
+
 }  // namespace strata

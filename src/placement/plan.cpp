@@ -137,7 +137,8 @@ std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
   }
   const PlanPrediction& t = p.predicted;
   std::string s = fmt::format("plan ({}): {} layers", p.solver, p.layers.size());
-  if (p.budgets.vram > 0)
+  const bool gpu = p.budgets.vram > 0 || t.vram_bytes > 0;
+  if (gpu)
     s += fmt::format(", VRAM {} ({} attention blocks, {} neurons)", size_text(t.vram_bytes),
                      gpu_layers, vram);
   s += fmt::format(", RAM {}", size_text(static_cast<double>(t.ram_bytes)));
@@ -145,7 +146,7 @@ std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
     s += fmt::format(" (cache {}..{} slots per layer, {} pinned)", min_slots, max_slots, pinned);
   s += fmt::format("; per token {} from RAM", size_text(t.ram_bytes_per_token));
   if (inv.bundled) s += fmt::format(", {} from flash", size_text(t.flash_bytes_per_token));
-  if (p.budgets.vram > 0) s += fmt::format(", {} from VRAM", size_text(t.vram_bytes_per_token));
+  if (gpu) s += fmt::format(", {} from VRAM", size_text(t.vram_bytes_per_token));
   s += fmt::format("; predicted {:.1f} tok/s", t.tokens_per_s());
   return s;
 }

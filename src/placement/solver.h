@@ -32,6 +32,11 @@ PlacementPlan plan_greedy(const Inventory& inv, const Budgets& budgets, const Co
 PlacementPlan plan_ilp(const Inventory& inv, const Budgets& budgets, const CostModel& cost,
                        const SolverOptions& options = {});
 
+// The whole model on the GPU (full offload): every layer's dense blocks and neurons in VRAM,
+// the output head too. The budgets are recorded, not checked (runtime/device_choice.h decides
+// whether the model fits).
+PlacementPlan plan_whole_gpu(const Inventory& inv, const Budgets& budgets, const CostModel& cost);
+
 // Per layer, neuron ids by activation probability, hottest first (ties: lower id first).
 std::vector<std::vector<int32_t>> hottest_first(const Inventory& inv);
 

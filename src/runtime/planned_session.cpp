@@ -3,8 +3,11 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/refdev/reference_device.h"
 #include "core/error.h"
 #include "placement/cost_model.h"
+#include "runtime/resident_weights.h"
 
 namespace strata {
 
@@ -47,8 +50,9 @@ void refuse_vram(const PlacementPlan& p) {
   }
   if (neurons > 0 || layers > 0 || p.output == Device::Cuda)
     fail(
-        "the plan puts {} attention blocks and {} neurons in VRAM, and this build has no GPU "
-        "backend yet; plan without --vram-budget",
+        "the plan splits the model between GPU and CPU ({} attention blocks and {} neurons in "
+        "VRAM), which strata cannot run yet; plan without --vram-budget, or run with -ngl to put "
+        "the whole model on the GPU",
         layers, neurons);
 }
 
@@ -68,10 +72,88 @@ PlacementPlan solve(const Inventory& inv, const RunRequest& r, bool bundled) {
 
 }  // namespace
 
-PlannedRun make_plan(const Model& model, const RunRequest& r) {
+uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind) {
+  const ModelConfig& c = model.config;
+  uint64_t kv = 0;
+  for (const LayerInventory& l : inv.layers) kv += l.kv_bytes;
+  const FfnMode mode = inv.sparse ? FfnMode::Predict : FfnMode::Dense;
+  const uint64_t logits = static_cast<uint64_t>(Session::kMaxBatch * c.n_vocab) * sizeof(float);
+  const uint64_t counters = static_cast<uint64_t>(c.n_layer) * sizeof(uint64_t);
+  const uint64_t own = kind == DeviceKind::Cuda ? cuda_backend_overhead_bytes() : 0;
+  return ResidentWeights::device_bytes(model, mode) + kv + inv.workspace_bytes + logits + counters +
+         static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) + own;
+}
+
+namespace {
+
+// What the device decision needs to know of this machine and model.
+DeviceFacts device_facts(const Model& model, const Inventory& inv, const DeviceRequest& d) {
+  DeviceFacts f;
+  f.n_layer = model.config.n_layer;
+  f.bundled = model.weights.bundled;
+  f.gpu_present = d.device != "reference" && cuda_device_count() > 0;
+  if (f.gpu_present) {
+    const CudaDeviceInfo info = cuda_device_info(0);
+    const uint64_t reserve = uint64_t{512} << 20;  // the CUDA context and cuBLAS's handle
+    f.gpu_free_bytes = info.free_bytes > reserve ? info.free_bytes - reserve : 0;
+  } else if (d.device != "reference") {
+    f.no_gpu_reason = cuda_unavailable_reason();
+  }
+  f.needed_bytes = device_session_bytes(
+      model, inv, d.device == "reference" ? DeviceKind::Reference : DeviceKind::Cuda);
+  return f;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_session_backend(const PlannedRun& run, ThreadPool& pool,
+                                              bool repack) {
+  switch (run.device.kind) {
+    case DeviceKind::Cuda: {
+      CudaOptions o;
+      o.budget = run.device.budget;
+      return make_cuda_backend(o);
+    }
+    case DeviceKind::Reference: {
+      ReferenceDeviceOptions o;
+      o.budget = run.device.budget;
+      o.threads = pool.size();
+      return std::make_unique<ReferenceDevice>(o);
+    }
+    case DeviceKind::Cpu:
+      break;
+  }
+  CpuBackendOptions o;
+  o.repack = repack;
+  return std::make_unique<CpuBackend>(pool, o);
+}
+
+PlannedRun make_plan(const Model& model, const RunRequest& request) {
   PlannedRun run;
+  RunRequest r = request;
+  // A GPU's KV cache is f16 unless -ctk/-ctv say otherwise; the CPU's f32.
+  const bool gpu_asked = r.device.wants_gpu() && r.device.device != "cpu";
+  if (gpu_asked && !r.kv_types_given) r.k_type = r.v_type = DType::F16;
   run.session = base_options(r);
   Session::check_options(model, run.session);
+  if (gpu_asked) {
+    const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
+                              r.profile, r.logits_rows, r.n_seq};
+    const Inventory inv = take_inventory(model, ir);
+    run.device = choose_device(r.device, device_facts(model, inv, r.device));
+    if (!run.device.note.empty()) run.notes.push_back(run.device.note);
+    if (run.device.kind != DeviceKind::Cpu) {
+      if (r.plan != nullptr) fail("--plan places a model between devices; with a GPU run, omit it");
+      run.inventory = inv;
+      run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
+      run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
+      return run;
+    }
+    if (!r.kv_types_given) {  // back on the CPU: its default cache
+      r.k_type = r.v_type = DType::F32;
+      run.session = base_options(r);
+    }
+  }
   if (r.profile != nullptr && !model.weights.bundled && r.mode == FfnMode::Dense &&
       r.plan == nullptr && r.budgets.vram == 0)
     run.notes.push_back(
@@ -123,8 +205,10 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
         requantized ? "; quantized weights were re-quantized along the new rows" : ""));
   }
   // After ensure_down_t, which reads ffn_down's rows.
+  // The CUDA kernels read the file's rows; the CPU and the reference device share the CPU's.
+  const bool repack = r.repack && run.device.kind != DeviceKind::Cuda;
   model.adopt_layouts(
-      [&](const MatrixView& m, WeightUse use) { return CpuBackend::layout_for(m, use, r.repack); },
+      [&](const MatrixView& m, WeightUse use) { return CpuBackend::layout_for(m, use, repack); },
       r.mode == FfnMode::Dense);
   return run;
 }

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "placement/plan.h"
 #include "placement/solver.h"
+#include "runtime/device_choice.h"
 #include "runtime/inventory.h"
 #include "runtime/session.h"
 
@@ -36,11 +37,16 @@ struct RunRequest {
   bool repack = true;                    // CPU backend: interleave Q4_0/Q8_0/Q4_K multiplied whole
   int window = 5;
   bool lookahead = false, split_reads = false;
-  bool allow_vram = false;  // only `strata plan` until a GPU backend exists
+  bool allow_vram = false;  // `strata plan`: hybrid plans for a GPU this machine may lack
+  // Runs: which device computes (-ngl, --vram-budget, --device; runtime/device_choice.h).
+  DeviceRequest device;
+  // -ctk/-ctv were given; otherwise the KV cache is f16 on a GPU (llama.cpp's default there).
+  bool kv_types_given = true;
 };
 
 struct PlannedRun {
   SessionOptions session;
+  DeviceChoice device;  // where the sessions compute (make_session_backend)
   PlacementPlan plan;
   Inventory inventory;
   std::vector<std::string> notes;  // for stderr: what was done to the model
@@ -50,6 +56,14 @@ struct PlannedRun {
 PlannedRun make_plan(const Model& model, const RunRequest& r);
 // make_plan, then the model prepared for the plan and the session options that apply it.
 PlannedRun plan_run(Model& model, const RunRequest& r);
+
+// The backend the plan's device choice names, over `pool` where it is the CPU.
+std::unique_ptr<Backend> make_session_backend(const PlannedRun& run, ThreadPool& pool,
+                                              bool repack = true);
+
+// Bytes a session holds on a device for the whole model (weights, KV cache, workspace, logits,
+// counters) plus what the backend itself allocates: the device decision's need.
+uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind);
 
 // The flash tier's cost of reading one bundle: the storage profile at `depth` reads in flight,
 // or, without one, bundle_bytes at kDefaultFlashBytesPerS.

@@ -7,6 +7,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <mutex>
@@ -41,6 +42,43 @@ void check(cudaError_t e, const char* what) {
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS {}: status {}", what, static_cast<int>(s));
+}
+
+// cuBLAS, opened when a CUDA backend is made: linked, its 570 MB (libcublasLt) would be mapped
+// and relocated by every run, the CPU's included (a --ram-budget run under 80 MiB was killed).
+struct Cublas {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetWorkspace_v2) set_workspace;
+  decltype(&cublasSgemm_v2) sgemm;
+  // The C API's cublasGemmEx (C++ also sees an overload), by its signature.
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                            cublasGemmAlgo_t);
+};
+
+const Cublas& cublas() {
+  static const Cublas api = [] {
+    void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) fail("the CUDA backend needs cuBLAS 13 (libcublas.so.13): {}", dlerror());
+    auto symbol = [&](const char* name) {
+      void* f = dlsym(lib, name);
+      if (f == nullptr) fail("libcublas.so.13 has no {}", name);
+      return f;
+    };
+    Cublas a;
+    a.create = reinterpret_cast<decltype(a.create)>(symbol("cublasCreate_v2"));
+    a.destroy = reinterpret_cast<decltype(a.destroy)>(symbol("cublasDestroy_v2"));
+    a.set_stream = reinterpret_cast<decltype(a.set_stream)>(symbol("cublasSetStream_v2"));
+    a.set_workspace = reinterpret_cast<decltype(a.set_workspace)>(symbol("cublasSetWorkspace_v2"));
+    a.sgemm = reinterpret_cast<decltype(a.sgemm)>(symbol("cublasSgemm_v2"));
+    a.gemm_ex = reinterpret_cast<decltype(a.gemm_ex)>(symbol("cublasGemmEx"));
+    return a;
+  }();
+  return api;
 }
 
 std::string mib(uint64_t bytes) {
@@ -86,14 +124,14 @@ class CudaBackend final : public Backend {
            info_.name);
     budget_ = o.budget > 0 ? o.budget : usable;
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cublasCreate(&blas_), "cublasCreate");
-    check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    check(cublas().create(&blas_), "cublasCreate");
+    check(cublas().set_stream(blas_, stream_), "cublasSetStream");
     axpy_scratch_ = allocate(kAxpyScratch, "the CUDA backend's axpy scratch");
     half_x_ = allocate(kHalfActivations, "the CUDA backend's f16 activations");
     half_w_ = allocate(kHalfWeights, "the CUDA backend's f16 weight rows");
     blas_workspace_ = allocate(kCublasWorkspace, "cuBLAS's workspace");
     counts_ = allocate(kCounts, "the CUDA backend's counters");
-    check(cublasSetWorkspace(blas_, blas_workspace_.data, blas_workspace_.bytes),
+    check(cublas().set_workspace(blas_, blas_workspace_.data, blas_workspace_.bytes),
           "cublasSetWorkspace");
     check(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), kCounts), "cudaMallocHost");
     events_.resize(kEvents);
@@ -104,7 +142,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(stream_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     cudaFreeHost(host_counts_);
-    cublasDestroy(blas_);
+    cublas().destroy(blas_);
     for (const auto& [p, bytes] : blocks_) cudaFree(p);
     cudaStreamDestroy(stream_);
   }
@@ -328,9 +366,9 @@ class CudaBackend final : public Backend {
     const float one = 1.0f, zero = 0.0f;
     const int n = static_cast<int>(x.n), k = static_cast<int>(w.cols);
     if (w.type == DType::F32) {
-      check(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, k, &one,
-                        reinterpret_cast<const float*>(w.data), k, x.x, k, &zero, y,
-                        static_cast<int>(y_stride)),
+      check(cublas().sgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(w.rows), n, k, &one,
+                           reinterpret_cast<const float*>(w.data), k, x.x, k, &zero, y,
+                           static_cast<int>(y_stride)),
             "sgemm");
       return;
     }
@@ -340,9 +378,9 @@ class CudaBackend final : public Backend {
       halved = true;
     }
     auto product = [&](const void* a, int64_t r0, int64_t rows) {
-      check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n, k, &one, a,
-                         CUDA_R_16F, k, xh, CUDA_R_16F, k, &zero, y + r0, CUDA_R_32F,
-                         static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      check(cublas().gemm_ex(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), n, k, &one, a,
+                             CUDA_R_16F, k, xh, CUDA_R_16F, k, &zero, y + r0, CUDA_R_32F,
+                             static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "gemm");
     };
     if (w.type == DType::F16) return product(w.data, 0, w.rows);

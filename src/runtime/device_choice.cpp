@@ -1,0 +1,65 @@
+#include "runtime/device_choice.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "placement/plan.h"
+
+namespace strata {
+
+const char* device_kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::Cpu:
+      return "cpu";
+    case DeviceKind::Cuda:
+      return "cuda";
+    case DeviceKind::Reference:
+      return "reference";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string gib(uint64_t bytes) {
+  return size_text(static_cast<double>(bytes));
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
+  if (!r.device.empty() && r.device != "cpu" && r.device != "cuda" && r.device != "reference")
+    fail("--device '{}' is not one of cpu, cuda", r.device);
+  if (r.gpu_layers < 0) fail("--n-gpu-layers {} is negative", r.gpu_layers);
+  if (r.device == "cpu" || !r.wants_gpu()) return {};
+  if (r.gpu_layers > 0 && r.gpu_layers < f.n_layer)
+    fail(
+        "-ngl {} offloads {} of the model's {} layers: strata puts the whole model on the GPU "
+        "(-ngl {} or more) or none of it",
+        r.gpu_layers, r.gpu_layers, f.n_layer, f.n_layer);
+  if (f.bundled)
+    return {DeviceKind::Cpu, 0,
+            "note: the model is bundled for the flash tier, which runs on the CPU; not using the "
+            "GPU"};
+  const bool reference = r.device == "reference";
+  if (!reference && !f.gpu_present)
+    return {DeviceKind::Cpu, 0, fmt::format("note: {}; running on the CPU", f.no_gpu_reason)};
+  // The device's budget: --vram-budget, within what the GPU has free.
+  uint64_t budget = r.vram_budget;
+  if (!reference) {
+    if (budget > f.gpu_free_bytes)
+      fail("--vram-budget {} is more than the {} the GPU has free", gib(budget),
+           gib(f.gpu_free_bytes));
+    if (budget == 0) budget = f.gpu_free_bytes;
+  }
+  if (budget == 0 || f.needed_bytes <= budget)
+    return {reference ? DeviceKind::Reference : DeviceKind::Cuda, budget, ""};
+  const std::string need = fmt::format(
+      "the whole model needs {} on the GPU (weights, KV cache, buffers), more than the {} {}",
+      gib(f.needed_bytes), gib(budget), r.vram_budget > 0 ? "of --vram-budget" : "it has free");
+  if (r.gpu_layers > 0 || r.device == "cuda" || reference)
+    fail("{}; lower -c, or use a smaller model or type", need);
+  return {DeviceKind::Cpu, 0, fmt::format("note: {}; running on the CPU", need)};
+}
+
+}  // namespace strata

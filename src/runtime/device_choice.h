@@ -1,0 +1,51 @@
+// Which device a run computes on: the decision from what was asked (-ngl, --vram-budget, the
+// hidden --device) and what exists (a GPU, its free memory, what the whole model needs there),
+// as a pure function with its tests (tests/test_device_choice.cpp). The whole model goes to the
+// GPU or none of it: a run that asked for a GPU and cannot have one gets the CPU and a one-line
+// note saying why, except where running elsewhere would defy what was asked (-ngl of every
+// layer that does not fit), which is an error before any work.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace strata {
+
+enum class DeviceKind {
+  Cpu,
+  Cuda,       // the CUDA backend
+  Reference,  // the reference device (tests, and the hidden --device reference)
+};
+
+const char* device_kind_name(DeviceKind kind);
+
+struct DeviceRequest {
+  std::string device;        // --device: "" (decided from the rest), "cpu", "cuda", "reference"
+  int gpu_layers = 0;        // -ngl: 0 none; the model's layer count or more: all of it
+  uint64_t vram_budget = 0;  // --vram-budget; 0: none given
+  bool wants_gpu() const {
+    return device == "cuda" || device == "reference" || gpu_layers > 0 ||
+           (device.empty() && vram_budget > 0);
+  }
+};
+
+// What exists, measured by the caller.
+struct DeviceFacts {
+  bool gpu_present = false;
+  std::string no_gpu_reason;    // when not present
+  uint64_t gpu_free_bytes = 0;  // what the GPU can give (0 for the reference device: no limit)
+  int64_t n_layer = 0;
+  uint64_t needed_bytes = 0;  // the whole model on the device: weights, KV cache, buffers
+  bool bundled = false;       // the flash tier: computes on the CPU
+};
+
+struct DeviceChoice {
+  DeviceKind kind = DeviceKind::Cpu;
+  uint64_t budget = 0;  // the device's memory budget when not the CPU (0: no limit)
+  std::string note;     // for stderr, when the choice is not what a reader would assume
+};
+
+// Fails with a one-line message when what was asked cannot be honoured at all.
+DeviceChoice choose_device(const DeviceRequest& request, const DeviceFacts& facts);
+
+}  // namespace strata

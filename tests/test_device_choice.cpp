@@ -1,0 +1,93 @@
+// The device decision (runtime/device_choice.h) as a pure function: nothing asked means the
+// CPU; a GPU asked and absent means the CPU with a note naming why; the whole model on the GPU
+// when it fits (from -ngl or from --vram-budget alone); errors before any work where running
+// elsewhere would defy the request.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "runtime/device_choice.h"
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+
+DeviceFacts gpu(uint64_t free_gib, uint64_t need_gib) {
+  DeviceFacts f;
+  f.gpu_present = true;
+  f.gpu_free_bytes = free_gib * kGiB;
+  f.needed_bytes = need_gib * kGiB;
+  f.n_layer = 32;
+  return f;
+}
+
+DeviceRequest asking(int ngl, uint64_t budget_gib = 0, std::string device = "") {
+  DeviceRequest r;
+  r.gpu_layers = ngl;
+  r.vram_budget = budget_gib * kGiB;
+  r.device = std::move(device);
+  return r;
+}
+
+TEST(DeviceChoice, NothingAskedIsTheCpuWithoutANote) {
+  const DeviceChoice c = choose_device({}, gpu(80, 4));
+  EXPECT_EQ(c.kind, DeviceKind::Cpu);
+  EXPECT_TRUE(c.note.empty());
+  EXPECT_EQ(choose_device(asking(99, 0, "cpu"), gpu(80, 4)).kind, DeviceKind::Cpu);
+}
+
+TEST(DeviceChoice, AllLayersOnAGpuThatHoldsThem) {
+  const DeviceChoice c = choose_device(asking(99), gpu(80, 4));
+  EXPECT_EQ(c.kind, DeviceKind::Cuda);
+  EXPECT_EQ(c.budget, 80 * kGiB) << "without --vram-budget the GPU's free memory is the limit";
+  EXPECT_EQ(choose_device(asking(32), gpu(80, 4)).kind, DeviceKind::Cuda);
+  EXPECT_EQ(choose_device(asking(0, 0, "cuda"), gpu(80, 4)).kind, DeviceKind::Cuda);
+}
+
+TEST(DeviceChoice, AVramBudgetAloneOffloadsWhatFitsAndOtherwiseSaysWhy) {
+  const DeviceChoice fits = choose_device(asking(0, 8), gpu(80, 4));
+  EXPECT_EQ(fits.kind, DeviceKind::Cuda);
+  EXPECT_EQ(fits.budget, 8 * kGiB);
+  const DeviceChoice too_big = choose_device(asking(0, 8), gpu(80, 12));
+  EXPECT_EQ(too_big.kind, DeviceKind::Cpu);
+  EXPECT_NE(too_big.note.find("12.00 GiB"), std::string::npos) << too_big.note;
+  EXPECT_NE(too_big.note.find("--vram-budget"), std::string::npos) << too_big.note;
+}
+
+TEST(DeviceChoice, NoGpuIsTheCpuWithTheReason) {
+  DeviceFacts none;
+  none.no_gpu_reason = "no CUDA GPU was found";
+  none.n_layer = 32;
+  const DeviceChoice c = choose_device(asking(99), none);
+  EXPECT_EQ(c.kind, DeviceKind::Cpu);
+  EXPECT_EQ(c.note, "note: no CUDA GPU was found; running on the CPU");
+}
+
+TEST(DeviceChoice, RequestsThatCannotBeHonouredAreErrors) {
+  EXPECT_THROW(choose_device(asking(10), gpu(80, 4)), Error) << "a layer split";
+  EXPECT_THROW(choose_device(asking(99), gpu(8, 12)), Error) << "-ngl of a model too big";
+  EXPECT_THROW(choose_device(asking(99, 100), gpu(80, 4)), Error) << "budget above free";
+  EXPECT_THROW(choose_device(asking(0, 0, "tpu"), gpu(80, 4)), Error);
+  EXPECT_THROW(choose_device(asking(-1), gpu(80, 4)), Error);
+}
+
+TEST(DeviceChoice, TheReferenceDeviceNeedsNoGpuAndKeepsItsBudget) {
+  DeviceFacts none;
+  none.n_layer = 4;
+  none.needed_bytes = 3 * kGiB;
+  const DeviceChoice c = choose_device(asking(0, 0, "reference"), none);
+  EXPECT_EQ(c.kind, DeviceKind::Reference);
+  EXPECT_EQ(c.budget, 0u);
+  EXPECT_THROW(choose_device(asking(0, 2, "reference"), none), Error) << "3 GiB in a 2 GiB budget";
+}
+
+TEST(DeviceChoice, BundledModelsStayOnTheCpu) {
+  DeviceFacts f = gpu(80, 4);
+  f.bundled = true;
+  const DeviceChoice c = choose_device(asking(99), f);
+  EXPECT_EQ(c.kind, DeviceKind::Cpu);
+  EXPECT_FALSE(c.note.empty());
+}
+
+}  // namespace
+}  // namespace strata

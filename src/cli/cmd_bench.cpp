@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backends/cpu/kernels.h"
+#include "backends/cuda/cuda_backend.h"
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
@@ -144,6 +145,9 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"threads", o.threads},
       {"kernels", best_kernels().name},
       {"backend", session.backend().name()},
+      {"device", device_kind_name(planned.device.kind)},
+      {"device_peak_bytes_per_s",
+       planned.device.kind == DeviceKind::Cuda ? cuda_device_info(0).peak_bytes_per_s : 0.0},
       {"n_prompt", o.n_prompt},
       {"n_gen", o.n_gen},
       {"repetitions", o.reps},
@@ -179,6 +183,12 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
                  const Model& model, const Session& session, FfnMode mode) {
   fmt::print("model: {} ({}, {} layers, {:.3f} GB read per token), {} threads, {} kernels\n",
              o.model, f.type, model.config.n_layer, f.bytes / 1e9, o.threads, best_kernels().name);
+  if (session.backend().device() != Device::Host)
+    fmt::print("device: {}\n", session.backend().name());
+  if (session.backend().device() == Device::Cuda && f.bandwidth > 0 &&
+      session.backend().name().starts_with("cuda"))
+    fmt::print("GPU memory: {:.0f} GB/s read measured, {:.0f} GB/s peak (memory clock x bus)\n",
+               f.bandwidth / 1e9, cuda_device_info(0).peak_bytes_per_s / 1e9);
   if (r.decode_tokens > 0)
     fmt::print(
         "FFN {}: density {:.3f}; decode ms/token: attention {:.2f}, predictor {:.2f}, FFN {:.2f}, "
@@ -214,7 +224,10 @@ int run_bench(BenchOptions& o) {
   Session session(*model, n_ctx, *backend, planned.session);
   announce_plan(planned, o.ffn);
   const BenchResult r = measure(session, o, model->config);
-  const double bandwidth = o.skip_bandwidth ? 0.0 : measure_read_bandwidth(pool);
+  // The limit is the memory the weights are read from: the GPU's when it computes.
+  const bool gpu = planned.device.kind == DeviceKind::Cuda;
+  const double bandwidth =
+      o.skip_bandwidth ? 0.0 : (gpu ? cuda_read_bandwidth(*backend) : measure_read_bandwidth(pool));
   const BenchFigures f = figures(r, *model, planned.session.ffn, bandwidth);
   if (o.json)
     fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, load_s).dump(2));

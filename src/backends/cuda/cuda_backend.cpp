@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -342,6 +343,27 @@ class CudaBackend final : public Backend {
 
   void synchronize() override { check(cudaStreamSynchronize(stream_), "synchronize"); }
 
+  double read_bandwidth() {
+    const uint64_t left = budget_ > allocated() ? budget_ - allocated() : 0;
+    const uint64_t bytes = std::min<uint64_t>(uint64_t{1} << 30, left / 2) / 4096 * 4096;
+    if (bytes < (uint64_t{64} << 20)) fail("too little GPU memory left to measure its bandwidth");
+    const int blocks = 4 * 132, threads = 512;  // enough to fill any current GPU
+    const Buffer data = allocate(bytes, "the bandwidth probe");
+    const Buffer out = allocate(static_cast<uint64_t>(blocks) * threads * 4, "the bandwidth probe");
+    std::vector<double> runs;
+    for (int i = 0; i < 6; ++i) {
+      const Event a = record();
+      cuda::launch_read(reinterpret_cast<const float*>(data.data), static_cast<int64_t>(bytes / 4),
+                        reinterpret_cast<float*>(out.data), blocks, threads, stream_);
+      const Event b = record();
+      if (i > 0) runs.push_back(static_cast<double>(bytes) / elapsed(a, b));  // 0: warm-up
+    }
+    release(out);
+    release(data);
+    std::sort(runs.begin(), runs.end());
+    return runs[runs.size() / 2];
+  }
+
  private:
   static cuda::Places places(const TokenPlaces& at, int64_t t0, int64_t m) {
     cuda::Places p{};
@@ -449,6 +471,12 @@ CudaDeviceInfo cuda_device_info(int device) {
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   if (cuda_device_count() <= options.device) fail("{}", cuda_unavailable_reason());
   return std::make_unique<CudaBackend>(options);
+}
+
+double cuda_read_bandwidth(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  if (cuda == nullptr) fail("the read bandwidth of '{}' is not a CUDA measurement", backend.name());
+  return cuda->read_bandwidth();
 }
 
 uint64_t cuda_backend_overhead_bytes() {

@@ -37,6 +37,11 @@ std::string cuda_unavailable_reason();
 CudaDeviceInfo cuda_device_info(int device);
 // Fails with a one-line message (no GPU, a budget above what is free, ...).
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
+// Read bandwidth of the backend's device memory, measured by a kernel that only reads (median
+// of 5 passes over a buffer of up to 1 GiB, allocated within the budget): `strata bench`'s
+// limit. Fails when `backend` is not a CUDA backend.
+double cuda_read_bandwidth(Backend& backend);
+
 // Bytes the backend allocates for itself when made (scratch, cuBLAS workspace): the placement
 // inventory counts them.
 uint64_t cuda_backend_overhead_bytes();

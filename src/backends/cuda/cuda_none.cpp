@@ -21,6 +21,10 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaOptions&) {
   fail("{}", cuda_unavailable_reason());
 }
 
+double cuda_read_bandwidth(Backend&) {
+  fail("{}", cuda_unavailable_reason());
+}
+
 uint64_t cuda_backend_overhead_bytes() {
   return 0;
 }

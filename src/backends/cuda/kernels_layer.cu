@@ -239,7 +239,27 @@ __global__ void keep_needed_kernel(float* h, const uint8_t* need, int64_t n, int
     atomicAdd(nonzero, static_cast<unsigned long long>(block_sum));
 }
 
+__global__ void read_kernel(const float4* p, int64_t n4, float* out) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  float4 s = make_float4(0, 0, 0, 0);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
+       i += stride) {
+    const float4 v = __ldg(p + i);
+    s.x += v.x;
+    s.y += v.y;
+    s.z += v.z;
+    s.w += v.w;
+  }
+  out[static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x] = s.x + s.y + s.z + s.w;
+}
+
 }  // namespace
+
+void launch_read(const float* p, int64_t count, float* out, int blocks, int threads,
+                 cudaStream_t stream) {
+  read_kernel<<<blocks, threads, 0, stream>>>(reinterpret_cast<const float4*>(p), count / 4, out);
+  check_launch("read");
+}
 
 void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                      float eps, cudaStream_t stream) {

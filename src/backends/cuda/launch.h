@@ -77,6 +77,10 @@ void launch_select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* id
                          int64_t* counts, cudaStream_t stream);
 void launch_select_columns(const float* full, const int32_t* ids, int64_t count, int64_t n,
                            int64_t stride, float* out, cudaStream_t stream);
+// out[i] = the sum of the float4s thread i reads (a grid-stride pass over p): memory read
+// bandwidth as a kernel sees it, nothing written but one value per thread.
+void launch_read(const float* p, int64_t count, float* out, int blocks, int threads,
+                 cudaStream_t stream);
 void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                         int64_t end, uint64_t* nonzero, cudaStream_t stream);
 

@@ -61,6 +61,7 @@ TEST(DeviceChoice, NoGpuIsTheCpuWithTheReason) {
   const DeviceChoice c = choose_device(asking(99), none);
   EXPECT_EQ(c.kind, DeviceKind::Cpu);
   EXPECT_EQ(c.note, "note: no CUDA GPU was found; running on the CPU");
+  EXPECT_THROW(choose_device(asking(0, 0, "cuda"), none), Error) << "--device cuda insists";
 }
 
 TEST(DeviceChoice, RequestsThatCannotBeHonouredAreErrors) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "offline/synth.h"
@@ -13,6 +14,13 @@ namespace strata::testing {
 // Unique per process: ctest runs test cases as parallel processes.
 inline std::string temp_file(const std::string& name) {
   return std::string(::testing::TempDir()) + "strata_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// A file of the repository: STRATA_SOURCE_DIR from the environment where set (binaries run in
+// another checkout: scripts/gpu_check.sh), else the source tree they were built from.
+inline std::string source_file(const std::string& relative) {
+  const char* root = std::getenv("STRATA_SOURCE_DIR");
+  return std::string(root != nullptr ? root : STRATA_SOURCE_DIR) + "/" + relative;
 }
 
 inline std::string data_file(const std::string& name) {

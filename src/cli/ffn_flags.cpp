@@ -76,9 +76,10 @@ void add_gpu_flags(CLI::App* cmd, FfnFlags& f) {
                   "GPU memory strata may hold (e.g. 8G): a hard limit including the KV cache and "
                   "buffers; alone, the whole model goes to the GPU when it fits")
       ->check(kNotEmpty);
-  cmd->add_option("--device", f.device, "cpu, cuda, or reference (tests: the reference device)")
-      ->check(CLI::IsMember({"cpu", "cuda", "reference"}))
-      ->group("");
+  // "reference" (the reference device, backends/refdev) is for tests and goes unlisted.
+  cmd->add_option("--device", f.device,
+                  "cpu, or cuda: the whole model on the GPU (an error where none can be used)")
+      ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
 }
 
 DType kv_type_or_f32(const std::string& name, const char* flag) {

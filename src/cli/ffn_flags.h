@@ -28,7 +28,7 @@ struct FfnFlags {
   double pin_share = 0.5;       // greedy solver: share of each layer's cache pinned with --profile
   std::string vram_budget;      // GPU memory: a run's device budget, or what strata plan plans for
   int gpu_layers = 0;           // -ngl: 0 none; the layer count or more: the whole model
-  std::string device;           // hidden --device: cpu, cuda, reference (tests); "": decided
+  std::string device;           // --device: cpu, cuda, reference (tests); "": decided
   double ram_bandwidth = 0, vram_bandwidth = 0, link_bandwidth = 0;  // GB/s; 0: defaults
   bool verbose = false;                                              // the plan layer by layer
   bool repack = true;  // interleave Q4_0/Q8_0/Q4_K matrices multiplied whole (--no-repack: off)
@@ -42,7 +42,7 @@ uint64_t parse_bytes(const std::string& text, const char* flag);
 DType kv_type(const std::string& name, const char* flag);
 
 void add_ffn_flags(CLI::App* cmd, FfnFlags& flags);
-// -ngl/--n-gpu-layers, --vram-budget and the hidden --device, for the commands that run a model.
+// -ngl/--n-gpu-layers, --vram-budget and --device, for the commands that run a model.
 void add_gpu_flags(CLI::App* cmd, FfnFlags& flags);
 // The KV cache's element types as flagged (empty: the CPU's f32).
 DType kv_type_or_f32(const std::string& name, const char* flag);

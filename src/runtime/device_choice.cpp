@@ -42,6 +42,7 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
             "note: the model is bundled for the flash tier, which runs on the CPU; not using the "
             "GPU"};
   const bool reference = r.device == "reference";
+  if (r.device == "cuda" && !f.gpu_present) fail("--device cuda: {}", f.no_gpu_reason);
   if (!reference && !f.gpu_present)
     return {DeviceKind::Cpu, 0, fmt::format("note: {}; running on the CPU", f.no_gpu_reason)};
   // The device's budget: --vram-budget, within what the GPU has free.

@@ -1,5 +1,5 @@
-// Which device a run computes on: the decision from what was asked (-ngl, --vram-budget, the
-// hidden --device) and what exists (a GPU, its free memory, what the whole model needs there),
+// Which device a run computes on: the decision from what was asked (-ngl, --vram-budget,
+// --device) and what exists (a GPU, its free memory, what the whole model needs there),
 // as a pure function with its tests (tests/test_device_choice.cpp). The whole model goes to the
 // GPU or none of it: a run that asked for a GPU and cannot have one gets the CPU and a one-line
 // note saying why, except where running elsewhere would defy what was asked (-ngl of every

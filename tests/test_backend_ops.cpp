@@ -202,7 +202,7 @@ TEST_P(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
         const DeviceMatrix dwt(*be, wt.view);
         const OnDevice<int32_t> dids(*be, ids);
         const OnDevice<float> dc(*be, c), dout(*be, static_cast<size_t>(n * dim), 0.0f);
-        be->axpy(dwt.view, dids.span(), dc.get(), stride, n, dout.get(), dim, {});
+        be->axpy(dwt.view, dids.span(), dc.get(), stride, n, dout.get(), dim, {}, neurons);
         const std::vector<float> out = dout.read();
         std::vector<float> ref(out.size());
         reference::axpy(wt.view, ids, c.data(), stride, n, ref.data(), dim);
@@ -229,9 +229,45 @@ TEST_P(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
                 c[static_cast<size_t>(b * stride) + k];
         const OnDevice<int32_t> dmore(*be, more);
         const OnDevice<float> dc_more(*be, c_more), dout_more(*be, out.size(), 0.0f);
-        be->axpy(dwt.view, dmore.span(), dc_more.get(), stride, n, dout_more.get(), dim, {});
+        be->axpy(dwt.view, dmore.span(), dc_more.get(), stride, n, dout_more.get(), dim, {},
+                 neurons);
         ASSERT_EQ(dout_more.read(), out) << name << " " << dtype_name(t);
       }
+}
+
+// Rows that are slots of a compacted store (a VRAM store, a neuron cache) with their neuron ids
+// beside them: the ids fix the order of additions, so the sum is the one over the full matrix's
+// rows, bit for bit.
+TEST_P(BackendOps, AxpyOverSlotsWithTheirNeuronIdsEqualsTheFullMatrix) {
+  const int64_t neurons = 600, dim = 128, n = 3;
+  for (auto& [name, be] : backends)
+    for (DType t : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+      const Weights full = random_weights(t, neurons, dim, 71, false);
+      std::vector<int32_t> ids, slots;
+      for (int32_t i = 1; i < neurons; i += 3) ids.push_back(i);
+      // The compacted rows: slot k holds neuron ids[k].
+      Weights compact = full;
+      compact.bytes.assign(
+          full.bytes.begin(),
+          full.bytes.begin() + static_cast<long>(ids.size() * full.view.row_bytes));
+      for (size_t k = 0; k < ids.size(); ++k) {
+        std::copy_n(full.view.row(ids[k]), full.view.row_bytes,
+                    compact.bytes.data() + k * full.view.row_bytes);
+        slots.push_back(static_cast<int32_t>(k));
+      }
+      compact.view.data = compact.bytes.data();
+      compact.view.rows = static_cast<int64_t>(ids.size());
+      const std::vector<float> c = random_rows(n, static_cast<int64_t>(ids.size()), 72, 0.3);
+      const DeviceMatrix dfull(*be, full.view), dcompact(*be, compact.view);
+      const OnDevice<int32_t> dids(*be, ids), dslots(*be, slots);
+      const OnDevice<float> dc(*be, c), da(*be, static_cast<size_t>(n * dim), 0.0f),
+          db(*be, static_cast<size_t>(n * dim), 0.0f);
+      const int64_t stride = static_cast<int64_t>(ids.size());
+      be->axpy(dfull.view, dids.span(), dc.get(), stride, n, da.get(), dim, {}, neurons);
+      be->axpy(dcompact.view, dslots.span(), dc.get(), stride, n, db.get(), dim, dids.span(),
+               neurons);
+      ASSERT_EQ(db.read(), da.read()) << name << " " << dtype_name(t);
+    }
 }
 
 // A batch whose partial sums exceed the axpy's scratch bound (kAxpyScratchBytes) goes in
@@ -247,10 +283,11 @@ TEST_P(BackendOps, AxpyOfALargeBatchInChunksEqualsTokensAlone) {
     const OnDevice<int32_t> dids(*be, ids);
     const OnDevice<float> dc(*be, c), dbatch(*be, static_cast<size_t>(n * dim), 0.0f),
         dalone(*be, static_cast<size_t>(dim), 0.0f);
-    be->axpy(dwt.view, dids.span(), dc.get(), neurons, n, dbatch.get(), dim, {});
+    be->axpy(dwt.view, dids.span(), dc.get(), neurons, n, dbatch.get(), dim, {}, neurons);
     const std::vector<float> batch = dbatch.read();
     for (int64_t b = 0; b < n; ++b) {
-      be->axpy(dwt.view, dids.span(), dc.get() + b * neurons, neurons, 1, dalone.get(), dim, {});
+      be->axpy(dwt.view, dids.span(), dc.get() + b * neurons, neurons, 1, dalone.get(), dim, {},
+               neurons);
       const std::vector<float> alone = dalone.read();
       ASSERT_TRUE(std::equal(alone.begin(), alone.end(), batch.begin() + b * dim))
           << name << " token " << b;

@@ -144,10 +144,11 @@ class Backend {
   virtual void gather(std::span<const RowsJob> jobs, std::span<const int32_t> rows,
                       const PreparedRows& x, const uint8_t* need, int64_t need_stride) = 0;
   // out[b] = sum over k of c[b * c_stride + k] * wt.row(rows[k]), c == 0 skipped; `neurons`:
-  // each entry's neuron id when rows are cache slots (they fix the order of additions).
+  // each entry's neuron id when rows are slots of a cache or store (they fix the order of
+  // additions; empty: the rows are the ids). Every id is below `id_bound` (the layer's n_ff).
   virtual void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c,
                     int64_t c_stride, int64_t n, float* out, int64_t out_stride,
-                    std::span<const int32_t> neurons) = 0;
+                    std::span<const int32_t> neurons, int64_t id_bound) = 0;
   // Rotates the heads of q (n rows of q_dim) and k (n rows of kv_dim) on adjacent pairs, as
   // GGUF llama files expect, and stores k and v (n rows of kv_dim) at each token's cache row
   // (TokenPlaces), converted to the cache's element types.

@@ -62,7 +62,7 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
     // Only ffn_down_t in the file (PowerInfer): every neuron through the axpy.
     const std::span<const int32_t> all(reinterpret_cast<const int32_t*>(all_ids_.data),
                                        static_cast<size_t>(ff));
-    backend_.axpy(w.ffn_down_t, all, h, ff, n, ws_.proj, c_.n_embd, {});
+    backend_.axpy(w.ffn_down_t, all, h, ff, n, ws_.proj, c_.n_embd, {}, ff);
   }
 }
 
@@ -120,12 +120,31 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   if (check_predictor_) check_prediction(l, n, stats);
 }
 
+void FfnExecutor::set_host_side(const HostSide& host) {
+  host_ = host;
+}
+
 void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64_t token,
                                    uint64_t* nonzero) {
   const int64_t ff = c_.n_ff;
   store_->begin(l, list, token);
+  const bool split = host_.backend != nullptr;
+  if (split) {
+    // The RAM part's input on the host, fetched before the device's part is queued so that the
+    // two parts then compute at the same time.
+    backend_.download(host_.ws->xn, ws_.xn, static_cast<uint64_t>(n * c_.n_embd) * sizeof(float));
+    const FfnStore::RowTypes rows = store_->row_types(l);
+    host_.backend->prepare(*host_.in, host_.ws->xn, c_.n_embd, n,
+                           {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
+  }
   FfnSegment s;
   for (int pass = 0; store_->next(s); ++pass) {
+    float* out = pass == 0 ? ws_.proj : ws_.pass_out;
+    if (split && s.device != backend_.device()) {
+      host_segment(l, s, n, out);
+      if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
+      continue;
+    }
     if (s.partial)
       split_segment(s, n);
     else
@@ -133,19 +152,35 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     for (int64_t b = 0; b < n; ++b)
       backend_.activation(c_.ffn, ws_.gate_c + b * ff + s.begin, ws_.up_c + b * ff + s.begin,
                           ws_.h_c + b * ff + s.begin, s.end - s.begin);
-    backend_.keep_needed(ws_.h_c, ws_.need, n, ff, s.begin, s.end, nonzero);
+    backend_.keep_needed(ws_.h_c, s.need != nullptr ? s.need : ws_.need, n, ff, s.begin, s.end,
+                         nonzero);
     // The neuron ids (not the rows) decide the order of additions: every split of the
     // neurons sums to the same bits.
-    float* out = pass == 0 ? ws_.proj : ws_.pass_out;
-    backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons);
+    backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons, ff);
     if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
   }
+}
+
+void FfnExecutor::host_segment(int64_t l, const FfnSegment& s, int64_t n, float* out) {
+  // The RAM part on the CPU while the device computes its part; its sum goes to the device.
+  const int64_t ff = c_.n_ff;
+  Backend& cpu = *host_.backend;
+  Workspace& w = *host_.ws;
+  const uint8_t* need = s.need;
+  const RowsJob jobs[2] = {{&s.up, w.up_c + s.begin, ff}, {&s.gate, w.gate_c + s.begin, ff}};
+  cpu.gather(std::span(jobs, ffn_has_gate(c_.ffn) ? 2 : 1), s.rows, *host_.in, need + s.begin, ff);
+  for (int64_t b = 0; b < n; ++b)
+    cpu.activation(c_.ffn, w.gate_c + b * ff + s.begin, w.up_c + b * ff + s.begin,
+                   w.h_c + b * ff + s.begin, s.end - s.begin);
+  cpu.keep_needed(w.h_c, need, n, ff, s.begin, s.end, host_.nonzero + l);
+  cpu.axpy(s.down_t, s.rows, w.h_c + s.begin, ff, n, w.proj, c_.n_embd, s.neurons, ff);
+  backend_.upload(out, w.proj, static_cast<uint64_t>(n * c_.n_embd) * sizeof(float));
 }
 
 void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n) {
   const int64_t ff = c_.n_ff;
   const bool gated = ffn_has_gate(c_.ffn);
-  const uint8_t* need = ws_.need + s.begin;
+  const uint8_t* need = (s.need != nullptr ? s.need : ws_.need) + s.begin;
   if (mode_ == FfnMode::GateFirst) {
     // The deciding values are computed already: select them, gather the rest.
     const std::span<const int32_t> ids(ws_.ids + s.begin, static_cast<size_t>(s.end - s.begin));

@@ -30,6 +30,16 @@ class FfnExecutor {
   // Non-zero activations are added to *nonzero, a counter in the backend's memory.
   void run(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
            ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer);
+  // A split FFN (tiers/split_ffn_store.h) on a device: the CPU backend, its workspace and input
+  // that compute the RAM segments, and its per-layer counters (host memory).
+  struct HostSide {
+    Backend* backend = nullptr;
+    Workspace* ws = nullptr;
+    PreparedRows* in = nullptr;
+    uint64_t* nonzero = nullptr;  // [n_layer]
+  };
+  void set_host_side(const HostSide& host);
+
   // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
   // its neurons handed to the store to read in the background.
   void prefetch(int64_t layer, int64_t token);
@@ -44,6 +54,7 @@ class FfnExecutor {
   void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
                         uint64_t* nonzero);
   void gather_segment(const FfnSegment& s, int64_t n);
+  void host_segment(int64_t layer, const FfnSegment& s, int64_t n, float* out);
   void split_segment(FfnSegment& s, int64_t n);
   void check_prediction(int64_t layer, int64_t n, FfnLayerStats& stats);
 
@@ -58,6 +69,7 @@ class FfnExecutor {
   bool check_predictor_;
   Buffer all_ids_;               // dense FFN of files with only ffn_down_t: 0 .. n_ff - 1
   std::vector<int32_t> active_;  // split reads: neurons whose rest is read
+  HostSide host_;
 };
 
 }  // namespace strata

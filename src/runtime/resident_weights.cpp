@@ -56,7 +56,7 @@ uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode) {
   return total;
 }
 
-ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode mode)
+ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn)
     : backend_(backend) {
   const ModelWeights& w = model.weights;
   const bool host = backend.device() == Device::Host;
@@ -66,6 +66,7 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
   try {
     for (size_t i = 0; i < w.layers.size(); ++i) {
       ResidentLayer r = host_layer(w.layers[i], mode);
+      if (!host && !with_ffn) r.ffn_gate = r.ffn_up = r.ffn_down = r.ffn_down_t = MatrixView{};
       if (!host) {
         const std::string layer = fmt::format("layer {} ", i);
         each_matrix(r, [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });

@@ -24,7 +24,8 @@ struct ResidentLayer {
 
 class ResidentWeights {
  public:
-  ResidentWeights(const Model& model, Backend& backend, FfnMode mode);
+  // `with_ffn` false: a device gets no FFN matrices (a split FFN's store copies the hot rows).
+  ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn = true);
   ~ResidentWeights();
   ResidentWeights(const ResidentWeights&) = delete;
   ResidentWeights& operator=(const ResidentWeights&) = delete;

@@ -12,6 +12,7 @@
 #include "runtime/resident_weights.h"
 #include "runtime/workspace.h"
 #include "tiers/flash_ffn_store.h"
+#include "tiers/split_ffn_store.h"
 
 namespace strata {
 
@@ -35,8 +36,10 @@ int64_t largest_predictor_rank(const ModelWeights& w) {
   return rank;
 }
 
-WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode) {
-  return WorkspaceShape::of(m.config, n_ctx, Session::kMaxBatch, mode, m.weights.bundled,
+// `split`: an FFN in two parts (a split store), whose second part's sum needs pass_out as a
+// bundled model's later passes do.
+WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode, bool split = false) {
+  return WorkspaceShape::of(m.config, n_ctx, Session::kMaxBatch, mode, m.weights.bundled || split,
                             largest_predictor_rank(m.weights));
 }
 
@@ -74,16 +77,33 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   const bool host = backend_.device() == Device::Host;
   if (!host && options_.check_predictor)
     fail("--check-predictor counts on the host; run it without a GPU");
-  weights_ = std::make_unique<ResidentWeights>(model, backend_, options_.ffn);
+  const bool split = !options_.vram_neurons.empty();
+  if (split) {
+    if (options_.ffn != FfnMode::Predict || mw.bundled)
+      fail("a split FFN (neurons in VRAM and RAM) runs in predict mode on a model in RAM");
+    if (static_cast<int64_t>(options_.vram_neurons.size()) != c_.n_layer)
+      fail("a split FFN needs VRAM neurons for each of the {} layers", c_.n_layer);
+    if (!host && options_.host_backend == nullptr)
+      fail("a split FFN on a device needs the CPU backend for its RAM part");
+  }
+  // A split FFN's device holds only its hot rows (the store copies them), not whole matrices.
+  weights_ = std::make_unique<ResidentWeights>(model, backend_, options_.ffn, !split);
   kv_ = std::make_unique<KvCache>(backend_, c_, n_ctx * options_.n_seq, options_.k_type,
                                   options_.v_type);
-  ws_ = std::make_unique<Workspace>(backend_, workspace_shape(model, n_ctx, options_.ffn));
+  ws_ = std::make_unique<Workspace>(backend_, workspace_shape(model, n_ctx, options_.ffn, split));
   in_ = backend_.make_prepared(kMaxBatch);
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
   if (options_.ffn != FfnMode::Dense) make_store();
   ffn_ = std::make_unique<FfnExecutor>(model, *weights_, backend_, *ws_, *in_, store_.get(),
                                        options_.ffn, options_.check_predictor);
+  if (split && !host) {
+    Backend& cpu = *options_.host_backend;
+    host_ws_ = std::make_unique<Workspace>(cpu, workspace_shape(model, n_ctx, options_.ffn, split));
+    host_in_ = cpu.make_prepared(kMaxBatch);
+    host_counts_.assign(static_cast<size_t>(c_.n_layer), 0);
+    ffn_->set_host_side({&cpu, host_ws_.get(), host_in_.get(), host_counts_.data()});
+  }
   counters_ =
       backend_.allocate(static_cast<uint64_t>(c_.n_layer) * sizeof(uint64_t), "the FFN's counters");
   counts_.assign(static_cast<size_t>(c_.n_layer), 0);
@@ -94,6 +114,16 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
 
 void Session::make_store() {
   const ModelWeights& mw = model_.weights;
+  if (!options_.vram_neurons.empty()) {
+    // The RAM part reads the model's own matrices, the device part its copies of the hot rows.
+    for (const LayerWeights& l : mw.layers)
+      ram_layers_.push_back({l.ffn_gate, l.ffn_up, l.ffn_down_t});
+    auto split = std::make_unique<SplitFfnStore>(backend_, ram_layers_, options_.vram_neurons,
+                                                 c_.n_ff, kMaxBatch);
+    split_ = split.get();
+    store_ = std::move(split);
+    return;
+  }
   if (!mw.bundled) {
     for (int64_t l = 0; l < c_.n_layer; ++l) {
       const ResidentLayer& r = weights_->layer(l);
@@ -139,7 +169,17 @@ void Session::collect_counts() {
   backend_.download(counts_.data(), counters_.data, bytes);
   for (size_t l = 0; l < counts_.size(); ++l) ffn_stats_[l].nonzero += counts_[l];
   std::fill(counts_.begin(), counts_.end(), 0);
+  for (size_t l = 0; l < host_counts_.size(); ++l) ffn_stats_[l].nonzero += host_counts_[l];
+  std::fill(host_counts_.begin(), host_counts_.end(), 0);
   backend_.upload(counters_.data, counts_.data(), bytes);
+}
+
+uint64_t Session::split_device_pairs() const {
+  return split_ != nullptr ? split_->device_pairs() : 0;
+}
+
+uint64_t Session::split_ram_pairs() const {
+  return split_ != nullptr ? split_->ram_pairs() : 0;
 }
 
 uint64_t Session::resident_weight_bytes() const {

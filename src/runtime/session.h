@@ -29,6 +29,7 @@ class FfnStore;
 class FlashFfnStore;
 class KvCache;
 class ResidentWeights;
+class SplitFfnStore;
 class Workspace;
 struct RamFfnLayer;
 
@@ -64,6 +65,12 @@ struct SessionOptions {
   // Sequences the session holds at once (a server's slots, llama.cpp's -np), each with its own
   // n_ctx positions of the KV cache; one batch may mix tokens of any of them.
   int n_seq = 1;
+  // A split FFN (PowerInfer's hybrid; predict mode): per layer the neurons held and computed on
+  // the session's device (ascending ids), the rest computed from RAM by `host_backend` (the CPU
+  // backend; required when the session's backend is a device) at the same time. Empty: no
+  // split.
+  std::vector<std::vector<int32_t>> vram_neurons;
+  Backend* host_backend = nullptr;
 };
 
 // One token of a batch: its sequence (0 .. n_seq - 1) and whether its logits are wanted.
@@ -127,6 +134,9 @@ class Session {
   const std::vector<FfnLayerStats>& ffn_stats() const { return ffn_stats_; }
   const SessionOptions& options() const { return options_; }
   const Backend& backend() const { return backend_; }
+  // A split FFN: token-neuron pairs computed on the device and from RAM since creation.
+  uint64_t split_device_pairs() const;
+  uint64_t split_ram_pairs() const;
   uint64_t resident_weight_bytes() const;  // weights copied to the backend's device
   // Flash tier: the per-layer caches (empty unless the model is bundled).
   const std::vector<std::unique_ptr<NeuronCache>>& neuron_caches() const;
@@ -180,6 +190,11 @@ class Session {
   std::vector<float> logits_;
   Buffer device_logits_;  // a device's logits rows, downloaded into logits_
   Buffer counters_;       // per layer, non-zero FFN activations of this pass (backend memory)
+  // A split FFN on a device: the CPU side's scratch, input and counters.
+  std::unique_ptr<Workspace> host_ws_;
+  std::unique_ptr<PreparedRows> host_in_;
+  std::vector<uint64_t> host_counts_;
+  SplitFfnStore* split_ = nullptr;
   std::vector<uint64_t> counts_;  // counters_ downloaded
   void collect_counts();
   int64_t clock_ = 0;  // tokens seen, for windowing (never reset)

@@ -31,6 +31,9 @@ struct FfnSegment {
   std::span<const int32_t> neurons;  // the neuron ids when rows are not ids; empty otherwise
   int64_t begin = 0, end = 0;        // the segment's entries [begin, end) of the NeuronList
   bool partial = false;              // split reads: only the deciding row is valid yet
+  // The need matrix the segment's device reads ([tokens][need_stride], entries [begin, end)):
+  // null, the list's; a host copy for a RAM segment of a list that lives on a device.
+  const uint8_t* need = nullptr;
 };
 
 class FfnStore {

@@ -131,7 +131,7 @@ void CpuBackend::gather(std::span<const RowsJob> jobs, std::span<const int32_t> 
 
 void CpuBackend::axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c,
                       int64_t c_stride, int64_t n, float* out, int64_t out_stride,
-                      std::span<const int32_t> neurons) {
+                      std::span<const int32_t> neurons, int64_t) {
   axpy_rows(kernels_, wt, rows, c, c_stride, n, out, out_stride, pool_, neurons);
 }
 

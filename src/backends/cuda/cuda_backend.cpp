@@ -245,11 +245,12 @@ class CudaBackend final : public Backend {
   }
 
   void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, int64_t c_stride,
-            int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons) override {
-    if (!neurons.empty()) fail("the CUDA axpy takes neuron ids as its rows (no neuron cache)");
-    cuda::launch_axpy(rows_of(wt, "axpy"), rows.data(), static_cast<int64_t>(rows.size()), c,
-                      c_stride, n, out, out_stride, reinterpret_cast<float*>(axpy_scratch_.data),
-                      axpy_scratch_.bytes, stream_);
+            int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons,
+            int64_t id_bound) override {
+    // Rows that are slots (a VRAM store) carry their neuron ids, which fix the buckets.
+    cuda::launch_axpy(rows_of(wt, "axpy"), rows.data(), neurons.empty() ? nullptr : neurons.data(),
+                      id_bound, static_cast<int64_t>(rows.size()), c, c_stride, n, out, out_stride,
+                      reinterpret_cast<float*>(axpy_scratch_.data), axpy_scratch_.bytes, stream_);
   }
 
   void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,

@@ -88,10 +88,11 @@ __device__ inline int64_t lower_bound(const int32_t* ids, int64_t count, int64_t
 // partial[(bucket * nt + t) * cols + j]: bucket `blockIdx.y`'s sum for token t, column j.
 template <DType T>
 __global__ void axpy_partial_kernel(const uint8_t* wt, uint64_t row_bytes, int64_t cols,
-                                    const int32_t* ids, int64_t count, const float* c,
-                                    int64_t c_stride, int nt, float* partial) {
+                                    const int32_t* rows, const int32_t* neurons, int64_t count,
+                                    const float* c, int64_t c_stride, int nt, float* partial) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t bucket = blockIdx.y;
+  const int32_t* ids = neurons != nullptr ? neurons : rows;
   const int64_t lo = lower_bound(ids, count, bucket * kBucket);
   const int64_t hi = lower_bound(ids, count, (bucket + 1) * kBucket);
   float acc[kTile];
@@ -107,7 +108,7 @@ __global__ void axpy_partial_kernel(const uint8_t* wt, uint64_t row_bytes, int64
         any = any || coef[t] != 0.0f;
       }
       if (!any) continue;  // the row is not read
-      const float v = Decode<T>::value(wt + static_cast<uint64_t>(ids[k]) * row_bytes, j);
+      const float v = Decode<T>::value(wt + static_cast<uint64_t>(rows[k]) * row_bytes, j);
 #pragma unroll
       for (int t = 0; t < kTile; ++t)
         if (coef[t] != 0.0f) acc[t] += coef[t] * v;
@@ -191,11 +192,11 @@ void launch_products(const Rows& w, const int32_t* ids, int64_t count, const flo
   check_launch("products");
 }
 
-void launch_axpy(const Rows& wt, const int32_t* ids, int64_t count, const float* c,
-                 int64_t c_stride, int64_t n, float* out, int64_t out_stride, float* partial,
-                 uint64_t partial_bytes, cudaStream_t stream) {
+void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, int64_t id_bound,
+                 int64_t count, const float* c, int64_t c_stride, int64_t n, float* out,
+                 int64_t out_stride, float* partial, uint64_t partial_bytes, cudaStream_t stream) {
   if (n == 0) return;
-  const int64_t buckets = (wt.rows + kBucket - 1) / kBucket;
+  const int64_t buckets = (id_bound + kBucket - 1) / kBucket;
   const uint64_t per_token = static_cast<uint64_t>(buckets * wt.cols) * sizeof(float);
   const int64_t pass = std::min<int64_t>(kTile, static_cast<int64_t>(partial_bytes / per_token));
   if (pass < 1)
@@ -206,8 +207,9 @@ void launch_axpy(const Rows& wt, const int32_t* ids, int64_t count, const float*
     const int nt = static_cast<int>(std::min(pass, n - t0));
     const dim3 grid(blocks_for(wt.cols, kThreads), static_cast<unsigned>(buckets));
     with_type(wt.type, [&]<DType T>() {
-      axpy_partial_kernel<T><<<grid, kThreads, 0, stream>>>(
-          wt.data, wt.row_bytes, wt.cols, ids, count, c + t0 * c_stride, c_stride, nt, partial);
+      axpy_partial_kernel<T><<<grid, kThreads, 0, stream>>>(wt.data, wt.row_bytes, wt.cols, rows,
+                                                            neurons, count, c + t0 * c_stride,
+                                                            c_stride, nt, partial);
     });
     axpy_sum_kernel<<<dim3(blocks_for(wt.cols, kThreads), static_cast<unsigned>(nt)), kThreads, 0,
                       stream>>>(partial, buckets, nt, wt.cols, out + t0 * out_stride, out_stride);

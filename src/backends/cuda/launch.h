@@ -43,12 +43,13 @@ struct Places {
 void launch_products(const Rows& w, const int32_t* ids, int64_t count, const float* x, int64_t n,
                      const uint8_t* need, int64_t need_stride, float* y, int64_t y_stride,
                      cudaStream_t stream);
-// out[b] = sum over k of c[b * c_stride + k] * wt.row(ids[k]) (ids ascending, c == 0 skipped),
-// summed per bucket of kBucket ids in list order, the buckets' partials in bucket order.
-// `partial`: scratch of partial_bytes; tokens go in passes that fit.
-void launch_axpy(const Rows& wt, const int32_t* ids, int64_t count, const float* c,
-                 int64_t c_stride, int64_t n, float* out, int64_t out_stride, float* partial,
-                 uint64_t partial_bytes, cudaStream_t stream);
+// out[b] = sum over k of c[b * c_stride + k] * wt.row(rows[k]) (c == 0 skipped), summed per
+// bucket of kBucket neuron ids (neurons[k], ascending; null: the rows are the ids) in list
+// order, the buckets' partials in bucket order. `id_bound`: the ids are below it. `partial`:
+// scratch of partial_bytes; tokens go in passes that fit.
+void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, int64_t id_bound,
+                 int64_t count, const float* c, int64_t c_stride, int64_t n, float* out,
+                 int64_t out_stride, float* partial, uint64_t partial_bytes, cudaStream_t stream);
 // Rows [row0, row0 + rows) of w as f16 ([rows][cols]), for a tensor-core GEMM.
 void launch_rows_to_half(const Rows& w, int64_t row0, int64_t rows, uint16_t* out,
                          cudaStream_t stream);

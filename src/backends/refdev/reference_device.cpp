@@ -204,7 +204,7 @@ void ReferenceDevice::gather(std::span<const RowsJob> jobs, std::span<const int3
 
 void ReferenceDevice::axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c,
                            int64_t c_stride, int64_t n, float* out, int64_t out_stride,
-                           std::span<const int32_t> neurons) {
+                           std::span<const int32_t> neurons, int64_t id_bound) {
   check(wt, "axpy");
   if (!rows.empty()) {
     check(rows.data(), rows.size_bytes(), "axpy");
@@ -212,7 +212,7 @@ void ReferenceDevice::axpy(const MatrixView& wt, std::span<const int32_t> rows, 
   }
   if (!neurons.empty()) check(neurons.data(), neurons.size_bytes(), "axpy");
   check(out, static_cast<uint64_t>(((n - 1) * out_stride + wt.cols) * 4), "axpy");
-  enqueue([=, this] { cpu_.axpy(wt, rows, c, c_stride, n, out, out_stride, neurons); });
+  enqueue([=, this] { cpu_.axpy(wt, rows, c, c_stride, n, out, out_stride, neurons, id_bound); });
 }
 
 void ReferenceDevice::rope_and_store(float* q, float* k, const float* v, int64_t n,

@@ -60,7 +60,8 @@ class ReferenceDevice final : public Backend {
   void gather(std::span<const RowsJob> jobs, std::span<const int32_t> rows, const PreparedRows& x,
               const uint8_t* need, int64_t need_stride) override;
   void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, int64_t c_stride,
-            int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons) override;
+            int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons,
+            int64_t id_bound) override;
   void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
                       const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) override;
   void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,

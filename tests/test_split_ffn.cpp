@@ -1,0 +1,157 @@
+// The FFN split between a device and RAM (PowerInfer's hybrid; tiers/split_ffn_store.h): the
+// hot neurons' rows on the device (the reference device: its own memory and worker thread),
+// the rest computed from RAM by the CPU at the same time, the two sums added in a fixed order.
+// Equivalence: the same split computed on the CPU alone gives the same bits (the split fixes
+// the order of additions, the devices do not); any split is within rounding of the unsplit
+// FFN, and bit for bit when all or none of the neurons are on the device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/refdev/reference_device.h"
+#include "core/error.h"
+#include "runtime/session.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::sparse_tiny_model;
+
+const std::vector<int32_t> kPrompt = {1, 5, 200, 17, 3, 99, 42, 7};
+
+// Every `step`-th neuron of each layer (from `first`): a split that cuts every bucket.
+std::vector<std::vector<int32_t>> every(const Model& m, int step, int first = 0) {
+  std::vector<std::vector<int32_t>> v(static_cast<size_t>(m.config.n_layer));
+  for (auto& l : v)
+    for (int32_t i = first; i < m.config.n_ff; i += step) l.push_back(i);
+  return v;
+}
+
+std::vector<std::vector<float>> run(const Model& m, Backend& be, SessionOptions o) {
+  Session s(m, 64, be, o);
+  std::vector<std::vector<float>> out;
+  const auto all = s.eval(kPrompt, true);
+  out.emplace_back(all.begin(), all.end());
+  for (int32_t t : {150, 8, 64, 33}) {
+    const auto l = s.eval(t);
+    out.emplace_back(l.begin(), l.end());
+  }
+  return out;
+}
+
+double max_relative(const std::vector<std::vector<float>>& a,
+                    const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (size_t p = 0; p < a.size(); ++p) {
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < a[p].size(); ++i) {
+      scale = std::max(scale, std::abs(double{b[p][i]}));
+      diff = std::max(diff, std::abs(double{a[p][i]} - b[p][i]));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+class SplitFfn : public ::testing::Test {
+ protected:
+  ThreadPool pool{2};
+  CpuBackend cpu{pool};
+};
+
+TEST_F(SplitFfn, ADeviceAndTheCpuTogetherGiveTheCpuAlonesBits) {
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
+    auto m = Model::load(sparse_tiny_model(type, FfnActivation::ReGLU, 5), false);
+    SessionOptions o{FfnMode::Predict};
+    o.vram_neurons = every(*m, 3);
+    ReferenceDevice dev;
+    SessionOptions on_dev = o;
+    on_dev.host_backend = &cpu;
+    const auto hybrid = run(*m, dev, on_dev);
+    EXPECT_EQ(hybrid, run(*m, cpu, o)) << dtype_name(type) << ": the split on one CPU";
+    const auto whole = run(*m, cpu, {FfnMode::Predict});
+    EXPECT_LT(max_relative(hybrid, whole), 1e-5) << dtype_name(type) << ": the unsplit FFN";
+  }
+}
+
+TEST_F(SplitFfn, AllOrNoneOfTheNeuronsOnTheDeviceIsTheUnsplitFfnBitForBit) {
+  auto m = Model::load(sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 5), false);
+  const auto whole = run(*m, cpu, {FfnMode::Predict});
+  for (int step : {1, 1 << 20}) {  // every neuron; none (only ids past n_ff would be picked)
+    ReferenceDevice dev;
+    SessionOptions o{FfnMode::Predict};
+    o.vram_neurons = every(*m, step);
+    if (step > 1)
+      for (auto& l : o.vram_neurons) l.clear();
+    o.host_backend = &cpu;
+    EXPECT_EQ(run(*m, dev, o), whole) << (step == 1 ? "all" : "none") << " on the device";
+  }
+}
+
+TEST_F(SplitFfn, BatchesOfSequencesSplitAsTheyComputeAlone) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  auto batched = [&](Backend& be, bool on_device) {
+    SessionOptions o{FfnMode::Predict};
+    o.vram_neurons = every(*m, 2, 1);
+    o.n_seq = 2;
+    if (on_device) o.host_backend = &cpu;
+    Session s(*m, 32, be, o);
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < kPrompt.size(); ++i)
+      batch.push_back({kPrompt[i], static_cast<int32_t>(i % 2), true});
+    const auto l = s.decode(batch);
+    return std::vector<float>(l.begin(), l.end());
+  };
+  ReferenceDevice dev;
+  EXPECT_EQ(batched(dev, true), batched(cpu, false));
+}
+
+TEST_F(SplitFfn, CountsWhereEachActivationWasComputed) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  ReferenceDevice dev;
+  SessionOptions o{FfnMode::Predict};
+  o.vram_neurons = every(*m, 4);
+  o.host_backend = &cpu;
+  Session s(*m, 32, dev, o);
+  s.eval(kPrompt);
+  uint64_t computed = 0;
+  for (const FfnLayerStats& st : s.ffn_stats()) computed += st.computed;
+  EXPECT_GT(s.split_device_pairs(), 0u);
+  EXPECT_GT(s.split_ram_pairs(), s.split_device_pairs())
+      << "a quarter of the neurons on the device";
+  EXPECT_EQ(s.split_device_pairs() + s.split_ram_pairs(), computed);
+  Session plain(*m, 32, cpu, {FfnMode::Predict});
+  plain.eval(kPrompt);
+  EXPECT_EQ(s.ffn_zeros(), plain.ffn_zeros()) << "the non-zero counts of both sides";
+}
+
+TEST_F(SplitFfn, MisuseAndBudgetsAreClearErrors) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  SessionOptions o{FfnMode::Predict};
+  o.vram_neurons = every(*m, 2);
+  ReferenceDevice dev;
+  EXPECT_THROW(Session(*m, 16, dev, o), Error) << "no CPU backend for the RAM part";
+  o.host_backend = &cpu;
+  SessionOptions dense = o;
+  dense.ffn = FfnMode::Dense;
+  EXPECT_THROW(Session(*m, 16, dev, dense), Error) << "dense mode";
+  SessionOptions bad = o;
+  bad.vram_neurons[0] = {5, 3};
+  EXPECT_THROW(Session(*m, 16, dev, bad), Error) << "ids not ascending";
+  ReferenceDeviceOptions small;
+  small.budget = 256 << 10;
+  ReferenceDevice tight(small);
+  try {
+    Session s(*m, 16, tight, o);
+    FAIL() << "the hot rows did not fit and nothing said so";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(tight.allocated(), 0u);
+}
+
+}  // namespace
+}  // namespace strata

@@ -82,6 +82,28 @@ TEST(DeviceChoice, TheReferenceDeviceNeedsNoGpuAndKeepsItsBudget) {
   EXPECT_THROW(choose_device(asking(0, 2, "reference"), none), Error) << "3 GiB in a 2 GiB budget";
 }
 
+TEST(DeviceChoice, AModelLargerThanTheGpuSplitsItsFfnWhenItsDenseBlocksFit) {
+  DeviceFacts f = gpu(16, 26);
+  f.can_split = true;
+  f.dense_bytes = 3 * kGiB;
+  const DeviceChoice c = choose_device(asking(0, 8), f);
+  EXPECT_EQ(c.kind, DeviceKind::Cuda);
+  EXPECT_TRUE(c.split);
+  EXPECT_EQ(c.budget, 8 * kGiB);
+  EXPECT_NE(c.note.find("hottest FFN neurons"), std::string::npos) << c.note;
+  EXPECT_TRUE(choose_device(asking(99), f).split) << "-ngl of a model larger than the GPU";
+  DeviceFacts big = f;
+  big.gpu_free_bytes = 48 * kGiB;
+  EXPECT_FALSE(choose_device(asking(0, 40), big).split) << "it fits whole";
+  f.dense_bytes = 9 * kGiB;
+  try {
+    choose_device(asking(0, 8), f);
+    FAIL() << "dense blocks larger than the budget";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dense blocks alone"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DeviceChoice, BundledModelsStayOnTheCpu) {
   DeviceFacts f = gpu(80, 4);
   f.bundled = true;

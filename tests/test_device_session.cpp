@@ -177,7 +177,7 @@ TEST_F(DeviceSession, APlannedRunOnTheDeviceGivesTheCpuText) {
   r.n_ctx = 64;
   r.kv_types_given = false;
   r.device.device = "reference";
-  const PlannedRun dev_run = plan_run(*m, r);
+  PlannedRun dev_run = plan_run(*m, r);
   EXPECT_EQ(dev_run.device.kind, DeviceKind::Reference);
   EXPECT_EQ(dev_run.session.k_type, DType::F16);
   EXPECT_EQ(dev_run.plan.output, Device::Cuda);
@@ -187,7 +187,7 @@ TEST_F(DeviceSession, APlannedRunOnTheDeviceGivesTheCpuText) {
   cpu_req.device = {};
   cpu_req.kv_types_given = true;
   cpu_req.k_type = cpu_req.v_type = DType::F16;
-  const PlannedRun cpu_run = plan_run(*m, cpu_req);
+  PlannedRun cpu_run = plan_run(*m, cpu_req);
   EXPECT_EQ(cpu_run.device.kind, DeviceKind::Cpu);
   auto dev = make_session_backend(dev_run, pool);
   auto cpu = make_session_backend(cpu_run, pool);

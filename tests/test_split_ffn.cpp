@@ -12,6 +12,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/refdev/reference_device.h"
 #include "core/error.h"
+#include "runtime/planned_session.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -151,6 +152,39 @@ TEST_F(SplitFfn, MisuseAndBudgetsAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("budget"), std::string::npos) << e.what();
   }
   EXPECT_EQ(tight.allocated(), 0u);
+}
+
+// Through the plan, as `strata run --device reference --vram-budget B` with a model larger
+// than B: the plan keeps every dense block on the device and fills the rest with neurons, the
+// run splits its FFN, and gives the bits of the same split on one CPU.
+TEST_F(SplitFfn, APlannedRunLargerThanItsVramBudgetSplitsItsFfn) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  RunRequest r;
+  r.mode = FfnMode::Predict;
+  r.n_ctx = 64;
+  r.device.device = "reference";
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F32, DType::F32});
+  const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Reference);
+  const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Reference, false);
+  ASSERT_LT(dense, whole);
+  r.device.vram_budget = (whole + dense) / 2;
+  PlannedRun planned = plan_run(*m, r);
+  ASSERT_TRUE(planned.device.split);
+  ASSERT_EQ(planned.session.vram_neurons.size(), static_cast<size_t>(m->config.n_layer));
+  size_t on_device = 0;
+  for (const auto& l : planned.session.vram_neurons) on_device += l.size();
+  EXPECT_GT(on_device, 0u);
+  EXPECT_LT(on_device, static_cast<size_t>(m->config.n_layer * m->config.n_ff));
+  auto dev = make_session_backend(planned, pool);
+  ASSERT_NE(planned.session.host_backend, nullptr);
+  EXPECT_EQ(dev->device(), Device::Cuda);
+  SessionOptions same_split = planned.session;
+  same_split.host_backend = nullptr;
+  EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, same_split));
+  EXPECT_LE(dev->allocated(), r.device.vram_budget) << "the budget is a hard limit";
+
+  r.device.vram_budget = dense / 2;
+  EXPECT_THROW(plan_run(*m, r), Error) << "the dense blocks do not fit";
 }
 
 }  // namespace

@@ -62,7 +62,7 @@ int batched(const BatchedOptions& o) {
   if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
   const int64_t n_ctx = o.ctx > 0 ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict + 1;
   StorageProfile storage;
-  const PlannedRun planned =
+  PlannedRun planned =
       resolve_ffn_flags(o.ffn, *model, n_ctx, &storage, /*logits_rows=*/o.parallel, o.parallel);
   ThreadPool pool(checked_threads(o.threads));
   const auto backend = make_session_backend(planned, pool, o.ffn.repack);

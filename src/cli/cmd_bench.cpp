@@ -203,6 +203,11 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   if (!r.tg.empty())
     fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
+  const double on_device = static_cast<double>(session.split_device_pairs());
+  const double in_ram = static_cast<double>(session.split_ram_pairs());
+  if (on_device + in_ram > 0)
+    fmt::print("split FFN: {:.1f}% of the activations computed on the GPU, {:.1f}% in RAM\n",
+               100 * on_device / (on_device + in_ram), 100 * in_ram / (on_device + in_ram));
   if (f.bandwidth > 0)
     fmt::print(
         "memory read bandwidth: {:.1f} GB/s -> decode limit {:.2f} tok/s; decode reaches {:.1f}% "
@@ -218,7 +223,7 @@ int run_bench(BenchOptions& o) {
   const double load_s = load_timer.seconds();
   const int64_t n_ctx = o.n_prompt + o.n_gen + 1;
   StorageProfile storage;
-  const PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
+  PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
   ThreadPool pool(checked_threads(o.threads));
   const auto backend = make_session_backend(planned, pool, o.ffn.repack);
   Session session(*model, n_ctx, *backend, planned.session);

@@ -36,7 +36,7 @@ Command add_logits_command(CLI::App& app) {
   return {cmd, [o] {
             const auto model = Model::load(o->model, /*require_tokenizer=*/false,
                                            o->mmap ? LoadMode::Map : LoadMode::Read);
-            const PlannedRun planned =
+            PlannedRun planned =
                 resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()), nullptr,
                                   static_cast<int64_t>(o->tokens.size()));
             ThreadPool pool(checked_threads(o->threads));

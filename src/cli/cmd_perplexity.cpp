@@ -49,7 +49,7 @@ Command add_perplexity_command(CLI::App& app) {
           fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
                n_ctx);
         StorageProfile storage;
-        const PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage, n_ctx);
+        PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage, n_ctx);
         ThreadPool pool(checked_threads(o->threads));
         const auto backend = make_session_backend(planned, pool, o->ffn.repack);
         Session session(*model, n_ctx, *backend, planned.session);

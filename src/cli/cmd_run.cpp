@@ -131,7 +131,7 @@ int run_generation(const RunOptions& o) {
           ? static_cast<uint64_t>(o.seed)
           : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   StorageProfile storage;
-  const PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
+  PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
   ThreadPool pool(checked_threads(o.threads));
   const auto backend = make_session_backend(planned, pool, o.ffn.repack);
   Session session(*model, n_ctx, *backend, planned.session);

@@ -115,7 +115,7 @@ int serve(const ServeOptions& o) {
     fail("-c {} split among {} slots (--parallel) leaves {} positions each; raise -c", o.ctx,
          o.parallel, n_ctx);
   StorageProfile storage;
-  const PlannedRun planned =
+  PlannedRun planned =
       resolve_ffn_flags(o.ffn, *model, n_ctx, &storage, /*logits_rows=*/o.parallel, o.parallel);
   ThreadPool pool(checked_threads(o.threads));
   const auto backend = make_session_backend(planned, pool, o.ffn.repack);

@@ -305,8 +305,17 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
   const ForwardTimes& t = session.times();
   nlohmann::json flash = nullptr;
   if (!session.neuron_caches().empty()) flash = flash_json(session);
+  // A split FFN: where the activations were computed (PowerInfer's GPU share).
+  nlohmann::json split = nullptr;
+  const double on_device = static_cast<double>(session.split_device_pairs());
+  const double in_ram = static_cast<double>(session.split_ram_pairs());
+  if (!session.options().vram_neurons.empty())
+    split = {{"device_activations", on_device},
+             {"ram_activations", in_ram},
+             {"device_share", on_device + in_ram > 0 ? on_device / (on_device + in_ram) : 0.0}};
   return {{"ffn_mode", ffn_mode_name(session.options().ffn)},
           {"flash", flash},
+          {"split", split},
           {"layers", layers},
           {"time_s",
            {{"attention", t.attention},
@@ -337,6 +346,10 @@ void print_ffn_report(const Model& model, const Session& session, std::FILE* out
   fmt::print(
       out, "time: attention {:.1f}%, predictor {:.1f}%, FFN {:.1f}%, output {:.1f}% of {:.3f} s\n",
       pct("attention"), pct("predictor"), pct("ffn"), pct("output"), sum);
+  if (!j["split"].is_null())
+    fmt::print(out, "split FFN: {:.1f}% of the activations computed on the GPU, {:.1f}% in RAM\n",
+               100 * j["split"]["device_share"].get<double>(),
+               100 - 100 * j["split"]["device_share"].get<double>());
   if (!j["flash"].is_null()) {
     const auto& fl = j["flash"];
     fmt::print(out,

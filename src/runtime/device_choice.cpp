@@ -38,13 +38,14 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
         "(-ngl {} or more) or none of it",
         r.gpu_layers, r.gpu_layers, f.n_layer, f.n_layer);
   if (f.bundled)
-    return {DeviceKind::Cpu, 0,
+    return {DeviceKind::Cpu, 0, false,
             "note: the model is bundled for the flash tier, which runs on the CPU; not using the "
             "GPU"};
   const bool reference = r.device == "reference";
   if (r.device == "cuda" && !f.gpu_present) fail("--device cuda: {}", f.no_gpu_reason);
   if (!reference && !f.gpu_present)
-    return {DeviceKind::Cpu, 0, fmt::format("note: {}; running on the CPU", f.no_gpu_reason)};
+    return {DeviceKind::Cpu, 0, false,
+            fmt::format("note: {}; running on the CPU", f.no_gpu_reason)};
   // The device's budget: --vram-budget, within what the GPU has free.
   uint64_t budget = r.vram_budget;
   if (!reference) {
@@ -53,14 +54,24 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
            gib(f.gpu_free_bytes));
     if (budget == 0) budget = f.gpu_free_bytes;
   }
-  if (budget == 0 || f.needed_bytes <= budget)
-    return {reference ? DeviceKind::Reference : DeviceKind::Cuda, budget, ""};
+  const DeviceKind kind = reference ? DeviceKind::Reference : DeviceKind::Cuda;
+  if (budget == 0 || f.needed_bytes <= budget) return {kind, budget, false, ""};
+  if (f.can_split && f.dense_bytes < budget)
+    return {kind, budget, true,
+            fmt::format("note: the whole model needs {} on the GPU, more than its {} budget: the "
+                        "hottest FFN neurons go there, the rest is computed from RAM",
+                        gib(f.needed_bytes), gib(budget))};
   const std::string need = fmt::format(
       "the whole model needs {} on the GPU (weights, KV cache, buffers), more than the {} {}",
       gib(f.needed_bytes), gib(budget), r.vram_budget > 0 ? "of --vram-budget" : "it has free");
+  if (f.can_split)
+    fail(
+        "{}, and its dense blocks alone (attention, norms, predictors, output, KV cache, "
+        "buffers) need {}; lower -c, or use a smaller model or type",
+        need, gib(f.dense_bytes));
   if (r.gpu_layers > 0 || r.device == "cuda" || reference)
     fail("{}; lower -c, or use a smaller model or type", need);
-  return {DeviceKind::Cpu, 0, fmt::format("note: {}; running on the CPU", need)};
+  return {DeviceKind::Cpu, 0, false, fmt::format("note: {}; running on the CPU", need)};
 }
 
 }  // namespace strata

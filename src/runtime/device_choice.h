@@ -1,9 +1,11 @@
 // Which device a run computes on: the decision from what was asked (-ngl, --vram-budget,
-// --device) and what exists (a GPU, its free memory, what the whole model needs there),
-// as a pure function with its tests (tests/test_device_choice.cpp). The whole model goes to the
-// GPU or none of it: a run that asked for a GPU and cannot have one gets the CPU and a one-line
-// note saying why, except where running elsewhere would defy what was asked (-ngl of every
-// layer that does not fit), which is an error before any work.
+// --device); when the whole model does not fit but its dense blocks do, a predict-mode run
+// splits its FFN (the plan puts the hottest neurons on the device, PowerInfer's hybrid) and what
+// exists (a GPU, its free memory, what the whole model needs there), as a pure function with its
+// tests (tests/test_device_choice.cpp). The whole model goes to the GPU or none of it: a run that
+// asked for a GPU and cannot have one gets the CPU and a one-line note saying why, except where
+// running elsewhere would defy what was asked (-ngl of every layer that does not fit), which is an
+// error before any work.
 #pragma once
 
 #include <cstdint>
@@ -37,11 +39,15 @@ struct DeviceFacts {
   int64_t n_layer = 0;
   uint64_t needed_bytes = 0;  // the whole model on the device: weights, KV cache, buffers
   bool bundled = false;       // the flash tier: computes on the CPU
+  // A split FFN (hot neurons on the device, the rest in RAM) can run: predict mode, in RAM.
+  bool can_split = false;
+  uint64_t dense_bytes = 0;  // what a split needs on the device before any neuron
 };
 
 struct DeviceChoice {
   DeviceKind kind = DeviceKind::Cpu;
   uint64_t budget = 0;  // the device's memory budget when not the CPU (0: no limit)
+  bool split = false;   // the FFN split between the device and RAM by the placement plan
   std::string note;     // for stderr, when the choice is not what a reader would assume
 };
 

@@ -72,7 +72,8 @@ PlacementPlan solve(const Inventory& inv, const RunRequest& r, bool bundled) {
 
 }  // namespace
 
-uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind) {
+uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind,
+                              bool with_ffn) {
   const ModelConfig& c = model.config;
   uint64_t kv = 0;
   for (const LayerInventory& l : inv.layers) kv += l.kv_bytes;
@@ -80,14 +81,19 @@ uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKi
   const uint64_t logits = static_cast<uint64_t>(Session::kMaxBatch * c.n_vocab) * sizeof(float);
   const uint64_t counters = static_cast<uint64_t>(c.n_layer) * sizeof(uint64_t);
   const uint64_t own = kind == DeviceKind::Cuda ? cuda_backend_overhead_bytes() : 0;
-  return ResidentWeights::device_bytes(model, mode) + kv + inv.workspace_bytes + logits + counters +
-         static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) + own;
+  // A split adds the slots of its device part and the second part's sum (pass_out).
+  const uint64_t split = with_ffn ? 0
+                                  : static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) +
+                                        static_cast<uint64_t>(Session::kMaxBatch * c.n_embd) * 4;
+  return ResidentWeights::device_bytes(model, mode, with_ffn) + kv + inv.workspace_bytes + logits +
+         counters + static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) + own + split;
 }
 
 namespace {
 
 // What the device decision needs to know of this machine and model.
-DeviceFacts device_facts(const Model& model, const Inventory& inv, const DeviceRequest& d) {
+DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequest& r) {
+  const DeviceRequest& d = r.device;
   DeviceFacts f;
   f.n_layer = model.config.n_layer;
   f.bundled = model.weights.bundled;
@@ -99,15 +105,45 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const DeviceR
   } else if (d.device != "reference") {
     f.no_gpu_reason = cuda_unavailable_reason();
   }
-  f.needed_bytes = device_session_bytes(
-      model, inv, d.device == "reference" ? DeviceKind::Reference : DeviceKind::Cuda);
+  const DeviceKind kind = d.device == "reference" ? DeviceKind::Reference : DeviceKind::Cuda;
+  f.needed_bytes = device_session_bytes(model, inv, kind);
+  f.can_split = r.mode == FfnMode::Predict && !model.weights.bundled && !r.check_predictor;
+  f.dense_bytes = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
   return f;
+}
+
+// A split FFN's plan: the solver places the hottest neurons in what the device's budget leaves
+// (the inventory holds what a plan places; the backend's own buffers and the split's are set
+// aside first); every dense block must be on the device (the executor keeps the residual
+// stream there).
+PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequest& r,
+                         const DeviceChoice& choice) {
+  const uint64_t placed = device_session_bytes(model, inv, choice.kind, false);
+  uint64_t inventoried = inv.workspace_bytes + inv.output_bytes;
+  for (const LayerInventory& l : inv.layers) inventoried += l.dense_bytes + l.kv_bytes;
+  const uint64_t aside = placed > inventoried ? placed - inventoried : 0;
+  RunRequest req = r;
+  req.budgets.vram = choice.budget > aside ? choice.budget - aside : 1;
+  PlacementPlan p = solve(inv, req, false);
+  int64_t cpu_blocks = 0;
+  for (const LayerPlan& l : p.layers) cpu_blocks += l.attention != Device::Cuda;
+  if (cpu_blocks > 0 || p.output != Device::Cuda)
+    fail(
+        "the plan left {} attention blocks{} on the CPU under the {} budget; a split keeps every "
+        "dense block on the GPU: raise --vram-budget or lower -c",
+        cpu_blocks, p.output != Device::Cuda ? " and the output head" : "",
+        size_text(static_cast<double>(choice.budget)));
+  return p;
 }
 
 }  // namespace
 
-std::unique_ptr<Backend> make_session_backend(const PlannedRun& run, ThreadPool& pool,
-                                              bool repack) {
+std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool, bool repack) {
+  if (run.device.split && run.device.kind != DeviceKind::Cpu) {
+    // The RAM part of a split FFN computes on this pool, beside the device.
+    run.host_backend = std::make_shared<CpuBackend>(pool, CpuBackendOptions{repack, nullptr});
+    run.session.host_backend = run.host_backend.get();
+  }
   switch (run.device.kind) {
     case DeviceKind::Cuda: {
       CudaOptions o;
@@ -140,12 +176,17 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
     const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
                               r.profile, r.logits_rows, r.n_seq};
     const Inventory inv = take_inventory(model, ir);
-    run.device = choose_device(r.device, device_facts(model, inv, r.device));
+    run.device = choose_device(r.device, device_facts(model, inv, r));
     if (!run.device.note.empty()) run.notes.push_back(run.device.note);
     if (run.device.kind != DeviceKind::Cpu) {
       if (r.plan != nullptr) fail("--plan places a model between devices; with a GPU run, omit it");
       run.inventory = inv;
-      run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
+      if (run.device.split) {
+        run.plan = plan_split(model, inv, r, run.device);
+        for (const LayerPlan& l : run.plan.layers) run.session.vram_neurons.push_back(l.vram);
+      } else {
+        run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
+      }
       run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
       return run;
     }

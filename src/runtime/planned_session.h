@@ -46,7 +46,8 @@ struct RunRequest {
 
 struct PlannedRun {
   SessionOptions session;
-  DeviceChoice device;  // where the sessions compute (make_session_backend)
+  DeviceChoice device;                    // where the sessions compute (make_session_backend)
+  std::shared_ptr<Backend> host_backend;  // a split FFN's CPU part (make_session_backend)
   PlacementPlan plan;
   Inventory inventory;
   std::vector<std::string> notes;  // for stderr: what was done to the model
@@ -57,13 +58,17 @@ PlannedRun make_plan(const Model& model, const RunRequest& r);
 // make_plan, then the model prepared for the plan and the session options that apply it.
 PlannedRun plan_run(Model& model, const RunRequest& r);
 
-// The backend the plan's device choice names, over `pool` where it is the CPU.
-std::unique_ptr<Backend> make_session_backend(const PlannedRun& run, ThreadPool& pool,
+// The backend the plan's device choice names, over `pool` where it is the CPU. A split FFN
+// also gets the CPU backend over `pool` for its RAM part (held by the run, named in its
+// session options).
+std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool,
                                               bool repack = true);
 
 // Bytes a session holds on a device for the whole model (weights, KV cache, workspace, logits,
 // counters) plus what the backend itself allocates: the device decision's need.
-uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind);
+// with_ffn false: without the FFN matrices (what a split FFN needs before any neuron).
+uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind,
+                              bool with_ffn = true);
 
 // The flash tier's cost of reading one bundle: the storage profile at `depth` reads in flight,
 // or, without one, bundle_bytes at kDefaultFlashBytesPerS.

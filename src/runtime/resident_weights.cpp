@@ -44,12 +44,13 @@ void each_matrix(ResidentLayer& r, Each&& each) {
 
 }  // namespace
 
-uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode) {
+uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool with_ffn) {
   const ModelWeights& w = model.weights;
   const uint64_t n_embd = static_cast<uint64_t>(model.config.n_embd);
   uint64_t total = (w.output.bytes() + n_embd * 4);
   for (const LayerWeights& l : w.layers) {
     ResidentLayer r = host_layer(l, mode);
+    if (!with_ffn) r.ffn_gate = r.ffn_up = r.ffn_down = r.ffn_down_t = MatrixView{};
     each_matrix(r, [&](const MatrixView& m, const char*) { total += m.bytes(); });
     total += 2 * n_embd * 4;
   }

@@ -31,7 +31,7 @@ class ResidentWeights {
   ResidentWeights& operator=(const ResidentWeights&) = delete;
 
   // Bytes a device copy of the model for `mode` holds (the placement inventory's figure).
-  static uint64_t device_bytes(const Model& model, FfnMode mode);
+  static uint64_t device_bytes(const Model& model, FfnMode mode, bool with_ffn = true);
 
   const ResidentLayer& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
   const float* output_norm() const { return output_norm_; }

@@ -267,6 +267,7 @@ void CpuBackend::add(float* x, const float* y, int64_t count) {
 }
 
 void CpuBackend::copy(void* dst, const void* src, uint64_t bytes) {
+  if (bytes == 0) return;  // an empty vector's data() may be null
   std::memcpy(dst, src, bytes);
 }
 

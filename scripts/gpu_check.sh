@@ -8,7 +8,10 @@
 #   2. Benchmarks, wholly in VRAM (-ngl 99): pp512 and decode tok/s of 1B and 7B shapes in F16,
 #      Q8_0 and Q4_0 as a share of the GPU's measured read bandwidth; predict mode at 10%
 #      density against dense on a 7B-shape ReLU model.
-# Usage (device tool: carry ["gpu-bundle"]): scripts/gpu_check.sh
+#   --hybrid instead of 2: a 13B-shape ReLU model (F16, ~26 GB, 10% density, predictors of rank
+#      64) split between the GPU and the CPU under --vram-budget 16G and 8G (consumer cards),
+#      against the CPU alone: decode tok/s, the share of activations on the GPU.
+# Usage (device tool: carry ["gpu-bundle"]): scripts/gpu_check.sh [--hybrid]
 # Environment: GPU_MODELS (where models go; default /tmp/strata-gpu-models), OUT (where the logs
 # and JSON go; default gpu-check-out), GPU_CHECK_SECONDS (default 470: the steps that would not
 # finish in time are skipped and say so).
@@ -46,18 +49,26 @@ row() {  # row NAME MODE JSON
     "$(echo "$(field "$3" bandwidth_bytes_per_s)" | awk '{print $1 / 1e9}')" \
     "$(field "$3" bandwidth_limit_percent)" >>"$table"
 }
+hybrid=0
+[ "${1:-}" = --hybrid ] && hybrid=1
 bench() {  # bench NAME MODE PROMPT GEN [FLAGS...]
   name=$1 mode=$2 p=$3 n=$4
   shift 4
+  device="--device cuda"
+  case "$*" in *--device*) device= ;; esac
   if [ "$(left)" -lt 45 ]; then
     echo "| $name | $mode | skipped: out of time |" >>"$table"
     return
   fi
-  if timeout 120 "$strata" bench -m "$models/$name.gguf" -p "$p" -n "$n" -r 3 --device cuda --ffn "$mode" \
-    --json "$@" >"$out/bench-$name-$mode.json" 2>"$out/bench-$name-$mode.log"; then
-    row "$name" "$mode" "$out/bench-$name-$mode.json"
+  tag="$name-$mode$(echo "$*" | tr -c 'a-zA-Z0-9' '_')"
+  # shellcheck disable=SC2086
+  if timeout 150 "$strata" bench -m "$models/$name.gguf" -p "$p" -n "$n" -r 3 $device --ffn "$mode" \
+    --json "$@" >"$out/bench-$tag.json" 2>"$out/bench-$tag.log"; then
+    row "$name $*" "$mode" "$out/bench-$tag.json"
+    share=$(sed -n 's/^ *"device_share": \([0-9.e+-]*\).*/\1/p' "$out/bench-$tag.json" | head -n 1)
+    [ -n "$share" ] && echo "|   split: $(awk -v s="$share" 'BEGIN { printf "%.1f", 100 * s }')% of activations on the GPU |" >>"$table"
   else
-    echo "| $name | $mode | failed: $(tail -n 1 "$out/bench-$name-$mode.log") |" >>"$table"
+    echo "| $name $* | $mode | failed: $(tail -n 1 "$out/bench-$tag.log") |" >>"$table"
   fi
 }
 
@@ -81,11 +92,22 @@ if [ "$gpu_ran" -eq 0 ]; then
 fi
 grep -E '^\[  FAILED  \] [A-Za-z/]*\.' "$out/tests.log" | sort -u | sed 's/^/  /'
 
-# 2. Benchmarks.
+# 2. Benchmarks (or, with --hybrid, the split FFN).
 {
   echo "| model          | ffn     |  pp tok/s |  tg tok/s | GB/tok  | GB/s read | limit  |"
   echo "|----------------|---------|-----------|-----------|---------|-----------|--------|"
 } >>"$table"
+if [ "$hybrid" -eq 1 ]; then
+  model s13b-f16 --preset 13b --type f16 --ffn reglu --sparsity 0.1 --predictor-rank 64
+  bench s13b-f16 predict 0 32 --vram-budget 16G
+  bench s13b-f16 predict 0 32 --vram-budget 8G
+  bench s13b-f16 predict 0 16 --device cpu
+  echo "limit: decode tok/s as a share of (measured read bandwidth / weight bytes per token)"
+  cat "$table"
+  echo "gpu_check --hybrid: $(($(date +%s) - start)) s; logs and JSON in $out"
+  [ "$tests_rc" -eq 0 ]
+  exit
+fi
 for t in f16 q8_0 q4_0; do bench "cmp-1b-$t" dense 512 128; done
 for t in q4_0 q8_0 f16; do
   if [ "$(left)" -lt 120 ]; then

@@ -127,6 +127,18 @@ TEST_F(SplitFfn, CountsWhereEachActivationWasComputed) {
   Session plain(*m, 32, cpu, {FfnMode::Predict});
   plain.eval(kPrompt);
   EXPECT_EQ(s.ffn_zeros(), plain.ffn_zeros()) << "the non-zero counts of both sides";
+  // Rows read per side are whole neurons' rows; the link carries at least each layer's input
+  // down and the RAM part's sum up.
+  const Session::SplitTraffic t = s.split_traffic();
+  const LayerWeights& l0 = m->weights.layers[0];
+  const uint64_t row = l0.ffn_gate.row_bytes + l0.ffn_up.row_bytes + l0.ffn_down_t.row_bytes;
+  EXPECT_GT(t.device_row_bytes, 0u);
+  EXPECT_GT(t.ram_row_bytes, t.device_row_bytes);
+  EXPECT_EQ(t.device_row_bytes % row, 0u);
+  EXPECT_EQ(t.ram_row_bytes % row, 0u);
+  const uint64_t activations = static_cast<uint64_t>(kPrompt.size() * m->config.n_embd * 4);
+  EXPECT_GE(t.link_bytes, 2 * activations * static_cast<uint64_t>(m->config.n_layer));
+  EXPECT_GT(s.times().ffn_ram_part, 0.0);
 }
 
 TEST_F(SplitFfn, MisuseAndBudgetsAreClearErrors) {

@@ -309,10 +309,20 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
   nlohmann::json split = nullptr;
   const double on_device = static_cast<double>(session.split_device_pairs());
   const double in_ram = static_cast<double>(session.split_ram_pairs());
-  if (!session.options().vram_neurons.empty())
+  if (!session.options().vram_neurons.empty()) {
+    const Session::SplitTraffic t = session.split_traffic();
+    const double tokens = std::max<double>(1.0, static_cast<double>(session.tokens_evaluated()));
     split = {{"device_activations", on_device},
              {"ram_activations", in_ram},
-             {"device_share", on_device + in_ram > 0 ? on_device / (on_device + in_ram) : 0.0}};
+             {"device_share", on_device + in_ram > 0 ? on_device / (on_device + in_ram) : 0.0},
+             {"per_token_over_all_tokens",
+              {{"device_neuron_bytes", t.device_row_bytes / tokens},
+               {"ram_neuron_bytes", t.ram_row_bytes / tokens},
+               {"link_bytes", t.link_bytes / tokens}}},
+             {"time_s",
+              {{"device_part", session.times().ffn_device_part},
+               {"ram_part", session.times().ffn_ram_part}}}};
+  }
   return {{"ffn_mode", ffn_mode_name(session.options().ffn)},
           {"flash", flash},
           {"split", split},

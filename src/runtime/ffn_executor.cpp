@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "core/timer.h"
+
 namespace strata {
 
 FfnExecutor::FfnExecutor(const Model& model, const ResidentWeights& weights, Backend& backend,
@@ -116,7 +118,7 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   NeuronList list{ws_.ids, 0, ws_.need, ff, n};
   list.count = backend_.select_union(ws_.mask, n, ff, ws_.ids, ws_.need, &selected);
   stats.computed += selected;
-  compute_segments(l, list, n, token, nonzero);
+  compute_segments(l, list, n, token, nonzero, times, spans);
   if (check_predictor_) check_prediction(l, n, stats);
 }
 
@@ -125,14 +127,16 @@ void FfnExecutor::set_host_side(const HostSide& host) {
 }
 
 void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64_t token,
-                                   uint64_t* nonzero) {
+                                   uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans) {
   const int64_t ff = c_.n_ff;
   store_->begin(l, list, token);
   const bool split = host_.backend != nullptr;
   if (split) {
     // The RAM part's input on the host, fetched before the device's part is queued so that the
     // two parts then compute at the same time.
-    backend_.download(host_.ws->xn, ws_.xn, static_cast<uint64_t>(n * c_.n_embd) * sizeof(float));
+    const uint64_t rows_bytes = static_cast<uint64_t>(n * c_.n_embd) * sizeof(float);
+    backend_.download(host_.ws->xn, ws_.xn, rows_bytes);
+    link_bytes_ += rows_bytes;
     const FfnStore::RowTypes rows = store_->row_types(l);
     host_.backend->prepare(*host_.in, host_.ws->xn, c_.n_embd, n,
                            {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
@@ -141,10 +145,14 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
   for (int pass = 0; store_->next(s); ++pass) {
     float* out = pass == 0 ? ws_.proj : ws_.pass_out;
     if (split && s.device != backend_.device()) {
+      const Timer cpu_part;
       host_segment(l, s, n, out);
+      times.ffn_ram_part += cpu_part.seconds();
+      link_bytes_ += static_cast<uint64_t>(n * c_.n_embd) * sizeof(float);
       if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
       continue;
     }
+    const Event device_start = backend_.record();
     if (s.partial)
       split_segment(s, n);
     else
@@ -157,6 +165,7 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     // The neuron ids (not the rows) decide the order of additions: every split of the
     // neurons sums to the same bits.
     backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons, ff);
+    if (split) spans.add(device_start, backend_.record(), &times.ffn_device_part);
     if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
   }
 }

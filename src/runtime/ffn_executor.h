@@ -39,6 +39,9 @@ class FfnExecutor {
     uint64_t* nonzero = nullptr;  // [n_layer]
   };
   void set_host_side(const HostSide& host);
+  // Bytes the split moved between host and device beyond the store's: the normalized input
+  // down and the RAM part's sum up, per layer.
+  uint64_t link_bytes() const { return link_bytes_; }
 
   // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
   // its neurons handed to the store to read in the background.
@@ -52,7 +55,7 @@ class FfnExecutor {
   void predict(int64_t layer, int64_t n);     // ws.mask from the predictor on ws.x
   void gate_first(int64_t layer, int64_t n);  // ws.mask from the dense gate (ws.gate / ws.up)
   void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
-                        uint64_t* nonzero);
+                        uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans);
   void gather_segment(const FfnSegment& s, int64_t n);
   void host_segment(int64_t layer, const FfnSegment& s, int64_t n, float* out);
   void split_segment(FfnSegment& s, int64_t n);
@@ -70,6 +73,7 @@ class FfnExecutor {
   Buffer all_ids_;               // dense FFN of files with only ffn_down_t: 0 .. n_ff - 1
   std::vector<int32_t> active_;  // split reads: neurons whose rest is read
   HostSide host_;
+  uint64_t link_bytes_ = 0;
 };
 
 }  // namespace strata

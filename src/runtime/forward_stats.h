@@ -14,6 +14,9 @@ struct ForwardTimes {
   double predictor = 0;  // activation predictors (predict mode)
   double ffn = 0;        // the FFN proper, including neuron selection
   double output = 0;     // final norm and the vocabulary projection
+  // A split FFN: its device part (on the device's timeline) and its RAM part (the CPU's wall
+  // time), which run at the same time; both are inside `ffn`.
+  double ffn_device_part = 0, ffn_ram_part = 0;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.

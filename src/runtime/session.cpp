@@ -182,6 +182,17 @@ uint64_t Session::split_ram_pairs() const {
   return split_ != nullptr ? split_->ram_pairs() : 0;
 }
 
+Session::SplitTraffic Session::split_traffic() const {
+  SplitTraffic t;
+  if (split_ == nullptr) return t;
+  // Every layer has the same neuron row bytes in the models strata loads.
+  const uint64_t row = split_->neuron_bytes(0);
+  t.device_row_bytes = split_->device_rows_read() * row;
+  t.ram_row_bytes = split_->ram_rows_read() * row;
+  t.link_bytes = split_->link_bytes() + ffn_->link_bytes();
+  return t;
+}
+
 uint64_t Session::resident_weight_bytes() const {
   return weights_->bytes();
 }

@@ -137,6 +137,12 @@ class Session {
   // A split FFN: token-neuron pairs computed on the device and from RAM since creation.
   uint64_t split_device_pairs() const;
   uint64_t split_ram_pairs() const;
+  // A split FFN since creation: bytes of neuron rows read on the device and in RAM, and bytes
+  // moved between host and device (selections, inputs, partial sums).
+  struct SplitTraffic {
+    uint64_t device_row_bytes = 0, ram_row_bytes = 0, link_bytes = 0;
+  };
+  SplitTraffic split_traffic() const;
   uint64_t resident_weight_bytes() const;  // weights copied to the backend's device
   // Flash tier: the per-layer caches (empty unless the model is bundled).
   const std::vector<std::unique_ptr<NeuronCache>>& neuron_caches() const;

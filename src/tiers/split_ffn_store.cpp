@@ -67,6 +67,11 @@ MatrixView SplitFfnStore::copy_rows(const MatrixView& m, const std::vector<int32
   return v;
 }
 
+uint64_t SplitFfnStore::neuron_bytes(int64_t layer) const {
+  const RamFfnLayer& l = ram_[static_cast<size_t>(layer)];
+  return (l.gate.data != nullptr ? l.gate.row_bytes : 0) + l.up.row_bytes + l.down_t.row_bytes;
+}
+
 FfnStore::RowTypes SplitFfnStore::row_types(int64_t layer) const {
   const RamFfnLayer& l = ram_[static_cast<size_t>(layer)];
   return {l.gate.data != nullptr ? l.gate.type : l.up.type, l.up.type};
@@ -107,6 +112,10 @@ void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t) {
     }
   }
   std::copy(reordered.begin(), reordered.end(), ids_.begin());
+  const uint64_t n_ids = count * sizeof(int32_t), n_need = count * static_cast<uint64_t>(tokens_);
+  link_bytes_ += 2 * (n_ids + n_need) + static_cast<uint64_t>(on_device_) * sizeof(int32_t);
+  device_rows_ += static_cast<uint64_t>(on_device_);
+  ram_rows_ += static_cast<uint64_t>(count_ - on_device_);
   // ... and goes back to the device reordered (the RAM part reads the host copies).
   device_.upload(list.ids, ids_.data(), count * sizeof(int32_t));
   for (int64_t b = 0; b < tokens_; ++b)

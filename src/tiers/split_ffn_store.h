@@ -35,6 +35,13 @@ class SplitFfnStore final : public FfnStore {
   uint64_t device_pairs() const { return device_pairs_; }
   uint64_t ram_pairs() const { return ram_pairs_; }
   uint64_t device_bytes() const { return device_bytes_; }  // the rows held on the device
+  // Since creation: neuron rows (gate, up, down_t of one neuron) read on each side, and bytes the
+  // store moved between host and device (the selection down, its reordered form up).
+  uint64_t device_rows_read() const { return device_rows_; }
+  uint64_t ram_rows_read() const { return ram_rows_; }
+  uint64_t link_bytes() const { return link_bytes_; }
+  // One neuron's gate + up + down_t row bytes in `layer`.
+  uint64_t neuron_bytes(int64_t layer) const;
 
  private:
   struct DeviceLayer {
@@ -59,6 +66,7 @@ class SplitFfnStore final : public FfnStore {
   int served_ = 0;
   NeuronList list_;
   uint64_t device_pairs_ = 0, ram_pairs_ = 0;
+  uint64_t device_rows_ = 0, ram_rows_ = 0, link_bytes_ = 0;
 };
 
 }  // namespace strata

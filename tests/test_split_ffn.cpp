@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "runtime/planned_session.h"
 #include "runtime/session.h"
+#include "tensor/kquants.h"
 #include "test_helpers.h"
 
 namespace strata {
@@ -63,9 +64,29 @@ class SplitFfn : public ::testing::Test {
   CpuBackend cpu{pool};
 };
 
+// A sparse model with rows of whole K-quant super-blocks (the tiny preset's are 64 values).
+std::string sparse_kquant_model(DType type) {
+  const std::string path =
+      strata::testing::temp_file(std::string("split_") + dtype_name(type) + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.ffn = FfnActivation::ReGLU;
+  s.shape.n_embd = 256;
+  s.shape.n_ff = 512;
+  s.shape.n_layer = 2;
+  s.density = 0.2;
+  s.predictor_rank = 32;
+  s.seed = 6;
+  write_synthetic_model(s, path);
+  return path;
+}
+
 TEST_F(SplitFfn, ADeviceAndTheCpuTogetherGiveTheCpuAlonesBits) {
-  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
-    auto m = Model::load(sparse_tiny_model(type, FfnActivation::ReGLU, 5), false);
+  for (DType type :
+       {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+    auto m = Model::load(is_kquant(type) ? sparse_kquant_model(type)
+                                         : sparse_tiny_model(type, FfnActivation::ReGLU, 5),
+                         false);
     SessionOptions o{FfnMode::Predict};
     o.vram_neurons = every(*m, 3);
     ReferenceDevice dev;

@@ -220,5 +220,54 @@ TEST_F(SplitFfn, APlannedRunLargerThanItsVramBudgetSplitsItsFfn) {
   EXPECT_THROW(plan_run(*m, r), Error) << "the dense blocks do not fit";
 }
 
+// Layers whose attention the plan leaves on the CPU compute wholly there (attention with their
+// own KV cache, predictor, FFN), the residual stream moving between the devices: the same
+// bits as the CPU alone, with the output head on either side.
+TEST_F(SplitFfn, LayersOnTheCpuBesideTheDeviceGiveTheCpuAlonesBits) {
+  auto m = Model::load(sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 5), false);
+  for (bool output_on_cpu : {false, true})
+    for (const std::vector<uint8_t>& cpu_layers :
+         {std::vector<uint8_t>{0, 1, 1}, std::vector<uint8_t>{1, 0, 1}}) {
+      SessionOptions o{FfnMode::Predict};
+      o.vram_neurons = every(*m, 3);
+      for (size_t l = 0; l < cpu_layers.size(); ++l)
+        if (cpu_layers[l]) o.vram_neurons[l].clear();
+      SessionOptions alone = o;
+      o.host_layers = cpu_layers;
+      o.output_on_host = output_on_cpu;
+      o.host_backend = &cpu;
+      ReferenceDevice dev;
+      EXPECT_EQ(run(*m, dev, o), run(*m, cpu, alone))
+          << "layers on the CPU " << int{cpu_layers[0]} << int{cpu_layers[1]} << int{cpu_layers[2]}
+          << (output_on_cpu ? ", output on the CPU" : "");
+    }
+}
+
+// Through the plan: a budget above one layer's dense blocks but below all of them puts the
+// first layers on the device and the rest (here the last layer and the output head) on the CPU.
+TEST_F(SplitFfn, APlannedRunBelowItsDenseBlocksLeavesLayersOnTheCpu) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  RunRequest r;
+  r.mode = FfnMode::Predict;
+  r.n_ctx = 64;
+  r.device.device = "reference";
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F32, DType::F32});
+  const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Reference, false);
+  r.device.vram_budget =
+      dense - inv.output_bytes / 2 - inv.layers.back().dense_bytes - inv.layers.back().kv_bytes;
+  PlannedRun planned = plan_run(*m, r);
+  ASSERT_TRUE(planned.device.split);
+  ASSERT_FALSE(planned.session.host_layers.empty()) << "every layer fitted";
+  EXPECT_EQ(planned.session.host_layers.back(), 1) << "the last layer on the CPU";
+  EXPECT_EQ(planned.session.host_layers.front(), 0) << "the first on the device";
+  auto dev = make_session_backend(planned, pool);
+  SessionOptions alone = planned.session;
+  alone.host_backend = nullptr;
+  alone.host_layers.clear();
+  alone.output_on_host = false;
+  EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, alone));
+  EXPECT_LE(dev->allocated(), r.device.vram_budget) << "the budget is a hard limit";
+}
+
 }  // namespace
 }  // namespace strata

@@ -56,7 +56,7 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
   }
   const DeviceKind kind = reference ? DeviceKind::Reference : DeviceKind::Cuda;
   if (budget == 0 || f.needed_bytes <= budget) return {kind, budget, false, ""};
-  if (f.can_split && f.dense_bytes < budget)
+  if (f.can_split && f.min_split_bytes < budget)
     return {kind, budget, true,
             fmt::format("note: the whole model needs {} on the GPU, more than its {} budget: the "
                         "hottest FFN neurons go there, the rest is computed from RAM",
@@ -66,9 +66,9 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
       gib(f.needed_bytes), gib(budget), r.vram_budget > 0 ? "of --vram-budget" : "it has free");
   if (f.can_split)
     fail(
-        "{}, and its dense blocks alone (attention, norms, predictors, output, KV cache, "
-        "buffers) need {}; lower -c, or use a smaller model or type",
-        need, gib(f.dense_bytes));
+        "{}, and even one layer's dense blocks with the buffers need {}; lower -c, or use a "
+        "smaller model or type",
+        need, gib(f.min_split_bytes));
   if (r.gpu_layers > 0 || r.device == "cuda" || reference)
     fail("{}; lower -c, or use a smaller model or type", need);
   return {DeviceKind::Cpu, 0, false, fmt::format("note: {}; running on the CPU", need)};

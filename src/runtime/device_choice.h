@@ -41,7 +41,8 @@ struct DeviceFacts {
   bool bundled = false;       // the flash tier: computes on the CPU
   // A split FFN (hot neurons on the device, the rest in RAM) can run: predict mode, in RAM.
   bool can_split = false;
-  uint64_t dense_bytes = 0;  // what a split needs on the device before any neuron
+  uint64_t dense_bytes = 0;      // every dense block on the device, before any neuron
+  uint64_t min_split_bytes = 0;  // the least a split needs: the buffers and one layer's blocks
 };
 
 struct DeviceChoice {

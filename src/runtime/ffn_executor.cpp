@@ -106,8 +106,8 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
     const Event start = backend_.record();
     predict(l, n);
     const Event end = backend_.record();
-    spans.add(start, end, &times.predictor);
-    spans.add(start, end, &times.ffn, -1);
+    spans.add(start, end, &times.predictor, 1, &backend_);
+    spans.add(start, end, &times.ffn, -1, &backend_);
   }
   backend_.rms_norm(ws_.x, w.ffn_norm, ws_.xn, n, c_.n_embd, c_.rms_eps);
   const FfnStore::RowTypes rows = store_->row_types(l);
@@ -165,7 +165,7 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     // The neuron ids (not the rows) decide the order of additions: every split of the
     // neurons sums to the same bits.
     backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons, ff);
-    if (split) spans.add(device_start, backend_.record(), &times.ffn_device_part);
+    if (split) spans.add(device_start, backend_.record(), &times.ffn_device_part, 1, &backend_);
     if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
   }
 }

@@ -13,12 +13,16 @@ namespace strata {
 class KvCache {
  public:
   // Fails with a one-line message when the cache cannot be allocated (naming -c).
-  KvCache(Backend& backend, const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
+  // `layers`: how many layers it holds (a session whose layers run on two devices has a cache on
+  // each); <= 0: all of the model's.
+  KvCache(Backend& backend, const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type,
+          int64_t layers = 0);
   ~KvCache();
   KvCache(const KvCache&) = delete;
   KvCache& operator=(const KvCache&) = delete;
 
-  static uint64_t bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
+  static uint64_t bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type,
+                        int64_t layers = 0);
   uint64_t bytes() const { return k_.bytes + v_.bytes; }
   KvLayer layer(int64_t l) const;
   // Rows [from, from + n) of every layer's keys and values copied to rows [to, to + n).

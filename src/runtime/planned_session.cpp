@@ -109,13 +109,19 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
   f.needed_bytes = device_session_bytes(model, inv, kind);
   f.can_split = r.mode == FfnMode::Predict && !model.weights.bundled && !r.check_predictor;
   f.dense_bytes = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
+  // The least: the buffers and one layer's dense blocks and KV cache (the rest on the CPU).
+  uint64_t all_layers = inv.output_bytes;
+  for (const LayerInventory& l : inv.layers) all_layers += l.dense_bytes + l.kv_bytes;
+  const LayerInventory& l0 = inv.layers.front();
+  f.min_split_bytes =
+      f.dense_bytes - std::min(f.dense_bytes, all_layers) + l0.dense_bytes + l0.kv_bytes;
   return f;
 }
 
-// A split FFN's plan: the solver places the hottest neurons in what the device's budget leaves
-// (the inventory holds what a plan places; the backend's own buffers and the split's are set
-// aside first); every dense block must be on the device (the executor keeps the residual
-// stream there).
+// A split FFN's plan: the solver places the dense blocks layer by layer and then the hottest
+// neurons in what the device's budget leaves (the inventory holds what a plan places; the
+// backend's own buffers and the split's are set aside first). Layers whose attention stays on
+// the CPU compute wholly there: their neurons leave VRAM (the budget they held stays unused).
 PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequest& r,
                          const DeviceChoice& choice) {
   const uint64_t placed = device_session_bytes(model, inv, choice.kind, false);
@@ -125,13 +131,17 @@ PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequ
   RunRequest req = r;
   req.budgets.vram = choice.budget > aside ? choice.budget - aside : 1;
   PlacementPlan p = solve(inv, req, false);
-  int64_t cpu_blocks = 0;
-  for (const LayerPlan& l : p.layers) cpu_blocks += l.attention != Device::Cuda;
-  if (cpu_blocks > 0 || p.output != Device::Cuda)
+  int64_t gpu_blocks = 0;
+  for (LayerPlan& l : p.layers) {
+    if (l.attention == Device::Cuda)
+      ++gpu_blocks;
+    else
+      l.vram.clear();
+  }
+  if (gpu_blocks == 0)
     fail(
-        "the plan left {} attention blocks{} on the CPU under the {} budget; a split keeps every "
-        "dense block on the GPU: raise --vram-budget or lower -c",
-        cpu_blocks, p.output != Device::Cuda ? " and the output head" : "",
+        "not one layer's attention fits the {} budget with its KV cache; raise --vram-budget or "
+        "lower -c",
         size_text(static_cast<double>(choice.budget)));
   return p;
 }
@@ -183,7 +193,14 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
       run.inventory = inv;
       if (run.device.split) {
         run.plan = plan_split(model, inv, r, run.device);
-        for (const LayerPlan& l : run.plan.layers) run.session.vram_neurons.push_back(l.vram);
+        bool cpu_layers = false;
+        for (const LayerPlan& l : run.plan.layers) {
+          run.session.vram_neurons.push_back(l.vram);
+          run.session.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
+          cpu_layers = cpu_layers || l.attention == Device::Host;
+        }
+        run.session.output_on_host = run.plan.output == Device::Host;
+        if (!cpu_layers && !run.session.output_on_host) run.session.host_layers.clear();
       } else {
         run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
       }

@@ -57,7 +57,8 @@ uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool wi
   return total;
 }
 
-ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn)
+ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn,
+                                 const std::vector<uint8_t>& host_layers)
     : backend_(backend) {
   const ModelWeights& w = model.weights;
   const bool host = backend.device() == Device::Host;
@@ -67,8 +68,10 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
   try {
     for (size_t i = 0; i < w.layers.size(); ++i) {
       ResidentLayer r = host_layer(w.layers[i], mode);
-      if (!host && !with_ffn) r.ffn_gate = r.ffn_up = r.ffn_down = r.ffn_down_t = MatrixView{};
-      if (!host) {
+      const bool on_cpu = i < host_layers.size() && host_layers[i] != 0;
+      if (!host && !with_ffn && !on_cpu)
+        r.ffn_gate = r.ffn_up = r.ffn_down = r.ffn_down_t = MatrixView{};
+      if (!host && !on_cpu) {
         const std::string layer = fmt::format("layer {} ", i);
         each_matrix(r, [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });
         r.attn_norm = upload(w.layers[i].attn_norm, layer + "attn_norm");

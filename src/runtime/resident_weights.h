@@ -25,7 +25,10 @@ struct ResidentLayer {
 class ResidentWeights {
  public:
   // `with_ffn` false: a device gets no FFN matrices (a split FFN's store copies the hot rows).
-  ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn = true);
+  // `host_layers[l]` != 0: layer l computes on the CPU, so a device gets none of its matrices
+  // (its entries stay views of the model).
+  ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn = true,
+                  const std::vector<uint8_t>& host_layers = {});
   ~ResidentWeights();
   ResidentWeights(const ResidentWeights&) = delete;
   ResidentWeights& operator=(const ResidentWeights&) = delete;

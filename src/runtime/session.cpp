@@ -78,6 +78,17 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   if (!host && options_.check_predictor)
     fail("--check-predictor counts on the host; run it without a GPU");
   const bool split = !options_.vram_neurons.empty();
+  int64_t cpu_layers = 0;
+  for (uint8_t h : options_.host_layers) cpu_layers += h != 0;
+  const bool mixed = cpu_layers > 0 || options_.output_on_host;
+  if (mixed) {
+    if (host || options_.host_backend == nullptr)
+      fail("layers on the CPU beside a device need a device session and the CPU backend");
+    if (static_cast<int64_t>(options_.host_layers.size()) != c_.n_layer)
+      fail("layers on the CPU: one flag for each of the {} layers", c_.n_layer);
+    if (cpu_layers == c_.n_layer) fail("every layer on the CPU: run without a GPU");
+    if (mw.bundled) fail("a bundled model's layers run on the CPU; run it without a GPU");
+  }
   if (split) {
     if (options_.ffn != FfnMode::Predict || mw.bundled)
       fail("a split FFN (neurons in VRAM and RAM) runs in predict mode on a model in RAM");
@@ -87,9 +98,16 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
       fail("a split FFN on a device needs the CPU backend for its RAM part");
   }
   // A split FFN's device holds only its hot rows (the store copies them), not whole matrices.
-  weights_ = std::make_unique<ResidentWeights>(model, backend_, options_.ffn, !split);
+  weights_ = std::make_unique<ResidentWeights>(model, backend_, options_.ffn, !split,
+                                               options_.host_layers);
+  // Each layer's KV cache lives with its attention.
+  int64_t on_device = 0, on_host = 0;
+  for (int64_t l = 0; l < c_.n_layer; ++l) kv_index_.push_back(on_cpu(l) ? on_host++ : on_device++);
   kv_ = std::make_unique<KvCache>(backend_, c_, n_ctx * options_.n_seq, options_.k_type,
-                                  options_.v_type);
+                                  options_.v_type, on_device);
+  if (on_host > 0)
+    host_kv_ = std::make_unique<KvCache>(*options_.host_backend, c_, n_ctx * options_.n_seq,
+                                         options_.k_type, options_.v_type, on_host);
   ws_ = std::make_unique<Workspace>(backend_, workspace_shape(model, n_ctx, options_.ffn, split));
   in_ = backend_.make_prepared(kMaxBatch);
   embedding_ = std::make_unique<EmbeddingRows>(model);
@@ -97,17 +115,28 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   if (options_.ffn != FfnMode::Dense) make_store();
   ffn_ = std::make_unique<FfnExecutor>(model, *weights_, backend_, *ws_, *in_, store_.get(),
                                        options_.ffn, options_.check_predictor);
-  if (split && !host) {
+  if ((split || mixed) && !host) {
     Backend& cpu = *options_.host_backend;
     host_ws_ = std::make_unique<Workspace>(cpu, workspace_shape(model, n_ctx, options_.ffn, split));
     host_in_ = cpu.make_prepared(kMaxBatch);
     host_counts_.assign(static_cast<size_t>(c_.n_layer), 0);
-    ffn_->set_host_side({&cpu, host_ws_.get(), host_in_.get(), host_counts_.data()});
+    if (split) ffn_->set_host_side({&cpu, host_ws_.get(), host_in_.get(), host_counts_.data()});
+  }
+  if (mixed) {
+    Backend& cpu = *options_.host_backend;
+    host_weights_ = std::make_unique<ResidentWeights>(model, cpu, options_.ffn);
+    if (options_.ffn != FfnMode::Dense) {
+      for (const LayerWeights& l : mw.layers)
+        host_ram_layers_.push_back({l.ffn_gate, l.ffn_up, l.ffn_down_t});
+      host_store_ = std::make_unique<RamFfnStore>(host_ram_layers_);
+    }
+    host_ffn_ = std::make_unique<FfnExecutor>(model, *host_weights_, cpu, *host_ws_, *host_in_,
+                                              host_store_.get(), options_.ffn, false);
   }
   counters_ =
       backend_.allocate(static_cast<uint64_t>(c_.n_layer) * sizeof(uint64_t), "the FFN's counters");
   counts_.assign(static_cast<size_t>(c_.n_layer), 0);
-  if (!host)
+  if (!host && !options_.output_on_host)
     device_logits_ = backend_.allocate(
         static_cast<uint64_t>(kMaxBatch * c_.n_vocab) * sizeof(float), "the logits");
 }
@@ -179,7 +208,11 @@ uint64_t Session::split_device_pairs() const {
 }
 
 uint64_t Session::split_ram_pairs() const {
-  return split_ != nullptr ? split_->ram_pairs() : 0;
+  // The RAM part of split layers, and every activation of the layers on the CPU.
+  uint64_t pairs = split_ != nullptr ? split_->ram_pairs() : 0;
+  for (int64_t l = 0; l < c_.n_layer; ++l)
+    if (on_cpu(l)) pairs += ffn_stats_[static_cast<size_t>(l)].computed;
+  return pairs;
 }
 
 Session::SplitTraffic Session::split_traffic() const {
@@ -202,7 +235,35 @@ uint64_t Session::kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_ty
 }
 
 uint64_t Session::kv_cache_bytes() const {
-  return kv_->bytes();
+  return kv_->bytes() + (host_kv_ != nullptr ? host_kv_->bytes() : 0);
+}
+
+bool Session::on_cpu(int64_t l) const {
+  const auto i = static_cast<size_t>(l);
+  return i < options_.host_layers.size() && options_.host_layers[i] != 0;
+}
+
+Session::Side Session::side(bool cpu) {
+  if (cpu)
+    return {*options_.host_backend,
+            *host_ws_,
+            *host_in_,
+            *host_weights_,
+            host_kv_ != nullptr ? *host_kv_ : *kv_,
+            *host_ffn_,
+            host_counts_.data()};
+  return {
+      backend_, *ws_, *in_, *weights_, *kv_, *ffn_, reinterpret_cast<uint64_t*>(counters_.data)};
+}
+
+void Session::move_residual(bool to_cpu, int64_t n) {
+  if (to_cpu == residual_on_cpu_) return;
+  const uint64_t bytes = static_cast<uint64_t>(n * c_.n_embd) * sizeof(float);
+  if (to_cpu)
+    backend_.download(host_ws_->x, ws_->x, bytes);
+  else
+    backend_.upload(ws_->x, host_ws_->x, bytes);
+  residual_on_cpu_ = to_cpu;
 }
 
 uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode) {
@@ -263,6 +324,7 @@ void Session::copy_sequence(int from, int to, int64_t n) {
   if (from == to || n_past(from) < n || n < 0)
     fail("cannot copy {} positions of sequence {}", n, from);
   kv_->copy_rows(from * n_ctx_, to * n_ctx_, n);
+  if (host_kv_ != nullptr) host_kv_->copy_rows(from * n_ctx_, to * n_ctx_, n);
   n_past_.at(static_cast<size_t>(to)) = n;
 }
 
@@ -327,6 +389,10 @@ void Session::place(std::span<const BatchToken> batch) {
   const uint64_t bytes = static_cast<uint64_t>(n * half) * sizeof(float);
   backend_.upload(ws_->rope_cos, cos, bytes);
   backend_.upload(ws_->rope_sin, sin, bytes);
+  if (host_kv_ != nullptr) {  // layers on the CPU rotate with the same table
+    options_.host_backend->upload(host_ws_->rope_cos, cos, bytes);
+    options_.host_backend->upload(host_ws_->rope_sin, sin, bytes);
+  }
 }
 
 void Session::embed(std::span<const BatchToken> batch) {
@@ -340,67 +406,77 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   place(batch);
   embed(batch);
   const bool lookahead = flash_ != nullptr && options_.lookahead && n == 1;
+  residual_on_cpu_ = false;  // the embedding rows are made on the session's device
   for (int64_t l = 0; l < c_.n_layer; ++l) {
-    Event start = backend_.record();
-    attention_block(l, n);
-    add_elapsed(backend_, start, times_.attention, spans_);
-    start = backend_.record();
-    ffn_->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)],
-              reinterpret_cast<uint64_t*>(counters_.data) + l, times_, spans_, observer_);
-    backend_.add(ws_->x, ws_->proj, n * c_.n_embd);
+    const bool cpu = on_cpu(l);
+    if (host_ws_ != nullptr) move_residual(cpu, n);
+    Side s = side(cpu);
+    Event start = s.backend.record();
+    attention_block(s, l, n);
+    spans_.add(start, s.backend.record(), &times_.attention, 1, &s.backend);
+    start = s.backend.record();
+    s.ffn.run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], s.counters + l, times_,
+              spans_, observer_);
+    s.backend.add(s.ws.x, s.ws.proj, n * c_.n_embd);
     if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * c_.n_ff);
-    add_elapsed(backend_, start, times_.ffn, spans_);
+    spans_.add(start, s.backend.record(), &times_.ffn, 1, &s.backend);
     if (lookahead && l + 1 < c_.n_layer) {
       start = backend_.record();
       ffn_->prefetch(l + 1, clock_ - 1);
       add_elapsed(backend_, start, times_.predictor, spans_);
     }
   }
-  const Event start = backend_.record();
+  if (host_ws_ != nullptr) move_residual(options_.output_on_host, n);
+  Backend& out = options_.output_on_host ? *options_.host_backend : backend_;
+  const Event start = out.record();
   output(batch, logits);
-  add_elapsed(backend_, start, times_.output, spans_);
+  spans_.add(start, out.record(), &times_.output, 1, &out);
   backend_.synchronize();  // the logits are read by the caller
   spans_.resolve(backend_);
   collect_counts();
   clock_ += n;
 }
 
-void Session::attention_block(int64_t l, int64_t n) {
-  const ResidentLayer& w = weights_->layer(l);
+void Session::attention_block(Side& s, int64_t l, int64_t n) {
+  const ResidentLayer& w = s.weights.layer(l);
   const HeadShape heads{c_.n_head, c_.n_head_kv, c_.head_dim};
   const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
-  Workspace& ws = *ws_;
-  backend_.rms_norm(ws.x, w.attn_norm, ws.xn, n, c_.n_embd, c_.rms_eps);
-  backend_.prepare(*in_, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
+  Backend& be = s.backend;
+  Workspace& ws = s.ws;
+  be.rms_norm(ws.x, w.attn_norm, ws.xn, n, c_.n_embd, c_.rms_eps);
+  be.prepare(s.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
   const RowsJob qkv[3] = {
       {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
-  backend_.matmul(qkv, *in_);
-  const KvLayer kv = kv_->layer(l);
+  be.matmul(qkv, s.in);
+  const KvLayer kv = s.kv.layer(kv_index_[static_cast<size_t>(l)]);
   const TokenPlaces places{pos_.data(), base_.data()};
-  backend_.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, c_.n_rot / 2}, kv,
-                          places);
-  backend_.attention(ws.q, n, heads, kv, places, n_ctx_, ws.scores, ws.attn);
-  backend_.prepare(*in_, ws.attn, q_dim, n, {w.attn_output.type});
+  be.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, c_.n_rot / 2}, kv,
+                    places);
+  be.attention(ws.q, n, heads, kv, places, n_ctx_, ws.scores, ws.attn);
+  be.prepare(s.in, ws.attn, q_dim, n, {w.attn_output.type});
   const RowsJob o{&w.attn_output, ws.proj, c_.n_embd};
-  backend_.matmul(std::span(&o, 1), *in_);
-  backend_.add(ws.x, ws.proj, n * c_.n_embd);
+  be.matmul(std::span(&o, 1), s.in);
+  be.add(ws.x, ws.proj, n * c_.n_embd);
 }
 
 void Session::output(std::span<const BatchToken> batch, float* logits) {
   // Only the marked tokens' logits: their rows normalized side by side, one product.
-  // On a device they are made in its memory and downloaded.
-  const MatrixView& out = weights_->output();
+  // On a device they are made in its memory and downloaded; on the CPU (the plan's output head
+  // there) straight into `logits`.
+  Side s = side(options_.output_on_host);
+  const MatrixView& out = s.weights.output();
   int64_t rows = 0;
   for (size_t b = 0; b < batch.size(); ++b)
     if (batch[b].logits)
-      backend_.rms_norm(ws_->x + static_cast<int64_t>(b) * c_.n_embd, weights_->output_norm(),
-                        ws_->xn + rows++ * c_.n_embd, 1, c_.n_embd, c_.rms_eps);
+      s.backend.rms_norm(s.ws.x + static_cast<int64_t>(b) * c_.n_embd, s.weights.output_norm(),
+                         s.ws.xn + rows++ * c_.n_embd, 1, c_.n_embd, c_.rms_eps);
   if (rows == 0) return;
-  float* y =
-      device_logits_.data != nullptr ? reinterpret_cast<float*>(device_logits_.data) : logits;
-  backend_.prepare(*in_, ws_->xn, c_.n_embd, rows, {out.type});
+  float* y = device_logits_.data != nullptr && !options_.output_on_host
+                 ? reinterpret_cast<float*>(device_logits_.data)
+                 : logits;
+  s.backend.prepare(s.in, s.ws.xn, c_.n_embd, rows, {out.type});
   const RowsJob job{&out, y, c_.n_vocab};
-  backend_.matmul(std::span(&job, 1), *in_);
+  s.backend.matmul(std::span(&job, 1), s.in);
   if (y != logits)
     backend_.download(logits, y, static_cast<uint64_t>(rows * c_.n_vocab) * sizeof(float));
 }

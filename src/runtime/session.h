@@ -71,6 +71,12 @@ struct SessionOptions {
   // split.
   std::vector<std::vector<int32_t>> vram_neurons;
   Backend* host_backend = nullptr;
+  // Layers computed wholly on the CPU (`host_backend`: their attention, KV cache, predictor and
+  // FFN) while the rest run on the session's device, the residual stream moving between them
+  // (the plan's attention blocks on the CPU): 1 per such layer; empty: none. `output_on_host`:
+  // the output head too.
+  std::vector<uint8_t> host_layers;
+  bool output_on_host = false;
 };
 
 // One token of a batch: its sequence (0 .. n_seq - 1) and whether its logits are wanted.
@@ -134,7 +140,8 @@ class Session {
   const std::vector<FfnLayerStats>& ffn_stats() const { return ffn_stats_; }
   const SessionOptions& options() const { return options_; }
   const Backend& backend() const { return backend_; }
-  // A split FFN: token-neuron pairs computed on the device and from RAM since creation.
+  // A split FFN: token-neuron pairs computed on the device and on the CPU (the RAM part of split
+  // layers and every pair of the layers on the CPU) since creation.
   uint64_t split_device_pairs() const;
   uint64_t split_ram_pairs() const;
   // A split FFN since creation: bytes of neuron rows read on the device and in RAM, and bytes
@@ -165,7 +172,21 @@ class Session {
   void forward(std::span<const BatchToken> batch, float* logits);
   void place(std::span<const BatchToken> batch);  // positions and rotation angles
   void embed(std::span<const BatchToken> batch);
-  void attention_block(int64_t layer, int64_t n);
+  // One device's view of the layers it computes.
+  struct Side {
+    Backend& backend;
+    Workspace& ws;
+    PreparedRows& in;
+    const ResidentWeights& weights;
+    KvCache& kv;
+    FfnExecutor& ffn;
+    uint64_t* counters;  // per layer, in the side's memory
+  };
+  bool on_cpu(int64_t layer) const;
+  Side side(bool cpu);
+  // The residual stream of the batch's n rows onto the side that computes next.
+  void move_residual(bool to_cpu, int64_t n);
+  void attention_block(Side& s, int64_t layer, int64_t n);
   void output(std::span<const BatchToken> batch, float* logits);
 
   const Model& model_;
@@ -198,6 +219,14 @@ class Session {
   Buffer counters_;       // per layer, non-zero FFN activations of this pass (backend memory)
   // A split FFN on a device: the CPU side's scratch, input and counters.
   std::unique_ptr<Workspace> host_ws_;
+  // Layers on the CPU beside a device: their weights (views), KV cache and FFN.
+  std::unique_ptr<ResidentWeights> host_weights_;
+  std::unique_ptr<KvCache> host_kv_;
+  std::vector<int64_t> kv_index_;  // per layer: its index in its side's cache
+  std::vector<RamFfnLayer> host_ram_layers_;
+  std::unique_ptr<FfnStore> host_store_;
+  std::unique_ptr<FfnExecutor> host_ffn_;
+  bool residual_on_cpu_ = false;
   std::unique_ptr<PreparedRows> host_in_;
   std::vector<uint64_t> host_counts_;
   SplitFfnStore* split_ = nullptr;

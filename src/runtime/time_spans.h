@@ -11,13 +11,16 @@ namespace strata {
 
 class TimeSpans {
  public:
-  // total += sign * (to - from) when resolved.
-  void add(const Event& from, const Event& to, double* total, double sign = 1) {
-    spans_.push_back({from, to, total, sign});
+  // total += sign * (to - from) when resolved; `by`: the backend that recorded the events
+  // (null: the one resolve() is given).
+  void add(const Event& from, const Event& to, double* total, double sign = 1,
+           const Backend* by = nullptr) {
+    spans_.push_back({from, to, total, sign, by});
   }
-  // Every span's seconds added; the backend must have finished the work (synchronize()).
+  // Every span's seconds added; the backends must have finished the work (synchronize()).
   void resolve(const Backend& backend) {
-    for (const Span& s : spans_) *s.total += s.sign * backend.elapsed(s.from, s.to);
+    for (const Span& s : spans_)
+      *s.total += s.sign * (s.by != nullptr ? *s.by : backend).elapsed(s.from, s.to);
     spans_.clear();
   }
 
@@ -26,6 +29,7 @@ class TimeSpans {
     Event from, to;
     double* total;
     double sign;
+    const Backend* by;
   };
   std::vector<Span> spans_;
 };

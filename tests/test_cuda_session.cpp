@@ -39,17 +39,15 @@ class CudaSession : public ::testing::Test {
   std::unique_ptr<Backend> gpu;
 };
 
-// The prompt's logits (every position, one batch) then 4 tokens decoded one at a time.
+// The prompt's logits (every position, one row each) then 4 tokens decoded one at a time.
 std::vector<std::vector<float>> logits(const Model& m, Backend& be, SessionOptions o = {}) {
-  Session s(m, 64, be, o);
-  const auto all = s.eval(kPrompt, true);
+  auto rows = strata::testing::prompt_and_decode_logits(m, be, o, kPrompt, {3, 9, 27, 81});
   const size_t v = static_cast<size_t>(m.config.n_vocab);
   std::vector<std::vector<float>> out;
-  for (size_t i = 0; i < kPrompt.size(); ++i) out.emplace_back(all.begin() + i * v, all.begin() + (i + 1) * v);
-  for (int32_t t : {3, 9, 27, 81}) {
-    const auto l = s.eval(t);
-    out.emplace_back(l.begin(), l.end());
-  }
+  for (size_t i = 0; i < kPrompt.size(); ++i)
+    out.emplace_back(rows[0].begin() + static_cast<long>(i * v),
+                     rows[0].begin() + static_cast<long>((i + 1) * v));
+  out.insert(out.end(), rows.begin() + 1, rows.end());
   return out;
 }
 
@@ -78,18 +76,6 @@ std::unique_ptr<Model> load(const std::string& path) {
   return Model::load(path, false);
 }
 
-std::string kquant_model(DType type) {
-  const std::string path = strata::testing::temp_file(std::string("cuda_") + dtype_name(type) + ".gguf");
-  SynthSpec s = synth_preset("tiny");
-  s.type = type;
-  s.shape.n_embd = 256;
-  s.shape.n_ff = 512;
-  s.shape.n_layer = 2;
-  s.seed = 4;
-  write_synthetic_model(s, path);
-  return path;
-}
-
 TEST_F(CudaSession, ShippedModelLogitsAndGreedyTextAreTheCpus) {
   auto m = load(strata::testing::source_file("models/strata-tiny.gguf"));
   CpuBackend cpu(pool);
@@ -113,7 +99,8 @@ TEST_F(CudaSession, ShippedModelLogitsAndGreedyTextAreTheCpus) {
 TEST_F(CudaSession, EveryTypeIsWithinTolerance) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
                      DType::Q6_K, DType::Q5_K, DType::Q3_K, DType::Q2_K}) {
-    auto m = load(is_kquant(type) ? kquant_model(type) : tiny_model(type, FfnActivation::SwiGLU));
+    auto m = load(is_kquant(type) ? strata::testing::kquant_tiny_model(type)
+                                  : tiny_model(type, FfnActivation::SwiGLU));
     CpuBackend cpu(pool);
     expect_close(logits(*m, *gpu), logits(*m, cpu), tolerance(type), dtype_name(type));
   }

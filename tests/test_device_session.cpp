@@ -27,29 +27,8 @@ const int32_t kDecode[] = {150, 8, 64, 33};
 
 // The prompt's logits (every token) and then each decoded token's.
 std::vector<std::vector<float>> run(const Model& m, Backend& be, SessionOptions o) {
-  Session s(m, 64, be, o);
-  std::vector<std::vector<float>> out;
-  const auto all = s.eval(kPrompt, /*all_logits=*/true);
-  out.emplace_back(all.begin(), all.end());
-  for (int32_t t : kDecode) {
-    const auto l = s.eval(t);
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
-}
-
-// K-quant rows are super-blocks of 256 values: the tiny preset's 64-wide rows cannot hold them.
-std::string kquant_model(DType type) {
-  const std::string path =
-      strata::testing::temp_file(std::string("device_") + dtype_name(type) + ".gguf");
-  SynthSpec s = synth_preset("tiny");
-  s.type = type;
-  s.shape.n_embd = 256;
-  s.shape.n_ff = 512;
-  s.shape.n_layer = 2;
-  s.seed = 4;
-  write_synthetic_model(s, path);
-  return path;
+  return strata::testing::prompt_and_decode_logits(m, be, o, kPrompt,
+                                                   std::vector<int32_t>(kDecode, kDecode + 4));
 }
 
 // The layouts a plan gives the model on the CPU (interleaved Q4_0/Q8_0/Q4_K), which the
@@ -76,8 +55,9 @@ TEST_F(DeviceSession, ShippedModelGivesTheCpuLogitsBitForBit) {
 TEST_F(DeviceSession, EveryTypeDenseGivesTheCpuLogitsBitForBit) {
   for (DType type :
        {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    auto m = Model::load(
-        is_kquant(type) ? kquant_model(type) : tiny_model(type, FfnActivation::SwiGLU), false);
+    auto m = Model::load(is_kquant(type) ? strata::testing::kquant_tiny_model(type)
+                                         : tiny_model(type, FfnActivation::SwiGLU),
+                         false);
     adopt_cpu_layouts(*m, FfnMode::Dense);
     CpuBackend cpu(pool);
     ReferenceDevice dev;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "offline/synth.h"
+#include "runtime/session.h"
 
 namespace strata::testing {
 
@@ -59,6 +60,45 @@ inline std::string sparse_tiny_model(DType type, FfnActivation ffn, uint64_t see
   s.seed = seed;
   write_synthetic_model(s, path);
   return path;
+}
+
+// A small model whose rows are whole K-quant super-blocks (256 values; the tiny preset's are
+// 64): 2 layers, n_embd 256, n_ff 512; with `density`, a ReGLU FFN sparse by construction with
+// predictors of rank 32. Written once per variant.
+inline std::string kquant_tiny_model(DType type, double density = 0) {
+  const std::string path = temp_file(std::string("kquant_") + dtype_name(type) +
+                                     (density > 0 ? "_sparse" : "") + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.n_embd = 256;
+  s.shape.n_ff = 512;
+  s.shape.n_layer = 2;
+  if (density > 0) {
+    s.shape.ffn = FfnActivation::ReGLU;
+    s.density = density;
+    s.predictor_rank = 32;
+  }
+  s.seed = 4;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+// Logits of a session on `backend`: the prompt's (every position, one batch) as the first row,
+// then each decoded token's (one at a time).
+inline std::vector<std::vector<float>> prompt_and_decode_logits(const Model& m, Backend& backend,
+                                                                const SessionOptions& o,
+                                                                const std::vector<int32_t>& prompt,
+                                                                const std::vector<int32_t>& decode,
+                                                                int64_t n_ctx = 64) {
+  Session s(m, n_ctx, backend, o);
+  std::vector<std::vector<float>> out;
+  const auto all = s.eval(prompt, /*all_logits=*/true);
+  out.emplace_back(all.begin(), all.end());
+  for (int32_t t : decode) {
+    const auto l = s.eval(t);
+    out.emplace_back(l.begin(), l.end());
+  }
+  return out;
 }
 
 }  // namespace strata::testing

@@ -33,15 +33,7 @@ std::vector<std::vector<int32_t>> every(const Model& m, int step, int first = 0)
 }
 
 std::vector<std::vector<float>> run(const Model& m, Backend& be, SessionOptions o) {
-  Session s(m, 64, be, o);
-  std::vector<std::vector<float>> out;
-  const auto all = s.eval(kPrompt, true);
-  out.emplace_back(all.begin(), all.end());
-  for (int32_t t : {150, 8, 64, 33}) {
-    const auto l = s.eval(t);
-    out.emplace_back(l.begin(), l.end());
-  }
-  return out;
+  return strata::testing::prompt_and_decode_logits(m, be, o, kPrompt, {150, 8, 64, 33});
 }
 
 double max_relative(const std::vector<std::vector<float>>& a,
@@ -64,27 +56,10 @@ class SplitFfn : public ::testing::Test {
   CpuBackend cpu{pool};
 };
 
-// A sparse model with rows of whole K-quant super-blocks (the tiny preset's are 64 values).
-std::string sparse_kquant_model(DType type) {
-  const std::string path =
-      strata::testing::temp_file(std::string("split_") + dtype_name(type) + ".gguf");
-  SynthSpec s = synth_preset("tiny");
-  s.type = type;
-  s.shape.ffn = FfnActivation::ReGLU;
-  s.shape.n_embd = 256;
-  s.shape.n_ff = 512;
-  s.shape.n_layer = 2;
-  s.density = 0.2;
-  s.predictor_rank = 32;
-  s.seed = 6;
-  write_synthetic_model(s, path);
-  return path;
-}
-
 TEST_F(SplitFfn, ADeviceAndTheCpuTogetherGiveTheCpuAlonesBits) {
   for (DType type :
        {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    auto m = Model::load(is_kquant(type) ? sparse_kquant_model(type)
+    auto m = Model::load(is_kquant(type) ? strata::testing::kquant_tiny_model(type, 0.2)
                                          : sparse_tiny_model(type, FfnActivation::ReGLU, 5),
                          false);
     SessionOptions o{FfnMode::Predict};

@@ -1,24 +1,35 @@
 // Scalar conversions between f32 and the 16-bit float formats, bit-exact with IEEE-754
-// round-to-nearest-even (what F16C and ggml's converters produce).
+// round-to-nearest-even (what F16C and ggml's converters produce). STRATA_HD: the CUDA kernels
+// convert with these same functions (the KV cache's f16 entries, f16 and bf16 weights).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#include "core/host_device.h"
+
 namespace strata {
 
-inline float bits_to_f32(uint32_t u) {
+STRATA_HD inline float bits_to_f32(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
   float f;
   std::memcpy(&f, &u, 4);
   return f;
+#endif
 }
-inline uint32_t f32_to_bits(float f) {
+STRATA_HD inline uint32_t f32_to_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
+#endif
 }
 
-inline float f16_to_f32(uint16_t h) {
+STRATA_HD inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
   const uint32_t exp = (h >> 10) & 0x1f;
   uint32_t mant = h & 0x3ff;
@@ -35,7 +46,7 @@ inline float f16_to_f32(uint16_t h) {
   return bits_to_f32(sign | (exp + 127 - 15) << 23 | mant << 13);
 }
 
-inline uint16_t f32_to_f16(float f) {
+STRATA_HD inline uint16_t f32_to_f16(float f) {
   const uint32_t x = f32_to_bits(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
   const uint32_t abs = x & 0x7fffffffu;
@@ -58,11 +69,11 @@ inline uint16_t f32_to_f16(float f) {
   return sign | static_cast<uint16_t>(value);
 }
 
-inline float bf16_to_f32(uint16_t h) {
+STRATA_HD inline float bf16_to_f32(uint16_t h) {
   return bits_to_f32(static_cast<uint32_t>(h) << 16);
 }
 
-inline uint16_t f32_to_bf16(float f) {
+STRATA_HD inline uint16_t f32_to_bf16(float f) {
   const uint32_t x = f32_to_bits(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40);  // nan
   return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);

@@ -1,8 +1,8 @@
 // The CUDA kernels' per-element math, in functions both compilers build (STRATA_HD), so the CPU
 // tests (tests/test_cuda_math.cpp) check on any machine what a GPU run would otherwise be the
 // first to see: how each weight type's values are decoded (a 16-value unit of a row at a time
-// for products, one element for the axpy), f16 conversions of the KV cache, the rotation of a
-// pair, the FFN activations. A device run then checks only the rest (indexing, launches).
+// for products, one element for the axpy; f16 conversions are tensor/half.h's), the rotation
+// of a pair, the FFN activations. A device run then checks only the rest (indexing, launches).
 //
 // Products read a row as units of 16 values: unit u is values [16u, 16u + 16), half a Q4_0 or
 // Q8_0 block, one K-quant group. Lane l of a warp takes units l, l + 32, ... in order, sums
@@ -17,76 +17,22 @@
 #include "core/host_device.h"
 #include "tensor/dtype.h"
 #include "tensor/ffn_activation.h"
+#include "tensor/half.h"
 #include "tensor/kquants.h"
 
 namespace strata::cuda_math {
 
 constexpr int kUnit = 16;  // values per decoded unit
 
-STRATA_HD inline float bits_as_float(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-#endif
-}
-
-STRATA_HD inline uint32_t float_as_bits(float f) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(f);
-#else
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-#endif
-}
-
-// IEEE half to float, exact (as tensor/half.h's f16_to_f32).
+// The f16/bf16 conversions are tensor/half.h's (host-device functions).
 STRATA_HD inline float half_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  if (exp == 0x1f) return bits_as_float(sign | 0x7f800000u | (mant << 13));
-  if (exp == 0) {
-    if (mant == 0) return bits_as_float(sign);
-    int e = -1;
-    do {
-      ++e;
-      mant <<= 1;
-    } while ((mant & 0x400) == 0);
-    return bits_as_float(sign | static_cast<uint32_t>(127 - 15 - e) << 23 | (mant & 0x3ff) << 13);
-  }
-  return bits_as_float(sign | (exp + 127 - 15) << 23 | mant << 13);
+  return f16_to_f32(h);
 }
-
-// Float to IEEE half, round to nearest even (as f32_to_f16): the KV cache's f16 entries.
 STRATA_HD inline uint16_t float_to_half(float f) {
-  const uint32_t x = float_as_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00;
-  if (abs >= 0x477ff000u) return sign | 0x7c00;
-  if (abs < 0x38800000u) {
-    if (abs < 0x33000000u) return sign;
-    const uint32_t e = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffff) | 0x800000;
-    const uint32_t shift = 126 - e;
-    uint32_t value = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1);
-    const uint32_t half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (value & 1))) ++value;
-    return sign | static_cast<uint16_t>(value);
-  }
-  uint32_t value = ((abs >> 13) - ((127 - 15) << 10));
-  const uint32_t rem = abs & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (value & 1))) ++value;
-  return sign | static_cast<uint16_t>(value);
+  return f32_to_f16(f);
 }
-
 STRATA_HD inline float bf16_to_float(uint16_t h) {
-  return bits_as_float(static_cast<uint32_t>(h) << 16);
+  return bf16_to_f32(h);
 }
 
 STRATA_HD inline uint16_t read_u16(const uint8_t* p) {

@@ -101,7 +101,7 @@ expect_error "not JSON" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan 
 "$strata" plan -m "$work/sparse.gguf" --profile "$work/sparse.profile.gguf" --vram-budget 64M \
   --ram-bandwidth 40 -o "$work/v.plan.json" >/dev/null 2>&1
 expect_error "between GPU and CPU" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/v.plan.json"
-expect_error "or none of it" "$strata" run -m "$model" -p hi -n 1 -ngl 3
+expect_error "those layers need" "$strata" run -m "$model" -p hi -n 1 --device reference -ngl 3 --vram-budget 1M
 expect_error "of --vram-budget" "$strata" run -m "$model" -p hi -n 1 --device reference --vram-budget 1M
 expect_error "n-gpu-layers" "$strata" run -m "$model" -p hi -n 1 -ngl -2
 expect_error "tpu" "$strata" run -m "$model" -p hi -n 1 --device tpu

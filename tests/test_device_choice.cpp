@@ -40,7 +40,9 @@ TEST(DeviceChoice, AllLayersOnAGpuThatHoldsThem) {
   const DeviceChoice c = choose_device(asking(99), gpu(80, 4));
   EXPECT_EQ(c.kind, DeviceKind::Cuda);
   EXPECT_EQ(c.budget, 80 * kGiB) << "without --vram-budget the GPU's free memory is the limit";
-  EXPECT_EQ(choose_device(asking(32), gpu(80, 4)).kind, DeviceKind::Cuda);
+  // llama.cpp's count: -ngl of every layer leaves the output head on the CPU, -ngl 33 not.
+  EXPECT_EQ(choose_device(asking(32), gpu(80, 4)).gpu_layers, 32);
+  EXPECT_EQ(choose_device(asking(33), gpu(80, 4)).gpu_layers, 0);
   EXPECT_EQ(choose_device(asking(0, 0, "cuda"), gpu(80, 4)).kind, DeviceKind::Cuda);
 }
 
@@ -65,7 +67,6 @@ TEST(DeviceChoice, NoGpuIsTheCpuWithTheReason) {
 }
 
 TEST(DeviceChoice, RequestsThatCannotBeHonouredAreErrors) {
-  EXPECT_THROW(choose_device(asking(10), gpu(80, 4)), Error) << "a layer split";
   EXPECT_THROW(choose_device(asking(99), gpu(8, 12)), Error) << "-ngl of a model too big";
   EXPECT_THROW(choose_device(asking(99, 100), gpu(80, 4)), Error) << "budget above free";
   EXPECT_THROW(choose_device(asking(0, 0, "tpu"), gpu(80, 4)), Error);
@@ -105,6 +106,17 @@ TEST(DeviceChoice, AModelLargerThanTheGpuSplitsItsFfnWhenItsDenseBlocksFit) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("even one layer"), std::string::npos) << e.what();
   }
+}
+
+TEST(DeviceChoice, SomeLayersByNglGoToTheGpu) {
+  const DeviceChoice c = choose_device(asking(10), gpu(80, 4));
+  EXPECT_EQ(c.kind, DeviceKind::Cuda);
+  EXPECT_EQ(c.gpu_layers, 10);
+  EXPECT_FALSE(c.split);
+  DeviceFacts none;
+  none.n_layer = 32;
+  none.no_gpu_reason = "no CUDA GPU was found";
+  EXPECT_EQ(choose_device(asking(10), none).kind, DeviceKind::Cpu) << "no GPU: the CPU, a note";
 }
 
 TEST(DeviceChoice, BundledModelsStayOnTheCpu) {

@@ -244,5 +244,33 @@ TEST_F(SplitFfn, APlannedRunBelowItsDenseBlocksLeavesLayersOnTheCpu) {
   EXPECT_LE(dev->allocated(), r.device.vram_budget) << "the budget is a hard limit";
 }
 
+// -ngl N as llama.cpp counts: the last N layers on the device whole, the first ones and the
+// output head on the CPU; the CPU alone's bits in dense and predict mode.
+TEST_F(SplitFfn, NglOfSomeLayersPutsTheLastOnTheDevice) {
+  auto m = Model::load(sparse_tiny_model(DType::Q4_0, FfnActivation::ReGLU, 5), false);
+  for (FfnMode mode : {FfnMode::Dense, FfnMode::Predict})
+    for (int ngl : {1, 2, 3}) {
+      RunRequest r;
+      r.mode = mode;
+      r.n_ctx = 64;
+      r.device.device = "reference";
+      r.device.gpu_layers = ngl;
+      PlannedRun planned = plan_run(*m, r);
+      ASSERT_EQ(planned.device.gpu_layers, ngl);
+      ASSERT_EQ(planned.session.host_layers.size(), 3u);
+      EXPECT_EQ(planned.session.host_layers[0], ngl < 3 ? 1 : 0);
+      EXPECT_EQ(planned.session.host_layers[2], 0) << "the last layer on the device";
+      EXPECT_TRUE(planned.session.output_on_host);
+      auto dev = make_session_backend(planned, pool);
+      SessionOptions alone = planned.session;
+      alone.host_backend = nullptr;
+      alone.host_layers.clear();
+      alone.output_on_host = false;
+      EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, alone))
+          << ffn_mode_name(mode) << " -ngl " << ngl;
+      EXPECT_EQ(dev->allocated(), 0u) << "the session left device memory behind";
+    }
+}
+
 }  // namespace
 }  // namespace strata

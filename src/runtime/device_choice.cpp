@@ -32,11 +32,6 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
     fail("--device '{}' is not one of cpu, cuda", r.device);
   if (r.gpu_layers < 0) fail("--n-gpu-layers {} is negative", r.gpu_layers);
   if (r.device == "cpu" || !r.wants_gpu()) return {};
-  if (r.gpu_layers > 0 && r.gpu_layers < f.n_layer)
-    fail(
-        "-ngl {} offloads {} of the model's {} layers: strata puts the whole model on the GPU "
-        "(-ngl {} or more) or none of it",
-        r.gpu_layers, r.gpu_layers, f.n_layer, f.n_layer);
   if (f.bundled)
     return {DeviceKind::Cpu, 0, false,
             "note: the model is bundled for the flash tier, which runs on the CPU; not using the "
@@ -55,6 +50,8 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
     if (budget == 0) budget = f.gpu_free_bytes;
   }
   const DeviceKind kind = reference ? DeviceKind::Reference : DeviceKind::Cuda;
+  // Some layers by -ngl: the planner checks that they fit (it knows each layer's bytes).
+  if (r.gpu_layers > 0 && r.gpu_layers <= f.n_layer) return {kind, budget, false, "", r.gpu_layers};
   if (budget == 0 || f.needed_bytes <= budget) return {kind, budget, false, ""};
   if (f.can_split && f.min_split_bytes < budget)
     return {kind, budget, true,

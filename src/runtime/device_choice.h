@@ -22,8 +22,10 @@ enum class DeviceKind {
 const char* device_kind_name(DeviceKind kind);
 
 struct DeviceRequest {
-  std::string device;        // --device: "" (decided from the rest), "cpu", "cuda", "reference"
-  int gpu_layers = 0;        // -ngl: 0 none; the model's layer count or more: all of it
+  std::string device;  // --device: "" (decided from the rest), "cpu", "cuda", "reference"
+  // -ngl, as llama.cpp counts: 0 none; N <= the layer count: the last N layers (the output head
+  // stays on the CPU); more: the whole model.
+  int gpu_layers = 0;
   uint64_t vram_budget = 0;  // --vram-budget; 0: none given
   bool wants_gpu() const {
     return device == "cuda" || device == "reference" || gpu_layers > 0 ||
@@ -50,6 +52,9 @@ struct DeviceChoice {
   uint64_t budget = 0;  // the device's memory budget when not the CPU (0: no limit)
   bool split = false;   // the FFN split between the device and RAM by the placement plan
   std::string note;     // for stderr, when the choice is not what a reader would assume
+  // -ngl of some layers: the last ones on the device, the rest and the output head on the CPU;
+  // 0: as the rest of the choice says.
+  int64_t gpu_layers = 0;
 };
 
 // Fails with a one-line message when what was asked cannot be honoured at all.

@@ -146,10 +146,37 @@ PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequ
   return p;
 }
 
+// -ngl N of the model's layers (llama.cpp's count): the last N on the device whole, the first
+// ones and the output head on the CPU. Fails naming the sizes when they do not fit.
+PlacementPlan plan_gpu_layers(const Model& model, const Inventory& inv, const RunRequest& r,
+                              const DeviceChoice& choice) {
+  PlacementPlan p = plan_whole_gpu(inv, {r.budgets.ram, choice.budget}, r.costs);
+  p.solver = fmt::format("-ngl {}", choice.gpu_layers);
+  p.output = Device::Host;
+  const int64_t first_gpu = model.config.n_layer - choice.gpu_layers;
+  for (int64_t l = 0; l < first_gpu; ++l) {
+    p.layers[static_cast<size_t>(l)].attention = Device::Host;
+    p.layers[static_cast<size_t>(l)].vram.clear();
+  }
+  // What the plan places, plus the backend's own buffers (the whole model's minus its parts).
+  PlanPrediction held;
+  held = evaluate(p, inv, r.costs);
+  const uint64_t placed = device_session_bytes(model, inv, choice.kind, false);
+  uint64_t inventoried = inv.workspace_bytes + inv.output_bytes;
+  for (const LayerInventory& l : inv.layers) inventoried += l.dense_bytes + l.kv_bytes;
+  const uint64_t need = held.vram_bytes + (placed > inventoried ? placed - inventoried : 0);
+  if (choice.budget > 0 && need > choice.budget)
+    fail("-ngl {}: those layers need {} on the GPU, more than the {} budget; lower -ngl or -c",
+         choice.gpu_layers, size_text(static_cast<double>(need)),
+         size_text(static_cast<double>(choice.budget)));
+  return p;
+}
+
 }  // namespace
 
 std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool, bool repack) {
-  if (run.device.split && run.device.kind != DeviceKind::Cpu) {
+  const bool cpu_part = run.device.split || !run.session.host_layers.empty();
+  if (cpu_part && run.device.kind != DeviceKind::Cpu) {
     // The RAM part of a split FFN computes on this pool, beside the device.
     run.host_backend = std::make_shared<CpuBackend>(pool, CpuBackendOptions{repack, nullptr});
     run.session.host_backend = run.host_backend.get();
@@ -191,7 +218,12 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
     if (run.device.kind != DeviceKind::Cpu) {
       if (r.plan != nullptr) fail("--plan places a model between devices; with a GPU run, omit it");
       run.inventory = inv;
-      if (run.device.split) {
+      if (run.device.gpu_layers > 0) {
+        run.plan = plan_gpu_layers(model, inv, r, run.device);
+        for (const LayerPlan& l : run.plan.layers)
+          run.session.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
+        run.session.output_on_host = true;
+      } else if (run.device.split) {
         run.plan = plan_split(model, inv, r, run.device);
         bool cpu_layers = false;
         for (const LayerPlan& l : run.plan.layers) {

@@ -58,9 +58,9 @@ PlannedRun make_plan(const Model& model, const RunRequest& r);
 // make_plan, then the model prepared for the plan and the session options that apply it.
 PlannedRun plan_run(Model& model, const RunRequest& r);
 
-// The backend the plan's device choice names, over `pool` where it is the CPU. A split FFN
-// also gets the CPU backend over `pool` for its RAM part (held by the run, named in its
-// session options).
+// The backend the plan's device choice names, over `pool` where it is the CPU. A run with a
+// CPU part beside the device (a split FFN's RAM part, layers on the CPU) also gets the CPU
+// backend over `pool` (held by the run, named in its session options).
 std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool,
                                               bool repack = true);
 

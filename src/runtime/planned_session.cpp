@@ -91,6 +91,15 @@ uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKi
 
 namespace {
 
+// What a device session holds beyond what the inventory places (dense blocks, KV caches,
+// output, workspace): the backend's own buffers, the logits, counters and a split's slots.
+uint64_t bytes_beside_the_plan(const Model& model, const Inventory& inv, DeviceKind kind) {
+  const uint64_t held = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
+  uint64_t placed = inv.workspace_bytes + inv.output_bytes;
+  for (const LayerInventory& l : inv.layers) placed += l.dense_bytes + l.kv_bytes;
+  return held > placed ? held - placed : 0;
+}
+
 // What the device decision needs to know of this machine and model.
 DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequest& r) {
   const DeviceRequest& d = r.device;
@@ -110,11 +119,9 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
   f.can_split = r.mode == FfnMode::Predict && !model.weights.bundled && !r.check_predictor;
   f.dense_bytes = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
   // The least: the buffers and one layer's dense blocks and KV cache (the rest on the CPU).
-  uint64_t all_layers = inv.output_bytes;
-  for (const LayerInventory& l : inv.layers) all_layers += l.dense_bytes + l.kv_bytes;
   const LayerInventory& l0 = inv.layers.front();
   f.min_split_bytes =
-      f.dense_bytes - std::min(f.dense_bytes, all_layers) + l0.dense_bytes + l0.kv_bytes;
+      bytes_beside_the_plan(model, inv, kind) + inv.workspace_bytes + l0.dense_bytes + l0.kv_bytes;
   return f;
 }
 
@@ -124,10 +131,7 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
 // the CPU compute wholly there: their neurons leave VRAM (the budget they held stays unused).
 PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequest& r,
                          const DeviceChoice& choice) {
-  const uint64_t placed = device_session_bytes(model, inv, choice.kind, false);
-  uint64_t inventoried = inv.workspace_bytes + inv.output_bytes;
-  for (const LayerInventory& l : inv.layers) inventoried += l.dense_bytes + l.kv_bytes;
-  const uint64_t aside = placed > inventoried ? placed - inventoried : 0;
+  const uint64_t aside = bytes_beside_the_plan(model, inv, choice.kind);
   RunRequest req = r;
   req.budgets.vram = choice.budget > aside ? choice.budget - aside : 1;
   PlacementPlan p = solve(inv, req, false);
@@ -158,13 +162,9 @@ PlacementPlan plan_gpu_layers(const Model& model, const Inventory& inv, const Ru
     p.layers[static_cast<size_t>(l)].attention = Device::Host;
     p.layers[static_cast<size_t>(l)].vram.clear();
   }
-  // What the plan places, plus the backend's own buffers (the whole model's minus its parts).
-  PlanPrediction held;
-  held = evaluate(p, inv, r.costs);
-  const uint64_t placed = device_session_bytes(model, inv, choice.kind, false);
-  uint64_t inventoried = inv.workspace_bytes + inv.output_bytes;
-  for (const LayerInventory& l : inv.layers) inventoried += l.dense_bytes + l.kv_bytes;
-  const uint64_t need = held.vram_bytes + (placed > inventoried ? placed - inventoried : 0);
+  // What the plan places, plus what the session holds beside it.
+  const uint64_t need =
+      evaluate(p, inv, r.costs).vram_bytes + bytes_beside_the_plan(model, inv, choice.kind);
   if (choice.budget > 0 && need > choice.budget)
     fail("-ngl {}: those layers need {} on the GPU, more than the {} budget; lower -ngl or -c",
          choice.gpu_layers, size_text(static_cast<double>(need)),

@@ -99,7 +99,6 @@ void ResidentWeights::release_all() {
 MatrixView ResidentWeights::upload(const MatrixView& m, const std::string& name) {
   const Buffer b = backend_.allocate(m.bytes(), name);
   buffers_.push_back(b);
-  bytes_ += b.bytes;
   backend_.upload(b.data, m.data, m.bytes());
   MatrixView d = m;
   d.data = b.data;
@@ -111,7 +110,6 @@ const float* ResidentWeights::upload(const std::vector<float>& v, const std::str
   const uint64_t bytes = v.size() * sizeof(float);
   const Buffer b = backend_.allocate(bytes, name);
   buffers_.push_back(b);
-  bytes_ += b.bytes;
   backend_.upload(b.data, v.data(), bytes);
   return reinterpret_cast<const float*>(b.data);
 }

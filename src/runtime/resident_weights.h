@@ -39,7 +39,6 @@ class ResidentWeights {
   const ResidentLayer& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
   const float* output_norm() const { return output_norm_; }
   const MatrixView& output() const { return output_; }
-  uint64_t bytes() const { return bytes_; }  // held on the device (0 on the host)
 
  private:
   MatrixView upload(const MatrixView& m, const std::string& name);
@@ -51,7 +50,6 @@ class ResidentWeights {
   const float* output_norm_ = nullptr;
   MatrixView output_;
   std::vector<Buffer> buffers_;
-  uint64_t bytes_ = 0;
 };
 
 }  // namespace strata

@@ -226,10 +226,6 @@ Session::SplitTraffic Session::split_traffic() const {
   return t;
 }
 
-uint64_t Session::resident_weight_bytes() const {
-  return weights_->bytes();
-}
-
 uint64_t Session::kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type) {
   return KvCache::bytes(c, n_ctx, k_type, v_type);
 }

@@ -150,7 +150,6 @@ class Session {
     uint64_t device_row_bytes = 0, ram_row_bytes = 0, link_bytes = 0;
   };
   SplitTraffic split_traffic() const;
-  uint64_t resident_weight_bytes() const;  // weights copied to the backend's device
   // Flash tier: the per-layer caches (empty unless the model is bundled).
   const std::vector<std::unique_ptr<NeuronCache>>& neuron_caches() const;
   NeuronCacheStats flash_stats() const;  // summed over layers

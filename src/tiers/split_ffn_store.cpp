@@ -38,6 +38,7 @@ SplitFfnStore::SplitFfnStore(Backend& device, std::span<const RamFfnLayer> ram,
   }
   ids_.resize(static_cast<size_t>(n_ff));
   sorted_.resize(static_cast<size_t>(n_ff));
+  reordered_.resize(static_cast<size_t>(n_ff));
   host_slots_.resize(static_cast<size_t>(n_ff));
   need_.resize(static_cast<size_t>(max_tokens * n_ff));
   need_sorted_.resize(need_.size());
@@ -55,7 +56,6 @@ MatrixView SplitFfnStore::copy_rows(const MatrixView& m, const std::vector<int32
   const Buffer b = device_.allocate(
       bytes, fmt::format("layer {} {} ({} VRAM neurons)", layer, what, ids.size()));
   buffers_.push_back(b);
-  device_bytes_ += b.bytes;
   std::vector<uint8_t> rows(bytes);
   for (size_t k = 0; k < ids.size(); ++k)
     std::copy_n(m.row(ids[k]), m.row_bytes, rows.data() + k * m.row_bytes);
@@ -99,10 +99,9 @@ void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t) {
   for (size_t i = 0; i < count; ++i)
     if (d.slot_of[static_cast<size_t>(ids_[i])] < 0)
       sorted_[static_cast<size_t>(k++)] = static_cast<int32_t>(i);
-  std::vector<int32_t> reordered(count);
   for (size_t j = 0; j < count; ++j) {
     const auto i = static_cast<size_t>(sorted_[j]);
-    reordered[j] = ids_[i];
+    reordered_[j] = ids_[i];
     if (static_cast<int64_t>(j) < on_device_)
       host_slots_[j] = d.slot_of[static_cast<size_t>(ids_[i])];
     for (int64_t b = 0; b < tokens_; ++b) {
@@ -111,7 +110,7 @@ void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t) {
       (static_cast<int64_t>(j) < on_device_ ? device_pairs_ : ram_pairs_) += need != 0;
     }
   }
-  std::copy(reordered.begin(), reordered.end(), ids_.begin());
+  std::copy_n(reordered_.begin(), count, ids_.begin());
   const uint64_t n_ids = count * sizeof(int32_t), n_need = count * static_cast<uint64_t>(tokens_);
   link_bytes_ += 2 * (n_ids + n_need) + static_cast<uint64_t>(on_device_) * sizeof(int32_t);
   device_rows_ += static_cast<uint64_t>(on_device_);

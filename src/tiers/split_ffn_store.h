@@ -34,7 +34,6 @@ class SplitFfnStore final : public FfnStore {
   // Since creation: token-neuron pairs served from the device and from RAM.
   uint64_t device_pairs() const { return device_pairs_; }
   uint64_t ram_pairs() const { return ram_pairs_; }
-  uint64_t device_bytes() const { return device_bytes_; }  // the rows held on the device
   // Since creation: neuron rows (gate, up, down_t of one neuron) read on each side, and bytes the
   // store moved between host and device (the selection down, its reordered form up).
   uint64_t device_rows_read() const { return device_rows_; }
@@ -57,11 +56,10 @@ class SplitFfnStore final : public FfnStore {
   std::vector<DeviceLayer> layers_;
   std::vector<Buffer> buffers_;
   Buffer slots_;  // the device part's slots, [n_ff] int32 in the device's memory
-  uint64_t device_bytes_ = 0;
   // The current list, reordered, on the host.
   std::vector<int32_t> ids_, host_slots_;
   std::vector<uint8_t> need_, need_sorted_;
-  std::vector<int32_t> sorted_;
+  std::vector<int32_t> sorted_, reordered_;
   int64_t layer_ = 0, count_ = 0, on_device_ = 0, tokens_ = 0;
   int served_ = 0;
   NeuronList list_;

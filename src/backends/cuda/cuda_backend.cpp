@@ -115,7 +115,7 @@ cuda::Rows rows_of(const MatrixView& w, const char* op) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const CudaOptions& o) : options_(o) {
+  explicit CudaBackend(const CudaOptions& o) {
     check(cudaSetDevice(o.device), "cudaSetDevice");
     info_ = cuda_device_info(o.device);
     const uint64_t usable =
@@ -416,7 +416,6 @@ class CudaBackend final : public Backend {
     }
   }
 
-  CudaOptions options_;
   CudaDeviceInfo info_;
   uint64_t budget_ = 0;
   cudaStream_t stream_ = nullptr;

@@ -119,12 +119,31 @@ TEST(DeviceChoice, SomeLayersByNglGoToTheGpu) {
   EXPECT_EQ(choose_device(asking(10), none).kind, DeviceKind::Cpu) << "no GPU: the CPU, a note";
 }
 
-TEST(DeviceChoice, BundledModelsStayOnTheCpu) {
+// A bundled model's FFN is always split (VRAM, the RAM cache, flash), whole or not; placed by
+// neurons, never by layers.
+TEST(DeviceChoice, BundledModelsSplitTheirFfnAcrossThreeTiers) {
   DeviceFacts f = gpu(80, 4);
   f.bundled = true;
-  const DeviceChoice c = choose_device(asking(99), f);
-  EXPECT_EQ(c.kind, DeviceKind::Cpu);
-  EXPECT_FALSE(c.note.empty());
+  f.can_split = true;
+  f.min_split_bytes = 1 * kGiB;
+  const DeviceChoice all = choose_device(asking(99), f);
+  EXPECT_EQ(all.kind, DeviceKind::Cuda);
+  EXPECT_TRUE(all.split) << "every neuron fits, still a split store";
+  const DeviceChoice some = choose_device(asking(0, 2), f);
+  EXPECT_TRUE(some.split);
+  EXPECT_EQ(some.budget, 2 * kGiB);
+  EXPECT_NE(some.note.find("RAM and flash"), std::string::npos) << some.note;
+  EXPECT_THROW(choose_device(asking(10), f), Error) << "-ngl of some layers";
+  DeviceFacts reference = f;
+  reference.gpu_present = false;
+  const DeviceChoice unlimited = choose_device(asking(0, 0, "reference"), reference);
+  EXPECT_TRUE(unlimited.split);
+  EXPECT_EQ(unlimited.budget, f.needed_bytes) << "no budget: room for every neuron";
+  DeviceFacts exact = f;
+  exact.can_split = false;  // --check-predictor
+  const DeviceChoice cpu = choose_device(asking(99), exact);
+  EXPECT_EQ(cpu.kind, DeviceKind::Cpu);
+  EXPECT_FALSE(cpu.note.empty());
 }
 
 }  // namespace

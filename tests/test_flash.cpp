@@ -29,10 +29,7 @@ std::string sparse_model(DType type, FfnActivation ffn) {
 }
 
 std::string bundled(const std::string& path) {
-  const auto m = Model::load(path, false, LoadMode::Map);
-  const std::string out = path + ".bundle";
-  write_bundled_model(*m, out);
-  return out;
+  return strata::testing::bundled_model(path);
 }
 
 std::vector<std::vector<float>> run(const Model& m, SessionOptions o, bool batched = false) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "offline/bundle.h"
 #include "offline/synth.h"
 #include "runtime/session.h"
 
@@ -81,6 +82,14 @@ inline std::string kquant_tiny_model(DType type, double density = 0) {
   s.seed = 4;
   write_synthetic_model(s, path);
   return path;
+}
+
+// The model at `path` rewritten with its FFN as neuron bundles (the flash tier), beside it.
+inline std::string bundled_model(const std::string& path) {
+  const auto m = Model::load(path, false, LoadMode::Map);
+  const std::string out = path + ".bundle";
+  write_bundled_model(*m, out);
+  return out;
 }
 
 // Logits of a session on `backend`: the prompt's (every position, one batch) as the first row,

@@ -203,20 +203,8 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   if (!r.tg.empty())
     fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
-  const double on_device = static_cast<double>(session.split_device_pairs());
-  const double in_ram = static_cast<double>(session.split_ram_pairs());
-  if (on_device + in_ram > 0) {
-    const Session::SplitTraffic t = session.split_traffic();
-    const double tokens = std::max<double>(1.0, static_cast<double>(session.tokens_evaluated()));
-    fmt::print(
-        "split FFN: {:.1f}% of the activations computed on the GPU, {:.1f}% in RAM; per token "
-        "(all tokens) neuron rows {:.2f} MiB on the GPU, {:.2f} MiB in RAM, {:.1f} KiB over the "
-        "link; FFN parts {:.3f} s on the GPU, {:.3f} s on the CPU (at the same time)\n",
-        100 * on_device / (on_device + in_ram), 100 * in_ram / (on_device + in_ram),
-        t.device_row_bytes / tokens / 1048576.0, t.ram_row_bytes / tokens / 1048576.0,
-        t.link_bytes / tokens / 1024.0, session.times().ffn_device_part,
-        session.times().ffn_ram_part);
-  }
+  if (!session.options().vram_neurons.empty())
+    fmt::print("{}\n", split_report_line(ffn_report_json(model, session)["split"]));
   if (f.bandwidth > 0)
     fmt::print(
         "memory read bandwidth: {:.1f} GB/s -> decode limit {:.2f} tok/s; decode reaches {:.1f}% "

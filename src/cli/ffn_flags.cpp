@@ -318,10 +318,13 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
              {"per_token_over_all_tokens",
               {{"device_neuron_bytes", t.device_row_bytes / tokens},
                {"ram_neuron_bytes", t.ram_row_bytes / tokens},
+               {"flash_bytes", static_cast<double>(session.flash_stats().bytes_read) / tokens},
                {"link_bytes", t.link_bytes / tokens}}},
              {"time_s",
               {{"device_part", session.times().ffn_device_part},
-               {"ram_part", session.times().ffn_ram_part}}}};
+               {"ram_part", session.times().ffn_ram_part},
+               {"cpu_waiting_for_device", session.times().ffn_host_waits},
+               {"device_waiting_for_cpu", session.times().ffn_device_waits}}}};
   }
   return {{"ffn_mode", ffn_mode_name(session.options().ffn)},
           {"flash", flash},
@@ -332,6 +335,24 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
             {"predictor", t.predictor},
             {"ffn", t.ffn},
             {"output", t.output}}}};
+}
+
+std::string split_report_line(const nlohmann::json& split) {
+  const auto& per = split["per_token_over_all_tokens"];
+  const auto& t = split["time_s"];
+  const double share = split["device_share"].get<double>();
+  const double flash = per["flash_bytes"].get<double>();
+  return fmt::format(
+      "split FFN: {:.1f}% of the activations computed on the GPU, {:.1f}% on the CPU; per token "
+      "(all tokens) neuron rows {:.2f} MiB on the GPU, {:.2f} MiB in RAM{}, {:.1f} KiB over the "
+      "link; FFN parts {:.3f} s on the GPU, {:.3f} s on the CPU (at the same time); the CPU "
+      "waited {:.3f} s for the GPU, the GPU {:.3f} s for the CPU",
+      100 * share, 100 - 100 * share, per["device_neuron_bytes"].get<double>() / 1048576.0,
+      per["ram_neuron_bytes"].get<double>() / 1048576.0,
+      flash > 0 ? fmt::format(", {:.2f} MiB read from flash", flash / 1048576.0) : "",
+      per["link_bytes"].get<double>() / 1024.0, t["device_part"].get<double>(),
+      t["ram_part"].get<double>(), t["cpu_waiting_for_device"].get<double>(),
+      t["device_waiting_for_cpu"].get<double>());
 }
 
 void print_ffn_report(const Model& model, const Session& session, std::FILE* out) {
@@ -356,10 +377,7 @@ void print_ffn_report(const Model& model, const Session& session, std::FILE* out
   fmt::print(
       out, "time: attention {:.1f}%, predictor {:.1f}%, FFN {:.1f}%, output {:.1f}% of {:.3f} s\n",
       pct("attention"), pct("predictor"), pct("ffn"), pct("output"), sum);
-  if (!j["split"].is_null())
-    fmt::print(out, "split FFN: {:.1f}% of the activations computed on the GPU, {:.1f}% in RAM\n",
-               100 * j["split"]["device_share"].get<double>(),
-               100 - 100 * j["split"]["device_share"].get<double>());
+  if (!j["split"].is_null()) fmt::print(out, "{}\n", split_report_line(j["split"]));
   if (!j["flash"].is_null()) {
     const auto& fl = j["flash"];
     fmt::print(out,

@@ -81,5 +81,8 @@ std::vector<FfnLayerStats> stats_difference(const std::vector<FfnLayerStats>& af
 
 nlohmann::json ffn_report_json(const Model& model, const Session& session);
 void print_ffn_report(const Model& model, const Session& session, std::FILE* out);
+// One line of a split FFN's report (ffn_report_json's "split"): where activations were
+// computed, bytes per tier and over the link, each side's time and waits.
+std::string split_report_line(const nlohmann::json& split);
 
 }  // namespace strata

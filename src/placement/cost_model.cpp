@@ -44,14 +44,15 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   c.attention_s = dense / bandwidth(cost, lp.attention);
   (attention_gpu ? t->vram_bytes_per_token : t->ram_bytes_per_token) += dense;
   const double b = static_cast<double>(li.neuron_bytes);
+  const double vb = static_cast<double>(li.device_neuron_bytes());
   double flash_demand = 0;  // uses per token of the neurons behind the window cache
   int64_t cpu_neurons = 0;
   for (int32_t i = 0; i < li.n_neurons; ++i) {
     const double p = inv.sparse ? li.activation[static_cast<size_t>(i)] : 1.0;
     switch (plan.tier(l, i)) {
       case Tier::Vram:
-        c.gpu_ffn_s += p * b / cost.vram_bytes_per_s;
-        t->vram_bytes_per_token += p * b;
+        c.gpu_ffn_s += p * vb / cost.vram_bytes_per_s;
+        t->vram_bytes_per_token += p * vb;
         break;
       case Tier::RamPinned:
       case Tier::Ram:
@@ -99,7 +100,7 @@ void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction&
     } else {
       ram += li.kv_bytes;
     }
-    vram += static_cast<uint64_t>(lp.vram.size()) * li.neuron_bytes;
+    vram += static_cast<uint64_t>(lp.vram.size()) * li.device_neuron_bytes();
     any_gpu = any_gpu || !lp.vram.empty();
     ram += inv.bundled ? static_cast<uint64_t>(lp.cache_slots) * li.neuron_bytes : li.ffn_ram_bytes;
   }

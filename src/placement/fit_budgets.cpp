@@ -40,7 +40,7 @@ void fit_within_budgets(PlacementPlan& p, const Inventory& inv) {
     std::vector<std::vector<int32_t>> drop(p.layers.size());
     for (size_t k = 0; k < all.size() && vram > p.budgets.vram; ++k) {
       drop[all[k].layer].push_back(all[k].id);
-      vram -= inv.layers[all[k].layer].neuron_bytes;
+      vram -= inv.layers[all[k].layer].device_neuron_bytes();
     }
     for (size_t l = 0; l < p.layers.size(); ++l) {
       std::sort(drop[l].begin(), drop[l].end());

@@ -77,7 +77,7 @@ void place_vram_greedy(const Inventory& inv, const Budgets& b, const SolverOptio
   std::stable_sort(all.begin(), all.end(),
                    [](const Candidate& a, const Candidate& c) { return a.p > c.p; });
   for (const Candidate& c : all) {
-    const uint64_t bytes = inv.layers[static_cast<size_t>(c.layer)].neuron_bytes;
+    const uint64_t bytes = inv.layers[static_cast<size_t>(c.layer)].device_neuron_bytes();
     if (bytes > left) break;
     p.layers[static_cast<size_t>(c.layer)].vram.push_back(
         order[static_cast<size_t>(c.layer)][static_cast<size_t>(c.rank)]);

@@ -146,7 +146,7 @@ void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
       t.slots.push_back({r, 1});
     }
     if (v) {
-      t.gpu.push_back({v, g.p * bytes / V});
+      t.gpu.push_back({v, g.p * static_cast<double>(li.device_neuron_bytes()) / V});
       t.vram_count.push_back({v, 1});
     }
   }
@@ -245,7 +245,7 @@ void Builder::add_budgets() {
       ram_const += static_cast<double>(li.ffn_ram_bytes);
     }
     for (int v : lc.v)
-      if (v) vram.push_back({v, static_cast<double>(li.neuron_bytes) * kMiB});
+      if (v) vram.push_back({v, static_cast<double>(li.device_neuron_bytes()) * kMiB});
     if (lc.u) prog.row({{any_gpu, 1}, {lc.u, -1}}, 0, false);
   }
   if (b.ram > 0) {

@@ -14,6 +14,12 @@ struct LayerInventory {
   uint64_t dense_bytes = 0;   // attention projections, norms, predictor: read every token
   uint64_t kv_bytes = 0;      // this layer's KV cache (for the planned context, all sequences)
   uint64_t neuron_bytes = 0;  // one neuron's gate + up + down_t rows (a bundle when bundled)
+  // One neuron as a device holds and reads it: its rows without a bundle's padding (0: the
+  // same as neuron_bytes).
+  uint64_t vram_neuron_bytes = 0;
+  uint64_t device_neuron_bytes() const {
+    return vram_neuron_bytes > 0 ? vram_neuron_bytes : neuron_bytes;
+  }
   int64_t n_neurons = 0;
   // RAM the layer's FFN holds when the model is in RAM (its matrices as stored, ffn_down_t
   // included, built at load or not); unused for bundled models (their cache slots count).

@@ -32,10 +32,10 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
     fail("--device '{}' is not one of cpu, cuda", r.device);
   if (r.gpu_layers < 0) fail("--n-gpu-layers {} is negative", r.gpu_layers);
   if (r.device == "cpu" || !r.wants_gpu()) return {};
-  if (f.bundled)
+  if (f.bundled && !f.can_split)
     return {DeviceKind::Cpu, 0, false,
-            "note: the model is bundled for the flash tier, which runs on the CPU; not using the "
-            "GPU"};
+            "note: a bundled model uses a GPU for its hottest neurons in predict mode only; "
+            "running on the CPU"};
   const bool reference = r.device == "reference";
   if (r.device == "cuda" && !f.gpu_present) fail("--device cuda: {}", f.no_gpu_reason);
   if (!reference && !f.gpu_present)
@@ -51,13 +51,23 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
   }
   const DeviceKind kind = reference ? DeviceKind::Reference : DeviceKind::Cuda;
   // Some layers by -ngl: the planner checks that they fit (it knows each layer's bytes).
-  if (r.gpu_layers > 0 && r.gpu_layers <= f.n_layer) return {kind, budget, false, "", r.gpu_layers};
+  if (r.gpu_layers > 0 && r.gpu_layers <= f.n_layer) {
+    if (f.bundled)
+      fail(
+          "-ngl {}: a bundled model's FFN is placed neuron by neuron, not by layers; give "
+          "--vram-budget (or -ngl 99 for as much as the GPU holds)",
+          r.gpu_layers);
+    return {kind, budget, false, "", r.gpu_layers};
+  }
+  // A bundled model's FFN is always a split (VRAM, RAM cache, flash), even when all of it fits.
+  if (f.bundled && (budget == 0 || f.needed_bytes <= budget))
+    return {kind, budget > 0 ? budget : f.needed_bytes, true, ""};
   if (budget == 0 || f.needed_bytes <= budget) return {kind, budget, false, ""};
   if (f.can_split && f.min_split_bytes < budget)
     return {kind, budget, true,
             fmt::format("note: the whole model needs {} on the GPU, more than its {} budget: the "
-                        "hottest FFN neurons go there, the rest is computed from RAM",
-                        gib(f.needed_bytes), gib(budget))};
+                        "hottest FFN neurons go there, the rest is computed from {}",
+                        gib(f.needed_bytes), gib(budget), f.bundled ? "RAM and flash" : "RAM")};
   const std::string need = fmt::format(
       "the whole model needs {} on the GPU (weights, KV cache, buffers), more than the {} {}",
       gib(f.needed_bytes), gib(budget), r.vram_budget > 0 ? "of --vram-budget" : "it has free");

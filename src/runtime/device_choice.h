@@ -40,8 +40,10 @@ struct DeviceFacts {
   uint64_t gpu_free_bytes = 0;  // what the GPU can give (0 for the reference device: no limit)
   int64_t n_layer = 0;
   uint64_t needed_bytes = 0;  // the whole model on the device: weights, KV cache, buffers
-  bool bundled = false;       // the flash tier: computes on the CPU
-  // A split FFN (hot neurons on the device, the rest in RAM) can run: predict mode, in RAM.
+  // The flash tier: the FFN is always split (VRAM, the RAM cache, flash), never whole on a
+  // device or placed by layers.
+  bool bundled = false;
+  // A split FFN (hot neurons on the device, the rest in RAM or on flash) can run: predict mode.
   bool can_split = false;
   uint64_t dense_bytes = 0;      // every dense block on the device, before any neuron
   uint64_t min_split_bytes = 0;  // the least a split needs: the buffers and one layer's blocks

@@ -129,8 +129,15 @@ void FfnExecutor::set_host_side(const HostSide& host) {
 void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64_t token,
                                    uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans) {
   const int64_t ff = c_.n_ff;
-  store_->begin(l, list, token);
   const bool split = host_.backend != nullptr;
+  if (split) {
+    // The selection comes to the host next (the store's begin): the CPU waits for the device's
+    // attention, predictor and selection.
+    const Timer wait;
+    backend_.synchronize();
+    times.ffn_host_waits += wait.seconds();
+  }
+  store_->begin(l, list, token);
   if (split) {
     // The RAM part's input on the host, fetched before the device's part is queued so that the
     // two parts then compute at the same time.
@@ -142,9 +149,13 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
                            {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
   }
   FfnSegment s;
+  Event device_idle{};  // a split: the device's part done (its timeline), the CPU's begins
+  bool host_part = false;
   for (int pass = 0; store_->next(s); ++pass) {
     float* out = pass == 0 ? ws_.proj : ws_.pass_out;
     if (split && s.device != backend_.device()) {
+      if (!host_part) device_idle = backend_.record();
+      host_part = true;
       const Timer cpu_part;
       host_segment(l, s, n, out);
       times.ffn_ram_part += cpu_part.seconds();
@@ -154,7 +165,7 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     }
     const Event device_start = backend_.record();
     if (s.partial)
-      split_segment(s, n);
+      split_segment(backend_, ws_, in_, s, n);
     else
       gather_segment(s, n);
     for (int64_t b = 0; b < n; ++b)
@@ -168,16 +179,24 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     if (split) spans.add(device_start, backend_.record(), &times.ffn_device_part, 1, &backend_);
     if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
   }
+  // The device from the end of its own part to the arrival of the CPU's sum: idle.
+  if (host_part) spans.add(device_idle, backend_.record(), &times.ffn_device_waits, 1, &backend_);
 }
 
-void FfnExecutor::host_segment(int64_t l, const FfnSegment& s, int64_t n, float* out) {
-  // The RAM part on the CPU while the device computes its part; its sum goes to the device.
+void FfnExecutor::host_segment(int64_t l, FfnSegment& s, int64_t n, float* out) {
+  // The part below the device on the CPU while the device computes its own; its sum goes to the
+  // device.
   const int64_t ff = c_.n_ff;
   Backend& cpu = *host_.backend;
   Workspace& w = *host_.ws;
   const uint8_t* need = s.need;
-  const RowsJob jobs[2] = {{&s.up, w.up_c + s.begin, ff}, {&s.gate, w.gate_c + s.begin, ff}};
-  cpu.gather(std::span(jobs, ffn_has_gate(c_.ffn) ? 2 : 1), s.rows, *host_.in, need + s.begin, ff);
+  if (s.partial) {
+    split_segment(cpu, w, *host_.in, s, n);
+  } else {
+    const RowsJob jobs[2] = {{&s.up, w.up_c + s.begin, ff}, {&s.gate, w.gate_c + s.begin, ff}};
+    cpu.gather(std::span(jobs, ffn_has_gate(c_.ffn) ? 2 : 1), s.rows, *host_.in, need + s.begin,
+               ff);
+  }
   for (int64_t b = 0; b < n; ++b)
     cpu.activation(c_.ffn, w.gate_c + b * ff + s.begin, w.up_c + b * ff + s.begin,
                    w.h_c + b * ff + s.begin, s.end - s.begin);
@@ -203,28 +222,32 @@ void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n) {
   backend_.gather(std::span(jobs, gated ? 2 : 1), s.rows, in_, need, ff);
 }
 
-void FfnExecutor::split_segment(FfnSegment& s, int64_t n) {
+void FfnExecutor::split_segment(Backend& be, Workspace& w, PreparedRows& in, FfnSegment& s,
+                                int64_t n) {
   // The deciding row (gate, or up without a gate) of every neuron, then the rest of those it
-  // says are non-zero for a token that needs them; the others' output is zero anyway.
+  // says are non-zero for a token that needs them; the others' output is zero anyway. Only
+  // segments held on the host are partial (the flash tier's), so `be` is the CPU and the
+  // deciding values can be read as soon as the gather returns.
   const int64_t ff = c_.n_ff;
   const bool gated = ffn_has_gate(c_.ffn);
-  const RowsJob up{&s.up, ws_.up_c + s.begin, ff}, gate{&s.gate, ws_.gate_c + s.begin, ff};
+  uint8_t* need = s.need != nullptr ? s.need : w.need;
+  const RowsJob up{&s.up, w.up_c + s.begin, ff}, gate{&s.gate, w.gate_c + s.begin, ff};
   const RowsJob& first = gated ? gate : up;
-  backend_.gather(std::span(&first, 1), s.rows, in_, ws_.need + s.begin, ff);
+  be.gather(std::span(&first, 1), s.rows, in, need + s.begin, ff);
   active_.clear();
   for (int64_t k = 0; k < s.end - s.begin; ++k) {
     bool on = false;
     for (int64_t b = 0; b < n; ++b) {
-      uint8_t& need = ws_.need[b * ff + s.begin + k];
-      if (need != 0 && first.y[b * ff + k] > 0.0f)
+      uint8_t& needed = need[b * ff + s.begin + k];
+      if (needed != 0 && first.y[b * ff + k] > 0.0f)
         on = true;
       else
-        need = 0;  // zero output for this token: nothing more to compute
+        needed = 0;  // zero output for this token: nothing more to compute
     }
-    if (on) active_.push_back(ws_.ids[s.begin + k]);
+    if (on) active_.push_back(s.neurons[static_cast<size_t>(k)]);
   }
   store_->refine(s, active_);
-  if (gated) backend_.gather(std::span(&up, 1), s.rows, in_, ws_.need + s.begin, ff);
+  if (gated) be.gather(std::span(&up, 1), s.rows, in, need + s.begin, ff);
 }
 
 void FfnExecutor::check_prediction(int64_t l, int64_t n, FfnLayerStats& st) {

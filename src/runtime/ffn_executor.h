@@ -57,8 +57,9 @@ class FfnExecutor {
   void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
                         uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans);
   void gather_segment(const FfnSegment& s, int64_t n);
-  void host_segment(int64_t layer, const FfnSegment& s, int64_t n, float* out);
-  void split_segment(FfnSegment& s, int64_t n);
+  void host_segment(int64_t layer, FfnSegment& s, int64_t n, float* out);
+  // Split reads of a partial segment (held on the host) on `be` with its workspace and input.
+  void split_segment(Backend& be, Workspace& w, PreparedRows& in, FfnSegment& s, int64_t n);
   void check_prediction(int64_t layer, int64_t n, FfnLayerStats& stats);
 
   const Model& model_;

@@ -17,6 +17,10 @@ struct ForwardTimes {
   // A split FFN: its device part (on the device's timeline) and its RAM part (the CPU's wall
   // time), which run at the same time; both are inside `ffn`.
   double ffn_device_part = 0, ffn_ram_part = 0;
+  // A split FFN's waits: the CPU for the device (its attention, predictor and selection, before
+  // the selection comes to the host), and the device for the CPU (from the end of its own part
+  // to the arrival of the CPU's sum, on the device's timeline).
+  double ffn_host_waits = 0, ffn_device_waits = 0;
 };
 
 // Per layer, counted over (token, neuron) pairs since the session began.

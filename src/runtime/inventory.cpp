@@ -93,6 +93,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     li.kv_bytes = kv_layer;
     li.n_neurons = c.n_ff;
     li.neuron_bytes = neuron_read_bytes(w, lw, r.mode);
+    if (w.bundled) li.vram_neuron_bytes = w.bundle.payload_bytes();
     li.ffn_ram_bytes = w.bundled ? 0 : ffn_ram_bytes(lw, r.mode);
     add_activations(li, r, l);
     placed += li.dense_bytes + (w.bundled ? 0 : li.ffn_ram_bytes);

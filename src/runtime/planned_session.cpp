@@ -42,18 +42,44 @@ SessionOptions base_options(const RunRequest& r) {
   return o;
 }
 
+bool uses_device(const PlacementPlan& p) {
+  if (p.output == Device::Cuda) return true;
+  for (const LayerPlan& l : p.layers)
+    if (l.attention == Device::Cuda || !l.vram.empty()) return true;
+  return false;
+}
+
 void refuse_vram(const PlacementPlan& p) {
   int64_t neurons = 0, layers = 0;
   for (const LayerPlan& l : p.layers) {
     neurons += static_cast<int64_t>(l.vram.size());
     layers += l.attention == Device::Cuda;
   }
-  if (neurons > 0 || layers > 0 || p.output == Device::Cuda)
+  if (uses_device(p))
     fail(
-        "the plan splits the model between GPU and CPU ({} attention blocks and {} neurons in "
-        "VRAM), which strata cannot run yet; plan without --vram-budget, or run with -ngl to put "
-        "the whole model on the GPU",
+        "the plan puts {} attention blocks and {} neurons on a GPU; run it with --vram-budget "
+        "(on a GPU), or plan without --vram-budget for the CPU",
         layers, neurons);
+}
+
+// A layer whose attention the plan leaves on the CPU computes wholly there (attention, KV
+// cache, predictor, FFN): its neurons leave VRAM (the budget they held stays unused).
+void cpu_layers_whole(PlacementPlan& p) {
+  for (LayerPlan& l : p.layers)
+    if (l.attention != Device::Cuda) l.vram.clear();
+}
+
+// The session options of a plan split between the device and the CPU: each layer's VRAM
+// neurons, the layers and the output head on the CPU.
+void apply_device_plan(const PlacementPlan& p, SessionOptions& o) {
+  bool cpu_layers = false;
+  for (const LayerPlan& l : p.layers) {
+    o.vram_neurons.push_back(l.vram);
+    o.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
+    cpu_layers = cpu_layers || l.attention == Device::Host;
+  }
+  o.output_on_host = p.output == Device::Host;
+  if (!cpu_layers && !o.output_on_host) o.host_layers.clear();
 }
 
 PlacementPlan solve(const Inventory& inv, const RunRequest& r, bool bundled) {
@@ -81,12 +107,19 @@ uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKi
   const uint64_t logits = static_cast<uint64_t>(Session::kMaxBatch * c.n_vocab) * sizeof(float);
   const uint64_t counters = static_cast<uint64_t>(c.n_layer) * sizeof(uint64_t);
   const uint64_t own = kind == DeviceKind::Cuda ? cuda_backend_overhead_bytes() : 0;
-  // A split adds the slots of its device part and the second part's sum (pass_out).
-  const uint64_t split = with_ffn ? 0
-                                  : static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) +
-                                        static_cast<uint64_t>(Session::kMaxBatch * c.n_embd) * 4;
-  return ResidentWeights::device_bytes(model, mode, with_ffn) + kv + inv.workspace_bytes + logits +
-         counters + static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) + own + split;
+  // A split adds the slots of its device part and the second part's sum (pass_out; a bundled
+  // model's workspace has it already). A bundled model's FFN is always a split's, and whole it
+  // is every neuron's rows.
+  const bool bundled = model.weights.bundled;
+  uint64_t split = 0, neurons = 0;
+  if (!with_ffn || bundled)
+    split = static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) +
+            (bundled ? 0 : static_cast<uint64_t>(Session::kMaxBatch * c.n_embd) * 4);
+  if (with_ffn && bundled)
+    for (const LayerInventory& l : inv.layers)
+      neurons += static_cast<uint64_t>(l.n_neurons) * l.device_neuron_bytes();
+  return ResidentWeights::device_bytes(model, mode, with_ffn) + neurons + kv + inv.workspace_bytes +
+         logits + counters + static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) + own + split;
 }
 
 namespace {
@@ -116,7 +149,7 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
   }
   const DeviceKind kind = d.device == "reference" ? DeviceKind::Reference : DeviceKind::Cuda;
   f.needed_bytes = device_session_bytes(model, inv, kind);
-  f.can_split = r.mode == FfnMode::Predict && !model.weights.bundled && !r.check_predictor;
+  f.can_split = r.mode == FfnMode::Predict && !r.check_predictor;
   f.dense_bytes = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
   // The least: the buffers and one layer's dense blocks and KV cache (the rest on the CPU).
   const LayerInventory& l0 = inv.layers.front();
@@ -134,19 +167,36 @@ PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequ
   const uint64_t aside = bytes_beside_the_plan(model, inv, choice.kind);
   RunRequest req = r;
   req.budgets.vram = choice.budget > aside ? choice.budget - aside : 1;
-  PlacementPlan p = solve(inv, req, false);
+  PlacementPlan p = solve(inv, req, model.weights.bundled);
+  cpu_layers_whole(p);
   int64_t gpu_blocks = 0;
-  for (LayerPlan& l : p.layers) {
-    if (l.attention == Device::Cuda)
-      ++gpu_blocks;
-    else
-      l.vram.clear();
-  }
+  for (const LayerPlan& l : p.layers) gpu_blocks += l.attention == Device::Cuda;
   if (gpu_blocks == 0)
     fail(
         "not one layer's attention fits the {} budget with its KV cache; raise --vram-budget or "
         "lower -c",
         size_text(static_cast<double>(choice.budget)));
+  return p;
+}
+
+// A saved plan (strata plan --vram-budget -o) run on a device: checked against the model, the
+// RAM budget, and the device's budget with what the session holds beside the plan.
+PlacementPlan saved_device_plan(const Model& model, const Inventory& inv, const RunRequest& r,
+                                const DeviceChoice& choice) {
+  PlacementPlan p = plan_from_json(*r.plan, inv);
+  cpu_layers_whole(p);
+  p.costs = r.costs;
+  const uint64_t held = evaluate(p, inv, r.costs).vram_bytes;
+  const uint64_t aside = bytes_beside_the_plan(model, inv, choice.kind);
+  if (choice.budget > 0 && held + aside > choice.budget)
+    fail(
+        "the plan holds {} on the GPU and the session {} beside it, more than the {} budget; "
+        "plan again for this budget (strata plan --vram-budget)",
+        size_text(static_cast<double>(held)), size_text(static_cast<double>(aside)),
+        size_text(static_cast<double>(choice.budget)));
+  p.budgets = {r.budgets.ram, held};
+  check_budgets(p, inv);  // RAM, and the plan's own consistency
+  p.budgets.vram = choice.budget;
   return p;
 }
 
@@ -209,30 +259,35 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   if (gpu_asked && !r.kv_types_given) r.k_type = r.v_type = DType::F16;
   run.session = base_options(r);
   Session::check_options(model, run.session);
+  if (model.weights.bundled && r.costs.flash_neuron_s <= 0)
+    r.costs.flash_neuron_s = flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.storage, 16);
   if (gpu_asked) {
     const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
                               r.profile, r.logits_rows, r.n_seq};
     const Inventory inv = take_inventory(model, ir);
     run.device = choose_device(r.device, device_facts(model, inv, r));
     if (!run.device.note.empty()) run.notes.push_back(run.device.note);
+    if (run.device.kind != DeviceKind::Cpu && r.plan != nullptr &&
+        !uses_device(plan_from_json(*r.plan, inv))) {
+      run.device = {};
+      run.notes.push_back("note: the plan places nothing on the GPU; running on the CPU");
+    }
     if (run.device.kind != DeviceKind::Cpu) {
-      if (r.plan != nullptr) fail("--plan places a model between devices; with a GPU run, omit it");
       run.inventory = inv;
-      if (run.device.gpu_layers > 0) {
+      if (r.plan != nullptr) {
+        // The saved plan decides, as the solver would have: a split between the devices.
+        run.plan = saved_device_plan(model, inv, r, run.device);
+        run.device.split = true;
+        run.device.gpu_layers = 0;
+        apply_device_plan(run.plan, run.session);
+      } else if (run.device.gpu_layers > 0) {
         run.plan = plan_gpu_layers(model, inv, r, run.device);
         for (const LayerPlan& l : run.plan.layers)
           run.session.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
         run.session.output_on_host = true;
       } else if (run.device.split) {
         run.plan = plan_split(model, inv, r, run.device);
-        bool cpu_layers = false;
-        for (const LayerPlan& l : run.plan.layers) {
-          run.session.vram_neurons.push_back(l.vram);
-          run.session.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
-          cpu_layers = cpu_layers || l.attention == Device::Host;
-        }
-        run.session.output_on_host = run.plan.output == Device::Host;
-        if (!cpu_layers && !run.session.output_on_host) run.session.host_layers.clear();
+        apply_device_plan(run.plan, run.session);
       } else {
         run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
       }
@@ -250,21 +305,26 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
   InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.profile, r.logits_rows, r.n_seq};
   run.inventory = take_inventory(model, ir);
-  RunRequest req = r;
-  if (model.weights.bundled && req.costs.flash_neuron_s <= 0)
-    req.costs.flash_neuron_s =
-        flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.storage, 16);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);
     run.plan.budgets = r.budgets;
-    run.plan.costs = req.costs;
+    run.plan.costs = r.costs;
     if (!r.allow_vram) refuse_vram(run.plan);
     check_budgets(run.plan, run.inventory);
   } else {
-    run.plan = solve(run.inventory, req, model.weights.bundled);
+    // A plan for a GPU (strata plan --vram-budget) places what a run there would: the budget
+    // less what the session holds beside the plan, so the saved plan runs under that budget.
+    RunRequest solving = r;
+    if (r.allow_vram && r.budgets.vram > 0) {
+      const uint64_t aside = bytes_beside_the_plan(model, run.inventory, DeviceKind::Cuda);
+      solving.budgets.vram = r.budgets.vram > aside ? r.budgets.vram - aside : 1;
+    }
+    run.plan = solve(run.inventory, solving, model.weights.bundled);
+    run.plan.budgets = r.budgets;
+    if (r.allow_vram) cpu_layers_whole(run.plan);
     if (!r.allow_vram) refuse_vram(run.plan);
   }
-  run.plan.predicted = evaluate(run.plan, run.inventory, req.costs);
+  run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
   return run;
 }
 

@@ -62,9 +62,6 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
     : backend_(backend) {
   const ModelWeights& w = model.weights;
   const bool host = backend.device() == Device::Host;
-  if (!host && w.bundled)
-    fail("'{}' is bundled for the flash tier, which runs on the CPU; run it without a GPU",
-         model.file->path());
   try {
     for (size_t i = 0; i < w.layers.size(); ++i) {
       ResidentLayer r = host_layer(w.layers[i], mode);

@@ -87,11 +87,12 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
     if (static_cast<int64_t>(options_.host_layers.size()) != c_.n_layer)
       fail("layers on the CPU: one flag for each of the {} layers", c_.n_layer);
     if (cpu_layers == c_.n_layer) fail("every layer on the CPU: run without a GPU");
-    if (mw.bundled) fail("a bundled model's layers run on the CPU; run it without a GPU");
   }
+  if (mw.bundled && !host && !split)
+    fail("a bundled model's FFN on a device is split: its plan names the neurons in VRAM");
   if (split) {
-    if (options_.ffn != FfnMode::Predict || mw.bundled)
-      fail("a split FFN (neurons in VRAM and RAM) runs in predict mode on a model in RAM");
+    if (options_.ffn != FfnMode::Predict)
+      fail("a split FFN (neurons in VRAM, the rest in RAM or on flash) runs in predict mode");
     if (static_cast<int64_t>(options_.vram_neurons.size()) != c_.n_layer)
       fail("a split FFN needs VRAM neurons for each of the {} layers", c_.n_layer);
     if (!host && options_.host_backend == nullptr)
@@ -125,13 +126,16 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   if (mixed) {
     Backend& cpu = *options_.host_backend;
     host_weights_ = std::make_unique<ResidentWeights>(model, cpu, options_.ffn);
-    if (options_.ffn != FfnMode::Dense) {
+    // Their FFN reads the model's matrices, or the flash tier's caches (the split's store below).
+    FfnStore* host_store = flash_;
+    if (options_.ffn != FfnMode::Dense && flash_ == nullptr) {
       for (const LayerWeights& l : mw.layers)
         host_ram_layers_.push_back({l.ffn_gate, l.ffn_up, l.ffn_down_t});
       host_store_ = std::make_unique<RamFfnStore>(host_ram_layers_);
+      host_store = host_store_.get();
     }
     host_ffn_ = std::make_unique<FfnExecutor>(model, *host_weights_, cpu, *host_ws_, *host_in_,
-                                              host_store_.get(), options_.ffn, false);
+                                              host_store, options_.ffn, false);
   }
   counters_ =
       backend_.allocate(static_cast<uint64_t>(c_.n_layer) * sizeof(uint64_t), "the FFN's counters");
@@ -142,25 +146,38 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
 }
 
 void Session::make_store() {
-  const ModelWeights& mw = model_.weights;
-  if (!options_.vram_neurons.empty()) {
-    // The RAM part reads the model's own matrices, the device part its copies of the hot rows.
-    for (const LayerWeights& l : mw.layers)
-      ram_layers_.push_back({l.ffn_gate, l.ffn_up, l.ffn_down_t});
-    auto split = std::make_unique<SplitFfnStore>(backend_, ram_layers_, options_.vram_neurons,
-                                                 c_.n_ff, kMaxBatch);
-    split_ = split.get();
-    store_ = std::move(split);
+  const bool split = !options_.vram_neurons.empty();
+  std::unique_ptr<FfnStore> held = model_.weights.bundled ? make_flash_store() : make_ram_store();
+  if (!split) {
+    store_ = std::move(held);
     return;
   }
-  if (!mw.bundled) {
-    for (int64_t l = 0; l < c_.n_layer; ++l) {
+  // The device part holds its copies of the hot rows, taken from the store below, which
+  // serves the rest.
+  below_ = std::move(held);
+  auto s =
+      std::make_unique<SplitFfnStore>(backend_, *below_, options_.vram_neurons, c_.n_ff, kMaxBatch);
+  split_ = s.get();
+  store_ = std::move(s);
+}
+
+std::unique_ptr<FfnStore> Session::make_ram_store() {
+  // A split's RAM part reads the model's own matrices; otherwise the rows the backend holds.
+  const bool split = !options_.vram_neurons.empty();
+  for (int64_t l = 0; l < c_.n_layer; ++l) {
+    if (split) {
+      const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
+      ram_layers_.push_back({w.ffn_gate, w.ffn_up, w.ffn_down_t});
+    } else {
       const ResidentLayer& r = weights_->layer(l);
       ram_layers_.push_back({r.ffn_gate, r.ffn_up, r.ffn_down_t});
     }
-    store_ = std::make_unique<RamFfnStore>(ram_layers_);
-    return;
   }
+  return std::make_unique<RamFfnStore>(ram_layers_);
+}
+
+std::unique_ptr<FfnStore> Session::make_flash_store() {
+  const ModelWeights& mw = model_.weights;
   BundleSource* source = options_.source;
   if (source == nullptr) {
     own_source_ = open_bundle_source(model_.file->path());
@@ -184,7 +201,7 @@ void Session::make_store() {
   auto flash = std::make_unique<FlashFfnStore>(mw.bundle, c_.n_embd, std::move(offsets), *source,
                                                std::move(fo));
   flash_ = flash.get();
-  store_ = std::move(flash);
+  return flash;
 }
 
 Session::~Session() {
@@ -401,7 +418,9 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   const int64_t n = static_cast<int64_t>(batch.size());
   place(batch);
   embed(batch);
-  const bool lookahead = flash_ != nullptr && options_.lookahead && n == 1;
+  // Look-ahead reads where the session's store reads flash itself (not below a device's part).
+  const bool lookahead =
+      store_ != nullptr && store_->can_prefetch() && options_.lookahead && n == 1;
   residual_on_cpu_ = false;  // the embedding rows are made on the session's device
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     const bool cpu = on_cpu(l);

@@ -165,6 +165,8 @@ class Session {
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
           SessionOptions options);
   void make_store();
+  std::unique_ptr<FfnStore> make_ram_store();
+  std::unique_ptr<FfnStore> make_flash_store();
   void check_batch(std::span<const BatchToken> batch) const;
   // One batch of up to kMaxBatch tokens, each at its sequence's next position; logits of the
   // marked tokens to `logits`, in order.
@@ -210,8 +212,9 @@ class Session {
   std::unique_ptr<EmbeddingRows> embedding_;
   std::vector<RamFfnLayer> ram_layers_;
   std::unique_ptr<BundleSource> own_source_;
+  std::unique_ptr<FfnStore> below_;  // a split's store below its device part
   std::unique_ptr<FfnStore> store_;
-  FlashFfnStore* flash_ = nullptr;  // store_ when the model is bundled
+  FlashFfnStore* flash_ = nullptr;  // store_ or below_ when the model is bundled
   std::unique_ptr<FfnExecutor> ffn_;
   std::vector<float> logits_;
   Buffer device_logits_;  // a device's logits rows, downloaded into logits_

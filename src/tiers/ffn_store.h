@@ -3,10 +3,13 @@
 // (device, gate/up/down_t row views, the row of each neuron in them). The FFN executor
 // computes segment after segment; partial sums stay in bucket order by neuron id
 // (backends/backend.h), so any split of the neurons across segments or stores gives the same
-// bits. RAM matrices and the flash tier's neuron caches are stores; the VRAM hot set will be.
+// bits. RAM matrices and the flash tier's neuron caches are stores; so is the split between a
+// device's hot set and either of them (split_ffn_store.h), which copies its neurons' rows out
+// of the store below it.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "tensor/device.h"
@@ -32,8 +35,19 @@ struct FfnSegment {
   int64_t begin = 0, end = 0;        // the segment's entries [begin, end) of the NeuronList
   bool partial = false;              // split reads: only the deciding row is valid yet
   // The need matrix the segment's device reads ([tokens][need_stride], entries [begin, end)):
-  // null, the list's; a host copy for a RAM segment of a list that lives on a device.
-  const uint8_t* need = nullptr;
+  // null, the list's; a host copy for a RAM segment of a list that lives on a device (split
+  // reads clear the entries of neurons that turn out zero, so it is writable).
+  uint8_t* need = nullptr;
+};
+
+// A layer's gate, up and down_t rows as a store holds them: type, width and row bytes (the
+// views' data is not set). No gate: plain ReLU models.
+struct NeuronRowShapes {
+  bool has_gate = true;
+  MatrixView gate, up, down_t;
+  uint64_t neuron_bytes() const {
+    return (has_gate ? gate.row_bytes : 0) + up.row_bytes + down_t.row_bytes;
+  }
 };
 
 class FfnStore {
@@ -56,6 +70,12 @@ class FfnStore {
   // Look-ahead: starts making `ids` resident for `layer` in the background (best effort).
   virtual bool can_prefetch() const { return false; }
   virtual void prefetch(int64_t layer, std::span<const int32_t> ids, int64_t token) {}
+  // For a faster tier that takes some neurons over (a device's hot set): the layer's row
+  // shapes, and the rows of `ids` (ascending) copied packed in list order, each matrix's
+  // row_bytes apart (gate skipped without a gate). Not while a layer is being served.
+  virtual NeuronRowShapes row_shapes(int64_t layer) const = 0;
+  virtual void copy_rows(int64_t layer, std::span<const int32_t> ids, uint8_t* gate, uint8_t* up,
+                         uint8_t* down_t) = 0;
 };
 
 // The FFN in RAM matrices: one segment, rows = neuron ids.
@@ -90,6 +110,23 @@ class RamFfnStore final : public FfnStore {
                    false};
     served_ = true;
     return true;
+  }
+  NeuronRowShapes row_shapes(int64_t layer) const override {
+    const RamFfnLayer& l = layers_[static_cast<size_t>(layer)];
+    NeuronRowShapes r{l.gate.data != nullptr, l.gate, l.up, l.down_t};
+    r.gate.data = r.up.data = r.down_t.data = nullptr;
+    return r;
+  }
+  void copy_rows(int64_t layer, std::span<const int32_t> ids, uint8_t* gate, uint8_t* up,
+                 uint8_t* down_t) override {
+    const RamFfnLayer& l = layers_[static_cast<size_t>(layer)];
+    const auto copy = [&](const MatrixView& m, uint8_t* out) {
+      for (size_t k = 0; k < ids.size(); ++k)
+        std::memcpy(out + k * m.row_bytes, m.row(ids[k]), m.row_bytes);
+    };
+    if (l.gate.data != nullptr) copy(l.gate, gate);
+    copy(l.up, up);
+    copy(l.down_t, down_t);
   }
 
  private:

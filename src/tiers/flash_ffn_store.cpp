@@ -1,6 +1,8 @@
 #include "tiers/flash_ffn_store.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -129,6 +131,9 @@ bool FlashFfnStore::next(FfnSegment& s) {
     if (free == 0) break;
     --free;
   }
+  if (end_ == begin && end_ < list_.count)  // would serve nothing, pass after pass
+    fail("layer {}'s neuron cache ({} slots, {} pinned) has no room for the neurons a token needs",
+         layer_, cache.capacity(), cache.pinned());
   const std::span<const int32_t> part(list_.ids + begin, static_cast<size_t>(end_ - begin));
   const bool split = options_.split_reads && layout_.head_bytes() < layout_.bundle_bytes;
   cache.fetch(part, slots_.data() + begin, source_, offsets_[static_cast<size_t>(layer_)], token_,
@@ -154,6 +159,42 @@ void FlashFfnStore::refine(FfnSegment& s, std::span<const int32_t> active) {
     slots_[static_cast<size_t>(k)] = slot >= 0 ? slot : 0;
   }
   s.partial = false;
+}
+
+NeuronRowShapes FlashFfnStore::row_shapes(int64_t) const {
+  const MatrixView row{layout_.type, nullptr, n_embd_, layout_.n_ff, layout_.row_bytes};
+  return {layout_.has_gate, row, row, row};
+}
+
+void FlashFfnStore::copy_rows(int64_t layer, std::span<const int32_t> ids, uint8_t* gate,
+                              uint8_t* up, uint8_t* down_t) {
+  const uint64_t bundle = layout_.bundle_bytes, row = layout_.row_bytes;
+  const uint64_t staging_bytes = copy_staging_bytes(bundle);
+  const size_t chunk = static_cast<size_t>(staging_bytes / bundle);
+  // O_DIRECT reads need aligned memory.
+  std::unique_ptr<uint8_t, decltype(&std::free)> staging(
+      static_cast<uint8_t*>(std::aligned_alloc(kBundleAlign, staging_bytes)), &std::free);
+  if (staging == nullptr) fail("cannot allocate {} bytes to copy neuron bundles", staging_bytes);
+  const uint64_t base = offsets_[static_cast<size_t>(layer)];
+  std::vector<ReadRequest> reads;
+  for (size_t start = 0; start < ids.size(); start += chunk) {
+    const size_t end = std::min(ids.size(), start + chunk);
+    reads.clear();
+    for (size_t k = start; k < end; ++k) {
+      uint8_t* dst = staging.get() + (k - start) * bundle;
+      if (k > start && ids[k] == ids[k - 1] + 1)
+        reads.back().bytes += bundle;  // adjacent on flash and in the staging: one read
+      else
+        reads.push_back({dst, bundle, base + static_cast<uint64_t>(ids[k]) * bundle});
+    }
+    source_.read_batch(reads, *io_pool_);
+    for (size_t k = start; k < end; ++k) {
+      const uint8_t* b = staging.get() + (k - start) * bundle;
+      if (layout_.has_gate) std::memcpy(gate + k * row, b + layout_.gate_offset(), row);
+      std::memcpy(up + k * row, b + layout_.up_offset(), row);
+      std::memcpy(down_t + k * row, b + layout_.down_offset(), row);
+    }
+  }
 }
 
 }  // namespace strata

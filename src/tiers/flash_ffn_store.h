@@ -5,6 +5,7 @@
 // one persistent transfer queue.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,16 @@ class FlashFfnStore final : public FfnStore {
   void refine(FfnSegment& segment, std::span<const int32_t> active) override;
   bool can_prefetch() const override { return true; }
   void prefetch(int64_t layer, std::span<const int32_t> ids, int64_t token) override;
+  // Reads the neurons' bundles from flash (a few MiB at a time, adjacent ones in one read),
+  // past the caches: a device's hot set is loaded once and never served from them.
+  NeuronRowShapes row_shapes(int64_t layer) const override;
+  void copy_rows(int64_t layer, std::span<const int32_t> ids, uint8_t* gate, uint8_t* up,
+                 uint8_t* down_t) override;
+  // Bytes copy_rows holds while it reads (at most kCopyBytes of bundles, at least one).
+  static uint64_t copy_staging_bytes(uint64_t bundle_bytes) {
+    return std::max<uint64_t>(kCopyBytes / bundle_bytes, 1) * bundle_bytes;
+  }
+  static constexpr uint64_t kCopyBytes = uint64_t{4} << 20;
 
   const std::vector<std::unique_ptr<NeuronCache>>& caches() const { return caches_; }
   // Bytes of the store's own lists for a model of n_ff neurons and batches of `batch` tokens

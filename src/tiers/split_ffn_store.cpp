@@ -8,14 +8,12 @@
 
 namespace strata {
 
-SplitFfnStore::SplitFfnStore(Backend& device, std::span<const RamFfnLayer> ram,
+SplitFfnStore::SplitFfnStore(Backend& device, FfnStore& below,
                              const std::vector<std::vector<int32_t>>& vram, int64_t n_ff,
                              int64_t max_tokens)
-    : device_(device), ram_(ram), n_ff_(n_ff) {
-  if (vram.size() != ram.size())
-    fail("a split FFN needs VRAM neurons for each of {} layers", ram.size());
+    : device_(device), below_(below), n_ff_(n_ff) {
   try {
-    for (size_t l = 0; l < ram.size(); ++l) {
+    for (size_t l = 0; l < vram.size(); ++l) {
       DeviceLayer d;
       d.slot_of.assign(static_cast<size_t>(n_ff), -1);
       const std::vector<int32_t>& ids = vram[l];
@@ -24,10 +22,7 @@ SplitFfnStore::SplitFfnStore(Backend& device, std::span<const RamFfnLayer> ram,
           fail("layer {}'s VRAM neurons are not ascending ids below {}", l, n_ff);
         d.slot_of[static_cast<size_t>(ids[k])] = static_cast<int32_t>(k);
       }
-      const auto li = static_cast<int64_t>(l);
-      if (ram[l].gate.data != nullptr) d.gate = copy_rows(ram[l].gate, ids, "ffn_gate", li);
-      d.up = copy_rows(ram[l].up, ids, "ffn_up", li);
-      d.down_t = copy_rows(ram[l].down_t, ids, "ffn_down_t", li);
+      copy_layer(static_cast<int64_t>(l), ids, d);
       layers_.push_back(std::move(d));
     }
     slots_ =
@@ -49,40 +44,56 @@ SplitFfnStore::~SplitFfnStore() {
   device_.release(slots_);
 }
 
-MatrixView SplitFfnStore::copy_rows(const MatrixView& m, const std::vector<int32_t>& ids,
-                                    const char* what, int64_t layer) {
-  if (m.layout != Layout::Rows) fail("layer {} {}: a split FFN reads rows", layer, what);
-  const uint64_t bytes = std::max<uint64_t>(m.row_bytes * ids.size(), 1);
-  const Buffer b = device_.allocate(
-      bytes, fmt::format("layer {} {} ({} VRAM neurons)", layer, what, ids.size()));
+MatrixView SplitFfnStore::allocate_rows(const MatrixView& shape, size_t count, const char* what,
+                                        int64_t layer) {
+  if (shape.layout != Layout::Rows) fail("layer {} {}: a split FFN reads rows", layer, what);
+  const uint64_t bytes = std::max<uint64_t>(shape.row_bytes * count, 1);
+  const Buffer b =
+      device_.allocate(bytes, fmt::format("layer {} {} ({} VRAM neurons)", layer, what, count));
   buffers_.push_back(b);
-  std::vector<uint8_t> rows(bytes);
-  for (size_t k = 0; k < ids.size(); ++k)
-    std::copy_n(m.row(ids[k]), m.row_bytes, rows.data() + k * m.row_bytes);
-  device_.upload(b.data, rows.data(), bytes);
-  MatrixView v = m;
+  MatrixView v = shape;
   v.data = b.data;
-  v.rows = static_cast<int64_t>(ids.size());
+  v.rows = static_cast<int64_t>(count);
   v.device = b.device;
   return v;
 }
 
-uint64_t SplitFfnStore::neuron_bytes(int64_t layer) const {
-  const RamFfnLayer& l = ram_[static_cast<size_t>(layer)];
-  return (l.gate.data != nullptr ? l.gate.row_bytes : 0) + l.up.row_bytes + l.down_t.row_bytes;
+void SplitFfnStore::copy_layer(int64_t layer, const std::vector<int32_t>& ids, DeviceLayer& d) {
+  // The rows come from the store below (RAM, or bundles read from flash) a few MiB at a time.
+  const NeuronRowShapes shapes = below_.row_shapes(layer);
+  if (shapes.has_gate) d.gate = allocate_rows(shapes.gate, ids.size(), "ffn_gate", layer);
+  d.up = allocate_rows(shapes.up, ids.size(), "ffn_up", layer);
+  d.down_t = allocate_rows(shapes.down_t, ids.size(), "ffn_down_t", layer);
+  const uint64_t widest =
+      std::max({shapes.gate.row_bytes, shapes.up.row_bytes, shapes.down_t.row_bytes, uint64_t{1}});
+  const size_t chunk = static_cast<size_t>(std::max<uint64_t>(kCopyBytes / widest, 1));
+  std::vector<uint8_t> gate, up, down_t;
+  for (size_t start = 0; start < ids.size(); start += chunk) {
+    const size_t count = std::min(chunk, ids.size() - start);
+    const std::span<const int32_t> part(ids.data() + start, count);
+    gate.resize(shapes.has_gate ? count * shapes.gate.row_bytes : 0);
+    up.resize(count * shapes.up.row_bytes);
+    down_t.resize(count * shapes.down_t.row_bytes);
+    below_.copy_rows(layer, part, gate.data(), up.data(), down_t.data());
+    const auto place = [&](const MatrixView& m, const std::vector<uint8_t>& rows) {
+      device_.upload(const_cast<uint8_t*>(m.data) + start * m.row_bytes, rows.data(), rows.size());
+    };
+    if (shapes.has_gate) place(d.gate, gate);
+    place(d.up, up);
+    place(d.down_t, down_t);
+  }
 }
 
 FfnStore::RowTypes SplitFfnStore::row_types(int64_t layer) const {
-  const RamFfnLayer& l = ram_[static_cast<size_t>(layer)];
-  return {l.gate.data != nullptr ? l.gate.type : l.up.type, l.up.type};
+  return below_.row_types(layer);
 }
 
-void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t) {
+void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t token) {
   layer_ = layer;
   list_ = list;
   count_ = list.count;
   tokens_ = list.tokens;
-  served_ = 0;
+  device_served_ = below_started_ = false;
   const int64_t ff = list.need_stride;
   const auto count = static_cast<size_t>(count_);
   const DeviceLayer& d = layers_[static_cast<size_t>(layer)];
@@ -115,48 +126,60 @@ void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t) {
   link_bytes_ += 2 * (n_ids + n_need) + static_cast<uint64_t>(on_device_) * sizeof(int32_t);
   device_rows_ += static_cast<uint64_t>(on_device_);
   ram_rows_ += static_cast<uint64_t>(count_ - on_device_);
-  // ... and goes back to the device reordered (the RAM part reads the host copies).
+  // ... and goes back to the device reordered (the rest is read from the host copies).
   device_.upload(list.ids, ids_.data(), count * sizeof(int32_t));
   for (int64_t b = 0; b < tokens_; ++b)
     device_.upload(list.need + b * ff, need_sorted_.data() + b * ff, count);
   device_.upload(slots_.data, host_slots_.data(),
                  static_cast<uint64_t>(on_device_) * sizeof(int32_t));
+  // The rest as the store below's own list (it may reorder it: the host copies only).
+  rest_ = NeuronList{ids_.data() + on_device_, count_ - on_device_,
+                     need_sorted_.data() + on_device_, ff, tokens_};
+  token_ = token;
 }
 
 bool SplitFfnStore::next(FfnSegment& s) {
   const DeviceLayer& d = layers_[static_cast<size_t>(layer_)];
-  if (served_ == 0 && on_device_ > 0) {
-    served_ = 1;
-    const auto* slots = reinterpret_cast<const int32_t*>(slots_.data);
-    s = FfnSegment{device_.device(),
-                   d.gate,
-                   d.up,
-                   d.down_t,
-                   std::span<const int32_t>(slots, static_cast<size_t>(on_device_)),
-                   std::span<const int32_t>(list_.ids, static_cast<size_t>(on_device_)),
-                   0,
-                   on_device_,
-                   false};
-    s.need = list_.need;
-    return true;
+  if (!device_served_) {
+    device_served_ = true;
+    if (on_device_ > 0) {
+      const auto* slots = reinterpret_cast<const int32_t*>(slots_.data);
+      s = FfnSegment{device_.device(),
+                     d.gate,
+                     d.up,
+                     d.down_t,
+                     std::span<const int32_t>(slots, static_cast<size_t>(on_device_)),
+                     std::span<const int32_t>(list_.ids, static_cast<size_t>(on_device_)),
+                     0,
+                     on_device_,
+                     false};
+      s.need = list_.need;
+      return true;
+    }
   }
-  if (served_ <= 1 && count_ > on_device_) {
-    served_ = 2;
-    const RamFfnLayer& r = ram_[static_cast<size_t>(layer_)];
-    s = FfnSegment{Device::Host,
-                   r.gate,
-                   r.up,
-                   r.down_t,
-                   std::span<const int32_t>(ids_.data() + on_device_,
-                                            static_cast<size_t>(count_ - on_device_)),
-                   {},
-                   on_device_,
-                   count_,
-                   false};
-    s.need = need_sorted_.data();
-    return true;
+  if (count_ == on_device_) return false;
+  if (!below_started_) {
+    below_started_ = true;
+    below_.begin(layer_, rest_, token_);
   }
-  return false;
+  if (!below_.next(s)) return false;
+  to_whole_list(s);
+  return true;
+}
+
+void SplitFfnStore::to_whole_list(FfnSegment& s) const {
+  // The store below numbers the rest's entries from 0; its need is the host copy.
+  s.begin += on_device_;
+  s.end += on_device_;
+  s.need = const_cast<uint8_t*>(need_sorted_.data());
+}
+
+void SplitFfnStore::refine(FfnSegment& s, std::span<const int32_t> active) {
+  s.begin -= on_device_;
+  s.end -= on_device_;
+  below_.refine(s, active);
+  s.begin += on_device_;
+  s.end += on_device_;
 }
 
 }  // namespace strata

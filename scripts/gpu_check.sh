@@ -9,8 +9,12 @@
 #      Q8_0 and Q4_0 as a share of the GPU's measured read bandwidth; predict mode at 10%
 #      density against dense on a 7B-shape ReLU model.
 #   --hybrid instead of 2: a 13B-shape ReLU model (F16, ~26 GB, 10% density, predictors of rank
-#      64) split between the GPU and the CPU under --vram-budget 16G and 8G (consumer cards),
-#      against the CPU alone: decode tok/s, the share of activations on the GPU.
+#      64, profiled on 128 random tokens) split between the GPU and the CPU under --vram-budget
+#      16G and 8G (consumer cards), against the CPU alone; then three tiers: a 7B-shape F16
+#      model bundled, under --vram-budget 4G and --ram-budget 6G (the rest on flash), against
+#      the CPU alone under the same RAM budget; then the 13B shape in Q4_0 under 4G, time
+#      allowing. Each row: decode tok/s, the cost model's prediction, the share of
+#      activations on the GPU, each side's time and waits.
 # Usage (device tool: carry ["gpu-bundle"]): scripts/gpu_check.sh [--hybrid]
 # Environment: GPU_MODELS (where models go; default /tmp/strata-gpu-models), OUT (where the logs
 # and JSON go; default gpu-check-out), GPU_CHECK_SECONDS (default 470: the steps that would not
@@ -42,6 +46,10 @@ model() {  # model NAME SYNTH-ARGS...: generated once
   shift
   [ -f "$models/$name.gguf" ] || "$strata" synth "$@" -o "$models/$name.gguf" >"$out/synth-$name.log" 2>&1
 }
+profiled() {  # profiled NAME: its activation profile (128 random tokens, dense, on the CPU), once
+  [ -f "$models/$1.profile.gguf" ] || timeout 150 "$strata" profile -m "$models/$1.gguf" \
+    --random-tokens 128 -o "$models/$1.profile.gguf" >"$out/profile-$1.log" 2>&1
+}
 row() {  # row NAME MODE JSON
   printf '| %-14s | %-7s | %9.1f | %9.1f | %7.3f | %8.0f | %5.1f%% |\n' "$1" "$2" \
     "$(field "$3" prompt_tokens_per_s)" "$(field "$3" decode_tokens_per_s)" \
@@ -65,8 +73,16 @@ bench() {  # bench NAME MODE PROMPT GEN [FLAGS...]
   if timeout 150 "$strata" bench -m "$models/$name.gguf" -p "$p" -n "$n" -r 3 $device --ffn "$mode" \
     --json "$@" >"$out/bench-$tag.json" 2>"$out/bench-$tag.log"; then
     row "$name $*" "$mode" "$out/bench-$tag.json"
-    share=$(sed -n 's/^ *"device_share": \([0-9.e+-]*\).*/\1/p' "$out/bench-$tag.json" | head -n 1)
-    [ -n "$share" ] && echo "|   split: $(awk -v s="$share" 'BEGIN { printf "%.1f", 100 * s }')% of activations on the GPU |" >>"$table"
+    predicted=$(field "$out/bench-$tag.json" plan_predicted_tokens_per_s)
+    share=$(field "$out/bench-$tag.json" device_share)
+    j="$out/bench-$tag.json"
+    [ -n "$share" ] && awk -v p="$predicted" -v s="$share" -v g="$(field "$j" device_part)" \
+      -v c="$(field "$j" ram_part)" -v cw="$(field "$j" cpu_waiting_for_device)" \
+      -v gw="$(field "$j" device_waiting_for_cpu)" -v f="$(field "$j" flash_bytes)" 'BEGIN {
+        printf "|   plan predicted %.1f tok/s; %.1f%% of activations on the GPU; FFN parts: GPU %.2f s, CPU %.2f s; CPU waited %.2f s, GPU %.2f s; flash %.1f MiB/token |\n",
+          p, 100 * s, g, c, cw, gw, f / 1048576 }' >>"$table"
+    [ -z "$share" ] && [ -n "$predicted" ] &&
+      awk -v p="$predicted" 'BEGIN { printf "|   plan predicted %.1f tok/s |\n", p }' >>"$table"
   else
     echo "| $name $* | $mode | failed: $(tail -n 1 "$out/bench-$tag.log") |" >>"$table"
   fi
@@ -98,10 +114,48 @@ grep -E '^\[  FAILED  \] [A-Za-z/]*\.' "$out/tests.log" | sort -u | sed 's/^/  /
   echo "|----------------|---------|-----------|-----------|---------|-----------|--------|"
 } >>"$table"
 if [ "$hybrid" -eq 1 ]; then
-  model s13b-f16 --preset 13b --type f16 --ffn reglu --sparsity 0.1 --predictor-rank 64
-  bench s13b-f16 predict 0 32 --vram-budget 16G
-  bench s13b-f16 predict 0 32 --vram-budget 8G
-  bench s13b-f16 predict 0 16 --device cpu
+  sparse="--ffn reglu --sparsity 0.1 --predictor-rank 64"
+  # shellcheck disable=SC2086
+  model s13b-f16 --preset 13b --type f16 $sparse
+  profiled s13b-f16
+  p13="--profile $models/s13b-f16.profile.gguf"
+  # shellcheck disable=SC2086
+  {
+    bench s13b-f16 predict 0 32 --vram-budget 16G $p13
+    bench s13b-f16 predict 0 32 --vram-budget 8G $p13
+    bench s13b-f16 predict 0 16 --device cpu $p13
+  }
+  rm -f "$models/s13b-f16.gguf"  # the disk holds 64 GiB
+  # Three tiers: VRAM, a RAM budget below the rest, flash (the bundled file, profiled through
+  # the file it was made from).
+  if [ "$(left)" -gt 200 ]; then
+    # shellcheck disable=SC2086
+    model s7b-f16 --preset 7b --type f16 $sparse
+    profiled s7b-f16
+    [ -f "$models/s7b-f16-bundle.gguf" ] || "$strata" bundle -m "$models/s7b-f16.gguf" \
+      -o "$models/s7b-f16-bundle.gguf" >"$out/bundle-s7b.log" 2>&1
+    rm -f "$models/s7b-f16.gguf"
+    p7="--profile $models/s7b-f16.profile.gguf"
+    # shellcheck disable=SC2086
+    {
+      bench s7b-f16-bundle predict 0 32 --vram-budget 4G --ram-budget 6G $p7
+      bench s7b-f16-bundle predict 0 16 --device cpu --ram-budget 6G $p7
+    }
+  else
+    echo "| s7b-f16-bundle | predict | skipped: out of time |" >>"$table"
+  fi
+  if [ "$(left)" -gt 150 ]; then
+    # shellcheck disable=SC2086
+    model s13b-q4_0 --preset 13b --type q4_0 $sparse
+    profiled s13b-q4_0
+    # shellcheck disable=SC2086
+    {
+      bench s13b-q4_0 predict 0 32 --vram-budget 4G --profile "$models/s13b-q4_0.profile.gguf"
+      bench s13b-q4_0 predict 0 16 --device cpu --profile "$models/s13b-q4_0.profile.gguf"
+    }
+  else
+    echo "| s13b-q4_0 | predict | skipped: out of time |" >>"$table"
+  fi
   echo "limit: decode tok/s as a share of (measured read bandwidth / weight bytes per token)"
   cat "$table"
   echo "gpu_check --hybrid: $(($(date +%s) - start)) s; logs and JSON in $out"

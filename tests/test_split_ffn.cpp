@@ -54,6 +54,11 @@ double max_relative(const std::vector<std::vector<float>>& a,
   return worst;
 }
 
+// The most a reference device held at once.
+uint64_t peak(const Backend& device) {
+  return dynamic_cast<const ReferenceDevice&>(device).peak_allocated();
+}
+
 class SplitFfn : public ::testing::Test {
  protected:
   ThreadPool pool{2};
@@ -193,7 +198,7 @@ TEST_F(SplitFfn, APlannedRunLargerThanItsVramBudgetSplitsItsFfn) {
   SessionOptions same_split = planned.session;
   same_split.host_backend = nullptr;
   EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, same_split));
-  EXPECT_LE(dev->allocated(), r.device.vram_budget) << "the budget is a hard limit";
+  EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
 
   r.device.vram_budget = dense / 2;
   EXPECT_THROW(plan_run(*m, r), Error) << "the dense blocks do not fit";
@@ -245,7 +250,7 @@ TEST_F(SplitFfn, APlannedRunBelowItsDenseBlocksLeavesLayersOnTheCpu) {
   alone.host_layers.clear();
   alone.output_on_host = false;
   EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, alone));
-  EXPECT_LE(dev->allocated(), r.device.vram_budget) << "the budget is a hard limit";
+  EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
 }
 
 // -ngl N as llama.cpp counts: the last N layers on the device whole, the first ones and the
@@ -366,7 +371,7 @@ TEST_F(SplitFfn, APlannedBundledRunPlacesVramRamAndFlash) {
     EXPECT_GT(s.split_device_pairs(), 0u);
     EXPECT_GT(s.split_ram_pairs(), 0u);
     EXPECT_GT(s.flash_stats().bytes_read, 0u) << "the rest was read from flash";
-    EXPECT_LE(dev->allocated(), r.device.vram_budget) << "the budget is a hard limit";
+    EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
   }
   EXPECT_EQ(run(*flash, *dev, planned.session), run(*flash, cpu, alone));
 
@@ -527,7 +532,7 @@ TEST_F(SplitFfn, ASavedPlanWithVramPartsRunsOnTheDevice) {
     alone.host_layers.clear();
     alone.output_on_host = false;
     EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, alone)) << (bundle ? "bundled" : "");
-    EXPECT_LE(dev->allocated(), r.device.vram_budget) << "the budget is a hard limit";
+    EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
 
     r.device.vram_budget = dense;  // room for a split, not for this plan's neurons
     try {
@@ -545,6 +550,26 @@ TEST_F(SplitFfn, ASavedPlanWithVramPartsRunsOnTheDevice) {
       EXPECT_NE(std::string(e.what()).find("--vram-budget"), std::string::npos) << e.what();
     }
   }
+}
+
+// The output head on the CPU takes no device memory (a plan that leaves it there counts none).
+TEST_F(SplitFfn, AnOutputHeadOnTheCpuTakesNoDeviceMemory) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  auto held = [&](bool output_on_host) {
+    SessionOptions o{FfnMode::Predict};
+    o.vram_neurons = every(*m, 3);
+    o.host_backend = &cpu;
+    o.output_on_host = output_on_host;
+    if (output_on_host) o.host_layers.assign(3, 0);
+    ReferenceDevice dev;
+    Session s(*m, 32, dev, o);
+    s.eval(kPrompt);
+    return dev.allocated();
+  };
+  const ModelWeights& w = m->weights;
+  const uint64_t output = w.output.bytes() + w.output_norm.size() * sizeof(float) +
+                          static_cast<uint64_t>(Session::kMaxBatch * m->config.n_vocab) * 4;
+  EXPECT_EQ(held(false) - held(true), output) << "the head, its norm and the logits rows";
 }
 
 }  // namespace

@@ -40,12 +40,6 @@ Command add_plan_command(CLI::App& app) {
   cmd->add_option("--vram-budget", o->ffn.vram_budget,
                   "GPU memory to plan for (e.g. 24G); no GPU is needed to plan")
       ->check(kNotEmpty);
-  cmd->add_option("--vram-bandwidth", o->ffn.vram_bandwidth,
-                  "Cost model: GPU memory bandwidth in GB/s (default 1000)")
-      ->check(in_range(0.001, 1e6));
-  cmd->add_option("--link-bandwidth", o->ffn.link_bandwidth,
-                  "Cost model: host-GPU link bandwidth in GB/s (default 25, PCIe 4.0 x16)")
-      ->check(in_range(0.001, 1e6));
   return {cmd, [o] {
             for (const std::string& path : {o->out, o->html})
               if (!path.empty()) refuse_special_output(path);

@@ -46,6 +46,13 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_option("--ram-bandwidth", f.ram_bandwidth,
                   "Cost model: RAM read bandwidth in GB/s (default 40; strata bench measures it)")
       ->check(in_range(0.001, 1e6));
+  cmd->add_option("--vram-bandwidth", f.vram_bandwidth,
+                  "Cost model: GPU memory bandwidth in GB/s (default 1000; on a GPU, 85% of "
+                  "its peak)")
+      ->check(in_range(0.001, 1e6));
+  cmd->add_option("--link-bandwidth", f.link_bandwidth,
+                  "Cost model: host-GPU link bandwidth in GB/s (default 25, PCIe 4.0 x16)")
+      ->check(in_range(0.001, 1e6));
   cmd->add_flag("--verbose", f.verbose, "Print the placement plan layer by layer");
   cmd->add_flag(
       "!--no-repack", f.repack,
@@ -161,6 +168,7 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
   r.solver_options.pin_share = f.pin_share;
   if (f.ram_bandwidth > 0) r.costs.ram_bytes_per_s = f.ram_bandwidth * 1e9;
   if (f.vram_bandwidth > 0) r.costs.vram_bytes_per_s = f.vram_bandwidth * 1e9;
+  r.vram_bandwidth_given = f.vram_bandwidth > 0;
   if (f.link_bandwidth > 0) r.costs.link_bytes_per_s = f.link_bandwidth * 1e9;
   r.repack = f.repack;
   r.window = f.window;

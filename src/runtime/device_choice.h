@@ -36,8 +36,9 @@ struct DeviceRequest {
 // What exists, measured by the caller.
 struct DeviceFacts {
   bool gpu_present = false;
-  std::string no_gpu_reason;    // when not present
-  uint64_t gpu_free_bytes = 0;  // what the GPU can give (0 for the reference device: no limit)
+  std::string no_gpu_reason;        // when not present
+  uint64_t gpu_free_bytes = 0;      // what the GPU can give (0 for the reference device: no limit)
+  double gpu_peak_bytes_per_s = 0;  // its memory's peak (clock and bus), 0 when unknown
   int64_t n_layer = 0;
   uint64_t needed_bytes = 0;  // the whole model on the device: weights, KV cache, buffers
   // The flash tier: the FFN is always split (VRAM, the RAM cache, flash), never whole on a

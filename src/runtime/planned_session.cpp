@@ -19,6 +19,8 @@ double flash_neuron_seconds(uint64_t bundle_bytes, const StorageProfile* storage
 
 namespace {
 
+constexpr double kReadShareOfPeak = 0.85;  // of a GPU's memory peak, the planned read speed
+
 // Auto is the ILP when a profile says which neurons are hot and there is a choice to make (a
 // bundled model, or VRAM), else the greedy rule.
 SolverChoice resolve_solver(const RunRequest& r, bool bundled) {
@@ -144,6 +146,7 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
     const CudaDeviceInfo info = cuda_device_info(0);
     const uint64_t reserve = uint64_t{512} << 20;  // the CUDA context and cuBLAS's handle
     f.gpu_free_bytes = info.free_bytes > reserve ? info.free_bytes - reserve : 0;
+    f.gpu_peak_bytes_per_s = info.peak_bytes_per_s;
   } else if (d.device != "reference") {
     f.no_gpu_reason = cuda_unavailable_reason();
   }
@@ -265,7 +268,11 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
     const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
                               r.profile, r.logits_rows, r.n_seq};
     const Inventory inv = take_inventory(model, ir);
-    run.device = choose_device(r.device, device_facts(model, inv, r));
+    const DeviceFacts facts = device_facts(model, inv, r);
+    run.device = choose_device(r.device, facts);
+    if (run.device.kind == DeviceKind::Cuda && !r.vram_bandwidth_given &&
+        facts.gpu_peak_bytes_per_s > 0)
+      r.costs.vram_bytes_per_s = kReadShareOfPeak * facts.gpu_peak_bytes_per_s;
     if (!run.device.note.empty()) run.notes.push_back(run.device.note);
     if (run.device.kind != DeviceKind::Cpu && r.plan != nullptr &&
         !uses_device(plan_from_json(*r.plan, inv))) {

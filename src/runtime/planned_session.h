@@ -31,6 +31,9 @@ struct RunRequest {
   SolverChoice solver = SolverChoice::Auto;
   SolverOptions solver_options;
   CostModel costs;  // flash_neuron_s is filled from `storage` (or a default) when 0
+  // --vram-bandwidth was given; otherwise a run on a GPU plans with 85% of its peak (a read
+  // kernel reaches about that share: strata bench measures it).
+  bool vram_bandwidth_given = false;
   const ActivationCounts* profile = nullptr;
   const StorageProfile* storage = nullptr;
   const nlohmann::json* plan = nullptr;  // a saved plan (strata plan -o) instead of solving

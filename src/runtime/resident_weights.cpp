@@ -58,7 +58,7 @@ uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool wi
 }
 
 ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn,
-                                 const std::vector<uint8_t>& host_layers)
+                                 const std::vector<uint8_t>& host_layers, bool output_on_host)
     : backend_(backend) {
   const ModelWeights& w = model.weights;
   const bool host = backend.device() == Device::Host;
@@ -76,8 +76,9 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
       }
       layers_.push_back(r);
     }
-    output_ = host ? w.output : upload(w.output, "output");
-    output_norm_ = host ? w.output_norm.data() : upload(w.output_norm, "output_norm");
+    const bool output_here = host || output_on_host;  // the host's views: not read here
+    output_ = output_here ? w.output : upload(w.output, "output");
+    output_norm_ = output_here ? w.output_norm.data() : upload(w.output_norm, "output_norm");
   } catch (...) {
     release_all();  // what did fit
     throw;

@@ -28,7 +28,7 @@ class ResidentWeights {
   // `host_layers[l]` != 0: layer l computes on the CPU, so a device gets none of its matrices
   // (its entries stay views of the model).
   ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn = true,
-                  const std::vector<uint8_t>& host_layers = {});
+                  const std::vector<uint8_t>& host_layers = {}, bool output_on_host = false);
   ~ResidentWeights();
   ResidentWeights(const ResidentWeights&) = delete;
   ResidentWeights& operator=(const ResidentWeights&) = delete;

@@ -100,7 +100,7 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   }
   // A split FFN's device holds only its hot rows (the store copies them), not whole matrices.
   weights_ = std::make_unique<ResidentWeights>(model, backend_, options_.ffn, !split,
-                                               options_.host_layers);
+                                               options_.host_layers, options_.output_on_host);
   // Each layer's KV cache lives with its attention.
   int64_t on_device = 0, on_host = 0;
   for (int64_t l = 0; l < c_.n_layer; ++l) kv_index_.push_back(on_cpu(l) ? on_host++ : on_device++);

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """The sparse pipeline on the shipped model, end to end, through the CLI:
-profile -> train-predictors -> perplexity dense vs predict vs gate-first -> run.
+profile -> train-predictors -> perplexity dense vs predict vs gate-first -> run -> the hybrid.
 Fails unless: the profile is consistent (sparsity per layer matches perplexity's exact-zero
 count on the same text, power-law curve, HTML written, hash tied to the model); predict mode
 raises held-out perplexity by at most 2% with every layer's recall >= 0.97; gate-first gives
-the dense perplexity and greedy text exactly."""
+the dense perplexity and greedy text exactly; split between a device (the reference device,
+which runs the device code paths with the CPU's kernels) and the CPU by the ILP under a VRAM
+budget, in RAM and bundled (VRAM, a RAM budget, flash), predict mode gives the CPU's
+perplexity within 1e-6 and its greedy text, with a share of the activations on each side."""
 import json
 import os
 import subprocess
@@ -76,6 +79,37 @@ def run(mode):
     return subprocess.run([strata, "run", "-m", sparse, "-p", "And he said", "-n", "48", "--temp",
                            "0", "--ffn", mode, "-t", "2"], capture_output=True, text=True).stdout
 check(run("dense") == run("gate-first"), "gate-first greedy text == dense")
+
+# 5. The hybrid: the predictor model profiled, then placed by the ILP between a 10 MiB device
+# and the CPU, in RAM and bundled under a 40 MiB RAM budget (three tiers). The KV cache in f32
+# as on the CPU, so only the split's order of additions differs.
+sparse_profile = os.path.join(work, "tiny-predictors.profile.gguf")
+cli("profile", "-m", sparse, "-f", heldout, "-n", "2048", "-c", "256", "-o", sparse_profile,
+    "-t", "2")
+bundle = os.path.join(work, "tiny-predictors.bundle.gguf")
+cli("bundle", "-m", sparse, "-o", bundle)
+on_device = ["--device", "reference", "--vram-budget", "10M", "--profile", sparse_profile,
+             "-ctk", "f32", "-ctv", "f32"]
+cpu_ppl = json.loads(cli("perplexity", "-m", sparse, "-f", heldout, "-c", "256", "--chunks", "8",
+                         "--ffn", "predict", "--json", "-t", "2"))["perplexity"]
+cpu_text = run("predict")
+for name, model_file, extra in [("in RAM", sparse, []),
+                                ("bundled", bundle, ["--ram-budget", "40M"])]:
+    hybrid = json.loads(cli("perplexity", "-m", model_file, "-f", heldout, "-c", "256", "--chunks",
+                            "8", "--json", "-t", "2", *on_device, *extra))
+    split = hybrid["ffn"]["split"]
+    check(abs(hybrid["perplexity"] / cpu_ppl - 1) < 1e-6,
+          f"hybrid {name}: perplexity {hybrid['perplexity']:.6f} == the CPU's {cpu_ppl:.6f}")
+    check(split is not None and 0.05 < split["device_share"] < 0.95,
+          f"hybrid {name}: {100 * split['device_share']:.1f}% of activations on the device")
+    if model_file == bundle:
+        check(split["per_token_over_all_tokens"]["flash_bytes"] > 0,
+              f"hybrid {name}: {split['per_token_over_all_tokens']['flash_bytes']:.0f} bytes "
+              "per token read from flash")
+    text = subprocess.run([strata, "run", "-m", model_file, "-p", "And he said", "-n", "48",
+                           "--temp", "0", "-t", "2", *on_device, *extra],
+                          capture_output=True, text=True).stdout
+    check(text == cpu_text and len(text) > 0, f"hybrid {name}: greedy text == the CPU's")
 
 if failures:
     sys.exit(f"{len(failures)} checks failed")

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -106,6 +107,7 @@ Buffer ReferenceDevice::allocate(uint64_t bytes, std::string_view what) {
   b.device = Device::Cuda;
   const std::lock_guard lock(mutex_);
   allocated_ += bytes;
+  peak_ = std::max(peak_, allocated_);
   blocks_.emplace(b.data, bytes);
   return b;
 }
@@ -126,6 +128,11 @@ void ReferenceDevice::release(const Buffer& buffer) {
 uint64_t ReferenceDevice::allocated() const {
   const std::lock_guard lock(mutex_);
   return allocated_;
+}
+
+uint64_t ReferenceDevice::peak_allocated() const {
+  const std::lock_guard lock(mutex_);
+  return peak_;
 }
 
 void ReferenceDevice::check(const void* p, uint64_t bytes, const char* op) const {

@@ -43,6 +43,8 @@ class ReferenceDevice final : public Backend {
   Buffer allocate(uint64_t bytes, std::string_view what) override;
   void release(const Buffer& buffer) override;
   uint64_t allocated() const override;
+  // The most it ever held at once (what a budget must bound, checked after the session ends).
+  uint64_t peak_allocated() const;
   uint64_t budget() const { return options_.budget; }
   void upload(void* dst, const void* host, uint64_t bytes) override;
   void download(void* host, const void* src, uint64_t bytes) override;
@@ -101,7 +103,7 @@ class ReferenceDevice final : public Backend {
   bool busy_ = false, stop_ = false;
   std::exception_ptr error_;  // the first failure of a queued op, thrown by synchronize()
   std::map<const uint8_t*, uint64_t> blocks_;  // allocation start -> bytes
-  uint64_t allocated_ = 0;
+  uint64_t allocated_ = 0, peak_ = 0;
   static constexpr uint64_t kTimes = 1 << 16;  // recorded points kept (a ring)
   std::vector<double> times_ = std::vector<double>(kTimes);
   uint64_t next_ticket_ = 0, done_ticket_ = 0;

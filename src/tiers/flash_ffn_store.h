@@ -50,7 +50,7 @@ class FlashFfnStore final : public FfnStore {
   static uint64_t copy_staging_bytes(uint64_t bundle_bytes) {
     return std::max<uint64_t>(kCopyBytes / bundle_bytes, 1) * bundle_bytes;
   }
-  static constexpr uint64_t kCopyBytes = uint64_t{4} << 20;
+  static constexpr uint64_t kCopyBytes = uint64_t{2} << 20;
 
   const std::vector<std::unique_ptr<NeuronCache>>& caches() const { return caches_; }
   // Bytes of the store's own lists for a model of n_ff neurons and batches of `batch` tokens

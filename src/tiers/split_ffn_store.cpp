@@ -64,9 +64,8 @@ void SplitFfnStore::copy_layer(int64_t layer, const std::vector<int32_t>& ids, D
   if (shapes.has_gate) d.gate = allocate_rows(shapes.gate, ids.size(), "ffn_gate", layer);
   d.up = allocate_rows(shapes.up, ids.size(), "ffn_up", layer);
   d.down_t = allocate_rows(shapes.down_t, ids.size(), "ffn_down_t", layer);
-  const uint64_t widest =
-      std::max({shapes.gate.row_bytes, shapes.up.row_bytes, shapes.down_t.row_bytes, uint64_t{1}});
-  const size_t chunk = static_cast<size_t>(std::max<uint64_t>(kCopyBytes / widest, 1));
+  const size_t chunk =
+      static_cast<size_t>(std::max<uint64_t>(kCopyBytes / shapes.neuron_bytes(), 1));
   std::vector<uint8_t> gate, up, down_t;
   for (size_t start = 0; start < ids.size(); start += chunk) {
     const size_t count = std::min(chunk, ids.size() - start);
@@ -97,10 +96,11 @@ void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t token) {
   const int64_t ff = list.need_stride;
   const auto count = static_cast<size_t>(count_);
   const DeviceLayer& d = layers_[static_cast<size_t>(layer)];
-  // The list as selected (ascending ids, need[b][k]) comes to the host...
+  // The list as selected (ascending ids, need[b][k]) comes to the host, every token's need in
+  // one copy (the rows' entries past the list's count come along unread)...
+  const uint64_t need_span = static_cast<uint64_t>((tokens_ - 1) * ff) + count;
   device_.download(ids_.data(), list.ids, count * sizeof(int32_t));
-  for (int64_t b = 0; b < tokens_; ++b)
-    device_.download(need_.data() + b * ff, list.need + b * ff, count);
+  if (tokens_ > 0) device_.download(need_.data(), list.need, need_span);
   // ... is partitioned, the device's neurons first, each part keeping its order ...
   int64_t k = 0;
   for (size_t i = 0; i < count; ++i)
@@ -122,14 +122,13 @@ void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t token) {
     }
   }
   std::copy_n(reordered_.begin(), count, ids_.begin());
-  const uint64_t n_ids = count * sizeof(int32_t), n_need = count * static_cast<uint64_t>(tokens_);
+  const uint64_t n_ids = count * sizeof(int32_t), n_need = tokens_ > 0 ? need_span : 0;
   link_bytes_ += 2 * (n_ids + n_need) + static_cast<uint64_t>(on_device_) * sizeof(int32_t);
   device_rows_ += static_cast<uint64_t>(on_device_);
   ram_rows_ += static_cast<uint64_t>(count_ - on_device_);
   // ... and goes back to the device reordered (the rest is read from the host copies).
   device_.upload(list.ids, ids_.data(), count * sizeof(int32_t));
-  for (int64_t b = 0; b < tokens_; ++b)
-    device_.upload(list.need + b * ff, need_sorted_.data() + b * ff, count);
+  if (tokens_ > 0) device_.upload(list.need, need_sorted_.data(), need_span);
   device_.upload(slots_.data, host_slots_.data(),
                  static_cast<uint64_t>(on_device_) * sizeof(int32_t));
   // The rest as the store below's own list (it may reorder it: the host copies only).

@@ -51,8 +51,9 @@ class SplitFfnStore final : public FfnStore {
   uint64_t link_bytes() const { return link_bytes_; }
   // One neuron's gate + up + down_t row bytes in `layer`.
   uint64_t neuron_bytes(int64_t layer) const { return below_.row_shapes(layer).neuron_bytes(); }
-  // Rows the constructor copies through host memory at a time (per matrix, at most).
-  static constexpr uint64_t kCopyBytes = uint64_t{8} << 20;
+  // Rows the constructor copies through host memory at a time (the three matrices' together, at
+  // most, or one neuron's): transient RAM at load, within the process's planned slack.
+  static constexpr uint64_t kCopyBytes = uint64_t{2} << 20;
 
  private:
   struct DeviceLayer {

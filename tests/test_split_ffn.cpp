@@ -54,6 +54,40 @@ double max_relative(const std::vector<std::vector<float>>& a,
   return worst;
 }
 
+// A planned predict-mode run of 64 positions on the reference device.
+RunRequest on_reference() {
+  RunRequest r;
+  r.mode = FfnMode::Predict;
+  r.n_ctx = 64;
+  r.device.device = "reference";
+  return r;
+}
+
+// Bytes a session of 64 positions holds on the reference device: the whole model, and its
+// dense blocks with the buffers (before any neuron).
+struct DeviceSizes {
+  uint64_t whole, dense;
+};
+DeviceSizes device_sizes(const Model& m, DType kv = DType::F32) {
+  const Inventory inv = take_inventory(m, {64, FfnMode::Predict, kv, kv});
+  return {device_session_bytes(m, inv, DeviceKind::Reference),
+          device_session_bytes(m, inv, DeviceKind::Reference, false)};
+}
+
+size_t neurons_on_device(const SessionOptions& o) {
+  size_t n = 0;
+  for (const auto& l : o.vram_neurons) n += l.size();
+  return n;
+}
+
+// A planned session's options for the same placement computed on the CPU alone.
+SessionOptions cpu_alone(SessionOptions o) {
+  o.host_backend = nullptr;
+  o.host_layers.clear();
+  o.output_on_host = false;
+  return o;
+}
+
 // The most a reference device held at once.
 uint64_t peak(const Backend& device) {
   return dynamic_cast<const ReferenceDevice&>(device).peak_allocated();
@@ -176,31 +210,23 @@ TEST_F(SplitFfn, MisuseAndBudgetsAreClearErrors) {
 // run splits its FFN, and gives the bits of the same split on one CPU.
 TEST_F(SplitFfn, APlannedRunLargerThanItsVramBudgetSplitsItsFfn) {
   auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
-  RunRequest r;
-  r.mode = FfnMode::Predict;
-  r.n_ctx = 64;
-  r.device.device = "reference";
-  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F32, DType::F32});
-  const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Reference);
-  const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Reference, false);
-  ASSERT_LT(dense, whole);
-  r.device.vram_budget = (whole + dense) / 2;
+  RunRequest r = on_reference();
+  const DeviceSizes size = device_sizes(*m);
+  ASSERT_LT(size.dense, size.whole);
+  r.device.vram_budget = (size.whole + size.dense) / 2;
   PlannedRun planned = plan_run(*m, r);
   ASSERT_TRUE(planned.device.split);
   ASSERT_EQ(planned.session.vram_neurons.size(), static_cast<size_t>(m->config.n_layer));
-  size_t on_device = 0;
-  for (const auto& l : planned.session.vram_neurons) on_device += l.size();
-  EXPECT_GT(on_device, 0u);
-  EXPECT_LT(on_device, static_cast<size_t>(m->config.n_layer * m->config.n_ff));
+  EXPECT_GT(neurons_on_device(planned.session), 0u);
+  EXPECT_LT(neurons_on_device(planned.session),
+            static_cast<size_t>(m->config.n_layer * m->config.n_ff));
   auto dev = make_session_backend(planned, pool);
   ASSERT_NE(planned.session.host_backend, nullptr);
   EXPECT_EQ(dev->device(), Device::Cuda);
-  SessionOptions same_split = planned.session;
-  same_split.host_backend = nullptr;
-  EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, same_split));
+  EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, cpu_alone(planned.session)));
   EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
 
-  r.device.vram_budget = dense / 2;
+  r.device.vram_budget = size.dense / 2;
   EXPECT_THROW(plan_run(*m, r), Error) << "the dense blocks do not fit";
 }
 
@@ -231,12 +257,9 @@ TEST_F(SplitFfn, LayersOnTheCpuBesideTheDeviceGiveTheCpuAlonesBits) {
 // first layers on the device and the rest (here the last layer and the output head) on the CPU.
 TEST_F(SplitFfn, APlannedRunBelowItsDenseBlocksLeavesLayersOnTheCpu) {
   auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
-  RunRequest r;
-  r.mode = FfnMode::Predict;
-  r.n_ctx = 64;
-  r.device.device = "reference";
+  RunRequest r = on_reference();
   const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F32, DType::F32});
-  const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Reference, false);
+  const uint64_t dense = device_sizes(*m).dense;
   r.device.vram_budget =
       dense - inv.output_bytes / 2 - inv.layers.back().dense_bytes - inv.layers.back().kv_bytes;
   PlannedRun planned = plan_run(*m, r);
@@ -245,10 +268,7 @@ TEST_F(SplitFfn, APlannedRunBelowItsDenseBlocksLeavesLayersOnTheCpu) {
   EXPECT_EQ(planned.session.host_layers.back(), 1) << "the last layer on the CPU";
   EXPECT_EQ(planned.session.host_layers.front(), 0) << "the first on the device";
   auto dev = make_session_backend(planned, pool);
-  SessionOptions alone = planned.session;
-  alone.host_backend = nullptr;
-  alone.host_layers.clear();
-  alone.output_on_host = false;
+  const SessionOptions alone = cpu_alone(planned.session);
   EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, alone));
   EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
 }
@@ -271,10 +291,7 @@ TEST_F(SplitFfn, NglOfSomeLayersPutsTheLastOnTheDevice) {
       EXPECT_EQ(planned.session.host_layers[2], 0) << "the last layer on the device";
       EXPECT_TRUE(planned.session.output_on_host);
       auto dev = make_session_backend(planned, pool);
-      SessionOptions alone = planned.session;
-      alone.host_backend = nullptr;
-      alone.host_layers.clear();
-      alone.output_on_host = false;
+      const SessionOptions alone = cpu_alone(planned.session);
       EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, alone))
           << ffn_mode_name(mode) << " -ngl " << ngl;
       EXPECT_EQ(dev->allocated(), 0u) << "the session left device memory behind";
@@ -344,27 +361,18 @@ TEST_F(SplitFfn, ThreeTiersWithSplitReadsGiveTheSameBits) {
 TEST_F(SplitFfn, APlannedBundledRunPlacesVramRamAndFlash) {
   const std::string path = sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5);
   auto flash = Model::load(bundled_model(path), false);
-  RunRequest r;
-  r.mode = FfnMode::Predict;
-  r.n_ctx = 64;
-  r.device.device = "reference";
-  const Inventory inv = take_inventory(*flash, {64, FfnMode::Predict, DType::F32, DType::F32});
-  const uint64_t whole = device_session_bytes(*flash, inv, DeviceKind::Reference);
-  const uint64_t dense = device_session_bytes(*flash, inv, DeviceKind::Reference, false);
-  ASSERT_LT(dense, whole) << "a bundled model's whole FFN counts on the device";
-  r.device.vram_budget = (whole + dense) / 2;
+  RunRequest r = on_reference();
+  const DeviceSizes size = device_sizes(*flash);
+  ASSERT_LT(size.dense, size.whole) << "a bundled model's whole FFN counts on the device";
+  r.device.vram_budget = (size.whole + size.dense) / 2;
   PlannedRun planned = plan_run(*flash, r);
   ASSERT_TRUE(planned.device.split);
-  size_t on_device = 0;
-  for (const auto& l : planned.session.vram_neurons) on_device += l.size();
-  EXPECT_GT(on_device, 0u);
-  EXPECT_LT(on_device, static_cast<size_t>(flash->config.n_layer * flash->config.n_ff));
+  EXPECT_GT(neurons_on_device(planned.session), 0u);
+  EXPECT_LT(neurons_on_device(planned.session),
+            static_cast<size_t>(flash->config.n_layer * flash->config.n_ff));
   ASSERT_EQ(planned.session.cache_slots.size(), static_cast<size_t>(flash->config.n_layer));
   auto dev = make_session_backend(planned, pool);
-  SessionOptions alone = planned.session;
-  alone.host_backend = nullptr;
-  alone.host_layers.clear();
-  alone.output_on_host = false;
+  const SessionOptions alone = cpu_alone(planned.session);
   {
     Session s(*flash, 64, *dev, planned.session);
     s.eval(kPrompt);
@@ -380,15 +388,14 @@ TEST_F(SplitFfn, APlannedBundledRunPlacesVramRamAndFlash) {
   all.device.vram_budget = 0;
   PlannedRun everything = plan_run(*flash, all);
   ASSERT_TRUE(everything.device.split);
-  size_t every_neuron = 0;
-  for (const auto& l : everything.session.vram_neurons) every_neuron += l.size();
-  EXPECT_EQ(every_neuron, static_cast<size_t>(flash->config.n_layer * flash->config.n_ff));
+  EXPECT_EQ(neurons_on_device(everything.session),
+            static_cast<size_t>(flash->config.n_layer * flash->config.n_ff));
   auto dev2 = make_session_backend(everything, pool);
   EXPECT_LT(
       max_relative(run(*flash, *dev2, everything.session), run(*flash, cpu, {FfnMode::Predict})),
       1e-5);
 
-  r.device.vram_budget = dense / 2;
+  r.device.vram_budget = size.dense / 2;
   EXPECT_THROW(plan_run(*flash, r), Error) << "not even one layer's dense blocks fit";
   r.device.vram_budget = 0;
   r.device.gpu_layers = 2;
@@ -502,39 +509,29 @@ TEST_F(SplitFfn, ASavedPlanWithVramPartsRunsOnTheDevice) {
   for (bool bundle : {false, true}) {
     const std::string path = sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 5);
     auto m = Model::load(bundle ? bundled_model(path) : path, false);
-    const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F16, DType::F16});
-    const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Reference);
-    const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Reference, false);
+    const DeviceSizes size = device_sizes(*m, DType::F16);  // a GPU run's KV cache
     RunRequest planning;
     planning.mode = FfnMode::Predict;
     planning.n_ctx = 64;
     planning.k_type = planning.v_type = DType::F16;  // a GPU run's default
     planning.allow_vram = true;
     // strata plan leaves room for a CUDA session's own buffers; the reference device needs less.
-    planning.budgets.vram = (whole + dense) / 2 + cuda_backend_overhead_bytes();
+    planning.budgets.vram = (size.whole + size.dense) / 2 + cuda_backend_overhead_bytes();
     const nlohmann::json saved = plan_to_json(make_plan(*m, planning).plan);
 
-    RunRequest r;
-    r.mode = FfnMode::Predict;
-    r.n_ctx = 64;
+    RunRequest r = on_reference();
     r.kv_types_given = false;
-    r.device.device = "reference";
     r.device.vram_budget = planning.budgets.vram;
     r.plan = &saved;
     PlannedRun planned = plan_run(*m, r);
     ASSERT_TRUE(planned.device.split);
-    size_t on_device = 0;
-    for (const auto& l : planned.session.vram_neurons) on_device += l.size();
-    EXPECT_GT(on_device, 0u);
+    EXPECT_GT(neurons_on_device(planned.session), 0u);
     auto dev = make_session_backend(planned, pool);
-    SessionOptions alone = planned.session;
-    alone.host_backend = nullptr;
-    alone.host_layers.clear();
-    alone.output_on_host = false;
+    const SessionOptions alone = cpu_alone(planned.session);
     EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, alone)) << (bundle ? "bundled" : "");
     EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
 
-    r.device.vram_budget = dense;  // room for a split, not for this plan's neurons
+    r.device.vram_budget = size.dense;  // room for a split, not for this plan's neurons
     try {
       plan_run(*m, r);
       FAIL() << "a plan over its device's budget ran";

@@ -98,9 +98,13 @@ expect_error "not a strata plan" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 
 echo '{"format": "strata-plan", "layers": []}' >"$work/bad.plan.json"
 expect_error "layers, the model" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/bad.plan.json"
 expect_error "not JSON" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$model"
-"$strata" plan -m "$work/sparse.gguf" --profile "$work/sparse.profile.gguf" --vram-budget 64M \
+# Above the 104 MiB a CUDA session holds beside its plan, so the plan has GPU parts.
+"$strata" plan -m "$work/sparse.gguf" --profile "$work/sparse.profile.gguf" --vram-budget 256M \
   --ram-bandwidth 40 -o "$work/v.plan.json" >/dev/null 2>&1
-expect_error "between GPU and CPU" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/v.plan.json"
+expect_error "neurons on a GPU" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/v.plan.json"
+expect_error "plan again" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/v.plan.json" \
+  --device reference --vram-budget 1M
+expect_error "neuron by neuron" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --device reference -ngl 1
 expect_error "those layers need" "$strata" run -m "$model" -p hi -n 1 --device reference -ngl 3 --vram-budget 1M
 expect_error "of --vram-budget" "$strata" run -m "$model" -p hi -n 1 --device reference --vram-budget 1M
 expect_error "n-gpu-layers" "$strata" run -m "$model" -p hi -n 1 -ngl -2

@@ -28,6 +28,10 @@ using strata::testing::sparse_tiny_model;
 
 const std::vector<int32_t> kPrompt = {1, 5, 200, 17, 3, 99, 42, 7};
 
+// Every weight type strata computes.
+constexpr DType kEveryType[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
+                                DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
 // Every `step`-th neuron of each layer (from `first`): a split that cuts every bucket.
 std::vector<std::vector<int32_t>> every(const Model& m, int step, int first = 0) {
   std::vector<std::vector<int32_t>> v(static_cast<size_t>(m.config.n_layer));
@@ -100,8 +104,7 @@ class SplitFfn : public ::testing::Test {
 };
 
 TEST_F(SplitFfn, ADeviceAndTheCpuTogetherGiveTheCpuAlonesBits) {
-  for (DType type :
-       {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type : kEveryType) {
     auto m = Model::load(is_kquant(type) ? strata::testing::kquant_tiny_model(type, 0.2)
                                          : sparse_tiny_model(type, FfnActivation::ReGLU, 5),
                          false);
@@ -303,8 +306,7 @@ TEST_F(SplitFfn, NglOfSomeLayersPutsTheLastOnTheDevice) {
 // by the CPU at the same time: the same split on one CPU gives the same bits, and any split is
 // within rounding of the model in RAM unsplit.
 TEST_F(SplitFfn, ThreeTiersGiveTheCpuAlonesBits) {
-  for (DType type :
-       {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type : kEveryType) {
     const std::string path = is_kquant(type) ? strata::testing::kquant_tiny_model(type, 0.2)
                                              : sparse_tiny_model(type, FfnActivation::ReGLU, 5);
     auto ram = Model::load(path, false);

@@ -298,6 +298,10 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
       } else {
         run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
       }
+      if (run.device.split && r.lookahead)
+        run.notes.push_back(
+            "note: --lookahead reads ahead for a flash tier that computes alone; below a GPU's "
+            "part it does nothing");
       run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
       return run;
     }

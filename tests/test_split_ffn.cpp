@@ -571,5 +571,49 @@ TEST_F(SplitFfn, AnOutputHeadOnTheCpuTakesNoDeviceMemory) {
   EXPECT_EQ(held(false) - held(true), output) << "the head, its norm and the logits rows";
 }
 
+// The report counts the rows the layers on the CPU read and the residual stream's moves.
+TEST_F(SplitFfn, TheReportCountsTheLayersOnTheCpu) {
+  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
+  SessionOptions o{FfnMode::Predict};
+  o.vram_neurons = every(*m, 3);
+  o.vram_neurons[1].clear();
+  o.host_layers = {0, 1, 0};
+  o.host_backend = &cpu;
+  ReferenceDevice dev;
+  Session s(*m, 32, dev, o);
+  s.eval(kPrompt);
+  const Session::SplitTraffic t = s.split_traffic();
+  const FfnLayerStats& on_cpu = s.ffn_stats()[1];
+  const LayerWeights& l1 = m->weights.layers[1];
+  const uint64_t row = l1.ffn_gate.row_bytes + l1.ffn_up.row_bytes + l1.ffn_down_t.row_bytes;
+  ASSERT_GT(on_cpu.rows_read, 0u);
+  EXPECT_GE(t.ram_row_bytes, on_cpu.rows_read * row);
+  const uint64_t residual = kPrompt.size() * static_cast<uint64_t>(m->config.n_embd) * 4;
+  EXPECT_GE(t.link_bytes, 2 * residual) << "to the CPU's layer and back";
+  EXPECT_EQ(s.split_device_pairs() + s.split_ram_pairs(),
+            s.ffn_stats()[0].computed + on_cpu.computed + s.ffn_stats()[2].computed);
+}
+
+// A server's batch of two sequences over three tiers computes as each would alone.
+TEST_F(SplitFfn, BatchesOfSequencesOverThreeTiersSplitAsTheyComputeAlone) {
+  auto flash =
+      Model::load(bundled_model(sparse_tiny_model(DType::Q4_0, FfnActivation::ReGLU, 5)), false);
+  auto batched = [&](Backend& be, bool on_device) {
+    SessionOptions o{FfnMode::Predict};
+    o.vram_neurons = every(*flash, 2, 1);
+    o.cache_neurons = 64;
+    o.n_seq = 2;
+    if (on_device) o.host_backend = &cpu;
+    Session s(*flash, 32, be, o);
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < kPrompt.size(); ++i)
+      batch.push_back({kPrompt[i], static_cast<int32_t>(i % 2), true});
+    const auto l = s.decode(batch);
+    return std::vector<float>(l.begin(), l.end());
+  };
+  ReferenceDevice dev;
+  EXPECT_EQ(batched(dev, true), batched(cpu, false));
+}
+
 }  // namespace
 }  // namespace strata

@@ -244,6 +244,7 @@ std::vector<FfnLayerStats> stats_difference(const std::vector<FfnLayerStats>& af
   for (size_t i = 0; i < d.size(); ++i) {
     d[i].computed -= before[i].computed;
     d[i].nonzero -= before[i].nonzero;
+    d[i].rows_read -= before[i].rows_read;
     d[i].truly_active -= before[i].truly_active;
     d[i].predicted -= before[i].predicted;
     d[i].predicted_and_active -= before[i].predicted_and_active;

@@ -118,6 +118,7 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   NeuronList list{ws_.ids, 0, ws_.need, ff, n};
   list.count = backend_.select_union(ws_.mask, n, ff, ws_.ids, ws_.need, &selected);
   stats.computed += selected;
+  stats.rows_read += static_cast<uint64_t>(list.count);
   compute_segments(l, list, n, token, nonzero, times, spans);
   if (check_predictor_) check_prediction(l, n, stats);
 }

@@ -27,6 +27,8 @@ struct ForwardTimes {
 struct FfnLayerStats {
   uint64_t computed = 0;  // neurons whose up/down rows were computed (all in dense mode)
   uint64_t nonzero = 0;   // activations that came out non-zero
+  // Sparse modes: neurons whose rows were read (each batch's union), summed over batches.
+  uint64_t rows_read = 0;
   // check_predictor only: truly active neurons, predicted ones, and predicted among the active.
   uint64_t truly_active = 0, predicted = 0, predicted_and_active = 0;
 };

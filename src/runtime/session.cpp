@@ -239,7 +239,9 @@ Session::SplitTraffic Session::split_traffic() const {
   const uint64_t row = split_->neuron_bytes(0);
   t.device_row_bytes = split_->device_rows_read() * row;
   t.ram_row_bytes = split_->ram_rows_read() * row;
-  t.link_bytes = split_->link_bytes() + ffn_->link_bytes();
+  for (int64_t l = 0; l < c_.n_layer; ++l)  // the layers wholly on the CPU read all theirs there
+    if (on_cpu(l)) t.ram_row_bytes += ffn_stats_[static_cast<size_t>(l)].rows_read * row;
+  t.link_bytes = split_->link_bytes() + ffn_->link_bytes() + residual_link_bytes_;
   return t;
 }
 
@@ -276,6 +278,7 @@ void Session::move_residual(bool to_cpu, int64_t n) {
     backend_.download(host_ws_->x, ws_->x, bytes);
   else
     backend_.upload(ws_->x, host_ws_->x, bytes);
+  residual_link_bytes_ += bytes;
   residual_on_cpu_ = to_cpu;
 }
 

@@ -144,8 +144,9 @@ class Session {
   // layers and every pair of the layers on the CPU) since creation.
   uint64_t split_device_pairs() const;
   uint64_t split_ram_pairs() const;
-  // A split FFN since creation: bytes of neuron rows read on the device and in RAM, and bytes
-  // moved between host and device (selections, inputs, partial sums).
+  // A split FFN since creation: bytes of neuron rows read on the device and in RAM (the split
+  // layers' rest and every row of the layers on the CPU), and bytes moved between host and
+  // device (selections, inputs, partial sums, the residual stream between layers).
   struct SplitTraffic {
     uint64_t device_row_bytes = 0, ram_row_bytes = 0, link_bytes = 0;
   };
@@ -229,6 +230,7 @@ class Session {
   std::unique_ptr<FfnStore> host_store_;
   std::unique_ptr<FfnExecutor> host_ffn_;
   bool residual_on_cpu_ = false;
+  uint64_t residual_link_bytes_ = 0;  // the residual stream moved between the devices
   std::unique_ptr<PreparedRows> host_in_;
   std::vector<uint64_t> host_counts_;
   SplitFfnStore* split_ = nullptr;

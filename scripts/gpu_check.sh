@@ -121,9 +121,10 @@ if [ "$hybrid" -eq 1 ]; then
   p13="--profile $models/s13b-f16.profile.gguf"
   # shellcheck disable=SC2086
   {
-    bench s13b-f16 predict 0 32 --vram-budget 16G $p13
+    # pp128: a split prompt computes its union of neurons on both sides (docs/GPU.md, Prompts).
+    bench s13b-f16 predict 128 32 --vram-budget 16G $p13
     bench s13b-f16 predict 0 32 --vram-budget 8G $p13
-    bench s13b-f16 predict 0 16 --device cpu $p13
+    bench s13b-f16 predict 128 16 --device cpu $p13
   }
   rm -f "$models/s13b-f16.gguf"  # the disk holds 64 GiB
   # Three tiers: VRAM, a RAM budget below the rest, flash (the bundled file, profiled through

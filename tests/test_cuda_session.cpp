@@ -1,8 +1,10 @@
 // Whole models on the GPU against the CPU (skipped, not passed, where no CUDA GPU can be used):
 // logits within a documented tolerance for every weight type on the shipped model and synth
 // models, the shipped model's greedy text equal, the same bits on every run, predict mode, a
-// budget too small as a clear error. STRATA_GPU_MODELS (a folder, scripts/gpu_check.sh sets it)
-// adds its 1B-shape models (*.gguf) to the comparison.
+// budget too small as a clear error; the split FFN (the GPU and the CPU at once, in RAM and with
+// three tiers) against the same split on the CPU alone, directly and through the plan.
+// STRATA_GPU_MODELS (a folder, scripts/gpu_check.sh sets it) adds its 1B-shape models (*.gguf) to
+// the comparison.
 //
 // Tolerance: max |gpu - cpu| / max |cpu| over a position's logits. The GPU multiplies f32
 // activations (f16 in cuBLAS above 8 tokens); the CPU rounds activations to Q8 blocks for
@@ -17,6 +19,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "core/error.h"
+#include "runtime/planned_session.h"
 #include "runtime/session.h"
 #include "tensor/kquants.h"
 #include "test_helpers.h"
@@ -160,6 +163,72 @@ TEST_F(CudaSession, OneBillionShapeModelsAreWithinTolerance) {
     ++seen;
   }
   EXPECT_GT(seen, 0) << "no cmp-*.gguf in " << dir;
+}
+
+// Every third neuron of each layer on the GPU (a split that cuts every bucket of ids).
+std::vector<std::vector<int32_t>> every_third(const Model& m) {
+  std::vector<std::vector<int32_t>> v(static_cast<size_t>(m.config.n_layer));
+  for (auto& l : v)
+    for (int32_t i = 0; i < m.config.n_ff; i += 3) l.push_back(i);
+  return v;
+}
+
+// PowerInfer's hybrid: hot neurons on the GPU, the rest computed by the CPU at the same time,
+// from RAM or (bundled) from evicting RAM caches in front of flash; against the same split on
+// the CPU alone, and the same bits on every run.
+TEST_F(CudaSession, SplitFfnIsWithinToleranceOfTheCpu) {
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+    const std::string path = is_kquant(type) ? strata::testing::kquant_tiny_model(type, 0.2)
+                                             : sparse_tiny_model(type, FfnActivation::ReGLU, 5);
+    for (bool bundle : {false, true}) {
+      auto m = load(bundle ? strata::testing::bundled_model(path) : path);
+      SessionOptions o{FfnMode::Predict};
+      o.vram_neurons = every_third(*m);
+      if (bundle) o.cache_neurons = m->config.n_ff / 4, o.window = 2;
+      CpuBackend cpu(pool);
+      SessionOptions on_gpu = o;
+      on_gpu.host_backend = &cpu;
+      const std::string what =
+          std::string(dtype_name(type)) + (bundle ? " split, three tiers" : " split");
+      const auto got = logits(*m, *gpu, on_gpu);
+      expect_close(got, logits(*m, cpu, o), tolerance(type), what);
+      EXPECT_EQ(logits(*m, *gpu, on_gpu), got) << what << ": the same bits every run";
+      EXPECT_EQ(gpu->allocated(), 0u) << what << ": the session left GPU memory behind";
+    }
+  }
+}
+
+// Through the plan, as `strata run --vram-budget B` with a model larger than B: the run splits,
+// layers the budget cannot hold compute on the CPU, and the budget holds.
+TEST_F(CudaSession, APlannedSplitRunStaysWithinItsBudget) {
+  auto m = load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5));
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F16, DType::F16});
+  const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Cuda);
+  const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Cuda, false);
+  for (uint64_t budget : {(whole + dense) / 2, dense - inv.layers.back().dense_bytes}) {
+    RunRequest r;
+    r.mode = FfnMode::Predict;
+    r.n_ctx = 64;
+    r.kv_types_given = false;
+    r.device.device = "cuda";
+    r.device.vram_budget = budget;
+    PlannedRun planned = plan_run(*m, r);
+    ASSERT_TRUE(planned.device.split);
+    auto dev = make_session_backend(planned, pool);
+    SessionOptions alone = planned.session;
+    alone.host_backend = nullptr;
+    alone.host_layers.clear();
+    alone.output_on_host = false;
+    CpuBackend cpu(pool);
+    {
+      Session s(*m, 64, *dev, planned.session);
+      s.eval(kPrompt);
+      EXPECT_LE(dev->allocated(), budget) << "the budget is a hard limit";
+      EXPECT_GT(s.split_device_pairs(), 0u);
+    }
+    expect_close(logits(*m, *dev, planned.session), logits(*m, cpu, alone), 5e-3,
+                 "planned split at " + std::to_string(budget) + " bytes");
+  }
 }
 
 }  // namespace

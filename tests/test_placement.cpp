@@ -214,6 +214,35 @@ CostModel free_gpu_costs() {
 // PowerInfer's shipped ILP: maximise the activation mass in VRAM under a capacity. With free
 // GPU compute and link, no synchronisation cost and the dense blocks kept on the host, the cost
 // model's optimum is the globally hottest neurons that fit (a sort).
+// strata's runs compute a layer whose dense blocks stay on the CPU wholly there: with
+// neurons_with_attention no solver puts such a layer's neurons in VRAM, and under a budget
+// that holds some layers' blocks the VRAM neurons all sit in those layers.
+TEST(Placement, NeuronsGoToVramOnlyWithTheirLayersAttention) {
+  for (bool bundled : {false, true}) {
+    const Inventory inv = make_inventory(6, 200, bundled, 11, 1 << 14);
+    SolverOptions o;
+    o.neurons_with_attention = true;
+    const uint64_t ram = bundled ? ram_before_ffn(inv) + (40 << 20) : 0;
+    // Room for the buffers, three layers' blocks (5, 6 and 7 MiB), the output head (3 MiB) and
+    // 2 MiB of neurons.
+    const uint64_t vram = inv.workspace_bytes + ((18 + 3 + 2) << 20);
+    for (bool ilp : {false, true}) {
+      const PlacementPlan p =
+          ilp ? plan_ilp(inv, {ram, vram}, costs(), o) : plan_greedy(inv, {ram, vram}, costs(), o);
+      size_t on_gpu = 0, neurons = 0;
+      for (const LayerPlan& l : p.layers) {
+        on_gpu += l.attention == Device::Cuda;
+        neurons += l.vram.size();
+        if (l.attention != Device::Cuda)
+          EXPECT_TRUE(l.vram.empty()) << (ilp ? "ilp" : "greedy") << (bundled ? " bundled" : "");
+      }
+      EXPECT_GT(on_gpu, 0u) << (ilp ? "ilp" : "greedy");
+      EXPECT_LT(on_gpu, inv.layers.size()) << "the budget holds some layers' blocks only";
+      EXPECT_GT(neurons, 0u) << (ilp ? "ilp" : "greedy");
+    }
+  }
+}
+
 TEST(Placement, PowerInfersIlpIsTheCaseOfFreeGpuTime) {
   const Inventory inv = make_inventory(4, 300, false, 7, 1 << 14);
   const CostModel c = free_gpu_costs();

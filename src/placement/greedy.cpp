@@ -77,6 +77,9 @@ void place_vram_greedy(const Inventory& inv, const Budgets& b, const SolverOptio
   std::stable_sort(all.begin(), all.end(),
                    [](const Candidate& a, const Candidate& c) { return a.p > c.p; });
   for (const Candidate& c : all) {
+    if (o.neurons_with_attention &&
+        p.layers[static_cast<size_t>(c.layer)].attention != Device::Cuda)
+      continue;
     const uint64_t bytes = inv.layers[static_cast<size_t>(c.layer)].device_neuron_bytes();
     if (bytes > left) break;
     p.layers[static_cast<size_t>(c.layer)].vram.push_back(

@@ -203,6 +203,12 @@ void Builder::add_devices(size_t l, LayerColumns& lc, const LayerTerms& t) {
   std::vector<std::pair<int, double>> low = t.vram_count;
   low.push_back({lc.u, -static_cast<double>(std::min<int64_t>(o.min_vram_neurons, li.n_neurons))});
   prog.row(low, 0, false);
+  if (o.neurons_with_attention) {  // u <= a (with no attention variable: no VRAM neurons)
+    if (lc.a)
+      prog.row({{lc.u, 1}, {lc.a, -1}}, 0, true);
+    else
+      prog.row({{lc.u, 1}}, 0, true);
+  }
   if (lc.a) prog.row({{lc.s, 1}, {lc.a, -1}, {lc.c, -1}}, -1, false);
   prog.row({{lc.s, 1}, {lc.u, -1}, {lc.a, 1}}, 0, false);  // lc.a == 0: drops out
 }

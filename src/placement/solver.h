@@ -18,6 +18,10 @@ namespace strata {
 struct SolverOptions {
   double pin_share = 0.5;    // greedy, bundled: share of each layer's cache pinned
   bool dense_on_gpu = true;  // dense blocks (attention, predictor, output) may go to VRAM
+  // A layer's neurons go to VRAM only with its attention (strata's runs: a layer whose dense
+  // blocks stay on the CPU computes wholly there). Off: PowerInfer's model, where any layer's
+  // neurons may be on the GPU.
+  bool neurons_with_attention = false;
   // ilp: if a layer has neurons in VRAM, at least this many (PowerInfer's per-layer minimum T)
   int64_t min_vram_neurons = 0;
   // ilp: the sorted neurons of a layer are cut into at most this many groups (each placed as

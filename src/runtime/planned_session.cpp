@@ -86,6 +86,7 @@ void apply_device_plan(const PlacementPlan& p, SessionOptions& o) {
 
 PlacementPlan solve(const Inventory& inv, const RunRequest& r, bool bundled) {
   SolverOptions so = r.solver_options;
+  so.neurons_with_attention = true;  // what the executor runs (cpu_layers_whole)
   // Without a profile nothing is known to be hot: the greedy rule pins nothing.
   if (r.profile == nullptr) so.pin_share = 0;
   switch (resolve_solver(r, bundled)) {

@@ -7,7 +7,8 @@
 #include "backends/refdev/reference_device.h"
 #include "core/error.h"
 #include "placement/cost_model.h"
-#include "runtime/resident_weights.h"
+#include "runtime/device_plan.h"
+#include "runtime/run_solver.h"
 
 namespace strata {
 
@@ -18,17 +19,6 @@ double flash_neuron_seconds(uint64_t bundle_bytes, const StorageProfile* storage
 }
 
 namespace {
-
-constexpr double kReadShareOfPeak = 0.85;  // of a GPU's memory peak, the planned read speed
-
-// Auto is the ILP when a profile says which neurons are hot and there is a choice to make (a
-// bundled model, or VRAM), else the greedy rule.
-SolverChoice resolve_solver(const RunRequest& r, bool bundled) {
-  if (r.solver != SolverChoice::Auto) return r.solver;
-  const bool choice = bundled || r.budgets.vram > 0;
-  return r.profile != nullptr && choice && r.mode != FfnMode::Dense ? SolverChoice::Ilp
-                                                                    : SolverChoice::Greedy;
-}
 
 SessionOptions base_options(const RunRequest& r) {
   SessionOptions o;
@@ -44,13 +34,6 @@ SessionOptions base_options(const RunRequest& r) {
   return o;
 }
 
-bool uses_device(const PlacementPlan& p) {
-  if (p.output == Device::Cuda) return true;
-  for (const LayerPlan& l : p.layers)
-    if (l.attention == Device::Cuda || !l.vram.empty()) return true;
-  return false;
-}
-
 void refuse_vram(const PlacementPlan& p) {
   int64_t neurons = 0, layers = 0;
   for (const LayerPlan& l : p.layers) {
@@ -62,168 +45,6 @@ void refuse_vram(const PlacementPlan& p) {
         "the plan puts {} attention blocks and {} neurons on a GPU; run it with --vram-budget "
         "(on a GPU), or plan without --vram-budget for the CPU",
         layers, neurons);
-}
-
-// A layer whose attention the plan leaves on the CPU computes wholly there (attention, KV
-// cache, predictor, FFN): its neurons leave VRAM (the budget they held stays unused).
-void cpu_layers_whole(PlacementPlan& p) {
-  for (LayerPlan& l : p.layers)
-    if (l.attention != Device::Cuda) l.vram.clear();
-}
-
-// The session options of a plan split between the device and the CPU: each layer's VRAM
-// neurons, the layers and the output head on the CPU.
-void apply_device_plan(const PlacementPlan& p, SessionOptions& o) {
-  bool cpu_layers = false;
-  for (const LayerPlan& l : p.layers) {
-    o.vram_neurons.push_back(l.vram);
-    o.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
-    cpu_layers = cpu_layers || l.attention == Device::Host;
-  }
-  o.output_on_host = p.output == Device::Host;
-  if (!cpu_layers && !o.output_on_host) o.host_layers.clear();
-}
-
-PlacementPlan solve(const Inventory& inv, const RunRequest& r, bool bundled) {
-  SolverOptions so = r.solver_options;
-  so.neurons_with_attention = true;  // what the executor runs (cpu_layers_whole)
-  // Without a profile nothing is known to be hot: the greedy rule pins nothing.
-  if (r.profile == nullptr) so.pin_share = 0;
-  switch (resolve_solver(r, bundled)) {
-    case SolverChoice::Ilp:
-      if (r.profile == nullptr && r.mode != FfnMode::Dense)
-        fail("--solver ilp needs --profile (which neurons are hot)");
-      return plan_ilp(inv, r.budgets, r.costs, so);
-    default:
-      return plan_greedy(inv, r.budgets, r.costs, so);
-  }
-}
-
-}  // namespace
-
-uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind,
-                              bool with_ffn) {
-  const ModelConfig& c = model.config;
-  uint64_t kv = 0;
-  for (const LayerInventory& l : inv.layers) kv += l.kv_bytes;
-  const FfnMode mode = inv.sparse ? FfnMode::Predict : FfnMode::Dense;
-  const uint64_t logits = static_cast<uint64_t>(Session::kMaxBatch * c.n_vocab) * sizeof(float);
-  const uint64_t counters = static_cast<uint64_t>(c.n_layer) * sizeof(uint64_t);
-  const uint64_t own = kind == DeviceKind::Cuda ? cuda_backend_overhead_bytes() : 0;
-  // A split adds the slots of its device part and the second part's sum (pass_out; a bundled
-  // model's workspace has it already). A bundled model's FFN is always a split's, and whole it
-  // is every neuron's rows.
-  const bool bundled = model.weights.bundled;
-  uint64_t split = 0, neurons = 0;
-  if (!with_ffn || bundled)
-    split = static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) +
-            (bundled ? 0 : static_cast<uint64_t>(Session::kMaxBatch * c.n_embd) * 4);
-  if (with_ffn && bundled)
-    for (const LayerInventory& l : inv.layers)
-      neurons += static_cast<uint64_t>(l.n_neurons) * l.device_neuron_bytes();
-  return ResidentWeights::device_bytes(model, mode, with_ffn) + neurons + kv + inv.workspace_bytes +
-         logits + counters + static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) + own + split;
-}
-
-namespace {
-
-// What a device session holds beyond what the inventory places (dense blocks, KV caches,
-// output, workspace): the backend's own buffers, the logits, counters and a split's slots.
-uint64_t bytes_beside_the_plan(const Model& model, const Inventory& inv, DeviceKind kind) {
-  const uint64_t held = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
-  uint64_t placed = inv.workspace_bytes + inv.output_bytes;
-  for (const LayerInventory& l : inv.layers) placed += l.dense_bytes + l.kv_bytes;
-  return held > placed ? held - placed : 0;
-}
-
-// What the device decision needs to know of this machine and model.
-DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequest& r) {
-  const DeviceRequest& d = r.device;
-  DeviceFacts f;
-  f.n_layer = model.config.n_layer;
-  f.bundled = model.weights.bundled;
-  f.gpu_present = d.device != "reference" && cuda_device_count() > 0;
-  if (f.gpu_present) {
-    const CudaDeviceInfo info = cuda_device_info(0);
-    const uint64_t reserve = uint64_t{512} << 20;  // the CUDA context and cuBLAS's handle
-    f.gpu_free_bytes = info.free_bytes > reserve ? info.free_bytes - reserve : 0;
-    f.gpu_peak_bytes_per_s = info.peak_bytes_per_s;
-  } else if (d.device != "reference") {
-    f.no_gpu_reason = cuda_unavailable_reason();
-  }
-  const DeviceKind kind = d.device == "reference" ? DeviceKind::Reference : DeviceKind::Cuda;
-  f.needed_bytes = device_session_bytes(model, inv, kind);
-  f.can_split = r.mode == FfnMode::Predict && !r.check_predictor;
-  f.dense_bytes = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
-  // The least: the buffers and one layer's dense blocks and KV cache (the rest on the CPU).
-  const LayerInventory& l0 = inv.layers.front();
-  f.min_split_bytes =
-      bytes_beside_the_plan(model, inv, kind) + inv.workspace_bytes + l0.dense_bytes + l0.kv_bytes;
-  return f;
-}
-
-// A split FFN's plan: the solver places the dense blocks layer by layer and then the hottest
-// neurons in what the device's budget leaves (the inventory holds what a plan places; the
-// backend's own buffers and the split's are set aside first). Layers whose attention stays on
-// the CPU compute wholly there: their neurons leave VRAM (the budget they held stays unused).
-PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequest& r,
-                         const DeviceChoice& choice) {
-  const uint64_t aside = bytes_beside_the_plan(model, inv, choice.kind);
-  RunRequest req = r;
-  req.budgets.vram = choice.budget > aside ? choice.budget - aside : 1;
-  PlacementPlan p = solve(inv, req, model.weights.bundled);
-  cpu_layers_whole(p);
-  int64_t gpu_blocks = 0;
-  for (const LayerPlan& l : p.layers) gpu_blocks += l.attention == Device::Cuda;
-  if (gpu_blocks == 0)
-    fail(
-        "not one layer's attention fits the {} budget with its KV cache; raise --vram-budget or "
-        "lower -c",
-        size_text(static_cast<double>(choice.budget)));
-  return p;
-}
-
-// A saved plan (strata plan --vram-budget -o) run on a device: checked against the model, the
-// RAM budget, and the device's budget with what the session holds beside the plan.
-PlacementPlan saved_device_plan(const Model& model, const Inventory& inv, const RunRequest& r,
-                                const DeviceChoice& choice) {
-  PlacementPlan p = plan_from_json(*r.plan, inv);
-  cpu_layers_whole(p);
-  p.costs = r.costs;
-  const uint64_t held = evaluate(p, inv, r.costs).vram_bytes;
-  const uint64_t aside = bytes_beside_the_plan(model, inv, choice.kind);
-  if (choice.budget > 0 && held + aside > choice.budget)
-    fail(
-        "the plan holds {} on the GPU and the session {} beside it, more than the {} budget; "
-        "plan again for this budget (strata plan --vram-budget)",
-        size_text(static_cast<double>(held)), size_text(static_cast<double>(aside)),
-        size_text(static_cast<double>(choice.budget)));
-  p.budgets = {r.budgets.ram, held};
-  check_budgets(p, inv);  // RAM, and the plan's own consistency
-  p.budgets.vram = choice.budget;
-  return p;
-}
-
-// -ngl N of the model's layers (llama.cpp's count): the last N on the device whole, the first
-// ones and the output head on the CPU. Fails naming the sizes when they do not fit.
-PlacementPlan plan_gpu_layers(const Model& model, const Inventory& inv, const RunRequest& r,
-                              const DeviceChoice& choice) {
-  PlacementPlan p = plan_whole_gpu(inv, {r.budgets.ram, choice.budget}, r.costs);
-  p.solver = fmt::format("-ngl {}", choice.gpu_layers);
-  p.output = Device::Host;
-  const int64_t first_gpu = model.config.n_layer - choice.gpu_layers;
-  for (int64_t l = 0; l < first_gpu; ++l) {
-    p.layers[static_cast<size_t>(l)].attention = Device::Host;
-    p.layers[static_cast<size_t>(l)].vram.clear();
-  }
-  // What the plan places, plus what the session holds beside it.
-  const uint64_t need =
-      evaluate(p, inv, r.costs).vram_bytes + bytes_beside_the_plan(model, inv, choice.kind);
-  if (choice.budget > 0 && need > choice.budget)
-    fail("-ngl {}: those layers need {} on the GPU, more than the {} budget; lower -ngl or -c",
-         choice.gpu_layers, size_text(static_cast<double>(need)),
-         size_text(static_cast<double>(choice.budget)));
-  return p;
 }
 
 }  // namespace
@@ -266,46 +87,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   if (model.weights.bundled && r.costs.flash_neuron_s <= 0)
     r.costs.flash_neuron_s = flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.storage, 16);
   if (gpu_asked) {
-    const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
-                              r.profile, r.logits_rows, r.n_seq};
-    const Inventory inv = take_inventory(model, ir);
-    const DeviceFacts facts = device_facts(model, inv, r);
-    run.device = choose_device(r.device, facts);
-    if (run.device.kind == DeviceKind::Cuda && !r.vram_bandwidth_given &&
-        facts.gpu_peak_bytes_per_s > 0)
-      r.costs.vram_bytes_per_s = kReadShareOfPeak * facts.gpu_peak_bytes_per_s;
-    if (!run.device.note.empty()) run.notes.push_back(run.device.note);
-    if (run.device.kind != DeviceKind::Cpu && r.plan != nullptr &&
-        !uses_device(plan_from_json(*r.plan, inv))) {
-      run.device = {};
-      run.notes.push_back("note: the plan places nothing on the GPU; running on the CPU");
-    }
-    if (run.device.kind != DeviceKind::Cpu) {
-      run.inventory = inv;
-      if (r.plan != nullptr) {
-        // The saved plan decides, as the solver would have: a split between the devices.
-        run.plan = saved_device_plan(model, inv, r, run.device);
-        run.device.split = true;
-        run.device.gpu_layers = 0;
-        apply_device_plan(run.plan, run.session);
-      } else if (run.device.gpu_layers > 0) {
-        run.plan = plan_gpu_layers(model, inv, r, run.device);
-        for (const LayerPlan& l : run.plan.layers)
-          run.session.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
-        run.session.output_on_host = true;
-      } else if (run.device.split) {
-        run.plan = plan_split(model, inv, r, run.device);
-        apply_device_plan(run.plan, run.session);
-      } else {
-        run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
-      }
-      if (run.device.split && r.lookahead)
-        run.notes.push_back(
-            "note: --lookahead reads ahead for a flash tier that computes alone; below a GPU's "
-            "part it does nothing");
-      run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
-      return run;
-    }
+    if (plan_on_device(model, r, run)) return run;
     if (!r.kv_types_given) {  // back on the CPU: its default cache
       r.k_type = r.v_type = DType::F32;
       run.session = base_options(r);
@@ -331,7 +113,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
       const uint64_t aside = bytes_beside_the_plan(model, run.inventory, DeviceKind::Cuda);
       solving.budgets.vram = r.budgets.vram > aside ? r.budgets.vram - aside : 1;
     }
-    run.plan = solve(run.inventory, solving, model.weights.bundled);
+    run.plan = solve_run(run.inventory, solving, model.weights.bundled);
     run.plan.budgets = r.budgets;
     if (r.allow_vram) cpu_layers_whole(run.plan);
     if (!r.allow_vram) refuse_vram(run.plan);

@@ -134,22 +134,31 @@ TEST_F(SplitFfn, AllOrNoneOfTheNeuronsOnTheDeviceIsTheUnsplitFfnBitForBit) {
   }
 }
 
+// A server's batch: two sequences' tokens in one batch, each token's logits kept.
+std::vector<float> two_sequences(const Model& m, Backend& be, SessionOptions o) {
+  o.n_seq = 2;
+  Session s(m, 32, be, o);
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < kPrompt.size(); ++i)
+    batch.push_back({kPrompt[i], static_cast<int32_t>(i % 2), true});
+  const auto l = s.decode(batch);
+  return std::vector<float>(l.begin(), l.end());
+}
+
+// In RAM and over three tiers (a bundled model, caches of 64 slots).
 TEST_F(SplitFfn, BatchesOfSequencesSplitAsTheyComputeAlone) {
-  auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
-  auto batched = [&](Backend& be, bool on_device) {
+  const std::string path = sparse_tiny_model(DType::Q4_0, FfnActivation::ReGLU, 5);
+  for (bool bundle : {false, true}) {
+    auto m = Model::load(bundle ? bundled_model(path) : path, false);
     SessionOptions o{FfnMode::Predict};
     o.vram_neurons = every(*m, 2, 1);
-    o.n_seq = 2;
-    if (on_device) o.host_backend = &cpu;
-    Session s(*m, 32, be, o);
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < kPrompt.size(); ++i)
-      batch.push_back({kPrompt[i], static_cast<int32_t>(i % 2), true});
-    const auto l = s.decode(batch);
-    return std::vector<float>(l.begin(), l.end());
-  };
-  ReferenceDevice dev;
-  EXPECT_EQ(batched(dev, true), batched(cpu, false));
+    if (bundle) o.cache_neurons = 64;
+    SessionOptions on_dev = o;
+    on_dev.host_backend = &cpu;
+    ReferenceDevice dev;
+    EXPECT_EQ(two_sequences(*m, dev, on_dev), two_sequences(*m, cpu, o))
+        << (bundle ? "three tiers" : "in RAM");
+  }
 }
 
 TEST_F(SplitFfn, CountsWhereEachActivationWasComputed) {
@@ -592,27 +601,6 @@ TEST_F(SplitFfn, TheReportCountsTheLayersOnTheCpu) {
   EXPECT_GE(t.link_bytes, 2 * residual) << "to the CPU's layer and back";
   EXPECT_EQ(s.split_device_pairs() + s.split_ram_pairs(),
             s.ffn_stats()[0].computed + on_cpu.computed + s.ffn_stats()[2].computed);
-}
-
-// A server's batch of two sequences over three tiers computes as each would alone.
-TEST_F(SplitFfn, BatchesOfSequencesOverThreeTiersSplitAsTheyComputeAlone) {
-  auto flash =
-      Model::load(bundled_model(sparse_tiny_model(DType::Q4_0, FfnActivation::ReGLU, 5)), false);
-  auto batched = [&](Backend& be, bool on_device) {
-    SessionOptions o{FfnMode::Predict};
-    o.vram_neurons = every(*flash, 2, 1);
-    o.cache_neurons = 64;
-    o.n_seq = 2;
-    if (on_device) o.host_backend = &cpu;
-    Session s(*flash, 32, be, o);
-    std::vector<BatchToken> batch;
-    for (size_t i = 0; i < kPrompt.size(); ++i)
-      batch.push_back({kPrompt[i], static_cast<int32_t>(i % 2), true});
-    const auto l = s.decode(batch);
-    return std::vector<float>(l.begin(), l.end());
-  };
-  ReferenceDevice dev;
-  EXPECT_EQ(batched(dev, true), batched(cpu, false));
 }
 
 }  // namespace

@@ -68,7 +68,7 @@ if [ "$what" = all ] || [ "$what" = tsan ]; then
   cmake --build build-tsan -j "$jobs" --target strata_tests >/dev/null
   step "tsan: threaded tests"
   build-tsan/tests/strata_tests \
-    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*'
+    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*'
 fi
 step "done"
 cd "$root"

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "runtime/planned_session.h"
 #include "runtime/session.h"
+#include "split_testing.h"
 #include "tensor/kquants.h"
 #include "test_helpers.h"
 
@@ -165,14 +166,6 @@ TEST_F(CudaSession, OneBillionShapeModelsAreWithinTolerance) {
   EXPECT_GT(seen, 0) << "no cmp-*.gguf in " << dir;
 }
 
-// Every third neuron of each layer on the GPU (a split that cuts every bucket of ids).
-std::vector<std::vector<int32_t>> every_third(const Model& m) {
-  std::vector<std::vector<int32_t>> v(static_cast<size_t>(m.config.n_layer));
-  for (auto& l : v)
-    for (int32_t i = 0; i < m.config.n_ff; i += 3) l.push_back(i);
-  return v;
-}
-
 // PowerInfer's hybrid: hot neurons on the GPU, the rest computed by the CPU at the same time,
 // from RAM or (bundled) from evicting RAM caches in front of flash; against the same split on
 // the CPU alone, and the same bits on every run.
@@ -183,7 +176,7 @@ TEST_F(CudaSession, SplitFfnIsWithinToleranceOfTheCpu) {
     for (bool bundle : {false, true}) {
       auto m = load(bundle ? strata::testing::bundled_model(path) : path);
       SessionOptions o{FfnMode::Predict};
-      o.vram_neurons = every_third(*m);
+      o.vram_neurons = split_testing::every(*m, 3);  // cuts every bucket of ids
       if (bundle) o.cache_neurons = m->config.n_ff / 4, o.window = 2;
       CpuBackend cpu(pool);
       SessionOptions on_gpu = o;

@@ -58,7 +58,10 @@ class FfnStore {
   struct RowTypes {
     DType gate, up;
   };
-  virtual RowTypes row_types(int64_t layer) const = 0;
+  RowTypes row_types(int64_t layer) const {
+    const NeuronRowShapes s = row_shapes(layer);
+    return {s.has_gate ? s.gate.type : s.up.type, s.up.type};
+  }
   // Starts serving `list` for layer `layer` to a batch whose last token is number `token`.
   virtual void begin(int64_t layer, NeuronList& list, int64_t token) = 0;
   // The next segment; false when every neuron of the list has been served. A segment's rows
@@ -87,10 +90,6 @@ class RamFfnStore final : public FfnStore {
  public:
   explicit RamFfnStore(std::span<const RamFfnLayer> layers) : layers_(layers) {}
   const char* name() const override { return "ram"; }
-  RowTypes row_types(int64_t layer) const override {
-    const RamFfnLayer& l = layers_[static_cast<size_t>(layer)];
-    return {l.gate.data != nullptr ? l.gate.type : l.up.type, l.up.type};
-  }
   void begin(int64_t layer, NeuronList& list, int64_t) override {
     layer_ = layer;
     list_ = list;

@@ -35,7 +35,6 @@ class FlashFfnStore final : public FfnStore {
   ~FlashFfnStore() override;
 
   const char* name() const override { return "flash"; }
-  RowTypes row_types(int64_t) const override { return {layout_.type, layout_.type}; }
   void begin(int64_t layer, NeuronList& list, int64_t token) override;
   bool next(FfnSegment& segment) override;
   void refine(FfnSegment& segment, std::span<const int32_t> active) override;

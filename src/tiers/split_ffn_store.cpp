@@ -83,10 +83,6 @@ void SplitFfnStore::copy_layer(int64_t layer, const std::vector<int32_t>& ids, D
   }
 }
 
-FfnStore::RowTypes SplitFfnStore::row_types(int64_t layer) const {
-  return below_.row_types(layer);
-}
-
 void SplitFfnStore::begin(int64_t layer, NeuronList& list, int64_t token) {
   layer_ = layer;
   list_ = list;

@@ -30,7 +30,6 @@ class SplitFfnStore final : public FfnStore {
   SplitFfnStore& operator=(const SplitFfnStore&) = delete;
 
   const char* name() const override { return "vram+below"; }
-  RowTypes row_types(int64_t layer) const override;
   void begin(int64_t layer, NeuronList& list, int64_t token) override;
   bool next(FfnSegment& segment) override;
   void refine(FfnSegment& segment, std::span<const int32_t> active) override;

@@ -30,8 +30,9 @@ step() {  # step NAME: prints how long the previous step took
 configure() {  # configure DIR SANITIZERS [more cmake args]
   dir=$1 san=$2
   shift 2
-  CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DSTRATA_SANITIZE="$san" -DSTRATA_BUILD_BENCH=OFF -DSTRATA_CUDA=OFF "$@" >/dev/null
+  CC=clang-14 CXX=clang++-14 scripts/cmake_configure.sh "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DSTRATA_SANITIZE="$san" -DSTRATA_BUILD_BENCH=OFF -DSTRATA_CUDA=OFF \
+    -DSTRATA_WERROR="${STRATA_WERROR:-OFF}" "$@"
 }
 
 # Tests whose measure means nothing under a sanitizer, by name, with the reason:
@@ -42,7 +43,7 @@ excluded='^AnonymousMemory\.PopulatedMemoryIsZeroAndWritesNeedNoPageFaults$'
 if [ "$what" = all ] || [ "$what" = asan ]; then
   step "asan+ubsan: build"
   configure build-asan address,undefined -DSTRATA_FUZZ=ON
-  cmake --build build-asan -j "$jobs" >/dev/null
+  scripts/build.sh build-asan
   step "asan+ubsan: unit tests"
   (cd build-asan && ctest -j "$jobs" -L unit -E "$excluded" --output-on-failure)
   step "asan+ubsan: CLI error script"
@@ -65,7 +66,7 @@ fi
 if [ "$what" = all ] || [ "$what" = tsan ]; then
   step "tsan: build"
   configure build-tsan thread
-  cmake --build build-tsan -j "$jobs" --target strata_tests >/dev/null
+  scripts/build.sh build-tsan strata_tests
   step "tsan: threaded tests"
   build-tsan/tests/strata_tests \
     --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*'

@@ -186,7 +186,7 @@ TEST(BatchScheduler, SeededSamplingIsReproduciblePerRequestAndChoicesDiffer) {
   // The same request alone, and beside others with n = 3 choices.
   const auto first = batched(sched, {prompt}, p)[0];
   auto noise = test_prompts(*m->tokenizer);
-  noise.insert(noise.begin() + 2, prompt);
+  noise.at(2) = prompt;  // the third of seven
   const auto again = batched(sched, noise, p)[2];
   EXPECT_EQ(first.text, again.text);
   auto job = sched.submit({prompt, p, 3});

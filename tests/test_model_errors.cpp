@@ -14,11 +14,11 @@ using strata::testing::temp_file;
 
 // Copies a valid tiny model, letting `edit` change metadata and drop/reshape/retype tensors.
 struct Edit {
-  std::string set_key, set_value;
-  std::string drop_tensor;
-  std::string reshape_tensor;
-  std::string retype_tensor;  // declared as Q5_0 (unsupported), bytes sized to match
-  std::string u32_key;        // set to u32_value
+  std::string set_key{}, set_value{};
+  std::string drop_tensor{};
+  std::string reshape_tensor{};
+  std::string retype_tensor{};  // declared as Q5_0 (unsupported), bytes sized to match
+  std::string u32_key{};        // set to u32_value
   uint32_t u32_value = 0;
 };
 

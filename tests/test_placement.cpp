@@ -4,6 +4,8 @@
 // budgets as hard limits, and plans saved and read back.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -233,8 +235,9 @@ TEST(Placement, NeuronsGoToVramOnlyWithTheirLayersAttention) {
       for (const LayerPlan& l : p.layers) {
         on_gpu += l.attention == Device::Cuda;
         neurons += l.vram.size();
-        if (l.attention != Device::Cuda)
+        if (l.attention != Device::Cuda) {
           EXPECT_TRUE(l.vram.empty()) << (ilp ? "ilp" : "greedy") << (bundled ? " bundled" : "");
+        }
       }
       EXPECT_GT(on_gpu, 0u) << (ilp ? "ilp" : "greedy");
       EXPECT_LT(on_gpu, inv.layers.size()) << "the budget holds some layers' blocks only";

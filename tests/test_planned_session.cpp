@@ -3,6 +3,8 @@
 // bit, plans saved and read back run the same, and the transfer queue keeps order and errors.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <atomic>
 #include <stdexcept>
 

@@ -43,6 +43,13 @@ TEST(QuantRecipe, TensorRolesFromNames) {
   EXPECT_EQ(classify_tensor("blk.3.fc2.weight", 2).role, TensorRole::Predictor);
   EXPECT_EQ(classify_tensor("output.weight", 2).role, TensorRole::Output);
   EXPECT_EQ(classify_tensor("blk.0.attn_norm.weight", 1).role, TensorRole::Vector);
+  EXPECT_EQ(classify_tensor("blk.12.ffn_up.weight", 2).layer, 12);
+  // Not layer names: no digits, a sign, no dot after the number, a number past int.
+  for (const char* name : {"blk..attn_q.weight", "blk.-1.attn_q.weight", "blk.3attn_q.weight",
+                           "blk.3", "blk.99999999999.attn_q.weight", "xblk.3.attn_q.weight"}) {
+    EXPECT_EQ(classify_tensor(name, 2).layer, -1) << name;
+    EXPECT_EQ(classify_tensor(name, 2).role, TensorRole::Other) << name;
+  }
 }
 
 // Q4_K_M on a 32-layer model: attn_v and ffn_down Q6_K on llama.cpp's "more bits" layers (the

@@ -159,7 +159,9 @@ TEST_F(ServerSoak, NormalClientsAreServedInTimeAmongBadOnesAndNothingLeaks) {
   std::this_thread::sleep_for(1500ms);
   const double rss_after = rss_mib();
   std::printf("soak: RSS %.1f MiB before, %.1f MiB after\n", rss_before, rss_after);
-  if (!kSanitized) EXPECT_LT(rss_after - rss_before, 32.0);
+  if (!kSanitized) {
+    EXPECT_LT(rss_after - rss_before, 32.0);
+  }
 }
 
 }  // namespace

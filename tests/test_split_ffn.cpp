@@ -7,6 +7,8 @@
 // model's rest from its RAM caches and flash): test_three_tiers.cpp.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <vector>
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <queue>
+#include <string_view>
 
 #include "core/error.h"
 #include "model/tokenizer.h"
@@ -67,9 +68,17 @@ class SpmTokenizer : public Tokenizer {
   std::string token_bytes(int32_t id) const override {
     if (types_[id] == TokenType::Byte)
       return std::string(1, static_cast<char>(byte_values_.at(id)));
-    std::string s = tokens_[id];
-    for (size_t pos = 0; (pos = s.find(kSpaceMark, pos)) != std::string::npos;)
-      s.replace(pos, kSpaceMark.size(), " ");
+    // The piece with each space mark (U+2581) as a space, built by appending rather than
+    // replacing in place (GCC 12 warns -Wrestrict falsely on string::replace here).
+    const std::string_view piece = tokens_[id];
+    std::string s;
+    s.reserve(piece.size());
+    size_t from = 0;
+    for (size_t pos; (pos = piece.find(kSpaceMark, from)) != std::string_view::npos;) {
+      s.append(piece.substr(from, pos - from)).push_back(' ');
+      from = pos + kSpaceMark.size();
+    }
+    s.append(piece.substr(from));
     return s;
   }
 

@@ -2,7 +2,8 @@
 
 #include <array>
 #include <cctype>
-#include <regex>
+#include <charconv>
+#include <string_view>
 
 #include "tensor/kquants.h"
 
@@ -126,19 +127,33 @@ DType quant_recipe_base(QuantRecipe r) {
   return info(r).base;
 }
 
+namespace {
+
+// "blk.N.rest" as the layer N and the rest of the name; false for any other name, and for an N
+// that does not fit an int. (A parser, not std::regex: the regex cost 4 s of compile time.)
+bool split_layer_name(std::string_view name, int& layer, std::string_view& rest) {
+  constexpr std::string_view kPrefix = "blk.";
+  if (!name.starts_with(kPrefix)) return false;
+  name.remove_prefix(kPrefix.size());
+  if (name.empty() || !std::isdigit(static_cast<unsigned char>(name.front()))) return false;
+  const char* end = name.data() + name.size();
+  const auto [digits_end, ec] = std::from_chars(name.data(), end, layer);
+  if (ec != std::errc() || digits_end == end || *digits_end != '.') return false;
+  rest = std::string_view(digits_end + 1, static_cast<size_t>(end - digits_end - 1));
+  return true;
+}
+
+}  // namespace
+
 TensorName classify_tensor(const std::string& name, size_t n_dims) {
-  static const std::regex layer_re(R"(^blk\.(\d+)\.(.*)$)");
   TensorName t;
   if (n_dims < 2) {
     t.role = TensorRole::Vector;
     return t;
   }
-  std::smatch m;
-  std::string rest = name;
-  if (std::regex_match(name, m, layer_re)) {
-    t.layer = std::stoi(m[1].str());
-    rest = m[2].str();
-  }
+  std::string_view rest = name;
+  int layer = -1;
+  if (split_layer_name(name, layer, rest)) t.layer = layer;
   struct Suffix {
     const char* name;
     TensorRole role;

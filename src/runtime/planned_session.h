@@ -5,7 +5,7 @@
 // one place where a run's placement is decided; the CLI parses flags and prints the result.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 

@@ -41,7 +41,7 @@ struct SessionOptions {
   // cache_slots, one per layer, when the plan gives each layer its own), the window in tokens,
   // and where bundles are read from (null: the model file, direct I/O).
   int64_t cache_neurons = 0;
-  std::vector<int64_t> cache_slots;
+  std::vector<int64_t> cache_slots{};
   int window = 5;
   BundleSource* source = nullptr;
   // Threads that issue bundle reads (each blocks in pread): the number of reads in flight.
@@ -59,7 +59,7 @@ struct SessionOptions {
   // 23% fewer bytes but decoded 20% slower.
   bool split_reads = false;
   // Bundled models: per layer, neurons to pin in the cache (sorted); empty: none.
-  std::vector<std::vector<int32_t>> pinned;
+  std::vector<std::vector<int32_t>> pinned{};
   // Element types of the KV cache (llama.cpp's -ctk / -ctv): F32 or F16.
   DType k_type = DType::F32, v_type = DType::F32;
   // Sequences the session holds at once (a server's slots, llama.cpp's -np), each with its own
@@ -69,13 +69,13 @@ struct SessionOptions {
   // the session's device (ascending ids), the rest computed from RAM by `host_backend` (the CPU
   // backend; required when the session's backend is a device) at the same time. Empty: no
   // split.
-  std::vector<std::vector<int32_t>> vram_neurons;
+  std::vector<std::vector<int32_t>> vram_neurons{};
   Backend* host_backend = nullptr;
   // Layers computed wholly on the CPU (`host_backend`: their attention, KV cache, predictor and
   // FFN) while the rest run on the session's device, the residual stream moving between them
   // (the plan's attention blocks on the CPU): 1 per such layer; empty: none. `output_on_host`:
   // the output head too.
-  std::vector<uint8_t> host_layers;
+  std::vector<uint8_t> host_layers{};
   bool output_on_host = false;
 };
 

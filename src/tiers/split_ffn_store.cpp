@@ -11,7 +11,7 @@ namespace strata {
 SplitFfnStore::SplitFfnStore(Backend& device, FfnStore& below,
                              const std::vector<std::vector<int32_t>>& vram, int64_t n_ff,
                              int64_t max_tokens)
-    : device_(device), below_(below), n_ff_(n_ff) {
+    : device_(device), below_(below) {
   try {
     for (size_t l = 0; l < vram.size(); ++l) {
       DeviceLayer d;

@@ -65,7 +65,6 @@ class SplitFfnStore final : public FfnStore {
 
   Backend& device_;
   FfnStore& below_;
-  int64_t n_ff_;
   std::vector<DeviceLayer> layers_;
   std::vector<Buffer> buffers_;
   Buffer slots_;  // the device part's slots, [n_ff] int32 in the device's memory

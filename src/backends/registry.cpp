@@ -7,7 +7,7 @@
 namespace strata {
 
 std::vector<std::string> backend_names() {
-  return {"cpu", "cpu-scalar", "reference-device", "cuda"};
+  return {"cpu", "cpu-scalar", "reference-device", "cuda-emu", "cuda"};
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& name, ThreadPool& pool,
@@ -19,6 +19,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name, ThreadPool& pool,
     return std::make_unique<CpuBackend>(pool, scalar);
   }
   if (name == "reference-device") return std::make_unique<ReferenceDevice>();
+  if (name == "cuda-emu") return make_cuda_emu_backend({});
   if (name == "cuda") {
     if (cuda_device_count() > 0) return make_cuda_backend({});
     *why_not = cuda_unavailable_reason();

@@ -2,8 +2,9 @@
 // device: the CPU backend with this CPU's kernels ("cpu") and with the scalar reference kernels
 // ("cpu-scalar", a second CPU implementation the harness holds to the same contract), the
 // reference device ("reference-device": its own memory and queue, as a GPU;
-// backends/refdev/reference_device.h) and the CUDA backend ("cuda"), present where the build
-// has it and the machine a GPU.
+// backends/refdev/reference_device.h), the CUDA backend on the emulated GPU ("cuda-emu": its
+// kernels and host code run on the CPU, in every build) and the CUDA backend ("cuda"), present
+// where the build has it and the machine a GPU.
 #pragma once
 
 #include <memory>

@@ -3,15 +3,19 @@
 // the other types converted to f16 a chunk of rows at a time, F32 by SGEMM), the kernels of
 // launch.h for the rest. Ops are queued on the stream; select_union waits for its count,
 // download for its bytes, synchronize for everything.
+//
+// Built twice (cuda_api.h): against the CUDA runtime and cuBLAS for a GPU, and with
+// STRATA_CUDA_EMU against the emulator (emu/), where the same code registers as "cuda-emu".
 #include "backends/cuda/cuda_backend.h"
 
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
+#include <cstdlib>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -20,20 +24,25 @@
 #include "core/error.h"
 #include "tensor/quantize.h"
 
-namespace strata {
+#if !defined(STRATA_CUDA_EMU)
+#include <dlfcn.h>
+#endif
 
-namespace cuda {
+namespace strata::STRATA_CUDA_NS {
+
+CudaDeviceInfo device_info(int device);
 
 void kernel_failure(const std::string& message) {
   throw Error(message);
 }
 
-void check_launch(const char* what) {
-  const cudaError_t e = cudaGetLastError();
+void check_launch(const char* what, cudaStream_t stream) {
+  cudaError_t e = cudaGetLastError();
+  const char* sync = std::getenv("STRATA_CUDA_SYNC");
+  if (e == cudaSuccess && sync != nullptr && std::string_view(sync) == "1")
+    e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) kernel_failure(fmt::format("CUDA {}: {}", what, cudaGetErrorString(e)));
 }
-
-}  // namespace cuda
 
 namespace {
 
@@ -61,6 +70,10 @@ struct Cublas {
 };
 
 const Cublas& cublas() {
+#if defined(STRATA_CUDA_EMU)
+  static const Cublas api{&cublasCreate_v2, &cublasDestroy_v2, &cublasSetStream_v2,
+                          &cublasSetWorkspace_v2, &cublasSgemm_v2, &cublasGemmEx};
+#else
   static const Cublas api = [] {
     void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) lib = dlopen("libcublas.so", RTLD_NOW | RTLD_LOCAL);
@@ -79,6 +92,7 @@ const Cublas& cublas() {
     a.gemm_ex = reinterpret_cast<decltype(a.gemm_ex)>(symbol("cublasGemmEx"));
     return a;
   }();
+#endif
   return api;
 }
 
@@ -95,8 +109,14 @@ constexpr uint64_t kCounts = 64;
 // What the CUDA context and cuBLAS's handle take outside the allocator, kept free.
 constexpr uint64_t kContextReserve = uint64_t{512} << 20;
 // Batches above this many tokens multiply through cuBLAS.
-constexpr int64_t kGemmMinTokens = cuda::kTile + 1;
+constexpr int64_t kGemmMinTokens = kTile + 1;
 constexpr size_t kEvents = 4096;  // recorded points kept (a ring)
+constexpr uint64_t kStagingBytes = uint64_t{4} << 20;  // a pinned upload buffer (two of them)
+#if defined(STRATA_CUDA_EMU)
+constexpr const char* kName = "cuda-emu";
+#else
+constexpr const char* kName = "cuda";
+#endif
 
 class CudaPrepared final : public PreparedRows {
  public:
@@ -105,52 +125,30 @@ class CudaPrepared final : public PreparedRows {
   int64_t dim = 0, n = 0;
 };
 
-cuda::Rows rows_of(const MatrixView& w, const char* op) {
+Rows rows_of(const MatrixView& w, const char* op) {
   if (w.device != Device::Cuda) fail("CUDA {}: a weight in {} memory", op, device_name(w.device));
   if (w.layout != Layout::Rows) fail("CUDA {}: the CUDA kernels read weights in rows", op);
   if (!cuda_math::cuda_weight_type(w.type))
     fail("the CUDA backend has no kernels for {} weights", dtype_name(w.type));
-  return cuda::Rows{w.type, w.data, w.rows, w.cols, w.row_bytes};
+  return Rows{w.type, w.data, w.rows, w.cols, w.row_bytes};
 }
 
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaOptions& o) {
-    check(cudaSetDevice(o.device), "cudaSetDevice");
-    info_ = cuda_device_info(o.device);
-    const uint64_t usable =
-        info_.free_bytes > kContextReserve ? info_.free_bytes - kContextReserve : 0;
-    if (o.budget > usable)
-      fail("--vram-budget {} is more than the {} that {} has free", mib(o.budget), mib(usable),
-           info_.name);
-    budget_ = o.budget > 0 ? o.budget : usable;
-    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cublas().create(&blas_), "cublasCreate");
-    check(cublas().set_stream(blas_, stream_), "cublasSetStream");
-    axpy_scratch_ = allocate(kAxpyScratch, "the CUDA backend's axpy scratch");
-    half_x_ = allocate(kHalfActivations, "the CUDA backend's f16 activations");
-    half_w_ = allocate(kHalfWeights, "the CUDA backend's f16 weight rows");
-    blas_workspace_ = allocate(kCublasWorkspace, "cuBLAS's workspace");
-    counts_ = allocate(kCounts, "the CUDA backend's counters");
-    check(cublas().set_workspace(blas_, blas_workspace_.data, blas_workspace_.bytes),
-          "cublasSetWorkspace");
-    check(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), kCounts), "cudaMallocHost");
-    events_.resize(kEvents);
-    for (cudaEvent_t& e : events_) check(cudaEventCreate(&e), "cudaEventCreate");
+    try {
+      acquire(o);
+    } catch (...) {
+      free_all();  // what was made before the failure (a budget below the scratch, ...)
+      throw;
+    }
   }
 
-  ~CudaBackend() override {
-    cudaStreamSynchronize(stream_);
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
-    cudaFreeHost(host_counts_);
-    cublas().destroy(blas_);
-    for (const auto& [p, bytes] : blocks_) cudaFree(p);
-    cudaStreamDestroy(stream_);
-  }
+  ~CudaBackend() override { free_all(); }
 
   Device device() const override { return Device::Cuda; }
   std::string name() const override {
-    return fmt::format("cuda {} (sm_{}{}, {} free of {}), budget {}", info_.name, info_.major,
+    return fmt::format("{} {} (sm_{}{}, {} free of {}), budget {}", kName, info_.name, info_.major,
                        info_.minor, mib(info_.free_bytes), mib(info_.total_bytes), mib(budget_));
   }
 
@@ -187,9 +185,20 @@ class CudaBackend final : public Backend {
   }
 
   void upload(void* dst, const void* host, uint64_t bytes) override {
-    // From pageable memory the copy is staged before the call returns: `host` may be reused.
-    if (bytes > 0)
-      check(cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+    // `host` may be reused when this returns (the interface's contract), which CUDA does not
+    // promise for a copy from pageable memory: the bytes go through pinned staging buffers,
+    // each reused once the copy queued from it has run.
+    const auto* from = static_cast<const uint8_t*>(host);
+    auto* to = static_cast<uint8_t*>(dst);
+    for (uint64_t done = 0; done < bytes;) {
+      const uint64_t n = std::min(kStagingBytes, bytes - done);
+      Staging& s = staging_[next_staging_++ % staging_.size()];
+      check(cudaEventSynchronize(s.copied), "upload");
+      std::memcpy(s.bytes, from + done, n);
+      check(cudaMemcpyAsync(to + done, s.bytes, n, cudaMemcpyHostToDevice, stream_), "upload");
+      check(cudaEventRecord(s.copied, stream_), "upload");
+      done += n;
+    }
   }
 
   void download(void* host, const void* src, uint64_t bytes) override {
@@ -217,20 +226,20 @@ class CudaBackend final : public Backend {
 
   void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                 float eps) override {
-    cuda::launch_rms_norm(x, weight, out, n, dim, eps, stream_);
+    launch_rms_norm(x, weight, out, n, dim, eps, stream_);
   }
 
   void matmul(std::span<const RowsJob> jobs, const PreparedRows& xp) override {
     const auto& x = static_cast<const CudaPrepared&>(xp);
     bool halved = false;  // x as f16, made once for the jobs that need it
     for (const RowsJob& j : jobs) {
-      const cuda::Rows w = rows_of(*j.w, "matmul");
+      const Rows w = rows_of(*j.w, "matmul");
       if (w.cols != x.dim) fail("CUDA matmul: rows of {} values, activations of {}", w.cols, x.dim);
       if (x.n >= kGemmMinTokens && fits_gemm(w, x)) {
         gemm(w, x, j.y, j.y_stride, halved);
         continue;
       }
-      cuda::launch_products(w, nullptr, w.rows, x.x, x.n, nullptr, 0, j.y, j.y_stride, stream_);
+      launch_products(w, nullptr, w.rows, x.x, x.n, nullptr, 0, j.y, j.y_stride, stream_);
     }
   }
 
@@ -238,8 +247,8 @@ class CudaBackend final : public Backend {
               const uint8_t* need, int64_t need_stride) override {
     const auto& x = static_cast<const CudaPrepared&>(xp);
     for (const RowsJob& j : jobs) {
-      const cuda::Rows w = rows_of(*j.w, "gather");
-      cuda::launch_products(w, rows.data(), static_cast<int64_t>(rows.size()), x.x, x.n, need,
+      const Rows w = rows_of(*j.w, "gather");
+      launch_products(w, rows.data(), static_cast<int64_t>(rows.size()), x.x, x.n, need,
                             need_stride, j.y, j.y_stride, stream_);
     }
   }
@@ -248,16 +257,16 @@ class CudaBackend final : public Backend {
             int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons,
             int64_t id_bound) override {
     // Rows that are slots (a VRAM store) carry their neuron ids, which fix the buckets.
-    cuda::launch_axpy(rows_of(wt, "axpy"), rows.data(), neurons.empty() ? nullptr : neurons.data(),
+    launch_axpy(rows_of(wt, "axpy"), rows.data(), neurons.empty() ? nullptr : neurons.data(),
                       id_bound, static_cast<int64_t>(rows.size()), c, c_stride, n, out, out_stride,
                       reinterpret_cast<float*>(axpy_scratch_.data), axpy_scratch_.bytes, stream_);
   }
 
   void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
                       const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) override {
-    for (int64_t t0 = 0; t0 < n; t0 += cuda::kMaxPlaces) {
-      const int64_t m = std::min<int64_t>(cuda::kMaxPlaces, n - t0);
-      cuda::launch_rope_store(q + t0 * s.q_dim(), k + t0 * s.kv_dim(), v + t0 * s.kv_dim(), m,
+    for (int64_t t0 = 0; t0 < n; t0 += kMaxPlaces) {
+      const int64_t m = std::min<int64_t>(kMaxPlaces, n - t0);
+      launch_rope_store(q + t0 * s.q_dim(), k + t0 * s.kv_dim(), v + t0 * s.kv_dim(), m,
                               static_cast<int>(s.n_head), static_cast<int>(s.n_head_kv),
                               static_cast<int>(s.head_dim), rope.cos + t0 * rope.half,
                               rope.sin + t0 * rope.half, static_cast<int>(rope.half), kv.k, kv.v,
@@ -268,9 +277,9 @@ class CudaBackend final : public Backend {
 
   void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
                  const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) override {
-    for (int64_t t0 = 0; t0 < n; t0 += cuda::kMaxPlaces) {
-      const int64_t m = std::min<int64_t>(cuda::kMaxPlaces, n - t0);
-      cuda::launch_attention(q + t0 * s.q_dim(), m, static_cast<int>(s.n_head),
+    for (int64_t t0 = 0; t0 < n; t0 += kMaxPlaces) {
+      const int64_t m = std::min<int64_t>(kMaxPlaces, n - t0);
+      launch_attention(q + t0 * s.q_dim(), m, static_cast<int>(s.n_head),
                              static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), kv.k,
                              kv.v, kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
                              places(at, t0, m), n_ctx, scores + t0 * s.n_head * n_ctx,
@@ -280,19 +289,19 @@ class CudaBackend final : public Backend {
 
   void activation(FfnActivation act, const float* gate, const float* up, float* h,
                   int64_t count) override {
-    cuda::launch_activation(act, ffn_has_gate(act) ? gate : nullptr, up, h, count, stream_);
+    launch_activation(act, ffn_has_gate(act) ? gate : nullptr, up, h, count, stream_);
   }
-  void relu(float* x, int64_t count) override { cuda::launch_relu(x, count, stream_); }
+  void relu(float* x, int64_t count) override { launch_relu(x, count, stream_); }
   void threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
                  int64_t count) override {
-    cuda::launch_threshold(scores, threshold, strict, mask, count, stream_);
+    launch_threshold(scores, threshold, strict, mask, count, stream_);
   }
 
   int64_t select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids, uint8_t* need,
                        uint64_t* selected) override {
     auto* counts = reinterpret_cast<int64_t*>(counts_.data);
     check(cudaMemsetAsync(counts, 0, 2 * sizeof(int64_t), stream_), "cudaMemset");
-    cuda::launch_select_union(mask, n, ff, ids, need, counts, stream_);
+    launch_select_union(mask, n, ff, ids, need, counts, stream_);
     check(
         cudaMemcpyAsync(host_counts_, counts, 2 * sizeof(int64_t), cudaMemcpyDeviceToHost, stream_),
         "select_union");
@@ -303,17 +312,17 @@ class CudaBackend final : public Backend {
 
   void select_columns(const float* full, std::span<const int32_t> ids, int64_t n, int64_t stride,
                       float* out) override {
-    cuda::launch_select_columns(full, ids.data(), static_cast<int64_t>(ids.size()), n, stride, out,
+    launch_select_columns(full, ids.data(), static_cast<int64_t>(ids.size()), n, stride, out,
                                 stream_);
   }
 
   void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                    int64_t end, uint64_t* nonzero) override {
-    cuda::launch_keep_needed(h, need, n, stride, begin, end, nonzero, stream_);
+    launch_keep_needed(h, need, n, stride, begin, end, nonzero, stream_);
   }
 
   void add(float* x, const float* y, int64_t count) override {
-    cuda::launch_add(x, y, count, stream_);
+    launch_add(x, y, count, stream_);
   }
 
   void copy(void* dst, const void* src, uint64_t bytes) override {
@@ -354,7 +363,7 @@ class CudaBackend final : public Backend {
     std::vector<double> runs;
     for (int i = 0; i < 6; ++i) {
       const Event a = record();
-      cuda::launch_read(reinterpret_cast<const float*>(data.data), static_cast<int64_t>(bytes / 4),
+      launch_read(reinterpret_cast<const float*>(data.data), static_cast<int64_t>(bytes / 4),
                         reinterpret_cast<float*>(out.data), blocks, threads, stream_);
       const Event b = record();
       if (i > 0) runs.push_back(static_cast<double>(bytes) / elapsed(a, b));  // 0: warm-up
@@ -366,8 +375,61 @@ class CudaBackend final : public Backend {
   }
 
  private:
-  static cuda::Places places(const TokenPlaces& at, int64_t t0, int64_t m) {
-    cuda::Places p{};
+  void acquire(const CudaOptions& o) {
+    check(cudaSetDevice(o.device), "cudaSetDevice");
+    info_ = device_info(o.device);
+    const uint64_t usable =
+        info_.free_bytes > kContextReserve ? info_.free_bytes - kContextReserve : 0;
+    if (o.budget > usable)
+      fail("--vram-budget {} is more than the {} that {} has free", mib(o.budget), mib(usable),
+           info_.name);
+    budget_ = o.budget > 0 ? o.budget : usable;
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cublas().create(&blas_), "cublasCreate");
+    check(cublas().set_stream(blas_, stream_), "cublasSetStream");
+    axpy_scratch_ = allocate(kAxpyScratch, "the CUDA backend's axpy scratch");
+    half_x_ = allocate(kHalfActivations, "the CUDA backend's f16 activations");
+    half_w_ = allocate(kHalfWeights, "the CUDA backend's f16 weight rows");
+    blas_workspace_ = allocate(kCublasWorkspace, "cuBLAS's workspace");
+    counts_ = allocate(kCounts, "the CUDA backend's counters");
+    check(cublas().set_workspace(blas_, blas_workspace_.data, blas_workspace_.bytes),
+          "cublasSetWorkspace");
+    check(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), kCounts), "cudaMallocHost");
+    for (Staging& st : staging_) {
+      check(cudaMallocHost(reinterpret_cast<void**>(&st.bytes), kStagingBytes), "cudaMallocHost");
+      check(cudaEventCreate(&st.copied), "cudaEventCreate");
+    }
+    events_.reserve(kEvents);
+    for (size_t i = 0; i < kEvents; ++i) {
+      cudaEvent_t e = nullptr;
+      check(cudaEventCreate(&e), "cudaEventCreate");
+      events_.push_back(e);
+    }
+  }
+
+  // Frees whatever acquire() made, in any state it left.
+  void free_all() {
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    events_.clear();
+    for (Staging& st : staging_) {
+      if (st.copied != nullptr) cudaEventDestroy(st.copied);
+      if (st.bytes != nullptr) cudaFreeHost(st.bytes);
+      st = Staging{};
+    }
+    if (host_counts_ != nullptr) cudaFreeHost(host_counts_);
+    host_counts_ = nullptr;
+    if (blas_ != nullptr) cublas().destroy(blas_);
+    blas_ = nullptr;
+    for (const auto& [p, bytes] : blocks_) cudaFree(p);
+    blocks_.clear();
+    allocated_ = 0;
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+  }
+
+  static Places places(const TokenPlaces& at, int64_t t0, int64_t m) {
+    Places p{};
     for (int64_t i = 0; i < m; ++i) {
       p.pos[i] = at.pos[t0 + i];
       p.base[i] = at.base[t0 + i];
@@ -375,7 +437,7 @@ class CudaBackend final : public Backend {
     return p;
   }
 
-  bool fits_gemm(const cuda::Rows& w, const CudaPrepared& x) const {
+  bool fits_gemm(const Rows& w, const CudaPrepared& x) const {
     const uint64_t half_x = static_cast<uint64_t>(x.n * x.dim) * 2;
     const uint64_t half_row = static_cast<uint64_t>(w.cols) * 2;
     const bool plain = w.type == DType::F32 || w.type == DType::F16;
@@ -385,7 +447,7 @@ class CudaBackend final : public Backend {
   }
 
   // y = W x for a batch on the tensor cores (column-major view: Y^T = W^T' X^T).
-  void gemm(const cuda::Rows& w, const CudaPrepared& x, float* y, int64_t y_stride, bool& halved) {
+  void gemm(const Rows& w, const CudaPrepared& x, float* y, int64_t y_stride, bool& halved) {
     const float one = 1.0f, zero = 0.0f;
     const int n = static_cast<int>(x.n), k = static_cast<int>(w.cols);
     if (w.type == DType::F32) {
@@ -397,7 +459,7 @@ class CudaBackend final : public Backend {
     }
     auto* xh = reinterpret_cast<uint16_t*>(half_x_.data);
     if (!halved) {
-      cuda::launch_floats_to_half(x.x, x.n * x.dim, xh, stream_);
+      launch_floats_to_half(x.x, x.n * x.dim, xh, stream_);
       halved = true;
     }
     auto product = [&](const void* a, int64_t r0, int64_t rows) {
@@ -411,7 +473,7 @@ class CudaBackend final : public Backend {
     auto* wh = reinterpret_cast<uint16_t*>(half_w_.data);
     for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
       const int64_t rows = std::min(chunk, w.rows - r0);
-      cuda::launch_rows_to_half(w, r0, rows, wh, stream_);
+      launch_rows_to_half(w, r0, rows, wh, stream_);
       product(wh, r0, rows);
     }
   }
@@ -427,11 +489,18 @@ class CudaBackend final : public Backend {
   int64_t* host_counts_ = nullptr;
   std::vector<cudaEvent_t> events_;
   uint64_t next_ticket_ = 0;
+  // Pinned buffers uploads go through, in turn; `copied` is recorded after each one's copy.
+  struct Staging {
+    uint8_t* bytes = nullptr;
+    cudaEvent_t copied = nullptr;
+  };
+  std::array<Staging, 2> staging_{};
+  uint64_t next_staging_ = 0;
 };
 
 }  // namespace
 
-int cuda_device_count() {
+int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();  // clear it
@@ -440,7 +509,7 @@ int cuda_device_count() {
   return n;
 }
 
-std::string cuda_unavailable_reason() {
+std::string unavailable_reason() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   cudaGetLastError();
@@ -448,8 +517,8 @@ std::string cuda_unavailable_reason() {
   return n == 0 ? "no CUDA GPU was found" : "";
 }
 
-CudaDeviceInfo cuda_device_info(int device) {
-  if (cuda_device_count() <= device) fail("{}", cuda_unavailable_reason());
+CudaDeviceInfo device_info(int device) {
+  if (device_count() <= device) fail("{}", unavailable_reason());
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
   CudaDeviceInfo info;
@@ -468,19 +537,59 @@ CudaDeviceInfo cuda_device_info(int device) {
   return info;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
-  if (cuda_device_count() <= options.device) fail("{}", cuda_unavailable_reason());
+std::unique_ptr<Backend> make_backend(const CudaOptions& options) {
+  if (device_count() <= options.device) fail("{}", unavailable_reason());
   return std::make_unique<CudaBackend>(options);
 }
 
-double cuda_read_bandwidth(Backend& backend) {
+double read_bandwidth(Backend& backend) {
   auto* cuda = dynamic_cast<CudaBackend*>(&backend);
   if (cuda == nullptr) fail("the read bandwidth of '{}' is not a CUDA measurement", backend.name());
   return cuda->read_bandwidth();
 }
 
-uint64_t cuda_backend_overhead_bytes() {
-  return kAxpyScratch + kHalfActivations + kHalfWeights + kCublasWorkspace + kCounts;
+}  // namespace strata::STRATA_CUDA_NS
+
+namespace strata {
+
+#if defined(STRATA_CUDA_EMU)
+
+std::unique_ptr<Backend> make_cuda_emu_backend(const CudaOptions& options) {
+  return cuda_emu::make_backend(options);
 }
+
+CudaDeviceInfo cuda_emu_device_info() {
+  return cuda_emu::device_info(0);
+}
+
+// One definition for both builds (the emulated one is always built).
+uint64_t cuda_backend_overhead_bytes() {
+  return cuda_emu::kAxpyScratch + cuda_emu::kHalfActivations + cuda_emu::kHalfWeights +
+         cuda_emu::kCublasWorkspace + cuda_emu::kCounts;
+}
+
+#else
+
+int cuda_device_count() {
+  return cuda::device_count();
+}
+
+std::string cuda_unavailable_reason() {
+  return cuda::unavailable_reason();
+}
+
+CudaDeviceInfo cuda_device_info(int device) {
+  return cuda::device_info(device);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
+  return cuda::make_backend(options);
+}
+
+double cuda_read_bandwidth(Backend& backend) {
+  return cuda::read_bandwidth(backend);
+}
+
+#endif
 
 }  // namespace strata

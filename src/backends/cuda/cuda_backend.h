@@ -42,6 +42,11 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
 // limit. Fails when `backend` is not a CUDA backend.
 double cuda_read_bandwidth(Backend& backend);
 
+// The same backend on the emulated GPU (backends/cuda/emu/: the kernels compiled as C++, run
+// on the CPU), in every build: for tests, slow. Its device reports 16 GiB.
+std::unique_ptr<Backend> make_cuda_emu_backend(const CudaOptions& options);
+CudaDeviceInfo cuda_emu_device_info();
+
 // Bytes the backend allocates for itself when made (scratch, cuBLAS workspace): the placement
 // inventory counts them.
 uint64_t cuda_backend_overhead_bytes();

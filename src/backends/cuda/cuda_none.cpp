@@ -25,8 +25,4 @@ double cuda_read_bandwidth(Backend&) {
   fail("{}", cuda_unavailable_reason());
 }
 
-uint64_t cuda_backend_overhead_bytes() {
-  return 0;
-}
-
 }  // namespace strata

@@ -2,14 +2,12 @@
 // the KV append, attention (one block per token and head: scores by warps, softmax and the
 // value sums by fixed loops), activations and elementwise ops, and the neuron selection
 // (the union of a batch's neurons compacted by one block's prefix sum).
-#include <cuda_fp16.h>
-
 #include <string>
 
 #include "backends/cuda/block_math.h"
 #include "backends/cuda/launch.h"
 
-namespace strata::cuda {
+namespace strata::STRATA_CUDA_NS {
 
 namespace {
 
@@ -38,7 +36,7 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, float* out,
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) s += double{xb[i]} * xb[i];
   part[threadIdx.x] = s;
   __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
     if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
     __syncthreads();
   }
@@ -114,7 +112,7 @@ __global__ void attention_kernel(const float* q, int n_head, int group, int head
   for (int64_t p = threadIdx.x; p < positions; p += blockDim.x) most = fmaxf(most, sc[p]);
   red[threadIdx.x] = most;
   __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
     if (threadIdx.x < w) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + w]);
     __syncthreads();
   }
@@ -128,7 +126,7 @@ __global__ void attention_kernel(const float* q, int n_head, int group, int head
   }
   red[threadIdx.x] = total;
   __syncthreads();
-  for (int w = kThreads / 2; w > 0; w /= 2) {
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
     if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
     __syncthreads();
   }
@@ -181,7 +179,7 @@ __global__ void union_ids_kernel(const uint8_t* mask, int64_t n, int64_t ff, int
   for (int64_t i = lo; i < hi; ++i) mine += selected(i);
   sums[threadIdx.x] = mine;
   __syncthreads();
-  for (int off = 1; off < kScanThreads; off *= 2) {
+  for (unsigned off = 1; off < kScanThreads; off *= 2) {
     const int64_t add = threadIdx.x >= off ? sums[threadIdx.x - off] : 0;
     __syncthreads();
     sums[threadIdx.x] += add;
@@ -257,15 +255,15 @@ __global__ void read_kernel(const float4* p, int64_t n4, float* out) {
 
 void launch_read(const float* p, int64_t count, float* out, int blocks, int threads,
                  cudaStream_t stream) {
-  read_kernel<<<blocks, threads, 0, stream>>>(reinterpret_cast<const float4*>(p), count / 4, out);
-  check_launch("read");
+  STRATA_LAUNCH(read_kernel, blocks, threads, stream, reinterpret_cast<const float4*>(p), count / 4, out);
+  check_launch("read", stream);
 }
 
 void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                      float eps, cudaStream_t stream) {
   if (n == 0) return;
-  rms_norm_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, weight, out, dim, eps);
-  check_launch("rms_norm");
+  STRATA_LAUNCH(rms_norm_kernel, static_cast<unsigned>(n), kThreads, stream, x, weight, out, dim, eps);
+  check_launch("rms_norm", stream);
 }
 
 void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
@@ -273,9 +271,8 @@ void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head
                        void* v_cache, bool k16, bool v16, int64_t kv_dim, const Places& at,
                        cudaStream_t stream) {
   if (n == 0) return;
-  rope_store_kernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(
-      q, k, v, n_head, n_head_kv, head_dim, cos, sin, half, k_cache, v_cache, k16, v16, kv_dim, at);
-  check_launch("rope_and_store");
+  STRATA_LAUNCH(rope_store_kernel, static_cast<unsigned>(n), kThreads, stream, q, k, v, n_head, n_head_kv, head_dim, cos, sin, half, k_cache, v_cache, k16, v16, kv_dim, at);
+  check_launch("rope_and_store", stream);
 }
 
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
@@ -285,63 +282,57 @@ void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int 
   if (n == 0) return;
   if (head_dim > 512) kernel_failure("the CUDA attention takes heads of up to 512 values");
   const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
-  attention_kernel<<<dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)), kThreads, 0,
-                     stream>>>(q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k16, v16,
-                               kv_dim, at, n_ctx, scores, out, scale);
-  check_launch("attention");
+  STRATA_LAUNCH(attention_kernel, dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)), kThreads, stream, q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k16, v16, kv_dim, at, n_ctx, scores, out, scale);
+  check_launch("attention", stream);
 }
 
 void launch_activation(FfnActivation act, const float* gate, const float* up, float* h,
                        int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  activation_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(act, gate, up, h, count);
-  check_launch("activation");
+  STRATA_LAUNCH(activation_kernel, blocks_for(count, kThreads), kThreads, stream, act, gate, up, h, count);
+  check_launch("activation", stream);
 }
 
 void launch_relu(float* x, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  relu_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, count);
-  check_launch("relu");
+  STRATA_LAUNCH(relu_kernel, blocks_for(count, kThreads), kThreads, stream, x, count);
+  check_launch("relu", stream);
 }
 
 void launch_threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
                       int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  threshold_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(scores, threshold, strict,
-                                                                         mask, count);
-  check_launch("threshold");
+  STRATA_LAUNCH(threshold_kernel, blocks_for(count, kThreads), kThreads, stream, scores, threshold, strict, mask, count);
+  check_launch("threshold", stream);
 }
 
 void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  add_kernel<<<blocks_for(count, kThreads), kThreads, 0, stream>>>(x, y, count);
-  check_launch("add");
+  STRATA_LAUNCH(add_kernel, blocks_for(count, kThreads), kThreads, stream, x, y, count);
+  check_launch("add", stream);
 }
 
 void launch_select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids, uint8_t* need,
                          int64_t* counts, cudaStream_t stream) {
-  union_ids_kernel<<<1, kScanThreads, 0, stream>>>(mask, n, ff, ids, counts);
+  STRATA_LAUNCH(union_ids_kernel, 1, kScanThreads, stream, mask, n, ff, ids, counts);
   if (n * ff > 0)
-    union_need_kernel<<<blocks_for(n * ff, kThreads), kThreads, 0, stream>>>(mask, n, ff, ids, need,
-                                                                             counts);
-  check_launch("select_union");
+    STRATA_LAUNCH(union_need_kernel, blocks_for(n * ff, kThreads), kThreads, stream, mask, n, ff, ids, need, counts);
+  check_launch("select_union", stream);
 }
 
 void launch_select_columns(const float* full, const int32_t* ids, int64_t count, int64_t n,
                            int64_t stride, float* out, cudaStream_t stream) {
   if (count * n == 0) return;
-  select_columns_kernel<<<blocks_for(count * n, kThreads), kThreads, 0, stream>>>(full, ids, count,
-                                                                                  n, stride, out);
-  check_launch("select_columns");
+  STRATA_LAUNCH(select_columns_kernel, blocks_for(count * n, kThreads), kThreads, stream, full, ids, count, n, stride, out);
+  check_launch("select_columns", stream);
 }
 
 void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                         int64_t end, uint64_t* nonzero, cudaStream_t stream) {
   const int64_t width = end - begin;
   if (width <= 0 || n == 0) return;
-  keep_needed_kernel<<<blocks_for(n * width, kThreads), kThreads, 0, stream>>>(
-      h, need, n, stride, begin, width, reinterpret_cast<unsigned long long*>(nonzero));
-  check_launch("keep_needed");
+  STRATA_LAUNCH(keep_needed_kernel, blocks_for(n * width, kThreads), kThreads, stream, h, need, n, stride, begin, width, reinterpret_cast<unsigned long long*>(nonzero));
+  check_launch("keep_needed", stream);
 }
 
-}  // namespace strata::cuda
+}  // namespace strata::STRATA_CUDA_NS

@@ -1,15 +1,13 @@
 // Weight products: one warp per output row (matmul, gather), lanes over 16-value units in a
 // fixed order and a butterfly across lanes; the axpy with one thread per output column and
 // bucket, partials added in bucket order by a second kernel; rows to f16 for cuBLAS.
-#include <cuda_fp16.h>
-
 #include <algorithm>
 #include <string>
 
 #include "backends/cuda/block_math.h"
 #include "backends/cuda/launch.h"
 
-namespace strata::cuda {
+namespace strata::STRATA_CUDA_NS {
 
 namespace {
 
@@ -186,10 +184,9 @@ void launch_products(const Rows& w, const int32_t* ids, int64_t count, const flo
   if (count == 0 || n == 0) return;
   const dim3 grid(blocks_for(count, kWarpsPerBlock), blocks_for(n, kTile));
   with_type(w.type, [&]<DType T>() {
-    products_kernel<T><<<grid, 32 * kWarpsPerBlock, 0, stream>>>(
-        w.data, w.row_bytes, w.cols, ids, count, x, n, need, need_stride, y, y_stride);
+    STRATA_LAUNCH(products_kernel<T>, grid, 32 * kWarpsPerBlock, stream, w.data, w.row_bytes, w.cols, ids, count, x, n, need, need_stride, y, y_stride);
   });
-  check_launch("products");
+  check_launch("products", stream);
 }
 
 void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, int64_t id_bound,
@@ -207,13 +204,10 @@ void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, in
     const int nt = static_cast<int>(std::min(pass, n - t0));
     const dim3 grid(blocks_for(wt.cols, kThreads), static_cast<unsigned>(buckets));
     with_type(wt.type, [&]<DType T>() {
-      axpy_partial_kernel<T><<<grid, kThreads, 0, stream>>>(wt.data, wt.row_bytes, wt.cols, rows,
-                                                            neurons, count, c + t0 * c_stride,
-                                                            c_stride, nt, partial);
+      STRATA_LAUNCH(axpy_partial_kernel<T>, grid, kThreads, stream, wt.data, wt.row_bytes, wt.cols, rows, neurons, count, c + t0 * c_stride, c_stride, nt, partial);
     });
-    axpy_sum_kernel<<<dim3(blocks_for(wt.cols, kThreads), static_cast<unsigned>(nt)), kThreads, 0,
-                      stream>>>(partial, buckets, nt, wt.cols, out + t0 * out_stride, out_stride);
-    check_launch("axpy");
+    STRATA_LAUNCH(axpy_sum_kernel, dim3(blocks_for(wt.cols, kThreads), static_cast<unsigned>(nt)), kThreads, stream, partial, buckets, nt, wt.cols, out + t0 * out_stride, out_stride);
+    check_launch("axpy", stream);
   }
 }
 
@@ -222,17 +216,15 @@ void launch_rows_to_half(const Rows& w, int64_t row0, int64_t rows, uint16_t* ou
   const int64_t units = rows * (w.cols / kUnit);
   if (units == 0) return;
   with_type(w.type, [&]<DType T>() {
-    rows_to_half_kernel<T><<<blocks_for(units, 256), 256, 0, stream>>>(
-        w.data, w.row_bytes, w.cols, row0, rows, reinterpret_cast<__half*>(out));
+    STRATA_LAUNCH(rows_to_half_kernel<T>, blocks_for(units, 256), 256, stream, w.data, w.row_bytes, w.cols, row0, rows, reinterpret_cast<__half*>(out));
   });
-  check_launch("rows to f16");
+  check_launch("rows to f16", stream);
 }
 
 void launch_floats_to_half(const float* x, int64_t count, uint16_t* out, cudaStream_t stream) {
   if (count == 0) return;
-  floats_to_half_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(x, count,
-                                                                    reinterpret_cast<__half*>(out));
-  check_launch("floats to f16");
+  STRATA_LAUNCH(floats_to_half_kernel, blocks_for(count, 256), 256, stream, x, count, reinterpret_cast<__half*>(out));
+  check_launch("floats to f16", stream);
 }
 
-}  // namespace strata::cuda
+}  // namespace strata::STRATA_CUDA_NS

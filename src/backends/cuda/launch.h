@@ -2,9 +2,12 @@
 // for the backend (cuda_backend.cpp) to call. Every kernel computes each output element with
 // one thread or one warp in a fixed order (block_math.h): no floating-point atomics, so the
 // same inputs give the same bits on every run. Only integer counters use atomics.
+//
+// Built twice from the same sources (cuda_api.h): by nvcc for the GPU (namespace strata::cuda)
+// and as C++ for the emulator (strata::cuda_emu), where they run on the CPU in every test job.
 #pragma once
 
-#include <cuda_runtime_api.h>
+#include "backends/cuda/cuda_api.h"
 
 #include <cstdint>
 #include <string>
@@ -12,13 +15,15 @@
 #include "tensor/dtype.h"
 #include "tensor/ffn_activation.h"
 
-namespace strata::cuda {
+namespace strata::STRATA_CUDA_NS {
 
 // Throws strata::Error (the kernels' files do not include fmt): a failed launch or a shape the
 // kernels do not take.
 [[noreturn]] void kernel_failure(const std::string& message);
-// kernel_failure naming `what` when the last launch failed.
-void check_launch(const char* what);
+// kernel_failure naming `what` when the last launch failed. With STRATA_CUDA_SYNC=1 in the
+// environment it also waits for the kernel, so a fault inside it is named here, by the op that
+// launched it, instead of by a later call (a debugging mode: it serialises host and device).
+void check_launch(const char* what, cudaStream_t stream);
 
 // A weight matrix in device memory, in the file's rows.
 struct Rows {
@@ -85,4 +90,4 @@ void launch_read(const float* p, int64_t count, float* out, int blocks, int thre
 void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                         int64_t end, uint64_t* nonzero, cudaStream_t stream);
 
-}  // namespace strata::cuda
+}  // namespace strata::STRATA_CUDA_NS

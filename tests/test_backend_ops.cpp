@@ -68,6 +68,14 @@ double product_tolerance(DType t) {
   }
 }
 
+// The CUDA backends multiply the activations as they are (f32), so every weight type's products
+// are the reference's within f32 rounding; batches above 8 tokens go through a GEMM on f16
+// activations and f16 weights (2^-11 relative each).
+double product_tolerance(DType t, const std::string& backend, int64_t n, bool gemm_path) {
+  if (!backend.starts_with("cuda")) return product_tolerance(t);
+  return gemm_path && n > 8 ? 2e-3 : 1e-5;
+}
+
 // Sum over i of |w_i x_i|: the scale of the rounding in one product.
 double magnitude(const MatrixView& w, int64_t r, const float* x) {
   const std::vector<float> row = reference::weight_row(w, r);
@@ -135,7 +143,9 @@ TEST_P(BackendOps, MatmulEqualsTheReferenceForEveryTypeLayoutAndBatch) {
           for (int64_t b = 0; b < n; ++b)
             for (int64_t r = 0; r < rows; ++r) {
               const double tol =
-                  product_tolerance(c.type) * magnitude(w.view, r, x.data() + b * cols) + 1e-6;
+                  product_tolerance(c.type, name, n, true) *
+                      magnitude(w.view, r, x.data() + b * cols) +
+                  1e-6;
               ASSERT_NEAR(y[static_cast<size_t>(b * rows + r)],
                           ref[static_cast<size_t>(b * rows + r)], tol)
                   << name << " " << dtype_name(c.type) << (c.interleaved ? " interleaved" : "")
@@ -181,7 +191,9 @@ TEST_P(BackendOps, GatherEqualsTheReferenceWithEmptyPartialAndFullLists) {
                 continue;
               }
               const double tol =
-                  product_tolerance(t) * magnitude(w.view, ids[k], x.data() + b * cols) + 1e-6;
+                  product_tolerance(t, name, n, false) *
+                      magnitude(w.view, ids[k], x.data() + b * cols) +
+                  1e-6;
               ASSERT_NEAR(y[at], ref[at], tol) << name << " " << dtype_name(t) << " batch " << n;
             }
         }

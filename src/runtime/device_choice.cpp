@@ -27,9 +27,13 @@ std::string gib(uint64_t bytes) {
 
 }  // namespace
 
-DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
-  if (!r.device.empty() && r.device != "cpu" && r.device != "cuda" && r.device != "reference")
+namespace {
+
+DeviceChoice choose(const DeviceRequest& r, const DeviceFacts& f) {
+  if (!r.device.empty() && r.device != "cpu" && r.device != "cuda" && r.device != "reference" &&
+      r.device != "cuda-emu")
     fail("--device '{}' is not one of cpu, cuda", r.device);
+  const bool cuda_named = r.device == "cuda" || r.device == "cuda-emu";
   if (r.gpu_layers < 0) fail("--n-gpu-layers {} is negative", r.gpu_layers);
   if (r.device == "cpu" || !r.wants_gpu()) return {};
   if (f.bundled && !f.can_split)
@@ -37,7 +41,7 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
             "note: a bundled model uses a GPU for its hottest neurons in predict mode only; "
             "running on the CPU"};
   const bool reference = r.device == "reference";
-  if (r.device == "cuda" && !f.gpu_present) fail("--device cuda: {}", f.no_gpu_reason);
+  if (cuda_named && !f.gpu_present) fail("--device {}: {}", r.device, f.no_gpu_reason);
   if (!reference && !f.gpu_present)
     return {DeviceKind::Cpu, 0, false,
             fmt::format("note: {}; running on the CPU", f.no_gpu_reason)};
@@ -76,9 +80,17 @@ DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
         "{}, and even one layer's dense blocks with the buffers need {}; lower -c, or use a "
         "smaller model or type",
         need, gib(f.min_split_bytes));
-  if (r.gpu_layers > 0 || r.device == "cuda" || reference)
+  if (r.gpu_layers > 0 || cuda_named || reference)
     fail("{}; lower -c, or use a smaller model or type", need);
   return {DeviceKind::Cpu, 0, false, fmt::format("note: {}; running on the CPU", need)};
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const DeviceRequest& r, const DeviceFacts& f) {
+  DeviceChoice c = choose(r, f);
+  c.emulated = c.kind == DeviceKind::Cuda && r.device == "cuda-emu";
+  return c;
 }
 
 }  // namespace strata

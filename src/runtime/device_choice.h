@@ -22,13 +22,15 @@ enum class DeviceKind {
 const char* device_kind_name(DeviceKind kind);
 
 struct DeviceRequest {
-  std::string device;  // --device: "" (decided from the rest), "cpu", "cuda", "reference"
+  // --device: "" (decided from the rest), "cpu", "cuda", "reference", "cuda-emu" (the CUDA
+  // backend on the emulated GPU: backends/cuda/emu, for tests; slow)
+  std::string device;
   // -ngl, as llama.cpp counts: 0 none; N <= the layer count: the last N layers (the output head
   // stays on the CPU); more: the whole model.
   int gpu_layers = 0;
   uint64_t vram_budget = 0;  // --vram-budget; 0: none given
   bool wants_gpu() const {
-    return device == "cuda" || device == "reference" || gpu_layers > 0 ||
+    return device == "cuda" || device == "cuda-emu" || device == "reference" || gpu_layers > 0 ||
            (device.empty() && vram_budget > 0);
   }
 };
@@ -58,6 +60,7 @@ struct DeviceChoice {
   // -ngl of some layers: the last ones on the device, the rest and the output head on the CPU;
   // 0: as the rest of the choice says.
   int64_t gpu_layers = 0;
+  bool emulated = false;  // kind Cuda on the emulated GPU (--device cuda-emu)
 };
 
 // Fails with a one-line message when what was asked cannot be honoured at all.

@@ -77,9 +77,10 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
   DeviceFacts f;
   f.n_layer = model.config.n_layer;
   f.bundled = model.weights.bundled;
-  f.gpu_present = d.device != "reference" && cuda_device_count() > 0;
+  const bool emulated = d.device == "cuda-emu";
+  f.gpu_present = d.device != "reference" && (emulated || cuda_device_count() > 0);
   if (f.gpu_present) {
-    const CudaDeviceInfo info = cuda_device_info(0);
+    const CudaDeviceInfo info = emulated ? cuda_emu_device_info() : cuda_device_info(0);
     const uint64_t reserve = uint64_t{512} << 20;  // the CUDA context and cuBLAS's handle
     f.gpu_free_bytes = info.free_bytes > reserve ? info.free_bytes - reserve : 0;
     f.gpu_peak_bytes_per_s = info.peak_bytes_per_s;

@@ -60,7 +60,7 @@ std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool,
     case DeviceKind::Cuda: {
       CudaOptions o;
       o.budget = run.device.budget;
-      return make_cuda_backend(o);
+      return run.device.emulated ? make_cuda_emu_backend(o) : make_cuda_backend(o);
     }
     case DeviceKind::Reference: {
       ReferenceDeviceOptions o;

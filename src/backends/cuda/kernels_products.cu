@@ -60,8 +60,10 @@ __global__ void products_kernel(const uint8_t* w, uint64_t row_bytes, int64_t co
     for (int t = 0; t < kTile; ++t)
       if (t < nt) acc[t] += v * __ldg(xs + t * cols + j);
   }
+  // Only the tile's tokens (nt is the same for the whole warp, so its lanes branch together).
 #pragma unroll
-  for (int t = 0; t < kTile; ++t) acc[t] = warp_sum(acc[t]);
+  for (int t = 0; t < kTile; ++t)
+    if (t < nt) acc[t] = warp_sum(acc[t]);
   if (lane != 0) return;
   for (int t = 0; t < nt; ++t) {
     const int64_t b = t0 + t;

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -80,6 +81,7 @@ struct Fiber::Context {
   size_t map_bytes = 0;
   char* stack = nullptr;
   size_t stack_bytes = 0;
+  size_t colour = 0;  // bytes below the top the first frame starts (see start())
   void (*entry)(void*) = nullptr;
   void* arg = nullptr;
   bool running = false;
@@ -137,6 +139,8 @@ Fiber::Fiber(size_t stack_bytes) : self_(std::make_unique<Context>()) {
   mprotect(self_->map, page, PROT_NONE);  // an overflow faults instead of writing elsewhere
   self_->stack = self_->map + page;
   self_->stack_bytes = stack_bytes;
+  static std::atomic<unsigned> made{0};
+  self_->colour = (made.fetch_add(1, std::memory_order_relaxed) % 64) * 64;
 #if defined(STRATA_EMU_TSAN)
   self_->tsan_fiber = __tsan_create_fiber(0);
 #endif
@@ -161,8 +165,11 @@ void Fiber::start(void (*entry)(void*), void* arg) {
   // The first frame, as strata_emu_swap pops it: control words, r15, r14, r13 = the function,
   // r12 = its argument, rbx, rbp = 0 (the end of frame-pointer chains), then the return
   // address. The trampoline then starts on a 16-byte aligned stack, as a call expects.
+  // Each stack's top is offset by its colour: stacks a page multiple apart would otherwise put
+  // every fiber's live frames in the same few cache sets (measured: the switch ran at a third
+  // of its speed).
   auto* top = reinterpret_cast<uint64_t*>(
-      (reinterpret_cast<uintptr_t>(c.stack + c.stack_bytes) - 64) & ~uintptr_t{15});
+      (reinterpret_cast<uintptr_t>(c.stack + c.stack_bytes) - 64 - c.colour) & ~uintptr_t{15});
   uint64_t* f = top - 9;
   uint32_t mxcsr = 0;
   uint16_t fpu = 0;

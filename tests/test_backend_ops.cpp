@@ -7,6 +7,7 @@
 // super-blocks (the reference does not). K-quant rows are whole super-blocks (256 values).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -154,6 +155,46 @@ TEST_P(BackendOps, MatmulEqualsTheReferenceForEveryTypeLayoutAndBatch) {
         }
 }
 
+// A batch of more than 8 tokens with one activation far above f16's range (65504): every
+// backend's products stay finite and right (the CUDA GEMM once made its f16 inputs inf).
+TEST_P(BackendOps, MatmulOfABatchWithAHugeActivationStaysRight) {
+  const int64_t rows = 48, cols = 256, n = 16;
+  for (auto& [name, be] : backends)
+    for (DType t : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K}) {
+      const int64_t length = row_length(t, cols);
+      const Weights w = random_weights(t, rows, length, 13, false);
+      std::vector<float> x = random_rows(n, length, 14);
+      x[static_cast<size_t>(5 * length + 7)] = 1e5f;
+      const DeviceMatrix dw(*be, w.view);
+      const OnDevice<float> dx(*be, x), dy(*be, static_cast<size_t>(n * rows), 0.0f);
+      auto in = be->make_prepared(n);
+      const DType readers[1] = {t};
+      be->prepare(*in, dx.get(), length, n, readers);
+      const RowsJob job{&dw.view, dy.get(), rows};
+      be->matmul(std::span(&job, 1), *in);
+      const std::vector<float> y = dy.read();
+      std::vector<float> ref(y.size());
+      reference::matmul(w.view, x.data(), n, ref.data(), rows);
+      // The CPU backends round activations to 8-bit blocks for quantized weights (as
+      // llama.cpp does): a block holding 1e5 keeps little of its other values, so there only
+      // finiteness is theirs to meet.
+      const bool rounded = !name.starts_with("cuda") && t != DType::F32 && t != DType::F16;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t r = 0; r < rows; ++r) {
+          if (rounded) {
+            ASSERT_TRUE(std::isfinite(y[static_cast<size_t>(b * rows + r)])) << name;
+            continue;
+          }
+          const double tol = product_tolerance(t, name, n, true) *
+                                 magnitude(w.view, r, x.data() + b * length) +
+                             1e-6;
+          ASSERT_NEAR(y[static_cast<size_t>(b * rows + r)], ref[static_cast<size_t>(b * rows + r)],
+                      tol)
+              << name << " " << dtype_name(t) << " token " << b;
+        }
+    }
+}
+
 TEST_P(BackendOps, GatherEqualsTheReferenceWithEmptyPartialAndFullLists) {
   const int64_t rows = 300;
   for (auto& [name, be] : backends)
@@ -247,6 +288,63 @@ TEST_P(BackendOps, AxpyEqualsTheReferenceAndIgnoresTheRestOfTheList) {
       }
 }
 
+// No terms: every token's output is 0 (written), whatever the id bound, even 0 (the CUDA axpy
+// once divided by it).
+TEST_P(BackendOps, AxpyOfAnEmptyListWritesZeros) {
+  const int64_t dim = 96, n = 3;
+  for (auto& [name, be] : backends)
+    for (int64_t id_bound : {0, 300}) {
+      const Weights wt = random_weights(DType::F16, 4, dim, 35, false);
+      const DeviceMatrix dwt(*be, wt.view);
+      const OnDevice<float> dc(*be, static_cast<size_t>(n), 1.0f),
+          dout(*be, static_cast<size_t>(n * dim), -1.0f);
+      be->axpy(dwt.view, {}, dc.get(), 1, n, dout.get(), dim, {}, id_bound);
+      EXPECT_EQ(dout.read(), std::vector<float>(static_cast<size_t>(n * dim), 0.0f))
+          << name << " id bound " << id_bound;
+    }
+}
+
+// A list of two ascending runs (a neuron cache's passes) equals the reference; on the CUDA
+// backends, whose partials go in bucket order, the same bits as the ascending list when each
+// bucket of ids lies in one run (the CPU adds its runs' partials in list order: within rounding).
+TEST_P(BackendOps, AxpyOfTwoAscendingRunsEqualsTheAscendingList) {
+  const int64_t neurons = 1024, dim = 64, n = 2;
+  for (auto& [name, be] : backends)
+    for (DType t : {DType::F32, DType::Q4_0}) {
+      const Weights wt = random_weights(t, neurons, dim, 36, false);
+      std::vector<int32_t> first, second;  // buckets 0 and 2, then 1 and 3
+      for (int32_t i = 0; i < neurons; i += 5) (i / 256 % 2 == 0 ? first : second).push_back(i);
+      std::vector<int32_t> runs = first, sorted;
+      runs.insert(runs.end(), second.begin(), second.end());
+      for (int32_t i = 0; i < neurons; i += 5) sorted.push_back(i);
+      const int64_t stride = static_cast<int64_t>(runs.size());
+      const std::vector<float> c_runs = random_rows(n, stride, 37, 0.3);
+      std::vector<float> c_sorted(c_runs.size());
+      for (int64_t b = 0; b < n; ++b)
+        for (size_t k = 0; k < runs.size(); ++k) {
+          const size_t at = static_cast<size_t>(
+              std::lower_bound(sorted.begin(), sorted.end(), runs[k]) - sorted.begin());
+          c_sorted[static_cast<size_t>(b * stride) + at] = c_runs[static_cast<size_t>(b * stride) + k];
+        }
+      const DeviceMatrix dwt(*be, wt.view);
+      const OnDevice<int32_t> druns(*be, runs), dsorted(*be, sorted);
+      const OnDevice<float> dcr(*be, c_runs), dcs(*be, c_sorted),
+          dout_runs(*be, static_cast<size_t>(n * dim), 0.0f),
+          dout_sorted(*be, static_cast<size_t>(n * dim), 0.0f);
+      be->axpy(dwt.view, druns.span(), dcr.get(), stride, n, dout_runs.get(), dim, {}, neurons);
+      be->axpy(dwt.view, dsorted.span(), dcs.get(), stride, n, dout_sorted.get(), dim, {},
+               neurons);
+      const std::vector<float> got = dout_runs.read(), want = dout_sorted.read();
+      std::vector<float> ref(got.size());
+      reference::axpy(wt.view, runs, c_runs.data(), stride, n, ref.data(), dim);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], 1e-4 * (std::abs(ref[i]) + 1)) << name << " " << dtype_name(t);
+      if (name.starts_with("cuda")) {
+        EXPECT_EQ(got, want) << name << " " << dtype_name(t);
+      }
+    }
+}
+
 // Rows that are slots of a compacted store (a VRAM store, a neuron cache) with their neuron ids
 // beside them: the ids fix the order of additions, so the sum is the one over the full matrix's
 // rows, bit for bit.
@@ -334,11 +432,15 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
   };
   for (auto& [name, be] : backends)
     for (DType kv_type : {DType::F32, DType::F16})
+      // Cache rows as wide as the heads, and wider (a cache laid out for more than the batch's
+      // rows hold: the rows of k and v are the heads' width, the cache's its own).
+      for (const int64_t row : {s.kv_dim(), s.kv_dim() + 8})
       for (const Case& cs_ :
            {Case{1, 5, false}, Case{64, 3, false}, Case{64, 0, true}, Case{2, 0, true}}) {
         const int64_t n = cs_.n;
         const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
-        const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence");
+        const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence") +
+                                 " cache rows of " + std::to_string(row);
         std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
         std::vector<float> ref(x.size());
         {
@@ -359,11 +461,11 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
             sn[static_cast<size_t>(b * half + i)] = static_cast<float>(std::sin(theta));
           }
         const size_t elem = kv_type == DType::F16 ? 2 : 4;
-        std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * s.kv_dim()) * elem), vc(kc.size());
+        std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * row) * elem), vc(kc.size());
         // Every row before the batch holds something (stored unrotated by the reference), so
         // a token that read another sequence's rows, or rows past its own, would differ.
         {
-          const KvLayer host_kv{kc.data(), vc.data(), kv_type, kv_type, s.kv_dim()};
+          const KvLayer host_kv{kc.data(), vc.data(), kv_type, kv_type, row};
           const std::vector<float> prior = random_rows(prior_rows, 2 * s.kv_dim(), 43);
           std::vector<float> pk(prior.begin(), prior.begin() + prior_rows * s.kv_dim());
           std::vector<float> pv(prior.begin() + prior_rows * s.kv_dim(), prior.end());
@@ -376,9 +478,9 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
                                     {one.data(), zero.data(), half}, host_kv, all.view());
         }
         std::vector<uint8_t> kc_ref = kc, vc_ref = vc;
-        const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, s.kv_dim()};
+        const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, row};
         const OnDevice<uint8_t> dkc(*be, kc), dvc(*be, vc);
-        const KvLayer kv{dkc.get(), dvc.get(), kv_type, kv_type, s.kv_dim()};
+        const KvLayer kv{dkc.get(), dvc.get(), kv_type, kv_type, row};
         std::vector<float> q = random_rows(n, s.q_dim(), 44), k = random_rows(n, s.kv_dim(), 45),
                            v = random_rows(n, s.kv_dim(), 46);
         std::vector<float> q_ref = q, k_ref = k;
@@ -392,7 +494,7 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
         vc = dvc.read();
         for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << what;
         // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
-        for (int64_t i = 0; i < prior_rows * s.kv_dim(); ++i) {
+        for (int64_t i = 0; i < prior_rows * row; ++i) {
           const float a = kv_type == DType::F16
                               ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc.data())[i])
                               : reinterpret_cast<const float*>(kc.data())[i];

@@ -152,7 +152,7 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
     };
     for (int64_t h = 0; h < s.n_head; ++h) rotate(q + b * q_dim + h * hd);
     for (int64_t h = 0; h < s.n_head_kv; ++h) rotate(k + b * kv_dim + h * hd);
-    const int64_t at = (places.base[b] + places.pos[b]) * kv_dim;
+    const int64_t at = (places.base[b] + places.pos[b]) * kv.kv_dim;  // the cache's row width
     const float* kb = k + b * kv_dim;
     const float* vb = v + b * kv_dim;
     if (k16)

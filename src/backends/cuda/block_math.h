@@ -176,6 +176,19 @@ STRATA_HD inline float lane_tree_sum(float* lanes) {
   return lanes[0];
 }
 
+// The power of two a row of activations is divided by before it becomes f16 for a GEMM, so its
+// largest magnitude stays within kHalfInputLimit (f16's largest finite value is 65504; an
+// activation above it would be inf). 1 for rows already within it (their f16 values unchanged),
+// and for a non-finite maximum (an inf or NaN input stays what it is). Dividing by a power of
+// two is exact, and so is multiplying the product back.
+inline constexpr float kHalfInputLimit = 32768.0f;
+STRATA_HD inline float half_input_scale(float max_abs) {
+  if (!(max_abs > kHalfInputLimit) || max_abs == INFINITY) return 1.0f;
+  int e = 0;
+  frexpf(max_abs / kHalfInputLimit, &e);  // max_abs / limit <= 2^e
+  return ldexpf(1.0f, e);
+}
+
 // RoPE on one adjacent pair (GGUF llama files), as the CPU backend computes it.
 STRATA_HD inline void rotate_pair(float& x0, float& x1, float c, float s) {
   const float a = x0, b = x1;

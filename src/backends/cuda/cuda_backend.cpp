@@ -39,15 +39,19 @@ void kernel_failure(const std::string& message) {
 void check_launch(const char* what, cudaStream_t stream) {
   cudaError_t e = cudaGetLastError();
   const char* sync = std::getenv("STRATA_CUDA_SYNC");
-  if (e == cudaSuccess && sync != nullptr && std::string_view(sync) == "1")
+  if (e == cudaSuccess && sync != nullptr && std::string_view(sync) == "1") {
     e = cudaStreamSynchronize(stream);
+    cudaGetLastError();  // taken here, not again by the next launch's check
+  }
   if (e != cudaSuccess) kernel_failure(fmt::format("CUDA {}: {}", what, cudaGetErrorString(e)));
 }
 
 namespace {
 
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) fail("CUDA {}: {}", what, cudaGetErrorString(e));
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // taken: the next launch's check must not report it again
+  fail("CUDA {}: {}", what, cudaGetErrorString(e));
 }
 
 void check(cublasStatus_t s, const char* what) {
@@ -106,6 +110,8 @@ constexpr uint64_t kHalfActivations = uint64_t{64} * 65536 * 2;  // 64 tokens of
 constexpr uint64_t kHalfWeights = uint64_t{32} << 20;            // a chunk of rows as f16
 constexpr uint64_t kCublasWorkspace = uint64_t{32} << 20;
 constexpr uint64_t kCounts = 64;
+constexpr int64_t kGemmMaxTokens = 16384;  // the f16 activations' scales: one float a token
+constexpr uint64_t kScales = kGemmMaxTokens * sizeof(float);
 // What the CUDA context and cuBLAS's handle take outside the allocator, kept free.
 constexpr uint64_t kContextReserve = uint64_t{512} << 20;
 // Batches above this many tokens multiply through cuBLAS.
@@ -248,6 +254,7 @@ class CudaBackend final : public Backend {
     const auto& x = static_cast<const CudaPrepared&>(xp);
     for (const RowsJob& j : jobs) {
       const Rows w = rows_of(*j.w, "gather");
+      if (w.cols != x.dim) fail("CUDA gather: rows of {} values, activations of {}", w.cols, x.dim);
       launch_products(w, rows.data(), static_cast<int64_t>(rows.size()), x.x, x.n, need,
                             need_stride, j.y, j.y_stride, stream_);
     }
@@ -392,6 +399,7 @@ class CudaBackend final : public Backend {
     half_w_ = allocate(kHalfWeights, "the CUDA backend's f16 weight rows");
     blas_workspace_ = allocate(kCublasWorkspace, "cuBLAS's workspace");
     counts_ = allocate(kCounts, "the CUDA backend's counters");
+    scales_ = allocate(kScales, "the CUDA backend's f16 activation scales");
     check(cublas().set_workspace(blas_, blas_workspace_.data, blas_workspace_.bytes),
           "cublasSetWorkspace");
     check(cudaMallocHost(reinterpret_cast<void**>(&host_counts_), kCounts), "cudaMallocHost");
@@ -410,6 +418,7 @@ class CudaBackend final : public Backend {
   // Frees whatever acquire() made, in any state it left.
   void free_all() {
     if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    cudaGetLastError();  // a fault of this backend's stream is not the next one's
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     events_.clear();
     for (Staging& st : staging_) {
@@ -442,11 +451,14 @@ class CudaBackend final : public Backend {
     const uint64_t half_row = static_cast<uint64_t>(w.cols) * 2;
     const bool plain = w.type == DType::F32 || w.type == DType::F16;
     const uint64_t elem = w.type == DType::F32 ? 4 : 2;
-    return half_x <= half_x_.bytes && half_row <= half_w_.bytes && w.cols % cuda_math::kUnit == 0 &&
+    return half_x <= half_x_.bytes && half_row <= half_w_.bytes && x.n <= kGemmMaxTokens &&
+           w.cols % cuda_math::kUnit == 0 &&
            (!plain || w.row_bytes == static_cast<uint64_t>(w.cols) * elem);
   }
 
-  // y = W x for a batch on the tensor cores (column-major view: Y^T = W^T' X^T).
+  // y = W x for a batch on the tensor cores (column-major view: Y^T = W^T' X^T). The f16
+  // activations are each token's divided by a power of two that keeps them finite (an
+  // activation above 65504 would be inf), the products multiplied back.
   void gemm(const Rows& w, const CudaPrepared& x, float* y, int64_t y_stride, bool& halved) {
     const float one = 1.0f, zero = 0.0f;
     const int n = static_cast<int>(x.n), k = static_cast<int>(w.cols);
@@ -458,8 +470,9 @@ class CudaBackend final : public Backend {
       return;
     }
     auto* xh = reinterpret_cast<uint16_t*>(half_x_.data);
+    auto* scales = reinterpret_cast<float*>(scales_.data);
     if (!halved) {
-      launch_floats_to_half(x.x, x.n * x.dim, xh, stream_);
+      launch_rows_to_scaled_half(x.x, x.n, x.dim, xh, scales, stream_);
       halved = true;
     }
     auto product = [&](const void* a, int64_t r0, int64_t rows) {
@@ -468,14 +481,18 @@ class CudaBackend final : public Backend {
                              static_cast<int>(y_stride), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
             "gemm");
     };
-    if (w.type == DType::F16) return product(w.data, 0, w.rows);
-    const int64_t chunk = static_cast<int64_t>(half_w_.bytes / (static_cast<uint64_t>(k) * 2));
-    auto* wh = reinterpret_cast<uint16_t*>(half_w_.data);
-    for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
-      const int64_t rows = std::min(chunk, w.rows - r0);
-      launch_rows_to_half(w, r0, rows, wh, stream_);
-      product(wh, r0, rows);
+    if (w.type == DType::F16) {
+      product(w.data, 0, w.rows);
+    } else {
+      const int64_t chunk = static_cast<int64_t>(half_w_.bytes / (static_cast<uint64_t>(k) * 2));
+      auto* wh = reinterpret_cast<uint16_t*>(half_w_.data);
+      for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
+        const int64_t rows = std::min(chunk, w.rows - r0);
+        launch_rows_to_half(w, r0, rows, wh, stream_);
+        product(wh, r0, rows);
+      }
     }
+    launch_scale_rows(y, x.n, w.rows, y_stride, scales, stream_);
   }
 
   CudaDeviceInfo info_;
@@ -485,7 +502,7 @@ class CudaBackend final : public Backend {
   mutable std::mutex mutex_;
   std::unordered_map<void*, uint64_t> blocks_;
   uint64_t allocated_ = 0;
-  Buffer axpy_scratch_, half_x_, half_w_, blas_workspace_, counts_;
+  Buffer axpy_scratch_, half_x_, half_w_, blas_workspace_, counts_, scales_;
   int64_t* host_counts_ = nullptr;
   std::vector<cudaEvent_t> events_;
   uint64_t next_ticket_ = 0;
@@ -565,7 +582,7 @@ CudaDeviceInfo cuda_emu_device_info() {
 // One definition for both builds (the emulated one is always built).
 uint64_t cuda_backend_overhead_bytes() {
   return cuda_emu::kAxpyScratch + cuda_emu::kHalfActivations + cuda_emu::kHalfWeights +
-         cuda_emu::kCublasWorkspace + cuda_emu::kCounts;
+         cuda_emu::kCublasWorkspace + cuda_emu::kCounts + cuda_emu::kScales;
 }
 
 #else

@@ -64,8 +64,9 @@ __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head
                                   Places at) {
   const int b = blockIdx.x;
   const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
+  const int64_t k_dim = static_cast<int64_t>(n_head_kv) * head_dim;  // a k or v row; kv_dim: the cache's
   float* qb = q + b * q_dim;
-  float* kb = k + b * kv_dim;
+  float* kb = k + b * k_dim;
   const float* cb = cos + static_cast<int64_t>(b) * half;
   const float* sb = sin + static_cast<int64_t>(b) * half;
   for (int idx = threadIdx.x; idx < n_head * half; idx += blockDim.x) {
@@ -78,9 +79,9 @@ __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head
   }
   __syncthreads();
   const int64_t row = (at.base[b] + at.pos[b]) * kv_dim;
-  for (int64_t i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+  for (int64_t i = threadIdx.x; i < k_dim; i += blockDim.x) {
     store_value(k_cache, k16, row + i, kb[i]);
-    store_value(v_cache, v16, row + i, v[b * kv_dim + i]);
+    store_value(v_cache, v16, row + i, v[b * k_dim + i]);
   }
 }
 

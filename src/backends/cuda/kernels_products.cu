@@ -72,9 +72,8 @@ __global__ void products_kernel(const uint8_t* w, uint64_t row_bytes, int64_t co
   }
 }
 
-// First index in ids[0, count) whose id is >= v (ids ascending).
-__device__ inline int64_t lower_bound(const int32_t* ids, int64_t count, int64_t v) {
-  int64_t lo = 0, hi = count;
+// First index in ids[lo, hi) whose id is >= v (ids ascending there).
+__device__ inline int64_t lower_bound(const int32_t* ids, int64_t lo, int64_t hi, int64_t v) {
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
     if (ids[mid] < v)
@@ -85,34 +84,62 @@ __device__ inline int64_t lower_bound(const int32_t* ids, int64_t count, int64_t
   return lo;
 }
 
-// partial[(bucket * nt + t) * cols + j]: bucket `blockIdx.y`'s sum for token t, column j.
+// The axpy's list as ascending runs: split[0] = where the second run starts (count when the
+// list is ascending). One block; a third run traps (the contract allows two).
+__global__ void run_split_kernel(const int32_t* ids, int64_t count, int64_t* split) {
+  __shared__ int descents;
+  __shared__ unsigned long long first;
+  if (threadIdx.x == 0) {
+    descents = 0;
+    first = static_cast<unsigned long long>(count);
+  }
+  __syncthreads();
+  for (int64_t k = 1 + threadIdx.x; k < count; k += blockDim.x)
+    if (ids[k] < ids[k - 1]) {
+      atomicAdd(&descents, 1);
+      atomicMin(&first, static_cast<unsigned long long>(k));
+    }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (descents > 1) __trap();  // more than two ascending runs: a caller's bug
+    split[0] = static_cast<int64_t>(first);
+  }
+}
+
+// partial[(bucket * nt + t) * cols + j]: bucket `blockIdx.y`'s sum for token t, column j: its
+// terms of the first run, then of the second, each in list order.
 template <DType T>
 __global__ void axpy_partial_kernel(const uint8_t* wt, uint64_t row_bytes, int64_t cols,
                                     const int32_t* rows, const int32_t* neurons, int64_t count,
-                                    const float* c, int64_t c_stride, int nt, float* partial) {
+                                    const int64_t* split, const float* c, int64_t c_stride, int nt,
+                                    float* partial) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t bucket = blockIdx.y;
   const int32_t* ids = neurons != nullptr ? neurons : rows;
-  const int64_t lo = lower_bound(ids, count, bucket * kBucket);
-  const int64_t hi = lower_bound(ids, count, (bucket + 1) * kBucket);
+  const int64_t mid = split[0];
+  const int64_t runs[2][2] = {{lower_bound(ids, 0, mid, bucket * kBucket),
+                               lower_bound(ids, 0, mid, (bucket + 1) * kBucket)},
+                              {lower_bound(ids, mid, count, bucket * kBucket),
+                               lower_bound(ids, mid, count, (bucket + 1) * kBucket)}};
   float acc[kTile];
 #pragma unroll
   for (int t = 0; t < kTile; ++t) acc[t] = 0.0f;
   if (j < cols) {
-    for (int64_t k = lo; k < hi; ++k) {
-      float coef[kTile];
-      bool any = false;
+    for (int r = 0; r < 2; ++r)
+      for (int64_t k = runs[r][0]; k < runs[r][1]; ++k) {
+        float coef[kTile];
+        bool any = false;
 #pragma unroll
-      for (int t = 0; t < kTile; ++t) {
-        coef[t] = t < nt ? c[t * c_stride + k] : 0.0f;
-        any = any || coef[t] != 0.0f;
+        for (int t = 0; t < kTile; ++t) {
+          coef[t] = t < nt ? c[t * c_stride + k] : 0.0f;
+          any = any || coef[t] != 0.0f;
+        }
+        if (!any) continue;  // the row is not read
+        const float v = Decode<T>::value(wt + static_cast<uint64_t>(rows[k]) * row_bytes, j);
+#pragma unroll
+        for (int t = 0; t < kTile; ++t)
+          if (coef[t] != 0.0f) acc[t] += coef[t] * v;
       }
-      if (!any) continue;  // the row is not read
-      const float v = Decode<T>::value(wt + static_cast<uint64_t>(rows[k]) * row_bytes, j);
-#pragma unroll
-      for (int t = 0; t < kTile; ++t)
-        if (coef[t] != 0.0f) acc[t] += coef[t] * v;
-    }
     for (int t = 0; t < nt; ++t) partial[(bucket * nt + t) * cols + j] = acc[t];
   }
 }
@@ -139,9 +166,37 @@ __global__ void rows_to_half_kernel(const uint8_t* w, uint64_t row_bytes, int64_
   for (int i = 0; i < kUnit; ++i) out[r * cols + u * kUnit + i] = __float2half_rn(v[i]);
 }
 
-__global__ void floats_to_half_kernel(const float* x, int64_t count, __half* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < count) out[i] = __float2half_rn(x[i]);
+constexpr int kRowThreads = 256;
+
+// One block per row: the row's largest magnitude by a fixed tree, its scale, the scaled values.
+__global__ void rows_to_scaled_half_kernel(const float* x, int64_t dim, __half* out,
+                                           float* scales) {
+  __shared__ float most[kRowThreads];
+  const float* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
+  __half* o = out + static_cast<int64_t>(blockIdx.x) * dim;
+  float m = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) m = fmaxf(m, fabsf(xr[i]));
+  most[threadIdx.x] = m;
+  __syncthreads();
+  for (unsigned w = kRowThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) most[threadIdx.x] = fmaxf(most[threadIdx.x], most[threadIdx.x + w]);
+    __syncthreads();
+  }
+  const float scale = cuda_math::half_input_scale(most[0]);
+  if (threadIdx.x == 0) scales[blockIdx.x] = scale;
+  const float inverse = 1.0f / scale;  // a power of two: exact
+  for (int64_t i = threadIdx.x; i < dim; i += kRowThreads) o[i] = __float2half_rn(xr[i] * inverse);
+}
+
+__global__ void scale_rows_kernel(float* y, int64_t rows, int64_t y_stride, const float* scales) {
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t b = blockIdx.y;
+  if (r < rows) y[b * y_stride + r] *= scales[b];
+}
+
+__global__ void zero_rows_kernel(float* out, int64_t cols, int64_t out_stride) {
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (j < cols) out[static_cast<int64_t>(blockIdx.y) * out_stride + j] = 0.0f;
 }
 
 // Calls f.template operator()<T>() for the weight type.
@@ -194,21 +249,39 @@ void launch_products(const Rows& w, const int32_t* ids, int64_t count, const flo
 void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, int64_t id_bound,
                  int64_t count, const float* c, int64_t c_stride, int64_t n, float* out,
                  int64_t out_stride, float* partial, uint64_t partial_bytes, cudaStream_t stream) {
-  if (n == 0) return;
+  if (n == 0 || wt.cols == 0) return;
+  constexpr int kThreads = 256;
   const int64_t buckets = (id_bound + kBucket - 1) / kBucket;
+  if (count == 0 || buckets == 0) {  // no terms: every token's sum is 0
+    for (int64_t t0 = 0; t0 < n; t0 += 65535) {
+      const unsigned nt = static_cast<unsigned>(std::min<int64_t>(65535, n - t0));
+      STRATA_LAUNCH(zero_rows_kernel, dim3(blocks_for(wt.cols, kThreads), nt), kThreads, stream,
+                    out + t0 * out_stride, wt.cols, out_stride);
+    }
+    check_launch("axpy", stream);
+    return;
+  }
+  if (partial_bytes <= kAxpyReserved) kernel_failure("the CUDA axpy has no scratch");
+  auto* split = reinterpret_cast<int64_t*>(reinterpret_cast<uint8_t*>(partial) + partial_bytes -
+                                           kAxpyReserved);
   const uint64_t per_token = static_cast<uint64_t>(buckets * wt.cols) * sizeof(float);
-  const int64_t pass = std::min<int64_t>(kTile, static_cast<int64_t>(partial_bytes / per_token));
+  const int64_t pass = std::min<int64_t>(
+      kTile, static_cast<int64_t>((partial_bytes - kAxpyReserved) / per_token));
   if (pass < 1)
     kernel_failure("the CUDA axpy's scratch cannot hold one token of " + std::to_string(wt.cols) +
                    " columns");
-  constexpr int kThreads = 256;
+  STRATA_LAUNCH(run_split_kernel, 1, kThreads, stream, neurons != nullptr ? neurons : rows, count,
+                split);
   for (int64_t t0 = 0; t0 < n; t0 += pass) {
     const int nt = static_cast<int>(std::min(pass, n - t0));
     const dim3 grid(blocks_for(wt.cols, kThreads), static_cast<unsigned>(buckets));
     with_type(wt.type, [&]<DType T>() {
-      STRATA_LAUNCH(axpy_partial_kernel<T>, grid, kThreads, stream, wt.data, wt.row_bytes, wt.cols, rows, neurons, count, c + t0 * c_stride, c_stride, nt, partial);
+      STRATA_LAUNCH(axpy_partial_kernel<T>, grid, kThreads, stream, wt.data, wt.row_bytes, wt.cols,
+                    rows, neurons, count, split, c + t0 * c_stride, c_stride, nt, partial);
     });
-    STRATA_LAUNCH(axpy_sum_kernel, dim3(blocks_for(wt.cols, kThreads), static_cast<unsigned>(nt)), kThreads, stream, partial, buckets, nt, wt.cols, out + t0 * out_stride, out_stride);
+    STRATA_LAUNCH(axpy_sum_kernel, dim3(blocks_for(wt.cols, kThreads), static_cast<unsigned>(nt)),
+                  kThreads, stream, partial, buckets, nt, wt.cols, out + t0 * out_stride,
+                  out_stride);
     check_launch("axpy", stream);
   }
 }
@@ -223,10 +296,20 @@ void launch_rows_to_half(const Rows& w, int64_t row0, int64_t rows, uint16_t* ou
   check_launch("rows to f16", stream);
 }
 
-void launch_floats_to_half(const float* x, int64_t count, uint16_t* out, cudaStream_t stream) {
-  if (count == 0) return;
-  STRATA_LAUNCH(floats_to_half_kernel, blocks_for(count, 256), 256, stream, x, count, reinterpret_cast<__half*>(out));
-  check_launch("floats to f16", stream);
+void launch_rows_to_scaled_half(const float* x, int64_t n, int64_t dim, uint16_t* out,
+                                float* scales, cudaStream_t stream) {
+  if (n == 0 || dim == 0) return;
+  STRATA_LAUNCH(rows_to_scaled_half_kernel, static_cast<unsigned>(n), kRowThreads, stream, x, dim,
+                reinterpret_cast<__half*>(out), scales);
+  check_launch("activations to f16", stream);
+}
+
+void launch_scale_rows(float* y, int64_t n, int64_t rows, int64_t y_stride, const float* scales,
+                       cudaStream_t stream) {
+  if (n == 0 || rows == 0) return;
+  STRATA_LAUNCH(scale_rows_kernel, dim3(blocks_for(rows, 256), static_cast<unsigned>(n)), 256,
+                stream, y, rows, y_stride, scales);
+  check_launch("scale rows", stream);
 }
 
 }  // namespace strata::STRATA_CUDA_NS

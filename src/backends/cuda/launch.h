@@ -36,6 +36,7 @@ struct Rows {
 inline constexpr int kTile = 8;          // tokens one pass of a product kernel computes
 inline constexpr int kMaxPlaces = 64;    // tokens one rope/attention launch places
 inline constexpr int64_t kBucket = 256;  // the axpy's neuron-id buckets (sparse_ops.h)
+inline constexpr uint64_t kAxpyReserved = 256;  // the end of the axpy's scratch: its run split
 
 // Where tokens sit in the KV cache, passed by value with the launch.
 struct Places {
@@ -49,20 +50,30 @@ void launch_products(const Rows& w, const int32_t* ids, int64_t count, const flo
                      const uint8_t* need, int64_t need_stride, float* y, int64_t y_stride,
                      cudaStream_t stream);
 // out[b] = sum over k of c[b * c_stride + k] * wt.row(rows[k]) (c == 0 skipped), summed per
-// bucket of kBucket neuron ids (neurons[k], ascending; null: the rows are the ids) in list
-// order, the buckets' partials in bucket order. `id_bound`: the ids are below it. `partial`:
-// scratch of partial_bytes; tokens go in passes that fit.
+// bucket of kBucket neuron ids (neurons[k]; null: the rows are the ids) in list order, the
+// buckets' partials in bucket order. The ids are ascending or two ascending runs (a neuron
+// cache's passes; more is a contract violation and traps). `id_bound`: the ids are below it.
+// An empty list writes zeros. `partial`: scratch of partial_bytes (its last kAxpyReserved bytes
+// the kernels' own); tokens go in passes that fit.
 void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, int64_t id_bound,
                  int64_t count, const float* c, int64_t c_stride, int64_t n, float* out,
                  int64_t out_stride, float* partial, uint64_t partial_bytes, cudaStream_t stream);
 // Rows [row0, row0 + rows) of w as f16 ([rows][cols]), for a tensor-core GEMM.
 void launch_rows_to_half(const Rows& w, int64_t row0, int64_t rows, uint16_t* out,
                          cudaStream_t stream);
-void launch_floats_to_half(const float* x, int64_t count, uint16_t* out, cudaStream_t stream);
+// Each of n rows of dim activations as f16, divided by its own power of two
+// (cuda_math::half_input_scale, written to scales[row]) so that none overflows.
+void launch_rows_to_scaled_half(const float* x, int64_t n, int64_t dim, uint16_t* out,
+                                float* scales, cudaStream_t stream);
+// y[b * y_stride + r] *= scales[b] for b < n, r < rows: a GEMM's products scaled back.
+void launch_scale_rows(float* y, int64_t n, int64_t rows, int64_t y_stride, const float* scales,
+                       cudaStream_t stream);
 
 void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                      float eps, cudaStream_t stream);
 // n <= kMaxPlaces tokens.
+// q, k, v rows are the heads' widths (n_head or n_head_kv times head_dim); the caches' rows
+// are kv_dim wide.
 void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
                        int head_dim, const float* cos, const float* sin, int half, void* k_cache,
                        void* v_cache, bool k16, bool v16, int64_t kv_dim, const Places& at,

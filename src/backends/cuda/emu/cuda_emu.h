@@ -14,7 +14,6 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <source_location>
 #include <tuple>
 #include <type_traits>
 
@@ -64,8 +63,9 @@ inline float __uint_as_float(unsigned u) {
   return std::bit_cast<float>(u);
 }
 
-inline void __syncthreads(std::source_location at = std::source_location::current()) {
-  sync_threads(at);
+// The caller's place by the builtins (clang 14 has no std::source_location).
+inline void __syncthreads(const char* file = __builtin_FILE(), unsigned line = __builtin_LINE()) {
+  sync_threads(file, line);
 }
 
 template <class T>
@@ -82,6 +82,21 @@ template <class T>
 inline T atomicAdd(T* p, T v) {
   static_assert(std::is_integral_v<T>, "the emulator's atomics are on integers");
   return std::atomic_ref<T>(*p).fetch_add(v);
+}
+
+template <class T>
+inline T atomicMin(T* p, T v) {
+  static_assert(std::is_integral_v<T>, "the emulator's atomics are on integers");
+  std::atomic_ref<T> a(*p);
+  T old = a.load();
+  while (v < old && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
+
+// A kernel's own assertion: the block stops and the launch faults (on a GPU, the context).
+[[noreturn]] inline void __trap() {
+  trap();
 }
 
 // kernel<<<grid, block, shared, stream>>>(args...): the arguments converted to the kernel's

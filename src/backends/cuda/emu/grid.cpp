@@ -273,11 +273,11 @@ const ThreadIndex& this_thread() {
   return current().index;
 }
 
-void sync_threads(std::source_location at) {
+void sync_threads(const char* file, unsigned line) {
   Lane& l = current();
   const uint32_t round = l.rounds.load(std::memory_order_relaxed);
-  l.file.store(at.file_name(), std::memory_order_relaxed);
-  l.line.store(at.line(), std::memory_order_relaxed);
+  l.file.store(file, std::memory_order_relaxed);
+  l.line.store(line, std::memory_order_relaxed);
   // Two sync addresses in turn: a thread that has passed barrier r and reaches r + 1 must not
   // hand its later work to a thread still acquiring barrier r.
   tsan_release(&l.runner->barrier[round & 1]);
@@ -285,6 +285,10 @@ void sync_threads(std::source_location at) {
   l.fiber->yield();
   tsan_acquire(&l.runner->barrier[round & 1]);
   l.rounds.store(round + 1, std::memory_order_relaxed);
+}
+
+void trap() {
+  thread_fault(current(), "__trap()");
 }
 
 uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask, int width) {

@@ -23,7 +23,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <source_location>
 #include <string>
 
 namespace strata::cuda_emu {
@@ -59,8 +58,10 @@ struct ThreadIndex {
   dim3 block_dim, grid_dim;
 };
 const ThreadIndex& this_thread();
-// __syncthreads: waits for the block; `site` tells barriers apart.
-void sync_threads(std::source_location site);
+// __syncthreads: waits for the block; where it is called (file, line) tells barriers apart.
+void sync_threads(const char* file, unsigned line);
+// __trap(): the calling thread faults.
+[[noreturn]] void trap();
 // The value lane (this lane ^ lane_mask) of the warp gave (within groups of `width` lanes),
 // once every lane of `mask` has called.
 uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask, int width);

@@ -113,10 +113,16 @@ struct EmuStream {
     ready.notify_all();
   }
 
-  // Waits for every operation queued so far; the stream's sticky error, if any.
-  cudaError_t drain() {
+  // Waits for every operation queued so far.
+  void wait_idle() {
     std::unique_lock lock(mutex);
     idle.wait(lock, [&] { return ops.empty() && !busy; });
+  }
+
+  // wait_idle(), then the stream's sticky error, if any (also this thread's last error).
+  cudaError_t drain() {
+    wait_idle();
+    const std::lock_guard lock(mutex);
     if (sticky != cudaSuccess) return fail(sticky, fault);
     return cudaSuccess;
   }
@@ -362,7 +368,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle, "the default stream");
-  stream->drain();
+  stream->wait_idle();
   delete stream;
   DeviceState& s = state();
   const std::lock_guard lock(s.mutex);
@@ -384,7 +390,10 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) {
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   if (event == nullptr) return fail(cudaErrorInvalidResourceHandle, "a null event");
-  cudaEventSynchronize(event);
+  {
+    std::unique_lock lock(event->mutex);
+    event->done.wait(lock, [&] { return event->completed >= event->recorded; });
+  }
   delete event;
   DeviceState& s = state();
   const std::lock_guard lock(s.mutex);

@@ -11,7 +11,6 @@
 #include "backends/cuda/emu/sanitizers.h"
 
 #if defined(STRATA_EMU_ASAN)
-#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(__x86_64__)
@@ -84,7 +83,7 @@ struct Fiber::Context {
   size_t colour = 0;  // bytes below the top the first frame starts (see start())
   void (*entry)(void*) = nullptr;
   void* arg = nullptr;
-  bool running = false;
+  std::atomic<bool> running{false};  // set by start(), cleared by the fiber's finish()
 #if defined(STRATA_EMU_ASM_SWITCH)
   void* sp = nullptr;         // the fiber's saved stack pointer
   void* caller_sp = nullptr;  // the resumer's
@@ -96,11 +95,11 @@ struct Fiber::Context {
   void* caller_fake_stack = nullptr;  // the resumer's, while the fiber runs
   const void* caller_bottom = nullptr;
   size_t caller_size = 0;
-  bool abandoned = false;  // started again before it finished: its stack's shadow is stale
 #endif
 #if defined(STRATA_EMU_TSAN)
   void* tsan_fiber = nullptr;
-  void* tsan_caller = nullptr;
+  // Written by the resumer, read by the fiber: atomic, so the switch needs no ordering.
+  std::atomic<void*> tsan_caller{nullptr};
 #endif
 };
 
@@ -112,7 +111,8 @@ namespace {
 }
 
 // The first thing a fiber runs, on its own stack.
-void fiber_main(Fiber::Context* c) {
+STRATA_EMU_UNINSTRUMENTED void fiber_main(Fiber::Context* c) {
+  tsan_acquire(c);  // what start() wrote (a thread's creation happens before its start)
 #if defined(STRATA_EMU_ASAN)
   __sanitizer_finish_switch_fiber(nullptr, &c->caller_bottom, &c->caller_size);
 #endif
@@ -147,6 +147,7 @@ Fiber::Fiber(size_t stack_bytes) : self_(std::make_unique<Context>()) {
 }
 
 Fiber::~Fiber() {
+  (void)self_->running.load(std::memory_order_acquire);  // after the fiber's last write
 #if defined(STRATA_EMU_TSAN)
   __tsan_destroy_fiber(self_->tsan_fiber);
 #endif
@@ -154,13 +155,10 @@ Fiber::~Fiber() {
 }
 
 void Fiber::start(void (*entry)(void*), void* arg) {
-  Context& c = *self_;  // a fiber still running is abandoned: it starts over
+  Context& c = *self_;
+  if (c.running.load(std::memory_order_relaxed)) die("start() of a fiber that has not finished");
   c.entry = entry;
   c.arg = arg;
-#if defined(STRATA_EMU_ASAN)
-  if (c.abandoned) __asan_unpoison_memory_region(c.stack, c.stack_bytes);
-  c.abandoned = true;  // until finish() says otherwise
-#endif
 #if defined(STRATA_EMU_ASM_SWITCH)
   // The first frame, as strata_emu_swap pops it: control words, r15, r14, r13 = the function,
   // r12 = its argument, rbx, rbp = 0 (the end of frame-pointer chains), then the return
@@ -194,21 +192,24 @@ void Fiber::start(void (*entry)(void*), void* arg) {
   makecontext(&c.context, reinterpret_cast<void (*)()>(&ucontext_main), 2,
               static_cast<unsigned>(p >> 32), static_cast<unsigned>(p & 0xffffffffu));
 #endif
-  c.running = true;
+  c.running.store(true, std::memory_order_relaxed);
+  tsan_release(&c);
 }
 
 void Fiber::resume() {
   Context& c = *self_;
-  if (!c.running) die("resume() of a fiber that has not been started");
+  if (!c.running.load(std::memory_order_relaxed))
+    die("resume() of a fiber that has not been started");
+  void* const next = c.sp;  // read before the switch, as this thread
 #if defined(STRATA_EMU_TSAN)
-  c.tsan_caller = __tsan_get_current_fiber();
+  c.tsan_caller.store(__tsan_get_current_fiber(), std::memory_order_relaxed);
   __tsan_switch_to_fiber(c.tsan_fiber, __tsan_switch_to_fiber_no_sync);
 #endif
 #if defined(STRATA_EMU_ASAN)
   __sanitizer_start_switch_fiber(&c.caller_fake_stack, c.stack, c.stack_bytes);
 #endif
 #if defined(STRATA_EMU_ASM_SWITCH)
-  strata_emu_swap(&c.caller_sp, c.sp);
+  strata_emu_swap(&c.caller_sp, next);
 #else
   swapcontext(&c.caller, &c.context);
 #endif
@@ -217,10 +218,19 @@ void Fiber::resume() {
 #endif
 }
 
-void Fiber::switch_out(bool dying) {
+STRATA_EMU_UNINSTRUMENTED void Fiber::switch_out(bool dying) {
   Context& c = *self_;
+#if defined(STRATA_EMU_ASM_SWITCH)
+  void* const back = c.caller_sp;  // written by the switch alone
+#endif
 #if defined(STRATA_EMU_TSAN)
-  __tsan_switch_to_fiber(c.tsan_caller, __tsan_switch_to_fiber_no_sync);
+  void* const caller = c.tsan_caller.load(std::memory_order_relaxed);
+#endif
+  // A finished fiber's last write: after it the owner may free the context, so from here on
+  // only locals, and the switch's own stores (its stack pointer: no longer read).
+  if (dying) c.running.store(false, std::memory_order_release);  // the destructor acquires it
+#if defined(STRATA_EMU_TSAN)
+  __tsan_switch_to_fiber(caller, __tsan_switch_to_fiber_no_sync);
 #endif
 #if defined(STRATA_EMU_ASAN)
   // A dying fiber passes no place for its fake stack, which frees it.
@@ -229,7 +239,7 @@ void Fiber::switch_out(bool dying) {
   (void)dying;
 #endif
 #if defined(STRATA_EMU_ASM_SWITCH)
-  strata_emu_swap(&c.sp, c.caller_sp);
+  strata_emu_swap(&c.sp, back);
 #else
   swapcontext(&c.context, &c.caller);
 #endif
@@ -242,11 +252,7 @@ void Fiber::yield() {
   switch_out(false);
 }
 
-void Fiber::finish() {
-  self_->running = false;
-#if defined(STRATA_EMU_ASAN)
-  self_->abandoned = false;
-#endif
+STRATA_EMU_UNINSTRUMENTED void Fiber::finish() {
   switch_out(true);
   die("a finished fiber was resumed");
 }

@@ -24,7 +24,7 @@ class Fiber {
   Fiber& operator=(const Fiber&) = delete;
 
   // Makes the fiber run entry(arg) from the start at its next resume(); entry must end by
-  // calling finish(), never by returning. Only when the fiber is not running.
+  // calling finish(), never by returning. Only when it has finished (or never started).
   void start(void (*entry)(void*), void* arg);
   // From the OS thread's own context: runs the fiber until it calls yield() or finish().
   void resume();

@@ -48,6 +48,9 @@ struct Runner {
   std::vector<std::unique_ptr<Fiber>> fibers;
   std::unique_ptr<Lane[]> lanes = std::make_unique<Lane[]>(kMaxThreads);
   const std::function<void()>* body = nullptr;
+  // Set after a fault: every thread still in the block unwinds (BlockAborted) and exits, so it
+  // ends as a thread that finished (its stack unwound, its memory ordered before the next).
+  std::atomic<bool> aborting{false};
   std::string fault;  // written by the faulting thread (ordered by `fault_sync`)
   char block_start = 0, block_done = 0, fault_sync = 0, barrier[2] = {0, 0};  // sync addresses
 };
@@ -74,22 +77,37 @@ std::string where(const ThreadIndex& i) {
                      i.block.x, i.block.y, i.block.z);
 }
 
-// From inside a thread: records the fault and stops the thread for good.
+// Thrown at a thread's wait when its block is aborted; caught by lane_main.
+struct BlockAborted {};
+
+// After a thread's wait: unwinds it when its block has faulted.
+void resume_or_unwind(const Lane& l) {
+  if (l.runner->aborting.load(std::memory_order_relaxed)) throw BlockAborted{};
+}
+
+// From inside a thread: records the fault and stops the thread (resumed only to unwind).
 [[noreturn]] void thread_fault(Lane& l, const std::string& what) {
   l.runner->fault = what + " (" + where(l.index) + ")";
   tsan_release(&l.runner->fault_sync);
   l.wait.store(Wait::Faulted, std::memory_order_relaxed);
   l.fiber->yield();
-  std::abort();  // a faulted thread is never resumed
+  throw BlockAborted{};
 }
 
-void lane_main(void* p) {
+STRATA_EMU_UNINSTRUMENTED void lane_main(void* p) {
   Lane& l = *static_cast<Lane*>(p);
-  tsan_acquire(&l.runner->block_start);
-  (*l.runner->body)();
-  tsan_release(&l.runner->block_done);
+  Runner* const r = l.runner;
+  Fiber* const f = l.fiber;
+  tsan_acquire(&r->block_start);
+  try {
+    if (!r->aborting.load(std::memory_order_relaxed)) (*r->body)();
+  } catch (const BlockAborted&) {
+  }
   l.wait.store(Wait::Exited, std::memory_order_relaxed);
-  l.fiber->finish();
+  // After this release the scheduler may set the lane up for the next block: only locals from
+  // here on.
+  tsan_release(&r->block_done);
+  f->finish();
 }
 
 bool exited(const Lane& l) {
@@ -191,6 +209,19 @@ std::string deadlock(const Lane* lanes, int n) {
   return what;
 }
 
+// Resumes every thread that has not exited, each unwinding to its end (aborting is set).
+void unwind_block(Runner& r, int n) {
+  r.aborting.store(true, std::memory_order_relaxed);
+  for (int i = 0; i < n; ++i) {
+    Lane& l = r.lanes[static_cast<size_t>(i)];
+    if (exited(l)) continue;
+    current_lane.store(&l, std::memory_order_relaxed);
+    r.fibers[static_cast<size_t>(i)]->resume();
+  }
+  current_lane.store(nullptr, std::memory_order_relaxed);
+  r.aborting.store(false, std::memory_order_relaxed);
+}
+
 // Runs the started block to its end or its first fault ("" when none).
 std::string run_block(Runner& r, int n) {
   Lane* lanes = r.lanes.get();
@@ -263,6 +294,7 @@ std::string run_grid(const LaunchShape& s, const char* kernel,
         }
         tsan_release(&r.block_start);
         std::string fault = run_block(r, n);
+        if (!fault.empty()) unwind_block(r, n);
         tsan_acquire(&r.block_done);
         if (!fault.empty()) return fmt::format("{}: {}", kernel, fault);
       }
@@ -283,6 +315,7 @@ void sync_threads(const char* file, unsigned line) {
   tsan_release(&l.runner->barrier[round & 1]);
   l.wait.store(Wait::Barrier, std::memory_order_relaxed);
   l.fiber->yield();
+  resume_or_unwind(l);
   tsan_acquire(&l.runner->barrier[round & 1]);
   l.rounds.store(round + 1, std::memory_order_relaxed);
 }
@@ -305,6 +338,7 @@ uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask, int width) {
   l.value.store(bits, std::memory_order_relaxed);
   l.wait.store(Wait::Shuffle, std::memory_order_relaxed);
   l.fiber->yield();
+  resume_or_unwind(l);
   return l.result.load(std::memory_order_relaxed);
 }
 

@@ -23,6 +23,15 @@
 #include <sanitizer/tsan_interface.h>
 #endif
 
+// For the frames a fiber leaves without returning (its start, its end, the switch out of it):
+// ThreadSanitizer keeps a call stack per fiber that an entry without its exit would grow until
+// it overflows (a fiber runs once per CUDA thread per block), so these get no instrumentation.
+#if defined(STRATA_EMU_TSAN) && defined(__clang__)
+#define STRATA_EMU_UNINSTRUMENTED __attribute__((disable_sanitizer_instrumentation))
+#else
+#define STRATA_EMU_UNINSTRUMENTED
+#endif
+
 namespace strata::cuda_emu {
 
 // A happens-before edge from every release on `sync` to the acquires after it.

@@ -5,7 +5,8 @@
 #      libFuzzer targets; runs the unit tests, the CLI error script and a smoke run of every
 #      fuzz target on its seed corpus (FUZZ_SECONDS each, default 5).
 #   2. build-tsan: the unit tests under ThreadSanitizer, run on the suites that use threads
-#      (thread pool, sparse operators, sessions, flash reads, the server).
+#      (thread pool, sparse operators, sessions, flash reads, the server, the device backends
+#      with the CUDA kernels on the emulated GPU, whose CUDA threads TSan sees as threads).
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (default all)
 set -eu
 cd "$(dirname "$0")/.."
@@ -69,7 +70,7 @@ if [ "$what" = all ] || [ "$what" = tsan ]; then
   scripts/build.sh build-tsan strata_tests
   step "tsan: threaded tests"
   build-tsan/tests/strata_tests \
-    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*'
+    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*:CudaEmu.*:*CudaSession.*'
 fi
 step "done"
 cd "$root"

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/cuda/block_math.h"
+#include "backends/cuda/device_pool.h"
 #include "backends/cuda/launch.h"
 #include "core/error.h"
 #include "tensor/quantize.h"
@@ -120,9 +121,14 @@ constexpr size_t kEvents = 4096;  // recorded points kept (a ring)
 constexpr uint64_t kStagingBytes = uint64_t{4} << 20;  // a pinned upload buffer (two of them)
 #if defined(STRATA_CUDA_EMU)
 constexpr const char* kName = "cuda-emu";
+constexpr bool kEmulated = true;  // device memory is host memory (the pool poisons it for ASan)
 #else
 constexpr const char* kName = "cuda";
+constexpr bool kEmulated = false;
 #endif
+// The budget rounded down to the driver's granule, and each buffer's 256-byte alignment: what
+// the pool may lose of a budget, counted beside the backend's scratch.
+constexpr uint64_t kPoolSlack = uint64_t{4} << 20;
 
 class CudaPrepared final : public PreparedRows {
  public:
@@ -161,33 +167,26 @@ class CudaBackend final : public Backend {
   using Backend::allocate;
   Buffer allocate(uint64_t bytes, std::string_view what) override {
     const std::lock_guard lock(mutex_);
-    if (allocated_ + bytes > budget_)
+    uint8_t* p = pool_ != nullptr ? pool_->allocate(bytes) : nullptr;
+    if (p == nullptr) {
+      const uint64_t left = pool_ != nullptr ? pool_->largest_free() : 0;
       fail("{} needs {}, more than the {} left of the GPU's {} budget", what, mib(bytes),
-           mib(budget_ - allocated_), mib(budget_));
-    void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, std::max<uint64_t>(bytes, 1));
-    if (e != cudaSuccess)
-      fail("{} needs {} of GPU memory: {}", what, mib(bytes), cudaGetErrorString(e));
+           mib(left), mib(budget_));
+    }
     check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemset");
-    allocated_ += bytes;
-    blocks_.emplace(p, bytes);
-    return Buffer{Device::Cuda, static_cast<uint8_t*>(p), bytes};
+    return Buffer{Device::Cuda, p, bytes};
   }
 
   void release(const Buffer& b) override {
-    if (b.data == nullptr) return;
+    if (b.data == nullptr || pool_ == nullptr) return;
     const std::lock_guard lock(mutex_);
-    const auto it = blocks_.find(b.data);
-    if (it == blocks_.end()) return;
     cudaStreamSynchronize(stream_);  // queued work may still read it
-    cudaFree(b.data);
-    allocated_ -= it->second;
-    blocks_.erase(it);
+    pool_->release(b.data);
   }
 
   uint64_t allocated() const override {
     const std::lock_guard lock(mutex_);
-    return allocated_;
+    return pool_ != nullptr ? pool_->in_use() : 0;
   }
 
   void upload(void* dst, const void* host, uint64_t bytes) override {
@@ -391,6 +390,15 @@ class CudaBackend final : public Backend {
       fail("--vram-budget {} is more than the {} that {} has free", mib(o.budget), mib(usable),
            info_.name);
     budget_ = o.budget > 0 ? o.budget : usable;
+    DeviceDriver driver{[](uint64_t bytes) -> uint8_t* {
+                          void* p = nullptr;
+                          if (cudaMalloc(&p, bytes) == cudaSuccess) return static_cast<uint8_t*>(p);
+                          cudaGetLastError();  // refused: the pool says so
+                          return nullptr;
+                        },
+                        [](uint8_t* p) { cudaFree(p); }};
+    // A budget given is taken whole now; without one the pool grows as buffers need.
+    pool_ = std::make_unique<DevicePool>(budget_, o.budget > 0, std::move(driver), kEmulated);
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cublas().create(&blas_), "cublasCreate");
     check(cublas().set_stream(blas_, stream_), "cublasSetStream");
@@ -430,9 +438,7 @@ class CudaBackend final : public Backend {
     host_counts_ = nullptr;
     if (blas_ != nullptr) cublas().destroy(blas_);
     blas_ = nullptr;
-    for (const auto& [p, bytes] : blocks_) cudaFree(p);
-    blocks_.clear();
-    allocated_ = 0;
+    pool_.reset();
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     stream_ = nullptr;
   }
@@ -500,8 +506,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t blas_ = nullptr;
   mutable std::mutex mutex_;
-  std::unordered_map<void*, uint64_t> blocks_;
-  uint64_t allocated_ = 0;
+  std::unique_ptr<DevicePool> pool_;
   Buffer axpy_scratch_, half_x_, half_w_, blas_workspace_, counts_, scales_;
   int64_t* host_counts_ = nullptr;
   std::vector<cudaEvent_t> events_;
@@ -582,7 +587,7 @@ CudaDeviceInfo cuda_emu_device_info() {
 // One definition for both builds (the emulated one is always built).
 uint64_t cuda_backend_overhead_bytes() {
   return cuda_emu::kAxpyScratch + cuda_emu::kHalfActivations + cuda_emu::kHalfWeights +
-         cuda_emu::kCublasWorkspace + cuda_emu::kCounts + cuda_emu::kScales;
+         cuda_emu::kCublasWorkspace + cuda_emu::kCounts + cuda_emu::kScales + cuda_emu::kPoolSlack;
 }
 
 #else

@@ -59,7 +59,7 @@ class DevicePool {
 
   uint64_t limit_;
   DeviceDriver driver_;
-  bool host_memory_;
+  [[maybe_unused]] bool host_memory_;  // read only under AddressSanitizer
   std::vector<Chunk> chunks_;
   std::unordered_map<uint8_t*, uint64_t> live_;  // buffer -> its aligned size
   uint64_t in_use_ = 0, held_ = 0;

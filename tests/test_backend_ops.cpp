@@ -143,10 +143,9 @@ TEST_P(BackendOps, MatmulEqualsTheReferenceForEveryTypeLayoutAndBatch) {
           reference::matmul(w.view, x.data(), n, ref.data(), rows);
           for (int64_t b = 0; b < n; ++b)
             for (int64_t r = 0; r < rows; ++r) {
-              const double tol =
-                  product_tolerance(c.type, name, n, true) *
-                      magnitude(w.view, r, x.data() + b * cols) +
-                  1e-6;
+              const double tol = product_tolerance(c.type, name, n, true) *
+                                     magnitude(w.view, r, x.data() + b * cols) +
+                                 1e-6;
               ASSERT_NEAR(y[static_cast<size_t>(b * rows + r)],
                           ref[static_cast<size_t>(b * rows + r)], tol)
                   << name << " " << dtype_name(c.type) << (c.interleaved ? " interleaved" : "")
@@ -185,9 +184,9 @@ TEST_P(BackendOps, MatmulOfABatchWithAHugeActivationStaysRight) {
             ASSERT_TRUE(std::isfinite(y[static_cast<size_t>(b * rows + r)])) << name;
             continue;
           }
-          const double tol = product_tolerance(t, name, n, true) *
-                                 magnitude(w.view, r, x.data() + b * length) +
-                             1e-6;
+          const double tol =
+              product_tolerance(t, name, n, true) * magnitude(w.view, r, x.data() + b * length) +
+              1e-6;
           ASSERT_NEAR(y[static_cast<size_t>(b * rows + r)], ref[static_cast<size_t>(b * rows + r)],
                       tol)
               << name << " " << dtype_name(t) << " token " << b;
@@ -231,10 +230,9 @@ TEST_P(BackendOps, GatherEqualsTheReferenceWithEmptyPartialAndFullLists) {
                 ASSERT_EQ(y[at], 0.0f) << name << " skipped product not zero";
                 continue;
               }
-              const double tol =
-                  product_tolerance(t, name, n, false) *
-                      magnitude(w.view, ids[k], x.data() + b * cols) +
-                  1e-6;
+              const double tol = product_tolerance(t, name, n, false) *
+                                     magnitude(w.view, ids[k], x.data() + b * cols) +
+                                 1e-6;
               ASSERT_NEAR(y[at], ref[at], tol) << name << " " << dtype_name(t) << " batch " << n;
             }
         }
@@ -324,7 +322,8 @@ TEST_P(BackendOps, AxpyOfTwoAscendingRunsEqualsTheAscendingList) {
         for (size_t k = 0; k < runs.size(); ++k) {
           const size_t at = static_cast<size_t>(
               std::lower_bound(sorted.begin(), sorted.end(), runs[k]) - sorted.begin());
-          c_sorted[static_cast<size_t>(b * stride) + at] = c_runs[static_cast<size_t>(b * stride) + k];
+          c_sorted[static_cast<size_t>(b * stride) + at] =
+              c_runs[static_cast<size_t>(b * stride) + k];
         }
       const DeviceMatrix dwt(*be, wt.view);
       const OnDevice<int32_t> druns(*be, runs), dsorted(*be, sorted);
@@ -332,8 +331,7 @@ TEST_P(BackendOps, AxpyOfTwoAscendingRunsEqualsTheAscendingList) {
           dout_runs(*be, static_cast<size_t>(n * dim), 0.0f),
           dout_sorted(*be, static_cast<size_t>(n * dim), 0.0f);
       be->axpy(dwt.view, druns.span(), dcr.get(), stride, n, dout_runs.get(), dim, {}, neurons);
-      be->axpy(dwt.view, dsorted.span(), dcs.get(), stride, n, dout_sorted.get(), dim, {},
-               neurons);
+      be->axpy(dwt.view, dsorted.span(), dcs.get(), stride, n, dout_sorted.get(), dim, {}, neurons);
       const std::vector<float> got = dout_runs.read(), want = dout_sorted.read();
       std::vector<float> ref(got.size());
       reference::axpy(wt.view, runs, c_runs.data(), stride, n, ref.data(), dim);
@@ -435,84 +433,84 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
       // Cache rows as wide as the heads, and wider (a cache laid out for more than the batch's
       // rows hold: the rows of k and v are the heads' width, the cache's its own).
       for (const int64_t row : {s.kv_dim(), s.kv_dim() + 8})
-      for (const Case& cs_ :
-           {Case{1, 5, false}, Case{64, 3, false}, Case{64, 0, true}, Case{2, 0, true}}) {
-        const int64_t n = cs_.n;
-        const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
-        const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence") +
-                                 " cache rows of " + std::to_string(row);
-        std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
-        std::vector<float> ref(x.size());
-        {
-          const OnDevice<float> dx(*be, x), dw(*be, w), dout(*be, x.size(), 0.0f);
-          be->rms_norm(dx.get(), dw.get(), dout.get(), n, 64, 1e-5f);
-          reference::rms_norm(x.data(), w.data(), ref.data(), n, 64, 1e-5f);
-          const std::vector<float> out = dout.read();
-          for (size_t i = 0; i < out.size(); ++i)
-            ASSERT_NEAR(out[i], ref[i], 1e-5 * std::abs(ref[i]) + 1e-6) << name;
-        }
-        // RoPE and the KV append, then attention over each token's sequence up to its position.
-        std::vector<float> cs(static_cast<size_t>(n * half)), sn(cs.size());
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t i = 0; i < half; ++i) {
-            const double theta =
-                places.pos[static_cast<size_t>(b)] * std::pow(10000.0, -2.0 * i / 16.0);
-            cs[static_cast<size_t>(b * half + i)] = static_cast<float>(std::cos(theta));
-            sn[static_cast<size_t>(b * half + i)] = static_cast<float>(std::sin(theta));
+        for (const Case& cs_ :
+             {Case{1, 5, false}, Case{64, 3, false}, Case{64, 0, true}, Case{2, 0, true}}) {
+          const int64_t n = cs_.n;
+          const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
+          const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence") +
+                                   " cache rows of " + std::to_string(row);
+          std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
+          std::vector<float> ref(x.size());
+          {
+            const OnDevice<float> dx(*be, x), dw(*be, w), dout(*be, x.size(), 0.0f);
+            be->rms_norm(dx.get(), dw.get(), dout.get(), n, 64, 1e-5f);
+            reference::rms_norm(x.data(), w.data(), ref.data(), n, 64, 1e-5f);
+            const std::vector<float> out = dout.read();
+            for (size_t i = 0; i < out.size(); ++i)
+              ASSERT_NEAR(out[i], ref[i], 1e-5 * std::abs(ref[i]) + 1e-6) << name;
           }
-        const size_t elem = kv_type == DType::F16 ? 2 : 4;
-        std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * row) * elem), vc(kc.size());
-        // Every row before the batch holds something (stored unrotated by the reference), so
-        // a token that read another sequence's rows, or rows past its own, would differ.
-        {
-          const KvLayer host_kv{kc.data(), vc.data(), kv_type, kv_type, row};
-          const std::vector<float> prior = random_rows(prior_rows, 2 * s.kv_dim(), 43);
-          std::vector<float> pk(prior.begin(), prior.begin() + prior_rows * s.kv_dim());
-          std::vector<float> pv(prior.begin() + prior_rows * s.kv_dim(), prior.end());
-          std::vector<float> q0(static_cast<size_t>(prior_rows * s.q_dim()));
-          std::vector<float> one(static_cast<size_t>(prior_rows * half), 1.0f),
-              zero(one.size(), 0.0f);
-          BatchPlaces all;
-          for (int64_t r = 0; r < prior_rows; ++r) all.pos.push_back(r), all.base.push_back(0);
-          reference::rope_and_store(q0.data(), pk.data(), pv.data(), prior_rows, s,
-                                    {one.data(), zero.data(), half}, host_kv, all.view());
+          // RoPE and the KV append, then attention over each token's sequence up to its position.
+          std::vector<float> cs(static_cast<size_t>(n * half)), sn(cs.size());
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t i = 0; i < half; ++i) {
+              const double theta =
+                  places.pos[static_cast<size_t>(b)] * std::pow(10000.0, -2.0 * i / 16.0);
+              cs[static_cast<size_t>(b * half + i)] = static_cast<float>(std::cos(theta));
+              sn[static_cast<size_t>(b * half + i)] = static_cast<float>(std::sin(theta));
+            }
+          const size_t elem = kv_type == DType::F16 ? 2 : 4;
+          std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * row) * elem), vc(kc.size());
+          // Every row before the batch holds something (stored unrotated by the reference), so
+          // a token that read another sequence's rows, or rows past its own, would differ.
+          {
+            const KvLayer host_kv{kc.data(), vc.data(), kv_type, kv_type, row};
+            const std::vector<float> prior = random_rows(prior_rows, 2 * s.kv_dim(), 43);
+            std::vector<float> pk(prior.begin(), prior.begin() + prior_rows * s.kv_dim());
+            std::vector<float> pv(prior.begin() + prior_rows * s.kv_dim(), prior.end());
+            std::vector<float> q0(static_cast<size_t>(prior_rows * s.q_dim()));
+            std::vector<float> one(static_cast<size_t>(prior_rows * half), 1.0f),
+                zero(one.size(), 0.0f);
+            BatchPlaces all;
+            for (int64_t r = 0; r < prior_rows; ++r) all.pos.push_back(r), all.base.push_back(0);
+            reference::rope_and_store(q0.data(), pk.data(), pv.data(), prior_rows, s,
+                                      {one.data(), zero.data(), half}, host_kv, all.view());
+          }
+          std::vector<uint8_t> kc_ref = kc, vc_ref = vc;
+          const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, row};
+          const OnDevice<uint8_t> dkc(*be, kc), dvc(*be, vc);
+          const KvLayer kv{dkc.get(), dvc.get(), kv_type, kv_type, row};
+          std::vector<float> q = random_rows(n, s.q_dim(), 44), k = random_rows(n, s.kv_dim(), 45),
+                             v = random_rows(n, s.kv_dim(), 46);
+          std::vector<float> q_ref = q, k_ref = k;
+          const OnDevice<float> dq(*be, q), dk(*be, k), dv(*be, v), dcs(*be, cs), dsn(*be, sn);
+          be->rope_and_store(dq.get(), dk.get(), dv.get(), n, s, {dcs.get(), dsn.get(), half}, kv,
+                             places.view());
+          reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
+                                    {cs.data(), sn.data(), half}, kv_ref, places.view());
+          q = dq.read();
+          kc = dkc.read();
+          vc = dvc.read();
+          for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << what;
+          // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
+          for (int64_t i = 0; i < prior_rows * row; ++i) {
+            const float a = kv_type == DType::F16
+                                ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc.data())[i])
+                                : reinterpret_cast<const float*>(kc.data())[i];
+            const float r = kv_type == DType::F16
+                                ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc_ref.data())[i])
+                                : reinterpret_cast<const float*>(kc_ref.data())[i];
+            ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << what << " key " << i;
+          }
+          ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
+          const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
+              datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
+          be->attention(dq.get(), n, s, kv, places.view(), n_ctx, dscores.get(), datt.get());
+          const std::vector<float> att = datt.read();
+          std::vector<float> att_ref(att.size());
+          reference::attention(q.data(), n, s, kv_ref, places.view(), att_ref.data());
+          for (size_t i = 0; i < att.size(); ++i)
+            ASSERT_NEAR(att[i], att_ref[i], 1e-4) << what << " attention";
         }
-        std::vector<uint8_t> kc_ref = kc, vc_ref = vc;
-        const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, row};
-        const OnDevice<uint8_t> dkc(*be, kc), dvc(*be, vc);
-        const KvLayer kv{dkc.get(), dvc.get(), kv_type, kv_type, row};
-        std::vector<float> q = random_rows(n, s.q_dim(), 44), k = random_rows(n, s.kv_dim(), 45),
-                           v = random_rows(n, s.kv_dim(), 46);
-        std::vector<float> q_ref = q, k_ref = k;
-        const OnDevice<float> dq(*be, q), dk(*be, k), dv(*be, v), dcs(*be, cs), dsn(*be, sn);
-        be->rope_and_store(dq.get(), dk.get(), dv.get(), n, s, {dcs.get(), dsn.get(), half}, kv,
-                           places.view());
-        reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
-                                  {cs.data(), sn.data(), half}, kv_ref, places.view());
-        q = dq.read();
-        kc = dkc.read();
-        vc = dvc.read();
-        for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << what;
-        // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
-        for (int64_t i = 0; i < prior_rows * row; ++i) {
-          const float a = kv_type == DType::F16
-                              ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc.data())[i])
-                              : reinterpret_cast<const float*>(kc.data())[i];
-          const float r = kv_type == DType::F16
-                              ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc_ref.data())[i])
-                              : reinterpret_cast<const float*>(kc_ref.data())[i];
-          ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << what << " key " << i;
-        }
-        ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
-        const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
-            datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
-        be->attention(dq.get(), n, s, kv, places.view(), n_ctx, dscores.get(), datt.get());
-        const std::vector<float> att = datt.read();
-        std::vector<float> att_ref(att.size());
-        reference::attention(q.data(), n, s, kv_ref, places.view(), att_ref.data());
-        for (size_t i = 0; i < att.size(); ++i)
-          ASSERT_NEAR(att[i], att_ref[i], 1e-4) << what << " attention";
-      }
 }
 
 TEST_P(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {

@@ -66,7 +66,8 @@ __global__ void exited_lane_kernel(float* out) {
 
 __global__ void deadlock_kernel(float* out) {
   // Lane 0 of each warp waits at a barrier while its warp-mates wait for it at a shuffle.
-  if (threadIdx.x % 32 == 0) __syncthreads();
+  if (threadIdx.x % 32 == 0)
+    __syncthreads();
   else
     out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 2);
 }
@@ -345,8 +346,8 @@ TEST(CudaEmu, SyncModeNamesAKernelsFaultAtItsLaunch) {
 struct Ones {
   Ones(Backend& be, int64_t rows, int64_t cols)
       : host(static_cast<size_t>(rows * cols), 1.0f),
-        matrix(be, MatrixView{DType::F32, reinterpret_cast<const uint8_t*>(host.data()), cols,
-                              rows, static_cast<uint64_t>(cols) * 4}) {}
+        matrix(be, MatrixView{DType::F32, reinterpret_cast<const uint8_t*>(host.data()), cols, rows,
+                              static_cast<uint64_t>(cols) * 4}) {}
   std::vector<float> host;
   DeviceMatrix matrix;
 };
@@ -363,8 +364,7 @@ TEST(CudaEmu, TheBackendsGatherChecksTheActivationsWidth) {
     be->gather(std::span(&job, 1), ids.span(), *in, nullptr, 0);
     FAIL() << "a gather over rows of 32 values with activations of 16 ran";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("rows of 32 values, activations of 16"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("rows of 32 values, activations of 16"), std::string::npos)
         << e.what();
   }
 }

@@ -146,10 +146,10 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"kernels", best_kernels().name},
       {"backend", session.backend().name()},
       {"device", planned.device.emulated ? "cuda-emu" : device_kind_name(planned.device.kind)},
-      {"device_peak_bytes_per_s",
-       planned.device.kind != DeviceKind::Cuda ? 0.0
-       : planned.device.emulated             ? cuda_emu_device_info().peak_bytes_per_s
-                                             : cuda_device_info(0).peak_bytes_per_s},
+      {"device_peak_bytes_per_s", planned.device.kind != DeviceKind::Cuda ? 0.0
+                                  : planned.device.emulated
+                                      ? cuda_emu_device_info().peak_bytes_per_s
+                                      : cuda_device_info(0).peak_bytes_per_s},
       {"n_prompt", o.n_prompt},
       {"n_gen", o.n_gen},
       {"repetitions", o.reps},

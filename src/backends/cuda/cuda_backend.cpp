@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -76,8 +76,8 @@ struct Cublas {
 
 const Cublas& cublas() {
 #if defined(STRATA_CUDA_EMU)
-  static const Cublas api{&cublasCreate_v2, &cublasDestroy_v2, &cublasSetStream_v2,
-                          &cublasSetWorkspace_v2, &cublasSgemm_v2, &cublasGemmEx};
+  static const Cublas api{&cublasCreate_v2,       &cublasDestroy_v2, &cublasSetStream_v2,
+                          &cublasSetWorkspace_v2, &cublasSgemm_v2,   &cublasGemmEx};
 #else
   static const Cublas api = [] {
     void* lib = dlopen("libcublas.so.13", RTLD_NOW | RTLD_LOCAL);
@@ -117,7 +117,7 @@ constexpr uint64_t kScales = kGemmMaxTokens * sizeof(float);
 constexpr uint64_t kContextReserve = uint64_t{512} << 20;
 // Batches above this many tokens multiply through cuBLAS.
 constexpr int64_t kGemmMinTokens = kTile + 1;
-constexpr size_t kEvents = 4096;  // recorded points kept (a ring)
+constexpr size_t kEvents = 4096;                       // recorded points kept (a ring)
 constexpr uint64_t kStagingBytes = uint64_t{4} << 20;  // a pinned upload buffer (two of them)
 #if defined(STRATA_CUDA_EMU)
 constexpr const char* kName = "cuda-emu";
@@ -170,8 +170,8 @@ class CudaBackend final : public Backend {
     uint8_t* p = pool_ != nullptr ? pool_->allocate(bytes) : nullptr;
     if (p == nullptr) {
       const uint64_t left = pool_ != nullptr ? pool_->largest_free() : 0;
-      fail("{} needs {}, more than the {} left of the GPU's {} budget", what, mib(bytes),
-           mib(left), mib(budget_));
+      fail("{} needs {}, more than the {} left of the GPU's {} budget", what, mib(bytes), mib(left),
+           mib(budget_));
     }
     check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemset");
     return Buffer{Device::Cuda, p, bytes};
@@ -255,7 +255,7 @@ class CudaBackend final : public Backend {
       const Rows w = rows_of(*j.w, "gather");
       if (w.cols != x.dim) fail("CUDA gather: rows of {} values, activations of {}", w.cols, x.dim);
       launch_products(w, rows.data(), static_cast<int64_t>(rows.size()), x.x, x.n, need,
-                            need_stride, j.y, j.y_stride, stream_);
+                      need_stride, j.y, j.y_stride, stream_);
     }
   }
 
@@ -264,8 +264,8 @@ class CudaBackend final : public Backend {
             int64_t id_bound) override {
     // Rows that are slots (a VRAM store) carry their neuron ids, which fix the buckets.
     launch_axpy(rows_of(wt, "axpy"), rows.data(), neurons.empty() ? nullptr : neurons.data(),
-                      id_bound, static_cast<int64_t>(rows.size()), c, c_stride, n, out, out_stride,
-                      reinterpret_cast<float*>(axpy_scratch_.data), axpy_scratch_.bytes, stream_);
+                id_bound, static_cast<int64_t>(rows.size()), c, c_stride, n, out, out_stride,
+                reinterpret_cast<float*>(axpy_scratch_.data), axpy_scratch_.bytes, stream_);
   }
 
   void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
@@ -273,11 +273,11 @@ class CudaBackend final : public Backend {
     for (int64_t t0 = 0; t0 < n; t0 += kMaxPlaces) {
       const int64_t m = std::min<int64_t>(kMaxPlaces, n - t0);
       launch_rope_store(q + t0 * s.q_dim(), k + t0 * s.kv_dim(), v + t0 * s.kv_dim(), m,
-                              static_cast<int>(s.n_head), static_cast<int>(s.n_head_kv),
-                              static_cast<int>(s.head_dim), rope.cos + t0 * rope.half,
-                              rope.sin + t0 * rope.half, static_cast<int>(rope.half), kv.k, kv.v,
-                              kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
-                              places(at, t0, m), stream_);
+                        static_cast<int>(s.n_head), static_cast<int>(s.n_head_kv),
+                        static_cast<int>(s.head_dim), rope.cos + t0 * rope.half,
+                        rope.sin + t0 * rope.half, static_cast<int>(rope.half), kv.k, kv.v,
+                        kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
+                        places(at, t0, m), stream_);
     }
   }
 
@@ -286,10 +286,10 @@ class CudaBackend final : public Backend {
     for (int64_t t0 = 0; t0 < n; t0 += kMaxPlaces) {
       const int64_t m = std::min<int64_t>(kMaxPlaces, n - t0);
       launch_attention(q + t0 * s.q_dim(), m, static_cast<int>(s.n_head),
-                             static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), kv.k,
-                             kv.v, kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
-                             places(at, t0, m), n_ctx, scores + t0 * s.n_head * n_ctx,
-                             out + t0 * s.q_dim(), stream_);
+                       static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), kv.k, kv.v,
+                       kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
+                       places(at, t0, m), n_ctx, scores + t0 * s.n_head * n_ctx,
+                       out + t0 * s.q_dim(), stream_);
     }
   }
 
@@ -319,7 +319,7 @@ class CudaBackend final : public Backend {
   void select_columns(const float* full, std::span<const int32_t> ids, int64_t n, int64_t stride,
                       float* out) override {
     launch_select_columns(full, ids.data(), static_cast<int64_t>(ids.size()), n, stride, out,
-                                stream_);
+                          stream_);
   }
 
   void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
@@ -327,9 +327,7 @@ class CudaBackend final : public Backend {
     launch_keep_needed(h, need, n, stride, begin, end, nonzero, stream_);
   }
 
-  void add(float* x, const float* y, int64_t count) override {
-    launch_add(x, y, count, stream_);
-  }
+  void add(float* x, const float* y, int64_t count) override { launch_add(x, y, count, stream_); }
 
   void copy(void* dst, const void* src, uint64_t bytes) override {
     if (bytes > 0)
@@ -370,7 +368,7 @@ class CudaBackend final : public Backend {
     for (int i = 0; i < 6; ++i) {
       const Event a = record();
       launch_read(reinterpret_cast<const float*>(data.data), static_cast<int64_t>(bytes / 4),
-                        reinterpret_cast<float*>(out.data), blocks, threads, stream_);
+                  reinterpret_cast<float*>(out.data), blocks, threads, stream_);
       const Event b = record();
       if (i > 0) runs.push_back(static_cast<double>(bytes) / elapsed(a, b));  // 0: warm-up
     }

@@ -51,8 +51,8 @@ class DevicePool {
   struct Chunk {
     uint8_t* base = nullptr;
     uint64_t bytes = 0;
-    bool keep = false;                     // the whole-budget chunk stays until the end
-    std::map<uint64_t, uint64_t> free;     // offset -> size, merged
+    bool keep = false;                  // the whole-budget chunk stays until the end
+    std::map<uint64_t, uint64_t> free;  // offset -> size, merged
   };
   uint8_t* take(Chunk& c, uint64_t bytes);
   void poison(uint8_t* p, uint64_t bytes, bool on) const;

@@ -64,7 +64,8 @@ __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head
                                   Places at) {
   const int b = blockIdx.x;
   const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
-  const int64_t k_dim = static_cast<int64_t>(n_head_kv) * head_dim;  // a k or v row; kv_dim: the cache's
+  const int64_t k_dim =
+      static_cast<int64_t>(n_head_kv) * head_dim;  // a k or v row; kv_dim: the cache's
   float* qb = q + b * q_dim;
   float* kb = k + b * k_dim;
   const float* cb = cos + static_cast<int64_t>(b) * half;
@@ -256,14 +257,16 @@ __global__ void read_kernel(const float4* p, int64_t n4, float* out) {
 
 void launch_read(const float* p, int64_t count, float* out, int blocks, int threads,
                  cudaStream_t stream) {
-  STRATA_LAUNCH(read_kernel, blocks, threads, stream, reinterpret_cast<const float4*>(p), count / 4, out);
+  STRATA_LAUNCH(read_kernel, blocks, threads, stream, reinterpret_cast<const float4*>(p), count / 4,
+                out);
   check_launch("read", stream);
 }
 
 void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                      float eps, cudaStream_t stream) {
   if (n == 0) return;
-  STRATA_LAUNCH(rms_norm_kernel, static_cast<unsigned>(n), kThreads, stream, x, weight, out, dim, eps);
+  STRATA_LAUNCH(rms_norm_kernel, static_cast<unsigned>(n), kThreads, stream, x, weight, out, dim,
+                eps);
   check_launch("rms_norm", stream);
 }
 
@@ -272,7 +275,8 @@ void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head
                        void* v_cache, bool k16, bool v16, int64_t kv_dim, const Places& at,
                        cudaStream_t stream) {
   if (n == 0) return;
-  STRATA_LAUNCH(rope_store_kernel, static_cast<unsigned>(n), kThreads, stream, q, k, v, n_head, n_head_kv, head_dim, cos, sin, half, k_cache, v_cache, k16, v16, kv_dim, at);
+  STRATA_LAUNCH(rope_store_kernel, static_cast<unsigned>(n), kThreads, stream, q, k, v, n_head,
+                n_head_kv, head_dim, cos, sin, half, k_cache, v_cache, k16, v16, kv_dim, at);
   check_launch("rope_and_store", stream);
 }
 
@@ -283,14 +287,17 @@ void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int 
   if (n == 0) return;
   if (head_dim > 512) kernel_failure("the CUDA attention takes heads of up to 512 values");
   const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
-  STRATA_LAUNCH(attention_kernel, dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)), kThreads, stream, q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k16, v16, kv_dim, at, n_ctx, scores, out, scale);
+  STRATA_LAUNCH(attention_kernel, dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)),
+                kThreads, stream, q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k16,
+                v16, kv_dim, at, n_ctx, scores, out, scale);
   check_launch("attention", stream);
 }
 
 void launch_activation(FfnActivation act, const float* gate, const float* up, float* h,
                        int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  STRATA_LAUNCH(activation_kernel, blocks_for(count, kThreads), kThreads, stream, act, gate, up, h, count);
+  STRATA_LAUNCH(activation_kernel, blocks_for(count, kThreads), kThreads, stream, act, gate, up, h,
+                count);
   check_launch("activation", stream);
 }
 
@@ -303,7 +310,8 @@ void launch_relu(float* x, int64_t count, cudaStream_t stream) {
 void launch_threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
                       int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  STRATA_LAUNCH(threshold_kernel, blocks_for(count, kThreads), kThreads, stream, scores, threshold, strict, mask, count);
+  STRATA_LAUNCH(threshold_kernel, blocks_for(count, kThreads), kThreads, stream, scores, threshold,
+                strict, mask, count);
   check_launch("threshold", stream);
 }
 
@@ -317,14 +325,16 @@ void launch_select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* id
                          int64_t* counts, cudaStream_t stream) {
   STRATA_LAUNCH(union_ids_kernel, 1, kScanThreads, stream, mask, n, ff, ids, counts);
   if (n * ff > 0)
-    STRATA_LAUNCH(union_need_kernel, blocks_for(n * ff, kThreads), kThreads, stream, mask, n, ff, ids, need, counts);
+    STRATA_LAUNCH(union_need_kernel, blocks_for(n * ff, kThreads), kThreads, stream, mask, n, ff,
+                  ids, need, counts);
   check_launch("select_union", stream);
 }
 
 void launch_select_columns(const float* full, const int32_t* ids, int64_t count, int64_t n,
                            int64_t stride, float* out, cudaStream_t stream) {
   if (count * n == 0) return;
-  STRATA_LAUNCH(select_columns_kernel, blocks_for(count * n, kThreads), kThreads, stream, full, ids, count, n, stride, out);
+  STRATA_LAUNCH(select_columns_kernel, blocks_for(count * n, kThreads), kThreads, stream, full, ids,
+                count, n, stride, out);
   check_launch("select_columns", stream);
 }
 
@@ -332,7 +342,8 @@ void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride
                         int64_t end, uint64_t* nonzero, cudaStream_t stream) {
   const int64_t width = end - begin;
   if (width <= 0 || n == 0) return;
-  STRATA_LAUNCH(keep_needed_kernel, blocks_for(n * width, kThreads), kThreads, stream, h, need, n, stride, begin, width, reinterpret_cast<unsigned long long*>(nonzero));
+  STRATA_LAUNCH(keep_needed_kernel, blocks_for(n * width, kThreads), kThreads, stream, h, need, n,
+                stride, begin, width, reinterpret_cast<unsigned long long*>(nonzero));
   check_launch("keep_needed", stream);
 }
 

@@ -241,7 +241,8 @@ void launch_products(const Rows& w, const int32_t* ids, int64_t count, const flo
   if (count == 0 || n == 0) return;
   const dim3 grid(blocks_for(count, kWarpsPerBlock), blocks_for(n, kTile));
   with_type(w.type, [&]<DType T>() {
-    STRATA_LAUNCH(products_kernel<T>, grid, 32 * kWarpsPerBlock, stream, w.data, w.row_bytes, w.cols, ids, count, x, n, need, need_stride, y, y_stride);
+    STRATA_LAUNCH(products_kernel<T>, grid, 32 * kWarpsPerBlock, stream, w.data, w.row_bytes,
+                  w.cols, ids, count, x, n, need, need_stride, y, y_stride);
   });
   check_launch("products", stream);
 }
@@ -265,8 +266,8 @@ void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, in
   auto* split = reinterpret_cast<int64_t*>(reinterpret_cast<uint8_t*>(partial) + partial_bytes -
                                            kAxpyReserved);
   const uint64_t per_token = static_cast<uint64_t>(buckets * wt.cols) * sizeof(float);
-  const int64_t pass = std::min<int64_t>(
-      kTile, static_cast<int64_t>((partial_bytes - kAxpyReserved) / per_token));
+  const int64_t pass =
+      std::min<int64_t>(kTile, static_cast<int64_t>((partial_bytes - kAxpyReserved) / per_token));
   if (pass < 1)
     kernel_failure("the CUDA axpy's scratch cannot hold one token of " + std::to_string(wt.cols) +
                    " columns");
@@ -291,7 +292,8 @@ void launch_rows_to_half(const Rows& w, int64_t row0, int64_t rows, uint16_t* ou
   const int64_t units = rows * (w.cols / kUnit);
   if (units == 0) return;
   with_type(w.type, [&]<DType T>() {
-    STRATA_LAUNCH(rows_to_half_kernel<T>, blocks_for(units, 256), 256, stream, w.data, w.row_bytes, w.cols, row0, rows, reinterpret_cast<__half*>(out));
+    STRATA_LAUNCH(rows_to_half_kernel<T>, blocks_for(units, 256), 256, stream, w.data, w.row_bytes,
+                  w.cols, row0, rows, reinterpret_cast<__half*>(out));
   });
   check_launch("rows to f16", stream);
 }

@@ -7,11 +7,10 @@
 // and as C++ for the emulator (strata::cuda_emu), where they run on the CPU in every test job.
 #pragma once
 
-#include "backends/cuda/cuda_api.h"
-
 #include <cstdint>
 #include <string>
 
+#include "backends/cuda/cuda_api.h"
 #include "tensor/dtype.h"
 #include "tensor/ffn_activation.h"
 
@@ -33,9 +32,9 @@ struct Rows {
   uint64_t row_bytes = 0;
 };
 
-inline constexpr int kTile = 8;          // tokens one pass of a product kernel computes
-inline constexpr int kMaxPlaces = 64;    // tokens one rope/attention launch places
-inline constexpr int64_t kBucket = 256;  // the axpy's neuron-id buckets (sparse_ops.h)
+inline constexpr int kTile = 8;                 // tokens one pass of a product kernel computes
+inline constexpr int kMaxPlaces = 64;           // tokens one rope/attention launch places
+inline constexpr int64_t kBucket = 256;         // the axpy's neuron-id buckets (sparse_ops.h)
 inline constexpr uint64_t kAxpyReserved = 256;  // the end of the axpy's scratch: its run split
 
 // Where tokens sit in the KV cache, passed by value with the launch.

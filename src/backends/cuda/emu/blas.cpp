@@ -26,9 +26,9 @@ bool known(cudaDataType t) {
 }
 
 // Queues C = alpha op(A) op(B) + beta C with f32 sums.
-cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t op_a, cublasOperation_t op_b, int m,
-                    int n, int k, float alpha, const void* a, cudaDataType at, int lda,
-                    const void* b, cudaDataType bt, int ldb, float beta, float* c, int ldc) {
+cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n,
+                    int k, float alpha, const void* a, cudaDataType at, int lda, const void* b,
+                    cudaDataType bt, int ldb, float beta, float* c, int ldc) {
   if (h == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (m < 0 || n < 0 || k < 0 || ldc < std::max(1, m) ||
       lda < std::max(1, op_a == CUBLAS_OP_N ? m : k) ||
@@ -72,12 +72,11 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void*, size_t) {
   return handle == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t op_a,
-                              cublasOperation_t op_b, int m, int n, int k, const float* alpha,
-                              const float* a, int lda, const float* b, int ldb, const float* beta,
-                              float* c, int ldc) {
-  return gemm(handle, op_a, op_b, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, *beta,
-              c, ldc);
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b,
+                              int m, int n, int k, const float* alpha, const float* a, int lda,
+                              const float* b, int ldb, const float* beta, float* c, int ldc) {
+  return gemm(handle, op_a, op_b, m, n, k, *alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, *beta, c,
+              ldc);
 }
 
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b,

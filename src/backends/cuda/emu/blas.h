@@ -28,10 +28,9 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle);
 cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream);
 cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t bytes);
 // C = alpha op(A) op(B) + beta C, column-major (alpha and beta read from the host when called).
-cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t op_a,
-                              cublasOperation_t op_b, int m, int n, int k, const float* alpha,
-                              const float* a, int lda, const float* b, int ldb, const float* beta,
-                              float* c, int ldc);
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b,
+                              int m, int n, int k, const float* alpha, const float* a, int lda,
+                              const float* b, int ldb, const float* beta, float* c, int ldc);
 cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t op_a, cublasOperation_t op_b,
                             int m, int n, int k, const void* alpha, const void* a,
                             cudaDataType a_type, int lda, const void* b, cudaDataType b_type,

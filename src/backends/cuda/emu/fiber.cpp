@@ -132,8 +132,8 @@ Fiber::Fiber(size_t stack_bytes) : self_(std::make_unique<Context>()) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   stack_bytes = (stack_bytes + page - 1) / page * page;
   self_->map_bytes = stack_bytes + page;
-  void* m = mmap(nullptr, self_->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
+  void* m =
+      mmap(nullptr, self_->map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) throw std::bad_alloc();
   self_->map = static_cast<char*>(m);
   mprotect(self_->map, page, PROT_NONE);  // an overflow faults instead of writing elsewhere
@@ -175,12 +175,12 @@ void Fiber::start(void (*entry)(void*), void* arg) {
   asm volatile("fnstcw %0" : "=m"(fpu));
   f[0] = fpu;
   f[1] = mxcsr;
-  f[2] = 0;                                             // r15
-  f[3] = 0;                                             // r14
-  f[4] = reinterpret_cast<uint64_t>(&fiber_main);       // r13
-  f[5] = reinterpret_cast<uint64_t>(&c);                // r12
-  f[6] = 0;                                             // rbx
-  f[7] = 0;                                             // rbp
+  f[2] = 0;                                        // r15
+  f[3] = 0;                                        // r14
+  f[4] = reinterpret_cast<uint64_t>(&fiber_main);  // r13
+  f[5] = reinterpret_cast<uint64_t>(&c);           // r12
+  f[6] = 0;                                        // rbx
+  f[7] = 0;                                        // rbp
   f[8] = reinterpret_cast<uint64_t>(&strata_emu_trampoline);
   c.sp = f;
 #else

@@ -243,7 +243,8 @@ std::string run_block(Runner& r, int n) {
     current_lane.store(nullptr, std::memory_order_relaxed);
     if (live == 0) return "";
     std::string fault;
-    const bool opened = open_shuffles(lanes, n, fault) || (fault.empty() && open_barrier(lanes, n, fault));
+    const bool opened =
+        open_shuffles(lanes, n, fault) || (fault.empty() && open_barrier(lanes, n, fault));
     if (!fault.empty()) return fault;
     if (!opened) return deadlock(lanes, n);
   }
@@ -283,8 +284,7 @@ std::string run_grid(const LaunchShape& s, const char* kernel,
           l.fiber = r.fibers[static_cast<size_t>(i)].get();
           l.linear = i;
           const unsigned u = static_cast<unsigned>(i);
-          l.index.thread = {u % s.block.x, u / s.block.x % s.block.y,
-                            u / (s.block.x * s.block.y)};
+          l.index.thread = {u % s.block.x, u / s.block.x % s.block.y, u / (s.block.x * s.block.y)};
           l.index.block = {bx, by, bz};
           l.index.block_dim = s.block;
           l.index.grid_dim = s.grid;
@@ -328,7 +328,8 @@ uint64_t shuffle_xor(unsigned mask, uint64_t bits, int lane_mask, int width) {
   Lane& l = current();
   const int lane = l.linear % kWarpSize;
   if (((mask >> lane) & 1u) == 0)
-    thread_fault(l, fmt::format("a shuffle's mask {:#010x} leaves out its own lane {}", mask, lane));
+    thread_fault(l,
+                 fmt::format("a shuffle's mask {:#010x} leaves out its own lane {}", mask, lane));
   if (width <= 0 || width > kWarpSize || (width & (width - 1)) != 0)
     thread_fault(l, fmt::format("a shuffle of width {} (a power of 2 up to 32)", width));
   int src = lane ^ lane_mask;

@@ -276,7 +276,7 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
     s.footprint += granules(bytes);
   }
   // Exactly `bytes` (at least 1), so AddressSanitizer sees a kernel reading past the end.
-  void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{256});
+  void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{256});
   const std::lock_guard lock(s.mutex);
   s.device.emplace(reinterpret_cast<uintptr_t>(p), std::max<size_t>(bytes, 1));
   *ptr = p;
@@ -294,12 +294,12 @@ cudaError_t cudaFree(void* ptr) {
     s.footprint -= granules(it->second);
     s.device.erase(it);
   }
-  ::operator delete(ptr, std::align_val_t{256});
+  ::operator delete (ptr, std::align_val_t{256});
   return cudaSuccess;
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
-  void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{256});
+  void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{256});
   DeviceState& s = state();
   const std::lock_guard lock(s.mutex);
   s.pinned.emplace(reinterpret_cast<uintptr_t>(p), std::max<size_t>(bytes, 1));
@@ -315,7 +315,7 @@ cudaError_t cudaFreeHost(void* ptr) {
     if (s.pinned.erase(reinterpret_cast<uintptr_t>(ptr)) == 0)
       return fail(cudaErrorInvalidValue, "cudaFreeHost of a pointer cudaMallocHost did not give");
   }
-  ::operator delete(ptr, std::align_val_t{256});
+  ::operator delete (ptr, std::align_val_t{256});
   return cudaSuccess;
 }
 
@@ -323,10 +323,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
                             cudaStream_t stream) {
   if (bytes == 0) return cudaSuccess;
   if (kind == cudaMemcpyDefault)
-    kind = is_device(dst, bytes) ? (is_device(src, bytes) ? cudaMemcpyDeviceToDevice
-                                                          : cudaMemcpyHostToDevice)
-                                 : (is_device(src, bytes) ? cudaMemcpyDeviceToHost
-                                                          : cudaMemcpyHostToHost);
+    kind = is_device(dst, bytes)
+               ? (is_device(src, bytes) ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+               : (is_device(src, bytes) ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
   if (dst_device ? !is_device(dst, bytes) : touches_device(dst, bytes))

@@ -148,42 +148,40 @@ TEST(CudaEmu, WarpShufflesAddAsTheHostButterflyDoes) {
   cudaFree(dout);
 }
 
-TEST(CudaEmu, ADivergentBarrierIsAFaultNamingBothPlaces) {
+// Launches kernel(out) as one block of `threads` on a stream of its own; the fault it ends in.
+template <class T>
+std::string fault_of_block(void (*kernel)(T*), unsigned threads) {
   Stream st;
-  int* out = device_array<int>(2);
-  STRATA_LAUNCH(divergent_kernel, 1, 64, st.s, out);
+  T* out = device_array<T>(threads);
+  STRATA_LAUNCH(kernel, 1, threads, st.s, out);
   const std::string f = fault_of(st.s);
-  EXPECT_NE(f.find("divergent_kernel"), std::string::npos) << f;
-  EXPECT_NE(f.find("divergent __syncthreads"), std::string::npos) << f;
-  EXPECT_NE(f.find("test_cuda_emu.cpp:"), std::string::npos) << f;
   cudaFree(out);
+  return f;
+}
+
+TEST(CudaEmu, ADivergentBarrierIsAFaultNamingBothPlaces) {
+  const std::string f = fault_of_block(divergent_kernel, 64);
+  EXPECT_NE(f.find("divergent __syncthreads"), std::string::npos) << f;
+  EXPECT_NE(f.find("thread (0,0,0) of block (0,0,0) waits at test_cuda_emu.cpp:"),
+            std::string::npos)
+      << f;
+  EXPECT_NE(f.find("thread (32,0,0) of block (0,0,0) at test_cuda_emu.cpp:"), std::string::npos)
+      << f;
 }
 
 TEST(CudaEmu, ABarrierInsideAPerWarpLoopIsDivergent) {
-  Stream st;
-  int* out = device_array<int>(128);
-  STRATA_LAUNCH(per_warp_loop_kernel, 1, 128, st.s, out);
-  const std::string f = fault_of(st.s);
+  const std::string f = fault_of_block(per_warp_loop_kernel, 128);
   EXPECT_NE(f.find("divergent __syncthreads"), std::string::npos) << f;
-  cudaFree(out);
 }
 
 TEST(CudaEmu, AShuffleWhoseMaskNamesAnExitedLaneIsAFault) {
-  Stream st;
-  float* out = device_array<float>(32);
-  STRATA_LAUNCH(exited_lane_kernel, 1, 32, st.s, out);
-  const std::string f = fault_of(st.s);
+  const std::string f = fault_of_block(exited_lane_kernel, 32);
   EXPECT_NE(f.find("names lane 3, which has exited"), std::string::npos) << f;
-  cudaFree(out);
 }
 
 TEST(CudaEmu, ThreadsWaitingOnEachOtherAreADeadlockFault) {
-  Stream st;
-  float* out = device_array<float>(64);
-  STRATA_LAUNCH(deadlock_kernel, 1, 64, st.s, out);
-  const std::string f = fault_of(st.s);
+  const std::string f = fault_of_block(deadlock_kernel, 64);
   EXPECT_NE(f.find("deadlock"), std::string::npos) << f;
-  cudaFree(out);
 }
 
 TEST(CudaEmu, AFaultIsStickyAndLaterWorkOnItsStreamIsSkipped) {
@@ -193,7 +191,8 @@ TEST(CudaEmu, AFaultIsStickyAndLaterWorkOnItsStreamIsSkipped) {
   int* counter = device_array<int>(1);
   STRATA_LAUNCH(count_kernel, 1, 32, st.s, counter);
   EXPECT_EQ(cudaStreamSynchronize(st.s), cudaErrorLaunchFailure);
-  EXPECT_EQ(fault_of(st.s).find("per_warp_loop_kernel") != std::string::npos, true);
+  const std::string f = fault_of(st.s);  // named by the kernel that faulted
+  EXPECT_NE(f.find("per_warp_loop_kernel"), std::string::npos) << f;
   Stream other;  // another stream is unaffected
   STRATA_LAUNCH(count_kernel, 2, 32, other.s, counter);
   ASSERT_EQ(cudaStreamSynchronize(other.s), cudaSuccess);

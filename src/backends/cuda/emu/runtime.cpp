@@ -92,6 +92,28 @@ uint64_t granules(uint64_t bytes) {
   return (std::max<uint64_t>(bytes, 1) + g - 1) / g * g;
 }
 
+// A heap block of exactly `bytes` (at least 1: AddressSanitizer sees a read past its end),
+// recorded in `ranges`.
+void* new_block(DeviceState& s, Ranges& ranges, size_t bytes) {
+  void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{256});
+  const std::lock_guard lock(s.mutex);
+  ranges.emplace(reinterpret_cast<uintptr_t>(p), std::max<size_t>(bytes, 1));
+  return p;
+}
+
+// Frees a block new_block recorded in `ranges`; false when it is not one.
+bool delete_block(DeviceState& s, Ranges& ranges, void* p) {
+  {
+    const std::lock_guard lock(s.mutex);
+    const auto it = ranges.find(reinterpret_cast<uintptr_t>(p));
+    if (it == ranges.end()) return false;
+    if (&ranges == &s.device) s.footprint -= granules(it->second);
+    ranges.erase(it);
+  }
+  ::operator delete (p, std::align_val_t{256});
+  return true;
+}
+
 }  // namespace
 
 struct EmuStream {
@@ -275,48 +297,26 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
                               kDeviceBytes - s.footprint, kDeviceBytes));
     s.footprint += granules(bytes);
   }
-  // Exactly `bytes` (at least 1), so AddressSanitizer sees a kernel reading past the end.
-  void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{256});
-  const std::lock_guard lock(s.mutex);
-  s.device.emplace(reinterpret_cast<uintptr_t>(p), std::max<size_t>(bytes, 1));
-  *ptr = p;
+  *ptr = new_block(s, s.device, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaFree(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
   DeviceState& s = state();
-  {
-    const std::lock_guard lock(s.mutex);
-    const auto it = s.device.find(reinterpret_cast<uintptr_t>(ptr));
-    if (it == s.device.end())
-      return fail(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not give");
-    s.footprint -= granules(it->second);
-    s.device.erase(it);
-  }
-  ::operator delete (ptr, std::align_val_t{256});
-  return cudaSuccess;
+  if (ptr == nullptr || delete_block(s, s.device, ptr)) return cudaSuccess;
+  return fail(cudaErrorInvalidDevicePointer, "cudaFree of a pointer cudaMalloc did not give");
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
-  void* p = ::operator new (std::max<size_t>(bytes, 1), std::align_val_t{256});
   DeviceState& s = state();
-  const std::lock_guard lock(s.mutex);
-  s.pinned.emplace(reinterpret_cast<uintptr_t>(p), std::max<size_t>(bytes, 1));
-  *ptr = p;
+  *ptr = new_block(s, s.pinned, bytes);
   return cudaSuccess;
 }
 
 cudaError_t cudaFreeHost(void* ptr) {
-  if (ptr == nullptr) return cudaSuccess;
   DeviceState& s = state();
-  {
-    const std::lock_guard lock(s.mutex);
-    if (s.pinned.erase(reinterpret_cast<uintptr_t>(ptr)) == 0)
-      return fail(cudaErrorInvalidValue, "cudaFreeHost of a pointer cudaMallocHost did not give");
-  }
-  ::operator delete (ptr, std::align_val_t{256});
-  return cudaSuccess;
+  if (ptr == nullptr || delete_block(s, s.pinned, ptr)) return cudaSuccess;
+  return fail(cudaErrorInvalidValue, "cudaFreeHost of a pointer cudaMallocHost did not give");
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,

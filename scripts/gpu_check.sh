@@ -15,7 +15,11 @@
 #      the CPU alone under the same RAM budget; then the 13B shape in Q4_0 under 4G, time
 #      allowing. Each row: decode tok/s, the cost model's prediction, the share of
 #      activations on the GPU, each side's time and waits.
-# Usage (device tool: carry ["gpu-bundle"]): scripts/gpu_check.sh [--hybrid]
+#   --sanitize instead of 2: compute-sanitizer's memcheck and racecheck over the CUDA op tests
+#      (where the machine has compute-sanitizer).
+# The same tests run on the CPU in every CI job against the emulated GPU (.../cuda_emu); here
+# only the GPU's instances (.../cuda) run.
+# Usage (device tool: carry ["gpu-bundle"]): scripts/gpu_check.sh [--hybrid | --sanitize]
 # Environment: GPU_MODELS (where models go; default /tmp/strata-gpu-models), OUT (where the logs
 # and JSON go; default gpu-check-out), GPU_CHECK_SECONDS (default 470: the steps that would not
 # finish in time are skipped and say so).
@@ -57,8 +61,9 @@ row() {  # row NAME MODE JSON
     "$(echo "$(field "$3" bandwidth_bytes_per_s)" | awk '{print $1 / 1e9}')" \
     "$(field "$3" bandwidth_limit_percent)" >>"$table"
 }
-hybrid=0
+hybrid=0 sanitize=0
 [ "${1:-}" = --hybrid ] && hybrid=1
+[ "${1:-}" = --sanitize ] && sanitize=1
 bench() {  # bench NAME MODE PROMPT GEN [FLAGS...]
   name=$1 mode=$2 p=$3 n=$4
   shift 4
@@ -94,19 +99,36 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,m
 # 1. Tests (the 1B-shape comparison models first).
 for t in f16 q8_0 q4_0; do model "cmp-1b-$t" --preset 1b --type "$t"; done
 STRATA_GPU_MODELS="$models" timeout 240 "$bundle/bin/strata_tests" \
-  --gtest_filter='*BackendOps*/cuda:CudaSession.*:CudaMath.*:DeviceChoice.*' >"$out/tests.log" 2>&1
+  --gtest_filter='*BackendOps*/cuda:*CudaSession.*/cuda:CudaMath.*:DeviceChoice.*' >"$out/tests.log" 2>&1
 tests_rc=$?
 grep -E "max relative logit error" "$out/tests.log" | sed 's/^/  /'
 passed=$(grep -c '^\[       OK \]' "$out/tests.log")
 failed=$(grep -c '^\[  FAILED  \] [A-Za-z/]*\.' "$out/tests.log")
 skipped=$(grep -c '^\[  SKIPPED \] [A-Za-z/]*\.' "$out/tests.log")
-gpu_ran=$(grep -cE '^\[       OK \] .*(/cuda|CudaSession)' "$out/tests.log")
+gpu_ran=$(grep -cE '^\[       OK \] .*/cuda \(' "$out/tests.log")
 echo "GPU tests: $passed passed ($gpu_ran on the GPU), $failed failed, $skipped skipped (exit $tests_rc; $out/tests.log)"
 if [ "$gpu_ran" -eq 0 ]; then
   echo "no GPU test ran: $(grep -m 1 -A 1 'Skipped' "$out/tests.log" | tail -n 1)"
   tests_rc=1
 fi
 grep -E '^\[  FAILED  \] [A-Za-z/]*\.' "$out/tests.log" | sort -u | sed 's/^/  /'
+
+# 2'. compute-sanitizer over the op tests, instead of the benchmarks.
+if [ "$sanitize" -eq 1 ]; then
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [ ! -x "$cs" ]; then
+    echo "compute-sanitizer: not on this machine"
+  else
+    for tool in memcheck racecheck; do
+      timeout "$(( $(left) / 2 ))" "$cs" --tool "$tool" --error-exitcode 99 \
+        "$bundle/bin/strata_tests" --gtest_filter='*BackendOps*/cuda' >"$out/sanitize-$tool.log" 2>&1
+      echo "compute-sanitizer $tool: exit $? ($(grep -m 1 'ERROR SUMMARY' "$out/sanitize-$tool.log"))"
+    done
+  fi
+  echo "gpu_check --sanitize: $(($(date +%s) - start)) s; logs in $out"
+  [ "$tests_rc" -eq 0 ]
+  exit
+fi
 
 # 2. Benchmarks (or, with --hybrid, the split FFN).
 {

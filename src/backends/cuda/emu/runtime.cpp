@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <deque>
 #include <map>
 #include <mutex>
 #include <new>
@@ -116,73 +116,109 @@ bool delete_block(DeviceState& s, Ranges& ranges, void* p) {
 
 }  // namespace
 
+// A stream: operations in a list the host appends to and the worker thread takes from. The
+// host and the worker share no lock: a node is handed over by a release store its taker
+// acquires, and completion by a counter the host acquires. So the worker's view of the host
+// reaches only up to the push of the operation it runs, and the host's of the worker only up to
+// what its waits saw done: a host that reads a result before synchronising is, to
+// ThreadSanitizer, racing with the worker that writes it (a lock taken on every push would
+// have ordered it). Wake-ups go through condition variables whose mutexes only the waiting
+// side takes, with a 1 ms time-out for a wake-up missed in between.
 struct EmuStream {
-  EmuStream() : worker([this] { run(); }) {}
+  struct Node {
+    Op op;
+    bool stop = false;
+    std::atomic<Node*> next{nullptr};
+  };
+
+  EmuStream() : head(new Node), tail(head), worker([this] { run(); }) {}
   ~EmuStream() {
-    {
-      const std::lock_guard lock(mutex);
-      stop = true;
-    }
-    ready.notify_all();
+    auto* last = new Node;
+    last->stop = true;
+    append(last);
     worker.join();
+    delete head;
   }
 
   void push(Op op) {
-    {
-      const std::lock_guard lock(mutex);
-      ops.push_back(std::move(op));
-    }
-    ready.notify_all();
+    auto* n = new Node;
+    n->op = std::move(op);
+    append(n);
   }
 
   // Waits for every operation queued so far.
   void wait_idle() {
-    std::unique_lock lock(mutex);
-    idle.wait(lock, [&] { return ops.empty() && !busy; });
+    uint64_t target = 0;
+    {
+      const std::lock_guard lock(producers);
+      target = pushed;
+    }
+    while (completed.load(std::memory_order_acquire) < target) {
+      std::unique_lock lock(done_mutex);
+      done.wait_for(lock, std::chrono::milliseconds(1), [&] {
+        return completed.load(std::memory_order_relaxed) >= target;
+      });
+    }
   }
 
   // wait_idle(), then the stream's sticky error, if any (also this thread's last error).
   cudaError_t drain() {
     wait_idle();
-    const std::lock_guard lock(mutex);
-    if (sticky != cudaSuccess) return fail(sticky, fault);
-    return cudaSuccess;
+    return sticky_error();
   }
 
+  // The sticky error as the host last saw the stream (after a wait that ordered it).
+  cudaError_t sticky_error() {
+    const cudaError_t e = sticky.load(std::memory_order_relaxed);
+    return e != cudaSuccess ? fail(e, fault) : cudaSuccess;
+  }
+
+  // From the worker, in a kernel's operation.
   void set_fault(const std::string& what) {
-    const std::lock_guard lock(mutex);
-    sticky = cudaErrorLaunchFailure;
     fault = what;
+    sticky.store(cudaErrorLaunchFailure, std::memory_order_relaxed);
+  }
+
+  void append(Node* n) {
+    {
+      const std::lock_guard lock(producers);  // host threads among themselves
+      tail->next.store(n, std::memory_order_release);
+      tail = n;
+      ++pushed;
+    }
+    ready.notify_one();
   }
 
   void run() {
     while (true) {
-      Op op;
-      bool skip = false;
-      {
-        std::unique_lock lock(mutex);
-        ready.wait(lock, [&] { return stop || !ops.empty(); });
-        if (ops.empty()) return;
-        op = std::move(ops.front());
-        ops.pop_front();
-        busy = true;
-        skip = sticky != cudaSuccess && !op.always;
+      Node* next = head->next.load(std::memory_order_acquire);
+      if (next == nullptr) {
+        std::unique_lock lock(ready_mutex);
+        ready.wait_for(lock, std::chrono::milliseconds(1), [&] {
+          return head->next.load(std::memory_order_relaxed) != nullptr;
+        });
+        continue;
       }
-      if (!skip) op.work();
-      {
-        const std::lock_guard lock(mutex);
-        busy = false;
-      }
-      idle.notify_all();
+      delete head;  // the node run last; `next` is the list's head now
+      head = next;
+      if (next->stop) return;
+      const bool skip = sticky.load(std::memory_order_relaxed) != cudaSuccess && !next->op.always;
+      if (!skip) next->op.work();
+      next->op = Op{};  // what the operation holds goes now
+      completed.fetch_add(1, std::memory_order_release);
+      done.notify_all();
     }
   }
 
-  std::mutex mutex;
-  std::condition_variable ready, idle;
-  std::deque<Op> ops;
-  bool busy = false, stop = false;
-  cudaError_t sticky = cudaSuccess;
-  std::string fault;
+  Node* head;  // the worker's: the last node taken (a placeholder before the first)
+  std::mutex producers;
+  Node* tail;           // the host's, under `producers`
+  uint64_t pushed = 0;  // under `producers`
+  std::atomic<uint64_t> completed{0};
+  std::mutex ready_mutex, done_mutex;  // each taken by its waiting side only
+  std::condition_variable ready, done;
+  std::atomic<cudaError_t> sticky{cudaSuccess};
+  std::string fault;   // written by the worker before `sticky`, read after a wait
   std::thread worker;  // last: it starts when the rest is made
 };
 
@@ -427,11 +463,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     event->done.wait(lock, [&] { return event->completed >= event->recorded; });
     s = event->stream;
   }
-  if (s != nullptr) {
-    const std::lock_guard lock(s->mutex);
-    if (s->sticky != cudaSuccess) return fail(s->sticky, s->fault);
-  }
-  return cudaSuccess;
+  return s != nullptr ? s->sticky_error() : cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

@@ -47,9 +47,6 @@ struct __half {
 inline __half __float2half_rn(float f) {
   return __half{f32_to_f16(f)};
 }
-inline float __half2float(__half h) {
-  return f16_to_f32(h.bits);
-}
 
 template <class T>
 inline T __ldg(const T* p) {

@@ -294,10 +294,6 @@ cudaError_t cudaGetLastError() {
   return e;
 }
 
-cudaError_t cudaPeekAtLastError() {
-  return last_error;
-}
-
 const char* cudaGetErrorString(cudaError_t error) {
   static thread_local std::string text;
   switch (error) {
@@ -377,11 +373,6 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   // Into pageable memory the call returns when the bytes are there.
   if (!dst_device && !is_pinned(dst, bytes)) return s->drain();
   return cudaSuccess;
-}
-
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
-  const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
-  return e != cudaSuccess ? e : default_stream()->drain();
 }
 
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {

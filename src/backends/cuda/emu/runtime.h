@@ -74,7 +74,6 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total);
 cudaError_t cudaGetLastError();
-cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorString(cudaError_t error);
 
 cudaError_t cudaMalloc(void** ptr, size_t bytes);
@@ -83,7 +82,6 @@ cudaError_t cudaMallocHost(void** ptr, size_t bytes);
 cudaError_t cudaFreeHost(void* ptr);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
                             cudaStream_t stream);
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream);
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);

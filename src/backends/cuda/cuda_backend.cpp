@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backends/cuda/block_math.h"
+#include "backends/cuda/cuda_device.h"
 #include "backends/cuda/device_pool.h"
 #include "backends/cuda/launch.h"
 #include "core/error.h"
@@ -30,8 +31,6 @@
 #endif
 
 namespace strata::STRATA_CUDA_NS {
-
-CudaDeviceInfo device_info(int device);
 
 void kernel_failure(const std::string& message) {
   throw Error(message);
@@ -49,11 +48,7 @@ void check_launch(const char* what, cudaStream_t stream) {
 
 namespace {
 
-void check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return;
-  cudaGetLastError();  // taken: the next launch's check must not report it again
-  fail("CUDA {}: {}", what, cudaGetErrorString(e));
-}
+using STRATA_CUDA_NS::check;  // the runtime calls' (cuda_device.h), beside cuBLAS's below
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS {}: status {}", what, static_cast<int>(s));
@@ -519,43 +514,6 @@ class CudaBackend final : public Backend {
 };
 
 }  // namespace
-
-int device_count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear it
-    return 0;
-  }
-  return n;
-}
-
-std::string unavailable_reason() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  cudaGetLastError();
-  if (e != cudaSuccess) return fmt::format("no CUDA GPU can be used: {}", cudaGetErrorString(e));
-  return n == 0 ? "no CUDA GPU was found" : "";
-}
-
-CudaDeviceInfo device_info(int device) {
-  if (device_count() <= device) fail("{}", unavailable_reason());
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-  CudaDeviceInfo info;
-  info.name = prop.name;
-  info.major = prop.major;
-  info.minor = prop.minor;
-  int clock_khz = 0, bus_bits = 0;
-  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device);
-  cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device);
-  info.peak_bytes_per_s = 2.0 * clock_khz * 1e3 * bus_bits / 8.0;  // double data rate
-  check(cudaSetDevice(device), "cudaSetDevice");
-  size_t free = 0, total = 0;
-  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-  info.free_bytes = free;
-  info.total_bytes = total;
-  return info;
-}
 
 std::unique_ptr<Backend> make_backend(const CudaOptions& options) {
   if (device_count() <= options.device) fail("{}", unavailable_reason());

@@ -77,6 +77,8 @@ class RawConnection {
     }
     return out;
   }
+  // Ends the sending side (a FIN): the client has sent its request and still reads the answer.
+  void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   // Everything received until the server closes or `timeout` passes; `closed` tells which.
   std::string read_all(std::chrono::milliseconds timeout, bool* closed = nullptr) {
     return read_until("", timeout, closed);
@@ -86,6 +88,25 @@ class RawConnection {
   int fd_;
   bool connected_ = false;
 };
+
+inline std::string request(const std::string& path, const std::string& body,
+                           const std::string& extra_headers = "") {
+  return "POST " + path +
+         " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\nContent-Type: "
+         "application/json\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;
+}
+
+inline int status_of(const std::string& response) {
+  return response.rfind("HTTP/1.1 ", 0) == 0 ? std::stoi(response.substr(9, 3)) : -1;
+}
+
+// The JSON body of the first response in `response` (Content-Length framed).
+inline nlohmann::json body_of(const std::string& response) {
+  const size_t start = response.find("\r\n\r\n");
+  if (start == std::string::npos) return {};
+  return nlohmann::json::parse(response.substr(start + 4), nullptr, false);
+}
 
 // The HTTP API on a free local port, with an httplib client.
 class ServerHttp : public ::testing::Test {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "format/gguf_writer.h"
 #include "offline/bundle.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
@@ -366,6 +367,30 @@ TEST(Flash, ReadFailuresAreClearErrorsAndNeverWrongOutput) {
   Session s(*mc, 64, pool, {FfnMode::Predict});
   ASSERT_EQ(::truncate(copy.c_str(), static_cast<off_t>(mc->weights.layers[0].bundles_offset)), 0);
   EXPECT_THROW(s.eval(kTokens), Error);
+}
+
+// Issue 29: a bundled F16 file whose type id was edited to BF16 (the same bundle size) loaded
+// and computed garbage; the type's name, written beside its id, makes the edit an error.
+TEST(Flash, EditedBundleTypeIsRefused) {
+  const std::string path = bundled(sparse_model(DType::F16, FfnActivation::ReGLU));
+  EXPECT_NO_THROW(Model::load(path, false));
+  const auto src = GgufFile::open(path);
+  const std::string edited = temp_file("edited_type.bundle");
+  {
+    GgufWriter w(edited, src->alignment());
+    for (const auto& [k, v] : src->metadata()) w.set(k, v);
+    w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(DType::BF16)));
+    for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.dims);
+    for (const auto& t : src->tensors())
+      w.write_tensor_data(std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    w.finish();
+  }
+  try {
+    Model::load(edited, false);
+    FAIL() << "an edited bundle type was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("says BF16 but"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Flash, BundledModelsRefuseModesThatNeedTheDenseFfn) {

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/model.h"
@@ -20,6 +22,8 @@ struct Edit {
   std::string retype_tensor{};  // declared as Q5_0 (unsupported), bytes sized to match
   std::string u32_key{};        // set to u32_value
   uint32_t u32_value = 0;
+  std::string f32_key{};  // set to f32_value
+  float f32_value = 0;
 };
 
 std::string edited_model(const std::string& name, const Edit& e) {
@@ -29,6 +33,7 @@ std::string edited_model(const std::string& name, const Edit& e) {
   for (const auto& [k, v] : src->metadata()) w.set(k, v);
   if (!e.set_key.empty()) w.set(e.set_key, GgufValue::str(e.set_value));
   if (!e.u32_key.empty()) w.set(e.u32_key, GgufValue::u32(e.u32_value));
+  if (!e.f32_key.empty()) w.set(e.f32_key, GgufValue::f32(e.f32_value));
   std::vector<std::pair<const GgufTensorInfo*, std::vector<uint8_t>>> data;
   for (const auto& t : src->tensors()) {
     if (t.name == e.drop_tensor) continue;
@@ -89,6 +94,22 @@ TEST(ModelErrors, BlockCountTheTensorTableCannotHold) {
   e.u32_key = "llama.block_count";
   e.u32_value = 3556769793u;
   expect_load_error(edited_model("layers.gguf", e), "block_count 3556769793 needs");
+}
+
+// Issue 29: these were accepted, and a non-finite RoPE base or epsilon computes NaN logits.
+TEST(ModelErrors, HyperParametersOutOfRange) {
+  for (const float bad : {INFINITY, NAN, -1.0f, 0.0f}) {
+    Edit e;
+    e.f32_key = "llama.rope.freq_base";
+    e.f32_value = bad;
+    expect_load_error(edited_model("base.gguf", e), "rope.freq_base is");
+    e.f32_key = "llama.attention.layer_norm_rms_epsilon";
+    expect_load_error(edited_model("eps.gguf", e), "layer_norm_rms_epsilon is");
+  }
+  Edit v;
+  v.u32_key = "llama.attention.value_length";
+  v.u32_value = 3;
+  expect_load_error(edited_model("vlen.gguf", v), "value_length 3 differs");
 }
 
 TEST(ModelErrors, MissingHyperParameter) {

@@ -4,11 +4,11 @@
 // budgets as hard limits, and plans saved and read back.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 
 #include "core/error.h"
@@ -361,6 +361,35 @@ TEST(Placement, PlansRoundTripThroughJsonAndBadOnesAreRefused) {
   refused([](nlohmann::json& j) { j["layers"][0]["attention"] = "tpu"; }, "host");
   refused([](nlohmann::json& j) { j["layers"][2]["cache_slots"] = 0; }, "pins");
   refused([](nlohmann::json& j) { j["bundled"] = false; }, "bundled");
+  // Issue 29: each of these was accepted silently or answered with nlohmann's own text.
+  refused([](nlohmann::json& j) { j.erase("budgets"); }, "'budgets'");
+  refused([](nlohmann::json& j) { j["budgets"]["ram"] = -5; }, "budgets.ram");
+  refused([](nlohmann::json& j) { j["layers"][1]["pinned"] = {"a"}; }, "not a neuron id");
+  refused([](nlohmann::json& j) { j["version"] = 2; }, "version 2");
+  refused([](nlohmann::json& j) { j.erase("version"); }, "version");
+  refused([](nlohmann::json& j) { j["layers"][0]["kv"] = 5; }, "layer 0's kv");
+  refused([](nlohmann::json& j) { j["layers"][0]["kv"] = "cuda"; }, "where its attention");
+  refused([](nlohmann::json& j) { j["layers"][2]["layer"] = 1; }, "in order");
+  refused([](nlohmann::json& j) { j["layers"][1]["layer"] = 7; }, "in order");
+  refused([](nlohmann::json& j) { j["output"] = nullptr; }, "'output'");
+  refused([](nlohmann::json& j) { j["solver"] = 3; }, "'solver'");
+}
+
+// Issue 29: a NaN reaching GLPK aborted the process (SIGABRT inside the library); the
+// inputs are range-checked where they are read, and the program refuses a non-finite number.
+TEST(Placement, NonFiniteInputsAreAnErrorNotAnAbort) {
+  for (double bad : {std::nan(""), std::numeric_limits<double>::infinity(),
+                     -std::numeric_limits<double>::infinity()}) {
+    Inventory inv = make_inventory(2, 50, true, 2);
+    inv.layers[1].window_hit_rate = bad;
+    const Budgets b{(ram_before_ffn(inv) + 2 * 30 * inv.layers[0].neuron_bytes), 0};
+    try {
+      plan_ilp(inv, b, costs());
+      ADD_FAILURE() << "accepted a window hit rate of " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("placement:"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(Placement, CostModelCountsTiersAndTheSynchronisation) {

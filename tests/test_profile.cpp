@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <numeric>
 #include <span>
 
@@ -45,6 +47,36 @@ TEST(Profile, CountsMatchTheSessionAndRoundTrip) {
   EXPECT_THROW(read_profile(path, model_hash(*other)), Error);
   EXPECT_THROW(read_profile(tiny_model(DType::F32, FfnActivation::ReGLU)), Error);  // not a profile
   EXPECT_NE(profile_report_html(p, "tiny").find("<polyline"), std::string::npos);
+}
+
+// Issue 29: a sidecar with NaN in window_reuse aborted run, serve, bench and plan inside GLPK;
+// 5 and inf were accepted. Every number the solver gets from a profile is range-checked.
+TEST(Profile, OutOfRangeNumbersAreRefusedWhenRead) {
+  NeuronProfile good;
+  good.model_hash = "h";
+  good.tokens = 10;
+  good.counts = {{1, 2, 10}, {0, 0, 3}};
+  good.window_reuse = {0.5, 1.0};
+  const std::string path = temp_file("bad_profile.gguf");
+  write_profile(good, path);
+  EXPECT_NO_THROW(read_profile(path, "h"));
+  auto refused = [&](const std::function<void(NeuronProfile&)>& spoil, const char* needle) {
+    NeuronProfile p = good;
+    spoil(p);
+    write_profile(p, path);
+    try {
+      read_profile(path, "h");
+      ADD_FAILURE() << "accepted: " << needle;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused([](NeuronProfile& p) { p.window_reuse[1] = std::nan(""); }, "window_reuse of layer 1");
+  refused([](NeuronProfile& p) { p.window_reuse[0] = 5; }, "0..1");
+  refused([](NeuronProfile& p) { p.window_reuse[0] = INFINITY; }, "0..1");
+  refused([](NeuronProfile& p) { p.window_reuse[0] = -0.1; }, "0..1");
+  refused([](NeuronProfile& p) { p.tokens = 0; }, "strata.profile.tokens");
+  refused([](NeuronProfile& p) { p.counts[1][2] = 11; }, "fired 11 times in 10");
 }
 
 TEST(Profile, HotNeuronSummaryOnAKnownDistribution) {

@@ -68,6 +68,11 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
       {R"({"prompt": [1, -2]})", "prompt"},
       {R"({"prompt": "a", "max_tokens": "ten"})", "max_tokens"},
       {R"({"prompt": "a", "max_tokens": -5})", "max_tokens"},
+      // Issue 29: 0 generated one token; OpenAI's minimum is 1, and -1 is llama.cpp's.
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "a", "max_tokens": -1})", "max_tokens"},
+      {R"({"prompt": "a", "max_completion_tokens": 0})", "max_completion_tokens"},
+      {R"({"prompt": "a", "n_predict": -2})", "n_predict"},
       {R"({"prompt": "a", "temperature": -1})", "temperature"},
       {R"({"prompt": "a", "top_p": 1.5})", "top_p"},
       {R"({"prompt": "a", "top_k": 2.5})", "top_k"},
@@ -276,6 +281,24 @@ TEST_F(ServerHttp, BadRequestsGetJsonErrors) {
   EXPECT_EQ(nlohmann::json::parse(res->body)["error"]["type"], "authentication_error");
   // The server still answers after all that.
   post("/v1/completions", R"({"prompt": "a", "max_tokens": 1})", 200);
+}
+
+// Issue 29: a limit of 0 sampled and counted one token before checking. llama.cpp's
+// n_predict 0 evaluates the prompt and generates nothing, streamed or not.
+TEST_F(ServerHttp, NPredictZeroGeneratesNoToken) {
+  const auto c = post("/v1/completions", R"({"prompt": "In the beginning", "n_predict": 0})", 200);
+  EXPECT_EQ(c["choices"][0]["text"], "");
+  EXPECT_EQ(c["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(c["usage"]["completion_tokens"], 0);
+  EXPECT_GT(c["usage"]["prompt_tokens"], 0);
+  const auto res = client_->Post(
+      "/v1/chat/completions",
+      R"({"messages": [{"role": "user", "content": "hi"}], "n_predict": 0, "stream": true})",
+      "application/json");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->body.find(R"("finish_reason":"length")"), std::string::npos) << res->body;
+  EXPECT_NE(res->body.find("data: [DONE]"), std::string::npos) << res->body;
 }
 
 }  // namespace

@@ -20,25 +20,6 @@ namespace {
 using namespace strata::testing;
 using namespace std::chrono_literals;
 
-std::string request(const std::string& path, const std::string& body,
-                    const std::string& extra_headers = "") {
-  return "POST " + path +
-         " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\nContent-Type: "
-         "application/json\r\nContent-Length: " +
-         std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;
-}
-
-int status_of(const std::string& response) {
-  return response.rfind("HTTP/1.1 ", 0) == 0 ? std::stoi(response.substr(9, 3)) : -1;
-}
-
-// The JSON body of the first response in `response` (Content-Length framed).
-nlohmann::json body_of(const std::string& response) {
-  const size_t start = response.find("\r\n\r\n");
-  if (start == std::string::npos) return {};
-  return nlohmann::json::parse(response.substr(start + 4), nullptr, false);
-}
-
 // Was: the limit was checked against Content-Length only, so a chunked body of any size was
 // read whole.
 TEST_F(ServerHttp, ChunkedBodyOverTheLimitIs413) {

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_limits.h"
 #include "format/gguf.h"
 #include "model/tokenizer.h"
 
@@ -33,7 +34,7 @@ Command add_tokenize_command(CLI::App& app) {
               const std::string text = read_regular_file(o->batch, kMaxJsonFileBytes, "JSON");
               nlohmann::json texts;
               try {
-                texts = nlohmann::json::parse(text);
+                texts = parse_json_bounded(text, fmt::format("'{}'", o->batch));
               } catch (const nlohmann::json::exception& e) {
                 fail("'{}' is not valid JSON: {}", o->batch, e.what());
               }

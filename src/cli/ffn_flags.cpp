@@ -10,6 +10,7 @@
 #include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_limits.h"
 #include "offline/profile.h"
 #include "placement/plan.h"
 #include "tiers/bundle_layout.h"
@@ -207,7 +208,8 @@ PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, Stora
   nlohmann::json plan;
   if (!f.plan.empty()) {
     try {
-      plan = nlohmann::json::parse(read_regular_file(f.plan, kMaxJsonFileBytes, "plan"));
+      plan = parse_json_bounded(read_regular_file(f.plan, kMaxJsonFileBytes, "plan"),
+                                fmt::format("plan '{}'", f.plan));
     } catch (const nlohmann::json::exception& e) {
       fail("plan '{}' is not JSON: {}", f.plan, e.what());
     }

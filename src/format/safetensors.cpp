@@ -5,6 +5,7 @@
 
 #include "core/checked_math.h"
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "tensor/half.h"
 
 namespace strata {
@@ -44,7 +45,9 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     fail("'{}' is truncated: its header claims {} bytes, the file has {}", path, header_len, size);
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(f->file_->data() + 8, f->file_->data() + 8 + header_len);
+    header = parse_json_bounded(
+        std::string_view(reinterpret_cast<const char*>(f->file_->data()) + 8, header_len),
+        fmt::format("the header of '{}'", path));
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' has a corrupt safetensors header: {}", path, e.what());
   }

@@ -57,10 +57,22 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.n_rot = positive(a + "rope.dimension_count", f.get_int(a + "rope.dimension_count", c.head_dim));
   if (c.n_rot > c.head_dim || c.n_rot % 2 != 0)
     fail("'{}': rope.dimension_count {} does not fit head size {}", f.path(), c.n_rot, c.head_dim);
-  c.rope_freq_base = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
-  c.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5));
-  if (!(c.rope_freq_base > 0.0f) || !(c.rms_eps > 0.0f))
-    fail("'{}': rope.freq_base and layer_norm_rms_epsilon must be positive", f.path());
+  // strata's attention has one head size for keys and values (llama.cpp's files write both).
+  const int64_t value_length = f.get_int(a + "attention.value_length", c.head_dim);
+  if (value_length != c.head_dim)
+    fail(
+        "'{}': {}attention.value_length {} differs from key_length {}; strata supports equal "
+        "key and value head sizes",
+        f.path(), a, value_length, c.head_dim);
+  const double freq_base = f.get_float(a + "rope.freq_base", 10000.0);
+  const double rms_eps = f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
+  if (!(freq_base > 0.0 && freq_base < 1e30))  // NaN and inf fail too
+    fail("'{}': {}rope.freq_base is {}; expected a finite positive number", f.path(), a, freq_base);
+  if (!(rms_eps > 0.0 && rms_eps < 1.0))
+    fail("'{}': {}attention.layer_norm_rms_epsilon is {}; expected a number in (0, 1)", f.path(), a,
+         rms_eps);
+  c.rope_freq_base = static_cast<float>(freq_base);
+  c.rms_eps = static_cast<float>(rms_eps);
   c.n_vocab = f.get_int(a + "vocab_size", 0);
 
   const std::string act = f.get_string(kFfnActivationKey, "");

@@ -117,6 +117,10 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     const auto info = dtype_info(static_cast<uint32_t>(type_id));
     if (!info || !info->computable)
       fail("'{}': {} is not a computable tensor type", f.path(), kBundleTypeKey);
+    const std::string type_name = f.get_string(kBundleTypeNameKey, info->name);
+    if (type_name != info->name)
+      fail("'{}': {} says {} but {} says '{}': the file was edited or damaged; bundle it again",
+           f.path(), kBundleTypeKey, info->name, kBundleTypeNameKey, type_name.substr(0, 32));
     w.bundled = true;
     w.bundle = BundleLayout::make(info->type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
     if (static_cast<uint64_t>(bytes->as_int(kBundleBytesKey)) != w.bundle.bundle_bytes)

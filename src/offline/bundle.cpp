@@ -37,6 +37,7 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
   w.set(kBundleBytesKey, GgufValue::u64(layout.bundle_bytes));
   w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(type)));
+  w.set(kBundleTypeNameKey, GgufValue::str(dtype_name(type)));
   w.set(kBundleSourceHashKey,
         GgufValue::str(content_hash_hex(model.file->bytes(), model.file->file_size())));
   if (model.file->is_powerinfer() && model.file->find(kPredictorThresholdsKey) == nullptr) {

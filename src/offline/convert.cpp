@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_limits.h"
 #include "format/gguf_writer.h"
 #include "format/safetensors.h"
 #include "model/config.h"
@@ -37,7 +38,7 @@ struct HfConfig {
 nlohmann::json read_json(const fs::path& path) {
   const std::string text = read_regular_file(path.string(), kMaxJsonFileBytes, "JSON");
   try {
-    return nlohmann::json::parse(text);
+    return parse_json_bounded(text, fmt::format("'{}'", path.string()));
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not valid JSON: {}", path.string(), e.what());
   }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_limits.h"
 
 namespace strata {
 
@@ -142,7 +143,7 @@ GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_
   const std::string text = read_regular_file(path, kMaxJsonFileBytes, "tokenizer.json");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = parse_json_bounded(text, fmt::format("'{}'", path));
   } catch (const nlohmann::json::exception& e) {
     fail("'{}' is not valid JSON: {}", path, e.what());
   }

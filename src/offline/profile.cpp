@@ -112,10 +112,18 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
   NeuronProfile p;
   p.model_hash = f->get_string("strata.profile.model_hash", "");
   p.text = f->get_string("strata.profile.text", "");
-  p.tokens = static_cast<uint64_t>(f->get_int("strata.profile.tokens"));
+  // Every number below reaches the placement solver: each is range-checked here, so that a
+  // damaged or edited sidecar is a one-line error, never a NaN in the ILP (GLPK aborts on one).
+  const int64_t tokens = f->get_int("strata.profile.tokens");
+  if (tokens <= 0)
+    fail("'{}': strata.profile.tokens is {}; a profile counts at least one token", path, tokens);
+  p.tokens = static_cast<uint64_t>(tokens);
   if (!expected_hash.empty() && p.model_hash != expected_hash)
     fail("'{}' was made from another model (hash {} vs {})", path, p.model_hash, expected_hash);
   const int64_t layers = f->get_int("strata.profile.layer_count");
+  if (layers <= 0 || layers > static_cast<int64_t>(f->tensors().size()))
+    fail("'{}': strata.profile.layer_count {} does not match its {} tensors", path, layers,
+         f->tensors().size());
   for (int64_t l = 0; l < layers; ++l) {
     const std::string name = fmt::format("blk.{}.ffn_act_count", l);
     const GgufTensorInfo* t = f->find_tensor(name);
@@ -123,14 +131,23 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
       fail("'{}' lacks a valid tensor '{}'", path, name);
     std::vector<uint32_t> counts(static_cast<size_t>(t->dims[0]));
     std::memcpy(counts.data(), t->data, counts.size() * 4);
+    for (size_t i = 0; i < counts.size(); ++i)
+      if (counts[i] > p.tokens)
+        fail("'{}': neuron {} of layer {} fired {} times in {} tokens", path, i, l, counts[i],
+             p.tokens);
     p.counts.push_back(std::move(counts));
   }
   if (const GgufValue* reuse = f->find("strata.profile.window_reuse")) {
     if (reuse->items.size() != p.counts.size())
       fail("'{}': strata.profile.window_reuse has {} values for {} layers", path,
            reuse->items.size(), p.counts.size());
-    for (const auto& v : reuse->items)
-      p.window_reuse.push_back(v.as_float("strata.profile.window_reuse"));
+    for (const auto& v : reuse->items) {
+      const double r = v.as_float("strata.profile.window_reuse");
+      if (!(r >= 0.0 && r <= 1.0))  // NaN fails too
+        fail("'{}': strata.profile.window_reuse of layer {} is {}; a share must be in 0..1", path,
+             p.window_reuse.size(), r);
+      p.window_reuse.push_back(r);
+    }
   }
   return p;
 }

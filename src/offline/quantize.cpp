@@ -139,6 +139,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
   w.set("general.quantization_version", GgufValue::u32(2));
   if (bundled) {
     w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(to_bundle.type)));
+    w.set(kBundleTypeNameKey, GgufValue::str(dtype_name(to_bundle.type)));
     w.set(kBundleBytesKey, GgufValue::u64(to_bundle.bundle_bytes));
   }
   QuantizeReport report;

@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
@@ -32,7 +31,9 @@ std::vector<int32_t> id_list(const nlohmann::json& j, int64_t n, const char* wha
   std::vector<int32_t> ids;
   if (!j.is_array()) fail("plan: layer {}'s '{}' is not a list of neuron ids", layer, what);
   for (const auto& v : j) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= n)
+    if (!v.is_number_integer())
+      fail("plan: layer {}'s '{}' has {}, not a neuron id", layer, what, v.dump().substr(0, 32));
+    if (v.get<int64_t>() < 0 || v.get<int64_t>() >= n)
       fail("plan: layer {}'s '{}' has an id outside 0..{}", layer, what, n - 1);
     ids.push_back(v.get<int32_t>());
     if (ids.size() > 1 && ids[ids.size() - 2] >= ids.back())
@@ -41,11 +42,19 @@ std::vector<int32_t> id_list(const nlohmann::json& j, int64_t n, const char* wha
   return ids;
 }
 
-Device device_from(const nlohmann::json& j, const char* what) {
+Device device_from(const nlohmann::json& j, const std::string& what) {
   const std::string name = j.is_string() ? j.get<std::string>() : "";
   if (name == "host") return Device::Host;
   if (name == "cuda") return Device::Cuda;
   fail("plan: '{}' must be \"host\" or \"cuda\"", what);
+}
+
+// A byte count of the plan's budgets: absent is 0 (no limit), otherwise a whole number >= 0.
+uint64_t budget_from(const nlohmann::json& budgets, const char* what) {
+  if (!budgets.contains(what)) return 0;
+  const nlohmann::json& v = budgets[what];
+  if (!v.is_number_unsigned()) fail("plan: budgets.{} must be a whole number of bytes", what);
+  return v.get<uint64_t>();
 }
 
 }  // namespace
@@ -90,25 +99,42 @@ PlacementPlan plan_from_json(const nlohmann::json& j, const Inventory& inv) {
     fail("plan: it has {} layers, the model {}",
          j.contains("layers") && j["layers"].is_array() ? j["layers"].size() : 0,
          inv.layers.size());
+  // Each field is checked for its kind and range before use: a field of the wrong kind is a
+  // one-line error naming it, never a library's exception text.
+  const nlohmann::json version = j.value("version", nlohmann::json());
+  if (version != 1)
+    fail("plan: version {} is not one this strata reads (1)", version.dump().substr(0, 32));
   PlacementPlan p;
-  try {
-    p.solver = j.value("solver", "file");
-    p.bundled = j.value("bundled", false);
-    if (p.bundled != inv.bundled)
-      fail("plan: it was made for a {} model, this one is {}", p.bundled ? "bundled" : "RAM",
-           inv.bundled ? "bundled" : "in RAM");
-    p.budgets.ram = j.at("budgets").value("ram", uint64_t{0});
-    p.budgets.vram = j.at("budgets").value("vram", uint64_t{0});
-    p.output = device_from(j.at("output"), "output");
-  } catch (const nlohmann::json::exception& e) {
-    fail("plan: {}", e.what());
-  }
+  const nlohmann::json solver = j.value("solver", nlohmann::json("file"));
+  if (!solver.is_string()) fail("plan: 'solver' must be a name");
+  p.solver = solver.get<std::string>().substr(0, 64);
+  const nlohmann::json bundled = j.value("bundled", nlohmann::json(false));
+  if (!bundled.is_boolean()) fail("plan: 'bundled' must be true or false");
+  p.bundled = bundled.get<bool>();
+  if (p.bundled != inv.bundled)
+    fail("plan: it was made for a {} model, this one is {}", p.bundled ? "bundled" : "RAM",
+         inv.bundled ? "bundled" : "in RAM");
+  if (!j.contains("budgets") || !j["budgets"].is_object())
+    fail("plan: 'budgets' (an object with ram and vram bytes) is missing");
+  p.budgets.ram = budget_from(j["budgets"], "ram");
+  p.budgets.vram = budget_from(j["budgets"], "vram");
+  p.output = device_from(j.value("output", nlohmann::json()), "output");
   for (size_t l = 0; l < inv.layers.size(); ++l) {
     const nlohmann::json& jl = j["layers"][l];
     const int64_t n = inv.layers[l].n_neurons;
     if (!jl.is_object()) fail("plan: layer {} is not an object", l);
+    // Layers are listed in order, each once: an index elsewhere is a duplicated, missing or
+    // reordered layer (an edit gone wrong), not something to guess about.
+    const nlohmann::json index = jl.value("layer", nlohmann::json());
+    if (!index.is_number_integer() || index.get<int64_t>() != static_cast<int64_t>(l))
+      fail("plan: entry {} of 'layers' says \"layer\": {}; layers must be listed 0..{} in order", l,
+           index.dump().substr(0, 32), inv.layers.size() - 1);
     LayerPlan lp;
-    lp.attention = device_from(jl.value("attention", nlohmann::json()), "attention");
+    lp.attention = device_from(jl.value("attention", nlohmann::json()),
+                               fmt::format("layer {}'s attention", l));
+    // The KV cache lives where the attention runs; the field only says so.
+    if (jl.contains("kv") && device_from(jl["kv"], fmt::format("layer {}'s kv", l)) != lp.attention)
+      fail("plan: layer {}'s kv must be where its attention is ({})", l, device_name(lp.attention));
     lp.vram = id_list(jl.value("vram", nlohmann::json::array()), n, "vram", l);
     lp.pinned = id_list(jl.value("pinned", nlohmann::json::array()), n, "pinned", l);
     const nlohmann::json slots = jl.value("cache_slots", nlohmann::json(0));

@@ -346,6 +346,9 @@ void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
   if (s.job->leader == &s) release_followers(s, logits);
   const GenerationParams& p = s.job->request.params;
   const Tokenizer& tok = *model_.tokenizer;
+  // A limit of 0 tokens: the prompt was evaluated (its KV entries kept for the next request),
+  // and nothing is sampled.
+  if (p.max_tokens == 0) return finish(s, "length");
   const int32_t next = s.sampler.sample(logits, s.history);
   if (next == tok.eos()) return finish(s, "stop");
   s.history.push_back(next);

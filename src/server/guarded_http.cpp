@@ -1,6 +1,7 @@
 #include "server/guarded_http.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace strata {
@@ -61,6 +63,37 @@ class ConnectionStream : public httplib::Stream {
     budget_ = limits_.max_request_bytes;
   }
   bool has_buffered() const { return begin_ < buffer_.size(); }
+  // Frees the buffer of a connection with nothing buffered (parked ones hold no memory).
+  void release_buffer() {
+    if (has_buffered()) return;
+    std::string().swap(buffer_);
+    begin_ = 0;
+  }
+
+  enum class Head { Complete, Ended, LineTooLong, TooLarge, TooManyHeaders };
+  // Receives the request head (request line, headers, blank line) into the buffer without
+  // consuming it, and checks it against the limits, reading lines as httplib does (a line ends
+  // at '\n'; the head at a line that is exactly "\r\n"). Ended: the client stopped (EOF,
+  // deadline) before the head was whole, which httplib then answers as it would.
+  Head receive_head() {
+    size_t line_start = begin_, lines = 0;
+    size_t scanned = begin_;
+    for (;;) {
+      for (; scanned < buffer_.size(); ++scanned) {
+        if (buffer_[scanned] != '\n') continue;
+        const size_t length = scanned + 1 - line_start;
+        if (lines > 0 && length == 2 && buffer_[line_start] == '\r') return Head::Complete;
+        if (length > limits_.max_header_line_bytes && lines > 0) return Head::LineTooLong;
+        if (++lines > limits_.max_headers + 1) return Head::TooManyHeaders;
+        line_start = scanned + 1;
+      }
+      const size_t head = buffer_.size() - begin_;
+      if (head >= limits_.max_head_bytes) return Head::TooLarge;
+      if (lines > 0 && buffer_.size() - line_start > limits_.max_header_line_bytes)
+        return Head::LineTooLong;
+      if (!append(limits_.max_head_bytes - head)) return Head::Ended;
+    }
+  }
   // Waits for the next request's first byte for at most `timeout`.
   bool wait_for_request(std::chrono::milliseconds timeout) const {
     return has_buffered() || wait_for(fd_, POLLIN, timeout);
@@ -105,19 +138,30 @@ class ConnectionStream : public httplib::Stream {
   }
   // One recv() into the empty buffer, within the deadline; false on timeout, EOF or error.
   bool fill() {
-    buffer_.resize(16384);
+    buffer_.clear();
     begin_ = 0;
+    return append(kReadBytes);
+  }
+  // One recv() of at most `most` bytes (kReadBytes at most) after what the buffer holds (its
+  // consumed part dropped first), within the deadline; false on timeout, EOF or error.
+  bool append(size_t most) {
+    buffer_.erase(0, begin_);
+    begin_ = 0;
+    const size_t kept = buffer_.size();
+    buffer_.resize(kept + std::min(most, kReadBytes));
     for (;;) {
       if (left().count() <= 0 || !wait_for(fd_, POLLIN, left())) break;
-      const ssize_t n = ::recv(fd_, buffer_.data(), buffer_.size(), 0);
+      const ssize_t n = ::recv(fd_, buffer_.data() + kept, buffer_.size() - kept, 0);
       if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
       if (n <= 0) break;
-      buffer_.resize(static_cast<size_t>(n));
+      buffer_.resize(kept + static_cast<size_t>(n));
       return true;
     }
-    buffer_.clear();
+    buffer_.resize(kept);
     return false;
   }
+
+  static constexpr size_t kReadBytes = 16384;
 
   int fd_;
   const ConnectionLimits& limits_;
@@ -232,8 +276,11 @@ void GuardedServer::close_after_response(httplib::Response& res) {
 
 bool GuardedServer::client_gone() {
   if (t_connection < 0) return false;
-  pollfd p{t_connection, POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  // A reset (POLLERR, POLLHUP) only. A FIN is not a disconnect: a client that half-closes after
+  // sending its request (shutdown(SHUT_WR), as `nc -N` and some proxies do) still reads the
+  // answer. A client that closed for good is found by its reset, which the next write draws.
+  pollfd p{t_connection, 0, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)) != 0;
 }
 
 void GuardedServer::serve_connection(socket_t sock) {
@@ -246,6 +293,17 @@ bool GuardedServer::process_and_close_socket(socket_t sock) {
   // waits): it is parked like a kept-alive one unless bytes are already there.
   serve(std::make_unique<Connection>(sock, limits_), false);
   return true;
+}
+
+void GuardedServer::refuse(Connection& c, int status, const std::string& message) {
+  t_connection = -1;
+  const std::string body = refusal_body_ ? refusal_body_(status, message)
+                                         : nlohmann::json{{"error", {{"message", message}}}}.dump();
+  const std::string reply = fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: "
+      "close\r\n\r\n{}",
+      status, status == 431 ? "Request Header Fields Too Large" : "Error", body.size(), body);
+  if (c.stream.write(reply.data(), reply.size()) >= 0) linger(c.fd, limits_);
 }
 
 void GuardedServer::park(std::unique_ptr<Connection> c) {
@@ -268,6 +326,7 @@ void GuardedServer::serve(std::unique_ptr<Connection> c, bool readable) {
     if (!readable && !stream.has_buffered()) {
       if (!direct_) {
         t_connection = -1;
+        stream.release_buffer();
         return park(std::move(c));
       }
       if (!wait_for_next_request(stream, svr_sock_, direct_, limits_.idle_timeout)) break;
@@ -275,6 +334,20 @@ void GuardedServer::serve(std::unique_ptr<Connection> c, bool readable) {
     readable = false;
     stream.start_request();
     t_close_after_response = false;
+    switch (stream.receive_head()) {
+      case ConnectionStream::Head::Complete:
+      case ConnectionStream::Head::Ended:
+        break;
+      case ConnectionStream::Head::LineTooLong:
+        return refuse(*c, 431,
+                      fmt::format("a header line is over {} bytes", limits_.max_header_line_bytes));
+      case ConnectionStream::Head::TooLarge:
+        return refuse(
+            *c, 431,
+            fmt::format("the request line and headers are over {} bytes", limits_.max_head_bytes));
+      case ConnectionStream::Head::TooManyHeaders:
+        return refuse(*c, 431, fmt::format("the request has over {} headers", limits_.max_headers));
+    }
     bool closed = false;
     const bool last = c->served + 1 == limits_.max_requests_per_connection;
     const bool ok = process_request(stream, last, closed, nullptr);

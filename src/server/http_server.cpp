@@ -2,18 +2,79 @@
 
 #include <fmt/format.h>
 #include <httplib.h>
+#include <malloc.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
 
 #include "core/error.h"
+#include "core/json_limits.h"
 #include "server/metrics.h"
 
 namespace strata {
 
 using nlohmann::json;
+
+namespace {
+
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// Whether `a` equals `b` in a time that depends on their lengths only, not on where they differ
+// (a key guessed byte by byte from response times).
+bool equals_in_constant_time(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+// "Bearer KEY" with the scheme in any case (RFC 9110 §11.1) and the key compared in constant
+// time.
+bool bearer_matches(std::string_view value, std::string_view key) {
+  constexpr std::string_view scheme = "bearer";
+  if (value.size() <= scheme.size() ||
+      !equals_ignoring_case(value.substr(0, scheme.size()), scheme) || value[scheme.size()] != ' ')
+    return false;
+  std::string_view token = value.substr(scheme.size());
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  return equals_in_constant_time(token, key);
+}
+
+// The message framing as RFC 9112 §6 requires it, or why not: one Content-Length of digits,
+// one Transfer-Encoding, never both (each a request smuggling vector behind a proxy that reads
+// the other), one Host. httplib takes the first of duplicated headers silently.
+std::string framing_problem(const httplib::Request& req) {
+  for (const char* name : {"Content-Length", "Transfer-Encoding", "Host", "Authorization"})
+    if (req.get_header_value_count(name) > 1)
+      return fmt::format("the request has more than one {} header", name);
+  if (req.has_header("Content-Length")) {
+    const std::string length = req.get_header_value("Content-Length");
+    if (length.empty() || length.size() > 18 ||
+        !std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return fmt::format("Content-Length '{}' is not a number of bytes", length.substr(0, 32));
+    if (req.has_header("Transfer-Encoding"))
+      return "the request has both Content-Length and Transfer-Encoding";
+  }
+  return "";
+}
+
+// A request body with neither length nor chunks ends only when the connection does: httplib
+// read until then (the receive deadline, and no answer). RFC 9112 §6.3 gives such a request no
+// body; one that means to send one is told (nginx's 411).
+bool lacks_length(const httplib::Request& req) {
+  return (req.method == "POST" || req.method == "PUT" || req.method == "PATCH") &&
+         !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding");
+}
+
+}  // namespace
 
 struct HttpServer::Impl {
   const Model& model;
@@ -22,14 +83,23 @@ struct HttpServer::Impl {
   BatchScheduler scheduler;
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
+  RequestMemory request_memory;
   GuardedServer http;
+
+  // A request that held this much returns its freed pages to the system when it ends.
+  static constexpr uint64_t kTrimAfterBytes = uint64_t{1} << 20;
 
   Impl(const Model& m, Session& s, ServerOptions o)
       : model(m),
         session(s),
         options(std::move(o)),
         scheduler(m, s, options.scheduler),
-        http(with_body_budget(options.connections, options.max_body_bytes)) {}
+        request_memory(options.request_memory_bytes),
+        http(with_body_budget(options.connections, options.max_body_bytes)) {
+    if (options.request_memory_bytes < 2 * options.max_body_bytes)
+      fail("the request memory ({} bytes) must hold at least two bodies of the largest size ({})",
+           options.request_memory_bytes, options.max_body_bytes);
+  }
   ~Impl() { scheduler.stop(); }
 
   // The per-request byte budget of the connection layer: the body limit plus room for the
@@ -43,6 +113,16 @@ struct HttpServer::Impl {
                    const std::string& param = "", const std::string& code = "") {
     res.status = status;
     res.set_content(dump_json(error_body(status, message, param, code)), "application/json");
+  }
+
+  // The answer to a request cancelled before its end: the server is stopping, or the client
+  // reset its connection (then nobody reads it). Never a 200 without a body.
+  void reply_cancelled(httplib::Response& res) {
+    reply_error(res, 503,
+                stopping ? "the server is stopping; retry on another replica or later"
+                         : "the request was cancelled: the client reset its connection",
+                "", "cancelled");
+    GuardedServer::close_after_response(res);
   }
 
   // Refuses, before tokenizing it, a text that cannot fit the context whatever its tokens.
@@ -109,27 +189,70 @@ struct HttpServer::Impl {
     std::fflush(stderr);
   }
 
-  // The body as it arrives (Content-Length or chunked), refused past max_body_bytes.
+  [[noreturn]] void memory_busy() const {
+    throw ApiError(503,
+                   fmt::format("the server's request memory ({} MiB) is held by other requests; "
+                               "retry later",
+                               request_memory.budget() >> 20),
+                   "", "overloaded");
+  }
+
+  // The body as it arrives (Content-Length or chunked), refused past max_body_bytes. Its
+  // buffer is reserved in the request memory before it grows (503 when that is full).
   // What is left of a refused body is not read: the connection closes after the reply.
-  std::string read_body(const httplib::ContentReader& reader, httplib::Response& res) {
+  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader,
+                        httplib::Response& res, RequestMemory::Reservation& memory) {
     std::string body;
-    bool over = false;
-    const bool read = reader([&](const char* data, size_t n) {
+    bool over = false, busy = false;
+    auto room_for = [&](size_t size) {  // the buffer holds `size` bytes, reserved first
+      if (size <= body.capacity()) return true;
+      const size_t capacity = std::min(std::max(size, 2 * body.capacity()), options.max_body_bytes);
+      if (!memory.grow(capacity - body.capacity())) return false;
+      body.reserve(capacity);
+      return true;
+    };
+    // The declared length is reserved whole (httplib has refused one over the limit).
+    const size_t declared = static_cast<size_t>(std::min<uint64_t>(
+        req.get_header_value<uint64_t>("Content-Length"), options.max_body_bytes));
+    if (!room_for(declared)) busy = true;
+    const bool read = !busy && reader([&](const char* data, size_t n) {
       if (body.size() + n > options.max_body_bytes) {
         over = true;
+        return false;
+      }
+      if (!room_for(body.size() + n)) {
+        busy = true;
         return false;
       }
       body.append(data, n);
       return true;
     });
-    if (over || !read) {
+    if (over || busy || !read) {
       GuardedServer::close_after_response(res);
     }
+    if (busy) memory_busy();
     // httplib itself refuses a Content-Length over the limit (status 413) before reading.
     if (over || (!read && res.status == 413))
       throw ApiError(413, fmt::format("the request body is over {} bytes", options.max_body_bytes));
     if (!read) throw ApiError(400, "the request body ended early or took too long to arrive");
     return body;
+  }
+
+  // Reserves what the body's JSON document will hold once parsed, before parsing it: 413 when
+  // no request could have it, 503 when others hold the memory now.
+  void reserve_document(const std::string& body, RequestMemory::Reservation& memory) const {
+    const JsonShape shape = measure_json(body);
+    if (shape.depth > kMaxJsonDepth)
+      throw ApiError(400, fmt::format("the request body nests arrays and objects {} deep; at "
+                                      "most {} levels are accepted",
+                                      shape.depth, kMaxJsonDepth));
+    const uint64_t bytes = shape.document_bytes();
+    if (bytes > request_memory.budget() - std::min(request_memory.budget(), memory.held()))
+      throw ApiError(413, fmt::format("the request body has about {} JSON values, which would "
+                                      "take {} MiB parsed; the server holds at most {} MiB for "
+                                      "requests",
+                                      shape.values, bytes >> 20, request_memory.budget() >> 20));
+    if (!memory.grow(bytes)) memory_busy();
   }
 
   // The request queued for a slot, or 503 when the queue is full.
@@ -170,14 +293,17 @@ struct HttpServer::Impl {
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count(),
                             options.model_name};
-    if (abandoned()) return GuardedServer::close_after_response(res);
+    if (abandoned()) return reply_cancelled(res);
     auto job = submit(*req, std::move(ids));
     if (!req->stream) {
       std::vector<JobHandle::Piece> pieces;
       wait_for(*job, pieces);
       const auto& results = job->results();
+      if (job->cancelled()) {
+        log(http_req, 503, &results[0], req->n);
+        return reply_cancelled(res);
+      }
       log(http_req, 200, &results[0], req->n);
-      if (job->cancelled()) return GuardedServer::close_after_response(res);  // nobody to answer
       if (any_failed(*job)) throw std::runtime_error(results[0].error);
       res.set_content(dump_json(completion_response(*req, cid, results)), "application/json");
       return;
@@ -219,7 +345,11 @@ struct HttpServer::Impl {
       for (const JobHandle::Piece& p : pieces)
         if (!send(completion_chunk(req, cid, p.text, "", p.choice))) return false;
       pieces.clear();
-      if (!done && abandoned()) return false;
+      if (!done && abandoned()) {
+        // The headers (200) are sent: the stream ends with an error event saying why.
+        if (stopping) send(error_body(503, "the server is stopping; the generation was cut"));
+        return false;
+      }
     }
     if (any_failed(job)) {
       send(error_body(500, "internal error: " + job.results()[0].error));
@@ -252,20 +382,33 @@ struct HttpServer::Impl {
       return refuse(415, fmt::format("Content-Encoding '{}' is not accepted; send the body "
                                      "uncompressed",
                                      encoding.substr(0, 64)));
+    if (const std::string problem = framing_problem(req); !problem.empty())
+      return refuse(400, problem);
+    if (lacks_length(req))
+      return refuse(411, "the request has a body but neither Content-Length nor "
+                         "Transfer-Encoding: chunked");
     const std::string transfer = req.get_header_value("Transfer-Encoding");
-    if (!transfer.empty() && transfer != "chunked")
+    if (!transfer.empty() && !equals_ignoring_case(transfer, "chunked"))
       return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
                                      transfer.substr(0, 64)));
     // Every route but /health needs the key when there is one.
     if (options.api_key.empty() || req.path == "/health")
       return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value("Authorization") == "Bearer " + options.api_key)
+    if (req.get_header_value_count("Authorization") == 1 &&
+        bearer_matches(req.get_header_value("Authorization"), options.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
     return refuse(401, "missing or wrong API key (send \"Authorization: Bearer <key>\")");
   }
 
   void routes() {
     http.set_payload_max_length(options.max_body_bytes);
+    http.set_refusal_body([this](int status, const std::string& message) {
+      if (options.log_requests) {
+        fmt::print(stderr, "(request head refused) -> {}: {}\n", status, message);
+        std::fflush(stderr);
+      }
+      return dump_json(error_body(status, message));
+    });
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       return pre_route(req, res);
     });
@@ -291,8 +434,11 @@ struct HttpServer::Impl {
     auto handler = [this](bool chat) {
       return [this, chat](const httplib::Request& req, httplib::Response& res,
                           const httplib::ContentReader& reader) {
+        RequestMemory::Reservation memory(request_memory);
         try {
-          complete(req, read_body(reader, res), res, chat);
+          const std::string body = read_body(req, reader, res, memory);
+          reserve_document(body, memory);
+          complete(req, body, res, chat);
         } catch (const ApiError& e) {
           reply_error(res, e.status, e.what(), e.param, e.code);
           if (e.status == 503) res.set_header("Retry-After", "1");
@@ -304,6 +450,9 @@ struct HttpServer::Impl {
           reply_error(res, 400, fmt::format("the request does not fit the API: {}", e.what()));
           log(req, 400, nullptr);
         }
+        // The body and its document are freed; glibc keeps freed memory in its arenas, so a
+        // large request's pages go back to the system now (the budget counts what is held).
+        if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
       };
     };
     http.Post("/v1/completions", handler(false));

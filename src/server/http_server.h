@@ -16,6 +16,7 @@
 #include "runtime/session.h"
 #include "server/guarded_http.h"
 #include "server/openai_api.h"
+#include "server/request_memory.h"
 
 namespace strata {
 
@@ -26,9 +27,12 @@ struct ServerOptions {
   std::string model_name;
   ServerDefaults defaults;
   size_t max_body_bytes = size_t{8} << 20;  // however it is sent (length, chunked)
-  ConnectionLimits connections;             // deadlines, backlog, workers
-  SchedulerOptions scheduler;               // queue limit, step size
-  bool log_requests = true;                 // one line per request on stderr
+  // Bodies and their parsed JSON held at once, all requests together (server/request_memory.h);
+  // at least twice max_body_bytes. Part of what serve_front_end_bytes() counts.
+  uint64_t request_memory_bytes = uint64_t{64} << 20;
+  ConnectionLimits connections;  // deadlines, backlog, workers
+  SchedulerOptions scheduler;    // queue limit, step size
+  bool log_requests = true;      // one line per request on stderr
 };
 
 class HttpServer {

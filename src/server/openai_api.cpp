@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "core/error.h"
+#include "core/json_limits.h"
+
 namespace strata {
 
 using nlohmann::json;
@@ -127,9 +130,11 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
                                            const ServerDefaults& defaults) {
   json body;
   try {
-    body = json::parse(text);
+    body = parse_json_bounded(text, "the request body");
   } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
     bad("", fmt::format("the request body is not valid JSON ({})", e.what()));
+  } catch (const Error& e) {  // nested too deep
+    bad("", e.what());
   }
   if (!body.is_object()) bad("", "the request body must be a JSON object");
   CompletionRequest r;
@@ -144,8 +149,11 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   GenerationParams& g = r.generation;
   g.max_tokens = defaults.max_tokens;
   g.sampling = defaults.sampling;
-  for (const char* key : {"max_tokens", "max_completion_tokens", "n_predict"})
-    if (present(body, key)) g.max_tokens = integer(body, key, -1, int64_t{1} << 30);
+  // OpenAI's limits start at 1 (a request for no tokens is a mistake to name); llama.cpp's
+  // n_predict keeps its meanings: -1 until the end, 0 the prompt alone and no token.
+  for (const char* key : {"max_tokens", "max_completion_tokens"})
+    if (present(body, key)) g.max_tokens = integer(body, key, 1, int64_t{1} << 30);
+  if (present(body, "n_predict")) g.max_tokens = integer(body, "n_predict", -1, int64_t{1} << 30);
   if (present(body, "temperature"))
     g.sampling.temperature = static_cast<float>(number(body, "temperature", 0, 100));
   if (present(body, "top_p")) g.sampling.top_p = static_cast<float>(number(body, "top_p", 0, 1));

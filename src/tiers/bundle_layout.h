@@ -14,6 +14,10 @@ namespace strata {
 inline constexpr uint64_t kBundleAlign = 4096;
 inline constexpr const char* kBundleBytesKey = "strata.bundle.bytes";
 inline constexpr const char* kBundleTypeKey = "strata.bundle.type";  // GGUF type id of the rows
+// The same type by name: a second record of it, so that an edited or damaged type id (F16 read
+// as BF16 has the same bundle size) is refused at load instead of computing garbage. Files
+// bundled before it was written lack it.
+inline constexpr const char* kBundleTypeNameKey = "strata.bundle.type_name";
 // content_hash_hex of the file the bundles were made from: profiles of that file (whose hash
 // they carry) apply to the bundled one.
 inline constexpr const char* kBundleSourceHashKey = "strata.bundle.source_hash";

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/json_limits.h"
 #include "core/timer.h"
 
 namespace strata {
@@ -68,17 +69,26 @@ std::string StorageProfile::to_json() const {
 }
 
 StorageProfile StorageProfile::from_json_file(const std::string& file) {
-  const std::string text = read_regular_file(file, kMaxJsonFileBytes, "a storage profile");
+  return from_json(read_regular_file(file, kMaxJsonFileBytes, "a storage profile"), file);
+}
+
+StorageProfile StorageProfile::from_json(std::string_view text, const std::string& file) {
   StorageProfile p;
   try {
-    const auto j = nlohmann::json::parse(text);
+    const auto j = parse_json_bounded(text, fmt::format("storage profile '{}'", file));
     p.path = j.at("path").get<std::string>();
     for (const auto& q : j.at("points")) {
       StoragePoint s{q.at("chunk_bytes").get<uint64_t>(), q.at("queue_depth").get<int>(),
                      q.at("bytes_per_second").get<double>(),
                      q.at("reads_per_second").get<double>()};
-      if (s.chunk_bytes == 0 || s.queue_depth <= 0 || !(s.bytes_per_second > 0))
-        fail("storage profile '{}' has an invalid point", file);
+      // The placement solver divides by these: each must be a measurement a disk can give.
+      if (s.chunk_bytes == 0 || s.chunk_bytes > (uint64_t{1} << 30) || s.queue_depth <= 0 ||
+          s.queue_depth > 65536 || !std::isfinite(s.bytes_per_second) ||
+          !(s.bytes_per_second > 0) || !std::isfinite(s.reads_per_second) || s.reads_per_second < 0)
+        fail(
+            "storage profile '{}': point {} is not a measurement (chunk_bytes 1..1 GiB, "
+            "queue_depth 1..65536, finite positive rates)",
+            file, p.points.size());
       p.points.push_back(s);
     }
   } catch (const nlohmann::json::exception& e) {

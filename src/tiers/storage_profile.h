@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace strata {
@@ -31,6 +32,8 @@ struct StorageProfile {
 
   std::string to_json() const;
   static StorageProfile from_json_file(const std::string& file);  // fails clearly
+  // The same from the file's text; `file` names it in errors.
+  static StorageProfile from_json(std::string_view text, const std::string& file);
 };
 
 // Measures `path` (a large file on the disk of interest; the model itself will do):

@@ -1,0 +1,63 @@
+#include "core/json_limits.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace strata {
+
+JsonShape measure_json(std::string_view text) {
+  JsonShape s;
+  s.text_bytes = text.size();
+  int depth = 0;
+  bool in_string = false, escaped = false, any = false;
+  for (const char c : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"':
+        in_string = true;
+        any = true;
+        break;
+      case '[':
+      case '{':
+        s.depth = std::max(s.depth, ++depth);
+        ++s.values;
+        break;
+      case ']':
+      case '}':
+        if (depth > 0) --depth;
+        break;
+      case ',':
+      case ':':  // a member's key and its value are both counted
+        ++s.values;
+        break;
+      case ' ':
+      case '\t':
+      case '\r':
+      case '\n':
+        break;
+      default:
+        any = true;
+    }
+  }
+  if (any) ++s.values;  // the last (or only) scalar, uncounted by a separator
+  return s;
+}
+
+nlohmann::json parse_json_bounded(std::string_view text, const std::string& what, int max_depth) {
+  const JsonShape shape = measure_json(text);
+  if (shape.depth > max_depth)
+    fail("{} nests arrays and objects {} deep; at most {} levels are accepted", what, shape.depth,
+         max_depth);
+  return nlohmann::json::parse(text);
+}
+
+}  // namespace strata

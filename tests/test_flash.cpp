@@ -17,6 +17,7 @@
 #include "offline/bundle.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
+#include "tiers/storage_profile.h"
 
 namespace strata {
 namespace {
@@ -176,6 +177,25 @@ TEST(Flash, StorageProfileDecidesReadMerging) {
   for (int32_t t : kTokens) s.eval(t);  // one token's neurons leave gaps (a batch's fewer)
   const NeuronCacheStats st = s.flash_stats();
   EXPECT_GT(st.bytes_read, st.misses * flash->weights.bundle.bundle_bytes);  // gaps were read
+}
+
+// Issue 29: the solver divides by a storage profile's numbers; fuzz_plan found a chunk size of
+// 2e115 converted to an integer (undefined behaviour), and inf rates were accepted.
+TEST(Flash, StorageProfilesWithImpossibleNumbersAreRefused) {
+  const std::string ok =
+      R"({"path": "d", "points": [{"chunk_bytes": 4096, "queue_depth": 8, "bytes_per_second": 1e9,
+          "reads_per_second": 244140}]})";
+  EXPECT_EQ(StorageProfile::from_json(ok, "ok").points.size(), 1u);
+  for (
+      const char* point :
+      {R"({"chunk_bytes": 2e115, "queue_depth": 8, "bytes_per_second": 1e9, "reads_per_second": 1})",
+       R"({"chunk_bytes": 4096, "queue_depth": -1, "bytes_per_second": 1e9, "reads_per_second": 1})",
+       R"({"chunk_bytes": 4096, "queue_depth": 8, "bytes_per_second": 0, "reads_per_second": 1})",
+       R"({"chunk_bytes": 0, "queue_depth": 8, "bytes_per_second": 1e9, "reads_per_second": 1})",
+       R"({"chunk_bytes": 4096, "queue_depth": 8, "bytes_per_second": 1e400, "reads_per_second": 1})"}) {
+    const std::string text = std::string(R"({"path": "d", "points": [)") + point + "]}";
+    EXPECT_THROW(StorageProfile::from_json(text, "bad"), Error) << point;
+  }
 }
 
 TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {

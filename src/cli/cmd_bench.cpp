@@ -116,10 +116,15 @@ struct BenchFigures {
   uint64_t bytes = 0;     // weights read per decode token
   double density = 0;     // mean share of FFN neurons computed per decode token
   double bandwidth = 0, limit = 0;
+  std::string bandwidth_note;  // how the bandwidth was measured, or why not
+  double memory = 0;           // the memory's streaming rate (beside the kernels')
+  std::string memory_note;
   std::string type;
 };
 
-BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode, double bandwidth) {
+BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
+                     const BandwidthProbe& probe) {
+  const double bandwidth = probe.bytes_per_s;
   BenchFigures f;
   f.pp = r.pp.empty() ? 0 : median(r.pp);
   f.tg = r.tg.empty() ? 0 : median(r.tg);
@@ -128,6 +133,9 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode, dou
     f.density += r.decode_tokens > 0 ? l.computed / (r.decode_tokens * model.config.n_ff) : 0.0;
   f.density /= static_cast<double>(model.config.n_layer);
   f.bandwidth = bandwidth;
+  f.bandwidth_note = probe.note;
+  f.memory = probe.memory_bytes_per_s;
+  f.memory_note = probe.memory_note;
   f.limit = bandwidth > 0 ? bandwidth / static_cast<double>(f.bytes) : 0.0;
   const ModelWeights& w = model.weights;
   f.type = dtype_name(w.layers.empty() ? w.output.type : w.layers[0].ffn_up.type);
@@ -159,6 +167,9 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"decode_runs", r.tg},
       {"weight_bytes_per_token", f.bytes},
       {"bandwidth_bytes_per_s", f.bandwidth},
+      {"bandwidth_probe", f.bandwidth_note},
+      {"memory_stream_bytes_per_s", f.memory},
+      {"memory_stream_probe", f.memory_note},
       {"bandwidth_limit_tokens_per_s", f.limit},
       {"bandwidth_limit_percent", f.limit > 0 ? 100 * f.tg / f.limit : 0},
       {"load_s", load_s},
@@ -207,11 +218,15 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
   if (!session.options().vram_neurons.empty())
     fmt::print("{}\n", split_report_line(ffn_report_json(model, session)["split"]));
+  if (f.memory > 0)
+    fmt::print("memory read bandwidth: {:.1f} GB/s ({})\n", f.memory / 1e9, f.memory_note);
+  else if (!f.memory_note.empty())
+    fmt::print("memory read bandwidth: {}\n", f.memory_note);
   if (f.bandwidth > 0)
     fmt::print(
-        "memory read bandwidth: {:.1f} GB/s -> decode limit {:.2f} tok/s; decode reaches {:.1f}% "
-        "of it\n",
-        f.bandwidth / 1e9, f.limit, 100 * f.tg / f.limit);
+        "weights read at {:.1f} GB/s by {} -> decode limit {:.2f} tok/s; decode reaches "
+        "{:.1f}% of it\n",
+        f.bandwidth / 1e9, f.bandwidth_note, f.limit, 100 * f.tg / f.limit);
 }
 
 int run_bench(BenchOptions& o) {
@@ -231,9 +246,19 @@ int run_bench(BenchOptions& o) {
   // The limit is the memory the weights are read from: the GPU's when it computes (the
   // emulated GPU's memory is the host's).
   const bool gpu = planned.device.kind == DeviceKind::Cuda && !planned.device.emulated;
-  const double bandwidth =
-      o.skip_bandwidth ? 0.0 : (gpu ? cuda_read_bandwidth(*backend) : measure_read_bandwidth(pool));
-  const BenchFigures f = figures(r, *model, planned.session.ffn, bandwidth);
+  BandwidthProbe probe;
+  if (gpu && !o.skip_bandwidth) {
+    probe.bytes_per_s = probe.memory_bytes_per_s = cuda_read_bandwidth(*backend);
+    probe.note = probe.memory_note = "a read kernel over GPU memory";
+  } else if (!o.skip_bandwidth) {
+    // The probe stays inside --ram-budget: it reads the model's own matrices, or a buffer only
+    // where the budget leaves room beside what the run holds.
+    const Budgets& b = planned.plan.budgets;
+    const uint64_t held = planned.plan.predicted.ram_bytes;
+    const uint64_t ram_left = b.ram == 0 ? UINT64_MAX : (b.ram > held ? b.ram - held : 0);
+    probe = probe_bandwidth(*backend, pool, *model, ram_left);
+  }
+  const BenchFigures f = figures(r, *model, planned.session.ffn, probe);
   if (o.json)
     fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, load_s).dump(2));
   else

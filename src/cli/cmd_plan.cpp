@@ -46,7 +46,9 @@ Command add_plan_command(CLI::App& app) {
             auto model = Model::load(o->model, /*require_tokenizer=*/false, LoadMode::Map);
             if (o->ffn.ram_bandwidth <= 0) {
               ThreadPool pool(checked_threads(o->threads));
-              o->ffn.ram_bandwidth = measure_read_bandwidth(pool) / 1e9;
+              // A scratch buffer, not the model: the file is mapped, and reading it whole
+              // would measure the disk.
+              o->ffn.ram_bandwidth = measure_read_bandwidth(pool, kMinProbeBytes) / 1e9;
               fmt::print(stderr, "RAM bandwidth measured: {:.1f} GB/s\n", o->ffn.ram_bandwidth);
             }
             StorageProfile storage;

@@ -1,5 +1,6 @@
 // strata serve: the OpenAI-compatible HTTP server (src/server/), llama-server's flags.
 #include <fmt/format.h>
+#include <malloc.h>
 
 #include <chrono>
 #include <csignal>
@@ -91,7 +92,18 @@ ServerOptions server_options(const ServeOptions& o, const Model& model) {
   return so;
 }
 
+// glibc raises its mmap threshold to the size of any large block freed (up to 32 MiB), after
+// which request bodies come from the worker threads' arenas, whose free tops malloc_trim does
+// not return: RSS grew 16 MiB per wave of 8 MB bodies and stayed (bench/serve_attack.py).
+// Fixed thresholds keep every large buffer (bodies, documents) in its own mapping, given back
+// when freed, and arenas trimmed past 1 MiB of free top.
+void return_large_blocks_to_the_system() {
+  ::mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  ::mallopt(M_TRIM_THRESHOLD, 1 << 20);
+}
+
 int serve(const ServeOptions& o) {
+  return_large_blocks_to_the_system();
   auto model =
       Model::load(o.model, /*require_tokenizer=*/true, o.mmap ? LoadMode::Map : LoadMode::Read);
   // llama-server's rule: -c is shared by the slots. Without it, each slot gets the model's
@@ -114,13 +126,15 @@ int serve(const ServeOptions& o) {
   if (n_ctx < 2)
     fail("-c {} split among {} slots (--parallel) leaves {} positions each; raise -c", o.ctx,
          o.parallel, n_ctx);
+  // The HTTP side's memory is planned inside --ram-budget with the model's.
+  const ServerOptions so = server_options(o, *model);
   StorageProfile storage;
   PlannedRun planned =
-      resolve_ffn_flags(o.ffn, *model, n_ctx, &storage, /*logits_rows=*/o.parallel, o.parallel);
+      resolve_ffn_flags(o.ffn, *model, n_ctx, &storage,
+                        /*logits_rows=*/o.parallel, o.parallel, server_ram_bytes(so));
   ThreadPool pool(checked_threads(o.threads));
   const auto backend = make_session_backend(planned, pool, o.ffn.repack);
   Session session(*model, n_ctx, *backend, planned.session);
-  const ServerOptions so = server_options(o, *model);
   HttpServer server(*model, session, so);
   const int port = server.bind();
   announce_plan(planned, o.ffn);

@@ -191,7 +191,8 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
 }
 
 PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, StorageProfile* storage,
-                           bool allow_vram, int64_t logits_rows, int n_seq) {
+                           bool allow_vram, int64_t logits_rows, int n_seq,
+                           uint64_t front_end_bytes) {
   RunRequest r = run_request(f, model, n_ctx, storage);
   r.allow_vram = allow_vram;
   if (!allow_vram) {  // a run: the budget is its device's, not a hybrid plan's
@@ -200,6 +201,7 @@ PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, Stora
   }
   r.logits_rows = logits_rows;
   r.n_seq = n_seq;
+  r.front_end_bytes = front_end_bytes;
   ActivationCounts counts;
   if (!f.profile.empty()) {
     counts = read_counts(model, f.profile);
@@ -221,8 +223,9 @@ PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, Stora
 }
 
 PlannedRun resolve_ffn_flags(const FfnFlags& f, Model& model, int64_t n_ctx,
-                             StorageProfile* storage, int64_t logits_rows, int n_seq) {
-  return plan_from_flags(f, model, n_ctx, storage, false, logits_rows, n_seq);
+                             StorageProfile* storage, int64_t logits_rows, int n_seq,
+                             uint64_t front_end_bytes) {
+  return plan_from_flags(f, model, n_ctx, storage, false, logits_rows, n_seq, front_end_bytes);
 }
 
 void announce_plan(const PlannedRun& run, const FfnFlags& f) {

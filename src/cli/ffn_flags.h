@@ -56,15 +56,17 @@ RunRequest run_request(const FfnFlags& flags, const Model& model, int64_t n_ctx,
 // plan_run, which prepares the model). Prints the notes.
 PlannedRun plan_from_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
                            StorageProfile* storage, bool allow_vram, int64_t logits_rows = 1,
-                           int n_seq = 1);
+                           int n_seq = 1, uint64_t front_end_bytes = 0);
 // plan_from_flags for run, bench, perplexity, serve and logits (run.session: the sessions'
 // options). announce_plan prints the plan in one line (layer by layer with --verbose) once the
 // session exists, so a run that fails before prints only its error.
 // logits_rows: rows of logits one call returns (perplexity and logits: every token's); n_seq:
-// sequences held at once (serve, batched: --parallel), each with n_ctx positions.
+// sequences held at once (serve, batched: --parallel), each with n_ctx positions;
+// front_end_bytes: RAM the front end holds beside the session (serve's HTTP side), planned
+// inside --ram-budget.
 PlannedRun resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
                              StorageProfile* storage = nullptr, int64_t logits_rows = 1,
-                             int n_seq = 1);
+                             int n_seq = 1, uint64_t front_end_bytes = 0);
 void announce_plan(const PlannedRun& run, const FfnFlags& flags);
 void print_plan_layers(const PlacementPlan& plan, const Inventory& inventory, std::FILE* out);
 

@@ -165,7 +165,8 @@ PlacementPlan plan_gpu_layers(const Model& model, const Inventory& inv, const Ru
 }  // namespace
 
 bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
-  const InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.profile, r.logits_rows, r.n_seq};
+  const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
+                            r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
   const Inventory inv = take_inventory(model, ir);
   const DeviceFacts facts = device_facts(model, inv, r);
   run.device = choose_device(r.device, facts);

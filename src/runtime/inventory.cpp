@@ -115,7 +115,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   // page stay planned as slack for it (and, with --mmap, for the pages a row touches).
   const uint64_t embedding_slack =
       w.bundled && w.token_embd.data != w.output.data ? w.token_embd.row_bytes + (8ull << 10) : 0;
-  inv.host_scratch_bytes = session_host_bytes(model, r) + kProcessSlackBytes;
+  inv.host_scratch_bytes = session_host_bytes(model, r) + kProcessSlackBytes + r.front_end_bytes;
   inv.fixed_ram_bytes = rest + inv.workspace_bytes + inv.host_scratch_bytes + embedding_slack;
   return inv;
 }

@@ -26,6 +26,9 @@ struct InventoryRequest {
   const ActivationCounts* profile = nullptr;  // null: every neuron equally likely
   int64_t logits_rows = 1;  // rows of logits a call returns (all_logits: the tokens of a call)
   int n_seq = 1;            // sequences of n_ctx positions each in the KV cache (server slots)
+  // RAM the front end holds beside the session (the server's request memory, connection
+  // buffers and worker stacks: server/http_server.h's server_ram_bytes).
+  uint64_t front_end_bytes = 0;
 };
 
 // Without a profile a neuron of a sparse FFN counts as firing for this share of tokens.

@@ -97,7 +97,8 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
       r.plan == nullptr && r.budgets.vram == 0)
     run.notes.push_back(
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
-  InventoryRequest ir{r.n_ctx, r.mode, r.k_type, r.v_type, r.profile, r.logits_rows, r.n_seq};
+  InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
+                      r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
   run.inventory = take_inventory(model, ir);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);

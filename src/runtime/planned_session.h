@@ -23,9 +23,10 @@ enum class SolverChoice { Auto, Greedy, Ilp };
 struct RunRequest {
   FfnMode mode = FfnMode::Dense;
   bool check_predictor = false;
-  int64_t n_ctx = 0;        // positions per sequence
-  int n_seq = 1;            // sequences held at once (server slots), each with n_ctx positions
-  int64_t logits_rows = 1;  // perplexity and logits ask for every token's logits
+  int64_t n_ctx = 0;             // positions per sequence
+  int n_seq = 1;                 // sequences held at once (server slots), each with n_ctx positions
+  int64_t logits_rows = 1;       // perplexity and logits ask for every token's logits
+  uint64_t front_end_bytes = 0;  // RAM the front end holds beside the session (the server's)
   DType k_type = DType::F32, v_type = DType::F32;
   Budgets budgets;
   SolverChoice solver = SolverChoice::Auto;

@@ -385,8 +385,9 @@ struct HttpServer::Impl {
     if (const std::string problem = framing_problem(req); !problem.empty())
       return refuse(400, problem);
     if (lacks_length(req))
-      return refuse(411, "the request has a body but neither Content-Length nor "
-                         "Transfer-Encoding: chunked");
+      return refuse(411,
+                    "the request has a body but neither Content-Length nor "
+                    "Transfer-Encoding: chunked");
     const std::string transfer = req.get_header_value("Transfer-Encoding");
     if (!transfer.empty() && !equals_ignoring_case(transfer, "chunked"))
       return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
@@ -489,6 +490,17 @@ struct HttpServer::Impl {
         });
   }
 };
+
+uint64_t server_ram_bytes(const ServerOptions& o) {
+  // A worker's stack pages touched by httplib's parsing and the handlers, measured under 48 KiB.
+  constexpr uint64_t kWorkerStackBytes = uint64_t{64} << 10;
+  constexpr uint64_t kReadBufferBytes = uint64_t{16} << 10;
+  const ConnectionLimits& c = o.connections;
+  // The head as parsed: each header a map node (~150 bytes) beside its bytes.
+  const uint64_t head = c.max_head_bytes + c.max_headers * 160;
+  return o.request_memory_bytes +
+         static_cast<uint64_t>(c.worker_threads) * (head + kReadBufferBytes + kWorkerStackBytes);
+}
 
 HttpServer::HttpServer(const Model& model, Session& session, ServerOptions options)
     : impl_(std::make_unique<Impl>(model, session, std::move(options))) {

@@ -35,6 +35,11 @@ struct ServerOptions {
   bool log_requests = true;      // one line per request on stderr
 };
 
+// RAM the HTTP side may hold at once with these options, the most it can take under any load:
+// the request memory, and per worker thread its request head, its read buffer and its stack's
+// touched pages. `strata serve` plans it inside --ram-budget.
+uint64_t server_ram_bytes(const ServerOptions& options);
+
 class HttpServer {
  public:
   HttpServer(const Model& model, Session& session, ServerOptions options);

@@ -78,17 +78,29 @@ StorageProfile StorageProfile::from_json(std::string_view text, const std::strin
     const auto j = parse_json_bounded(text, fmt::format("storage profile '{}'", file));
     p.path = j.at("path").get<std::string>();
     for (const auto& q : j.at("points")) {
-      StoragePoint s{q.at("chunk_bytes").get<uint64_t>(), q.at("queue_depth").get<int>(),
-                     q.at("bytes_per_second").get<double>(),
-                     q.at("reads_per_second").get<double>()};
-      // The placement solver divides by these: each must be a measurement a disk can give.
-      if (s.chunk_bytes == 0 || s.chunk_bytes > (uint64_t{1} << 30) || s.queue_depth <= 0 ||
-          s.queue_depth > 65536 || !std::isfinite(s.bytes_per_second) ||
-          !(s.bytes_per_second > 0) || !std::isfinite(s.reads_per_second) || s.reads_per_second < 0)
+      // The placement solver divides by these: each must be a measurement a disk can give,
+      // checked for its kind before it is converted (a float read as an integer is undefined).
+      const auto bad = [&] {
         fail(
             "storage profile '{}': point {} is not a measurement (chunk_bytes 1..1 GiB, "
             "queue_depth 1..65536, finite positive rates)",
             file, p.points.size());
+      };
+      const auto& chunk = q.at("chunk_bytes");
+      const auto& depth = q.at("queue_depth");
+      const auto& bytes_s = q.at("bytes_per_second");
+      const auto& reads_s = q.at("reads_per_second");
+      if (!chunk.is_number_unsigned() || !depth.is_number_unsigned() || !bytes_s.is_number() ||
+          !reads_s.is_number())
+        bad();
+      if (chunk.get<uint64_t>() == 0 || chunk.get<uint64_t>() > (uint64_t{1} << 30) ||
+          depth.get<uint64_t>() == 0 || depth.get<uint64_t>() > 65536)
+        bad();
+      const StoragePoint s{chunk.get<uint64_t>(), static_cast<int>(depth.get<uint64_t>()),
+                           bytes_s.get<double>(), reads_s.get<double>()};
+      if (!std::isfinite(s.bytes_per_second) || !(s.bytes_per_second > 0) ||
+          !std::isfinite(s.reads_per_second) || s.reads_per_second < 0)
+        bad();
       p.points.push_back(s);
     }
   } catch (const nlohmann::json::exception& e) {

@@ -37,6 +37,7 @@ struct ServeOptions {
   int threads_http = 0;  // 0: slots + queue + 32
   int parallel = 4;
   int max_queue = 256;
+  std::string request_memory = "64M";
 };
 
 void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
@@ -69,6 +70,11 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "Most requests served at once, threads started as needed (0: slots + queue "
                   "+ 32); idle connections hold none")
       ->check(in_range(0, 65536));
+  cmd->add_option("--request-memory", o.request_memory,
+                  "Memory for request bodies and their parsed JSON, all requests together (at "
+                  "least 16M); a request that finds it full is answered 503. Counted in "
+                  "--ram-budget")
+      ->check(kNotEmpty);
   add_ffn_flags(cmd, o.ffn);
   add_gpu_flags(cmd, o.ffn);
 }
@@ -89,6 +95,11 @@ ServerOptions server_options(const ServeOptions& o, const Model& model) {
   so.connections.worker_threads =
       o.threads_http > 0 ? o.threads_http : o.parallel + o.max_queue + 32;
   so.scheduler.max_queue = o.max_queue;
+  so.request_memory_bytes = parse_bytes(o.request_memory, "--request-memory");
+  if (so.request_memory_bytes < 2 * so.max_body_bytes)
+    fail("--request-memory {} holds less than two bodies of the largest size ({} MiB each); give "
+         "at least {}M",
+         o.request_memory, so.max_body_bytes >> 20, 2 * (so.max_body_bytes >> 20));
   return so;
 }
 

@@ -283,6 +283,12 @@ bool GuardedServer::client_gone() {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR)) != 0;
 }
 
+bool GuardedServer::client_half_closed() {
+  if (t_connection < 0) return false;
+  pollfd p{t_connection, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & POLLRDHUP) != 0;
+}
+
 void GuardedServer::serve_connection(socket_t sock) {
   direct_ = true;
   process_and_close_socket(sock);

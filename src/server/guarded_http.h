@@ -69,6 +69,9 @@ class GuardedServer : public httplib::Server {
   // computing for nobody while live requests wait. A half-close (the client's FIN) is not a
   // disconnect: it may still read the answer.
   static bool client_gone();
+  // Whether that client has sent its FIN: it may still read (a half-close) or be gone for good;
+  // only a write tells which (a gone client answers it with a reset, which client_gone() sees).
+  static bool client_half_closed();
 
   // Serves the connected socket `sock` on the calling thread until it closes, then closes it,
   // without a listening socket (the fuzzer and tests feed requests through a socketpair).

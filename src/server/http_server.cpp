@@ -339,12 +339,21 @@ struct HttpServer::Impl {
         if (!send(first)) return false;
       }
     std::vector<JobHandle::Piece> pieces;
-    bool done = false;
+    bool done = false, probed = false;
     while (!done) {
-      done = job.wait(pieces, std::chrono::milliseconds(50));
+      // Short waits: a client gone while its request waits for a slot is found within 10 ms.
+      done = job.wait(pieces, std::chrono::milliseconds(10));
       for (const JobHandle::Piece& p : pieces)
         if (!send(completion_chunk(req, cid, p.text, "", p.choice))) return false;
       pieces.clear();
+      // The client sent its FIN: half-closed (it still reads) or gone. An SSE comment, which
+      // clients ignore, draws a gone client's reset at once, so that a request waiting for a
+      // slot is dropped then, not after its first token (dead streams filled the queue).
+      if (!done && !probed && GuardedServer::client_half_closed()) {
+        probed = true;
+        const std::string ping = ": ping\n\n";
+        if (!sink.write(ping.data(), ping.size())) return false;
+      }
       if (!done && abandoned()) {
         // The headers (200) are sent: the stream ends with an error event saying why.
         if (stopping) send(error_body(503, "the server is stopping; the generation was cut"));

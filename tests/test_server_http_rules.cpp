@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/json_limits.h"
+#include "server/http_rules.h"
 #include "server/request_memory.h"
 #include "server_fixture.h"
 
@@ -83,6 +84,35 @@ TEST_F(ServerHttp, BodiesWhoseDocumentExceedsTheRequestMemoryAre413) {
   const auto e = post("/v1/completions", R"({"prompt": [)" + ids + "]}", 413);
   EXPECT_NE(e["error"]["message"].get<std::string>().find("JSON values"), std::string::npos) << e;
   post("/v1/completions", R"({"prompt": [1, 2, 3], "max_tokens": 1})", 200);
+}
+
+TEST(HttpRules, FramingAndKeyRules) {
+  httplib::Request r;
+  r.method = "POST";
+  EXPECT_TRUE(lacks_length(r));
+  r.headers.emplace("Content-Length", "12");
+  EXPECT_FALSE(lacks_length(r));
+  EXPECT_EQ(framing_problem(r), "");
+  r.headers.emplace("content-length", "12");  // names are case-insensitive: a duplicate
+  EXPECT_NE(framing_problem(r).find("more than one Content-Length"), std::string::npos);
+  httplib::Request both;
+  both.headers.emplace("Content-Length", "3");
+  both.headers.emplace("Transfer-Encoding", "chunked");
+  EXPECT_NE(framing_problem(both).find("both"), std::string::npos);
+  for (const char* bad : {"", "+3", "3 ", "0x10", "1234567890123456789"}) {
+    httplib::Request x;
+    x.headers.emplace("Content-Length", bad);
+    EXPECT_NE(framing_problem(x), "") << "'" << bad << "'";
+  }
+  EXPECT_TRUE(bearer_matches("Bearer sesame", "sesame"));
+  EXPECT_TRUE(bearer_matches("bEaReR   sesame", "sesame"));
+  EXPECT_FALSE(bearer_matches("Bearer sesam", "sesame"));
+  EXPECT_FALSE(bearer_matches("Bearersesame", "sesame"));
+  EXPECT_FALSE(bearer_matches("Basic sesame", "sesame"));
+  EXPECT_FALSE(bearer_matches("Bearer ", ""));
+  EXPECT_TRUE(equals_ignoring_case("Chunked", "chunked"));
+  EXPECT_FALSE(equals_in_constant_time("abc", "abd"));
+  EXPECT_TRUE(equals_in_constant_time("abc", "abc"));
 }
 
 TEST(RequestMemory, ReservationsNeverExceedTheBudgetAndReturnWhenDone) {

@@ -98,6 +98,35 @@ expect_error "not a strata plan" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 
 echo '{"format": "strata-plan", "layers": []}' >"$work/bad.plan.json"
 expect_error "layers, the model" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/bad.plan.json"
 expect_error "not JSON" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$model"
+# Issue 29: a saved plan of another version, one nested 100 deep (bounded before parsing), a
+# profile whose window reuse is NaN (it aborted the process inside GLPK in every command that
+# plans), a storage profile with an impossible point.
+"$strata" plan -m "$work/sparse.gguf" -o "$work/ok.plan.json" >/dev/null 2>&1
+sed 's/"version": *1/"version": 2/' "$work/ok.plan.json" >"$work/bad.plan.json"
+expect_error "version 2" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/bad.plan.json"
+/usr/bin/python3 -c 'print("[" * 100 + "]" * 100)' >"$work/bad.plan.json"
+expect_error "100 deep" "$strata" bench -m "$work/sparse.gguf" -p 0 -n 1 --plan "$work/bad.plan.json"
+"$strata" synth --preset tiny --ffn reglu --sparsity 0.2 --ff 256 --vocab 2048 \
+  --tokenizer-from "$model" -o "$work/spoken.gguf" >/dev/null 2>&1
+"$strata" profile -m "$work/spoken.gguf" --random-tokens 32 -o "$work/spoken.profile.gguf" \
+  >/dev/null 2>&1
+/usr/bin/python3 - "$work/spoken.profile.gguf" "$work/nan.profile.gguf" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+key = b"strata.profile.window_reuse"
+at = data.index(key) + len(key) + 4 + 4 + 8  # value type, element type, count
+data[at:at + 4] = struct.pack("<f", float("nan"))
+open(sys.argv[2], "wb").write(data)
+PY
+for cmd in "bench -p 0 -n 1" "plan --ram-bandwidth 40" "run -p hi -n 1" "serve --port 1"; do
+  # shellcheck disable=SC2086  # cmd is a list of words
+  expect_error "window_reuse of layer 0 is nan" "$strata" $cmd -m "$work/spoken.gguf" \
+    --profile "$work/nan.profile.gguf"
+done
+echo '{"path": "d", "points": [{"chunk_bytes": 4096, "queue_depth": 0, "bytes_per_second": 1e9,
+  "reads_per_second": 1}]}' >"$work/bad.storage.json"
+expect_error "not a measurement" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 \
+  --storage-profile "$work/bad.storage.json"
 # Above the 104 MiB a CUDA session holds beside its plan, so the plan has GPU parts.
 "$strata" plan -m "$work/sparse.gguf" --profile "$work/sparse.profile.gguf" --vram-budget 256M \
   --ram-bandwidth 40 -o "$work/v.plan.json" >/dev/null 2>&1

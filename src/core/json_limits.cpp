@@ -53,6 +53,11 @@ JsonShape measure_json(std::string_view text) {
 }
 
 nlohmann::json parse_json_bounded(std::string_view text, const std::string& what, int max_depth) {
+  // A text that does not open an array or object is no deep document: the parser refuses it
+  // (or reads its one scalar) at once, with its own message ("not JSON" for a binary file).
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || (text[first] != '[' && text[first] != '{'))
+    return nlohmann::json::parse(text);
   const JsonShape shape = measure_json(text);
   if (shape.depth > max_depth)
     fail("{} nests arrays and objects {} deep; at most {} levels are accepted", what, shape.depth,

@@ -187,17 +187,14 @@ TEST_F(ServerHttp, FramingHeadersAProxyCouldReadDifferentlyAreRefused) {
       talk(port_, head + "Transfer-Encoding: Chunked\r\nConnection: close\r\n\r\n" +
                       fmt::format("{:x}\r\n{}\r\n0\r\n\r\n", body.size(), body));
   EXPECT_EQ(status_of(chunked), 200) << chunked;
-  const std::string lower =
-      talk(port_,
-           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: bearer sesame\r\n"
-           "Content-Length: " +
-               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body);
+  auto with_authorization = [&](const std::string& value) {
+    return talk(port_, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: " + value +
+                           "\r\nContent-Length: " + std::to_string(body.size()) +
+                           "\r\nConnection: close\r\n\r\n" + body);
+  };
+  const std::string lower = with_authorization("bearer sesame");
   EXPECT_EQ(status_of(lower), 200) << lower;
-  const std::string wrong =
-      talk(port_,
-           "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesamE\r\n"
-           "Content-Length: " +
-               std::to_string(body.size()) + "\r\n\r\n" + body);
+  const std::string wrong = with_authorization("Bearer sesamE");
   EXPECT_EQ(status_of(wrong), 401) << wrong;
 }
 

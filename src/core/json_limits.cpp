@@ -58,11 +58,14 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& what
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string_view::npos || (text[first] != '[' && text[first] != '{'))
     return nlohmann::json::parse(text);
-  const JsonShape shape = measure_json(text);
+  check_json_depth(measure_json(text), what, max_depth);
+  return nlohmann::json::parse(text);
+}
+
+void check_json_depth(const JsonShape& shape, const std::string& what, int max_depth) {
   if (shape.depth > max_depth)
     fail("{} nests arrays and objects {} deep; at most {} levels are accepted", what, shape.depth,
          max_depth);
-  return nlohmann::json::parse(text);
 }
 
 }  // namespace strata

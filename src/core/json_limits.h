@@ -28,6 +28,10 @@ struct JsonShape {
 // validate: a malformed text is the parser's to refuse.
 JsonShape measure_json(std::string_view text);
 
+// Fails (Error naming `what`) when `shape` nests deeper than `max_depth`.
+void check_json_depth(const JsonShape& shape, const std::string& what,
+                      int max_depth = kMaxJsonDepth);
+
 // Parses `text` after checking its nesting is at most `max_depth`: deeper is an Error naming
 // `what` ("the request body", "plan 'p.json'"), before anything is allocated. Syntax errors are
 // nlohmann's exceptions, as from nlohmann::json::parse.

@@ -185,10 +185,7 @@ struct HttpServer::Impl {
   // no request could have it, 503 when others hold the memory now.
   void reserve_document(const std::string& body, RequestMemory::Reservation& memory) const {
     const JsonShape shape = measure_json(body);
-    if (shape.depth > kMaxJsonDepth)
-      throw ApiError(400, fmt::format("the request body nests arrays and objects {} deep; at "
-                                      "most {} levels are accepted",
-                                      shape.depth, kMaxJsonDepth));
+    check_json_depth(shape, "the request body");  // an Error: 400
     const uint64_t bytes = shape.document_bytes();
     if (bytes > request_memory.budget() - std::min(request_memory.budget(), memory.held()))
       throw ApiError(413, fmt::format("the request body has about {} JSON values, which would "

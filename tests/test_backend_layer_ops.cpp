@@ -1,0 +1,271 @@
+// The layer's ops other than the products on every available backend against the scalar
+// reference: RMSNorm, RoPE with the KV append, attention over a cache of sequences, the
+// activations, neuron selection and the elementwise ops; memory and the timeline; and the
+// reference device's GPU rules. The suite is instantiated in test_backend_ops.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "backend_ops_testing.h"
+#include "backends/refdev/reference_device.h"
+#include "backends/reference_ops.h"
+#include "core/error.h"
+#include "device_memory.h"
+#include "tensor/half.h"
+
+namespace strata {
+namespace {
+
+using namespace strata::testing;
+
+// A batch's places in a cache of sequences (TokenPlaces): one sequence at `first`, or (mixed)
+// tokens alternating between two sequences whose ranges start at rows 0 and n_ctx, each at its
+// own `first` (3 and 9), in position order.
+struct BatchPlaces {
+  std::vector<int64_t> pos, base;
+  TokenPlaces view() const { return {pos.data(), base.data()}; }
+};
+
+BatchPlaces batch_places(int64_t n, int64_t first, bool mixed, int64_t n_ctx) {
+  BatchPlaces p;
+  for (int64_t b = 0; b < n; ++b) {
+    const bool second = mixed && b % 2 == 1;
+    p.pos.push_back(mixed ? (second ? 9 : 3) + b / 2 : first + b);
+    p.base.push_back(second ? n_ctx : 0);
+  }
+  return p;
+}
+
+TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
+  const HeadShape s{8, 2, 16};
+  const int64_t n_ctx = 70, half = 8, prior_rows = 2 * n_ctx;
+  struct Case {
+    int64_t n, first;
+    bool mixed;
+  };
+  for (auto& [name, be] : backends)
+    for (DType kv_type : {DType::F32, DType::F16})
+      // Cache rows as wide as the heads, and wider (a cache laid out for more than the batch's
+      // rows hold: the rows of k and v are the heads' width, the cache's its own).
+      for (const int64_t row : {s.kv_dim(), s.kv_dim() + 8})
+        for (const Case& cs_ :
+             {Case{1, 5, false}, Case{64, 3, false}, Case{64, 0, true}, Case{2, 0, true}}) {
+          const int64_t n = cs_.n;
+          const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
+          const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence") +
+                                   " cache rows of " + std::to_string(row);
+          std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
+          std::vector<float> ref(x.size());
+          {
+            const OnDevice<float> dx(*be, x), dw(*be, w), dout(*be, x.size(), 0.0f);
+            be->rms_norm(dx.get(), dw.get(), dout.get(), n, 64, 1e-5f);
+            reference::rms_norm(x.data(), w.data(), ref.data(), n, 64, 1e-5f);
+            const std::vector<float> out = dout.read();
+            for (size_t i = 0; i < out.size(); ++i)
+              ASSERT_NEAR(out[i], ref[i], 1e-5 * std::abs(ref[i]) + 1e-6) << name;
+          }
+          // RoPE and the KV append, then attention over each token's sequence up to its position.
+          std::vector<float> cs(static_cast<size_t>(n * half)), sn(cs.size());
+          for (int64_t b = 0; b < n; ++b)
+            for (int64_t i = 0; i < half; ++i) {
+              const double theta =
+                  places.pos[static_cast<size_t>(b)] * std::pow(10000.0, -2.0 * i / 16.0);
+              cs[static_cast<size_t>(b * half + i)] = static_cast<float>(std::cos(theta));
+              sn[static_cast<size_t>(b * half + i)] = static_cast<float>(std::sin(theta));
+            }
+          const size_t elem = kv_type == DType::F16 ? 2 : 4;
+          std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * row) * elem), vc(kc.size());
+          // Every row before the batch holds something (stored unrotated by the reference), so
+          // a token that read another sequence's rows, or rows past its own, would differ.
+          {
+            const KvLayer host_kv{kc.data(), vc.data(), kv_type, kv_type, row};
+            const std::vector<float> prior = random_rows(prior_rows, 2 * s.kv_dim(), 43);
+            std::vector<float> pk(prior.begin(), prior.begin() + prior_rows * s.kv_dim());
+            std::vector<float> pv(prior.begin() + prior_rows * s.kv_dim(), prior.end());
+            std::vector<float> q0(static_cast<size_t>(prior_rows * s.q_dim()));
+            std::vector<float> one(static_cast<size_t>(prior_rows * half), 1.0f),
+                zero(one.size(), 0.0f);
+            BatchPlaces all;
+            for (int64_t r = 0; r < prior_rows; ++r) all.pos.push_back(r), all.base.push_back(0);
+            reference::rope_and_store(q0.data(), pk.data(), pv.data(), prior_rows, s,
+                                      {one.data(), zero.data(), half}, host_kv, all.view());
+          }
+          std::vector<uint8_t> kc_ref = kc, vc_ref = vc;
+          const KvLayer kv_ref{kc_ref.data(), vc_ref.data(), kv_type, kv_type, row};
+          const OnDevice<uint8_t> dkc(*be, kc), dvc(*be, vc);
+          const KvLayer kv{dkc.get(), dvc.get(), kv_type, kv_type, row};
+          std::vector<float> q = random_rows(n, s.q_dim(), 44), k = random_rows(n, s.kv_dim(), 45),
+                             v = random_rows(n, s.kv_dim(), 46);
+          std::vector<float> q_ref = q, k_ref = k;
+          const OnDevice<float> dq(*be, q), dk(*be, k), dv(*be, v), dcs(*be, cs), dsn(*be, sn);
+          be->rope_and_store(dq.get(), dk.get(), dv.get(), n, s, {dcs.get(), dsn.get(), half}, kv,
+                             places.view());
+          reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
+                                    {cs.data(), sn.data(), half}, kv_ref, places.view());
+          q = dq.read();
+          kc = dkc.read();
+          vc = dvc.read();
+          for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << what;
+          // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
+          for (int64_t i = 0; i < prior_rows * row; ++i) {
+            const float a = kv_type == DType::F16
+                                ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc.data())[i])
+                                : reinterpret_cast<const float*>(kc.data())[i];
+            const float r = kv_type == DType::F16
+                                ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc_ref.data())[i])
+                                : reinterpret_cast<const float*>(kc_ref.data())[i];
+            ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << what << " key " << i;
+          }
+          ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
+          const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
+              datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
+          be->attention(dq.get(), n, s, kv, places.view(), n_ctx, dscores.get(), datt.get());
+          const std::vector<float> att = datt.read();
+          std::vector<float> att_ref(att.size());
+          reference::attention(q.data(), n, s, kv_ref, places.view(), att_ref.data());
+          for (size_t i = 0; i < att.size(); ++i)
+            ASSERT_NEAR(att[i], att_ref[i], 1e-4) << what << " attention";
+        }
+}
+
+TEST_P(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
+  const int64_t n = 3, ff = 50;
+  const std::vector<float> gate = random_rows(n, ff, 51), up = random_rows(n, ff, 52);
+  for (auto& [name, be] : backends) {
+    const OnDevice<float> dgate(*be, gate), dup(*be, up);
+    for (FfnActivation act :
+         {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU}) {
+      const OnDevice<float> dh(*be, gate.size(), 0.0f);
+      std::vector<float> ref(gate.size());
+      be->activation(act, dgate.get(), dup.get(), dh.get(), n * ff);
+      reference::activation(act, gate.data(), up.data(), ref.data(), n * ff);
+      const std::vector<float> h = dh.read();
+      for (size_t i = 0; i < h.size(); ++i)
+        ASSERT_NEAR(h[i], ref[i], 1e-6 * std::abs(ref[i]) + 1e-7) << name;
+    }
+    const OnDevice<uint8_t> dmask(*be, static_cast<size_t>(n * ff), uint8_t{7}),
+        dneed(*be, static_cast<size_t>(n * ff), uint8_t{7});
+    const OnDevice<int32_t> dids(*be, static_cast<size_t>(ff), -1);
+    be->threshold(dgate.get(), 0.0f, true, dmask.get(), n * ff);
+    const std::vector<uint8_t> mask = dmask.read();
+    for (size_t i = 0; i < mask.size(); ++i) ASSERT_EQ(mask[i], gate[i] > 0.0f);
+    uint64_t selected = 0;
+    const int64_t count = be->select_union(dmask.get(), n, ff, dids.get(), dneed.get(), &selected);
+    const std::vector<int32_t> ids = dids.read();
+    const std::vector<uint8_t> need = dneed.read();
+    uint64_t expected = 0;
+    int64_t k = 0;
+    for (int64_t i = 0; i < ff; ++i) {
+      bool any = false;
+      for (int64_t b = 0; b < n; ++b) any = any || mask[static_cast<size_t>(b * ff + i)];
+      if (!any) continue;
+      ASSERT_EQ(ids[static_cast<size_t>(k)], i);
+      for (int64_t b = 0; b < n; ++b) {
+        ASSERT_EQ(need[static_cast<size_t>(b * ff + k)], mask[static_cast<size_t>(b * ff + i)]);
+        expected += mask[static_cast<size_t>(b * ff + i)];
+      }
+      ++k;
+    }
+    ASSERT_EQ(count, k);
+    ASSERT_EQ(selected, expected);
+    const OnDevice<float> dcols(*be, static_cast<size_t>(n * ff), 0.0f);
+    be->select_columns(dup.get(), dids.span().first(static_cast<size_t>(count)), n, ff,
+                       dcols.get());
+    const std::vector<float> cols = dcols.read();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < count; ++j)
+        ASSERT_EQ(cols[static_cast<size_t>(b * ff + j)],
+                  up[static_cast<size_t>(b * ff + ids[static_cast<size_t>(j)])]);
+    const OnDevice<uint64_t> dnonzero(*be, 1, uint64_t{5});
+    be->keep_needed(dcols.get(), dneed.get(), n, ff, 0, count, dnonzero.get());
+    const uint64_t nonzero = dnonzero.read()[0] - 5;  // added to what the counter held
+    const std::vector<float> h = dcols.read();
+    uint64_t expect_nonzero = 0;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t j = 0; j < count; ++j) {
+        const size_t at = static_cast<size_t>(b * ff + j);
+        ASSERT_EQ(h[at], need[at] ? cols[at] : 0.0f);
+        expect_nonzero += h[at] != 0.0f;
+      }
+    ASSERT_EQ(nonzero, expect_nonzero);
+    const OnDevice<float> dsum(*be, gate);
+    be->add(dsum.get(), dup.get(), n * ff);
+    const std::vector<float> sum = dsum.read();
+    for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], gate[i] + up[i]);
+    // copy (KV rows of one sequence to another) and dequantize_row (embedding lookup).
+    const OnDevice<float> dcopy(*be, gate.size(), 0.0f);
+    be->copy(dcopy.get(), dgate.get(), gate.size() * sizeof(float));
+    ASSERT_EQ(dcopy.read(), gate) << name;
+    for (DType t : kRowTypes) {
+      const int64_t len = row_length(t, 64);
+      const Weights row = random_weights(t, 1, len, 53, false);
+      std::vector<float> expect(static_cast<size_t>(len));
+      dequantize_row(t, row.view.data, expect.data(), len);
+      const OnDevice<float> dout(*be, expect.size(), 0.0f);
+      be->dequantize_row(t, row.view.data, dout.get(), len);
+      ASSERT_EQ(dout.read(), expect) << name << " " << dtype_name(t);
+    }
+  }
+}
+
+TEST_P(BackendOps, MemoryIsCountedAndTheTimelineMovesForward) {
+  for (auto& [name, be] : backends) {
+    const uint64_t before = be->allocated();
+    const Buffer b = be->allocate(3 << 20);
+    EXPECT_EQ(b.device, be->device());
+    EXPECT_GE(be->allocated() - before, 3u << 20) << name;
+    std::vector<uint8_t> back(b.bytes, 1);
+    be->download(back.data(), b.data, b.bytes);
+    for (uint64_t i = 0; i < b.bytes; i += 4096) ASSERT_EQ(back[i], 0) << "not zeroed";
+    be->release(b);
+    EXPECT_EQ(be->allocated(), before) << name;
+    const Event e0 = be->record();
+    const Event e1 = be->record();
+    EXPECT_GE(be->elapsed(e0, e1), 0.0);
+  }
+}
+
+// The reference device holds code above it to a GPU's rules: host memory passed to an op, and
+// allocations past its budget, are one-line errors naming what went wrong.
+TEST(ReferenceDevice, RefusesHostMemoryAndAllocationsPastItsBudget) {
+  ReferenceDeviceOptions o;
+  o.budget = 1 << 20;
+  ReferenceDevice dev(o);
+  std::vector<float> host(64, 1.0f);
+  const OnDevice<float> y(dev, host);
+  try {
+    dev.add(y.get(), host.data(), 64);
+    FAIL() << "host memory was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("add: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("host memory"), std::string::npos) << e.what();
+  }
+  try {
+    dev.allocate(2 << 20, "layer 3 attn_q");
+    FAIL() << "an allocation past the budget was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 3 attn_q needs 2.0 MiB"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(dev.allocated(), 256u);
+}
+
+// Ops are queued: the result is there after download (which waits), and a failing op's error
+// comes out of synchronize().
+TEST(ReferenceDevice, RunsOpsInOrderOnItsOwnThread) {
+  ReferenceDevice dev;
+  const std::vector<float> ones(4096, 1.0f);
+  const OnDevice<float> x(dev, ones), y(dev, ones);
+  for (int i = 0; i < 100; ++i) dev.add(x.get(), y.get(), 4096);
+  EXPECT_EQ(x.read(), std::vector<float>(4096, 101.0f));
+  const Event a = dev.record();
+  dev.add(x.get(), y.get(), 4096);
+  const Event b = dev.record();
+  dev.synchronize();
+  EXPECT_GE(dev.elapsed(a, b), 0.0);
+}
+
+}  // namespace
+}  // namespace strata

@@ -130,13 +130,95 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
         }
 }
 
+// The ops other architectures add (Falcon, OPT): LayerNorm with and without a bias, a
+// projection's bias, the listed neurons' biases, and RoPE on NeoX's pairs.
+TEST_P(BackendOps, LayerNormBiasesAndNeoxRopeEqualTheReference) {
+  const int64_t dim = 300;  // more than a CUDA block's threads: the strided loops and the tree
+  for (auto& [name, be] : backends)
+    for (const int64_t n : {int64_t{1}, int64_t{5}}) {
+      // Rows far from zero mean: a variance taken around 0 would be wrong by far.
+      std::vector<float> x = random_rows(n, dim, 61);
+      for (float& v : x) v = 3.0f + 0.5f * v;
+      const std::vector<float> w = random_rows(1, dim, 62), bias = random_rows(1, dim, 63);
+      for (const bool with_bias : {false, true}) {
+        const OnDevice<float> dx(*be, x), dw(*be, w), db(*be, bias), dout(*be, x.size(), 0.0f);
+        be->layer_norm(dx.get(), dw.get(), with_bias ? db.get() : nullptr, dout.get(), n, dim,
+                       1e-5f);
+        std::vector<float> ref(x.size());
+        reference::layer_norm(x.data(), w.data(), with_bias ? bias.data() : nullptr, ref.data(), n,
+                              dim, 1e-5f);
+        const std::vector<float> out = dout.read();
+        for (size_t i = 0; i < out.size(); ++i)
+          ASSERT_NEAR(out[i], ref[i], 2e-5 * std::abs(ref[i]) + 2e-6) << name << " layer_norm";
+      }
+      const OnDevice<float> dsum(*be, x), db(*be, bias);
+      be->add_bias(dsum.get(), db.get(), n, dim);
+      const std::vector<float> sum = dsum.read();
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < dim; ++i)
+          ASSERT_EQ(sum[static_cast<size_t>(b * dim + i)],
+                    x[static_cast<size_t>(b * dim + i)] + bias[static_cast<size_t>(i)])
+              << name << " add_bias";
+      // Neuron biases onto compact rows of stride dim: ids in any order, the rest untouched.
+      const std::vector<int32_t> ids{7, 0, 299, 150, 3};
+      const OnDevice<int32_t> dids(*be, ids);
+      const OnDevice<float> dy(*be, x);
+      be->add_bias_of(dy.get(), db.get(), dids.span(), n, dim);
+      std::vector<float> expect = x;
+      reference::add_bias_of(expect.data(), bias.data(), ids, n, dim);
+      ASSERT_EQ(dy.read(), expect) << name << " add_bias_of";
+    }
+  // RoPE NeoX: pairs (i, i + half) of the first 2 * half elements of each head, the rest kept.
+  const HeadShape s{4, 2, 16};
+  const int64_t n = 3, half = 6;  // 12 of 16 values rotated
+  std::vector<float> cs(static_cast<size_t>(n * half)), sn(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    cs[i] = static_cast<float>(std::cos(0.3 * static_cast<double>(i) + 0.1));
+    sn[i] = static_cast<float>(std::sin(0.3 * static_cast<double>(i) + 0.1));
+  }
+  const BatchPlaces places = batch_places(n, 2, false, 8);
+  for (auto& [name, be] : backends) {
+    std::vector<float> q = random_rows(n, s.q_dim(), 64), k = random_rows(n, s.kv_dim(), 65),
+                       v = random_rows(n, s.kv_dim(), 66);
+    std::vector<float> q_ref = q, k_ref = k;
+    std::vector<float> kc(static_cast<size_t>(8 * s.kv_dim())), vc(kc.size());
+    std::vector<float> kc_ref = kc, vc_ref = vc;
+    const OnDevice<float> dq(*be, q), dk(*be, k), dv(*be, v), dcs(*be, cs), dsn(*be, sn),
+        dkc(*be, kc), dvc(*be, vc);
+    const RopeTable neox{dcs.get(), dsn.get(), half, RopeStyle::Neox};
+    be->rope_and_store(dq.get(), dk.get(), dv.get(), n, s, neox,
+                       {dkc.get(), dvc.get(), DType::F32, DType::F32, s.kv_dim()}, places.view());
+    reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
+                              {cs.data(), sn.data(), half, RopeStyle::Neox},
+                              {kc_ref.data(), vc_ref.data(), DType::F32, DType::F32, s.kv_dim()},
+                              places.view());
+    const std::vector<float> qd = dq.read(), kd = dkc.read();
+    for (size_t i = 0; i < qd.size(); ++i) ASSERT_NEAR(qd[i], q_ref[i], 1e-5) << name << " neox q";
+    for (size_t i = 0; i < kd.size(); ++i)
+      ASSERT_NEAR(kd[i], kc_ref[i], 1e-5) << name << " neox k";
+    // The last values of each head were not rotated, and NeoX is not the adjacent rotation.
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t h = 0; h < s.n_head; ++h)
+        for (int64_t i = 2 * half; i < s.head_dim; ++i) {
+          const size_t at = static_cast<size_t>(b * s.q_dim() + h * s.head_dim + i);
+          ASSERT_EQ(qd[at], q[at]) << name;
+        }
+    std::vector<float> q_adj = q, k_adj = k;
+    reference::rope_and_store(q_adj.data(), k_adj.data(), v.data(), n, s,
+                              {cs.data(), sn.data(), half}, {kc.data(), vc.data(), DType::F32,
+                              DType::F32, s.kv_dim()}, places.view());
+    ASSERT_NE(q_adj, q_ref);
+  }
+}
+
 TEST_P(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
   const int64_t n = 3, ff = 50;
   const std::vector<float> gate = random_rows(n, ff, 51), up = random_rows(n, ff, 52);
   for (auto& [name, be] : backends) {
     const OnDevice<float> dgate(*be, gate), dup(*be, up);
     for (FfnActivation act :
-         {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU}) {
+         {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU,
+          FfnActivation::GELU}) {
       const OnDevice<float> dh(*be, gate.size(), 0.0f);
       std::vector<float> ref(gate.size());
       be->activation(act, dgate.get(), dup.get(), dh.get(), n * ff);

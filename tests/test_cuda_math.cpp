@@ -81,7 +81,19 @@ TEST(CudaMath, RotationAndActivationsAreTheCpuBackendsFormulas) {
       EXPECT_EQ(activate(FfnActivation::ReGLU, g, u), g > 0 ? g * u : 0.0f);
       EXPECT_EQ(activate(FfnActivation::DReLU, g, u), g > 0 && u > 0 ? g * u : 0.0f);
       EXPECT_EQ(activate(FfnActivation::ReLU, g, u), std::max(u, 0.0f));
+      EXPECT_EQ(activate(FfnActivation::GELU, g, u), gelu_tanh(u));
     }
+  // llama.cpp's tanh GELU at a few points (values of the formula in double).
+  EXPECT_NEAR(gelu_tanh(1.0f), 0.8411919906, 1e-6);
+  EXPECT_NEAR(gelu_tanh(-2.0f), -0.0454023059, 1e-6);
+  EXPECT_EQ(gelu_tanh(0.0f), 0.0f);
+}
+
+TEST(CudaMath, RopePairsAreAdjacentOrNeoxHalves) {
+  EXPECT_EQ(rope_first(false, 3), 6);
+  EXPECT_EQ(rope_second(false, 3, 8), 7);
+  EXPECT_EQ(rope_first(true, 3), 3);
+  EXPECT_EQ(rope_second(true, 3, 8), 11);
 }
 
 }  // namespace

@@ -69,7 +69,7 @@ TEST(ModelErrors, UnknownArchitecture) {
 }
 
 TEST(ModelErrors, UnknownFfnVariant) {
-  expect_load_error(edited_model("ffn.gguf", {kFfnActivationKey, "gelu"}), "gelu");
+  expect_load_error(edited_model("ffn.gguf", {kFfnActivationKey, "geglu"}), "geglu");
 }
 
 TEST(ModelErrors, MissingTensor) {

@@ -76,12 +76,17 @@ struct HeadShape {
   int64_t kv_dim() const { return n_head_kv * head_dim; }
 };
 
+// Which elements of a head RoPE rotates together: adjacent pairs (2i, 2i + 1) as GGUF llama
+// files expect, or NeoX's halves (i, i + half) as llama.cpp's falcon (and GPT-NeoX) files do.
+enum class RopeStyle { Adjacent, Neox };
+
 // Rotation angles of a batch: cos/sin [n][half], theta_i = pos * base^(-2i / n_rot) (made by the
-// session, the same for every backend).
+// session, the same for every backend); pair i of a head is rotated by theta_i.
 struct RopeTable {
   const float* cos = nullptr;
   const float* sin = nullptr;
   int64_t half = 0;
+  RopeStyle style = RopeStyle::Adjacent;
 };
 
 // Where each token of a batch sits in the KV cache (host arrays of n entries): token b is at
@@ -137,6 +142,16 @@ class Backend {
   // out[b] = x[b] / rms(x[b]) * weight (the sum of squares in double).
   virtual void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                         float eps) = 0;
+  // out[b] = (x[b] - mean) / sqrt(variance + eps) * weight + bias (bias may be null), the mean
+  // and variance in double.
+  virtual void layer_norm(const float* x, const float* weight, const float* bias, float* out,
+                          int64_t n, int64_t dim, float eps) = 0;
+  // x[b * dim + i] += bias[i] for n rows (a projection's bias).
+  virtual void add_bias(float* x, const float* bias, int64_t n, int64_t dim) = 0;
+  // y[b * stride + k] += bias[ids[k]] for n rows: the biases of the listed neurons, added to
+  // their compact values (the sparse FFN's up rows).
+  virtual void add_bias_of(float* y, const float* bias, std::span<const int32_t> ids, int64_t n,
+                           int64_t stride) = 0;
   // Every job's y = W x_b for the prepared batch: each weight row is read once per batch.
   virtual void matmul(std::span<const RowsJob> jobs, const PreparedRows& x) = 0;
   // y[b][k] = W.row(rows[k]) . x_b for every job; with `need` ([n][need_stride] by k), products
@@ -149,8 +164,8 @@ class Backend {
   virtual void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c,
                     int64_t c_stride, int64_t n, float* out, int64_t out_stride,
                     std::span<const int32_t> neurons, int64_t id_bound) = 0;
-  // Rotates the heads of q (n rows of q_dim) and k (n rows of kv_dim) on adjacent pairs, as
-  // GGUF llama files expect, and stores k and v (n rows of kv_dim) at each token's cache row
+  // Rotates the heads of q (n rows of q_dim) and k (n rows of kv_dim), the pairs of
+  // rope.style, and stores k and v (n rows of kv_dim) at each token's cache row
   // (TokenPlaces), converted to the cache's element types.
   virtual void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
                               const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) = 0;
@@ -159,7 +174,8 @@ class Backend {
   // n_ctx at least every token's pos + 1.
   virtual void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
                          const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) = 0;
-  // h[i] = act(gate[i], up[i]) for count values (gate unused for plain ReLU; h may alias up).
+  // h[i] = act(gate[i], up[i]) for count values (gate unused for the plain FFNs, relu and gelu;
+  // h may alias up).
   virtual void activation(FfnActivation act, const float* gate, const float* up, float* h,
                           int64_t count) = 0;
   virtual void relu(float* x, int64_t count) = 0;

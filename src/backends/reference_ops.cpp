@@ -33,6 +33,27 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_
   }
 }
 
+void layer_norm(const float* x, const float* weight, const float* bias, float* out, int64_t n,
+                int64_t dim, float eps) {
+  for (int64_t b = 0; b < n; ++b) {
+    const float* xb = x + b * dim;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < dim; ++i) mean += xb[i];
+    mean /= static_cast<double>(dim);
+    for (int64_t i = 0; i < dim; ++i) var += (xb[i] - mean) * (xb[i] - mean);
+    const double scale = 1.0 / std::sqrt(var / static_cast<double>(dim) + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      out[b * dim + i] = static_cast<float>((xb[i] - mean) * scale * weight[i] +
+                                            (bias != nullptr ? bias[i] : 0.0));
+  }
+}
+
+void add_bias_of(float* y, const float* bias, std::span<const int32_t> ids, int64_t n,
+                 int64_t stride) {
+  for (int64_t b = 0; b < n; ++b)
+    for (size_t k = 0; k < ids.size(); ++k) y[b * stride + static_cast<int64_t>(k)] += bias[ids[k]];
+}
+
 namespace {
 float dot(const std::vector<float>& row, const float* x) {
   double sum = 0;
@@ -90,12 +111,15 @@ void store(void* base, DType t, int64_t at, float v) {
 
 void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
                     const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) {
+  const bool neox = rope.style == RopeStyle::Neox;
   auto rotate = [&](float* head, int64_t b) {
     for (int64_t i = 0; i < rope.half; ++i) {
       const double c = rope.cos[b * rope.half + i], sn = rope.sin[b * rope.half + i];
-      const double x0 = head[2 * i], x1 = head[2 * i + 1];
-      head[2 * i] = static_cast<float>(x0 * c - x1 * sn);
-      head[2 * i + 1] = static_cast<float>(x0 * sn + x1 * c);
+      float& e0 = neox ? head[i] : head[2 * i];
+      float& e1 = neox ? head[i + rope.half] : head[2 * i + 1];
+      const double x0 = e0, x1 = e1;
+      e0 = static_cast<float>(x0 * c - x1 * sn);
+      e1 = static_cast<float>(x0 * sn + x1 * c);
     }
   };
   for (int64_t b = 0; b < n; ++b) {
@@ -154,6 +178,9 @@ void activation(FfnActivation act, const float* gate, const float* up, float* h,
         break;
       case FfnActivation::ReLU:
         v = std::max(u, 0.0);
+        break;
+      case FfnActivation::GELU:
+        v = 0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
         break;
     }
     h[i] = static_cast<float>(v);

@@ -16,6 +16,10 @@ namespace strata::reference {
 std::vector<float> weight_row(const MatrixView& w, int64_t r);
 
 void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim, float eps);
+void layer_norm(const float* x, const float* weight, const float* bias, float* out, int64_t n,
+                int64_t dim, float eps);
+void add_bias_of(float* y, const float* bias, std::span<const int32_t> ids, int64_t n,
+                 int64_t stride);
 // y[b * y_stride + r] = w.row(r) . x[b * dim ...] for every row, or the listed rows.
 void matmul(const MatrixView& w, const float* x, int64_t n, float* y, int64_t y_stride);
 void gather(const MatrixView& w, std::span<const int32_t> rows, const float* x, int64_t n,

@@ -14,7 +14,7 @@ namespace strata {
 Command add_synth_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("synth", "Write a random-weight model (tests, benchmarks)");
   struct Options {
-    std::string preset = "tiny", type = "f32", ffn = "swiglu", out, tokenizer_from;
+    std::string preset = "tiny", type = "f32", ffn, out, tokenizer_from, arch = "llama";
     int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
     uint64_t seed = 1;
     bool tied = false;
@@ -24,9 +24,12 @@ Command add_synth_command(CLI::App& app) {
     bool keep_down = false;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("--preset", o->preset, "Shape: tiny, 1b, 7b, 13b");
+  cmd->add_option("--preset", o->preset,
+                  "Shape: tiny, 1b, 7b, 13b, falcon-7b, falcon-40b, opt-6.7b");
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16, q8_0, q4_0");
-  cmd->add_option("--ffn", o->ffn, "FFN variant: swiglu, reglu, drelu, relu");
+  cmd->add_option("--arch", o->arch, "Architecture: llama, falcon, opt");
+  cmd->add_option("--ffn", o->ffn,
+                  "FFN variant: swiglu, reglu, drelu, relu, gelu (default: the architecture's)");
   cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
   cmd->add_option("--embd", o->embd, "Override the embedding size");
   cmd->add_option("--ff", o->ff, "Override the FFN size");
@@ -62,9 +65,17 @@ Command add_synth_command(CLI::App& app) {
           fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k",
                o->type);
         s.type = *type;
-        const auto ffn = ffn_activation_from_name(o->ffn);
-        if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu", o->ffn);
-        s.shape.ffn = *ffn;
+        const Architecture* arch = find_architecture(o->arch);
+        if (arch == nullptr || arch->name == "bamboo")
+          fail("--arch '{}' is not one of llama, falcon, opt", o->arch);
+        s.shape.architecture = std::string(arch->name);
+        s.shape.arch = arch;
+        s.shape.ffn = arch->ffn;
+        if (!o->ffn.empty()) {
+          const auto ffn = ffn_activation_from_name(o->ffn);
+          if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu, gelu", o->ffn);
+          s.shape.ffn = *ffn;
+        }
         auto take = [](int64_t v, int64_t& field, const char* flag) {
           if (v < 0 || v > (int64_t{1} << 24)) fail("{} {} is out of range", flag, v);
           if (v > 0) field = v;

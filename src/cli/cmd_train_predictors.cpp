@@ -140,11 +140,11 @@ int run_training(const TrainOptions& o) {
   opt.epochs = o.epochs;
   opt.rank_ladder = rank_ladder(o.ranks, *type);
   const auto model = Model::load(o.model);
-  if (model->config.ffn == FfnActivation::SwiGLU)
+  if (!ffn_is_relu_family(model->config.ffn))
     fail(
-        "'{}' has a SwiGLU FFN, whose activations are never exactly zero: predictors need a "
+        "'{}' has a {} FFN, whose activations are never exactly zero: predictors need a "
         "ReLU-family model (reglu, drelu, relu)",
-        o.model);
+        o.model, ffn_activation_name(model->config.ffn));
   ThreadPool pool(checked_threads(o.threads));
   Timer timer;
   int64_t tokens = 0;

@@ -15,13 +15,15 @@ const char* ffn_activation_name(FfnActivation a) {
       return "drelu";
     case FfnActivation::ReLU:
       return "relu";
+    case FfnActivation::GELU:
+      return "gelu";
   }
   return "?";
 }
 
 std::optional<FfnActivation> ffn_activation_from_name(const std::string& name) {
-  for (auto a :
-       {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU})
+  for (auto a : {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,
+                 FfnActivation::ReLU, FfnActivation::GELU})
     if (name == ffn_activation_name(a)) return a;
   return std::nullopt;
 }
@@ -30,9 +32,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture", "");
   if (c.architecture.empty()) fail("'{}' lacks general.architecture", f.path());
-  // "bamboo" is PowerInfer's name for LLaMA/Mistral-shaped models with a dReLU FFN.
-  if (c.architecture != "llama" && c.architecture != "bamboo")
-    fail("'{}' has architecture '{}'; strata supports: llama, bamboo", f.path(), c.architecture);
+  c.arch = find_architecture(c.architecture);
+  if (c.arch == nullptr)
+    fail("'{}' has architecture '{}'; strata supports: {}", f.path(), c.architecture.substr(0, 64),
+         architecture_names());
   c.name = f.get_string("general.name", "");
   const std::string a = c.architecture + ".";
   auto positive = [&](const std::string& key, int64_t value) {
@@ -65,34 +68,37 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
         "key and value head sizes",
         f.path(), a, value_length, c.head_dim);
   const double freq_base = f.get_float(a + "rope.freq_base", 10000.0);
-  const double rms_eps = f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
+  const std::string eps_key = a + c.arch->norm_eps_key;
+  const double norm_eps = f.get_float(eps_key, 1e-5);
   if (!(freq_base > 0.0 && freq_base < 1e30))  // NaN and inf fail too
     fail("'{}': {}rope.freq_base is {}; expected a finite positive number", f.path(), a, freq_base);
-  if (!(rms_eps > 0.0 && rms_eps < 1.0))
-    fail("'{}': {}attention.layer_norm_rms_epsilon is {}; expected a number in (0, 1)", f.path(), a,
-         rms_eps);
+  if (!(norm_eps > 0.0 && norm_eps < 1.0))
+    fail("'{}': {} is {}; expected a number in (0, 1)", f.path(), eps_key, norm_eps);
   c.rope_freq_base = static_cast<float>(freq_base);
-  c.rms_eps = static_cast<float>(rms_eps);
+  c.norm_eps = static_cast<float>(norm_eps);
   c.n_vocab = f.get_int(a + "vocab_size", 0);
 
   const std::string act = f.get_string(kFfnActivationKey, "");
   if (!act.empty()) {
     const auto parsed = ffn_activation_from_name(act);
     if (!parsed)
-      fail("'{}': {} is '{}'; expected swiglu, reglu, drelu or relu", f.path(), kFfnActivationKey,
-           act);
+      fail("'{}': {} is '{}'; expected swiglu, reglu, drelu, relu or gelu", f.path(),
+           kFfnActivationKey, act.substr(0, 32));
     c.ffn = *parsed;
   } else {
-    // PowerInfer's llama files are ReluLLaMA/ProSparse (ReGLU); llama.cpp's are SwiGLU.
-    c.ffn = c.architecture == "bamboo" ? FfnActivation::DReLU
-            : f.is_powerinfer()        ? FfnActivation::ReGLU
-                                       : FfnActivation::SwiGLU;
+    c.ffn = f.is_powerinfer() ? c.arch->powerinfer_ffn : c.arch->ffn;
   }
+  // The layer's wiring is the architecture's: a gated FFN needs the gate tensor it has.
+  if (ffn_has_gate(c.ffn) && !c.arch->has(LayerMatrix::FfnGate))
+    fail("'{}': {} is a gated FFN, but {} has no gate", f.path(), ffn_activation_name(c.ffn),
+         c.architecture);
   return c;
 }
 
 void write_config(const ModelConfig& c, GgufWriter& w) {
   const std::string a = c.architecture + ".";
+  const Architecture* arch = find_architecture(c.architecture);
+  if (arch == nullptr) fail("cannot write architecture '{}'", c.architecture);
   auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
   w.set("general.architecture", GgufValue::str(c.architecture));
   w.set("general.name", GgufValue::str(c.name));
@@ -106,7 +112,7 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
   w.set(a + "attention.value_length", u32(c.head_dim));
   w.set(a + "rope.dimension_count", u32(c.n_rot));
   w.set(a + "rope.freq_base", GgufValue::f32(c.rope_freq_base));
-  w.set(a + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_eps));
+  w.set(a + arch->norm_eps_key, GgufValue::f32(c.norm_eps));
   w.set(a + "vocab_size", u32(c.n_vocab));
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
 }

@@ -1,4 +1,5 @@
-// Hyper-parameters of a LLaMA-family model, read from GGUF metadata with llama.cpp's keys.
+// Hyper-parameters of a model, read from GGUF metadata with llama.cpp's keys, and its
+// architecture (model/arch/architecture.h).
 #pragma once
 
 #include <cstdint>
@@ -6,6 +7,7 @@
 #include <string>
 
 #include "format/gguf.h"
+#include "model/arch/architecture.h"
 #include "tensor/ffn_activation.h"
 
 namespace strata {
@@ -14,9 +16,11 @@ namespace strata {
 //   swiglu: h = silu(W_gate x) * (W_up x)        LLaMA, Mistral
 //   reglu:  h = relu(W_gate x) * (W_up x)        ReluLLaMA, ProSparse
 //   drelu:  h = relu(W_gate x) * relu(W_up x)    Bamboo, TurboSparse
-//   relu:   h = relu(W_up x), no gate            OPT-style
-// strata records it under the metadata key "strata.ffn_activation". Without that key a
-// llama.cpp file is SwiGLU and a PowerInfer ("PWRI") llama file is ReGLU.
+//   relu:   h = relu(W_up x), no gate            OPT, ReluFalcon
+//   gelu:   h = gelu(W_up x), no gate            Falcon
+// strata records it under the metadata key "strata.ffn_activation". Without that key the
+// architecture says (Architecture::ffn, ::powerinfer_ffn): a llama.cpp llama file is SwiGLU, a
+// PowerInfer ("PWRI") llama file ReGLU.
 const char* ffn_activation_name(FfnActivation a);
 std::optional<FfnActivation> ffn_activation_from_name(const std::string& name);
 
@@ -24,6 +28,7 @@ inline constexpr const char* kFfnActivationKey = "strata.ffn_activation";
 
 struct ModelConfig {
   std::string architecture;
+  const Architecture* arch = &llama_architecture();  // never null
   std::string name;
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -35,7 +40,7 @@ struct ModelConfig {
   int64_t n_ctx_train = 0;
   int64_t n_rot = 0;  // rotary dimensions per head (the first n_rot of head_dim)
   float rope_freq_base = 10000.0f;
-  float rms_eps = 1e-5f;
+  float norm_eps = 1e-5f;  // the architecture's norm's epsilon (RMSNorm or LayerNorm)
   FfnActivation ffn = FfnActivation::SwiGLU;
 
   // Reads and validates; fails naming the missing or inconsistent key.

@@ -76,26 +76,138 @@ std::vector<float> predictor_thresholds(const GgufFile& f, int64_t n_layer) {
   return t;
 }
 
+
+// A matrix role's shape [cols, rows] in GGUF order.
+std::pair<int64_t, int64_t> matrix_shape(LayerMatrix role, const ModelConfig& c) {
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  switch (role) {
+    case LayerMatrix::AttnQ:
+      return {c.n_embd, q_dim};
+    case LayerMatrix::AttnK:
+    case LayerMatrix::AttnV:
+      return {c.n_embd, kv_dim};
+    case LayerMatrix::AttnQkv:
+      return {c.n_embd, q_dim + 2 * kv_dim};
+    case LayerMatrix::AttnOutput:
+      return {q_dim, c.n_embd};
+    case LayerMatrix::FfnGate:
+    case LayerMatrix::FfnUp:
+    case LayerMatrix::FfnDownT:
+      return {c.n_embd, c.n_ff};
+    case LayerMatrix::FfnDown:
+      return {c.n_ff, c.n_embd};
+    case LayerMatrix::Count:
+      break;
+  }
+  return {0, 0};
+}
+
+int64_t vector_length(LayerVector role, const ModelConfig& c) {
+  switch (role) {
+    case LayerVector::AttnQBias:
+      return c.n_head * c.head_dim;
+    case LayerVector::AttnKBias:
+    case LayerVector::AttnVBias:
+      return c.n_head_kv * c.head_dim;
+    case LayerVector::FfnUpBias:
+      return c.n_ff;
+    default:
+      return c.n_embd;  // norms, the output and down biases
+  }
+}
+
+// The name of a role present in the file (the first of its names found), or null; a
+// required role the file lacks fails naming its first name.
+template <typename Names, typename Role>
+const char* present_name(const GgufFile& f, const Names& names, Role role, const std::string& p) {
+  const char* first = nullptr;
+  bool required = false;
+  for (const auto& n : names) {
+    if (n.role != role) continue;
+    if (f.find_tensor(p + n.gguf) != nullptr) return n.gguf;
+    if (first == nullptr) first = n.gguf;
+    required |= n.presence == Presence::Required;
+  }
+  if (required) fail("'{}' lacks the tensor '{}{}'", f.path(), p, first);
+  return nullptr;
+}
+
+void load_layer_vectors(const GgufFile& f, const Architecture& a, const std::string& p,
+                        const ModelConfig& c, LayerWeights& l) {
+  for (int v = 0; v < kLayerVectors; ++v) {
+    const auto role = static_cast<LayerVector>(v);
+    if (const char* name = present_name(f, a.vectors, role, p))
+      l.vectors[static_cast<size_t>(v)] = vector_f32(f, p + name, vector_length(role, c));
+  }
+  // A norm's bias without its weight, or the reverse for a second norm, is a damaged file.
+  if (!l.vec(LayerVector::AttnNorm2Bias).empty() && l.vec(LayerVector::AttnNorm2).empty())
+    fail("'{}' has {}attn_norm_2.bias without its weight", f.path(), p);
+}
+
+MatrixView layer_matrix(const GgufFile& f, const Architecture& a, const std::string& p,
+                        const ModelConfig& c, LayerMatrix role) {
+  const char* name = present_name(f, a.matrices, role, p);
+  if (name == nullptr) return {};
+  const auto [cols, rows] = matrix_shape(role, c);
+  return matrix(f, p + name, cols, rows);
+}
+
+// Rows [first, first + count) of m as a matrix of their own (a fused q/k/v's parts).
+MatrixView row_view(const MatrixView& m, int64_t first, int64_t count) {
+  MatrixView v = m;
+  v.data = m.data + static_cast<uint64_t>(first) * m.row_bytes;
+  v.rows = count;
+  return v;
+}
+
+void load_attention(const GgufFile& f, const Architecture& a, const std::string& p,
+                    const ModelConfig& c, LayerWeights& l) {
+  if (a.has(LayerMatrix::AttnQkv)) {
+    const MatrixView qkv = layer_matrix(f, a, p, c, LayerMatrix::AttnQkv);
+    const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+    l.attn_q = row_view(qkv, 0, q_dim);
+    l.attn_k = row_view(qkv, q_dim, kv_dim);
+    l.attn_v = row_view(qkv, q_dim + kv_dim, kv_dim);
+  } else {
+    l.attn_q = layer_matrix(f, a, p, c, LayerMatrix::AttnQ);
+    l.attn_k = layer_matrix(f, a, p, c, LayerMatrix::AttnK);
+    l.attn_v = layer_matrix(f, a, p, c, LayerMatrix::AttnV);
+  }
+  l.attn_output = layer_matrix(f, a, p, c, LayerMatrix::AttnOutput);
+}
+
+void load_ffn(const GgufFile& f, const Architecture& a, const std::string& p, const ModelConfig& c,
+              LayerWeights& l) {
+  if (ffn_has_gate(c.ffn)) l.ffn_gate = layer_matrix(f, a, p, c, LayerMatrix::FfnGate);
+  l.ffn_up = layer_matrix(f, a, p, c, LayerMatrix::FfnUp);
+  // The down projection as ffn_down, ffn_down_t or both; at least one.
+  l.ffn_down = layer_matrix(f, a, p, c, LayerMatrix::FfnDown);
+  l.ffn_down_t = layer_matrix(f, a, p, c, LayerMatrix::FfnDownT);
+  if (l.ffn_down.data == nullptr && l.ffn_down_t.data == nullptr)
+    fail("'{}' lacks the tensor '{}{}'", f.path(), p, a.gguf_name(LayerMatrix::FfnDown));
+}
+
 }  // namespace
 
 uint64_t ModelWeights::bytes_read_per_token() const {
-  uint64_t total = output.bytes() + token_embd.row_bytes;
+  uint64_t total = output.bytes() + token_embd.row_bytes + position_embd.row_bytes;
   for (const auto& l : layers) {
-    total += l.attn_q.bytes() + l.attn_k.bytes() + l.attn_v.bytes() + l.attn_output.bytes();
-    total += l.ffn_gate.bytes() + l.ffn_up.bytes();
-    total += l.ffn_down.data != nullptr ? l.ffn_down.bytes() : l.ffn_down_t.bytes();
+    for (const LayerMatrixSlot& m : kLayerMatrixSlots)  // one down projection, not both
+      if (m.role != LayerMatrix::FfnDownT || l.ffn_down.data == nullptr) total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
   }
   return total;
 }
 
 ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
-  // Every layer has at least 7 tensors (2 norms, 4 attention projections, the FFN's bundles or
-  // matrices): a block count the tensor table cannot hold is refused before anything is sized
-  // by it (fuzz_gguf: 3.5 billion layers allocated 14 GB before the first missing tensor).
-  if (c.n_layer > static_cast<int64_t>(f.tensors().size() / 7))
+  // Every layer has at least 4 tensors (a norm, the fused or separate attention projections,
+  // the FFN's bundles or matrices): a block count the tensor table cannot hold is refused before
+  // anything is sized by it (fuzz_gguf: 3.5 billion layers allocated 14 GB before the first
+  // missing tensor).
+  constexpr int64_t kLeastPerLayer = 4;
+  if (c.n_layer > static_cast<int64_t>(f.tensors().size()) / kLeastPerLayer)
     fail("'{}': block_count {} needs at least {} tensors, the file has {}", f.path(), c.n_layer,
-         c.n_layer * 7, f.tensors().size());
+         c.n_layer * kLeastPerLayer, f.tensors().size());
   ModelWeights w;
   const GgufTensorInfo& embd = require(f, "token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != c.n_embd)
@@ -104,13 +216,20 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
   if (c.n_vocab == 0) c.n_vocab = embd.dims[1];
   w.token_embd = matrix(f, "token_embd.weight", c.n_embd, c.n_vocab);
   w.output_norm = vector_f32(f, "output_norm.weight", c.n_embd);
+  if (c.arch->output_norm_bias) w.output_norm_bias = vector_f32(f, "output_norm.bias", c.n_embd);
+  if (c.arch->positions == PositionKind::Learned) {
+    const GgufTensorInfo& pos = require(f, "position_embd.weight");
+    if (pos.dims.size() != 2 || pos.dims[0] != c.n_embd || pos.dims[1] <= c.arch->position_offset)
+      fail("tensor 'position_embd.weight' has shape {}, expected [{}, positions + {}]",
+           dims_text(pos.dims), c.n_embd, c.arch->position_offset);
+    w.position_embd = matrix(f, "position_embd.weight", c.n_embd, pos.dims[1]);
+  }
   if (f.find_tensor("output.weight") != nullptr) {
     w.output = matrix(f, "output.weight", c.n_embd, c.n_vocab);
   } else {
     w.output = w.token_embd;
     w.tied_output = true;
   }
-  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
   const std::vector<float> thresholds = predictor_thresholds(f, c.n_layer);
   if (const GgufValue* bytes = f.find(kBundleBytesKey)) {
     const int64_t type_id = f.get_int(kBundleTypeKey);
@@ -130,12 +249,8 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights l;
-    l.attn_norm = vector_f32(f, p + "attn_norm.weight", c.n_embd);
-    l.attn_q = matrix(f, p + "attn_q.weight", c.n_embd, q_dim);
-    l.attn_k = matrix(f, p + "attn_k.weight", c.n_embd, kv_dim);
-    l.attn_v = matrix(f, p + "attn_v.weight", c.n_embd, kv_dim);
-    l.attn_output = matrix(f, p + "attn_output.weight", q_dim, c.n_embd);
-    l.ffn_norm = vector_f32(f, p + "ffn_norm.weight", c.n_embd);
+    load_layer_vectors(f, *c.arch, p, c, l);
+    load_attention(f, *c.arch, p, c, l);
     if (w.bundled) {
       const std::string name = p + "ffn_bundles";
       const GgufTensorInfo* t = f.find_tensor(name);
@@ -145,17 +260,9 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
         fail("tensor '{}' has shape {}, expected [{}, {}] of I8", name, dims_text(t->dims),
              w.bundle.bundle_bytes, c.n_ff);
       l.bundles_offset = f.data_offset() + t->offset;
-      l.predictor = load_predictor(f, p, c);
-      if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
-      w.layers.push_back(std::move(l));
-      continue;
+    } else {
+      load_ffn(f, *c.arch, p, c, l);
     }
-    if (ffn_has_gate(c.ffn)) l.ffn_gate = matrix(f, p + "ffn_gate.weight", c.n_embd, c.n_ff);
-    l.ffn_up = matrix(f, p + "ffn_up.weight", c.n_embd, c.n_ff);
-    const bool has_down_t = f.find_tensor(p + "ffn_down_t.weight") != nullptr;
-    if (has_down_t) l.ffn_down_t = matrix(f, p + "ffn_down_t.weight", c.n_embd, c.n_ff);
-    if (!has_down_t || f.find_tensor(p + "ffn_down.weight") != nullptr)
-      l.ffn_down = matrix(f, p + "ffn_down.weight", c.n_ff, c.n_embd);
     l.predictor = load_predictor(f, p, c);
     if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
     w.layers.push_back(std::move(l));

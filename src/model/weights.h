@@ -1,7 +1,9 @@
-// The weights of a LLaMA-family model, as views into the mapped GGUF file. Loading checks
-// every tensor's presence, type and shape against the config before anything runs.
+// The weights of a model, as views into the mapped GGUF file. Loading walks the
+// architecture's tensor list (model/arch/) and checks every tensor's presence, type and shape
+// against the config before anything runs.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,15 +25,55 @@ struct LayerPredictor {
   bool present() const { return fc1.data != nullptr; }
 };
 
-struct LayerWeights {
-  std::vector<float> attn_norm;
+// A layer's matrices; empty where the architecture has none. A fused q/k/v matrix is three
+// row views here (attn_q, attn_k, attn_v into the one tensor).
+struct LayerMatrices {
   MatrixView attn_q, attn_k, attn_v, attn_output;
-  std::vector<float> ffn_norm;
-  MatrixView ffn_gate, ffn_up;  // ffn_gate is empty for the relu variant
+  MatrixView ffn_gate, ffn_up;  // ffn_gate is empty for the plain FFNs (relu, gelu)
   // The down projection as stored: ffn_down is n_embd rows of n_ff (llama.cpp), ffn_down_t is
   // n_ff rows of n_embd (one neuron's output weights contiguous, for the sparse axpy). A file
   // has either or both; PowerInfer files have only ffn_down_t.
   MatrixView ffn_down, ffn_down_t;
+};
+
+// Which part of the layer reads a tensor: the dense block, or the FFN (held by neuron).
+enum class LayerBlock { Attention, Ffn };
+
+// Every matrix of a layer once, with its member and a name for messages: the one list that
+// loading, resident weights, layouts, byte counts and the inventory walk.
+struct LayerMatrixSlot {
+  LayerMatrix role;
+  MatrixView LayerMatrices::*member;
+  LayerBlock block;
+  const char* name;
+};
+inline constexpr LayerMatrixSlot kLayerMatrixSlots[] = {
+    {LayerMatrix::AttnQ, &LayerMatrices::attn_q, LayerBlock::Attention, "attn_q"},
+    {LayerMatrix::AttnK, &LayerMatrices::attn_k, LayerBlock::Attention, "attn_k"},
+    {LayerMatrix::AttnV, &LayerMatrices::attn_v, LayerBlock::Attention, "attn_v"},
+    {LayerMatrix::AttnOutput, &LayerMatrices::attn_output, LayerBlock::Attention, "attn_output"},
+    {LayerMatrix::FfnGate, &LayerMatrices::ffn_gate, LayerBlock::Ffn, "ffn_gate"},
+    {LayerMatrix::FfnUp, &LayerMatrices::ffn_up, LayerBlock::Ffn, "ffn_up"},
+    {LayerMatrix::FfnDown, &LayerMatrices::ffn_down, LayerBlock::Ffn, "ffn_down"},
+    {LayerMatrix::FfnDownT, &LayerMatrices::ffn_down_t, LayerBlock::Ffn, "ffn_down_t"},
+};
+
+// A vector's name in messages. Every vector (norms, biases) stays whole and resident with the
+// dense blocks, the FFN's up bias too (n_ff floats, indexed by neuron id): none travels with
+// neuron rows.
+inline const char* layer_vector_name(LayerVector v) {
+  constexpr const char* kNames[] = {
+      "attn_norm", "attn_norm.bias", "attn_norm_2",      "attn_norm_2.bias", "ffn_norm",
+      "ffn_norm.bias", "attn_q.bias", "attn_k.bias",     "attn_v.bias",      "attn_output.bias",
+      "ffn_up.bias", "ffn_down.bias"};
+  static_assert(std::size(kNames) == kLayerVectors);
+  return kNames[static_cast<int>(v)];
+}
+
+struct LayerWeights : LayerMatrices {
+  // By LayerVector; empty where the architecture (or this file) has none.
+  std::array<std::vector<float>, kLayerVectors> vectors;
+  const std::vector<float>& vec(LayerVector v) const { return vectors[static_cast<size_t>(v)]; }
   LayerPredictor predictor;
   // Bundled files (strata bundle): gate/up/down are absent; the layer's bundles start at this
   // absolute file offset and are read on demand by the flash tier.
@@ -40,7 +82,8 @@ struct LayerWeights {
 
 struct ModelWeights {
   MatrixView token_embd;  // n_vocab rows of n_embd
-  std::vector<float> output_norm;
+  MatrixView position_embd;  // learned positions (OPT): rows of n_embd; empty otherwise
+  std::vector<float> output_norm, output_norm_bias;  // the bias empty unless the norm has one
   MatrixView output;  // the embedding when the file has no output.weight (tied)
   bool tied_output = false;
   std::vector<LayerWeights> layers;
@@ -50,7 +93,8 @@ struct ModelWeights {
   BundleLayout bundle;
 
   // Bytes of weights a decode step reads: every layer matrix, the output matrix, one
-  // embedding row. The basis of the bandwidth-limit figure in `strata bench`.
+  // embedding row (and one position row). The basis of the bandwidth-limit figure in
+  // `strata bench`.
   uint64_t bytes_read_per_token() const;
 };
 

@@ -124,7 +124,7 @@ HfConfig read_config(const fs::path& dir) {
   c.model.n_vocab = r.whole("vocab_size", 1, kU32);
   c.model.n_ctx_train = r.whole_or("max_position_embeddings", 1, kU32, 2048);
   c.model.architecture = "llama";  // Mistral is llama in GGUF
-  c.model.rms_eps = static_cast<float>(r.positive_or("rms_norm_eps", 1e-5));
+  c.model.norm_eps = static_cast<float>(r.positive_or("rms_norm_eps", 1e-5));
   c.model.rope_freq_base = static_cast<float>(r.positive_or("rope_theta", 10000.0));
   c.tied = r.flag_or("tie_word_embeddings", false);
   c.model.head_dim = r.whole_or("head_dim", 1, kU32, c.model.n_embd / c.model.n_head);

@@ -35,8 +35,17 @@ SynthSpec synth_preset(const std::string& name) {
   } else if (name == "13b") {
     c.n_embd = 5120, c.n_ff = 13824, c.n_layer = 40, c.n_head = 40, c.n_head_kv = 40;
     c.n_vocab = 32000, c.n_ctx_train = 4096;
+  } else if (name == "falcon-7b") {  // 71 query heads on one KV head, one input norm
+    c.n_embd = 4544, c.n_ff = 18176, c.n_layer = 32, c.n_head = 71, c.n_head_kv = 1;
+    c.n_vocab = 65024, c.n_ctx_train = 2048;
+  } else if (name == "falcon-40b") {  // 8 KV groups, two input norms
+    c.n_embd = 8192, c.n_ff = 32768, c.n_layer = 60, c.n_head = 128, c.n_head_kv = 8;
+    c.n_vocab = 65024, c.n_ctx_train = 2048;
+  } else if (name == "opt-6.7b") {
+    c.n_embd = 4096, c.n_ff = 16384, c.n_layer = 32, c.n_head = 32, c.n_head_kv = 32;
+    c.n_vocab = 50272, c.n_ctx_train = 2048;
   } else {
-    fail("unknown preset '{}' (tiny, 1b, 7b, 13b)", name);
+    fail("unknown preset '{}' (tiny, 1b, 7b, 13b, falcon-7b, falcon-40b, opt-6.7b)", name);
   }
   c.name = "strata-synthetic-" + name;
   return s;
@@ -59,6 +68,56 @@ class Random {
   uint64_t s_;
 };
 
+// A row filler per tensor: the default is uniform with variance 1/cols, which keeps each
+// product's outputs near unit scale; norm weights are near 1.
+using Fill = std::function<void(int64_t row, float* out)>;
+struct Planned {
+  std::string name;
+  DType type;
+  int64_t cols, rows;  // rows == 0: a norm vector of `cols`
+  Fill fill;           // empty: random
+};
+
+// Biases: small (0.1 x uniform), as a bias near 1 would swamp the products.
+Fill small_values(Random& rng, int64_t n) {
+  return [&rng, n](int64_t, float* row) {
+    for (int64_t j = 0; j < n; ++j) row[j] = 0.1f * rng.uniform();
+  };
+}
+
+// One layer of a dense random model of any architecture, from its tensor list: the first name
+// of every role it has (a second input norm where the shape has KV groups, as Falcon-40B),
+// ffn_down rather than ffn_down_t, no gate for a plain FFN.
+void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a,
+                            const ModelConfig& c, DType type, const std::string& p, Random& rng) {
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  for (const VectorName& v : a.vectors) {
+    if (a.gguf_name(v.role) != v.gguf) continue;  // a second name of a role
+    const bool second_norm = v.role == LayerVector::AttnNorm2 || v.role == LayerVector::AttnNorm2Bias;
+    if (second_norm ? c.n_head_kv == 1 : v.presence == Presence::Optional) continue;
+    const bool is_bias = std::string_view(v.gguf).ends_with(".bias");
+    const int64_t n = v.role == LayerVector::AttnQBias                                  ? q_dim
+                      : v.role == LayerVector::AttnKBias || v.role == LayerVector::AttnVBias ? kv_dim
+                      : v.role == LayerVector::FfnUpBias                                     ? c.n_ff
+                                                                                             : c.n_embd;
+    plan.push_back({p + v.gguf, DType::F32, n, 0, is_bias ? small_values(rng, n) : Fill{}});
+  }
+  for (const MatrixName& m : a.matrices) {
+    if (m.role == LayerMatrix::FfnDownT) continue;
+    if (m.role == LayerMatrix::FfnGate && !ffn_has_gate(c.ffn)) continue;
+    int64_t cols = c.n_embd, rows = 0;
+    switch (m.role) {
+      case LayerMatrix::AttnQ: rows = q_dim; break;
+      case LayerMatrix::AttnK: case LayerMatrix::AttnV: rows = kv_dim; break;
+      case LayerMatrix::AttnQkv: rows = q_dim + 2 * kv_dim; break;
+      case LayerMatrix::AttnOutput: cols = q_dim, rows = c.n_embd; break;
+      case LayerMatrix::FfnDown: cols = c.n_ff, rows = c.n_embd; break;
+      default: rows = c.n_ff; break;  // gate, up
+    }
+    plan.push_back({p + m.gguf, type, cols, rows, {}});
+  }
+}
+
 }  // namespace
 
 void write_synthetic_model(const SynthSpec& s, const std::string& path,
@@ -67,7 +126,7 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (c.n_embd % c.n_head != 0 || c.n_head % c.n_head_kv != 0)
     fail("synthetic model: heads must divide the embedding and kv heads the heads");
   const bool sparse = s.density > 0.0;
-  if (sparse && c.ffn == FfnActivation::SwiGLU)
+  if (sparse && !ffn_is_relu_family(c.ffn))
     fail("--sparsity needs a ReLU-family FFN (--ffn reglu, drelu or relu)");
   if (s.powerinfer_layout && !sparse) fail("the PowerInfer layout needs --sparsity (predictors)");
   if (s.context > 0.0 && !sparse) fail("--context needs --sparsity");
@@ -76,6 +135,17 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   const int64_t head_dim = c.n_embd / c.n_head;
   c.head_dim = c.n_rot = head_dim;
   if (s.powerinfer_layout && c.ffn == FfnActivation::DReLU) c.architecture = "bamboo";
+  const Architecture* arch = find_architecture(c.architecture);
+  if (arch == nullptr) fail("synthetic model: unknown architecture '{}'", c.architecture);
+  const bool llama = arch->name == "llama" || arch->name == "bamboo";
+  if (!llama && (sparse || s.context > 0.0))
+    fail("--sparsity and --context make llama-architecture models only (so far), not {}",
+         arch->name);
+  if (ffn_has_gate(c.ffn) && !arch->has(LayerMatrix::FfnGate))
+    fail("--ffn {}: {} has no gate (its FFN is plain: relu or gelu)", ffn_activation_name(c.ffn),
+         arch->name);
+  if (arch->positions == PositionKind::RopeNeox && c.n_rot % 2 != 0)
+    fail("synthetic model: an odd head size {} cannot be rotated", c.n_rot);
   GgufWriter w(path);
   write_config(c, w);
   w.set("strata.synthetic", GgufValue::boolean(true));
@@ -114,15 +184,6 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   }
 
   Random rng(s.seed);
-  // A row filler per tensor: the default is uniform with variance 1/cols, which keeps each
-  // product's outputs near unit scale; norm weights are near 1.
-  using Fill = std::function<void(int64_t row, float* out)>;
-  struct Planned {
-    std::string name;
-    DType type;
-    int64_t cols, rows;  // rows == 0: a norm vector of `cols`
-    Fill fill;           // empty: random
-  };
   std::vector<Planned> plan;
   Fill embedding;
   if (sparse)
@@ -134,8 +195,15 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     };
   plan.push_back({"token_embd.weight", s.type, c.n_embd, c.n_vocab, embedding});
   plan.push_back({"output_norm.weight", DType::F32, c.n_embd, 0, {}});
+  if (arch->output_norm_bias)
+    plan.push_back({"output_norm.bias", DType::F32, c.n_embd, 0, small_values(rng, c.n_embd)});
   if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
-  for (int64_t l = 0; l < c.n_layer; ++l) {
+  if (arch->positions == PositionKind::Learned)
+    plan.push_back({"position_embd.weight", s.type, c.n_embd,
+                    c.n_ctx_train + arch->position_offset, {}});
+  for (int64_t l = 0; !llama && l < c.n_layer; ++l)
+    add_architecture_layer(plan, *arch, c, s.type, fmt::format("blk.{}.", l), rng);
+  for (int64_t l = 0; llama && l < c.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     const bool context_layer = context && l == 0;
     Fill start_layer;

@@ -46,11 +46,11 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
   const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff, total = n * ff;
   const bool gated = ffn_has_gate(c_.ffn);
-  backend_.rms_norm(ws_.x, w.ffn_norm, ws_.xn, n, c_.n_embd, c_.rms_eps);
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                    {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
   const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
   backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
+  if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
   float* h = ws_.up;
   backend_.activation(c_.ffn, ws_.gate, ws_.up, h, total);
   stats.computed += static_cast<uint64_t>(total);
@@ -66,6 +66,12 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
                                        static_cast<size_t>(ff));
     backend_.axpy(w.ffn_down_t, all, h, ff, n, ws_.proj, c_.n_embd, {}, ff);
   }
+  add_down_bias(w, n);
+}
+
+void FfnExecutor::add_down_bias(const ResidentLayer& w, int64_t n) {
+  if (const float* b = w.vec(LayerVector::FfnDownBias))
+    backend_.add_bias(ws_.proj, b, n, c_.n_embd);
 }
 
 void FfnExecutor::predict(int64_t l, int64_t n) {
@@ -88,6 +94,8 @@ void FfnExecutor::gate_first(int64_t l, int64_t n) {
   const bool gated = ffn_has_gate(c_.ffn);
   const RowsJob first{gated ? &w.ffn_gate : &w.ffn_up, gated ? ws_.gate : ws_.up, c_.n_ff};
   backend_.matmul(std::span(&first, 1), in_);
+  if (const float* b = w.vec(LayerVector::FfnUpBias); b != nullptr && !gated)
+    backend_.add_bias(ws_.up, b, n, c_.n_ff);
   backend_.threshold(first.y, 0.0f, true, ws_.mask, n * c_.n_ff);
 }
 
@@ -109,7 +117,6 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
     spans.add(start, end, &times.predictor, 1, &backend_);
     spans.add(start, end, &times.ffn, -1, &backend_);
   }
-  backend_.rms_norm(ws_.x, w.ffn_norm, ws_.xn, n, c_.n_embd, c_.rms_eps);
   const FfnStore::RowTypes rows = store_->row_types(l);
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                    {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
@@ -120,6 +127,7 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   stats.computed += selected;
   stats.rows_read += static_cast<uint64_t>(list.count);
   compute_segments(l, list, n, token, nonzero, times, spans);
+  add_down_bias(w, n);
   if (check_predictor_) check_prediction(l, n, stats);
 }
 
@@ -165,10 +173,11 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
       continue;
     }
     const Event device_start = backend_.record();
+    const float* up_bias = weights_.layer(l).vec(LayerVector::FfnUpBias);
     if (s.partial)
-      split_segment(backend_, ws_, in_, s, n);
+      split_segment(backend_, ws_, in_, s, n, up_bias);
     else
-      gather_segment(s, n);
+      gather_segment(s, n, up_bias);
     for (int64_t b = 0; b < n; ++b)
       backend_.activation(c_.ffn, ws_.gate_c + b * ff + s.begin, ws_.up_c + b * ff + s.begin,
                           ws_.h_c + b * ff + s.begin, s.end - s.begin);
@@ -191,12 +200,16 @@ void FfnExecutor::host_segment(int64_t l, FfnSegment& s, int64_t n, float* out) 
   Backend& cpu = *host_.backend;
   Workspace& w = *host_.ws;
   const uint8_t* need = s.need;
+  const std::vector<float>& bias = model_.weights.layers[static_cast<size_t>(l)].vec(
+      LayerVector::FfnUpBias);  // the host's copy
+  const float* up_bias = bias.empty() ? nullptr : bias.data();
   if (s.partial) {
-    split_segment(cpu, w, *host_.in, s, n);
+    split_segment(cpu, w, *host_.in, s, n, up_bias);
   } else {
     const RowsJob jobs[2] = {{&s.up, w.up_c + s.begin, ff}, {&s.gate, w.gate_c + s.begin, ff}};
     cpu.gather(std::span(jobs, ffn_has_gate(c_.ffn) ? 2 : 1), s.rows, *host_.in, need + s.begin,
                ff);
+    if (up_bias != nullptr) cpu.add_bias_of(w.up_c + s.begin, up_bias, segment_ids(s), n, ff);
   }
   for (int64_t b = 0; b < n; ++b)
     cpu.activation(c_.ffn, w.gate_c + b * ff + s.begin, w.up_c + b * ff + s.begin,
@@ -206,7 +219,11 @@ void FfnExecutor::host_segment(int64_t l, FfnSegment& s, int64_t n, float* out) 
   backend_.upload(out, w.proj, static_cast<uint64_t>(n * c_.n_embd) * sizeof(float));
 }
 
-void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n) {
+std::span<const int32_t> FfnExecutor::segment_ids(const FfnSegment& s) {
+  return s.neurons.empty() ? s.rows : s.neurons;
+}
+
+void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n, const float* up_bias) {
   const int64_t ff = c_.n_ff;
   const bool gated = ffn_has_gate(c_.ffn);
   const uint8_t* need = (s.need != nullptr ? s.need : ws_.need) + s.begin;
@@ -216,15 +233,19 @@ void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n) {
     backend_.select_columns(gated ? ws_.gate : ws_.up, ids, n, ff,
                             (gated ? ws_.gate_c : ws_.up_c) + s.begin);
     const RowsJob up{&s.up, ws_.up_c + s.begin, ff};
-    if (gated) backend_.gather(std::span(&up, 1), s.rows, in_, need, ff);
+    if (!gated) return;  // the up values selected already hold their bias
+    backend_.gather(std::span(&up, 1), s.rows, in_, need, ff);
+    if (up_bias != nullptr)
+      backend_.add_bias_of(ws_.up_c + s.begin, up_bias, segment_ids(s), n, ff);
     return;
   }
   const RowsJob jobs[2] = {{&s.up, ws_.up_c + s.begin, ff}, {&s.gate, ws_.gate_c + s.begin, ff}};
   backend_.gather(std::span(jobs, gated ? 2 : 1), s.rows, in_, need, ff);
+  if (up_bias != nullptr) backend_.add_bias_of(ws_.up_c + s.begin, up_bias, segment_ids(s), n, ff);
 }
 
 void FfnExecutor::split_segment(Backend& be, Workspace& w, PreparedRows& in, FfnSegment& s,
-                                int64_t n) {
+                                int64_t n, const float* up_bias) {
   // The deciding row (gate, or up without a gate) of every neuron, then the rest of those it
   // says are non-zero for a token that needs them; the others' output is zero anyway. Only
   // segments held on the host are partial (the flash tier's), so `be` is the CPU and the
@@ -235,6 +256,7 @@ void FfnExecutor::split_segment(Backend& be, Workspace& w, PreparedRows& in, Ffn
   const RowsJob up{&s.up, w.up_c + s.begin, ff}, gate{&s.gate, w.gate_c + s.begin, ff};
   const RowsJob& first = gated ? gate : up;
   be.gather(std::span(&first, 1), s.rows, in, need + s.begin, ff);
+  if (up_bias != nullptr && !gated) be.add_bias_of(first.y, up_bias, segment_ids(s), n, ff);
   active_.clear();
   for (int64_t k = 0; k < s.end - s.begin; ++k) {
     bool on = false;
@@ -249,6 +271,7 @@ void FfnExecutor::split_segment(Backend& be, Workspace& w, PreparedRows& in, Ffn
   }
   store_->refine(s, active_);
   if (gated) be.gather(std::span(&up, 1), s.rows, in, need + s.begin, ff);
+  if (up_bias != nullptr && gated) be.add_bias_of(up.y, up_bias, segment_ids(s), n, ff);
 }
 
 void FfnExecutor::check_prediction(int64_t l, int64_t n, FfnLayerStats& st) {
@@ -259,6 +282,7 @@ void FfnExecutor::check_prediction(int64_t l, int64_t n, FfnLayerStats& st) {
   const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
   const bool gated = ffn_has_gate(c_.ffn);
   backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
+  if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
   backend_.activation(c_.ffn, ws_.gate, ws_.up, ws_.up, n * ff);
   backend_.synchronize();
   for (int64_t i = 0; i < n * ff; ++i) {

@@ -1,6 +1,7 @@
 // One layer's FFN for a batch, in each mode, as ops on a backend: neuron selection (dense,
 // predictor, gate-first) apart from where the neurons are held (the FfnStore's segments).
-// Reads the residual ws.x, writes the FFN's output to ws.proj. Each token uses only its own
+// Reads its normalized input ws.xn (the layer block normalizes, as the architecture says) and,
+// for the predictor, the residual ws.x; writes the FFN's output (with its down bias) to ws.proj. Each token uses only its own
 // neurons: entries a token did not select count as zero, so a batch gives the result of its
 // tokens one at a time.
 #pragma once
@@ -56,10 +57,14 @@ class FfnExecutor {
   void gate_first(int64_t layer, int64_t n);  // ws.mask from the dense gate (ws.gate / ws.up)
   void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
                         uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans);
-  void gather_segment(const FfnSegment& s, int64_t n);
+  // The up rows' biases (null: none) go onto the gathered values, by neuron id.
+  void gather_segment(const FfnSegment& s, int64_t n, const float* up_bias);
+  static std::span<const int32_t> segment_ids(const FfnSegment& s);
+  void add_down_bias(const ResidentLayer& w, int64_t n);
   void host_segment(int64_t layer, FfnSegment& s, int64_t n, float* out);
   // Split reads of a partial segment (held on the host) on `be` with its workspace and input.
-  void split_segment(Backend& be, Workspace& w, PreparedRows& in, FfnSegment& s, int64_t n);
+  void split_segment(Backend& be, Workspace& w, PreparedRows& in, FfnSegment& s, int64_t n,
+                     const float* up_bias);
   void check_prediction(int64_t layer, int64_t n, FfnLayerStats& stats);
 
   const Model& model_;

@@ -86,8 +86,11 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   for (size_t l = 0; l < w.layers.size(); ++l) {
     const LayerWeights& lw = w.layers[l];
     LayerInventory li;
-    li.dense_bytes = lw.attn_q.bytes() + lw.attn_k.bytes() + lw.attn_v.bytes() +
-                     lw.attn_output.bytes() + norm_bytes(lw.attn_norm) + norm_bytes(lw.ffn_norm);
+    // The attention's matrices and every vector (norms and biases stay with the dense blocks).
+    li.dense_bytes = 0;
+    for (const LayerMatrixSlot& m : kLayerMatrixSlots)
+      if (m.block == LayerBlock::Attention) li.dense_bytes += (lw.*m.member).bytes();
+    for (const std::vector<float>& v : lw.vectors) li.dense_bytes += norm_bytes(v);
     if (r.mode == FfnMode::Predict)
       li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;
@@ -99,7 +102,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     placed += li.dense_bytes + (w.bundled ? 0 : li.ffn_ram_bytes);
     inv.layers.push_back(std::move(li));
   }
-  inv.output_bytes = w.output.bytes() + norm_bytes(w.output_norm);
+  inv.output_bytes = w.output.bytes() + norm_bytes(w.output_norm) + norm_bytes(w.output_norm_bias);
   placed += w.output.bytes();
   // The rest of the resident copy (embedding table, predictors outside predict mode, metadata,
   // alignment) and the buffers, whatever the plan. Derived ffn_down_t is in ffn_ram_bytes.

@@ -11,48 +11,47 @@ namespace {
 // The layer as the mode reads it, still in the model's memory.
 ResidentLayer host_layer(const LayerWeights& l, FfnMode mode) {
   ResidentLayer r;
-  r.attn_norm = l.attn_norm.data();
-  r.ffn_norm = l.ffn_norm.data();
-  r.attn_q = l.attn_q;
-  r.attn_k = l.attn_k;
-  r.attn_v = l.attn_v;
-  r.attn_output = l.attn_output;
-  r.ffn_gate = l.ffn_gate;
-  r.ffn_up = l.ffn_up;
+  static_cast<LayerMatrices&>(r) = l;
+  // One down projection: ffn_down for a dense product, ffn_down_t for the axpy.
   if (mode == FfnMode::Dense && l.ffn_down.data != nullptr)
-    r.ffn_down = l.ffn_down;
+    r.ffn_down_t = MatrixView{};
   else
-    r.ffn_down_t = l.ffn_down_t;
+    r.ffn_down = MatrixView{};
+  for (size_t v = 0; v < r.vectors.size(); ++v)
+    r.vectors[v] = l.vectors[v].empty() ? nullptr : l.vectors[v].data();
   if (mode == FfnMode::Predict) r.predictor = l.predictor;
   return r;
 }
 
+void drop_ffn(ResidentLayer& r) {
+  for (const LayerMatrixSlot& m : kLayerMatrixSlots)
+    if (m.block == LayerBlock::Ffn) r.*m.member = MatrixView{};
+}
+
 template <typename Each>
 void each_matrix(ResidentLayer& r, Each&& each) {
-  for (auto [m, name] : {std::pair{&r.attn_q, "attn_q"},
-                         {&r.attn_k, "attn_k"},
-                         {&r.attn_v, "attn_v"},
-                         {&r.attn_output, "attn_output"},
-                         {&r.ffn_gate, "ffn_gate"},
-                         {&r.ffn_up, "ffn_up"},
-                         {&r.ffn_down, "ffn_down"},
-                         {&r.ffn_down_t, "ffn_down_t"},
-                         {&r.predictor.fc1, "predictor fc1"},
-                         {&r.predictor.fc2, "predictor fc2"}})
+  for (const LayerMatrixSlot& m : kLayerMatrixSlots)
+    if ((r.*m.member).data != nullptr) each(r.*m.member, m.name);
+  for (auto [m, name] : {std::pair{&r.predictor.fc1, "predictor fc1"}, {&r.predictor.fc2, "predictor fc2"}})
     if (m->data != nullptr) each(*m, name);
+}
+
+uint64_t vector_bytes(const LayerWeights& l) {
+  uint64_t bytes = 0;
+  for (const std::vector<float>& v : l.vectors) bytes += v.size() * sizeof(float);
+  return bytes;
 }
 
 }  // namespace
 
 uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool with_ffn) {
   const ModelWeights& w = model.weights;
-  const uint64_t n_embd = static_cast<uint64_t>(model.config.n_embd);
-  uint64_t total = (w.output.bytes() + n_embd * 4);
+  uint64_t total = w.output.bytes() + (w.output_norm.size() + w.output_norm_bias.size()) * 4;
   for (const LayerWeights& l : w.layers) {
     ResidentLayer r = host_layer(l, mode);
-    if (!with_ffn) r.ffn_gate = r.ffn_up = r.ffn_down = r.ffn_down_t = MatrixView{};
+    if (!with_ffn) drop_ffn(r);
     each_matrix(r, [&](const MatrixView& m, const char*) { total += m.bytes(); });
-    total += 2 * n_embd * 4;
+    total += vector_bytes(l);
   }
   return total;
 }
@@ -66,19 +65,25 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
     for (size_t i = 0; i < w.layers.size(); ++i) {
       ResidentLayer r = host_layer(w.layers[i], mode);
       const bool on_cpu = i < host_layers.size() && host_layers[i] != 0;
-      if (!host && !with_ffn && !on_cpu)
-        r.ffn_gate = r.ffn_up = r.ffn_down = r.ffn_down_t = MatrixView{};
+      if (!host && !with_ffn && !on_cpu) drop_ffn(r);
       if (!host && !on_cpu) {
         const std::string layer = fmt::format("layer {} ", i);
         each_matrix(r, [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });
-        r.attn_norm = upload(w.layers[i].attn_norm, layer + "attn_norm");
-        r.ffn_norm = upload(w.layers[i].ffn_norm, layer + "ffn_norm");
+        for (int v = 0; v < kLayerVectors; ++v) {
+          const std::vector<float>& values = w.layers[i].vectors[static_cast<size_t>(v)];
+          if (!values.empty())
+            r.vectors[static_cast<size_t>(v)] =
+                upload(values, layer + layer_vector_name(static_cast<LayerVector>(v)));
+        }
       }
       layers_.push_back(r);
     }
     const bool output_here = host || output_on_host;  // the host's views: not read here
     output_ = output_here ? w.output : upload(w.output, "output");
     output_norm_ = output_here ? w.output_norm.data() : upload(w.output_norm, "output_norm");
+    if (!w.output_norm_bias.empty())
+      output_norm_bias_ = output_here ? w.output_norm_bias.data()
+                                      : upload(w.output_norm_bias, "output_norm.bias");
   } catch (...) {
     release_all();  // what did fit
     throw;

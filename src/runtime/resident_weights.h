@@ -5,6 +5,7 @@
 // embedding table stays on the host: a token's row is made f32 there and uploaded.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -14,12 +15,11 @@
 
 namespace strata {
 
-struct ResidentLayer {
-  const float* attn_norm = nullptr;
-  const float* ffn_norm = nullptr;
-  MatrixView attn_q, attn_k, attn_v, attn_output;
-  MatrixView ffn_gate, ffn_up, ffn_down, ffn_down_t;  // those the mode reads; others empty
-  LayerPredictor predictor;                           // predict mode
+// The matrices the mode reads (others empty), the layer's vectors (null where it has none).
+struct ResidentLayer : LayerMatrices {
+  std::array<const float*, kLayerVectors> vectors{};
+  const float* vec(LayerVector v) const { return vectors[static_cast<size_t>(v)]; }
+  LayerPredictor predictor;  // predict mode
 };
 
 class ResidentWeights {
@@ -38,6 +38,7 @@ class ResidentWeights {
 
   const ResidentLayer& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
   const float* output_norm() const { return output_norm_; }
+  const float* output_norm_bias() const { return output_norm_bias_; }  // null: none
   const MatrixView& output() const { return output_; }
 
  private:
@@ -48,6 +49,7 @@ class ResidentWeights {
   Backend& backend_;
   std::vector<ResidentLayer> layers_;
   const float* output_norm_ = nullptr;
+  const float* output_norm_bias_ = nullptr;
   MatrixView output_;
   std::vector<Buffer> buffers_;
 };

@@ -67,6 +67,11 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
   if (options_.n_seq < 1) fail("a session holds at least one sequence, not {}", options_.n_seq);
   n_past_.assign(static_cast<size_t>(options_.n_seq), 0);
+  const MatrixView& positions = model.weights.position_embd;
+  if (positions.data != nullptr && n_ctx > positions.rows - c_.arch->position_offset)
+    fail("a context of {} tokens is more than the {} positions '{}' has learned; use -c {}", n_ctx,
+         positions.rows - c_.arch->position_offset, model.file->path(),
+         positions.rows - c_.arch->position_offset);
   if (c_.n_head / c_.n_head_kv > kMaxHeadsPerGroup)
     fail("{} query heads per key/value head: at most {} are supported", c_.n_head / c_.n_head_kv,
          kMaxHeadsPerGroup);
@@ -194,7 +199,7 @@ std::unique_ptr<FfnStore> Session::make_flash_store() {
   fo.io_threads = options_.io_threads;
   fo.storage = options_.storage;
   // Split reads only where a non-positive deciding row means a zero output (ReLU family).
-  fo.split_reads = options_.split_reads && c_.ffn != FfnActivation::SwiGLU;
+  fo.split_reads = options_.split_reads && ffn_is_relu_family(c_.ffn);
   fo.pinned = options_.pinned;
   std::vector<uint64_t> offsets;
   for (const LayerWeights& l : mw.layers) offsets.push_back(l.bundles_offset);
@@ -298,9 +303,9 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
         "--ffn predict needs activation predictors, which '{}' lacks (make them with strata "
         "train-predictors, or use --ffn gate-first for an exact sparse FFN)",
         model.file->path());
-  if (options.ffn == FfnMode::GateFirst && model.config.ffn == FfnActivation::SwiGLU)
-    fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is swiglu",
-         model.file->path());
+  if (options.ffn == FfnMode::GateFirst && !ffn_is_relu_family(model.config.ffn))
+    fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is {}",
+         model.file->path(), ffn_activation_name(model.config.ffn));
   if (mw.bundled && options.ffn != FfnMode::Predict)
     fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
          model.file->path());
@@ -382,7 +387,7 @@ std::span<const float> Session::decode(std::span<const BatchToken> batch) {
 }
 
 void Session::place(std::span<const BatchToken> batch) {
-  const int64_t n = static_cast<int64_t>(batch.size()), half = c_.n_rot / 2;
+  const int64_t n = static_cast<int64_t>(batch.size()), half = rope_half();
   pos_.resize(static_cast<size_t>(n));
   base_.resize(static_cast<size_t>(n));
   rope_host_.resize(static_cast<size_t>(2 * n * half));
@@ -415,6 +420,15 @@ void Session::embed(std::span<const BatchToken> batch) {
   for (size_t b = 0; b < batch.size(); ++b)
     backend_.dequantize_row(model_.weights.token_embd.type, embedding_->row(batch[b].token),
                             ws_->x + static_cast<int64_t>(b) * c_.n_embd, c_.n_embd);
+  const MatrixView& positions = model_.weights.position_embd;
+  if (positions.data == nullptr) return;
+  // Learned positions (OPT): each token's row of the table, added to its embedding.
+  const int64_t n = static_cast<int64_t>(batch.size());
+  for (int64_t b = 0; b < n; ++b)
+    backend_.dequantize_row(positions.type,
+                            positions.row(pos_[static_cast<size_t>(b)] + c_.arch->position_offset),
+                            ws_->proj + b * c_.n_embd, c_.n_embd);
+  backend_.add(ws_->x, ws_->proj, n * c_.n_embd);
 }
 
 void Session::forward(std::span<const BatchToken> batch, float* logits) {
@@ -429,19 +443,12 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
     const bool cpu = on_cpu(l);
     if (host_ws_ != nullptr) move_residual(cpu, n);
     Side s = side(cpu);
-    Event start = s.backend.record();
-    attention_block(s, l, n);
-    spans_.add(start, s.backend.record(), &times_.attention, 1, &s.backend);
-    start = s.backend.record();
-    s.ffn.run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], s.counters + l, times_,
-              spans_, observer_);
-    s.backend.add(s.ws.x, s.ws.proj, n * c_.n_embd);
+    layer(s, l, n);
     if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * c_.n_ff);
-    spans_.add(start, s.backend.record(), &times_.ffn, 1, &s.backend);
     if (lookahead && l + 1 < c_.n_layer) {
-      start = backend_.record();
+      const Event ahead = backend_.record();
       ffn_->prefetch(l + 1, clock_ - 1);
-      add_elapsed(backend_, start, times_.predictor, spans_);
+      add_elapsed(backend_, ahead, times_.predictor, spans_);
     }
   }
   if (host_ws_ != nullptr) move_residual(options_.output_on_host, n);
@@ -455,28 +462,6 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   clock_ += n;
 }
 
-void Session::attention_block(Side& s, int64_t l, int64_t n) {
-  const ResidentLayer& w = s.weights.layer(l);
-  const HeadShape heads{c_.n_head, c_.n_head_kv, c_.head_dim};
-  const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
-  Backend& be = s.backend;
-  Workspace& ws = s.ws;
-  be.rms_norm(ws.x, w.attn_norm, ws.xn, n, c_.n_embd, c_.rms_eps);
-  be.prepare(s.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
-  const RowsJob qkv[3] = {
-      {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
-  be.matmul(qkv, s.in);
-  const KvLayer kv = s.kv.layer(kv_index_[static_cast<size_t>(l)]);
-  const TokenPlaces places{pos_.data(), base_.data()};
-  be.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, c_.n_rot / 2}, kv,
-                    places);
-  be.attention(ws.q, n, heads, kv, places, n_ctx_, ws.scores, ws.attn);
-  be.prepare(s.in, ws.attn, q_dim, n, {w.attn_output.type});
-  const RowsJob o{&w.attn_output, ws.proj, c_.n_embd};
-  be.matmul(std::span(&o, 1), s.in);
-  be.add(ws.x, ws.proj, n * c_.n_embd);
-}
-
 void Session::output(std::span<const BatchToken> batch, float* logits) {
   // Only the marked tokens' logits: their rows normalized side by side, one product.
   // On a device they are made in its memory and downloaded; on the CPU (the plan's output head
@@ -486,8 +471,8 @@ void Session::output(std::span<const BatchToken> batch, float* logits) {
   int64_t rows = 0;
   for (size_t b = 0; b < batch.size(); ++b)
     if (batch[b].logits)
-      s.backend.rms_norm(s.ws.x + static_cast<int64_t>(b) * c_.n_embd, s.weights.output_norm(),
-                         s.ws.xn + rows++ * c_.n_embd, 1, c_.n_embd, c_.rms_eps);
+      norm(s, s.ws.x + static_cast<int64_t>(b) * c_.n_embd, s.weights.output_norm(),
+           s.weights.output_norm_bias(), s.ws.xn + rows++ * c_.n_embd, 1);
   if (rows == 0) return;
   float* y = device_logits_.data != nullptr && !options_.output_on_host
                  ? reinterpret_cast<float*>(device_logits_.data)

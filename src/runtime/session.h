@@ -1,6 +1,6 @@
-// One sequence's inference state and the forward pass of a LLaMA-family model as a loop over
-// layers: per layer, attention (RMSNorm, q/k/v products, RoPE and the KV append, grouped-query
-// attention, the output product) and the FFN (ffn_executor.h: the mode's neuron selection,
+// One sequence's inference state and the forward pass as a loop over layers, each wired as
+// its architecture says (layer_block.cpp, model/arch/): attention (the norm, q/k/v products
+// and biases, RoPE and the KV append, grouped-query attention, the output product) and the FFN (ffn_executor.h: the mode's neuron selection,
 // gate/up/down from the FFN store), every op on one backend (backends/backend.h). Where the
 // FFN's neurons live (RAM matrices, the flash tier's caches) is the store's business, what
 // goes where the placement plan's (placement/plan.h, applied by runtime/planned_session.h).
@@ -188,7 +188,14 @@ class Session {
   Side side(bool cpu);
   // The residual stream of the batch's n rows onto the side that computes next.
   void move_residual(bool to_cpu, int64_t n);
-  void attention_block(Side& s, int64_t layer, int64_t n);
+  // The layer block (layer_block.cpp): the architecture's wiring of attention and FFN.
+  void layer(Side& s, int64_t layer, int64_t n);
+  // Attention on ws.xn (normalized), its output projection (with its bias) to `out`.
+  void attention_block(Side& s, int64_t layer, int64_t n, float* out);
+  // out = the architecture's norm of x (bias may be null).
+  void norm(Side& s, const float* x, const float* weight, const float* bias, float* out, int64_t n);
+  // Pairs RoPE rotates per head: 0 for learned positions.
+  int64_t rope_half() const;
   void output(std::span<const BatchToken> batch, float* logits);
 
   const Model& model_;

@@ -20,6 +20,7 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.predictor_rank = mode == FfnMode::Predict ? predictor_rank : 0;
   s.sparse = mode != FfnMode::Dense;
   s.bundled = bundled;
+  s.parallel = c.arch->residual == ResidualKind::Parallel;
   return s;
 }
 
@@ -43,6 +44,7 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
   f(&Workspace::v, B * s.kv_dim);
   f(&Workspace::attn, B * s.q_dim);
   f(&Workspace::proj, B * s.n_embd);
+  if (s.parallel) f(&Workspace::attn_out, B * s.n_embd);
   f(&Workspace::gate, B * s.n_ff);
   f(&Workspace::up, B * s.n_ff);
   f(&Workspace::scores, B * s.n_head * s.n_ctx);

@@ -15,6 +15,7 @@ struct WorkspaceShape {
   int64_t batch = 0, n_embd = 0, n_ff = 0, q_dim = 0, kv_dim = 0, n_head = 0, n_rot = 0;
   int64_t n_ctx = 0, predictor_rank = 0;  // largest predictor rank (predict mode)
   bool sparse = false, bundled = false;
+  bool parallel = false;  // a parallel residual: attention's output waits beside the FFN's
   static WorkspaceShape of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
                            bool bundled, int64_t predictor_rank);
 };
@@ -30,6 +31,7 @@ class Workspace {
   // [batch][width] each; null where the mode does not use them.
   float *x = nullptr, *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr;
   float *proj = nullptr, *gate = nullptr, *up = nullptr;
+  float* attn_out = nullptr;  // a parallel residual's attention output
   float* scores = nullptr;                         // [batch][n_head][n_ctx]
   float *rope_cos = nullptr, *rope_sin = nullptr;  // [batch][n_rot / 2]
   // Sparse FFN: compact values [batch][ids] (stride n_ff), per-token selection [batch][n_ff].

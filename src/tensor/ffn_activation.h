@@ -1,16 +1,36 @@
-// The FFN variants of LLaMA-family models, as the ops that compute them see them.
+// The FFN variants, as the ops that compute them see them.
 #pragma once
+
+#include <cmath>
+
+#include "core/host_device.h"
 
 namespace strata {
 
 //   swiglu: h = silu(gate) * up            (LLaMA, Mistral)
 //   reglu:  h = relu(gate) * up            (ReluLLaMA, ProSparse)
 //   drelu:  h = relu(gate) * relu(up)      (TurboSparse, Bamboo)
-//   relu:   h = relu(up), no gate          (OPT, Falcon-ReLU)
-enum class FfnActivation { SwiGLU, ReGLU, DReLU, ReLU };
+//   relu:   h = relu(up), no gate          (OPT, ReluFalcon)
+//   gelu:   h = gelu(up), no gate          (Falcon): llama.cpp's tanh form,
+//           0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))), computed in f32 (llama.cpp's CPU
+//           rounds u to f16 and looks the value up in a table; its CUDA code computes it)
+enum class FfnActivation { SwiGLU, ReGLU, DReLU, ReLU, GELU };
 
 inline bool ffn_has_gate(FfnActivation a) {
-  return a != FfnActivation::ReLU;
+  return a != FfnActivation::ReLU && a != FfnActivation::GELU;
+}
+
+// A non-positive deciding value (the gate, or up without one) means a zero output: the exact
+// sparse modes (gate-first, split reads) apply.
+inline bool ffn_is_relu_family(FfnActivation a) {
+  return a == FfnActivation::ReGLU || a == FfnActivation::DReLU || a == FfnActivation::ReLU;
+}
+
+// GELU in llama.cpp's tanh form (above), one value, in f32: the CPU backend and the CUDA
+// kernels call this one function.
+STRATA_HD inline float gelu_tanh(float u) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
+  return 0.5f * u * (1.0f + tanhf(kSqrt2OverPi * (u + kCubic * u * u * u)));
 }
 
 }  // namespace strata

@@ -22,6 +22,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from arch_ref import FalconReference, OptReference  # noqa: E402
 from llama_ref import LlamaReference  # noqa: E402
 
 TOL_EXACT = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2}
@@ -107,6 +108,49 @@ def check_kquants(strata, work, tokens):
     return failures
 
 
+# The other architectures (model/arch/), each against its own reference (arch_ref.py): Falcon's
+# two layouts (one KV head and one input norm, as Falcon-7B; KV groups and two norms, as
+# Falcon-40B), ReluFalcon (its ReLU MLP) and OPT, in F32 and F16 (1e-4) and Q8_0 (5e-2, the
+# exact product: its activations are rounded to 8 bits); the plain ReLU FFNs also in the exact
+# sparse mode (gate-first: the neurons whose up row fires), which must give the dense logits.
+# F32 also on the emulated GPU (the CUDA backend's kernels run on the CPU, an F32 KV cache).
+ARCHITECTURES = [  # label, synth flags, reference
+    ("falcon-7b-shape", ["--arch", "falcon", "--kv-heads", "1"], FalconReference),
+    ("falcon-40b-shape", ["--arch", "falcon", "--kv-heads", "2"], FalconReference),
+    ("relufalcon", ["--arch", "falcon", "--ffn", "relu", "--kv-heads", "2"], FalconReference),
+    ("opt", ["--arch", "opt"], OptReference),
+]
+
+
+def check_architectures(strata, work, tokens):
+    failures = 0
+    for label, flags, reference in ARCHITECTURES:
+        for typ, tol in [("f32", 1e-4), ("f16", 1e-4), ("q8_0", 5e-2)]:
+            path = os.path.join(work, f"arch-{label}-{typ}.gguf")
+            subprocess.run([strata, "synth", "--preset", "tiny", "--type", typ, "--seed", "9",
+                            "-o", path] + flags, check=True, stdout=subprocess.DEVNULL)
+            ref = reference(path).forward(tokens)
+            modes = ["dense", "gate-first"] if "relu" in label or label == "opt" else ["dense"]
+            runs = [("scalar", []), ("simd", [])]
+            if typ == "f32":
+                runs.append(("cuda-emu", ["--device", "cuda-emu", "--cache-type-k", "f32",
+                                          "--cache-type-v", "f32"]))
+            for mode in modes:
+                for kernels, device in runs:
+                    env = dict(os.environ, STRATA_CPU=kernels if kernels == "scalar" else "")
+                    out = subprocess.run([strata, "logits", "-m", path, "-t", "2", "--ffn", mode,
+                                          "--tokens", ",".join(map(str, tokens))] + device,
+                                         check=True, capture_output=True, text=True,
+                                         env=env).stdout
+                    got = torch.tensor(json.loads(out), dtype=torch.float64)
+                    err = ((got - ref).abs().max() / ref.abs().max()).item()
+                    ok = err <= tol
+                    failures += not ok
+                    print(f"{'ok  ' if ok else 'FAIL'} {label:16s} {typ:5s} {mode:10s} "
+                          f"{kernels:8s} rel err {err:.2e} (tol {tol:.0e})")
+    return failures
+
+
 def main():
     strata, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -137,6 +181,7 @@ def main():
                     print(f"{'ok  ' if ok else 'FAIL'} {ffn:7s} {typ:5s} {kernels or 'simd':6s} "
                           f"{label:12s} rel err {err:.2e} (tol {tol:.0e})")
     failures += check_kquants(strata, work, tokens)
+    failures += check_architectures(strata, work, tokens)
     if len(EMULATED_MISSES) > MAX_EMULATED_MISSES:
         print(f"{len(EMULATED_MISSES)} emulated K-quant comparisons missed "
               f"(at most {MAX_EMULATED_MISSES}): {EMULATED_MISSES}")

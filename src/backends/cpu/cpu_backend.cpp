@@ -120,6 +120,33 @@ void CpuBackend::rms_norm(const float* x, const float* weight, float* out, int64
   }
 }
 
+void CpuBackend::layer_norm(const float* x, const float* weight, const float* bias, float* out,
+                            int64_t n, int64_t dim, float eps) {
+  for (int64_t b = 0; b < n; ++b) {
+    const float* xb = x + b * dim;
+    double sum = 0.0;
+    for (int64_t i = 0; i < dim; ++i) sum += xb[i];
+    const double mean = sum / static_cast<double>(dim);
+    double var = 0.0;
+    for (int64_t i = 0; i < dim; ++i) var += (xb[i] - mean) * (xb[i] - mean);
+    const float scale = static_cast<float>(1.0 / std::sqrt(var / static_cast<double>(dim) + eps));
+    const float m = static_cast<float>(mean);
+    for (int64_t i = 0; i < dim; ++i)
+      out[b * dim + i] = (xb[i] - m) * scale * weight[i] + (bias != nullptr ? bias[i] : 0.0f);
+  }
+}
+
+void CpuBackend::add_bias(float* x, const float* bias, int64_t n, int64_t dim) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < dim; ++i) x[b * dim + i] += bias[i];
+}
+
+void CpuBackend::add_bias_of(float* y, const float* bias, std::span<const int32_t> ids, int64_t n,
+                             int64_t stride) {
+  for (int64_t b = 0; b < n; ++b)
+    for (size_t k = 0; k < ids.size(); ++k) y[b * stride + static_cast<int64_t>(k)] += bias[ids[k]];
+}
+
 void CpuBackend::matmul(std::span<const RowsJob> jobs, const PreparedRows& x) {
   matmat_multi(kernels_, jobs, cpu_rows(x).span(), pool_);
 }
@@ -143,11 +170,15 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
   for (int64_t b = 0; b < n; ++b) {
     const float* cs = rope.cos + b * half;
     const float* sn = rope.sin + b * half;
+    // Element i of a pair and its partner: adjacent (2i, 2i + 1) or NeoX's (i, i + half).
+    const int64_t first = rope.style == RopeStyle::Neox ? 1 : 2;
+    const int64_t partner = rope.style == RopeStyle::Neox ? half : 1;
     auto rotate = [&](float* head) {
       for (int64_t i = 0; i < half; ++i) {
-        const float a = head[2 * i], c = head[2 * i + 1];
-        head[2 * i] = a * cs[i] - c * sn[i];
-        head[2 * i + 1] = a * sn[i] + c * cs[i];
+        float* e = head + first * i;
+        const float a = e[0], c = e[partner];
+        e[0] = a * cs[i] - c * sn[i];
+        e[partner] = a * sn[i] + c * cs[i];
       }
     };
     for (int64_t h = 0; h < s.n_head; ++h) rotate(q + b * q_dim + h * hd);
@@ -208,6 +239,9 @@ void CpuBackend::activation(FfnActivation act, const float* gate, const float* u
       break;
     case FfnActivation::ReLU:
       for (int64_t i = 0; i < count; ++i) h[i] = std::max(up[i], 0.0f);
+      break;
+    case FfnActivation::GELU:
+      for (int64_t i = 0; i < count; ++i) h[i] = gelu_tanh(up[i]);
       break;
   }
 }

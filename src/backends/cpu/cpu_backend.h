@@ -48,6 +48,11 @@ class CpuBackend final : public Backend {
                std::span<const DType> readers) override;
   void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                 float eps) override;
+  void layer_norm(const float* x, const float* weight, const float* bias, float* out, int64_t n,
+                  int64_t dim, float eps) override;
+  void add_bias(float* x, const float* bias, int64_t n, int64_t dim) override;
+  void add_bias_of(float* y, const float* bias, std::span<const int32_t> ids, int64_t n,
+                   int64_t stride) override;
   void matmul(std::span<const RowsJob> jobs, const PreparedRows& x) override;
   void gather(std::span<const RowsJob> jobs, std::span<const int32_t> rows, const PreparedRows& x,
               const uint8_t* need, int64_t need_stride) override;

@@ -196,7 +196,16 @@ STRATA_HD inline void rotate_pair(float& x0, float& x1, float c, float s) {
   x1 = a * s + b * c;
 }
 
-// One FFN activation value (gate unused for plain ReLU), as the CPU backend computes it.
+// The elements of a head that RoPE pair i rotates: adjacent (2i, 2i + 1), or NeoX's halves
+// (i, i + half), as the CPU backend pairs them.
+STRATA_HD inline int rope_first(bool neox, int i) {
+  return neox ? i : 2 * i;
+}
+STRATA_HD inline int rope_second(bool neox, int i, int half) {
+  return neox ? i + half : 2 * i + 1;
+}
+
+// One FFN activation value (gate unused for the plain FFNs), as the CPU backend computes it.
 STRATA_HD inline float activate(FfnActivation act, float g, float u) {
   switch (act) {
     case FfnActivation::SwiGLU:
@@ -207,6 +216,8 @@ STRATA_HD inline float activate(FfnActivation act, float g, float u) {
       return (g > 0.0f && u > 0.0f) ? g * u : 0.0f;
     case FfnActivation::ReLU:
       return u < 0.0f ? 0.0f : u;  // std::max(u, 0.0f), -0 and NaN included
+    case FfnActivation::GELU:
+      return gelu_tanh(u);
   }
   return 0.0f;
 }

@@ -229,6 +229,18 @@ class CudaBackend final : public Backend {
     launch_rms_norm(x, weight, out, n, dim, eps, stream_);
   }
 
+  void layer_norm(const float* x, const float* weight, const float* bias, float* out, int64_t n,
+                  int64_t dim, float eps) override {
+    launch_layer_norm(x, weight, bias, out, n, dim, eps, stream_);
+  }
+  void add_bias(float* x, const float* bias, int64_t n, int64_t dim) override {
+    launch_add_bias(x, bias, n, dim, stream_);
+  }
+  void add_bias_of(float* y, const float* bias, std::span<const int32_t> ids, int64_t n,
+                   int64_t stride) override {
+    launch_add_bias_of(y, bias, ids.data(), static_cast<int64_t>(ids.size()), n, stride, stream_);
+  }
+
   void matmul(std::span<const RowsJob> jobs, const PreparedRows& xp) override {
     const auto& x = static_cast<const CudaPrepared&>(xp);
     bool halved = false;  // x as f16, made once for the jobs that need it
@@ -270,7 +282,8 @@ class CudaBackend final : public Backend {
       launch_rope_store(q + t0 * s.q_dim(), k + t0 * s.kv_dim(), v + t0 * s.kv_dim(), m,
                         static_cast<int>(s.n_head), static_cast<int>(s.n_head_kv),
                         static_cast<int>(s.head_dim), rope.cos + t0 * rope.half,
-                        rope.sin + t0 * rope.half, static_cast<int>(rope.half), kv.k, kv.v,
+                        rope.sin + t0 * rope.half, static_cast<int>(rope.half),
+                        rope.style == RopeStyle::Neox, kv.k, kv.v,
                         kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
                         places(at, t0, m), stream_);
     }

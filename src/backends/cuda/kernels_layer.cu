@@ -14,6 +14,8 @@ namespace {
 using cuda_math::activate;
 using cuda_math::float_to_half;
 using cuda_math::half_to_float;
+using cuda_math::rope_first;
+using cuda_math::rope_second;
 using cuda_math::rotate_pair;
 
 constexpr int kThreads = 256;
@@ -44,6 +46,50 @@ __global__ void rms_norm_kernel(const float* x, const float* weight, float* out,
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) ob[i] = xb[i] * scale * weight[i];
 }
 
+// Sums of a block's threads' values in double by the fixed tree of rms_norm_kernel.
+__device__ inline double block_sum(double* part, double v) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  const double total = part[0];
+  __syncthreads();  // part is reused by the next sum
+  return total;
+}
+
+// One block per row: the mean, then the variance around it (both in double), then the row.
+__global__ void layer_norm_kernel(const float* x, const float* weight, const float* bias,
+                                  float* out, int64_t dim, float eps) {
+  __shared__ double part[kThreads];
+  const float* xb = x + blockIdx.x * dim;
+  float* ob = out + blockIdx.x * dim;
+  double s = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) s += xb[i];
+  const double mean = block_sum(part, s) / static_cast<double>(dim);
+  double v = 0;
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads) v += (xb[i] - mean) * (xb[i] - mean);
+  const double var = block_sum(part, v) / static_cast<double>(dim);
+  const float scale = static_cast<float>(1.0 / sqrt(var + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = threadIdx.x; i < dim; i += kThreads)
+    ob[i] = (xb[i] - m) * scale * weight[i] + (bias != nullptr ? bias[i] : 0.0f);
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, int64_t count, int64_t dim) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] += bias[i % dim];
+}
+
+__global__ void add_bias_of_kernel(float* y, const float* bias, const int32_t* ids, int64_t count,
+                                   int64_t n, int64_t stride) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count * n) return;
+  const int64_t b = i / count, k = i % count;
+  y[b * stride + k] += bias[ids[k]];
+}
+
 __device__ inline void store_value(void* cache, bool f16, int64_t at, float v) {
   if (f16)
     static_cast<uint16_t*>(cache)[at] = float_to_half(v);
@@ -60,7 +106,7 @@ __device__ inline float load_value(const void* cache, bool f16, int64_t at) {
 // and value at its cache row.
 __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head, int n_head_kv,
                                   int head_dim, const float* cos, const float* sin, int half,
-                                  void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
+                                  bool neox, void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
                                   Places at) {
   const int b = blockIdx.x;
   const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
@@ -72,11 +118,13 @@ __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head
   const float* sb = sin + static_cast<int64_t>(b) * half;
   for (int idx = threadIdx.x; idx < n_head * half; idx += blockDim.x) {
     const int h = idx / half, i = idx % half;
-    rotate_pair(qb[h * head_dim + 2 * i], qb[h * head_dim + 2 * i + 1], cb[i], sb[i]);
+    float* head = qb + h * head_dim;
+    rotate_pair(head[rope_first(neox, i)], head[rope_second(neox, i, half)], cb[i], sb[i]);
   }
   for (int idx = threadIdx.x; idx < n_head_kv * half; idx += blockDim.x) {
     const int h = idx / half, i = idx % half;
-    rotate_pair(kb[h * head_dim + 2 * i], kb[h * head_dim + 2 * i + 1], cb[i], sb[i]);
+    float* head = kb + h * head_dim;
+    rotate_pair(head[rope_first(neox, i)], head[rope_second(neox, i, half)], cb[i], sb[i]);
   }
   __syncthreads();
   const int64_t row = (at.base[b] + at.pos[b]) * kv_dim;
@@ -270,13 +318,36 @@ void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n,
   check_launch("rms_norm", stream);
 }
 
+void launch_layer_norm(const float* x, const float* weight, const float* bias, float* out,
+                       int64_t n, int64_t dim, float eps, cudaStream_t stream) {
+  if (n == 0) return;
+  STRATA_LAUNCH(layer_norm_kernel, static_cast<unsigned>(n), kThreads, stream, x, weight, bias, out,
+                dim, eps);
+  check_launch("layer_norm", stream);
+}
+
+void launch_add_bias(float* x, const float* bias, int64_t n, int64_t dim, cudaStream_t stream) {
+  if (n * dim == 0) return;
+  STRATA_LAUNCH(add_bias_kernel, blocks_for(n * dim, kThreads), kThreads, stream, x, bias, n * dim,
+                dim);
+  check_launch("add_bias", stream);
+}
+
+void launch_add_bias_of(float* y, const float* bias, const int32_t* ids, int64_t count, int64_t n,
+                        int64_t stride, cudaStream_t stream) {
+  if (count * n == 0) return;
+  STRATA_LAUNCH(add_bias_of_kernel, blocks_for(count * n, kThreads), kThreads, stream, y, bias, ids,
+                count, n, stride);
+  check_launch("add_bias_of", stream);
+}
+
 void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
-                       int head_dim, const float* cos, const float* sin, int half, void* k_cache,
-                       void* v_cache, bool k16, bool v16, int64_t kv_dim, const Places& at,
-                       cudaStream_t stream) {
+                       int head_dim, const float* cos, const float* sin, int half, bool neox,
+                       void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
+                       const Places& at, cudaStream_t stream) {
   if (n == 0) return;
   STRATA_LAUNCH(rope_store_kernel, static_cast<unsigned>(n), kThreads, stream, q, k, v, n_head,
-                n_head_kv, head_dim, cos, sin, half, k_cache, v_cache, k16, v16, kv_dim, at);
+                n_head_kv, head_dim, cos, sin, half, neox, k_cache, v_cache, k16, v16, kv_dim, at);
   check_launch("rope_and_store", stream);
 }
 

@@ -70,13 +70,18 @@ void launch_scale_rows(float* y, int64_t n, int64_t rows, int64_t y_stride, cons
 
 void launch_rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                      float eps, cudaStream_t stream);
-// n <= kMaxPlaces tokens.
+void launch_layer_norm(const float* x, const float* weight, const float* bias, float* out,
+                       int64_t n, int64_t dim, float eps, cudaStream_t stream);
+void launch_add_bias(float* x, const float* bias, int64_t n, int64_t dim, cudaStream_t stream);
+void launch_add_bias_of(float* y, const float* bias, const int32_t* ids, int64_t count, int64_t n,
+                        int64_t stride, cudaStream_t stream);
+// n <= kMaxPlaces tokens; `neox`: NeoX's pairs (i, i + half), else adjacent ones.
 // q, k, v rows are the heads' widths (n_head or n_head_kv times head_dim); the caches' rows
 // are kv_dim wide.
 void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
-                       int head_dim, const float* cos, const float* sin, int half, void* k_cache,
-                       void* v_cache, bool k16, bool v16, int64_t kv_dim, const Places& at,
-                       cudaStream_t stream);
+                       int head_dim, const float* cos, const float* sin, int half, bool neox,
+                       void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
+                       const Places& at, cudaStream_t stream);
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
                       const void* k_cache, const void* v_cache, bool k16, bool v16, int64_t kv_dim,
                       const Places& at, int64_t n_ctx, float* scores, float* out,

@@ -188,6 +188,33 @@ void ReferenceDevice::rms_norm(const float* x, const float* weight, float* out, 
   enqueue([=, this] { cpu_.rms_norm(x, weight, out, n, dim, eps); });
 }
 
+void ReferenceDevice::layer_norm(const float* x, const float* weight, const float* bias,
+                                 float* out, int64_t n, int64_t dim, float eps) {
+  const uint64_t bytes = static_cast<uint64_t>(n * dim) * 4;
+  check(x, bytes, "layer_norm");
+  check(weight, static_cast<uint64_t>(dim) * 4, "layer_norm");
+  if (bias != nullptr) check(bias, static_cast<uint64_t>(dim) * 4, "layer_norm");
+  check(out, bytes, "layer_norm");
+  enqueue([=, this] { cpu_.layer_norm(x, weight, bias, out, n, dim, eps); });
+}
+
+void ReferenceDevice::add_bias(float* x, const float* bias, int64_t n, int64_t dim) {
+  if (n * dim == 0) return;
+  check(x, static_cast<uint64_t>(n * dim) * 4, "add_bias");
+  check(bias, static_cast<uint64_t>(dim) * 4, "add_bias");
+  enqueue([=, this] { cpu_.add_bias(x, bias, n, dim); });
+}
+
+void ReferenceDevice::add_bias_of(float* y, const float* bias, std::span<const int32_t> ids,
+                                  int64_t n, int64_t stride) {
+  if (ids.empty() || n == 0) return;
+  check(y, static_cast<uint64_t>((n - 1) * stride + static_cast<int64_t>(ids.size())) * 4,
+        "add_bias_of");
+  check(bias, 4, "add_bias_of");
+  check(ids.data(), ids.size_bytes(), "add_bias_of");
+  enqueue([=, this] { cpu_.add_bias_of(y, bias, ids, n, stride); });
+}
+
 void ReferenceDevice::matmul(std::span<const RowsJob> jobs, const PreparedRows& x) {
   for (const RowsJob& j : jobs) {
     check(*j.w, "matmul");

@@ -1,0 +1,107 @@
+// An architecture as a recipe: how its layer is wired (norm, positions, residual order, FFN
+// variant) and which tensors it has under which GGUF names. One small file per architecture
+// (llama.cpp, falcon.cpp, opt.cpp) fills this in; the loader, the layer block, the resident
+// weights, the inventory and the quantize rules all read it, so a tensor is named once and a
+// tensor an architecture lacks is simply absent. docs/ARCHITECTURES.md: how to add one.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tensor/ffn_activation.h"
+
+namespace strata {
+
+enum class NormKind { Rms, Layer };  // RMSNorm (weight), LayerNorm (weight, bias if present)
+// How a token's position enters: RoPE on adjacent pairs (GGUF llama files), RoPE on NeoX's
+// halves (llama.cpp's falcon), or a learned table added to the embedding (OPT).
+enum class PositionKind { RopeAdjacent, RopeNeox, Learned };
+// Sequential: x += attn(norm(x)); x += ffn(norm2(x)). Parallel (Falcon): both read the
+// layer's input, x += attn(norm(x)) + ffn(norm'(x)).
+enum class ResidualKind { Sequential, Parallel };
+
+// A layer's matrices and vectors by what they are. AttnQkv is a fused q/k/v matrix (rows q,
+// then k, then v), split at load into three row views, so the rest of strata sees q, k and v.
+enum class LayerMatrix : uint8_t {
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnQkv,
+  AttnOutput,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+  FfnDownT,
+  Count
+};
+enum class LayerVector : uint8_t {
+  AttnNorm,
+  AttnNormBias,
+  AttnNorm2,  // Falcon-40B's second input norm (the FFN's), on the layer's input
+  AttnNorm2Bias,
+  FfnNorm,
+  FfnNormBias,
+  AttnQBias,
+  AttnKBias,
+  AttnVBias,
+  AttnOutputBias,
+  FfnUpBias,
+  FfnDownBias,
+  Count
+};
+inline constexpr int kLayerMatrices = static_cast<int>(LayerMatrix::Count);
+inline constexpr int kLayerVectors = static_cast<int>(LayerVector::Count);
+
+enum class Presence : uint8_t { Required, Optional };
+
+// A tensor of a layer under its GGUF name (after "blk.N."). A role may be listed twice (two
+// names of one tensor, as PowerInfer names the down bias ffn_down_t.bias): the first found
+// wins, and a required role needs one of them.
+struct MatrixName {
+  LayerMatrix role;
+  const char* gguf;
+  Presence presence = Presence::Required;
+};
+struct VectorName {
+  LayerVector role;
+  const char* gguf;
+  Presence presence = Presence::Required;
+};
+
+struct Architecture {
+  std::string_view name;  // general.architecture, and the prefix of its hyperparameter keys
+  NormKind norm = NormKind::Rms;
+  const char* norm_eps_key = "attention.layer_norm_rms_epsilon";  // after "<name>."
+  PositionKind positions = PositionKind::RopeAdjacent;
+  // Learned positions: position p reads row p + position_offset of position_embd (OPT: 2).
+  int64_t position_offset = 0;
+  ResidualKind residual = ResidualKind::Sequential;
+  // The FFN variant of a file without strata.ffn_activation: llama.cpp's, and PowerInfer's
+  // (PWRI) files.
+  FfnActivation ffn = FfnActivation::SwiGLU;
+  FfnActivation powerinfer_ffn = FfnActivation::SwiGLU;
+  std::span<const MatrixName> matrices;
+  std::span<const VectorName> vectors;
+  bool output_norm_bias = false;  // output_norm.bias
+  // The name strata writes for a role (synth, convert): the first listed.
+  const char* gguf_name(LayerMatrix role) const;
+  const char* gguf_name(LayerVector role) const;
+  bool has(LayerMatrix role) const { return gguf_name(role) != nullptr; }
+  bool has(LayerVector role) const { return gguf_name(role) != nullptr; }
+  bool rope() const { return positions != PositionKind::Learned; }
+};
+
+// The architecture named by general.architecture, or null.
+const Architecture* find_architecture(std::string_view name);
+// "llama, bamboo, falcon, opt": for error messages.
+std::string architecture_names();
+
+// Each architecture's description (its own file).
+const Architecture& llama_architecture();
+const Architecture& bamboo_architecture();
+const Architecture& falcon_architecture();
+const Architecture& opt_architecture();
+
+}  // namespace strata

@@ -1,0 +1,49 @@
+// LLaMA as llama.cpp writes it (and Mistral, ReluLLaMA, ProSparse), and PowerInfer's "bamboo"
+// (Bamboo, TurboSparse-Mistral: the same layer with a dReLU FFN): RMSNorm, RoPE on adjacent
+// pairs (the converter permutes q/k rows for it), separate q/k/v without biases, SwiGLU.
+#include "model/arch/architecture.h"
+
+namespace strata {
+
+namespace {
+
+constexpr MatrixName kMatrices[] = {
+    {LayerMatrix::AttnQ, "attn_q.weight"},
+    {LayerMatrix::AttnK, "attn_k.weight"},
+    {LayerMatrix::AttnV, "attn_v.weight"},
+    {LayerMatrix::AttnOutput, "attn_output.weight"},
+    {LayerMatrix::FfnGate, "ffn_gate.weight"},
+    {LayerMatrix::FfnUp, "ffn_up.weight"},
+    {LayerMatrix::FfnDown, "ffn_down.weight", Presence::Optional},
+    {LayerMatrix::FfnDownT, "ffn_down_t.weight", Presence::Optional},
+};
+
+constexpr VectorName kVectors[] = {
+    {LayerVector::AttnNorm, "attn_norm.weight"},
+    {LayerVector::FfnNorm, "ffn_norm.weight"},
+};
+
+Architecture llama_like(std::string_view name, FfnActivation ffn, FfnActivation powerinfer) {
+  Architecture a;
+  a.name = name;
+  a.ffn = ffn;
+  a.powerinfer_ffn = powerinfer;
+  a.matrices = kMatrices;
+  a.vectors = kVectors;
+  return a;
+}
+
+}  // namespace
+
+const Architecture& llama_architecture() {
+  // PowerInfer's llama files are ReluLLaMA/ProSparse (ReGLU); llama.cpp's are SwiGLU.
+  static const Architecture a = llama_like("llama", FfnActivation::SwiGLU, FfnActivation::ReGLU);
+  return a;
+}
+
+const Architecture& bamboo_architecture() {
+  static const Architecture a = llama_like("bamboo", FfnActivation::DReLU, FfnActivation::DReLU);
+  return a;
+}
+
+}  // namespace strata

@@ -1,0 +1,81 @@
+// The layer block: one layer of a batch as its architecture wires it (model/arch/), on one
+// side (device) of the session. Sequential (LLaMA, OPT): x += attn(norm(x)), then
+// x += ffn(ffn_norm(x)). Parallel (Falcon): attention and FFN both read the layer's input,
+// x += (ffn(norm'(x)) + attn(norm(x))), in llama.cpp's order of additions; norm' is
+// attn_norm_2 where the file has it (Falcon-40B), else attention's own norm (Falcon-7B).
+#include "runtime/ffn_executor.h"
+#include "runtime/kv_cache.h"
+#include "runtime/resident_weights.h"
+#include "runtime/session.h"
+#include "runtime/workspace.h"
+
+namespace strata {
+
+int64_t Session::rope_half() const {
+  return c_.arch->rope() ? c_.n_rot / 2 : 0;
+}
+
+void Session::norm(Side& s, const float* x, const float* weight, const float* bias, float* out,
+                   int64_t n) {
+  if (c_.arch->norm == NormKind::Layer)
+    s.backend.layer_norm(x, weight, bias, out, n, c_.n_embd, c_.norm_eps);
+  else
+    s.backend.rms_norm(x, weight, out, n, c_.n_embd, c_.norm_eps);
+}
+
+void Session::layer(Side& s, int64_t l, int64_t n) {
+  const ResidentLayer& w = s.weights.layer(l);
+  Workspace& ws = s.ws;
+  Backend& be = s.backend;
+  const int64_t count = n * c_.n_embd;
+  const bool parallel = c_.arch->residual == ResidualKind::Parallel;
+  Event start = be.record();
+  norm(s, ws.x, w.vec(LayerVector::AttnNorm), w.vec(LayerVector::AttnNormBias), ws.xn, n);
+  attention_block(s, l, n, parallel ? ws.attn_out : ws.proj);
+  if (parallel) {
+    // The FFN reads the layer's input through its own norm (or attention's again).
+    const bool second = w.vec(LayerVector::AttnNorm2) != nullptr;
+    const LayerVector weight = second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm;
+    const LayerVector bias = second ? LayerVector::AttnNorm2Bias : LayerVector::AttnNormBias;
+    norm(s, ws.x, w.vec(weight), w.vec(bias), ws.xn, n);
+  } else {
+    be.add(ws.x, ws.proj, count);
+    norm(s, ws.x, w.vec(LayerVector::FfnNorm), w.vec(LayerVector::FfnNormBias), ws.xn, n);
+  }
+  spans_.add(start, be.record(), &times_.attention, 1, &be);
+  start = be.record();
+  s.ffn.run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], s.counters + l, times_,
+            spans_, observer_);
+  if (parallel) be.add(ws.proj, ws.attn_out, count);
+  be.add(ws.x, ws.proj, count);
+  spans_.add(start, be.record(), &times_.ffn, 1, &be);
+}
+
+void Session::attention_block(Side& s, int64_t l, int64_t n, float* out) {
+  const ResidentLayer& w = s.weights.layer(l);
+  const HeadShape heads{c_.n_head, c_.n_head_kv, c_.head_dim};
+  const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
+  Backend& be = s.backend;
+  Workspace& ws = s.ws;
+  be.prepare(s.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
+  const RowsJob qkv[3] = {
+      {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
+  be.matmul(qkv, s.in);
+  for (auto [bias, y, dim] : {std::tuple{LayerVector::AttnQBias, ws.q, q_dim},
+                              {LayerVector::AttnKBias, ws.k, kv_dim},
+                              {LayerVector::AttnVBias, ws.v, kv_dim}})
+    if (const float* b = w.vec(bias)) be.add_bias(y, b, n, dim);
+  const KvLayer kv = s.kv.layer(kv_index_[static_cast<size_t>(l)]);
+  const TokenPlaces places{pos_.data(), base_.data()};
+  const RopeStyle style =
+      c_.arch->positions == PositionKind::RopeNeox ? RopeStyle::Neox : RopeStyle::Adjacent;
+  be.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, rope_half(), style}, kv,
+                    places);
+  be.attention(ws.q, n, heads, kv, places, n_ctx_, ws.scores, ws.attn);
+  be.prepare(s.in, ws.attn, q_dim, n, {w.attn_output.type});
+  const RowsJob o{&w.attn_output, out, c_.n_embd};
+  be.matmul(std::span(&o, 1), s.in);
+  if (const float* b = w.vec(LayerVector::AttnOutputBias)) be.add_bias(out, b, n, c_.n_embd);
+}
+
+}  // namespace strata

@@ -1,0 +1,139 @@
+"""Reference forward passes in PyTorch (float64) of the architectures beside LLaMA, written from
+their published model definitions (Hugging Face's modeling_falcon.py and modeling_opt.py), not
+from strata's code, over GGUF files with llama.cpp's and PowerInfer's tensor names.
+
+Falcon: LayerNorm with biases; rotary embedding on halves (rotate_half, GPT-NeoX style) over
+the whole head; one fused query/key/value matrix, in the GGUF layout llama.cpp's converter
+writes (all query heads, then the key heads, then the value heads); multi-query or grouped
+attention; attention and MLP in parallel on the layer's input, out = x + (mlp + attn), the MLP
+on ln_mlp (attn_norm_2) where the file has it, else on the attention's ln_attn; no biases in
+the projections. Its GELU: HF's model uses the exact erf form; GGUF falcon files are run by
+llama.cpp with the tanh approximation, which strata follows, so the reference takes the tanh
+form too (gelu="erf" gives HF's).
+
+OPT: learned positions (row p + 2 of the table, HF's OPTLearnedPositionalEmbedding offset), pre-
+norm LayerNorm with biases (do_layer_norm_before), every projection with a bias, ReLU MLP with
+biases, the output head tied to the embedding unless output.weight exists, final LayerNorm.
+The down projection comes from ffn_down, or from PowerInfer's ffn_down_t (its bias under
+either name)."""
+import numpy as np
+import torch
+
+from gguf_py import GGUFReader
+
+
+class _Base:
+    def __init__(self, path):
+        self.g = GGUFReader(path)
+        kv = self.g.kv
+        arch = kv["general.architecture"]
+        self.n_embd = kv[f"{arch}.embedding_length"]
+        self.n_layer = kv[f"{arch}.block_count"]
+        self.n_head = kv[f"{arch}.attention.head_count"]
+        self.n_head_kv = kv.get(f"{arch}.attention.head_count_kv", self.n_head)
+        self.head_dim = self.n_embd // self.n_head
+        self.eps = float(kv.get(f"{arch}.attention.layer_norm_epsilon", 1e-5))
+        self.base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
+        self.ffn = kv.get("strata.ffn_activation")
+
+    def has(self, name):
+        return name in self.g.tensors
+
+    def weight(self, name):
+        return torch.from_numpy(self.g.tensor(name).astype(np.float64))
+
+    def linear(self, x, name, bias=None):
+        y = x @ self.weight(name).T
+        return y + self.weight(bias) if bias is not None and self.has(bias) else y
+
+    def layer_norm(self, x, name):
+        mean = x.mean(-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(-1, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + self.eps) * self.weight(name + ".weight")
+        return y + self.weight(name + ".bias") if self.has(name + ".bias") else y
+
+    def attend(self, q, k, v):
+        """q [T, H, d], k/v [T, Hkv, d]: causal softmax attention, [T, H * d]."""
+        T = q.shape[0]
+        group = self.n_head // self.n_head_kv
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+        mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+        scores = torch.einsum("thd,shd->hts", q, k) / np.sqrt(self.head_dim) + mask
+        att = torch.softmax(scores, dim=-1)
+        return torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * self.head_dim)
+
+    def head(self, x):
+        name = "output.weight" if self.has("output.weight") else "token_embd.weight"
+        return x @ self.weight(name).T
+
+
+class FalconReference(_Base):
+    def __init__(self, path, gelu="tanh"):
+        super().__init__(path)
+        self.gelu = gelu
+        self.ffn = self.ffn or "gelu"
+
+    def rotate(self, x, positions):
+        """HF's apply_rotary_pos_emb with rotate_half: element i pairs with i + d/2."""
+        d = self.head_dim
+        inv_freq = 1.0 / (self.base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+        ang = positions[:, None].to(torch.float64) * inv_freq[None, :]
+        emb = torch.cat([ang, ang], dim=-1)
+        cos, sin = torch.cos(emb)[:, None, :], torch.sin(emb)[:, None, :]
+        half = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
+        return x * cos + half * sin
+
+    def mlp(self, h, p):
+        up = self.linear(h, p + "ffn_up.weight")
+        if self.ffn == "relu":
+            a = torch.relu(up)
+        else:
+            a = torch.nn.functional.gelu(up, approximate=self.gelu if self.gelu == "tanh" else "none")
+        if self.has(p + "ffn_down.weight"):
+            return self.linear(a, p + "ffn_down.weight")
+        return a @ self.weight(p + "ffn_down_t.weight")
+
+    def forward(self, tokens):
+        T = len(tokens)
+        x = self.weight("token_embd.weight")[torch.tensor(tokens)]
+        pos = torch.arange(T)
+        d, H, Hkv = self.head_dim, self.n_head, self.n_head_kv
+        for l in range(self.n_layer):
+            p = f"blk.{l}."
+            ln_attn = self.layer_norm(x, p + "attn_norm")
+            ln_mlp = self.layer_norm(x, p + "attn_norm_2") if self.has(p + "attn_norm_2.weight") else ln_attn
+            qkv = self.linear(ln_attn, p + "attn_qkv.weight")
+            q = qkv[:, : H * d].view(T, H, d)
+            k = qkv[:, H * d: (H + Hkv) * d].view(T, Hkv, d)
+            v = qkv[:, (H + Hkv) * d:].view(T, Hkv, d)
+            q, k = self.rotate(q, pos), self.rotate(k, pos)
+            attn = self.linear(self.attend(q, k, v), p + "attn_output.weight")
+            x = x + (self.mlp(ln_mlp, p) + attn)
+        return self.head(self.layer_norm(x, "output_norm"))
+
+
+class OptReference(_Base):
+    POSITION_OFFSET = 2
+
+    def forward(self, tokens):
+        T = len(tokens)
+        x = self.weight("token_embd.weight")[torch.tensor(tokens)]
+        x = x + self.weight("position_embd.weight")[torch.arange(T) + self.POSITION_OFFSET]
+        d, H = self.head_dim, self.n_head
+        for l in range(self.n_layer):
+            p = f"blk.{l}."
+            h = self.layer_norm(x, p + "attn_norm")
+            q = self.linear(h, p + "attn_q.weight", p + "attn_q.bias").view(T, H, d)
+            k = self.linear(h, p + "attn_k.weight", p + "attn_k.bias").view(T, self.n_head_kv, d)
+            v = self.linear(h, p + "attn_v.weight", p + "attn_v.bias").view(T, self.n_head_kv, d)
+            x = x + self.linear(self.attend(q, k, v), p + "attn_output.weight", p + "attn_output.bias")
+            h = self.layer_norm(x, p + "ffn_norm")
+            a = torch.relu(self.linear(h, p + "ffn_up.weight", p + "ffn_up.bias"))
+            if self.has(p + "ffn_down.weight"):
+                down = self.linear(a, p + "ffn_down.weight")
+            else:
+                down = a @ self.weight(p + "ffn_down_t.weight")
+            bias = p + "ffn_down.bias" if self.has(p + "ffn_down.bias") else p + "ffn_down_t.bias"
+            x = x + down + self.weight(bias)
+        return self.head(self.layer_norm(x, "output_norm"))

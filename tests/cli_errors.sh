@@ -38,6 +38,14 @@ expect_error "bogus" "$strata" run -m "$model" --bogus
 expect_error "threads" "$strata" run -m "$model" -p hi -t 0
 expect_error "not one of" "$strata" synth --type q5_0 -o "$work/x.gguf"
 expect_error "needs rows of whole 256-value blocks" "$strata" synth --type q4_k -o "$work/x.gguf"
+expect_error "--arch 'gptj' is not one of" "$strata" synth --arch gptj -o "$work/x.gguf"
+expect_error "falcon has no gate" "$strata" synth --arch falcon --ffn reglu -o "$work/x.gguf"
+expect_error "llama-architecture models only" "$strata" synth --arch opt --sparsity 0.1 -o "$work/x.gguf"
+"$strata" synth --arch falcon --kv-heads 1 -o "$work/falcon.gguf" >/dev/null
+expect_error "is gelu" "$strata" logits -m "$work/falcon.gguf" --tokens 1,2 --ffn gate-first
+"$strata" synth --arch opt --ctx 32 -o "$work/opt.gguf" >/dev/null
+expect_error "more than the 32 positions" "$strata" logits -m "$work/opt.gguf" \
+  --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33
 # strata quantize: an unknown mixture, an input that is already quantized, a missing input.
 expect_error "unknown quantization type 'Q4_K_X'" "$strata" quantize "$model" "$work/q.gguf" Q4_K_X
 "$strata" quantize "$model" "$work/q4km.gguf" Q4_K_M -t 2 >/dev/null
@@ -74,7 +82,7 @@ expect_error "ReLU-family" "$strata" logits -m "$work/swiglu.gguf" --tokens 1,2 
 expect_error "needs --ffn predict" "$strata" run -m "$model" -p "x" -n 1 --check-predictor
 expect_error "not in" "$strata" run -m "$model" -p "x" -n 1 --ffn sparse
 expect_error "cannot open" "$strata" profile -m "$model" -f "$work/missing.txt" -o "$work/p.gguf"
-expect_error "SwiGLU" "$strata" train-predictors -m "$work/swiglu.gguf" -f "$work/short.txt" -o "$work/p.gguf"
+expect_error "swiglu FFN" "$strata" train-predictors -m "$work/swiglu.gguf" -f "$work/short.txt" -o "$work/p.gguf"
 expect_error "too few tokens" "$strata" train-predictors -m "$model" -f "$work/short.txt" -o "$work/p.gguf" -n 64
 expect_error "must increase" "$strata" train-predictors -m "$model" -f "$work/short.txt" -o "$work/p.gguf" --ranks 64,32
 expect_error "sparsity needs a ReLU-family" "$strata" synth --preset tiny --sparsity 0.1 -o "$work/x.gguf"

@@ -188,14 +188,12 @@ TEST_P(BackendOps, LayerNormBiasesAndNeoxRopeEqualTheReference) {
     const RopeTable neox{dcs.get(), dsn.get(), half, RopeStyle::Neox};
     be->rope_and_store(dq.get(), dk.get(), dv.get(), n, s, neox,
                        {dkc.get(), dvc.get(), DType::F32, DType::F32, s.kv_dim()}, places.view());
-    reference::rope_and_store(q_ref.data(), k_ref.data(), v.data(), n, s,
-                              {cs.data(), sn.data(), half, RopeStyle::Neox},
-                              {kc_ref.data(), vc_ref.data(), DType::F32, DType::F32, s.kv_dim()},
-                              places.view());
+    reference::rope_and_store(
+        q_ref.data(), k_ref.data(), v.data(), n, s, {cs.data(), sn.data(), half, RopeStyle::Neox},
+        {kc_ref.data(), vc_ref.data(), DType::F32, DType::F32, s.kv_dim()}, places.view());
     const std::vector<float> qd = dq.read(), kd = dkc.read();
     for (size_t i = 0; i < qd.size(); ++i) ASSERT_NEAR(qd[i], q_ref[i], 1e-5) << name << " neox q";
-    for (size_t i = 0; i < kd.size(); ++i)
-      ASSERT_NEAR(kd[i], kc_ref[i], 1e-5) << name << " neox k";
+    for (size_t i = 0; i < kd.size(); ++i) ASSERT_NEAR(kd[i], kc_ref[i], 1e-5) << name << " neox k";
     // The last values of each head were not rotated, and NeoX is not the adjacent rotation.
     for (int64_t b = 0; b < n; ++b)
       for (int64_t h = 0; h < s.n_head; ++h)
@@ -204,9 +202,9 @@ TEST_P(BackendOps, LayerNormBiasesAndNeoxRopeEqualTheReference) {
           ASSERT_EQ(qd[at], q[at]) << name;
         }
     std::vector<float> q_adj = q, k_adj = k;
-    reference::rope_and_store(q_adj.data(), k_adj.data(), v.data(), n, s,
-                              {cs.data(), sn.data(), half}, {kc.data(), vc.data(), DType::F32,
-                              DType::F32, s.kv_dim()}, places.view());
+    reference::rope_and_store(
+        q_adj.data(), k_adj.data(), v.data(), n, s, {cs.data(), sn.data(), half},
+        {kc.data(), vc.data(), DType::F32, DType::F32, s.kv_dim()}, places.view());
     ASSERT_NE(q_adj, q_ref);
   }
 }
@@ -216,9 +214,8 @@ TEST_P(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
   const std::vector<float> gate = random_rows(n, ff, 51), up = random_rows(n, ff, 52);
   for (auto& [name, be] : backends) {
     const OnDevice<float> dgate(*be, gate), dup(*be, up);
-    for (FfnActivation act :
-         {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU,
-          FfnActivation::GELU}) {
+    for (FfnActivation act : {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,
+                              FfnActivation::ReLU, FfnActivation::GELU}) {
       const OnDevice<float> dh(*be, gate.size(), 0.0f);
       std::vector<float> ref(gate.size());
       be->activation(act, dgate.get(), dup.get(), dh.get(), n * ff);

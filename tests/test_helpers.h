@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "offline/bundle.h"
@@ -38,6 +39,24 @@ inline std::string tiny_model(DType type, FfnActivation ffn, bool tied = false) 
   s.shape.ffn = ffn;
   s.tied_output = tied;
   s.seed = 3;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+// A tiny dense model of another architecture (falcon, opt), with its own FFN (gelu for
+// Falcon, relu for OPT, unless `ffn` says otherwise) and n_head_kv KV heads.
+inline std::string tiny_arch_model(const std::string& arch, int64_t n_head_kv = 2,
+                                   std::optional<FfnActivation> ffn = std::nullopt) {
+  const Architecture* a = find_architecture(arch);
+  const FfnActivation variant = ffn.value_or(a->ffn);
+  const std::string path = temp_file("tiny_" + arch + "_" + ffn_activation_name(variant) + "_" +
+                                     std::to_string(n_head_kv) + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.shape.architecture = arch;
+  s.shape.arch = a;
+  s.shape.ffn = variant;
+  s.shape.n_head_kv = n_head_kv;
+  s.seed = 5;
   write_synthetic_model(s, path);
   return path;
 }

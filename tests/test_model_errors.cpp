@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/model.h"
+#include "runtime/session.h"
 #include "test_helpers.h"
 
 namespace strata {
@@ -26,8 +27,9 @@ struct Edit {
   float f32_value = 0;
 };
 
-std::string edited_model(const std::string& name, const Edit& e) {
-  const auto src = GgufFile::open(strata::testing::tiny_model(DType::F32, FfnActivation::SwiGLU));
+std::string edited_model(const std::string& name, const Edit& e, const std::string& from = "") {
+  const auto src = GgufFile::open(
+      from.empty() ? strata::testing::tiny_model(DType::F32, FfnActivation::SwiGLU) : from);
   const std::string path = temp_file(name);
   GgufWriter w(path);
   for (const auto& [k, v] : src->metadata()) w.set(k, v);
@@ -66,6 +68,45 @@ void expect_load_error(const std::string& path, const std::string& needle) {
 TEST(ModelErrors, UnknownArchitecture) {
   expect_load_error(edited_model("arch.gguf", {"general.architecture", "gpt-j"}),
                     "architecture 'gpt-j'");
+}
+
+// The architectures' own tensors and rules (model/arch/): each missing or inconsistent piece
+// is named in one line.
+TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
+  using strata::testing::tiny_arch_model;
+  const std::string falcon = tiny_arch_model("falcon", 2), opt = tiny_arch_model("opt");
+  struct Dropped {
+    const std::string* from;
+    const char* tensor;
+    const char* error;
+  };
+  for (const Dropped& d : {
+           Dropped{&falcon, "blk.1.attn_qkv.weight", "lacks the tensor 'blk.1.attn_qkv.weight'"},
+           Dropped{&falcon, "blk.0.attn_norm_2.weight", "attn_norm_2.bias without its weight"},
+           Dropped{&opt, "position_embd.weight", "lacks the tensor 'position_embd.weight'"},
+           Dropped{&opt, "blk.0.ffn_up.bias", "lacks the tensor 'blk.0.ffn_up.bias'"},
+           Dropped{&opt, "blk.1.ffn_down.bias", "'blk.1.ffn_down.bias'"},
+       }) {
+    Edit e;
+    e.drop_tensor = d.tensor;
+    expect_load_error(edited_model(std::string("dropped_") + d.tensor + ".gguf", e, *d.from),
+                      d.error);
+  }
+  Edit gated;
+  gated.set_key = kFfnActivationKey;
+  gated.set_value = "reglu";
+  expect_load_error(edited_model("falcon_gated.gguf", gated, falcon), "falcon has no gate");
+  // OPT's positions are learned: a context past the table is refused, not read past its end.
+  const auto m = Model::load(opt, false);
+  ThreadPool pool(1);
+  const int64_t learned = m->weights.position_embd.rows - 2;
+  EXPECT_NO_THROW(Session(*m, learned, pool));
+  try {
+    Session s(*m, learned + 1, pool);
+    FAIL() << "a context past the learned positions was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("positions"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ModelErrors, UnknownFfnVariant) {

@@ -88,6 +88,12 @@ TEST(QuantRecipe, OtherMixtures) {
   EXPECT_EQ(t(QuantRecipe::Q4_K_S, TensorRole::FfnDown, 4), DType::Q4_K);
   EXPECT_EQ(t(QuantRecipe::Q5_K_S, TensorRole::FfnDown, 0), DType::Q5_K);
   EXPECT_EQ(t(QuantRecipe::Q6_K, TensorRole::AttnQ, 0), DType::Q6_K);
+  // A fused q/k/v (Falcon) gets llama.cpp's extra bits in the _M mixtures.
+  EXPECT_EQ(classify_tensor("blk.3.attn_qkv.weight", 2).role, TensorRole::AttnQkv);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnQkv, 5), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q5_K_M, TensorRole::AttnQkv, 5), DType::Q6_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::AttnQkv, 5), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_S, TensorRole::AttnQkv, 5), DType::Q4_K);
   // Q4_0 and Q8_0 files: llama-quantize writes a Q4_0 file's head as Q6_K, Q8_0's as Q8_0.
   EXPECT_EQ(t(QuantRecipe::Q4_0, TensorRole::Output, -1), DType::Q6_K);
   EXPECT_EQ(t(QuantRecipe::Q8_0, TensorRole::Output, -1), DType::Q8_0);

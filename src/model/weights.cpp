@@ -76,7 +76,6 @@ std::vector<float> predictor_thresholds(const GgufFile& f, int64_t n_layer) {
   return t;
 }
 
-
 // A matrix role's shape [cols, rows] in GGUF order.
 std::pair<int64_t, int64_t> matrix_shape(LayerMatrix role, const ModelConfig& c) {
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
@@ -193,7 +192,8 @@ uint64_t ModelWeights::bytes_read_per_token() const {
   uint64_t total = output.bytes() + token_embd.row_bytes + position_embd.row_bytes;
   for (const auto& l : layers) {
     for (const LayerMatrixSlot& m : kLayerMatrixSlots)  // one down projection, not both
-      if (m.role != LayerMatrix::FfnDownT || l.ffn_down.data == nullptr) total += (l.*m.member).bytes();
+      if (m.role != LayerMatrix::FfnDownT || l.ffn_down.data == nullptr)
+        total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
   }
   return total;

@@ -62,10 +62,10 @@ inline constexpr LayerMatrixSlot kLayerMatrixSlots[] = {
 // dense blocks, the FFN's up bias too (n_ff floats, indexed by neuron id): none travels with
 // neuron rows.
 inline const char* layer_vector_name(LayerVector v) {
-  constexpr const char* kNames[] = {
-      "attn_norm", "attn_norm.bias", "attn_norm_2",      "attn_norm_2.bias", "ffn_norm",
-      "ffn_norm.bias", "attn_q.bias", "attn_k.bias",     "attn_v.bias",      "attn_output.bias",
-      "ffn_up.bias", "ffn_down.bias"};
+  constexpr const char* kNames[] = {"attn_norm",        "attn_norm.bias", "attn_norm_2",
+                                    "attn_norm_2.bias", "ffn_norm",       "ffn_norm.bias",
+                                    "attn_q.bias",      "attn_k.bias",    "attn_v.bias",
+                                    "attn_output.bias", "ffn_up.bias",    "ffn_down.bias"};
   static_assert(std::size(kNames) == kLayerVectors);
   return kNames[static_cast<int>(v)];
 }
@@ -81,7 +81,7 @@ struct LayerWeights : LayerMatrices {
 };
 
 struct ModelWeights {
-  MatrixView token_embd;  // n_vocab rows of n_embd
+  MatrixView token_embd;     // n_vocab rows of n_embd
   MatrixView position_embd;  // learned positions (OPT): rows of n_embd; empty otherwise
   std::vector<float> output_norm, output_norm_bias;  // the bias empty unless the norm has one
   MatrixView output;  // the embedding when the file has no output.weight (tied)

@@ -70,6 +70,11 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
         return DType::Q6_K;
       if (r == QuantRecipe::Q4_K_S && i < 4) return DType::Q5_K;
       return base;
+    case TensorRole::AttnQkv:  // llama.cpp's rule for a fused q/k/v
+      if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
+      if (r == QuantRecipe::Q4_K_M) return DType::Q5_K;
+      if (r == QuantRecipe::Q5_K_M) return DType::Q6_K;
+      return base;
     case TensorRole::AttnOutput:
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
@@ -162,9 +167,10 @@ TensorName classify_tensor(const std::string& name, size_t n_dims) {
       {"token_embd.weight", TensorRole::Embedding}, {"output.weight", TensorRole::Output},
       {"attn_q.weight", TensorRole::AttnQ},         {"attn_k.weight", TensorRole::AttnK},
       {"attn_v.weight", TensorRole::AttnV},         {"attn_output.weight", TensorRole::AttnOutput},
-      {"ffn_gate.weight", TensorRole::FfnGate},     {"ffn_up.weight", TensorRole::FfnUp},
-      {"ffn_down.weight", TensorRole::FfnDown},     {"ffn_down_t.weight", TensorRole::FfnDown},
-      {"fc1.weight", TensorRole::Predictor},        {"fc2.weight", TensorRole::Predictor},
+      {"attn_qkv.weight", TensorRole::AttnQkv},     {"ffn_gate.weight", TensorRole::FfnGate},
+      {"ffn_up.weight", TensorRole::FfnUp},         {"ffn_down.weight", TensorRole::FfnDown},
+      {"ffn_down_t.weight", TensorRole::FfnDown},   {"fc1.weight", TensorRole::Predictor},
+      {"fc2.weight", TensorRole::Predictor},
   };
   for (const auto& s : kSuffixes)
     if (rest == s.name) t.role = s.role;

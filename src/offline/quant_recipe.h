@@ -50,6 +50,7 @@ enum class TensorRole {
   AttnQ,
   AttnK,
   AttnV,
+  AttnQkv,  // a fused q/k/v (Falcon)
   AttnOutput,
   FfnGate,
   FfnUp,

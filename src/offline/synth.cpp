@@ -88,18 +88,20 @@ Fill small_values(Random& rng, int64_t n) {
 // One layer of a dense random model of any architecture, from its tensor list: the first name
 // of every role it has (a second input norm where the shape has KV groups, as Falcon-40B),
 // ffn_down rather than ffn_down_t, no gate for a plain FFN.
-void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a,
-                            const ModelConfig& c, DType type, const std::string& p, Random& rng) {
+void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
+                            DType type, const std::string& p, Random& rng) {
   const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
   for (const VectorName& v : a.vectors) {
     if (a.gguf_name(v.role) != v.gguf) continue;  // a second name of a role
-    const bool second_norm = v.role == LayerVector::AttnNorm2 || v.role == LayerVector::AttnNorm2Bias;
+    const bool second_norm =
+        v.role == LayerVector::AttnNorm2 || v.role == LayerVector::AttnNorm2Bias;
     if (second_norm ? c.n_head_kv == 1 : v.presence == Presence::Optional) continue;
     const bool is_bias = std::string_view(v.gguf).ends_with(".bias");
-    const int64_t n = v.role == LayerVector::AttnQBias                                  ? q_dim
-                      : v.role == LayerVector::AttnKBias || v.role == LayerVector::AttnVBias ? kv_dim
-                      : v.role == LayerVector::FfnUpBias                                     ? c.n_ff
-                                                                                             : c.n_embd;
+    const int64_t n = v.role == LayerVector::AttnQBias ? q_dim
+                      : v.role == LayerVector::AttnKBias || v.role == LayerVector::AttnVBias
+                          ? kv_dim
+                      : v.role == LayerVector::FfnUpBias ? c.n_ff
+                                                         : c.n_embd;
     plan.push_back({p + v.gguf, DType::F32, n, 0, is_bias ? small_values(rng, n) : Fill{}});
   }
   for (const MatrixName& m : a.matrices) {
@@ -107,12 +109,25 @@ void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a,
     if (m.role == LayerMatrix::FfnGate && !ffn_has_gate(c.ffn)) continue;
     int64_t cols = c.n_embd, rows = 0;
     switch (m.role) {
-      case LayerMatrix::AttnQ: rows = q_dim; break;
-      case LayerMatrix::AttnK: case LayerMatrix::AttnV: rows = kv_dim; break;
-      case LayerMatrix::AttnQkv: rows = q_dim + 2 * kv_dim; break;
-      case LayerMatrix::AttnOutput: cols = q_dim, rows = c.n_embd; break;
-      case LayerMatrix::FfnDown: cols = c.n_ff, rows = c.n_embd; break;
-      default: rows = c.n_ff; break;  // gate, up
+      case LayerMatrix::AttnQ:
+        rows = q_dim;
+        break;
+      case LayerMatrix::AttnK:
+      case LayerMatrix::AttnV:
+        rows = kv_dim;
+        break;
+      case LayerMatrix::AttnQkv:
+        rows = q_dim + 2 * kv_dim;
+        break;
+      case LayerMatrix::AttnOutput:
+        cols = q_dim, rows = c.n_embd;
+        break;
+      case LayerMatrix::FfnDown:
+        cols = c.n_ff, rows = c.n_embd;
+        break;
+      default:
+        rows = c.n_ff;
+        break;  // gate, up
     }
     plan.push_back({p + m.gguf, type, cols, rows, {}});
   }
@@ -199,8 +214,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     plan.push_back({"output_norm.bias", DType::F32, c.n_embd, 0, small_values(rng, c.n_embd)});
   if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
   if (arch->positions == PositionKind::Learned)
-    plan.push_back({"position_embd.weight", s.type, c.n_embd,
-                    c.n_ctx_train + arch->position_offset, {}});
+    plan.push_back(
+        {"position_embd.weight", s.type, c.n_embd, c.n_ctx_train + arch->position_offset, {}});
   for (int64_t l = 0; !llama && l < c.n_layer; ++l)
     add_architecture_layer(plan, *arch, c, s.type, fmt::format("blk.{}.", l), rng);
   for (int64_t l = 0; llama && l < c.n_layer; ++l) {

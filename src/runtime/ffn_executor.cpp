@@ -200,8 +200,8 @@ void FfnExecutor::host_segment(int64_t l, FfnSegment& s, int64_t n, float* out) 
   Backend& cpu = *host_.backend;
   Workspace& w = *host_.ws;
   const uint8_t* need = s.need;
-  const std::vector<float>& bias = model_.weights.layers[static_cast<size_t>(l)].vec(
-      LayerVector::FfnUpBias);  // the host's copy
+  const std::vector<float>& bias =
+      model_.weights.layers[static_cast<size_t>(l)].vec(LayerVector::FfnUpBias);  // the host's copy
   const float* up_bias = bias.empty() ? nullptr : bias.data();
   if (s.partial) {
     split_segment(cpu, w, *host_.in, s, n, up_bias);

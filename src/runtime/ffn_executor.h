@@ -1,9 +1,9 @@
 // One layer's FFN for a batch, in each mode, as ops on a backend: neuron selection (dense,
 // predictor, gate-first) apart from where the neurons are held (the FfnStore's segments).
 // Reads its normalized input ws.xn (the layer block normalizes, as the architecture says) and,
-// for the predictor, the residual ws.x; writes the FFN's output (with its down bias) to ws.proj. Each token uses only its own
-// neurons: entries a token did not select count as zero, so a batch gives the result of its
-// tokens one at a time.
+// for the predictor, the residual ws.x; writes the FFN's output (with its down bias) to ws.proj.
+// Each token uses only its own neurons: entries a token did not select count as zero, so a batch
+// gives the result of its tokens one at a time.
 #pragma once
 
 #include "backends/backend.h"

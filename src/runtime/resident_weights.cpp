@@ -32,7 +32,8 @@ template <typename Each>
 void each_matrix(ResidentLayer& r, Each&& each) {
   for (const LayerMatrixSlot& m : kLayerMatrixSlots)
     if ((r.*m.member).data != nullptr) each(r.*m.member, m.name);
-  for (auto [m, name] : {std::pair{&r.predictor.fc1, "predictor fc1"}, {&r.predictor.fc2, "predictor fc2"}})
+  for (auto [m, name] :
+       {std::pair{&r.predictor.fc1, "predictor fc1"}, {&r.predictor.fc2, "predictor fc2"}})
     if (m->data != nullptr) each(*m, name);
 }
 
@@ -82,8 +83,8 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
     output_ = output_here ? w.output : upload(w.output, "output");
     output_norm_ = output_here ? w.output_norm.data() : upload(w.output_norm, "output_norm");
     if (!w.output_norm_bias.empty())
-      output_norm_bias_ = output_here ? w.output_norm_bias.data()
-                                      : upload(w.output_norm_bias, "output_norm.bias");
+      output_norm_bias_ =
+          output_here ? w.output_norm_bias.data() : upload(w.output_norm_bias, "output_norm.bias");
   } catch (...) {
     release_all();  // what did fit
     throw;

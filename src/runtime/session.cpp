@@ -69,9 +69,8 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   n_past_.assign(static_cast<size_t>(options_.n_seq), 0);
   const MatrixView& positions = model.weights.position_embd;
   if (positions.data != nullptr && n_ctx > positions.rows - c_.arch->position_offset)
-    fail("a context of {} tokens is more than the {} positions '{}' has learned; use -c {}", n_ctx,
-         positions.rows - c_.arch->position_offset, model.file->path(),
-         positions.rows - c_.arch->position_offset);
+    fail("a context of {} tokens is more than the {} positions '{}' has learned", n_ctx,
+         positions.rows - c_.arch->position_offset, model.file->path());
   if (c_.n_head / c_.n_head_kv > kMaxHeadsPerGroup)
     fail("{} query heads per key/value head: at most {} are supported", c_.n_head / c_.n_head_kv,
          kMaxHeadsPerGroup);

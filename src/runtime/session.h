@@ -1,9 +1,10 @@
 // One sequence's inference state and the forward pass as a loop over layers, each wired as
 // its architecture says (layer_block.cpp, model/arch/): attention (the norm, q/k/v products
-// and biases, RoPE and the KV append, grouped-query attention, the output product) and the FFN (ffn_executor.h: the mode's neuron selection,
-// gate/up/down from the FFN store), every op on one backend (backends/backend.h). Where the
-// FFN's neurons live (RAM matrices, the flash tier's caches) is the store's business, what
-// goes where the placement plan's (placement/plan.h, applied by runtime/planned_session.h).
+// and biases, RoPE and the KV append, grouped-query attention, the output product) and the FFN
+// (ffn_executor.h: the mode's neuron selection, gate/up/down from the FFN store), every op on one
+// backend (backends/backend.h). Where the FFN's neurons live (RAM matrices, the flash tier's
+// caches) is the store's business, what goes where the placement plan's (placement/plan.h, applied
+// by runtime/planned_session.h).
 #pragma once
 
 #include <cstdint>

@@ -31,7 +31,7 @@ class Workspace {
   // [batch][width] each; null where the mode does not use them.
   float *x = nullptr, *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr;
   float *proj = nullptr, *gate = nullptr, *up = nullptr;
-  float* attn_out = nullptr;  // a parallel residual's attention output
+  float* attn_out = nullptr;                       // a parallel residual's attention output
   float* scores = nullptr;                         // [batch][n_head][n_ctx]
   float *rope_cos = nullptr, *rope_sin = nullptr;  // [batch][n_rot / 2]
   // Sparse FFN: compact values [batch][ids] (stride n_ff), per-token selection [batch][n_ff].

@@ -283,9 +283,8 @@ class CudaBackend final : public Backend {
                         static_cast<int>(s.n_head), static_cast<int>(s.n_head_kv),
                         static_cast<int>(s.head_dim), rope.cos + t0 * rope.half,
                         rope.sin + t0 * rope.half, static_cast<int>(rope.half),
-                        rope.style == RopeStyle::Neox, kv.k, kv.v,
-                        kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
-                        places(at, t0, m), stream_);
+                        rope.style == RopeStyle::Neox, kv.k, kv.v, kv.k_type == DType::F16,
+                        kv.v_type == DType::F16, kv.kv_dim, places(at, t0, m), stream_);
     }
   }
 

@@ -106,8 +106,8 @@ __device__ inline float load_value(const void* cache, bool f16, int64_t at) {
 // and value at its cache row.
 __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head, int n_head_kv,
                                   int head_dim, const float* cos, const float* sin, int half,
-                                  bool neox, void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
-                                  Places at) {
+                                  bool neox, void* k_cache, void* v_cache, bool k16, bool v16,
+                                  int64_t kv_dim, Places at) {
   const int b = blockIdx.x;
   const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
   const int64_t k_dim =

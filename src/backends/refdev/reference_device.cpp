@@ -188,8 +188,8 @@ void ReferenceDevice::rms_norm(const float* x, const float* weight, float* out, 
   enqueue([=, this] { cpu_.rms_norm(x, weight, out, n, dim, eps); });
 }
 
-void ReferenceDevice::layer_norm(const float* x, const float* weight, const float* bias,
-                                 float* out, int64_t n, int64_t dim, float eps) {
+void ReferenceDevice::layer_norm(const float* x, const float* weight, const float* bias, float* out,
+                                 int64_t n, int64_t dim, float eps) {
   const uint64_t bytes = static_cast<uint64_t>(n * dim) * 4;
   check(x, bytes, "layer_norm");
   check(weight, static_cast<uint64_t>(dim) * 4, "layer_norm");

@@ -165,6 +165,7 @@ TensorName classify_tensor(const std::string& name, size_t n_dims) {
   };
   static const Suffix kSuffixes[] = {
       {"token_embd.weight", TensorRole::Embedding}, {"output.weight", TensorRole::Output},
+      {"position_embd.weight", TensorRole::Embedding},
       {"attn_q.weight", TensorRole::AttnQ},         {"attn_k.weight", TensorRole::AttnK},
       {"attn_v.weight", TensorRole::AttnV},         {"attn_output.weight", TensorRole::AttnOutput},
       {"attn_qkv.weight", TensorRole::AttnQkv},     {"ffn_gate.weight", TensorRole::FfnGate},

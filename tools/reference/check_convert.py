@@ -18,6 +18,8 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "train_tiny"))
 import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
+sys.path.insert(0, HERE)
+import hf_falcon_opt as hf  # noqa: E402  (Falcon and OPT checkpoints and their forward passes)
 
 TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
 
@@ -118,6 +120,46 @@ def main():
         ok &= good
         print(f"{'ok  ' if good else 'FAIL'} {act} {shards} shard(s) {dtype} -> {out_type}: "
               f"rel err {err:.2e} (tol {tol:.0e})")
+
+    # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU) and OPT checkpoints.
+    others = [("falcon multi_query", hf.falcon_config(False, kv_heads=1), hf.falcon_state,
+               hf.falcon_forward),
+              ("falcon new_decoder", hf.falcon_config(True, kv_heads=2), hf.falcon_state,
+               hf.falcon_forward),
+              ("relufalcon new_decoder", hf.falcon_config(True, kv_heads=2, act="relu"),
+               hf.falcon_state, hf.falcon_forward),
+              ("opt", hf.opt_config(), hf.opt_state, hf.opt_forward)]
+    for i, (label, cfg, make_state, forward) in enumerate(others):
+        src = os.path.join(work, f"hf-other-{i}")
+        os.makedirs(src)
+        state = {k: v.astype(np.float32) for k, v in make_state(cfg, 20 + i).items()}
+        train.write_safetensors(os.path.join(src, "model.safetensors"), state)
+        with open(os.path.join(src, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        shutil.copy(tokenizer, os.path.join(src, "tokenizer.model"))
+        gguf = os.path.join(work, f"converted-other-{i}.gguf")
+        subprocess.run([strata, "convert", src, "-o", gguf, "--type", "f32"], check=True,
+                       capture_output=True)
+        ref = forward({k: v.astype(np.float64) for k, v in state.items()}, cfg, TOKENS)
+        err = ((strata_logits(strata, gguf) - ref).abs().max() / ref.abs().max()).item()
+        good = err <= 1e-4
+        ok &= good
+        print(f"{'ok  ' if good else 'FAIL'} {label} -> f32: rel err {err:.2e} (tol 1e-04)")
+    # What these converters refuse: each one line, nothing written.
+    for i, key, value, needle in [(0, "alibi", True, "ALiBi"),
+                                  (0, "activation", "silu", "activation 'silu'"),
+                                  (3, "do_layer_norm_before", False, "post-norm"),
+                                  (3, "word_embed_proj_dim", 32, "word_embed_proj_dim")]:
+        src = os.path.join(work, f"hf-other-{i}")
+        bad_dir = os.path.join(work, "bad-other")
+        shutil.rmtree(bad_dir, ignore_errors=True)
+        shutil.copytree(src, bad_dir)
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        cfg[key] = value
+        with open(os.path.join(bad_dir, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        ok &= expect_failure(strata, bad_dir, os.path.join(work, "bad-other.gguf"), needle)
 
     # Straight to a llama-quantize mixture: `convert --type q4_k_m` of a 256-wide checkpoint must
     # give exactly the logits of `convert --type f32` followed by `quantize ... Q4_K_M` (the same

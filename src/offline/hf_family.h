@@ -1,0 +1,88 @@
+// What `strata convert` knows of one Hugging Face model family: the config.json classes it
+// takes, how their hyperparameters become a ModelConfig, and the plan of GGUF tensors, each
+// with the checkpoint tensor it comes from and how its rows are ordered. One file per family
+// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp); convert.cpp checks, streams and writes the plan.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "format/safetensors.h"
+#include "model/config.h"
+#include "tensor/dtype.h"
+
+namespace strata {
+
+// config.json values are checked as strictly as strata checks a GGUF file, so convert never
+// writes a file that strata then refuses, nor truncates a value silently (64.5 -> 64, 2^62 in
+// a u32 -> 0).
+class ConfigReader {
+ public:
+  ConfigReader(const nlohmann::json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  const std::string& path() const { return path_; }
+  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
+  int64_t whole(const char* key, int64_t lo, int64_t hi) const;
+  int64_t whole_or(const char* key, int64_t lo, int64_t hi, int64_t fallback) const;
+  double positive_or(const char* key, double fallback) const;
+  std::string text_or(const char* key, const std::string& fallback) const;
+  bool flag_or(const char* key, bool fallback) const;
+  // A special token id: absent, null or a list (several EOS ids) give -1.
+  int64_t token_id(const char* key, int64_t n_vocab) const;
+
+ private:
+  const nlohmann::json& j_;
+  std::string path_;
+};
+
+inline constexpr int64_t kU32 = UINT32_MAX;  // GGUF stores the sizes as u32
+
+// config.json: the model's hyper-parameters (as strata's ModelConfig) plus what only matters
+// while converting.
+struct HfConfig {
+  ModelConfig model;
+  std::string architecture;  // Hugging Face's class name
+  bool tied = false;
+  int64_t bos = -1, eos = -1;
+  bool two_norms = false;  // Falcon's new_decoder_architecture: ln_attn and ln_mlp
+};
+
+// One GGUF tensor of the plan. Output row r is checkpoint row source_row(r) (null: r).
+struct Planned {
+  std::string gguf_name, hf_name;
+  int64_t rows, cols;  // cols == 0: a vector of `rows`
+  std::function<int64_t(int64_t)> source_row;
+  DType type = DType::F16;
+};
+
+struct HfFamily {
+  std::vector<std::string> classes;  // config.json "architectures"[0] values it converts
+  // Fills the ModelConfig (architecture, sizes, FFN variant, epsilon) from config.json.
+  std::function<void(const ConfigReader&, HfConfig&)> read;
+  // The tensors to write, in order; `has` tells which optional checkpoint tensors exist.
+  std::function<std::vector<Planned>(const HfConfig&,
+                                     const std::function<bool(const std::string&)>& has)>
+      plan;
+  std::string embedding;        // the checkpoint's embedding tensor
+  std::string layer_norm_name;  // a tensor every layer has, "{}" for the layer number
+};
+
+// The common sizes of a transformer config (hidden, layers, heads, vocabulary), under these
+// keys; the caller checks the rest.
+void read_common_sizes(const ConfigReader& r, HfConfig& c, const char* hidden, const char* layers,
+                       const char* heads, const char* ff);
+
+// head_dim = hidden / heads, which must divide (families without a head_dim key).
+void head_dim_from_width(const ConfigReader& r, HfConfig& c);
+
+const HfFamily& hf_llama_family();
+const HfFamily& hf_falcon_family();
+const HfFamily& hf_opt_family();
+
+}  // namespace strata

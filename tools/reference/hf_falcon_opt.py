@@ -1,0 +1,160 @@
+"""Falcon and OPT as Hugging Face defines them (modeling_falcon.py, modeling_opt.py), on
+checkpoint tensors under HF's names: random tiny checkpoints and their forward pass in float64,
+for checking `strata convert` (the fused query_key_value's layouts, every name mapping, OPT's
+position offset) independently of strata's code and of the GGUF-side references.
+
+Falcon layouts (FalconAttention._split_heads): new_decoder_architecture views the fused rows as
+[kv groups][q heads of the group + 2][head_dim] (the group's queries, its key, its value);
+multi_query as [heads + 2][head_dim] (all queries, the one key, the one value). Rotary embedding
+on halves (rotate_half). The MLP's GELU here is the tanh form, as in GGUF falcon files run by
+llama.cpp and strata (HF's Falcon uses the erf form)."""
+import numpy as np
+import torch
+
+
+def _normal(shape, gen, scale=0.2):
+    return (torch.randn(*shape, generator=gen, dtype=torch.float64) * scale).numpy()
+
+
+def falcon_config(new_layout, hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, act="gelu"):
+    cfg = dict(architectures=["FalconForCausalLM"], model_type="falcon", hidden_size=hidden,
+               num_hidden_layers=layers, num_attention_heads=heads, vocab_size=vocab,
+               layer_norm_epsilon=1e-5, rope_theta=10000.0, max_position_embeddings=64,
+               parallel_attn=True, bias=False, alibi=False, activation=act,
+               new_decoder_architecture=new_layout, multi_query=not new_layout,
+               tie_word_embeddings=True, bos_token_id=1, eos_token_id=2)
+    if new_layout:
+        cfg["num_kv_heads"] = kv_heads
+    return cfg
+
+
+def falcon_state(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    d, L = cfg["hidden_size"], cfg["num_hidden_layers"]
+    H = cfg["num_attention_heads"]
+    Hkv = cfg["num_kv_heads"] if cfg["new_decoder_architecture"] else 1
+    hd = d // H
+    s = {"transformer.word_embeddings.weight": _normal((cfg["vocab_size"], d), g, 0.5),
+         "transformer.ln_f.weight": 1 + _normal((d,), g, 0.1), "transformer.ln_f.bias": _normal((d,), g, 0.1)}
+    norms = ["ln_attn", "ln_mlp"] if cfg["new_decoder_architecture"] else ["input_layernorm"]
+    for l in range(L):
+        p = f"transformer.h.{l}."
+        for n in norms:
+            s[p + n + ".weight"] = 1 + _normal((d,), g, 0.1)
+            s[p + n + ".bias"] = _normal((d,), g, 0.1)
+        s[p + "self_attention.query_key_value.weight"] = _normal(((H + 2 * Hkv) * hd, d), g)
+        s[p + "self_attention.dense.weight"] = _normal((d, H * hd), g)
+        s[p + "mlp.dense_h_to_4h.weight"] = _normal((4 * d, d), g)
+        s[p + "mlp.dense_4h_to_h.weight"] = _normal((d, 4 * d), g)
+    return s
+
+
+def _ln(x, w, b, eps):
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), torch.from_numpy(w), torch.from_numpy(b), eps)
+
+
+def _causal(q, k, v):
+    T, hd = q.shape[1], q.shape[-1]
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    att = torch.softmax(q @ k.transpose(-1, -2) / np.sqrt(hd) + mask, dim=-1)
+    return att @ v  # [H, T, hd]
+
+
+def falcon_forward(state, cfg, tokens):
+    W = {k: torch.from_numpy(v) for k, v in state.items()}
+    d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    new = cfg["new_decoder_architecture"]
+    Hkv = cfg["num_kv_heads"] if new else 1
+    hd, T, eps = d // H, len(tokens), cfg["layer_norm_epsilon"]
+    x = W["transformer.word_embeddings.weight"][torch.tensor(tokens)]
+    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+
+    def rot(t):  # [heads, T, hd]
+        half = torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], dim=-1)
+        return t * cos + half * sin
+
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"transformer.h.{l}."
+        if new:
+            a_in = _ln(x, state[p + "ln_attn.weight"], state[p + "ln_attn.bias"], eps)
+            m_in = _ln(x, state[p + "ln_mlp.weight"], state[p + "ln_mlp.bias"], eps)
+        else:
+            a_in = m_in = _ln(x, state[p + "input_layernorm.weight"], state[p + "input_layernorm.bias"], eps)
+        fused = a_in @ W[p + "self_attention.query_key_value.weight"].T
+        if new:
+            qkv = fused.view(T, Hkv, H // Hkv + 2, hd)
+            q = qkv[:, :, :-2].reshape(T, H, hd)
+            k, v = qkv[:, :, -2], qkv[:, :, -1]
+        else:
+            qkv = fused.view(T, H + 2, hd)
+            q, k, v = qkv[:, :-2], qkv[:, -2:-1], qkv[:, -1:]
+        q, k, v = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
+        q, k = rot(q), rot(k)
+        k = k.repeat_interleave(H // k.shape[0], dim=0)
+        v = v.repeat_interleave(H // v.shape[0], dim=0)
+        o = _causal(q, k, v).transpose(0, 1).reshape(T, H * hd)
+        attn = o @ W[p + "self_attention.dense.weight"].T
+        up = m_in @ W[p + "mlp.dense_h_to_4h.weight"].T
+        act = torch.relu(up) if cfg["activation"] == "relu" else torch.nn.functional.gelu(up, approximate="tanh")
+        x = x + (act @ W[p + "mlp.dense_4h_to_h.weight"].T + attn)
+    x = _ln(x, state["transformer.ln_f.weight"], state["transformer.ln_f.bias"], eps)
+    return x @ W["transformer.word_embeddings.weight"].T
+
+
+def opt_config(hidden=64, heads=4, layers=2, vocab=2000, ffn=128):
+    return dict(architectures=["OPTForCausalLM"], model_type="opt", hidden_size=hidden,
+                num_hidden_layers=layers, num_attention_heads=heads, ffn_dim=ffn,
+                vocab_size=vocab, max_position_embeddings=64, do_layer_norm_before=True,
+                word_embed_proj_dim=hidden, activation_function="relu", enable_bias=True,
+                layer_norm_elementwise_affine=True, tie_word_embeddings=True,
+                bos_token_id=1, eos_token_id=2)
+
+
+def opt_state(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    d, f, L = cfg["hidden_size"], cfg["ffn_dim"], cfg["num_hidden_layers"]
+    D = "model.decoder."
+    s = {D + "embed_tokens.weight": _normal((cfg["vocab_size"], d), g, 0.5),
+         D + "embed_positions.weight": _normal((cfg["max_position_embeddings"] + 2, d), g, 0.5),
+         D + "final_layer_norm.weight": 1 + _normal((d,), g, 0.1),
+         D + "final_layer_norm.bias": _normal((d,), g, 0.1)}
+    for l in range(L):
+        p = f"{D}layers.{l}."
+        for n in ["self_attn_layer_norm", "final_layer_norm"]:
+            s[p + n + ".weight"] = 1 + _normal((d,), g, 0.1)
+            s[p + n + ".bias"] = _normal((d,), g, 0.1)
+        for n, rows, cols in [("self_attn.q_proj", d, d), ("self_attn.k_proj", d, d),
+                              ("self_attn.v_proj", d, d), ("self_attn.out_proj", d, d),
+                              ("fc1", f, d), ("fc2", d, f)]:
+            s[p + n + ".weight"] = _normal((rows, cols), g)
+            s[p + n + ".bias"] = _normal((rows,), g, 0.1)
+    return s
+
+
+def opt_forward(state, cfg, tokens):
+    W = {k: torch.from_numpy(v) for k, v in state.items()}
+    d, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    hd, T, D = d // H, len(tokens), "model.decoder."
+
+    def lin(x, n):
+        return x @ W[n + ".weight"].T + W[n + ".bias"]
+
+    def ln(x, n):
+        return _ln(x, state[n + ".weight"], state[n + ".bias"], 1e-5)
+
+    # OPTLearnedPositionalEmbedding: positions from the attention mask, offset by 2.
+    x = W[D + "embed_tokens.weight"][torch.tensor(tokens)] + W[D + "embed_positions.weight"][torch.arange(T) + 2]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"{D}layers.{l}."
+        h = ln(x, p + "self_attn_layer_norm")
+        q = (lin(h, p + "self_attn.q_proj")).view(T, H, hd).transpose(0, 1)
+        k = lin(h, p + "self_attn.k_proj").view(T, H, hd).transpose(0, 1)
+        v = lin(h, p + "self_attn.v_proj").view(T, H, hd).transpose(0, 1)
+        o = _causal(q, k, v).transpose(0, 1).reshape(T, d)
+        x = x + lin(o, p + "self_attn.out_proj")
+        h = ln(x, p + "final_layer_norm")
+        x = x + lin(torch.relu(lin(h, p + "fc1")), p + "fc2")
+    x = ln(x, D + "final_layer_norm")
+    return x @ W[D + "embed_tokens.weight"].T

@@ -111,6 +111,61 @@ for name, model_file, extra in [("in RAM", sparse, []),
                           capture_output=True, text=True).stdout
     check(text == cpu_text and len(text) > 0, f"hybrid {name}: greedy text == the CPU's")
 
+# 5. The other architectures' plain ReLU FFNs with biases (OPT; ReluFalcon with KV groups and two
+# input norms), random-weight models on the shipped tokenizer: predictors trained on them, then
+# predict mode in RAM, bundled (every neuron cached: the same logits; caches a little over the
+# minimum, several passes a layer: within rounding, the passes' sums added in order), split
+# with the reference device in RAM and from flash (within 1e-5 of the CPU's), and wholly on the
+# emulated GPU.
+TOKENS = "1,5,200,17,3,99,42,7,150,8,64,33"
+f32_kv = ["--cache-type-k", "f32", "--cache-type-v", "f32"]
+
+
+def logits(model_file, *extra):
+    return json.loads(cli("logits", "-m", model_file, "--tokens", TOKENS, "-t", "2", *extra))
+
+
+def rel_err(a, b):
+    scale = max(abs(x) for row in b for x in row)
+    return max(abs(x - y) for r, q in zip(a, b) for x, y in zip(r, q)) / scale
+
+
+for label, flags in [("opt", ["--arch", "opt"]),
+                     ("relufalcon", ["--arch", "falcon", "--ffn", "relu", "--kv-heads", "2"])]:
+    dense_file = os.path.join(work, f"{label}.gguf")
+    cli("synth", "--preset", "tiny", "--vocab", "2048", "--tokenizer-from", model, "--seed", "3",
+        "-o", dense_file, *flags)
+    with_predictors = os.path.join(work, f"{label}-predictors.gguf")
+    cli("train-predictors", "-m", dense_file, "-f", train_text, "-o", with_predictors, "-n", "3000")
+    bundled = os.path.join(work, f"{label}.bundle.gguf")
+    cli("bundle", "-m", with_predictors, "-o", bundled)
+    ram = logits(with_predictors, "--ffn", "predict")
+    check(rel_err(logits(with_predictors, "--ffn", "gate-first"), logits(dense_file)) < 1e-5,
+          f"{label}: gate-first == dense")
+    check(logits(bundled, "--ram-budget", "1G") == ram, f"{label}: bundled: the RAM logits exactly")
+    err = rel_err(logits(bundled, "--ram-budget", "19.5M"), ram)
+    check(err < 1e-6, f"{label}: bundled, small caches: rel err {err:.1e}")
+    for name, model_file in [("in RAM", with_predictors), ("bundled", bundled)]:
+        # The largest VRAM budget (0.05 MiB steps) that leaves a share of the neurons on the
+        # CPU: the models are small, so the window between all and none is narrow.
+        budget, share = None, None
+        for step in range(32, 15, -1):
+            on_device = ["--ffn", "predict", "--device", "reference", "--vram-budget",
+                         f"{step * 0.05:.2f}M", "--ram-budget", "64M", *f32_kv]
+            split = json.loads(cli("perplexity", "-m", model_file, "-f", heldout, "-c", "64",
+                                   "--chunks", "2", "--json", "-t", "2", *on_device))["ffn"]["split"]
+            if split is not None and 0.05 < split["device_share"] < 0.95:
+                budget, share = on_device, split["device_share"]
+                break
+        check(budget is not None, f"{label}: a VRAM budget that splits the FFN ({name})")
+        if budget is None:
+            continue
+        err = rel_err(logits(model_file, *budget), ram)
+        check(err < 1e-5, f"{label}: split with the reference device {name} "
+                          f"({100 * share:.0f}% on the device): rel err {err:.1e}")
+    err = rel_err(logits(with_predictors, "--ffn", "predict", "--device", "cuda-emu", *f32_kv), ram)
+    check(err < 1e-5, f"{label}: predict mode on the emulated GPU: rel err {err:.1e}")
+
 if failures:
     sys.exit(f"{len(failures)} checks failed")
 print("sparse pipeline: all checks passed")

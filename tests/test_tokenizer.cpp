@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "model/pretokenize.h"
 #include "model/tokenizer.h"
 #include "test_helpers.h"
 
@@ -58,6 +59,32 @@ TEST_P(TokenizerTest, EmptyTextAndBos) {
 
 INSTANTIATE_TEST_SUITE_P(Both, TokenizerTest,
                          ::testing::Values("spm-tokenizer.gguf", "gpt2-tokenizer.gguf"));
+
+std::vector<std::string> pieces_of(Pretokenizer kind, std::string_view text) {
+  std::vector<std::string> out;
+  for (const auto& [offset, length] : pretokenize(kind, text))
+    out.emplace_back(text.substr(offset, length));
+  return out;
+}
+
+// The pre-tokenizers' split rules piece by piece (model/pretokenize.h); their agreement with
+// Python's regex on thousands of strings is check_tokenizers.py's.
+TEST(Pretokenizer, Gpt2AndFalconSplitAsTheirPatternsSay) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces_of(Pretokenizer::Gpt2, "Hello, world 12345 don't"),
+            (V{"Hello", ",", " world", " 12345", " don", "'t"}));
+  // Falcon: punctuation and $+<=>^~|` runs apart first, then GPT-2's pattern, then digit triples.
+  EXPECT_EQ(pieces_of(Pretokenizer::Falcon, "Hello, world 12345 don't"),
+            (V{"Hello", ",", " world", " ", "123", "45", " don", "'", "t"}));
+  EXPECT_EQ(pieces_of(Pretokenizer::Falcon, "$1000+x==<3>"),
+            (V{"$", "100", "0", "+", "x", "==<", "3", ">"}));
+  // A whitespace run before a word keeps its last space for the word.
+  EXPECT_EQ(pieces_of(Pretokenizer::Falcon, "a  \n\n b"), (V{"a", "  \n\n", " b"}));
+  EXPECT_TRUE(pieces_of(Pretokenizer::Falcon, "").empty());
+  EXPECT_EQ(pretokenizer_from_name("falcon"), Pretokenizer::Falcon);
+  EXPECT_EQ(pretokenizer_from_name("default"), Pretokenizer::Gpt2);
+  EXPECT_FALSE(pretokenizer_from_name("llama3"));
+}
 
 TEST(SpmTokenizer, UsesByteFallbackForUnseenCharacters) {
   const auto f = GgufFile::open(data_file("spm-tokenizer.gguf"));

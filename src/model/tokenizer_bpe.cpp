@@ -1,12 +1,13 @@
-// Byte-level BPE (GPT-2 style): text is split by the GPT-2 pre-tokenizer pattern
-//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-// (implemented by hand below), each piece's bytes are mapped to printable code points
-// (GPT-2's bytes_to_unicode), and pairs are merged by merge rank, lowest first.
+// Byte-level BPE (GPT-2 style): text is split into pieces by the file's pre-tokenizer
+// (model/pretokenize.h: GPT-2's pattern, or Falcon's), each piece's bytes are mapped to
+// printable code points (GPT-2's bytes_to_unicode), and pairs are merged by merge rank, lowest
+// first.
 #include <fmt/format.h>
 
 #include <queue>
 
 #include "core/error.h"
+#include "model/pretokenize.h"
 #include "model/tokenizer.h"
 #include "model/unicode.h"
 
@@ -34,74 +35,16 @@ const ByteMap& byte_map() {
   return m;
 }
 
-// Splits text into pre-tokens (byte ranges) with the GPT-2 pattern.
-std::vector<std::pair<uint32_t, uint32_t>> pretokenize(std::string_view text) {
-  const auto cs = split_utf8(text);
-  const size_t n = cs.size();
-  std::vector<std::pair<uint32_t, uint32_t>> out;
-  auto cp = [&](size_t i) { return i < n ? cs[i].codepoint : 0xffffffffu; };
-  auto letter = [&](size_t i) { return i < n && is_letter(cs[i].codepoint); };
-  auto number = [&](size_t i) { return i < n && is_number(cs[i].codepoint); };
-  auto space = [&](size_t i) { return i < n && is_space(cs[i].codepoint); };
-  auto other = [&](size_t i) { return i < n && !letter(i) && !number(i) && !space(i); };
-  auto emit = [&](size_t a, size_t b) {
-    const uint32_t begin = cs[a].offset;
-    const uint32_t end = b < n ? cs[b].offset : static_cast<uint32_t>(text.size());
-    out.emplace_back(begin, end - begin);
-  };
-  size_t i = 0;
-  while (i < n) {
-    // Contractions.
-    if (cp(i) == '\'') {
-      const uint32_t a = cp(i + 1), b = cp(i + 2);
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
-        emit(i, i + 2);
-        i += 2;
-        continue;
-      }
-      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
-        emit(i, i + 3);
-        i += 3;
-        continue;
-      }
-    }
-    // Optional leading space, then a run of one class.
-    const size_t j = cp(i) == ' ' ? i + 1 : i;
-    size_t k = j;
-    if (letter(j)) {
-      while (letter(k)) ++k;
-    } else if (number(j)) {
-      while (number(k)) ++k;
-    } else if (other(j)) {
-      while (other(k)) ++k;
-    }
-    if (k > j) {
-      emit(i, k);
-      i = k;
-      continue;
-    }
-    // Whitespace: a run not followed by non-space, else the run minus its last character.
-    k = i;
-    while (space(k)) ++k;
-    if (k == n || k - i == 1) {
-      emit(i, k);
-      i = k;
-    } else {
-      emit(i, k - 1);
-      i = k - 1;
-    }
-  }
-  return out;
-}
-
 class BpeTokenizer : public Tokenizer {
  public:
   explicit BpeTokenizer(const GgufFile& f) {
     load_common(f);
     const std::string pre = f.get_string("tokenizer.ggml.pre", "default");
-    if (pre != "default" && pre != "gpt2")
-      fail("'{}' uses pre-tokenizer '{}'; strata supports the GPT-2 pattern ('default', 'gpt2')",
-           f.path(), pre);
+    const auto split = pretokenizer_from_name(pre);
+    if (!split)
+      fail("'{}' uses pre-tokenizer '{}'; strata supports {}", f.path(), pre.substr(0, 64),
+           pretokenizer_names());
+    split_ = *split;
     const GgufValue& merges = f.get("tokenizer.ggml.merges");
     if (merges.type != GgufType::Array || merges.array_type != GgufType::String)
       fail("'{}': tokenizer.ggml.merges is not an array of strings", f.path());
@@ -130,7 +73,7 @@ class BpeTokenizer : public Tokenizer {
  protected:
   std::vector<int32_t> encode_text(std::string_view text, bool /*at_start*/) const override {
     std::vector<int32_t> ids;
-    for (const auto& [offset, length] : pretokenize(text))
+    for (const auto& [offset, length] : pretokenize(split_, text))
       encode_piece(text.substr(offset, length), ids);
     return ids;
   }
@@ -167,6 +110,7 @@ class BpeTokenizer : public Tokenizer {
   }
 
   std::unordered_map<std::string, int32_t> ranks_;
+  Pretokenizer split_ = Pretokenizer::Gpt2;
 };
 
 }  // namespace

@@ -27,6 +27,9 @@ bool is_number(uint32_t cp) {
 bool is_space(uint32_t cp) {
   return in_ranges(kSpaceRanges, cp);
 }
+bool is_punctuation(uint32_t cp) {
+  return in_ranges(kPunctuationRanges, cp);
+}
 
 std::vector<Utf8Char> split_utf8(std::string_view s) {
   std::vector<Utf8Char> out;

@@ -1,4 +1,4 @@
-// UTF-8 splitting and the Unicode classes the GPT-2 pre-tokenizer needs.
+// UTF-8 splitting and the Unicode classes the BPE pre-tokenizers need.
 #pragma once
 
 #include <cstdint>
@@ -18,8 +18,9 @@ struct Utf8Char {
 std::vector<Utf8Char> split_utf8(std::string_view text);
 std::string encode_utf8(uint32_t codepoint);
 
-bool is_letter(uint32_t cp);  // \p{L}
-bool is_number(uint32_t cp);  // \p{N}
-bool is_space(uint32_t cp);   // \s
+bool is_letter(uint32_t cp);       // \p{L}
+bool is_number(uint32_t cp);       // \p{N}
+bool is_space(uint32_t cp);        // \s
+bool is_punctuation(uint32_t cp);  // \p{P}
 
 }  // namespace strata

@@ -1,10 +1,39 @@
 """Reference byte-level BPE (GPT-2 style) in plain Python, written from the GPT-2 encoder's
-description: regex pre-tokenization, bytes mapped to printable characters, then repeated
-merging of the lowest-ranked bigram, all its occurrences at once, left to right."""
+description: regex pre-tokenization (GPT-2's pattern, or llama.cpp's three Falcon expressions),
+bytes mapped to printable characters, then repeated merging of the lowest-ranked bigram, all its
+occurrences at once, left to right."""
 import regex
 
 PATTERN = regex.compile(
     r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""")
+
+# tokenizer.ggml.pre = falcon: llama.cpp's three expressions, each splitting the pieces the
+# previous one left (its matches and the text between them are pieces).
+FALCON = [regex.compile(r"[\p{P}\$\+<=>\^~\|`]+"),
+          regex.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"),
+          regex.compile(r"[0-9][0-9][0-9]")]
+
+
+def split_keeping_gaps(rx, piece):
+    out, at = [], 0
+    for m in rx.finditer(piece):
+        if m.start() > at:
+            out.append(piece[at:m.start()])
+        if m.end() > m.start():
+            out.append(m.group())
+        at = m.end()
+    if at < len(piece):
+        out.append(piece[at:])
+    return out
+
+
+def pieces(text, pre="gpt2"):
+    if pre != "falcon":
+        return PATTERN.findall(text)
+    parts = [text] if text else []
+    for rx in FALCON:
+        parts = [q for p in parts for q in split_keeping_gaps(rx, p)]
+    return parts
 
 
 def bytes_to_unicode():
@@ -24,7 +53,8 @@ BYTE_TO_CHAR = bytes_to_unicode()
 
 
 class ByteLevelBPE:
-    def __init__(self, tokens, merges):
+    def __init__(self, tokens, merges, pre="gpt2"):
+        self.pre = pre
         self.ids = {t: i for i, t in enumerate(tokens)}
         self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(merges)}
 
@@ -48,7 +78,7 @@ class ByteLevelBPE:
 
     def encode(self, text):
         ids = []
-        for piece in PATTERN.findall(text):
+        for piece in pieces(text, self.pre):
             mapped = "".join(BYTE_TO_CHAR[b] for b in piece.encode("utf-8"))
             ids.extend(self.ids[s] for s in self.bpe(mapped))
         return ids

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks strata's tokenizers against the real thing, over thousands of varied strings:
   'llama' (SentencePiece BPE): against the sentencepiece library on tests/data/spm-bpe.model
-  'gpt2' (byte-level BPE): against tools/reference/bpe_tokenizer.py
+  'gpt2' (byte-level BPE): against tools/reference/bpe_tokenizer.py, with GPT-2's pre-tokenizer
+    and with Falcon's (the same vocabulary written again with tokenizer.ggml.pre = falcon)
 Usage: check_tokenizers.py STRATA_BINARY DATA_DIR WORK_DIR"""
 import json
 import os
@@ -69,6 +70,36 @@ def compare(name, strings, expected, got):
     return not bad
 
 
+def write_metadata_gguf(path, kv):
+    """A GGUF file of metadata only (no tensors): enough for `strata tokenize`."""
+    import struct
+
+    def string(v):
+        b = v.encode("utf-8")
+        return struct.pack("<Q", len(b)) + b
+
+    def value(v):
+        if isinstance(v, bool):
+            return struct.pack("<I", 7) + struct.pack("<?", v)
+        if isinstance(v, str):
+            return struct.pack("<I", 8) + string(v)
+        if isinstance(v, int):
+            return struct.pack("<I", 5) + struct.pack("<i", v)
+        if isinstance(v, float):
+            return struct.pack("<I", 6) + struct.pack("<f", v)
+        if isinstance(v, list):
+            if all(isinstance(x, str) for x in v):
+                return struct.pack("<IIQ", 9, 8, len(v)) + b"".join(string(x) for x in v)
+            if all(isinstance(x, int) for x in v):
+                return struct.pack("<IIQ", 9, 5, len(v)) + b"".join(struct.pack("<i", x) for x in v)
+            return struct.pack("<IIQ", 9, 6, len(v)) + b"".join(struct.pack("<f", x) for x in v)
+        raise ValueError(f"cannot write {v!r}")
+
+    body = b"".join(string(k) + value(v) for k, v in kv.items())
+    with open(path, "wb") as f:
+        f.write(b"GGUF" + struct.pack("<IQQ", 3, 0, len(kv)) + body)
+
+
 def main():
     strata, data, work = sys.argv[1], sys.argv[2], sys.argv[3]
     os.makedirs(work, exist_ok=True)
@@ -84,6 +115,17 @@ def main():
     ref = ByteLevelBPE(g.kv["tokenizer.ggml.tokens"], g.kv["tokenizer.ggml.merges"])
     ok &= compare("gpt2/byte-level BPE", strings, [ref.encode(s) for s in strings],
                   run_strata(strata, gguf, strings, work, "gpt2"))
+    # Falcon's pre-tokenizer over the same vocabulary: numbers, symbols and punctuation split.
+    falcon = os.path.join(work, "falcon-pre-tokenizer.gguf")
+    write_metadata_gguf(falcon, dict({k: v for k, v in g.kv.items() if k.startswith(("general.", "tokenizer."))},
+                                     **{"tokenizer.ggml.pre": "falcon"}))
+    ref = ByteLevelBPE(g.kv["tokenizer.ggml.tokens"], g.kv["tokenizer.ggml.merges"], pre="falcon")
+    numbers = ["1234567", "12 345 6789", "x1234y", "$100+$2=<3>^~|`", "a.b,c;d", "((1+2)*3)",
+               "don't stop", "1,000,000.00", "IP 192.168.0.1:8080", "''\"quotes\"''"]
+    falcon_strings = numbers + strings
+    ok &= compare("gpt2/byte-level BPE, falcon pre-tokenizer", falcon_strings,
+                  [ref.encode(s) for s in falcon_strings],
+                  run_strata(strata, falcon, falcon_strings, work, "falcon"))
     sys.exit(0 if ok else 1)
 
 

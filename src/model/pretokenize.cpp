@@ -1,0 +1,156 @@
+#include "model/pretokenize.h"
+
+#include "model/unicode.h"
+
+namespace strata {
+
+namespace {
+
+// Splits text into pre-tokens (byte ranges) with the GPT-2 pattern.
+Pieces gpt2_pieces(std::string_view text) {
+  const auto cs = split_utf8(text);
+  const size_t n = cs.size();
+  Pieces out;
+  auto cp = [&](size_t i) { return i < n ? cs[i].codepoint : 0xffffffffu; };
+  auto letter = [&](size_t i) { return i < n && is_letter(cs[i].codepoint); };
+  auto number = [&](size_t i) { return i < n && is_number(cs[i].codepoint); };
+  auto space = [&](size_t i) { return i < n && is_space(cs[i].codepoint); };
+  auto other = [&](size_t i) { return i < n && !letter(i) && !number(i) && !space(i); };
+  auto emit = [&](size_t a, size_t b) {
+    const uint32_t begin = cs[a].offset;
+    const uint32_t end = b < n ? cs[b].offset : static_cast<uint32_t>(text.size());
+    out.emplace_back(begin, end - begin);
+  };
+  size_t i = 0;
+  while (i < n) {
+    // Contractions.
+    if (cp(i) == '\'') {
+      const uint32_t a = cp(i + 1), b = cp(i + 2);
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        emit(i, i + 2);
+        i += 2;
+        continue;
+      }
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        emit(i, i + 3);
+        i += 3;
+        continue;
+      }
+    }
+    // Optional leading space, then a run of one class.
+    const size_t j = cp(i) == ' ' ? i + 1 : i;
+    size_t k = j;
+    if (letter(j)) {
+      while (letter(k)) ++k;
+    } else if (number(j)) {
+      while (number(k)) ++k;
+    } else if (other(j)) {
+      while (other(k)) ++k;
+    }
+    if (k > j) {
+      emit(i, k);
+      i = k;
+      continue;
+    }
+    // Whitespace: a run not followed by non-space, else the run minus its last character.
+    k = i;
+    while (space(k)) ++k;
+    if (k == n || k - i == 1) {
+      emit(i, k);
+      i = k;
+    } else {
+      emit(i, k - 1);
+      i = k - 1;
+    }
+  }
+  return out;
+}
+
+// Falcon's first split: runs of \p{P} and $+<=>^~|` (as llama.cpp's falcon pre-tokenizer).
+bool falcon_symbol(uint32_t cp) {
+  switch (cp) {
+    case '$':
+    case '+':
+    case '<':
+    case '=':
+    case '>':
+    case '^':
+    case '~':
+    case '|':
+    case '`':
+      return true;
+    default:
+      return is_punctuation(cp);
+  }
+}
+
+bool ascii_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+
+// Splits each piece at the runs `in_run` marks: a run and the text between runs are pieces.
+template <typename InRun>
+Pieces split_runs(std::string_view text, const Pieces& pieces, InRun&& in_run) {
+  Pieces out;
+  for (const auto& [offset, length] : pieces) {
+    const auto cs = split_utf8(text.substr(offset, length));
+    size_t start = 0;
+    for (size_t i = 1; i <= cs.size(); ++i)
+      if (i == cs.size() || in_run(cs[i].codepoint) != in_run(cs[start].codepoint)) {
+        const uint32_t end = i == cs.size() ? length : cs[i].offset;
+        out.emplace_back(offset + cs[start].offset, end - cs[start].offset);
+        start = i;
+      }
+  }
+  return out;
+}
+
+// Splits each piece at every three ASCII digits in a row, from the left: the triples and the
+// text between them are pieces.
+Pieces split_digit_triples(std::string_view text, const Pieces& pieces) {
+  Pieces out;
+  for (const auto& [offset, length] : pieces) {
+    const std::string_view p = text.substr(offset, length);
+    uint32_t gap = 0;
+    for (uint32_t i = 0; i + 3 <= length;) {
+      if (ascii_digit(p[i]) && ascii_digit(p[i + 1]) && ascii_digit(p[i + 2])) {
+        if (i > gap) out.emplace_back(offset + gap, i - gap);
+        out.emplace_back(offset + i, 3);
+        i += 3;
+        gap = i;
+      } else {
+        ++i;
+      }
+    }
+    if (gap < length) out.emplace_back(offset + gap, length - gap);
+  }
+  return out;
+}
+
+Pieces falcon_pieces(std::string_view text) {
+  if (text.empty()) return {};
+  const Pieces runs = split_runs(text, {{0, static_cast<uint32_t>(text.size())}}, falcon_symbol);
+  Pieces words;
+  for (const auto& [offset, length] : runs)
+    for (const auto& [o, l] : gpt2_pieces(text.substr(offset, length)))
+      words.emplace_back(offset + o, l);
+  return split_digit_triples(text, words);
+}
+
+}  // namespace
+
+std::optional<Pretokenizer> pretokenizer_from_name(std::string_view name) {
+  if (name == "default" || name == "gpt2") return Pretokenizer::Gpt2;
+  if (name == "falcon") return Pretokenizer::Falcon;
+  return std::nullopt;
+}
+
+const char* pretokenizer_names() {
+  return "'default' and 'gpt2' (GPT-2's pattern), 'falcon'";
+}
+
+Pieces pretokenize(Pretokenizer kind, std::string_view text) {
+  return kind == Pretokenizer::Falcon ? falcon_pieces(text) : gpt2_pieces(text);
+}
+
+}  // namespace strata

@@ -1,0 +1,27 @@
+// How byte-level BPE files split text into pieces before merging (tokenizer.ggml.pre), as pure
+// functions over byte ranges:
+//   gpt2 (also 'default'): 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+|
+//   ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ falcon (llama.cpp's): first runs of [\p{P}$+<=>^~|`]+ apart
+//   from the rest, then GPT-2's
+//     pattern inside each piece, then every [0-9]{3} from the left apart from the rest.
+// Pieces cover the text in order, none empty. The code point classes come from Python's regex
+// module (unicode_tables.inc), which tools/reference/bpe_tokenizer.py checks against.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace strata {
+
+enum class Pretokenizer { Gpt2, Falcon };
+
+using Pieces = std::vector<std::pair<uint32_t, uint32_t>>;  // (byte offset, byte length)
+
+std::optional<Pretokenizer> pretokenizer_from_name(std::string_view name);
+const char* pretokenizer_names();  // for error messages
+Pieces pretokenize(Pretokenizer kind, std::string_view text);
+
+}  // namespace strata

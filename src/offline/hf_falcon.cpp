@@ -70,12 +70,13 @@ std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std:
     p.push_back({"output.weight", "lm_head.weight", m.n_vocab, m.n_embd});
   for (int64_t l = 0; l < m.n_layer; ++l) {
     const std::string g = fmt::format("blk.{}.", l), h = fmt::format("transformer.h.{}.", l);
-    const std::string attn_norm = c.two_norms ? "ln_attn" : "input_layernorm";
+    // Two norms: llama.cpp's names, ln_mlp as attn_norm and ln_attn as attn_norm_2.
+    const std::string attn_norm = c.two_norms ? "ln_mlp" : "input_layernorm";
     p.push_back({g + "attn_norm.weight", h + attn_norm + ".weight", m.n_embd, 0});
     p.push_back({g + "attn_norm.bias", h + attn_norm + ".bias", m.n_embd, 0});
     if (c.two_norms) {
-      p.push_back({g + "attn_norm_2.weight", h + "ln_mlp.weight", m.n_embd, 0});
-      p.push_back({g + "attn_norm_2.bias", h + "ln_mlp.bias", m.n_embd, 0});
+      p.push_back({g + "attn_norm_2.weight", h + "ln_attn.weight", m.n_embd, 0});
+      p.push_back({g + "attn_norm_2.bias", h + "ln_attn.bias", m.n_embd, 0});
     }
     p.push_back({g + "attn_qkv.weight", h + "self_attention.query_key_value.weight", qkv, m.n_embd,
                  c.two_norms ? grouped_qkv(m) : nullptr});

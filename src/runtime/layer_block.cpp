@@ -1,8 +1,9 @@
 // The layer block: one layer of a batch as its architecture wires it (model/arch/), on one
 // side (device) of the session. Sequential (LLaMA, OPT): x += attn(norm(x)), then
 // x += ffn(ffn_norm(x)). Parallel (Falcon): attention and FFN both read the layer's input,
-// x += (ffn(norm'(x)) + attn(norm(x))), in llama.cpp's order of additions; norm' is
-// attn_norm_2 where the file has it (Falcon-40B), else attention's own norm (Falcon-7B).
+// x += (ffn(attn_norm(x)) + attn(norm'(x))), in llama.cpp's order of additions; norm' is
+// attn_norm_2 where the file has it (Falcon-40B: llama.cpp's converter writes HF's ln_attn
+// there and ln_mlp as attn_norm), else attn_norm itself (Falcon-7B: one norm for both).
 #include "runtime/ffn_executor.h"
 #include "runtime/kv_cache.h"
 #include "runtime/resident_weights.h"
@@ -30,14 +31,14 @@ void Session::layer(Side& s, int64_t l, int64_t n) {
   const int64_t count = n * c_.n_embd;
   const bool parallel = c_.arch->residual == ResidualKind::Parallel;
   Event start = be.record();
-  norm(s, ws.x, w.vec(LayerVector::AttnNorm), w.vec(LayerVector::AttnNormBias), ws.xn, n);
+  // A parallel layer's attention reads attn_norm_2 where there is one; everything else attn_norm.
+  const bool second = parallel && w.vec(LayerVector::AttnNorm2) != nullptr;
+  norm(s, ws.x, w.vec(second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm),
+       w.vec(second ? LayerVector::AttnNorm2Bias : LayerVector::AttnNormBias), ws.xn, n);
   attention_block(s, l, n, parallel ? ws.attn_out : ws.proj);
   if (parallel) {
-    // The FFN reads the layer's input through its own norm (or attention's again).
-    const bool second = w.vec(LayerVector::AttnNorm2) != nullptr;
-    const LayerVector weight = second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm;
-    const LayerVector bias = second ? LayerVector::AttnNorm2Bias : LayerVector::AttnNormBias;
-    norm(s, ws.x, w.vec(weight), w.vec(bias), ws.xn, n);
+    // The FFN reads the layer's input through attn_norm (again, when attention's was it too).
+    norm(s, ws.x, w.vec(LayerVector::AttnNorm), w.vec(LayerVector::AttnNormBias), ws.xn, n);
   } else {
     be.add(ws.x, ws.proj, count);
     norm(s, ws.x, w.vec(LayerVector::FfnNorm), w.vec(LayerVector::FfnNormBias), ws.xn, n);

@@ -5,9 +5,10 @@ from strata's code, over GGUF files with llama.cpp's and PowerInfer's tensor nam
 Falcon: LayerNorm with biases; rotary embedding on halves (rotate_half, GPT-NeoX style) over
 the whole head; one fused query/key/value matrix, in the GGUF layout llama.cpp's converter
 writes (all query heads, then the key heads, then the value heads); multi-query or grouped
-attention; attention and MLP in parallel on the layer's input, out = x + (mlp + attn), the MLP
-on ln_mlp (attn_norm_2) where the file has it, else on the attention's ln_attn; no biases in
-the projections. Its GELU: HF's model uses the exact erf form; GGUF falcon files are run by
+attention; attention and MLP in parallel on the layer's input, out = x + (mlp + attn); with two norms
+(Falcon-40B) HF's ln_attn is the GGUF's attn_norm_2 and ln_mlp its attn_norm (llama.cpp's
+converter's tensor map), with one (Falcon-7B) both read attn_norm; no biases in the
+projections. Its GELU: HF's model uses the exact erf form; GGUF falcon files are run by
 llama.cpp with the tanh approximation, which strata follows, so the reference takes the tanh
 form too (gelu="erf" gives HF's).
 
@@ -101,8 +102,9 @@ class FalconReference(_Base):
         d, H, Hkv = self.head_dim, self.n_head, self.n_head_kv
         for l in range(self.n_layer):
             p = f"blk.{l}."
-            ln_attn = self.layer_norm(x, p + "attn_norm")
-            ln_mlp = self.layer_norm(x, p + "attn_norm_2") if self.has(p + "attn_norm_2.weight") else ln_attn
+            ln_mlp = self.layer_norm(x, p + "attn_norm")
+            two = self.has(p + "attn_norm_2.weight")
+            ln_attn = self.layer_norm(x, p + "attn_norm_2") if two else ln_mlp
             qkv = self.linear(ln_attn, p + "attn_qkv.weight")
             q = qkv[:, : H * d].view(T, H, d)
             k = qkv[:, H * d: (H + Hkv) * d].view(T, Hkv, d)

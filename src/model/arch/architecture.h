@@ -39,7 +39,7 @@ enum class LayerMatrix : uint8_t {
 enum class LayerVector : uint8_t {
   AttnNorm,
   AttnNormBias,
-  AttnNorm2,  // Falcon-40B's second input norm (the FFN's), on the layer's input
+  AttnNorm2,  // Falcon-40B's second input norm: attention's (attn_norm is then the MLP's)
   AttnNorm2Bias,
   FfnNorm,
   FfnNormBias,

@@ -57,7 +57,7 @@ struct HfConfig {
 struct Planned {
   std::string gguf_name, hf_name;
   int64_t rows, cols;  // cols == 0: a vector of `rows`
-  std::function<int64_t(int64_t)> source_row;
+  std::function<int64_t(int64_t)> source_row = nullptr;
   DType type = DType::F16;
 };
 

@@ -76,45 +76,6 @@ std::vector<float> predictor_thresholds(const GgufFile& f, int64_t n_layer) {
   return t;
 }
 
-// A matrix role's shape [cols, rows] in GGUF order.
-std::pair<int64_t, int64_t> matrix_shape(LayerMatrix role, const ModelConfig& c) {
-  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
-  switch (role) {
-    case LayerMatrix::AttnQ:
-      return {c.n_embd, q_dim};
-    case LayerMatrix::AttnK:
-    case LayerMatrix::AttnV:
-      return {c.n_embd, kv_dim};
-    case LayerMatrix::AttnQkv:
-      return {c.n_embd, q_dim + 2 * kv_dim};
-    case LayerMatrix::AttnOutput:
-      return {q_dim, c.n_embd};
-    case LayerMatrix::FfnGate:
-    case LayerMatrix::FfnUp:
-    case LayerMatrix::FfnDownT:
-      return {c.n_embd, c.n_ff};
-    case LayerMatrix::FfnDown:
-      return {c.n_ff, c.n_embd};
-    case LayerMatrix::Count:
-      break;
-  }
-  return {0, 0};
-}
-
-int64_t vector_length(LayerVector role, const ModelConfig& c) {
-  switch (role) {
-    case LayerVector::AttnQBias:
-      return c.n_head * c.head_dim;
-    case LayerVector::AttnKBias:
-    case LayerVector::AttnVBias:
-      return c.n_head_kv * c.head_dim;
-    case LayerVector::FfnUpBias:
-      return c.n_ff;
-    default:
-      return c.n_embd;  // norms, the output and down biases
-  }
-}
-
 // The name of a role present in the file (the first of its names found), or null; a
 // required role the file lacks fails naming its first name.
 template <typename Names, typename Role>
@@ -136,9 +97,9 @@ void load_layer_vectors(const GgufFile& f, const Architecture& a, const std::str
   for (int v = 0; v < kLayerVectors; ++v) {
     const auto role = static_cast<LayerVector>(v);
     if (const char* name = present_name(f, a.vectors, role, p))
-      l.vectors[static_cast<size_t>(v)] = vector_f32(f, p + name, vector_length(role, c));
+      l.vectors[static_cast<size_t>(v)] = vector_f32(f, p + name, layer_vector_length(role, c));
   }
-  // A norm's bias without its weight, or the reverse for a second norm, is a damaged file.
+  // A second norm's bias without its weight is a damaged file.
   if (!l.vec(LayerVector::AttnNorm2Bias).empty() && l.vec(LayerVector::AttnNorm2).empty())
     fail("'{}' has {}attn_norm_2.bias without its weight", f.path(), p);
 }
@@ -147,7 +108,7 @@ MatrixView layer_matrix(const GgufFile& f, const Architecture& a, const std::str
                         const ModelConfig& c, LayerMatrix role) {
   const char* name = present_name(f, a.matrices, role, p);
   if (name == nullptr) return {};
-  const auto [cols, rows] = matrix_shape(role, c);
+  const auto [cols, rows] = layer_matrix_shape(role, c);
   return matrix(f, p + name, cols, rows);
 }
 
@@ -187,6 +148,44 @@ void load_ffn(const GgufFile& f, const Architecture& a, const std::string& p, co
 }
 
 }  // namespace
+
+std::pair<int64_t, int64_t> layer_matrix_shape(LayerMatrix role, const ModelConfig& c) {
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  switch (role) {
+    case LayerMatrix::AttnQ:
+      return {c.n_embd, q_dim};
+    case LayerMatrix::AttnK:
+    case LayerMatrix::AttnV:
+      return {c.n_embd, kv_dim};
+    case LayerMatrix::AttnQkv:
+      return {c.n_embd, q_dim + 2 * kv_dim};
+    case LayerMatrix::AttnOutput:
+      return {q_dim, c.n_embd};
+    case LayerMatrix::FfnGate:
+    case LayerMatrix::FfnUp:
+    case LayerMatrix::FfnDownT:
+      return {c.n_embd, c.n_ff};
+    case LayerMatrix::FfnDown:
+      return {c.n_ff, c.n_embd};
+    case LayerMatrix::Count:
+      break;
+  }
+  return {0, 0};
+}
+
+int64_t layer_vector_length(LayerVector role, const ModelConfig& c) {
+  switch (role) {
+    case LayerVector::AttnQBias:
+      return c.n_head * c.head_dim;
+    case LayerVector::AttnKBias:
+    case LayerVector::AttnVBias:
+      return c.n_head_kv * c.head_dim;
+    case LayerVector::FfnUpBias:
+      return c.n_ff;
+    default:
+      return c.n_embd;  // norms, the output and down biases
+  }
+}
 
 uint64_t ModelWeights::bytes_read_per_token() const {
   uint64_t total = output.bytes() + token_embd.row_bytes + position_embd.row_bytes;

@@ -6,6 +6,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "format/gguf.h"
@@ -58,17 +59,11 @@ inline constexpr LayerMatrixSlot kLayerMatrixSlots[] = {
     {LayerMatrix::FfnDownT, &LayerMatrices::ffn_down_t, LayerBlock::Ffn, "ffn_down_t"},
 };
 
-// A vector's name in messages. Every vector (norms, biases) stays whole and resident with the
-// dense blocks, the FFN's up bias too (n_ff floats, indexed by neuron id): none travels with
-// neuron rows.
-inline const char* layer_vector_name(LayerVector v) {
-  constexpr const char* kNames[] = {"attn_norm",        "attn_norm.bias", "attn_norm_2",
-                                    "attn_norm_2.bias", "ffn_norm",       "ffn_norm.bias",
-                                    "attn_q.bias",      "attn_k.bias",    "attn_v.bias",
-                                    "attn_output.bias", "ffn_up.bias",    "ffn_down.bias"};
-  static_assert(std::size(kNames) == kLayerVectors);
-  return kNames[static_cast<int>(v)];
-}
+// A role's shape under the config: a matrix's [cols, rows] in GGUF order, a vector's length.
+// Every vector (norms, biases) stays whole and resident with the dense blocks, the FFN's up
+// bias too (n_ff floats, indexed by neuron id): none travels with neuron rows.
+std::pair<int64_t, int64_t> layer_matrix_shape(LayerMatrix role, const ModelConfig& c);
+int64_t layer_vector_length(LayerVector role, const ModelConfig& c);
 
 struct LayerWeights : LayerMatrices {
   // By LayerVector; empty where the architecture (or this file) has none.

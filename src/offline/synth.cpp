@@ -90,45 +90,19 @@ Fill small_values(Random& rng, int64_t n) {
 // ffn_down rather than ffn_down_t, no gate for a plain FFN.
 void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
                             DType type, const std::string& p, Random& rng) {
-  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
   for (const VectorName& v : a.vectors) {
     if (a.gguf_name(v.role) != v.gguf) continue;  // a second name of a role
     const bool second_norm =
         v.role == LayerVector::AttnNorm2 || v.role == LayerVector::AttnNorm2Bias;
     if (second_norm ? c.n_head_kv == 1 : v.presence == Presence::Optional) continue;
     const bool is_bias = std::string_view(v.gguf).ends_with(".bias");
-    const int64_t n = v.role == LayerVector::AttnQBias ? q_dim
-                      : v.role == LayerVector::AttnKBias || v.role == LayerVector::AttnVBias
-                          ? kv_dim
-                      : v.role == LayerVector::FfnUpBias ? c.n_ff
-                                                         : c.n_embd;
+    const int64_t n = layer_vector_length(v.role, c);
     plan.push_back({p + v.gguf, DType::F32, n, 0, is_bias ? small_values(rng, n) : Fill{}});
   }
   for (const MatrixName& m : a.matrices) {
     if (m.role == LayerMatrix::FfnDownT) continue;
     if (m.role == LayerMatrix::FfnGate && !ffn_has_gate(c.ffn)) continue;
-    int64_t cols = c.n_embd, rows = 0;
-    switch (m.role) {
-      case LayerMatrix::AttnQ:
-        rows = q_dim;
-        break;
-      case LayerMatrix::AttnK:
-      case LayerMatrix::AttnV:
-        rows = kv_dim;
-        break;
-      case LayerMatrix::AttnQkv:
-        rows = q_dim + 2 * kv_dim;
-        break;
-      case LayerMatrix::AttnOutput:
-        cols = q_dim, rows = c.n_embd;
-        break;
-      case LayerMatrix::FfnDown:
-        cols = c.n_ff, rows = c.n_embd;
-        break;
-      default:
-        rows = c.n_ff;
-        break;  // gate, up
-    }
+    const auto [cols, rows] = layer_matrix_shape(m.role, c);
     plan.push_back({p + m.gguf, type, cols, rows, {}});
   }
 }

@@ -74,7 +74,7 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
           const std::vector<float>& values = w.layers[i].vectors[static_cast<size_t>(v)];
           if (!values.empty())
             r.vectors[static_cast<size_t>(v)] =
-                upload(values, layer + layer_vector_name(static_cast<LayerVector>(v)));
+                upload(values, layer + model.config.arch->gguf_name(static_cast<LayerVector>(v)));
         }
       }
       layers_.push_back(r);

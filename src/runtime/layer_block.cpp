@@ -1,9 +1,10 @@
 // The layer block: one layer of a batch as its architecture wires it (model/arch/), on one
-// side (device) of the session. Sequential (LLaMA, OPT): x += attn(norm(x)), then
+// part (device) of the session. Sequential (LLaMA, OPT): x += attn(norm(x)), then
 // x += ffn(ffn_norm(x)). Parallel (Falcon): attention and FFN both read the layer's input,
 // x += (ffn(attn_norm(x)) + attn(norm'(x))), in llama.cpp's order of additions; norm' is
 // attn_norm_2 where the file has it (Falcon-40B: llama.cpp's converter writes HF's ln_attn
 // there and ln_mlp as attn_norm), else attn_norm itself (Falcon-7B: one norm for both).
+#include "runtime/device_part.h"
 #include "runtime/ffn_executor.h"
 #include "runtime/kv_cache.h"
 #include "runtime/resident_weights.h"
@@ -16,66 +17,66 @@ int64_t Session::rope_half() const {
   return c_.arch->rope() ? c_.n_rot / 2 : 0;
 }
 
-void Session::norm(Side& s, const float* x, const float* weight, const float* bias, float* out,
+void Session::norm(Backend& be, const float* x, const float* weight, const float* bias, float* out,
                    int64_t n) {
   if (c_.arch->norm == NormKind::Layer)
-    s.backend.layer_norm(x, weight, bias, out, n, c_.n_embd, c_.norm_eps);
+    be.layer_norm(x, weight, bias, out, n, c_.n_embd, c_.norm_eps);
   else
-    s.backend.rms_norm(x, weight, out, n, c_.n_embd, c_.norm_eps);
+    be.rms_norm(x, weight, out, n, c_.n_embd, c_.norm_eps);
 }
 
-void Session::layer(Side& s, int64_t l, int64_t n) {
-  const ResidentLayer& w = s.weights.layer(l);
-  Workspace& ws = s.ws;
-  Backend& be = s.backend;
+void Session::layer(DevicePart& p, int64_t l, int64_t n) {
+  const ResidentLayer& w = p.weights->layer(l);
+  Workspace& ws = p.ws;
+  Backend& be = p.backend;
   const int64_t count = n * c_.n_embd;
   const bool parallel = c_.arch->residual == ResidualKind::Parallel;
   Event start = be.record();
   // A parallel layer's attention reads attn_norm_2 where there is one; everything else attn_norm.
   const bool second = parallel && w.vec(LayerVector::AttnNorm2) != nullptr;
-  norm(s, ws.x, w.vec(second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm),
+  norm(be, ws.x, w.vec(second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm),
        w.vec(second ? LayerVector::AttnNorm2Bias : LayerVector::AttnNormBias), ws.xn, n);
-  attention_block(s, l, n, parallel ? ws.attn_out : ws.proj);
+  attention_block(p, l, n, parallel ? ws.attn_out : ws.proj);
   if (parallel) {
     // The FFN reads the layer's input through attn_norm (again, when attention's was it too).
-    norm(s, ws.x, w.vec(LayerVector::AttnNorm), w.vec(LayerVector::AttnNormBias), ws.xn, n);
+    norm(be, ws.x, w.vec(LayerVector::AttnNorm), w.vec(LayerVector::AttnNormBias), ws.xn, n);
   } else {
     be.add(ws.x, ws.proj, count);
-    norm(s, ws.x, w.vec(LayerVector::FfnNorm), w.vec(LayerVector::FfnNormBias), ws.xn, n);
+    norm(be, ws.x, w.vec(LayerVector::FfnNorm), w.vec(LayerVector::FfnNormBias), ws.xn, n);
   }
   spans_.add(start, be.record(), &times_.attention, 1, &be);
   start = be.record();
-  s.ffn.run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], s.counters + l, times_,
-            spans_, observer_);
+  p.ffn->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], p.counter(l), times_, spans_,
+             observer_);
   if (parallel) be.add(ws.proj, ws.attn_out, count);
   be.add(ws.x, ws.proj, count);
   spans_.add(start, be.record(), &times_.ffn, 1, &be);
 }
 
-void Session::attention_block(Side& s, int64_t l, int64_t n, float* out) {
-  const ResidentLayer& w = s.weights.layer(l);
+void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
+  const ResidentLayer& w = p.weights->layer(l);
   const HeadShape heads{c_.n_head, c_.n_head_kv, c_.head_dim};
   const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
-  Backend& be = s.backend;
-  Workspace& ws = s.ws;
-  be.prepare(s.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
+  Backend& be = p.backend;
+  Workspace& ws = p.ws;
+  be.prepare(*p.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
   const RowsJob qkv[3] = {
       {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
-  be.matmul(qkv, s.in);
+  be.matmul(qkv, *p.in);
   for (auto [bias, y, dim] : {std::tuple{LayerVector::AttnQBias, ws.q, q_dim},
                               {LayerVector::AttnKBias, ws.k, kv_dim},
                               {LayerVector::AttnVBias, ws.v, kv_dim}})
     if (const float* b = w.vec(bias)) be.add_bias(y, b, n, dim);
-  const KvLayer kv = s.kv.layer(kv_index_[static_cast<size_t>(l)]);
+  const KvLayer kv = p.kv_layer(l);
   const TokenPlaces places{pos_.data(), base_.data()};
   const RopeStyle style =
       c_.arch->positions == PositionKind::RopeNeox ? RopeStyle::Neox : RopeStyle::Adjacent;
   be.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, rope_half(), style}, kv,
                     places);
   be.attention(ws.q, n, heads, kv, places, n_ctx_, ws.scores, ws.attn);
-  be.prepare(s.in, ws.attn, q_dim, n, {w.attn_output.type});
+  be.prepare(*p.in, ws.attn, q_dim, n, {w.attn_output.type});
   const RowsJob o{&w.attn_output, out, c_.n_embd};
-  be.matmul(std::span(&o, 1), s.in);
+  be.matmul(std::span(&o, 1), *p.in);
   if (const float* b = w.vec(LayerVector::AttnOutputBias)) be.add_bias(out, b, n, c_.n_embd);
 }
 

@@ -6,6 +6,7 @@
 #include "backends/cpu/attention.h"
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "runtime/device_part.h"
 #include "runtime/embedding_rows.h"
 #include "runtime/ffn_executor.h"
 #include "runtime/kv_cache.h"
@@ -75,7 +76,17 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
     fail("{} query heads per key/value head: at most {} are supported", c_.n_head / c_.n_head_kv,
          kMaxHeadsPerGroup);
   check_options(model, options_);
-  const ModelWeights& mw = model.weights;
+  check_layout();
+  make_parts();
+  embedding_ = std::make_unique<EmbeddingRows>(model);
+  ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
+  if (backend_.device() != Device::Host && !options_.output_on_host)
+    device_logits_ = backend_.allocate(
+        static_cast<uint64_t>(kMaxBatch * c_.n_vocab) * sizeof(float), "the logits");
+}
+
+void Session::check_layout() const {
+  const ModelWeights& mw = model_.weights;
   if (options_.ffn != FfnMode::Dense && !mw.has_down_t && !mw.bundled)
     fail("the sparse FFN needs ffn_down_t in every layer (Model::ensure_down_t)");
   const bool host = backend_.device() == Device::Host;
@@ -84,8 +95,7 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   const bool split = !options_.vram_neurons.empty();
   int64_t cpu_layers = 0;
   for (uint8_t h : options_.host_layers) cpu_layers += h != 0;
-  const bool mixed = cpu_layers > 0 || options_.output_on_host;
-  if (mixed) {
+  if (cpu_layers > 0 || options_.output_on_host) {
     if (host || options_.host_backend == nullptr)
       fail("layers on the CPU beside a device need a device session and the CPU backend");
     if (static_cast<int64_t>(options_.host_layers.size()) != c_.n_layer)
@@ -102,85 +112,63 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
     if (!host && options_.host_backend == nullptr)
       fail("a split FFN on a device needs the CPU backend for its RAM part");
   }
-  // A split FFN's device holds only its hot rows (the store copies them), not whole matrices.
-  weights_ = std::make_unique<ResidentWeights>(model, backend_, options_.ffn, !split,
-                                               options_.host_layers, options_.output_on_host);
-  // Each layer's KV cache lives with its attention.
-  int64_t on_device = 0, on_host = 0;
-  for (int64_t l = 0; l < c_.n_layer; ++l) kv_index_.push_back(on_cpu(l) ? on_host++ : on_device++);
-  kv_ = std::make_unique<KvCache>(backend_, c_, n_ctx * options_.n_seq, options_.k_type,
-                                  options_.v_type, on_device);
-  if (on_host > 0)
-    host_kv_ = std::make_unique<KvCache>(*options_.host_backend, c_, n_ctx * options_.n_seq,
-                                         options_.k_type, options_.v_type, on_host);
-  ws_ = std::make_unique<Workspace>(backend_, workspace_shape(model, n_ctx, options_.ffn, split));
-  in_ = backend_.make_prepared(kMaxBatch);
-  embedding_ = std::make_unique<EmbeddingRows>(model);
-  ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
-  if (options_.ffn != FfnMode::Dense) make_store();
-  ffn_ = std::make_unique<FfnExecutor>(model, *weights_, backend_, *ws_, *in_, store_.get(),
-                                       options_.ffn, options_.check_predictor);
-  if ((split || mixed) && !host) {
-    Backend& cpu = *options_.host_backend;
-    host_ws_ = std::make_unique<Workspace>(cpu, workspace_shape(model, n_ctx, options_.ffn, split));
-    host_in_ = cpu.make_prepared(kMaxBatch);
-    host_counts_.assign(static_cast<size_t>(c_.n_layer), 0);
-    if (split) ffn_->set_host_side({&cpu, host_ws_.get(), host_in_.get(), host_counts_.data()});
-  }
-  if (mixed) {
-    Backend& cpu = *options_.host_backend;
-    host_weights_ = std::make_unique<ResidentWeights>(model, cpu, options_.ffn);
-    // Their FFN reads the model's matrices, or the flash tier's caches (the split's store below).
-    FfnStore* host_store = flash_;
-    if (options_.ffn != FfnMode::Dense && flash_ == nullptr) {
-      for (const LayerWeights& l : mw.layers)
-        host_ram_layers_.push_back({l.ffn_gate, l.ffn_up, l.ffn_down_t});
-      host_store_ = std::make_unique<RamFfnStore>(host_ram_layers_);
-      host_store = host_store_.get();
-    }
-    host_ffn_ = std::make_unique<FfnExecutor>(model, *host_weights_, cpu, *host_ws_, *host_in_,
-                                              host_store, options_.ffn, false);
-  }
-  counters_ =
-      backend_.allocate(static_cast<uint64_t>(c_.n_layer) * sizeof(uint64_t), "the FFN's counters");
-  counts_.assign(static_cast<size_t>(c_.n_layer), 0);
-  if (!host && !options_.output_on_host)
-    device_logits_ = backend_.allocate(
-        static_cast<uint64_t>(kMaxBatch * c_.n_vocab) * sizeof(float), "the logits");
 }
 
-void Session::make_store() {
+void Session::make_parts() {
+  const bool host = backend_.device() == Device::Host;
   const bool split = !options_.vram_neurons.empty();
-  std::unique_ptr<FfnStore> held = model_.weights.bundled ? make_flash_store() : make_ram_store();
-  if (!split) {
-    store_ = std::move(held);
-    return;
-  }
-  // The device part holds its copies of the hot rows, taken from the store below, which
-  // serves the rest.
-  below_ = std::move(held);
-  auto s =
-      std::make_unique<SplitFfnStore>(backend_, *below_, options_.vram_neurons, c_.n_ff, kMaxBatch);
-  split_ = s.get();
-  store_ = std::move(s);
-}
-
-std::unique_ptr<FfnStore> Session::make_ram_store() {
-  // A split's RAM part reads the model's own matrices; otherwise the rows the backend holds.
-  const bool split = !options_.vram_neurons.empty();
+  int64_t cpu_layers = 0;
+  for (uint8_t h : options_.host_layers) cpu_layers += h != 0;
+  const bool mixed = cpu_layers > 0 || options_.output_on_host;
+  const WorkspaceShape shape = workspace_shape(model_, n_ctx_, options_.ffn, split);
+  PartLayout layout;
+  layout.kv_positions = n_ctx_ * options_.n_seq;
+  layout.k_type = options_.k_type;
+  layout.v_type = options_.v_type;
   for (int64_t l = 0; l < c_.n_layer; ++l) {
-    if (split) {
-      const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
-      ram_layers_.push_back({w.ffn_gate, w.ffn_up, w.ffn_down_t});
-    } else {
-      const ResidentLayer& r = weights_->layer(l);
-      ram_layers_.push_back({r.ffn_gate, r.ffn_up, r.ffn_down_t});
-    }
+    layer_part_.push_back(on_cpu(l) ? 1 : 0);
+    layout.layers.push_back(on_cpu(l) ? 0 : 1);
   }
-  return std::make_unique<RamFfnStore>(ram_layers_);
+  layout.output = !options_.output_on_host;
+  // A split FFN's device holds only its hot rows (the split store copies them).
+  layout.ffn_rows = !split;
+  parts_.push_back(
+      std::make_unique<DevicePart>(model_, backend_, options_.ffn, layout, shape, kMaxBatch));
+  if ((split || mixed) && !host) {
+    // The CPU beside the device: the plan's layers and output head, or only a split's RAM part.
+    for (uint8_t& here : layout.layers) here = here != 0 ? 0 : 1;
+    layout.output = options_.output_on_host;
+    layout.ffn_rows = true;
+    parts_.push_back(std::make_unique<DevicePart>(model_, *options_.host_backend, options_.ffn,
+                                                  layout, shape, kMaxBatch));
+  }
+  output_part_ = options_.output_on_host ? 1 : 0;
+  FfnStore* store = options_.ffn != FfnMode::Dense ? make_stores() : nullptr;
+  DevicePart& device = *parts_[0];
+  device.make_ffn(store, options_.check_predictor);
+  if (DevicePart* cpu = cpu_part()) {
+    if (split) device.ffn->set_host_side({&cpu->backend, &cpu->ws, cpu->in.get(), cpu->counter(0)});
+    // Its layers' FFN reads the model's matrices, or the flash tier's caches (the split's below).
+    FfnStore* cpu_store = options_.ffn == FfnMode::Dense ? nullptr
+                          : flash_                       ? flash_.get()
+                                                         : &cpu->ram_store();
+    if (mixed) cpu->make_ffn(cpu_store, false);
+  }
 }
 
-std::unique_ptr<FfnStore> Session::make_flash_store() {
+FfnStore* Session::make_stores() {
+  if (model_.weights.bundled) flash_ = make_flash_store();
+  if (options_.vram_neurons.empty()) return flash_ ? flash_.get() : &parts_[0]->ram_store();
+  // The device part holds its copies of the hot rows, taken from the store below (the flash
+  // tier, or the model's matrices in RAM: the host's rows), which serves the rest.
+  DevicePart& host = cpu_part() != nullptr ? *cpu_part() : *parts_[0];
+  FfnStore& below = flash_ ? *flash_ : host.ram_store();
+  split_ =
+      std::make_unique<SplitFfnStore>(backend_, below, options_.vram_neurons, c_.n_ff, kMaxBatch);
+  return split_.get();
+}
+
+std::unique_ptr<FlashFfnStore> Session::make_flash_store() {
   const ModelWeights& mw = model_.weights;
   BundleSource* source = options_.source;
   if (source == nullptr) {
@@ -202,26 +190,12 @@ std::unique_ptr<FfnStore> Session::make_flash_store() {
   fo.pinned = options_.pinned;
   std::vector<uint64_t> offsets;
   for (const LayerWeights& l : mw.layers) offsets.push_back(l.bundles_offset);
-  auto flash = std::make_unique<FlashFfnStore>(mw.bundle, c_.n_embd, std::move(offsets), *source,
-                                               std::move(fo));
-  flash_ = flash.get();
-  return flash;
+  return std::make_unique<FlashFfnStore>(mw.bundle, c_.n_embd, std::move(offsets), *source,
+                                         std::move(fo));
 }
 
 Session::~Session() {
   if (device_logits_.data != nullptr) backend_.release(device_logits_);
-  backend_.release(counters_);
-}
-
-void Session::collect_counts() {
-  // Once per pass: the counters come back with the logits' download and start again at 0.
-  const uint64_t bytes = counts_.size() * sizeof(uint64_t);
-  backend_.download(counts_.data(), counters_.data, bytes);
-  for (size_t l = 0; l < counts_.size(); ++l) ffn_stats_[l].nonzero += counts_[l];
-  std::fill(counts_.begin(), counts_.end(), 0);
-  for (size_t l = 0; l < host_counts_.size(); ++l) ffn_stats_[l].nonzero += host_counts_[l];
-  std::fill(host_counts_.begin(), host_counts_.end(), 0);
-  backend_.upload(counters_.data, counts_.data(), bytes);
 }
 
 uint64_t Session::split_device_pairs() const {
@@ -245,7 +219,7 @@ Session::SplitTraffic Session::split_traffic() const {
   t.ram_row_bytes = split_->ram_rows_read() * row;
   for (int64_t l = 0; l < c_.n_layer; ++l)  // the layers wholly on the CPU read all theirs there
     if (on_cpu(l)) t.ram_row_bytes += ffn_stats_[static_cast<size_t>(l)].rows_read * row;
-  t.link_bytes = split_->link_bytes() + ffn_->link_bytes() + residual_link_bytes_;
+  t.link_bytes = split_->link_bytes() + parts_[0]->ffn->link_bytes() + residual_link_bytes_;
   return t;
 }
 
@@ -254,7 +228,9 @@ uint64_t Session::kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_ty
 }
 
 uint64_t Session::kv_cache_bytes() const {
-  return kv_->bytes() + (host_kv_ != nullptr ? host_kv_->bytes() : 0);
+  uint64_t bytes = 0;
+  for (const auto& p : parts_) bytes += p->kv_bytes();
+  return bytes;
 }
 
 bool Session::on_cpu(int64_t l) const {
@@ -262,28 +238,18 @@ bool Session::on_cpu(int64_t l) const {
   return i < options_.host_layers.size() && options_.host_layers[i] != 0;
 }
 
-Session::Side Session::side(bool cpu) {
-  if (cpu)
-    return {*options_.host_backend,
-            *host_ws_,
-            *host_in_,
-            *host_weights_,
-            host_kv_ != nullptr ? *host_kv_ : *kv_,
-            *host_ffn_,
-            host_counts_.data()};
-  return {
-      backend_, *ws_, *in_, *weights_, *kv_, *ffn_, reinterpret_cast<uint64_t*>(counters_.data)};
-}
-
-void Session::move_residual(bool to_cpu, int64_t n) {
-  if (to_cpu == residual_on_cpu_) return;
+void Session::move_residual(size_t to, int64_t n) {
+  if (to == residual_part_) return;
+  DevicePart& from = *parts_[residual_part_];
+  DevicePart& dst = *parts_[to];
   const uint64_t bytes = static_cast<uint64_t>(n * c_.n_embd) * sizeof(float);
-  if (to_cpu)
-    backend_.download(host_ws_->x, ws_->x, bytes);
+  // One of the two is the host: the other's backend moves the rows.
+  if (dst.backend.device() == Device::Host)
+    from.backend.download(dst.ws.x, from.ws.x, bytes);
   else
-    backend_.upload(ws_->x, host_ws_->x, bytes);
+    dst.backend.upload(dst.ws.x, from.ws.x, bytes);
   residual_link_bytes_ += bytes;
-  residual_on_cpu_ = to_cpu;
+  residual_part_ = to;
 }
 
 uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode) {
@@ -343,8 +309,7 @@ void Session::truncate(int seq, int64_t n) {
 void Session::copy_sequence(int from, int to, int64_t n) {
   if (from == to || n_past(from) < n || n < 0)
     fail("cannot copy {} positions of sequence {}", n, from);
-  kv_->copy_rows(from * n_ctx_, to * n_ctx_, n);
-  if (host_kv_ != nullptr) host_kv_->copy_rows(from * n_ctx_, to * n_ctx_, n);
+  for (auto& p : parts_) p->copy_kv_rows(from * n_ctx_, to * n_ctx_, n);
   n_past_.at(static_cast<size_t>(to)) = n;
 }
 
@@ -407,18 +372,17 @@ void Session::place(std::span<const BatchToken> batch) {
     }
   }
   const uint64_t bytes = static_cast<uint64_t>(n * half) * sizeof(float);
-  backend_.upload(ws_->rope_cos, cos, bytes);
-  backend_.upload(ws_->rope_sin, sin, bytes);
-  if (host_kv_ != nullptr) {  // layers on the CPU rotate with the same table
-    options_.host_backend->upload(host_ws_->rope_cos, cos, bytes);
-    options_.host_backend->upload(host_ws_->rope_sin, sin, bytes);
+  for (auto& p : parts_) {  // layers on the CPU rotate with the same table
+    p->backend.upload(p->ws.rope_cos, cos, bytes);
+    p->backend.upload(p->ws.rope_sin, sin, bytes);
   }
 }
 
 void Session::embed(std::span<const BatchToken> batch) {
+  Workspace& ws = parts_[0]->ws;  // the embedding rows are made on the session's device
   for (size_t b = 0; b < batch.size(); ++b)
     backend_.dequantize_row(model_.weights.token_embd.type, embedding_->row(batch[b].token),
-                            ws_->x + static_cast<int64_t>(b) * c_.n_embd, c_.n_embd);
+                            ws.x + static_cast<int64_t>(b) * c_.n_embd, c_.n_embd);
   const MatrixView& positions = model_.weights.position_embd;
   if (positions.data == nullptr) return;
   // Learned positions (OPT): each token's row of the table, added to its embedding.
@@ -426,38 +390,36 @@ void Session::embed(std::span<const BatchToken> batch) {
   for (int64_t b = 0; b < n; ++b)
     backend_.dequantize_row(positions.type,
                             positions.row(pos_[static_cast<size_t>(b)] + c_.arch->position_offset),
-                            ws_->proj + b * c_.n_embd, c_.n_embd);
-  backend_.add(ws_->x, ws_->proj, n * c_.n_embd);
+                            ws.proj + b * c_.n_embd, c_.n_embd);
+  backend_.add(ws.x, ws.proj, n * c_.n_embd);
 }
 
 void Session::forward(std::span<const BatchToken> batch, float* logits) {
   const int64_t n = static_cast<int64_t>(batch.size());
   place(batch);
   embed(batch);
+  residual_part_ = 0;
   // Look-ahead reads where the session's store reads flash itself (not below a device's part).
-  const bool lookahead =
-      store_ != nullptr && store_->can_prefetch() && options_.lookahead && n == 1;
-  residual_on_cpu_ = false;  // the embedding rows are made on the session's device
+  FfnExecutor& ffn = *parts_[0]->ffn;
+  const bool lookahead = flash_ != nullptr && split_ == nullptr && options_.lookahead && n == 1;
   for (int64_t l = 0; l < c_.n_layer; ++l) {
-    const bool cpu = on_cpu(l);
-    if (host_ws_ != nullptr) move_residual(cpu, n);
-    Side s = side(cpu);
-    layer(s, l, n);
+    move_residual(layer_part_[static_cast<size_t>(l)], n);
+    layer(part_of(l), l, n);
     if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * c_.n_ff);
     if (lookahead && l + 1 < c_.n_layer) {
       const Event ahead = backend_.record();
-      ffn_->prefetch(l + 1, clock_ - 1);
+      ffn.prefetch(l + 1, clock_ - 1);
       add_elapsed(backend_, ahead, times_.predictor, spans_);
     }
   }
-  if (host_ws_ != nullptr) move_residual(options_.output_on_host, n);
-  Backend& out = options_.output_on_host ? *options_.host_backend : backend_;
+  move_residual(output_part_, n);
+  Backend& out = output_part().backend;
   const Event start = out.record();
   output(batch, logits);
   spans_.add(start, out.record(), &times_.output, 1, &out);
   backend_.synchronize();  // the logits are read by the caller
   spans_.resolve(backend_);
-  collect_counts();
+  for (auto& p : parts_) p->collect_counts(ffn_stats_);
   clock_ += n;
 }
 
@@ -465,20 +427,19 @@ void Session::output(std::span<const BatchToken> batch, float* logits) {
   // Only the marked tokens' logits: their rows normalized side by side, one product.
   // On a device they are made in its memory and downloaded; on the CPU (the plan's output head
   // there) straight into `logits`.
-  Side s = side(options_.output_on_host);
-  const MatrixView& out = s.weights.output();
+  DevicePart& p = output_part();
+  const MatrixView& out = p.weights->output();
   int64_t rows = 0;
   for (size_t b = 0; b < batch.size(); ++b)
     if (batch[b].logits)
-      norm(s, s.ws.x + static_cast<int64_t>(b) * c_.n_embd, s.weights.output_norm(),
-           s.weights.output_norm_bias(), s.ws.xn + rows++ * c_.n_embd, 1);
+      norm(p.backend, p.ws.x + static_cast<int64_t>(b) * c_.n_embd, p.weights->output_norm(),
+           p.weights->output_norm_bias(), p.ws.xn + rows++ * c_.n_embd, 1);
   if (rows == 0) return;
-  float* y = device_logits_.data != nullptr && !options_.output_on_host
-                 ? reinterpret_cast<float*>(device_logits_.data)
-                 : logits;
-  s.backend.prepare(s.in, s.ws.xn, c_.n_embd, rows, {out.type});
+  float* y =
+      device_logits_.data != nullptr ? reinterpret_cast<float*>(device_logits_.data) : logits;
+  p.backend.prepare(*p.in, p.ws.xn, c_.n_embd, rows, {out.type});
   const RowsJob job{&out, y, c_.n_vocab};
-  s.backend.matmul(std::span(&job, 1), s.in);
+  p.backend.matmul(std::span(&job, 1), *p.in);
   if (y != logits)
     backend_.download(logits, y, static_cast<uint64_t>(rows * c_.n_vocab) * sizeof(float));
 }

@@ -24,15 +24,11 @@
 
 namespace strata {
 
+class DevicePart;
 class EmbeddingRows;
-class FfnExecutor;
 class FfnStore;
 class FlashFfnStore;
-class KvCache;
-class ResidentWeights;
 class SplitFfnStore;
-class Workspace;
-struct RamFfnLayer;
 
 struct SessionOptions {
   FfnMode ffn = FfnMode::Dense;
@@ -166,35 +162,31 @@ class Session {
  private:
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
           SessionOptions options);
-  void make_store();
-  std::unique_ptr<FfnStore> make_ram_store();
-  std::unique_ptr<FfnStore> make_flash_store();
+  void check_layout() const;
+  void make_parts();
+  // The store part 0's FFN reads in a sparse mode (the flash tier's, a split's or its RAM rows).
+  FfnStore* make_stores();
+  std::unique_ptr<FlashFfnStore> make_flash_store();
   void check_batch(std::span<const BatchToken> batch) const;
   // One batch of up to kMaxBatch tokens, each at its sequence's next position; logits of the
   // marked tokens to `logits`, in order.
   void forward(std::span<const BatchToken> batch, float* logits);
   void place(std::span<const BatchToken> batch);  // positions and rotation angles
   void embed(std::span<const BatchToken> batch);
-  // One device's view of the layers it computes.
-  struct Side {
-    Backend& backend;
-    Workspace& ws;
-    PreparedRows& in;
-    const ResidentWeights& weights;
-    KvCache& kv;
-    FfnExecutor& ffn;
-    uint64_t* counters;  // per layer, in the side's memory
-  };
+  // The part that computes a layer, the output head.
+  DevicePart& part_of(int64_t layer) { return *parts_[layer_part_[static_cast<size_t>(layer)]]; }
+  DevicePart& output_part() { return *parts_[output_part_]; }
+  DevicePart* cpu_part() { return parts_.size() > 1 ? parts_[1].get() : nullptr; }
   bool on_cpu(int64_t layer) const;
-  Side side(bool cpu);
-  // The residual stream of the batch's n rows onto the side that computes next.
-  void move_residual(bool to_cpu, int64_t n);
+  // The residual stream of the batch's n rows onto part `to`.
+  void move_residual(size_t to, int64_t n);
   // The layer block (layer_block.cpp): the architecture's wiring of attention and FFN.
-  void layer(Side& s, int64_t layer, int64_t n);
+  void layer(DevicePart& p, int64_t layer, int64_t n);
   // Attention on ws.xn (normalized), its output projection (with its bias) to `out`.
-  void attention_block(Side& s, int64_t layer, int64_t n, float* out);
+  void attention_block(DevicePart& p, int64_t layer, int64_t n, float* out);
   // out = the architecture's norm of x (bias may be null).
-  void norm(Side& s, const float* x, const float* weight, const float* bias, float* out, int64_t n);
+  void norm(Backend& be, const float* x, const float* weight, const float* bias, float* out,
+            int64_t n);
   // Pairs RoPE rotates per head: 0 for learned positions.
   int64_t rope_half() const;
   void output(std::span<const BatchToken> batch, float* logits);
@@ -214,37 +206,20 @@ class Session {
   std::vector<FfnLayerStats> ffn_stats_;
   FfnObserver observer_;
   uint64_t ffn_activations_ = 0;
-  std::unique_ptr<ResidentWeights> weights_;
-  std::unique_ptr<KvCache> kv_;
-  std::unique_ptr<Workspace> ws_;
-  std::unique_ptr<PreparedRows> in_;
+  // parts_[0]: the session's backend; parts_[1]: the CPU beside a device, when the plan puts
+  // layers or the output head there or the FFN is split. layer_part_: the plan's layer->part map.
+  std::vector<std::unique_ptr<DevicePart>> parts_;
+  std::vector<size_t> layer_part_;
+  size_t output_part_ = 0;
+  size_t residual_part_ = 0;  // where the residual stream is now
   std::unique_ptr<EmbeddingRows> embedding_;
-  std::vector<RamFfnLayer> ram_layers_;
   std::unique_ptr<BundleSource> own_source_;
-  std::unique_ptr<FfnStore> below_;  // a split's store below its device part
-  std::unique_ptr<FfnStore> store_;
-  FlashFfnStore* flash_ = nullptr;  // store_ or below_ when the model is bundled
-  std::unique_ptr<FfnExecutor> ffn_;
+  std::unique_ptr<FlashFfnStore> flash_;  // a bundled model's tier
+  std::unique_ptr<SplitFfnStore> split_;  // a split FFN: the device's hot rows over the rest
+  uint64_t residual_link_bytes_ = 0;      // the residual stream moved between the parts
   std::vector<float> logits_;
   Buffer device_logits_;  // a device's logits rows, downloaded into logits_
-  Buffer counters_;       // per layer, non-zero FFN activations of this pass (backend memory)
-  // A split FFN on a device: the CPU side's scratch, input and counters.
-  std::unique_ptr<Workspace> host_ws_;
-  // Layers on the CPU beside a device: their weights (views), KV cache and FFN.
-  std::unique_ptr<ResidentWeights> host_weights_;
-  std::unique_ptr<KvCache> host_kv_;
-  std::vector<int64_t> kv_index_;  // per layer: its index in its side's cache
-  std::vector<RamFfnLayer> host_ram_layers_;
-  std::unique_ptr<FfnStore> host_store_;
-  std::unique_ptr<FfnExecutor> host_ffn_;
-  bool residual_on_cpu_ = false;
-  uint64_t residual_link_bytes_ = 0;  // the residual stream moved between the devices
-  std::unique_ptr<PreparedRows> host_in_;
-  std::vector<uint64_t> host_counts_;
-  SplitFfnStore* split_ = nullptr;
-  std::vector<uint64_t> counts_;  // counters_ downloaded
-  void collect_counts();
-  int64_t clock_ = 0;  // tokens seen, for windowing (never reset)
+  int64_t clock_ = 0;     // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;
 };
 

@@ -8,6 +8,8 @@
 
 #include "backends/cpu/amx_matmat.h"
 #include "core/error.h"
+#include "model/arch/architecture.h"
+#include "offline/synth.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -165,6 +167,60 @@ TEST(SparseFfn, PowerInferFileRunsInPredictModeLikeTheSameStrataFile) {
     EXPECT_EQ(pwri->weights.layers[1].predictor.threshold,
               ours->weights.layers[1].predictor.threshold);
     EXPECT_EQ(run(*pwri, {FfnMode::Predict}), run(*ours, {FfnMode::Predict}));
+  }
+}
+
+// A plain-ReLU architecture's model sparse by construction (Falcon: parallel, one norm or two;
+// OPT: learned positions, biases, tied head), in strata's layout or PowerInfer's.
+std::string sparse_architecture_model(const std::string& arch, int64_t kv_heads, bool powerinfer) {
+  const std::string path = temp_file("sparse_" + arch + "_kv" + std::to_string(kv_heads) +
+                                     (powerinfer ? "_pwri" : "") + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.shape.architecture = arch;
+  s.shape.arch = find_architecture(arch);
+  s.shape.ffn = FfnActivation::ReLU;
+  s.shape.n_ff = 256;
+  s.shape.n_layer = 3;
+  s.shape.n_head_kv = kv_heads;
+  s.type = DType::F16;
+  s.density = 0.2;
+  s.predictor_rank = 32;
+  s.tied_output = arch == "opt";
+  s.powerinfer_layout = powerinfer;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+TEST(SparseFfn, SyntheticFalconAndOptAreSparseWithPredictorsThatFindTheActiveNeurons) {
+  for (auto [arch, kv] : {std::pair{"falcon", 1}, {"falcon", 2}, {"opt", 4}}) {
+    const std::string what = std::string(arch) + " kv " + std::to_string(kv);
+    const auto m = Model::load(sparse_architecture_model(arch, kv, false), false);
+    ASSERT_TRUE(m->weights.has_predictors && m->weights.has_down_t) << what;
+    ThreadPool pool(2);
+    Session s(*m, 64, pool, {FfnMode::Predict, /*check_predictor=*/true});
+    s.eval(kTokens);
+    for (const FfnLayerStats& st : s.ffn_stats()) {
+      const double density = double(st.truly_active) / double(kTokens.size() * 256);
+      EXPECT_NEAR(density, 0.2, 0.08) << what;
+      EXPECT_GT(double(st.predicted_and_active) / double(st.truly_active), 0.95) << what;
+    }
+    // The exact sparse mode (up-first for a plain FFN) equals dense within rounding.
+    expect_close(run(*m, {}), run(*m, {FfnMode::GateFirst}), 1e-5f, what);
+  }
+}
+
+TEST(SparseFfn, PowerInferFalconAndOptFilesRunLikeTheSameStrataFiles) {
+  for (auto [arch, kv] : {std::pair{"falcon", 1}, {"falcon", 2}, {"opt", 4}}) {
+    const auto pwri = Model::load(sparse_architecture_model(arch, kv, true), false);
+    ASSERT_TRUE(pwri->file->is_powerinfer());
+    EXPECT_EQ(pwri->file->find(kFfnActivationKey), nullptr);
+    EXPECT_EQ(pwri->config.ffn, FfnActivation::ReLU);
+    // PowerInfer names OPT's down bias after ffn_down_t, and its opt files have no output.
+    EXPECT_EQ(pwri->file->find_tensor("blk.0.ffn_down_t.bias") != nullptr,
+              std::string(arch) == "opt");
+    EXPECT_EQ(pwri->file->find_tensor("output.weight") != nullptr, std::string(arch) != "opt");
+    const auto ours = Model::load(sparse_architecture_model(arch, kv, false), false);
+    EXPECT_EQ(run(*pwri, {FfnMode::Predict}), run(*ours, {FfnMode::Predict})) << arch;
   }
 }
 

@@ -85,11 +85,45 @@ Fill small_values(Random& rng, int64_t n) {
   };
 }
 
-// One layer of a dense random model of any architecture, from its tensor list: the first name
-// of every role it has (a second input norm where the shape has KV groups, as Falcon-40B),
-// ffn_down rather than ffn_down_t, no gate for a plain FFN.
+// Fills that draw from `rng` when written, as the writer's defaults do (norm weights near 1,
+// matrix rows uniform with variance 1/cols).
+Fill random_norm(Random& rng, int64_t n) {
+  return [&rng, n](int64_t, float* row) {
+    for (int64_t j = 0; j < n; ++j) row[j] = 1.0f + 0.1f * rng.uniform();
+  };
+}
+Fill random_rows(Random& rng, int64_t cols) {
+  return [&rng, cols](int64_t, float* row) {
+    const float a = std::sqrt(3.0f / static_cast<float>(cols));
+    for (int64_t j = 0; j < cols; ++j) row[j] = a * rng.uniform();
+  };
+}
+Fill zeros(int64_t n) {
+  return [n](int64_t, float* row) { std::fill(row, row + n, 0.0f); };
+}
+
+// A layer of a model that is sparse by construction, for an architecture with a plain ReLU FFN
+// (Falcon, OPT): the generator (made when the layer's first tensor is written) gives the up and
+// down_t rows, the small attention output and the FFN's norm (attn_norm in a parallel layer,
+// ffn_norm in a sequential one); the biases that would move the anchor dimension or the FFN's
+// input (the FFN's norm, attention output, up and down) are zero.
+struct SparseLayer {
+  std::unique_ptr<SparseLayerGenerator>* gen;
+  const SynthSpec* spec;
+  int64_t layer;
+};
+
+// One layer of a random model of any architecture, from its tensor list: the first name of every
+// role it has (a second input norm where the shape has KV groups, as Falcon-40B), ffn_down
+// rather than ffn_down_t, no gate for a plain FFN; with `sparse`, as SparseLayer says.
 void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
-                            DType type, const std::string& p, Random& rng) {
+                            DType type, const std::string& p, Random& rng,
+                            const SparseLayer* sparse = nullptr) {
+  const size_t first = plan.size();
+  const bool parallel = a.residual == ResidualKind::Parallel;
+  const LayerVector ffn_norm = parallel ? LayerVector::AttnNorm : LayerVector::FfnNorm;
+  const LayerVector ffn_norm_bias = parallel ? LayerVector::AttnNormBias : LayerVector::FfnNormBias;
+  std::unique_ptr<SparseLayerGenerator>* gen = sparse != nullptr ? sparse->gen : nullptr;
   for (const VectorName& v : a.vectors) {
     if (a.gguf_name(v.role) != v.gguf) continue;  // a second name of a role
     const bool second_norm =
@@ -97,14 +131,59 @@ void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, c
     if (second_norm ? c.n_head_kv == 1 : v.presence == Presence::Optional) continue;
     const bool is_bias = std::string_view(v.gguf).ends_with(".bias");
     const int64_t n = layer_vector_length(v.role, c);
-    plan.push_back({p + v.gguf, DType::F32, n, 0, is_bias ? small_values(rng, n) : Fill{}});
+    std::string name = p + v.gguf;
+    Fill fill = is_bias ? small_values(rng, n) : Fill{};
+    if (sparse != nullptr) {
+      if (v.role == ffn_norm)
+        fill = [gen](int64_t, float* row) {
+          std::copy((*gen)->ffn_norm().begin(), (*gen)->ffn_norm().end(), row);
+        };
+      else if (v.role == ffn_norm_bias || v.role == LayerVector::AttnOutputBias ||
+               v.role == LayerVector::FfnUpBias || v.role == LayerVector::FfnDownBias)
+        fill = zeros(n);
+      else if (!fill)
+        fill = random_norm(rng, n);
+      // PowerInfer names OPT's down bias after the matrix it follows.
+      if (v.role == LayerVector::FfnDownBias && sparse->spec->powerinfer_layout)
+        name = p + "ffn_down_t.bias";
+    }
+    plan.push_back({name, DType::F32, n, 0, fill});
   }
   for (const MatrixName& m : a.matrices) {
-    if (m.role == LayerMatrix::FfnDownT) continue;
     if (m.role == LayerMatrix::FfnGate && !ffn_has_gate(c.ffn)) continue;
     const auto [cols, rows] = layer_matrix_shape(m.role, c);
-    plan.push_back({p + m.gguf, type, cols, rows, {}});
+    if (sparse == nullptr) {
+      if (m.role != LayerMatrix::FfnDownT) plan.push_back({p + m.gguf, type, cols, rows, {}});
+      continue;
+    }
+    Fill fill = random_rows(rng, cols);
+    if (m.role == LayerMatrix::FfnUp) {
+      fill = [gen](int64_t i, float* row) { (*gen)->gate_row(i, row); };
+    } else if (m.role == LayerMatrix::FfnDownT) {
+      fill = [gen](int64_t i, float* row) { (*gen)->down_t_row(i, row); };
+    } else if (m.role == LayerMatrix::FfnDown) {
+      if (!sparse->spec->keep_down) continue;
+      fill = [gen](int64_t j, float* row) { (*gen)->down_row(j, row); };
+    } else if (m.role == LayerMatrix::AttnOutput) {
+      fill = [gen, cols](int64_t r, float* row) { (*gen)->attn_output_row(r, cols, row); };
+    }
+    plan.push_back({p + m.gguf, type, cols, rows, fill});
   }
+  if (sparse == nullptr) return;
+  const SynthSpec& s = *sparse->spec;
+  const DType pt = is_float_type(type) ? DType::F16 : is_kquant(type) ? DType::Q8_0 : type;
+  plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
+                  [gen](int64_t r, float* row) { (*gen)->fc1_row(r, row); }});
+  plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,
+                  [gen](int64_t i, float* row) { (*gen)->fc2_row(i, row); }});
+  // The layer's generator, before its first tensor's rows.
+  Fill start = plan[first].fill;
+  plan[first].fill = [gen, start, &c, &s, layer = sparse->layer](int64_t r, float* row) {
+    if (r == 0)
+      *gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.n_ff, s.predictor_rank, s.density,
+                                                    s.seed * 1000003 + layer);
+    start(r, row);
+  };
 }
 
 }  // namespace
@@ -119,17 +198,25 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     fail("--sparsity needs a ReLU-family FFN (--ffn reglu, drelu or relu)");
   if (s.powerinfer_layout && !sparse) fail("the PowerInfer layout needs --sparsity (predictors)");
   if (s.context > 0.0 && !sparse) fail("--context needs --sparsity");
-  if (s.powerinfer_layout && c.ffn != FfnActivation::ReGLU && c.ffn != FfnActivation::DReLU)
-    fail("PowerInfer files are ReGLU (llama) or dReLU (bamboo)");
+  if (s.powerinfer_layout && c.ffn != FfnActivation::ReGLU && c.ffn != FfnActivation::DReLU &&
+      c.ffn != FfnActivation::ReLU)
+    fail("PowerInfer files are ReGLU (llama), dReLU (bamboo) or ReLU (falcon, opt)");
   const int64_t head_dim = c.n_embd / c.n_head;
   c.head_dim = c.n_rot = head_dim;
   if (s.powerinfer_layout && c.ffn == FfnActivation::DReLU) c.architecture = "bamboo";
   const Architecture* arch = find_architecture(c.architecture);
   if (arch == nullptr) fail("synthetic model: unknown architecture '{}'", c.architecture);
   const bool llama = arch->name == "llama" || arch->name == "bamboo";
-  if (!llama && (sparse || s.context > 0.0))
-    fail("--sparsity and --context make llama-architecture models only (so far), not {}",
-         arch->name);
+  if (!llama && s.context > 0.0)
+    fail("--context makes llama-architecture models only (so far), not {}", arch->name);
+  if (!llama && sparse && ffn_has_gate(c.ffn))
+    fail("--sparsity for {} makes its plain ReLU FFN (--ffn relu), not {}", arch->name,
+         ffn_activation_name(c.ffn));
+  if (s.powerinfer_layout && !llama && c.ffn != arch->powerinfer_ffn)
+    fail("PowerInfer's {} files are {}, not {}", arch->name,
+         ffn_activation_name(arch->powerinfer_ffn), ffn_activation_name(c.ffn));
+  if (s.powerinfer_layout && arch->positions == PositionKind::Learned && !s.tied_output)
+    fail("PowerInfer's {} files tie the output to the embedding: add --tied", arch->name);
   if (ffn_has_gate(c.ffn) && !arch->has(LayerMatrix::FfnGate))
     fail("--ffn {}: {} has no gate (its FFN is plain: relu or gelu)", ffn_activation_name(c.ffn),
          arch->name);
@@ -187,11 +274,24 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (arch->output_norm_bias)
     plan.push_back({"output_norm.bias", DType::F32, c.n_embd, 0, small_values(rng, c.n_embd)});
   if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
-  if (arch->positions == PositionKind::Learned)
-    plan.push_back(
-        {"position_embd.weight", s.type, c.n_embd, c.n_ctx_train + arch->position_offset, {}});
-  for (int64_t l = 0; !llama && l < c.n_layer; ++l)
-    add_architecture_layer(plan, *arch, c, s.type, fmt::format("blk.{}.", l), rng);
+  if (arch->positions == PositionKind::Learned) {
+    // Sparse: small rows that leave the anchor dimension alone (the residual stays near the
+    // embedding, as the generator assumes).
+    Fill positions;
+    if (sparse)
+      positions = [&](int64_t, float* row) {
+        const float a = 0.1f * std::sqrt(3.0f / static_cast<float>(c.n_embd));
+        for (int64_t j = 0; j < c.n_embd; ++j) row[j] = a * rng.uniform();
+        row[0] = 0.0f;
+      };
+    plan.push_back({"position_embd.weight", s.type, c.n_embd, c.n_ctx_train + arch->position_offset,
+                    positions});
+  }
+  for (int64_t l = 0; !llama && l < c.n_layer; ++l) {
+    const SparseLayer layer{&gen, &s, l};
+    add_architecture_layer(plan, *arch, c, s.type, fmt::format("blk.{}.", l), rng,
+                           sparse ? &layer : nullptr);
+  }
   for (int64_t l = 0; llama && l < c.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     const bool context_layer = context && l == 0;

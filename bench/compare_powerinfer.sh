@@ -14,15 +14,16 @@
 #     (eval time of 64 tokens) against `strata bench --ffn predict`, runs alternating, medians.
 # Usage: bench/compare_powerinfer.sh POWERINFER_BIN_DIR WORK_DIR [THREADS] [RUNS]
 set -eu
-pi=$1 work=$2 threads=${3:-2} runs=${4:-3}
+pi=$(realpath "$1") work=$2 threads=${3:-2} runs=${4:-3}
 strata=${STRATA:-build/bin/strata}
 tokenizer=models/strata-tiny.gguf prompt="Once upon a time there was"
 [ -x "$pi/main" ] || { echo "error: no PowerInfer main in '$pi'" >&2; exit 1; }
 mkdir -p "$work"
+work=$(realpath "$work")  # PowerInfer's main writes main.log where it runs: there, not here
 synth() { "$strata" synth --vocab 2048 --tokenizer-from "$tokenizer" --sparsity 0.1 --powerinfer \
   --ffn relu "$@" >/dev/null; }
 powerinfer() {  # FILE [ENV...]: greedy text after the prompt
-  env "$@" "$pi/main" -m "$f" -p "$prompt" -n 48 --temp 0 -t "$threads" 2>/dev/null |
+  (cd "$work" && env "$@" "$pi/main" -m "$f" -p "$prompt" -n 48 --temp 0 -t "$threads" 2>/dev/null) |
     sed "s/^ *//"
 }
 ours() { "$strata" run -m "$f" -p "$prompt" -n 48 --temp 0 -t "$threads" "$@" 2>/dev/null; }
@@ -33,10 +34,10 @@ a, b = sys.argv[1], sys.argv[2]
 n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 print("equal" if a == b else f"{n}/{len(a)} chars")' "$1" "$2"
 }
-text=models/strata-tiny-heldout.txt
+text=$(realpath models/strata-tiny-heldout.txt)
 ppl_pi() {
-  env LLAMA_SPARSE_PRED_THRESHOLD=-1e30 "$pi/perplexity" -m "$1" -f "$text" -c 128 --chunks 8 \
-    -t "$threads" 2>&1 | sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p'
+  (cd "$work" && env LLAMA_SPARSE_PRED_THRESHOLD=-1e30 "$pi/perplexity" -m "$1" -f "$text" \
+    -c 128 --chunks 8 -t "$threads" 2>&1) | sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p'
 }
 ppl_ours() {
   "$strata" perplexity -m "$1" -f "$text" -c 128 --chunks 8 -t "$threads" --ffn gate-first \
@@ -83,7 +84,7 @@ median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+
 : >"$work/pi_tg"; : >"$work/strata_tg"
 i=0
 while [ "$i" -lt "$runs" ]; do
-  "$pi/main" -m "$big" -p "$prompt" -n 64 --temp 0 -t "$threads" 2>&1 >/dev/null |
+  (cd "$work" && "$pi/main" -m "$big" -p "$prompt" -n 64 --temp 0 -t "$threads" 2>&1 >/dev/null) |
     sed -n 's/^llama_print_timings: *eval time = .*(.* ms per token, *\([0-9.]*\) tokens per second)/\1/p' \
       >>"$work/pi_tg"
   "$strata" bench -m "$big" -t "$threads" -p 0 -n 64 -r 1 --ffn predict --no-bandwidth --json |

@@ -40,7 +40,11 @@ expect_error "not one of" "$strata" synth --type q5_0 -o "$work/x.gguf"
 expect_error "needs rows of whole 256-value blocks" "$strata" synth --type q4_k -o "$work/x.gguf"
 expect_error "--arch 'gptj' is not one of" "$strata" synth --arch gptj -o "$work/x.gguf"
 expect_error "falcon has no gate" "$strata" synth --arch falcon --ffn reglu -o "$work/x.gguf"
-expect_error "llama-architecture models only" "$strata" synth --arch opt --sparsity 0.1 -o "$work/x.gguf"
+expect_error "needs a ReLU-family FFN" "$strata" synth --arch falcon --sparsity 0.1 -o "$work/x.gguf"
+expect_error "tie the output to the embedding" "$strata" synth --arch opt --sparsity 0.1 --powerinfer \
+  -o "$work/x.gguf"
+expect_error "llama-architecture models only" "$strata" synth --arch opt --sparsity 0.1 \
+  --context 0.5 -o "$work/x.gguf"
 "$strata" synth --arch falcon --kv-heads 1 -o "$work/falcon.gguf" >/dev/null
 expect_error "is gelu" "$strata" logits -m "$work/falcon.gguf" --tokens 1,2 --ffn gate-first
 "$strata" synth --arch opt --ctx 32 -o "$work/opt.gguf" >/dev/null

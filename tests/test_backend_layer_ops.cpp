@@ -214,8 +214,7 @@ TEST_P(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
   const std::vector<float> gate = random_rows(n, ff, 51), up = random_rows(n, ff, 52);
   for (auto& [name, be] : backends) {
     const OnDevice<float> dgate(*be, gate), dup(*be, up);
-    for (FfnActivation act : {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,
-                              FfnActivation::ReLU, FfnActivation::GELU}) {
+    for (FfnActivation act : kFfnActivations) {
       const OnDevice<float> dh(*be, gate.size(), 0.0f);
       std::vector<float> ref(gate.size());
       be->activation(act, dgate.get(), dup.get(), dh.get(), n * ff);

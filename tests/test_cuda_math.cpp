@@ -82,6 +82,7 @@ TEST(CudaMath, RotationAndActivationsAreTheCpuBackendsFormulas) {
       EXPECT_EQ(activate(FfnActivation::DReLU, g, u), g > 0 && u > 0 ? g * u : 0.0f);
       EXPECT_EQ(activate(FfnActivation::ReLU, g, u), std::max(u, 0.0f));
       EXPECT_EQ(activate(FfnActivation::GELU, g, u), gelu_tanh(u));
+      EXPECT_EQ(activate(FfnActivation::GeGLU, g, u), gelu_tanh(g) * u);
     }
   // llama.cpp's tanh GELU at a few points (values of the formula in double).
   EXPECT_NEAR(gelu_tanh(1.0f), 0.8411919906, 1e-6);

@@ -110,7 +110,8 @@ TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
 }
 
 TEST(ModelErrors, UnknownFfnVariant) {
-  expect_load_error(edited_model("ffn.gguf", {kFfnActivationKey, "geglu"}), "geglu");
+  expect_load_error(edited_model("ffn.gguf", {kFfnActivationKey, "swishglu"}),
+                    "is 'swishglu'; expected one of swiglu, reglu, drelu, geglu, relu, gelu");
 }
 
 TEST(ModelErrors, MissingTensor) {

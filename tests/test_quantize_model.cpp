@@ -105,6 +105,45 @@ TEST(QuantRecipe, OtherMixtures) {
             DType::Q4_K);
 }
 
+// Falcon-7B's 32 layers under llama.cpp's Falcon exceptions: ffn_down nearer the base type,
+// attn_output without extra bits, the head Q8_0 in every quantized file; the rest as LLaMA's.
+TEST(QuantRecipe, FalconFollowsLlamaCppsFalconExceptions) {
+  const RecipeOptions falcon{.n_layer = 32, .rules = falcon_architecture().quant_rules};
+  ASSERT_EQ(falcon.rules, QuantRules::Falcon);
+  EXPECT_EQ(llama_architecture().quant_rules, QuantRules::Default);
+  auto t = [&](QuantRecipe r, TensorRole role, int l) {
+    return recipe_tensor_type(r, layer(role, l), 4096, falcon);
+  };
+  for (QuantRecipe r : {QuantRecipe::Q4_0, QuantRecipe::Q8_0, QuantRecipe::Q2_K,
+                        QuantRecipe::Q4_K_M, QuantRecipe::Q6_K})
+    EXPECT_EQ(t(r, TensorRole::Output, -1), DType::Q8_0) << quant_recipe_name(r);
+  EXPECT_EQ(t(QuantRecipe::F16, TensorRole::Output, -1), DType::F16);
+  // Q4_K_M: layers 0-1 Q6_K, more-bits layers (2, 3, 6, 31 are; 4, 5 are not) Q5_K, else Q4_K.
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 1), DType::Q6_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 2), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 3), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 4), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 5), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 6), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 31), DType::Q5_K);
+  // Q3_K_M: layers 0-1 Q5_K, more-bits layers Q4_K, the others stay Q3_K (LLaMA's: Q4_K).
+  EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::FfnDown, 0), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::FfnDown, 6), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::FfnDown, 5), DType::Q3_K);
+  EXPECT_EQ(t(QuantRecipe::Q5_K_M, TensorRole::FfnDown, 6), DType::Q6_K);
+  EXPECT_EQ(t(QuantRecipe::Q5_K_M, TensorRole::FfnDown, 5), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_S, TensorRole::FfnDown, 0), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnDown, 6), DType::Q3_K);
+  for (QuantRecipe r : {QuantRecipe::Q2_K, QuantRecipe::Q3_K_M})
+    EXPECT_EQ(t(r, TensorRole::AttnOutput, 9), quant_recipe_base(r)) << quant_recipe_name(r);
+  // Unchanged for Falcon: the fused q/k/v's extra bits, ffn_up's Q2_K bump.
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnQkv, 5), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnUp, 5), DType::Q3_K);
+  // --pure still gives every matrix the base type.
+  const RecipeOptions pure{.n_layer = 32, .pure = true, .rules = QuantRules::Falcon};
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, pure), DType::Q4_K);
+}
+
 TEST(QuantRecipe, RowsThatAreNotWholeBlocksFallBack) {
   const RecipeOptions o{8};
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnQ, 0), 3200, o),

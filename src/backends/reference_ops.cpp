@@ -162,6 +162,15 @@ void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
     }
 }
 
+namespace {
+
+// GELU's tanh form in double (ffn_activation.h).
+double gelu(double u) {
+  return 0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
+}
+
+}  // namespace
+
 void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const double g = gate != nullptr ? gate[i] : 0.0, u = up[i];
@@ -176,11 +185,14 @@ void activation(FfnActivation act, const float* gate, const float* up, float* h,
       case FfnActivation::DReLU:
         v = g > 0 && u > 0 ? g * u : 0.0;
         break;
+      case FfnActivation::GeGLU:
+        v = gelu(g) * u;
+        break;
       case FfnActivation::ReLU:
         v = std::max(u, 0.0);
         break;
       case FfnActivation::GELU:
-        v = 0.5 * u * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (u + 0.044715 * u * u * u)));
+        v = gelu(u);
         break;
     }
     h[i] = static_cast<float>(v);

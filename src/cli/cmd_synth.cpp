@@ -29,7 +29,7 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16, q8_0, q4_0");
   cmd->add_option("--arch", o->arch, "Architecture: llama, falcon, opt");
   cmd->add_option("--ffn", o->ffn,
-                  "FFN variant: swiglu, reglu, drelu, relu, gelu (default: the architecture's)");
+                  "FFN variant: " + ffn_activation_names() + " (default: the architecture's)");
   cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
   cmd->add_option("--embd", o->embd, "Override the embedding size");
   cmd->add_option("--ff", o->ff, "Override the FFN size");
@@ -73,7 +73,7 @@ Command add_synth_command(CLI::App& app) {
         s.shape.ffn = arch->ffn;
         if (!o->ffn.empty()) {
           const auto ffn = ffn_activation_from_name(o->ffn);
-          if (!ffn) fail("--ffn '{}' is not one of swiglu, reglu, drelu, relu, gelu", o->ffn);
+          if (!ffn) fail("--ffn '{}' is not one of {}", o->ffn, ffn_activation_names());
           s.shape.ffn = *ffn;
         }
         auto take = [](int64_t v, int64_t& field, const char* flag) {

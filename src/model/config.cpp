@@ -13,6 +13,8 @@ const char* ffn_activation_name(FfnActivation a) {
       return "reglu";
     case FfnActivation::DReLU:
       return "drelu";
+    case FfnActivation::GeGLU:
+      return "geglu";
     case FfnActivation::ReLU:
       return "relu";
     case FfnActivation::GELU:
@@ -22,10 +24,15 @@ const char* ffn_activation_name(FfnActivation a) {
 }
 
 std::optional<FfnActivation> ffn_activation_from_name(const std::string& name) {
-  for (auto a : {FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,
-                 FfnActivation::ReLU, FfnActivation::GELU})
+  for (auto a : kFfnActivations)
     if (name == ffn_activation_name(a)) return a;
   return std::nullopt;
+}
+
+std::string ffn_activation_names() {
+  std::string s;
+  for (auto a : kFfnActivations) s += std::string(s.empty() ? "" : ", ") + ffn_activation_name(a);
+  return s;
 }
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
@@ -82,8 +89,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (!act.empty()) {
     const auto parsed = ffn_activation_from_name(act);
     if (!parsed)
-      fail("'{}': {} is '{}'; expected swiglu, reglu, drelu, relu or gelu", f.path(),
-           kFfnActivationKey, act.substr(0, 32));
+      fail("'{}': {} is '{}'; expected one of {}", f.path(), kFfnActivationKey,
+           act.substr(0, 32), ffn_activation_names());
     c.ffn = *parsed;
   } else {
     c.ffn = f.is_powerinfer() ? c.arch->powerinfer_ffn : c.arch->ffn;

@@ -16,6 +16,7 @@ namespace strata {
 //   swiglu: h = silu(W_gate x) * (W_up x)        LLaMA, Mistral
 //   reglu:  h = relu(W_gate x) * (W_up x)        ReluLLaMA, ProSparse
 //   drelu:  h = relu(W_gate x) * relu(W_up x)    Bamboo, TurboSparse
+//   geglu:  h = gelu(W_gate x) * (W_up x)        Gemma (gated GELU, tanh form)
 //   relu:   h = relu(W_up x), no gate            OPT, ReluFalcon
 //   gelu:   h = gelu(W_up x), no gate            Falcon
 // strata records it under the metadata key "strata.ffn_activation". Without that key the
@@ -23,6 +24,7 @@ namespace strata {
 // PowerInfer ("PWRI") llama file ReGLU.
 const char* ffn_activation_name(FfnActivation a);
 std::optional<FfnActivation> ffn_activation_from_name(const std::string& name);
+std::string ffn_activation_names();  // "swiglu, reglu, ...": for messages and --help
 
 inline constexpr const char* kFfnActivationKey = "strata.ffn_activation";
 

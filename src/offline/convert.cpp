@@ -168,10 +168,11 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   for (Planned& p : plan) p.type = p.cols == 0 ? DType::F32 : DType::F16;
 
   // Each matrix's type from the recipe (1-D tensors stay F32).
+  const RecipeOptions recipe{.n_layer = static_cast<int>(c.model.n_layer),
+                             .rules = c.model.arch->quant_rules};
   for (auto& p : plan)
     if (p.cols != 0)
-      p.type = recipe_tensor_type(o.recipe, classify_tensor(p.gguf_name, 2), p.cols,
-                                  {static_cast<int>(c.model.n_layer)});
+      p.type = recipe_tensor_type(o.recipe, classify_tensor(p.gguf_name, 2), p.cols, recipe);
 
   // Check every tensor before writing anything.
   uint64_t total_bytes = 0;

@@ -55,15 +55,28 @@ bool more_bits(int layer, int n_layer) {
   return layer < n_layer / 8 || layer >= 7 * n_layer / 8 || (layer - n_layer / 8) % 3 == 2;
 }
 
+// Falcon's ffn_down in the mixtures (llama.cpp's exception): fewer extra bits than LLaMA's.
+DType falcon_ffn_down(QuantRecipe r, DType base, int i, int n) {
+  if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+  if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : more_bits(i, n) ? DType::Q4_K : base;
+  if (r == QuantRecipe::Q4_K_M) return i < 2 ? DType::Q6_K : more_bits(i, n) ? DType::Q5_K : base;
+  if (r == QuantRecipe::Q5_K_M && more_bits(i, n)) return DType::Q6_K;
+  return base;
+}
+
 // The mixture's type before the row-length check.
 DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   const DType base = info(r).base;
   const int i = t.layer, n = o.n_layer;
+  const bool falcon = o.rules == QuantRules::Falcon;
   switch (t.role) {
     case TensorRole::Output:
+      if (falcon) return DType::Q8_0;
       return is_kquant(base) || base == DType::Q4_0 ? DType::Q6_K : base;
-    case TensorRole::AttnV:  // attn_v and ffn_down get the same extra bits
     case TensorRole::FfnDown:
+      if (falcon) return falcon_ffn_down(r, base, i, n);
+      [[fallthrough]];
+    case TensorRole::AttnV:  // attn_v and (but for Falcon) ffn_down get the same extra bits
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;
       if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
@@ -76,6 +89,7 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
       if (r == QuantRecipe::Q5_K_M) return DType::Q6_K;
       return base;
     case TensorRole::AttnOutput:
+      if (falcon) return base;
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
       return base;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/arch/architecture.h"
 #include "tensor/dtype.h"
 
 namespace strata {
@@ -68,6 +69,7 @@ struct RecipeOptions {
   int n_layer = 1;
   bool pure = false;                 // every matrix the base type (llama-quantize --pure)
   bool quantize_predictors = false;  // predictors F16 unless asked (see tensor_type)
+  QuantRules rules = QuantRules::Default;  // the architecture's exceptions (Architecture)
 };
 
 // The type of a tensor whose rows hold `row_length` values. K-quant rows must be whole 256-value

@@ -16,9 +16,15 @@ namespace strata {
 
 namespace {
 
-int64_t model_layers(const GgufFile& f) {
+// The recipe's view of the model: its layer count and its architecture's exceptions (an
+// architecture strata does not run gets llama.cpp's general rules).
+RecipeOptions recipe_options(const GgufFile& f, const QuantizeOptions& o) {
   const std::string arch = f.get_string("general.architecture", "llama");
-  return f.get_int(arch + ".block_count", 1);
+  const Architecture* a = find_architecture(arch);
+  return {.n_layer = static_cast<int>(f.get_int(arch + ".block_count", 1)),
+          .pure = o.pure,
+          .quantize_predictors = o.quantize_predictors,
+          .rules = a ? a->quant_rules : QuantRules::Default};
 }
 
 // How one input tensor becomes its output tensor.
@@ -34,9 +40,8 @@ bool is_bundles(const std::string& name) {
 }
 
 // The output type of one tensor; fails for weights that are already quantized to another type.
-DType output_type(const QuantizeOptions& o, const GgufTensorInfo& t, int n_layer) {
+DType output_type(const QuantizeOptions& o, const GgufTensorInfo& t, const RecipeOptions& ro) {
   const TensorName name = classify_tensor(t.name, t.dims.size());
-  const RecipeOptions ro{n_layer, o.pure, o.quantize_predictors};
   const DType want = recipe_tensor_type(o.recipe, name, t.dims[0], ro);
   if (t.type == want) return want;
   if (name.role == TensorRole::Vector) return t.type;  // 1-D tensors are copied as they are
@@ -97,8 +102,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
                               const std::function<void(uint64_t, uint64_t)>& progress) {
   auto in = GgufFile::open(o.input);
   GgufFile& f = *in;
-  const int n_layer = static_cast<int>(model_layers(f));
-  const std::string arch = f.get_string("general.architecture", "llama");
+  const RecipeOptions ro = recipe_options(f, o);
   const bool bundled = f.find(kBundleBytesKey) != nullptr;
   BundleLayout from_bundle, to_bundle;
   if (bundled) {
@@ -111,8 +115,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
     const bool has_gate = ffn_has_gate(c.ffn);
     from_bundle = BundleLayout::make(type->type, n_embd, n_ff, has_gate);
     // One type for a bundle's three rows: the recipe's choice for ffn_up of the middle layer.
-    const DType rows = recipe_tensor_type(o.recipe, {TensorRole::FfnUp, n_layer / 2}, n_embd,
-                                          {n_layer, o.pure, o.quantize_predictors});
+    const DType rows = recipe_tensor_type(o.recipe, {TensorRole::FfnUp, ro.n_layer / 2}, n_embd, ro);
     to_bundle = BundleLayout::make(rows, n_embd, n_ff, has_gate);
   }
 
@@ -126,7 +129,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
           {&t, to_bundle.type, to_bundle.bundle_bytes * static_cast<uint64_t>(t.dims[1]), true});
       continue;
     }
-    const DType type = output_type(o, t, n_layer);
+    const DType type = output_type(o, t, ro);
     jobs.push_back(
         {&t, type,
          row_bytes(type, static_cast<uint64_t>(t.dims[0])) * static_cast<uint64_t>(t.rows())});

@@ -10,11 +10,15 @@ namespace strata {
 //   swiglu: h = silu(gate) * up            (LLaMA, Mistral)
 //   reglu:  h = relu(gate) * up            (ReluLLaMA, ProSparse)
 //   drelu:  h = relu(gate) * relu(up)      (TurboSparse, Bamboo)
+//   geglu:  h = gelu(gate) * up            (Gemma; GELU's tanh form, below): never exactly zero
 //   relu:   h = relu(up), no gate          (OPT, ReluFalcon)
 //   gelu:   h = gelu(up), no gate          (Falcon): llama.cpp's tanh form,
 //           0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))), computed in f32 (llama.cpp's CPU
 //           rounds u to f16 and looks the value up in a table; its CUDA code computes it)
-enum class FfnActivation { SwiGLU, ReGLU, DReLU, ReLU, GELU };
+enum class FfnActivation { SwiGLU, ReGLU, DReLU, GeGLU, ReLU, GELU };
+inline constexpr FfnActivation kFfnActivations[] = {
+    FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,
+    FfnActivation::GeGLU,  FfnActivation::ReLU,  FfnActivation::GELU};
 
 inline bool ffn_has_gate(FfnActivation a) {
   return a != FfnActivation::ReLU && a != FfnActivation::GELU;

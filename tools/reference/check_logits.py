@@ -156,7 +156,7 @@ def main():
     os.makedirs(work, exist_ok=True)
     tokens = [1, 17, 200, 3, 99, 42, 255, 8, 128, 64, 5, 31]
     failures = 0
-    for ffn in ["swiglu", "reglu", "drelu", "relu"]:
+    for ffn in ["swiglu", "reglu", "drelu", "geglu", "relu"]:
         for typ in ["f32", "f16", "bf16", "q8_0", "q4_0"]:
             path = os.path.join(work, f"ref-{ffn}-{typ}.gguf")
             extra = ["--tied"] if ffn == "drelu" else []  # also cover the tied output head

@@ -1,7 +1,7 @@
 """Reference forward pass of a GGUF llama model in PyTorch (float64), written independently
 of strata from the model definition: RMSNorm, rotary embedding on adjacent pairs (the GGUF
 layout), causal multi-head attention with grouped-query heads, and the FFN variants
-swiglu / reglu / drelu / relu.
+swiglu / reglu / drelu / geglu / relu.
 
 With emulate_q8=True, the input of every product with a Q8_0/Q4_0 weight is first rounded
 through Q8_0 blocks (ggml's reference quantizer: scale = max|x|/127 stored as f16, round half
@@ -123,6 +123,8 @@ class LlamaReference:
                     a = torch.relu(gate) * up
                 elif self.ffn == "drelu":
                     a = torch.relu(gate) * torch.relu(up)
+                elif self.ffn == "geglu":  # Gemma's gated GELU, the tanh form
+                    a = torch.nn.functional.gelu(gate, approximate="tanh") * up
                 else:
                     raise ValueError(f"unknown ffn {self.ffn}")
             if self.sparse_down:

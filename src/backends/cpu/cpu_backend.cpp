@@ -237,6 +237,9 @@ void CpuBackend::activation(FfnActivation act, const float* gate, const float* u
       for (int64_t i = 0; i < count; ++i)
         h[i] = (gate[i] > 0.0f && up[i] > 0.0f) ? gate[i] * up[i] : 0.0f;
       break;
+    case FfnActivation::GeGLU:
+      for (int64_t i = 0; i < count; ++i) h[i] = gelu_tanh(gate[i]) * up[i];
+      break;
     case FfnActivation::ReLU:
       for (int64_t i = 0; i < count; ++i) h[i] = std::max(up[i], 0.0f);
       break;

@@ -214,6 +214,8 @@ STRATA_HD inline float activate(FfnActivation act, float g, float u) {
       return g > 0.0f ? g * u : 0.0f;
     case FfnActivation::DReLU:
       return (g > 0.0f && u > 0.0f) ? g * u : 0.0f;
+    case FfnActivation::GeGLU:
+      return gelu_tanh(g) * u;
     case FfnActivation::ReLU:
       return u < 0.0f ? 0.0f : u;  // std::max(u, 0.0f), -0 and NaN included
     case FfnActivation::GELU:

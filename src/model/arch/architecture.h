@@ -56,6 +56,12 @@ inline constexpr int kLayerVectors = static_cast<int>(LayerVector::Count);
 
 enum class Presence : uint8_t { Required, Optional };
 
+// llama-quantize's exceptions by architecture for its mixtures. Falcon's: the output head Q8_0
+// in every quantized file, ffn_down nearer the base type (Q3_K_M: Q3_K off the more-bits layers;
+// Q4_K_M: Q6_K on layers 0-1, Q5_K on more-bits layers, else Q4_K; Q4_K_S: no extra bits) and
+// attn_output without extra bits.
+enum class QuantRules : uint8_t { Default, Falcon };
+
 // A tensor of a layer under its GGUF name (after "blk.N."). A role may be listed twice (two
 // names of one tensor, as PowerInfer names the down bias ffn_down_t.bias): the first found
 // wins, and a required role needs one of them.
@@ -85,6 +91,7 @@ struct Architecture {
   std::span<const MatrixName> matrices;
   std::span<const VectorName> vectors;
   bool output_norm_bias = false;  // output_norm.bias
+  QuantRules quant_rules = QuantRules::Default;
   // The name strata writes for a role (synth, convert): the first listed.
   const char* gguf_name(LayerMatrix role) const;
   const char* gguf_name(LayerVector role) const;

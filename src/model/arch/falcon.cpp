@@ -41,6 +41,7 @@ const Architecture& falcon_architecture() {
     f.matrices = kMatrices;
     f.vectors = kVectors;
     f.output_norm_bias = true;
+    f.quant_rules = QuantRules::Falcon;
     return f;
   }();
   return a;

@@ -81,9 +81,36 @@ TEST(Pretokenizer, Gpt2AndFalconSplitAsTheirPatternsSay) {
   // A whitespace run before a word keeps its last space for the word.
   EXPECT_EQ(pieces_of(Pretokenizer::Falcon, "a  \n\n b"), (V{"a", "  \n\n", " b"}));
   EXPECT_TRUE(pieces_of(Pretokenizer::Falcon, "").empty());
-  EXPECT_EQ(pretokenizer_from_name("falcon"), Pretokenizer::Falcon);
-  EXPECT_EQ(pretokenizer_from_name("default"), Pretokenizer::Gpt2);
-  EXPECT_FALSE(pretokenizer_from_name("llama3"));
+  EXPECT_EQ(pretokenizer_from_name("falcon")->kind, Pretokenizer::Falcon);
+  EXPECT_EQ(pretokenizer_from_name("default")->kind, Pretokenizer::Gpt2);
+  EXPECT_FALSE(pretokenizer_from_name("tekken"));
+}
+
+// Llama 3's and Qwen2's pattern (model/pretokenize.h); the expected pieces are Python regex's
+// findall of the tokenizer.json patterns.
+TEST(Pretokenizer, Llama3AndQwen2SplitAsTheirPatternsSay) {
+  using V = std::vector<std::string>;
+  // Contractions in either case; digits in threes (Qwen2: one by one); a space joins a word.
+  EXPECT_EQ(pieces_of(Pretokenizer::Llama3, "Hello, world 12345 DON'T we'LL"),
+            (V{"Hello", ",", " world", " ", "123", "45", " DON", "'T", " we", "'LL"}));
+  EXPECT_EQ(pieces_of(Pretokenizer::Qwen2, "Hello, world 12345 DON'T we'LL"),
+            (V{"Hello", ",", " world", " ", "1", "2", "3", "4", "5", " DON", "'T", " we", "'LL"}));
+  // Any one non-letter but a line break starts a word; symbols take the line breaks after them;
+  // whitespace ends at its last line break.
+  const V code{"(x", ")=>{\n\n", " ", " return", " ", "1", ";\r\n", "}", "\t", "\tdone", "  "};
+  EXPECT_EQ(pieces_of(Pretokenizer::Llama3, "(x)=>{\n\n  return 1;\r\n}\t\tdone  "), code);
+  EXPECT_EQ(pieces_of(Pretokenizer::Qwen2, "(x)=>{\n\n  return 1;\r\n}\t\tdone  "), code);
+  EXPECT_EQ(pieces_of(Pretokenizer::Llama3, "a  \n\n b"), (V{"a", "  \n\n", " b"}));
+  EXPECT_EQ(pieces_of(Pretokenizer::Llama3, "\n\nx \n"), (V{"\n\n", "x", " \n"}));
+  EXPECT_TRUE(pieces_of(Pretokenizer::Qwen2, "").empty());
+  // The names llama.cpp writes, and Llama 3's whole-piece rule.
+  EXPECT_EQ(pretokenizer_from_name("llama-bpe")->kind, Pretokenizer::Llama3);
+  EXPECT_TRUE(pretokenizer_from_name("llama-bpe")->ignore_merges);
+  EXPECT_EQ(pretokenizer_from_name("smaug-bpe")->kind, Pretokenizer::Llama3);
+  EXPECT_FALSE(pretokenizer_from_name("smaug-bpe")->ignore_merges);
+  EXPECT_EQ(pretokenizer_from_name("qwen2")->kind, Pretokenizer::Qwen2);
+  EXPECT_FALSE(pretokenizer_from_name("qwen2")->ignore_merges);
+  EXPECT_EQ(pretokenizer_from_name("deepseek-r1-qwen")->kind, Pretokenizer::Qwen2);
 }
 
 TEST(SpmTokenizer, UsesByteFallbackForUnseenCharacters) {

@@ -66,6 +66,70 @@ Pieces gpt2_pieces(std::string_view text) {
   return out;
 }
 
+// Splits text with the pattern of Llama 3 (digit_run 3) and Qwen2 (digit_run 1), a regex whose
+// alternatives are tried in order at each position (the first that matches wins):
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,DIGITS}|
+//   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+Pieces gpt4_pieces(std::string_view text, size_t digit_run) {
+  const auto cs = split_utf8(text);
+  const size_t n = cs.size();
+  Pieces out;
+  auto cp = [&](size_t i) { return i < n ? cs[i].codepoint : 0xffffffffu; };
+  auto lower = [&](size_t i) { return cp(i) < 128 ? cp(i) | 0x20u : cp(i); };  // ASCII only
+  auto letter = [&](size_t i) { return i < n && is_letter(cs[i].codepoint); };
+  auto number = [&](size_t i) { return i < n && is_number(cs[i].codepoint); };
+  auto space = [&](size_t i) { return i < n && is_space(cs[i].codepoint); };
+  auto newline = [&](size_t i) { return cp(i) == '\r' || cp(i) == '\n'; };
+  auto other = [&](size_t i) { return i < n && !letter(i) && !number(i) && !space(i); };
+  auto emit = [&](size_t a, size_t b) {
+    const uint32_t begin = cs[a].offset;
+    const uint32_t end = b < n ? cs[b].offset : static_cast<uint32_t>(text.size());
+    out.emplace_back(begin, end - begin);
+  };
+  // The length of the match at i (at least 1: the last alternative takes any whitespace, and
+  // every other character starts one of the earlier ones).
+  auto match = [&](size_t i) -> size_t {
+    if (cp(i) == '\'') {  // contractions, either case
+      const uint32_t a = lower(i + 1), b = lower(i + 2);
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return 3;
+    }
+    // One optional character that is no letter, number or line break, then letters.
+    size_t k = !letter(i) && !number(i) && !newline(i) && letter(i + 1) ? i + 1 : i;
+    if (letter(k)) {
+      while (letter(k)) ++k;
+      return k - i;
+    }
+    if (number(i)) {
+      k = i;
+      while (k - i < digit_run && number(k)) ++k;
+      return k - i;
+    }
+    // An optional space, symbols, then any line breaks.
+    k = cp(i) == ' ' && other(i + 1) ? i + 1 : i;
+    if (other(k)) {
+      while (other(k)) ++k;
+      while (newline(k)) ++k;
+      return k - i;
+    }
+    // Whitespace up to and including its last line break.
+    size_t end = i;
+    while (space(end)) ++end;
+    for (size_t j = end; j > i; --j)
+      if (newline(j - 1)) return j - i;
+    // Whitespace not followed by a non-space: the run at the end, else the run but its last
+    // character (which then starts the next piece); a single one before text is itself.
+    if (end == n || end - i == 1) return end - i;
+    return end - 1 - i;
+  };
+  for (size_t i = 0; i < n;) {
+    const size_t len = match(i);
+    emit(i, i + len);
+    i += len;
+  }
+  return out;
+}
+
 // Falcon's first split: runs of \p{P} and $+<=>^~|` (as llama.cpp's falcon pre-tokenizer).
 bool falcon_symbol(uint32_t cp) {
   switch (cp) {
@@ -139,18 +203,46 @@ Pieces falcon_pieces(std::string_view text) {
 
 }  // namespace
 
-std::optional<Pretokenizer> pretokenizer_from_name(std::string_view name) {
-  if (name == "default" || name == "gpt2") return Pretokenizer::Gpt2;
-  if (name == "falcon") return Pretokenizer::Falcon;
+std::optional<PretokenizerChoice> pretokenizer_from_name(std::string_view name) {
+  // The names llama.cpp's converter writes for each pattern (llama-vocab.cpp), and whether its
+  // tokenizer takes a piece found whole in the vocabulary as it is.
+  struct Name {
+    const char* name;
+    Pretokenizer kind;
+    bool ignore_merges;
+  };
+  static const Name kNames[] = {
+      {"default", Pretokenizer::Gpt2, false},    {"gpt2", Pretokenizer::Gpt2, false},
+      {"gpt-2", Pretokenizer::Gpt2, false},      {"falcon", Pretokenizer::Falcon, false},
+      {"llama3", Pretokenizer::Llama3, true},    {"llama-v3", Pretokenizer::Llama3, true},
+      {"llama-bpe", Pretokenizer::Llama3, true}, {"falcon3", Pretokenizer::Llama3, true},
+      {"dbrx", Pretokenizer::Llama3, false},     {"smaug-bpe", Pretokenizer::Llama3, false},
+      {"qwen2", Pretokenizer::Qwen2, false},     {"deepseek-r1-qwen", Pretokenizer::Qwen2, false},
+      {"stablelm2", Pretokenizer::Qwen2, false}, {"megrez", Pretokenizer::Qwen2, false},
+  };
+  for (const auto& n : kNames)
+    if (name == n.name) return PretokenizerChoice{n.kind, n.ignore_merges};
   return std::nullopt;
 }
 
 const char* pretokenizer_names() {
-  return "'default' and 'gpt2' (GPT-2's pattern), 'falcon'";
+  return "'default', 'gpt2' and 'gpt-2' (GPT-2's pattern), 'falcon', 'llama3', 'llama-v3', "
+         "'llama-bpe', 'falcon3', 'dbrx' and 'smaug-bpe' (Llama 3's), 'qwen2', "
+         "'deepseek-r1-qwen', 'stablelm2' and 'megrez' (Qwen2's)";
 }
 
 Pieces pretokenize(Pretokenizer kind, std::string_view text) {
-  return kind == Pretokenizer::Falcon ? falcon_pieces(text) : gpt2_pieces(text);
+  switch (kind) {
+    case Pretokenizer::Falcon:
+      return falcon_pieces(text);
+    case Pretokenizer::Llama3:
+      return gpt4_pieces(text, 3);
+    case Pretokenizer::Qwen2:
+      return gpt4_pieces(text, 1);
+    case Pretokenizer::Gpt2:
+      break;
+  }
+  return gpt2_pieces(text);
 }
 
 }  // namespace strata

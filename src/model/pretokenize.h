@@ -4,6 +4,9 @@
 //   ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ falcon (llama.cpp's): first runs of [\p{P}$+<=>^~|`]+ apart
 //   from the rest, then GPT-2's
 //     pattern inside each piece, then every [0-9]{3} from the left apart from the rest.
+//   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//     ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+   (Llama 3's tokenizer.json)
+//   qwen2: the same with \p{N} one digit at a time
 // Pieces cover the text in order, none empty. The code point classes come from Python's regex
 // module (unicode_tables.inc), which tools/reference/bpe_tokenizer.py checks against.
 #pragma once
@@ -16,11 +19,19 @@
 
 namespace strata {
 
-enum class Pretokenizer { Gpt2, Falcon };
+enum class Pretokenizer { Gpt2, Falcon, Llama3, Qwen2 };
+
+// A file's tokenizer.ggml.pre as llama.cpp reads it: the split, and whether a piece whose bytes
+// are one vocabulary entry is that token without merging (Hugging Face's ignore_merges, which
+// Llama 3's tokenizer sets).
+struct PretokenizerChoice {
+  Pretokenizer kind = Pretokenizer::Gpt2;
+  bool ignore_merges = false;
+};
 
 using Pieces = std::vector<std::pair<uint32_t, uint32_t>>;  // (byte offset, byte length)
 
-std::optional<Pretokenizer> pretokenizer_from_name(std::string_view name);
+std::optional<PretokenizerChoice> pretokenizer_from_name(std::string_view name);
 const char* pretokenizer_names();  // for error messages
 Pieces pretokenize(Pretokenizer kind, std::string_view text);
 

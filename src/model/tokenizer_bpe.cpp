@@ -1,7 +1,7 @@
 // Byte-level BPE (GPT-2 style): text is split into pieces by the file's pre-tokenizer
-// (model/pretokenize.h: GPT-2's pattern, or Falcon's), each piece's bytes are mapped to
-// printable code points (GPT-2's bytes_to_unicode), and pairs are merged by merge rank, lowest
-// first.
+// (model/pretokenize.h: GPT-2's pattern, Falcon's, Llama 3's or Qwen2's), each piece's bytes are
+// mapped to printable code points (GPT-2's bytes_to_unicode), and pairs are merged by merge rank,
+// lowest first.
 #include <fmt/format.h>
 
 #include <queue>
@@ -44,7 +44,8 @@ class BpeTokenizer : public Tokenizer {
     if (!split)
       fail("'{}' uses pre-tokenizer '{}'; strata supports {}", f.path(), pre.substr(0, 64),
            pretokenizer_names());
-    split_ = *split;
+    split_ = split->kind;
+    ignore_merges_ = split->ignore_merges;
     const GgufValue& merges = f.get("tokenizer.ggml.merges");
     if (merges.type != GgufType::Array || merges.array_type != GgufType::String)
       fail("'{}': tokenizer.ggml.merges is not an array of strings", f.path());
@@ -82,6 +83,14 @@ class BpeTokenizer : public Tokenizer {
   void encode_piece(std::string_view piece, std::vector<int32_t>& ids) const {
     std::vector<std::string> symbols;
     for (unsigned char b : piece) symbols.push_back(byte_map().byte_to_text[b]);
+    if (ignore_merges_) {
+      std::string whole;
+      for (const auto& s : symbols) whole += s;
+      if (const auto it = token_ids_.find(whole); it != token_ids_.end()) {
+        ids.push_back(it->second);
+        return;
+      }
+    }
     // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is a merge.
     for (;;) {
       int32_t best_rank = INT32_MAX;
@@ -111,6 +120,7 @@ class BpeTokenizer : public Tokenizer {
 
   std::unordered_map<std::string, int32_t> ranks_;
   Pretokenizer split_ = Pretokenizer::Gpt2;
+  bool ignore_merges_ = false;  // a piece found whole in the vocabulary is that token
 };
 
 }  // namespace

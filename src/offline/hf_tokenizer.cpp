@@ -138,6 +138,46 @@ void read_merges(const nlohmann::json& merges, const std::string& path, BpeParts
   }
 }
 
+// The tokenizer.ggml.pre name of a tokenizer.json's pre-tokenizer: GPT-2's ByteLevel (its own
+// regex), or the Split-then-ByteLevel sequence of Llama 3 and Qwen2, known by its regex; whether
+// the BPE model takes a piece found whole in the vocabulary must be what that name implies.
+std::string pretokenizer_name(const nlohmann::json& pre, bool ignore_merges,
+                              const std::string& path) {
+  static const char* kLlama3 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  static const char* kQwen2 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+      "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  const auto field = [](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) ? o[key] : nlohmann::json();
+  };
+  const auto type = field(pre, "type");
+  std::string name;
+  if (type == "ByteLevel" && field(pre, "use_regex") != false) {
+    name = "gpt2";
+  } else if (type == "Sequence") {
+    const auto steps = field(pre, "pretokenizers");
+    if (steps.is_array() && steps.size() == 2 && field(steps[0], "type") == "Split" &&
+        field(steps[0], "behavior") == "Isolated" && field(steps[0], "invert") != true &&
+        field(steps[1], "type") == "ByteLevel" && field(steps[1], "use_regex") == false) {
+      const auto regex = field(field(steps[0], "pattern"), "Regex");
+      if (regex == kLlama3) name = "llama-bpe";
+      if (regex == kQwen2) name = "qwen2";
+    }
+  }
+  if (name.empty())
+    fail(
+        "'{}': pre-tokenizer {} is not supported; strata converts GPT-2's ByteLevel and the "
+        "Split patterns of Llama 3 and Qwen2",
+        path, pre.dump().substr(0, 200));
+  const bool implied = name == "llama-bpe";
+  if (ignore_merges != implied)
+    fail("'{}': model.ignore_merges is {} where the {} pre-tokenizer has {}", path, ignore_merges,
+         name, implied);
+  return name;
+}
+
 GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_t eos_id,
                                  int64_t n_vocab) {
   const std::string text = read_regular_file(path, kMaxJsonFileBytes, "tokenizer.json");
@@ -154,10 +194,11 @@ GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_
   const auto model = part(j, "model");
   if (!model.is_object() || part(model, "type") != "BPE")
     fail("'{}': only BPE tokenizer.json files are supported (without a tokenizer.model)", path);
-  const auto pre_type = part(part(j, "pre_tokenizer"), "type");
-  if (pre_type != "ByteLevel")
-    fail("'{}': pre-tokenizer '{}' is not supported; strata converts byte-level BPE", path,
-         pre_type.is_string() ? pre_type.get<std::string>() : pre_type.dump());
+  const auto ignore = part(model, "ignore_merges");
+  if (!ignore.is_null() && !ignore.is_boolean())
+    fail("'{}': model.ignore_merges is not true or false", path);
+  const std::string pre =
+      pretokenizer_name(part(j, "pre_tokenizer"), ignore.is_boolean() && ignore.get<bool>(), path);
   BpeParts b;
   read_vocab(part(model, "vocab"), path, n_vocab, b);
   read_added_tokens(part(j, "added_tokens"), path, n_vocab, b);
@@ -167,7 +208,7 @@ GgufMetadata from_tokenizer_json(const std::string& path, int64_t bos_id, int64_
   auto& merges = b.merges;
   GgufMetadata m;
   m.emplace_back("tokenizer.ggml.model", GgufValue::str("gpt2"));
-  m.emplace_back("tokenizer.ggml.pre", GgufValue::str("gpt2"));
+  m.emplace_back("tokenizer.ggml.pre", GgufValue::str(pre));
   m.emplace_back("tokenizer.ggml.tokens", string_array(tokens));
   m.emplace_back("tokenizer.ggml.token_type", GgufValue::array(GgufType::I32, std::move(types)));
   m.emplace_back("tokenizer.ggml.merges", string_array(merges));

@@ -1,7 +1,7 @@
 """Reference byte-level BPE (GPT-2 style) in plain Python, written from the GPT-2 encoder's
-description: regex pre-tokenization (GPT-2's pattern, or llama.cpp's three Falcon expressions),
-bytes mapped to printable characters, then repeated merging of the lowest-ranked bigram, all its
-occurrences at once, left to right."""
+description: regex pre-tokenization (GPT-2's pattern, llama.cpp's three Falcon expressions, or
+Llama 3's and Qwen2's patterns), bytes mapped to printable characters, then repeated merging of
+the lowest-ranked bigram, all its occurrences at once, left to right."""
 import regex
 
 PATTERN = regex.compile(
@@ -12,6 +12,16 @@ PATTERN = regex.compile(
 FALCON = [regex.compile(r"[\p{P}\$\+<=>\^~\|`]+"),
           regex.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"),
           regex.compile(r"[0-9][0-9][0-9]")]
+
+# tokenizer.ggml.pre = llama-bpe (Llama 3) and qwen2: their tokenizer.json patterns, with the
+# contractions' (?i:...) spelled as llama.cpp spells it ([sS] ...): Python's case folding would
+# also take U+017F (long s) for s, which llama.cpp does not.
+LLAMA3 = regex.compile(
+    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|"
+    r"\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2 = regex.compile(
+    r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|"
+    r"\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 def split_keeping_gaps(rx, piece):
@@ -28,6 +38,10 @@ def split_keeping_gaps(rx, piece):
 
 
 def pieces(text, pre="gpt2"):
+    if pre == "llama3":
+        return LLAMA3.findall(text)
+    if pre == "qwen2":
+        return QWEN2.findall(text)
     if pre != "falcon":
         return PATTERN.findall(text)
     parts = [text] if text else []
@@ -53,8 +67,9 @@ BYTE_TO_CHAR = bytes_to_unicode()
 
 
 class ByteLevelBPE:
-    def __init__(self, tokens, merges, pre="gpt2"):
+    def __init__(self, tokens, merges, pre="gpt2", ignore_merges=False):
         self.pre = pre
+        self.ignore_merges = ignore_merges  # a piece that is one token is taken whole
         self.ids = {t: i for i, t in enumerate(tokens)}
         self.ranks = {tuple(m.split(" ", 1)): r for r, m in enumerate(merges)}
 
@@ -80,6 +95,9 @@ class ByteLevelBPE:
         ids = []
         for piece in pieces(text, self.pre):
             mapped = "".join(BYTE_TO_CHAR[b] for b in piece.encode("utf-8"))
+            if self.ignore_merges and mapped in self.ids:
+                ids.append(self.ids[mapped])
+                continue
             ids.extend(self.ids[s] for s in self.bpe(mapped))
         return ids
 

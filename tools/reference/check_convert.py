@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "train_tiny"))
 import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
 sys.path.insert(0, HERE)
 import hf_falcon_opt as hf  # noqa: E402  (Falcon and OPT checkpoints and their forward passes)
+from gguf_py import GGUFReader  # noqa: E402
 
 TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
 
@@ -271,9 +272,35 @@ def main():
                         (tok(pre_tokenizer=[]), "not supported")]:
         with_tokenizer_json(obj)
         ok &= expect_failure(strata, bad, out, needle)
+    # Llama 3's and Qwen2's pre-tokenizers (a Split by their regex, then ByteLevel without its own)
+    # are known by the regex; ignore_merges must be what the name implies (Llama 3: true).
+    digits = {"llama-bpe": r"\p{N}{1,3}", "qwen2": r"\p{N}"}
+
+    def split_then_bytes(name, regex=None):
+        rx = regex or (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|" + digits[name] +
+                       r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+        return {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": rx}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+             "use_regex": False}]}
+    for obj, needle in [(tok(pre_tokenizer=split_then_bytes("qwen2", regex=r"\s+")), "not supported"),
+                        (tok(pre_tokenizer=split_then_bytes("llama-bpe")), "ignore_merges is false"),
+                        (tok(pre_tokenizer={"type": "ByteLevel", "use_regex": False}), "not supported")]:
+        with_tokenizer_json(obj)
+        ok &= expect_failure(strata, bad, out, needle)
+    for name, ignore in [("llama-bpe", True), ("qwen2", False)]:
+        obj = tok(pre_tokenizer=split_then_bytes(name))
+        obj["model"]["ignore_merges"] = ignore
+        with_tokenizer_json(obj)
+        r = subprocess.run([strata, "convert", bad, "-o", out], capture_output=True, text=True)
+        got = GGUFReader(out).kv.get("tokenizer.ggml.pre") if r.returncode == 0 else r.stderr.strip()
+        good = got == name
+        print(f"{'ok  ' if good else 'FAIL'} tokenizer.json with {name}'s Split: pre = {got}")
+        ok &= good
+
     with_tokenizer_json(tok())  # the well-formed one converts
     r = subprocess.run([strata, "convert", bad, "-o", out], capture_output=True, text=True)
-    good = r.returncode == 0 and os.path.exists(out)
+    good = r.returncode == 0 and os.path.exists(out) and GGUFReader(out).kv["tokenizer.ggml.pre"] == "gpt2"
     print(f"{'ok  ' if good else 'FAIL'} tokenizer.json converts: {r.stderr.strip()[:200]}")
     ok &= good
 

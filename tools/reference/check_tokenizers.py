@@ -2,7 +2,9 @@
 """Checks strata's tokenizers against the real thing, over thousands of varied strings:
   'llama' (SentencePiece BPE): against the sentencepiece library on tests/data/spm-bpe.model
   'gpt2' (byte-level BPE): against tools/reference/bpe_tokenizer.py, with GPT-2's pre-tokenizer
-    and with Falcon's (the same vocabulary written again with tokenizer.ggml.pre = falcon)
+    and with Falcon's, Llama 3's and Qwen2's (the same vocabulary written again with
+    tokenizer.ggml.pre = falcon, llama-bpe, qwen2; Llama 3's taking a piece that is one token
+    whole)
 Usage: check_tokenizers.py STRATA_BINARY DATA_DIR WORK_DIR"""
 import json
 import os
@@ -13,7 +15,7 @@ import sys
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bpe_tokenizer import ByteLevelBPE  # noqa: E402
+from bpe_tokenizer import BYTE_TO_CHAR as BPE_CHARS, ByteLevelBPE  # noqa: E402
 from gguf_py import GGUFReader  # noqa: E402
 
 AWKWARD = [
@@ -126,6 +128,27 @@ def main():
     ok &= compare("gpt2/byte-level BPE, falcon pre-tokenizer", falcon_strings,
                   [ref.encode(s) for s in falcon_strings],
                   run_strata(strata, falcon, falcon_strings, work, "falcon"))
+    # Llama 3's and Qwen2's patterns over the same vocabulary, with one token added that no merge
+    # reaches (" qxqxqx" whole): Llama 3's tokenizer takes it whole (ignore_merges), Qwen2's merges.
+    kv = {k: v for k, v in g.kv.items() if k.startswith(("general.", "tokenizer."))}
+    whole = "".join(BPE_CHARS[b] for b in " qxqxqx".encode("utf-8"))
+    tokens = list(kv["tokenizer.ggml.tokens"]) + [whole]
+    kv["tokenizer.ggml.tokens"] = tokens
+    if "tokenizer.ggml.token_type" in kv:
+        kv["tokenizer.ggml.token_type"] = list(kv["tokenizer.ggml.token_type"]) + [1]
+    gpt4_strings = numbers + ["I'M HERE, YOU'RE THERE", "x\r\n\r\n  y", "a qxqxqx b qxqxqxq",
+                              "(x)=>{\n\n  return 1;\r\n}", "\t\tdone  \n "] + strings
+    for pre, name, ignore in [("llama3", "llama-bpe", True), ("qwen2", "qwen2", False)]:
+        path = os.path.join(work, f"{pre}-pre-tokenizer.gguf")
+        write_metadata_gguf(path, dict(kv, **{"tokenizer.ggml.pre": name}))
+        ref = ByteLevelBPE(tokens, kv["tokenizer.ggml.merges"], pre=pre, ignore_merges=ignore)
+        expected = [ref.encode(s) for s in gpt4_strings]
+        # The rule must matter here: the added token appears exactly where it is taken whole.
+        if (len(tokens) - 1 in ref.encode(" qxqxqx")) != ignore:
+            print(f"{pre}: the added token is {'not ' if ignore else ''}taken whole by the reference")
+            ok = False
+        ok &= compare(f"gpt2/byte-level BPE, {name} pre-tokenizer", gpt4_strings, expected,
+                      run_strata(strata, path, gpt4_strings, work, pre))
     sys.exit(0 if ok else 1)
 
 

@@ -74,7 +74,8 @@ TEST(ModelErrors, UnknownArchitecture) {
 // is named in one line.
 TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
   using strata::testing::tiny_arch_model;
-  const std::string falcon = tiny_arch_model("falcon", 2), opt = tiny_arch_model("opt");
+  const std::string falcon = tiny_arch_model("falcon", 2), opt = tiny_arch_model("opt"),
+                    qwen2 = tiny_arch_model("qwen2");
   struct Dropped {
     const std::string* from;
     const char* tensor;
@@ -86,6 +87,7 @@ TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
            Dropped{&opt, "position_embd.weight", "lacks the tensor 'position_embd.weight'"},
            Dropped{&opt, "blk.0.ffn_up.bias", "lacks the tensor 'blk.0.ffn_up.bias'"},
            Dropped{&opt, "blk.1.ffn_down.bias", "'blk.1.ffn_down.bias'"},
+           Dropped{&qwen2, "blk.1.attn_k.bias", "lacks the tensor 'blk.1.attn_k.bias'"},
        }) {
     Edit e;
     e.drop_tensor = d.tensor;

@@ -1,7 +1,7 @@
 // What `strata convert` knows of one Hugging Face model family: the config.json classes it
 // takes, how their hyperparameters become a ModelConfig, and the plan of GGUF tensors, each
 // with the checkpoint tensor it comes from and how its rows are ordered. One file per family
-// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp); convert.cpp checks, streams and writes the plan.
+// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp, hf_qwen2.cpp); convert.cpp checks, streams and writes the plan.
 #pragma once
 
 #include <cmath>
@@ -84,5 +84,6 @@ void head_dim_from_width(const ConfigReader& r, HfConfig& c);
 const HfFamily& hf_llama_family();
 const HfFamily& hf_falcon_family();
 const HfFamily& hf_opt_family();
+const HfFamily& hf_qwen2_family();
 
 }  // namespace strata

@@ -16,7 +16,11 @@ OPT: learned positions (row p + 2 of the table, HF's OPTLearnedPositionalEmbeddi
 norm LayerNorm with biases (do_layer_norm_before), every projection with a bias, ReLU MLP with
 biases, the output head tied to the embedding unless output.weight exists, final LayerNorm.
 The down projection comes from ffn_down, or from PowerInfer's ffn_down_t (its bias under
-either name)."""
+either name).
+
+Qwen2 (Hugging Face's modeling_qwen2.py): RMSNorm, q/k/v projections with biases (the output
+projection without), rotary embedding on halves (rotate_half) over the whole head, grouped-query
+attention, SwiGLU MLP, the output head tied to the embedding unless output.weight exists."""
 import numpy as np
 import torch
 
@@ -139,3 +143,33 @@ class OptReference(_Base):
             bias = p + "ffn_down.bias" if self.has(p + "ffn_down.bias") else p + "ffn_down_t.bias"
             x = x + down + self.weight(bias)
         return self.head(self.layer_norm(x, "output_norm"))
+
+
+class Qwen2Reference(_Base):
+    def __init__(self, path):
+        super().__init__(path)
+        self.eps = float(self.g.kv.get("qwen2.attention.layer_norm_rms_epsilon", 1e-6))
+
+    def rms_norm(self, x, name):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight(name)
+
+    rotate = FalconReference.rotate  # HF's rotate_half, the same in both definitions
+
+    def forward(self, tokens):
+        T = len(tokens)
+        x = self.weight("token_embd.weight")[torch.tensor(tokens)]
+        pos = torch.arange(T)
+        d, H, Hkv = self.head_dim, self.n_head, self.n_head_kv
+        for l in range(self.n_layer):
+            p = f"blk.{l}."
+            h = self.rms_norm(x, p + "attn_norm.weight")
+            q = self.linear(h, p + "attn_q.weight", p + "attn_q.bias").view(T, H, d)
+            k = self.linear(h, p + "attn_k.weight", p + "attn_k.bias").view(T, Hkv, d)
+            v = self.linear(h, p + "attn_v.weight", p + "attn_v.bias").view(T, Hkv, d)
+            q, k = self.rotate(q, pos), self.rotate(k, pos)
+            x = x + self.linear(self.attend(q, k, v), p + "attn_output.weight")
+            h = self.rms_norm(x, p + "ffn_norm.weight")
+            gate = self.linear(h, p + "ffn_gate.weight")
+            a = torch.nn.functional.silu(gate) * self.linear(h, p + "ffn_up.weight")
+            x = x + self.linear(a, p + "ffn_down.weight")
+        return self.head(self.rms_norm(x, "output_norm.weight"))

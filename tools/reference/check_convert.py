@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "train_tiny"))
 import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
 sys.path.insert(0, HERE)
-import hf_falcon_opt as hf  # noqa: E402  (Falcon and OPT checkpoints and their forward passes)
+import hf_families as hf  # noqa: E402  (Falcon, OPT and Qwen2 checkpoints and their forward passes)
 from gguf_py import GGUFReader  # noqa: E402
 
 TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
@@ -122,14 +122,17 @@ def main():
         print(f"{'ok  ' if good else 'FAIL'} {act} {shards} shard(s) {dtype} -> {out_type}: "
               f"rel err {err:.2e} (tol {tol:.0e})")
 
-    # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU) and OPT checkpoints.
+    # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU), OPT and Qwen2 checkpoints.
     others = [("falcon multi_query", hf.falcon_config(False, kv_heads=1), hf.falcon_state,
                hf.falcon_forward),
               ("falcon new_decoder", hf.falcon_config(True, kv_heads=2), hf.falcon_state,
                hf.falcon_forward),
               ("relufalcon new_decoder", hf.falcon_config(True, kv_heads=2, act="relu"),
                hf.falcon_state, hf.falcon_forward),
-              ("opt", hf.opt_config(), hf.opt_state, hf.opt_forward)]
+              ("opt", hf.opt_config(), hf.opt_state, hf.opt_forward),
+              ("qwen2", hf.qwen2_config(), hf.qwen2_state, hf.qwen2_forward),
+              ("qwen2 tied", hf.qwen2_config(kv_heads=1, tied=True), hf.qwen2_state,
+               hf.qwen2_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -150,7 +153,8 @@ def main():
     for i, key, value, needle in [(0, "alibi", True, "ALiBi"),
                                   (0, "activation", "silu", "activation 'silu'"),
                                   (3, "do_layer_norm_before", False, "post-norm"),
-                                  (3, "word_embed_proj_dim", 32, "word_embed_proj_dim")]:
+                                  (3, "word_embed_proj_dim", 32, "word_embed_proj_dim"),
+                                  (4, "use_sliding_window", True, "use_sliding_window")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

@@ -13,9 +13,9 @@ const char* first_name(const Names& names, Role role) {
   return nullptr;
 }
 
-std::array<const Architecture*, 4> all() {
+std::array<const Architecture*, 5> all() {
   return {&llama_architecture(), &bamboo_architecture(), &falcon_architecture(),
-          &opt_architecture()};
+          &opt_architecture(), &qwen2_architecture()};
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // An architecture as a recipe: how its layer is wired (norm, positions, residual order, FFN
 // variant) and which tensors it has under which GGUF names. One small file per architecture
-// (llama.cpp, falcon.cpp, opt.cpp) fills this in; the loader, the layer block, the resident
-// weights, the inventory and the quantize rules all read it, so a tensor is named once and a
-// tensor an architecture lacks is simply absent. docs/ARCHITECTURES.md: how to add one.
+// (llama.cpp, falcon.cpp, opt.cpp, qwen2.cpp) fills this in; the loader, the layer block, the
+// resident weights, the inventory and the quantize rules all read it, so a tensor is named once and
+// a tensor an architecture lacks is simply absent. docs/ARCHITECTURES.md: how to add one.
 #pragma once
 
 #include <cstdint>
@@ -102,7 +102,7 @@ struct Architecture {
 
 // The architecture named by general.architecture, or null.
 const Architecture* find_architecture(std::string_view name);
-// "llama, bamboo, falcon, opt": for error messages.
+// "llama, bamboo, falcon, opt, qwen2": for error messages.
 std::string architecture_names();
 
 // Each architecture's description (its own file).
@@ -110,5 +110,6 @@ const Architecture& llama_architecture();
 const Architecture& bamboo_architecture();
 const Architecture& falcon_architecture();
 const Architecture& opt_architecture();
+const Architecture& qwen2_architecture();
 
 }  // namespace strata

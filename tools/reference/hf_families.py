@@ -1,4 +1,5 @@
-"""Falcon and OPT as Hugging Face defines them (modeling_falcon.py, modeling_opt.py), on
+"""Falcon, OPT and Qwen2 as Hugging Face defines them (modeling_falcon.py, modeling_opt.py,
+modeling_qwen2.py), on
 checkpoint tensors under HF's names: random tiny checkpoints and their forward pass in float64,
 for checking `strata convert` (the fused query_key_value's layouts, every name mapping, OPT's
 position offset) independently of strata's code and of the GGUF-side references.
@@ -7,7 +8,10 @@ Falcon layouts (FalconAttention._split_heads): new_decoder_architecture views th
 [kv groups][q heads of the group + 2][head_dim] (the group's queries, its key, its value);
 multi_query as [heads + 2][head_dim] (all queries, the one key, the one value). Rotary embedding
 on halves (rotate_half). The MLP's GELU here is the tanh form, as in GGUF falcon files run by
-llama.cpp and strata (HF's Falcon uses the erf form)."""
+llama.cpp and strata (HF's Falcon uses the erf form).
+
+Qwen2 (Qwen2Attention, Qwen2MLP): RMSNorm, q/k/v projections with biases, o_proj without,
+rotary embedding on halves (rotate_half) of each head, grouped-query attention, SwiGLU."""
 import numpy as np
 import torch
 
@@ -158,3 +162,71 @@ def opt_forward(state, cfg, tokens):
         x = x + lin(torch.relu(lin(h, p + "fc1")), p + "fc2")
     x = ln(x, D + "final_layer_norm")
     return x @ W[D + "embed_tokens.weight"].T
+
+
+def qwen2_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=128, tied=False):
+    return dict(architectures=["Qwen2ForCausalLM"], model_type="qwen2", hidden_size=hidden,
+                num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                intermediate_size=ffn, vocab_size=vocab, max_position_embeddings=64,
+                rms_norm_eps=1e-6, rope_theta=1000000.0, hidden_act="silu",
+                use_sliding_window=False, tie_word_embeddings=tied, bos_token_id=1,
+                eos_token_id=2)
+
+
+def qwen2_state(cfg, seed):
+    g = torch.Generator().manual_seed(seed)
+    d, L, f = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
+    hd = d // cfg["num_attention_heads"]
+    q_dim, kv_dim = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    s = {"model.embed_tokens.weight": _normal((cfg["vocab_size"], d), g, 0.5),
+         "model.norm.weight": 1 + _normal((d,), g, 0.1)}
+    if not cfg["tie_word_embeddings"]:
+        s["lm_head.weight"] = _normal((cfg["vocab_size"], d), g)
+    for l in range(L):
+        p = f"model.layers.{l}."
+        s[p + "input_layernorm.weight"] = 1 + _normal((d,), g, 0.1)
+        s[p + "post_attention_layernorm.weight"] = 1 + _normal((d,), g, 0.1)
+        for name, rows in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]:
+            s[p + f"self_attn.{name}.weight"] = _normal((rows, d), g)
+            s[p + f"self_attn.{name}.bias"] = _normal((rows,), g, 0.5)
+        s[p + "self_attn.o_proj.weight"] = _normal((d, q_dim), g)
+        s[p + "mlp.gate_proj.weight"] = _normal((f, d), g)
+        s[p + "mlp.up_proj.weight"] = _normal((f, d), g)
+        s[p + "mlp.down_proj.weight"] = _normal((d, f), g)
+    return s
+
+
+def qwen2_forward(state, cfg, tokens):
+    W = {k: torch.from_numpy(v) for k, v in state.items()}
+    d, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd, T, eps = d // H, len(tokens), cfg["rms_norm_eps"]
+    x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
+    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def rot(t):  # [heads, T, hd]
+        half = torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], dim=-1)
+        return t * cos + half * sin
+
+    def proj(h, p, name, heads):
+        y = h @ W[p + f"self_attn.{name}.weight"].T + W[p + f"self_attn.{name}.bias"]
+        return y.view(T, heads, hd).transpose(0, 1)
+
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rms(x, W[p + "input_layernorm.weight"])
+        q, k, v = proj(h, p, "q_proj", H), proj(h, p, "k_proj", Hkv), proj(h, p, "v_proj", Hkv)
+        q, k = rot(q), rot(k)
+        k, v = k.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
+        o = _causal(q, k, v).transpose(0, 1).reshape(T, H * hd)
+        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        h = rms(x, W[p + "post_attention_layernorm.weight"])
+        a = torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)
+        x = x + a @ W[p + "mlp.down_proj.weight"].T
+    x = rms(x, W["model.norm.weight"])
+    head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
+    return x @ head.T

@@ -43,8 +43,8 @@ inline std::string tiny_model(DType type, FfnActivation ffn, bool tied = false) 
   return path;
 }
 
-// A tiny dense model of another architecture (falcon, opt, qwen2), with its own FFN (gelu for
-// Falcon, relu for OPT, swiglu for Qwen2, unless `ffn` says otherwise) and n_head_kv KV heads.
+// A tiny dense model of another architecture (falcon, opt, qwen2, qwen3), with its own FFN (gelu
+// for Falcon, relu for OPT, swiglu for Qwen, unless `ffn` says otherwise) and n_head_kv KV heads.
 inline std::string tiny_arch_model(const std::string& arch, int64_t n_head_kv = 2,
                                    std::optional<FfnActivation> ffn = std::nullopt) {
   const Architecture* a = find_architecture(arch);

@@ -75,7 +75,7 @@ TEST(ModelErrors, UnknownArchitecture) {
 TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
   using strata::testing::tiny_arch_model;
   const std::string falcon = tiny_arch_model("falcon", 2), opt = tiny_arch_model("opt"),
-                    qwen2 = tiny_arch_model("qwen2");
+                    qwen2 = tiny_arch_model("qwen2"), qwen3 = tiny_arch_model("qwen3");
   struct Dropped {
     const std::string* from;
     const char* tensor;
@@ -88,6 +88,8 @@ TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
            Dropped{&opt, "blk.0.ffn_up.bias", "lacks the tensor 'blk.0.ffn_up.bias'"},
            Dropped{&opt, "blk.1.ffn_down.bias", "'blk.1.ffn_down.bias'"},
            Dropped{&qwen2, "blk.1.attn_k.bias", "lacks the tensor 'blk.1.attn_k.bias'"},
+           Dropped{&qwen3, "blk.0.attn_q_norm.weight",
+                   "lacks the tensor 'blk.0.attn_q_norm.weight'"},
        }) {
     Edit e;
     e.drop_tensor = d.tensor;

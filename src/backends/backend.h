@@ -139,7 +139,8 @@ class Backend {
                std::initializer_list<DType> readers) {
     prepare(p, x, dim, n, std::span<const DType>(readers.begin(), readers.size()));
   }
-  // out[b] = x[b] / rms(x[b]) * weight (the sum of squares in double).
+  // out[b] = x[b] / rms(x[b]) * weight (the sum of squares in double); out may be x (each
+  // row's sum is taken before any of its values is written).
   virtual void rms_norm(const float* x, const float* weight, float* out, int64_t n, int64_t dim,
                         float eps) = 0;
   // out[b] = (x[b] - mean) / sqrt(variance + eps) * weight + bias (bias may be null), the mean

@@ -182,6 +182,9 @@ int64_t layer_vector_length(LayerVector role, const ModelConfig& c) {
       return c.n_head_kv * c.head_dim;
     case LayerVector::FfnUpBias:
       return c.n_ff;
+    case LayerVector::AttnQNorm:
+    case LayerVector::AttnKNorm:
+      return c.head_dim;
     default:
       return c.n_embd;  // norms, the output and down biases
   }

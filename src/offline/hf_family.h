@@ -1,7 +1,8 @@
 // What `strata convert` knows of one Hugging Face model family: the config.json classes it
 // takes, how their hyperparameters become a ModelConfig, and the plan of GGUF tensors, each
 // with the checkpoint tensor it comes from and how its rows are ordered. One file per family
-// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp, hf_qwen2.cpp); convert.cpp checks, streams and writes the plan.
+// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp, hf_qwen.cpp); convert.cpp checks, streams and writes
+// the plan.
 #pragma once
 
 #include <cmath>
@@ -81,9 +82,20 @@ void read_common_sizes(const ConfigReader& r, HfConfig& c, const char* hidden, c
 // head_dim = hidden / heads, which must divide (families without a head_dim key).
 void head_dim_from_width(const ConfigReader& r, HfConfig& c);
 
+// The plan of a LLaMA-like checkpoint (model.embed_tokens, model.norm, lm_head unless tied;
+// per layer input_layernorm, the attention's q/k/v from `attention`, o_proj,
+// post_attention_layernorm, the gate/up/down MLP), written in hf_llama.cpp; `attention` gets
+// the layer's GGUF prefix ("blk.N.") and checkpoint prefix ("model.layers.N.").
+using LayerPlan =
+    std::function<void(const std::string& g, const std::string& h, std::vector<Planned>& p)>;
+std::vector<Planned> plan_llama_like(const HfConfig& c,
+                                     const std::function<bool(const std::string&)>& has,
+                                     const LayerPlan& attention);
+
 const HfFamily& hf_llama_family();
 const HfFamily& hf_falcon_family();
 const HfFamily& hf_opt_family();
 const HfFamily& hf_qwen2_family();
+const HfFamily& hf_qwen3_family();
 
 }  // namespace strata

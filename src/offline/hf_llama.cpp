@@ -37,6 +37,21 @@ void read(const ConfigReader& r, HfConfig& c) {
 std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std::string&)>& has) {
   const ModelConfig& m = c.model;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
+  return plan_llama_like(c, has, [&](const std::string& g, const std::string& h, auto& p) {
+    p.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", q_dim, m.n_embd,
+                 permuted_heads(q_dim, m.n_head)});
+    p.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, m.n_embd,
+                 permuted_heads(kv_dim, m.n_head_kv)});
+    p.push_back({g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, m.n_embd});
+  });
+}
+
+}  // namespace
+
+std::vector<Planned> plan_llama_like(const HfConfig& c,
+                                     const std::function<bool(const std::string&)>& has,
+                                     const LayerPlan& attention) {
+  const ModelConfig& m = c.model;
   std::vector<Planned> p;
   p.push_back({"token_embd.weight", "model.embed_tokens.weight", m.n_vocab, m.n_embd});
   p.push_back({"output_norm.weight", "model.norm.weight", m.n_embd, 0});
@@ -45,12 +60,9 @@ std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std:
   for (int64_t l = 0; l < m.n_layer; ++l) {
     const std::string g = fmt::format("blk.{}.", l), h = fmt::format("model.layers.{}.", l);
     p.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", m.n_embd, 0});
-    p.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", q_dim, m.n_embd,
-                 permuted_heads(q_dim, m.n_head)});
-    p.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, m.n_embd,
-                 permuted_heads(kv_dim, m.n_head_kv)});
-    p.push_back({g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, m.n_embd});
-    p.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", m.n_embd, q_dim});
+    attention(g, h, p);
+    p.push_back(
+        {g + "attn_output.weight", h + "self_attn.o_proj.weight", m.n_embd, m.n_head * m.head_dim});
     p.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", m.n_embd, 0});
     p.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", m.n_ff, m.n_embd});
     p.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", m.n_ff, m.n_embd});
@@ -58,8 +70,6 @@ std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std:
   }
   return p;
 }
-
-}  // namespace
 
 const HfFamily& hf_llama_family() {
   static const HfFamily f{{"LlamaForCausalLM", "MistralForCausalLM"},

@@ -67,6 +67,11 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
                               {LayerVector::AttnKBias, ws.k, kv_dim},
                               {LayerVector::AttnVBias, ws.v, kv_dim}})
     if (const float* b = w.vec(bias)) be.add_bias(y, b, n, dim);
+  // Qwen3: each query and key head RMS-normed on its own, before the rotation.
+  if (const float* qn = w.vec(LayerVector::AttnQNorm))
+    be.rms_norm(ws.q, qn, ws.q, n * c_.n_head, c_.head_dim, c_.norm_eps);
+  if (const float* kn = w.vec(LayerVector::AttnKNorm))
+    be.rms_norm(ws.k, kn, ws.k, n * c_.n_head_kv, c_.head_dim, c_.norm_eps);
   const KvLayer kv = p.kv_layer(l);
   const TokenPlaces places{pos_.data(), base_.data()};
   const RopeStyle style =

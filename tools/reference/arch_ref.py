@@ -20,7 +20,10 @@ either name).
 
 Qwen2 (Hugging Face's modeling_qwen2.py): RMSNorm, q/k/v projections with biases (the output
 projection without), rotary embedding on halves (rotate_half) over the whole head, grouped-query
-attention, SwiGLU MLP, the output head tied to the embedding unless output.weight exists."""
+attention, SwiGLU MLP, the output head tied to the embedding unless output.weight exists.
+Qwen3 (modeling_qwen3.py): the same without biases, each query and key head RMS-normed
+(q_norm, k_norm over head_dim) after its projection and before the rotation; the head size is
+attention.key_length."""
 import numpy as np
 import torch
 
@@ -36,7 +39,7 @@ class _Base:
         self.n_layer = kv[f"{arch}.block_count"]
         self.n_head = kv[f"{arch}.attention.head_count"]
         self.n_head_kv = kv.get(f"{arch}.attention.head_count_kv", self.n_head)
-        self.head_dim = self.n_embd // self.n_head
+        self.head_dim = kv.get(f"{arch}.attention.key_length", self.n_embd // self.n_head)
         self.eps = float(kv.get(f"{arch}.attention.layer_norm_epsilon", 1e-5))
         self.base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
         self.ffn = kv.get("strata.ffn_activation")
@@ -148,7 +151,11 @@ class OptReference(_Base):
 class Qwen2Reference(_Base):
     def __init__(self, path):
         super().__init__(path)
-        self.eps = float(self.g.kv.get("qwen2.attention.layer_norm_rms_epsilon", 1e-6))
+        arch = self.g.kv["general.architecture"]
+        self.eps = float(self.g.kv.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-6))
+
+    def head_norm(self, t, name):  # Qwen3's q_norm / k_norm; Qwen2 has none
+        return self.rms_norm(t, name) if self.has(name) else t
 
     def rms_norm(self, x, name):
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight(name)
@@ -166,6 +173,7 @@ class Qwen2Reference(_Base):
             q = self.linear(h, p + "attn_q.weight", p + "attn_q.bias").view(T, H, d)
             k = self.linear(h, p + "attn_k.weight", p + "attn_k.bias").view(T, Hkv, d)
             v = self.linear(h, p + "attn_v.weight", p + "attn_v.bias").view(T, Hkv, d)
+            q, k = self.head_norm(q, p + "attn_q_norm.weight"), self.head_norm(k, p + "attn_k_norm.weight")
             q, k = self.rotate(q, pos), self.rotate(k, pos)
             x = x + self.linear(self.attend(q, k, v), p + "attn_output.weight")
             h = self.rms_norm(x, p + "ffn_norm.weight")
@@ -173,3 +181,8 @@ class Qwen2Reference(_Base):
             a = torch.nn.functional.silu(gate) * self.linear(h, p + "ffn_up.weight")
             x = x + self.linear(a, p + "ffn_down.weight")
         return self.head(self.rms_norm(x, "output_norm.weight"))
+
+
+# Qwen3: the same forward; it reads attn_q_norm/attn_k_norm where the file has them and adds no
+# bias where the file has none.
+Qwen3Reference = Qwen2Reference

@@ -19,7 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "train_tiny"))
 import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
 sys.path.insert(0, HERE)
-import hf_families as hf  # noqa: E402  (Falcon, OPT and Qwen2 checkpoints and their forward passes)
+import hf_families as hf  # noqa: E402  (Falcon, OPT, Qwen2, Qwen3 checkpoints, forward passes)
 from gguf_py import GGUFReader  # noqa: E402
 
 TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
@@ -122,7 +122,8 @@ def main():
         print(f"{'ok  ' if good else 'FAIL'} {act} {shards} shard(s) {dtype} -> {out_type}: "
               f"rel err {err:.2e} (tol {tol:.0e})")
 
-    # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU), OPT and Qwen2 checkpoints.
+    # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU), OPT, Qwen2 and Qwen3 (its head
+    # size unlike hidden / heads) checkpoints.
     others = [("falcon multi_query", hf.falcon_config(False, kv_heads=1), hf.falcon_state,
                hf.falcon_forward),
               ("falcon new_decoder", hf.falcon_config(True, kv_heads=2), hf.falcon_state,
@@ -132,7 +133,8 @@ def main():
               ("opt", hf.opt_config(), hf.opt_state, hf.opt_forward),
               ("qwen2", hf.qwen2_config(), hf.qwen2_state, hf.qwen2_forward),
               ("qwen2 tied", hf.qwen2_config(kv_heads=1, tied=True), hf.qwen2_state,
-               hf.qwen2_forward)]
+               hf.qwen2_forward),
+              ("qwen3 head_dim 32", hf.qwen3_config(), hf.qwen2_state, hf.qwen2_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)

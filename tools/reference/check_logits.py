@@ -22,7 +22,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from arch_ref import FalconReference, OptReference, Qwen2Reference  # noqa: E402
+from arch_ref import FalconReference, OptReference, Qwen2Reference, Qwen3Reference  # noqa: E402
 from llama_ref import LlamaReference  # noqa: E402
 
 TOL_EXACT = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2}
@@ -110,8 +110,8 @@ def check_kquants(strata, work, tokens):
 
 # The other architectures (model/arch/), each against its own reference (arch_ref.py): Falcon's
 # two layouts (one KV head and one input norm, as Falcon-7B; KV groups and two norms, as
-# Falcon-40B), ReluFalcon (its ReLU MLP), OPT and Qwen2 (q/k/v biases, NeoX RoPE; also with a tied
-# head), in F32 and F16 (1e-4) and Q8_0 (5e-2, the
+# Falcon-40B), ReluFalcon (its ReLU MLP), OPT, Qwen2 (q/k/v biases, NeoX RoPE; also with a tied
+# head) and Qwen3 (per-head q/k norms), in F32 and F16 (1e-4) and Q8_0 (5e-2, the
 # exact product: its activations are rounded to 8 bits); the plain ReLU FFNs also in the exact
 # sparse mode (gate-first: the neurons whose up row fires), which must give the dense logits.
 # F32 also on the emulated GPU (the CUDA backend's kernels run on the CPU, an F32 KV cache).
@@ -122,6 +122,7 @@ ARCHITECTURES = [  # label, synth flags, reference
     ("opt", ["--arch", "opt"], OptReference),
     ("qwen2", ["--arch", "qwen2", "--kv-heads", "2"], Qwen2Reference),
     ("qwen2-tied", ["--arch", "qwen2", "--tied"], Qwen2Reference),
+    ("qwen3", ["--arch", "qwen3", "--kv-heads", "2"], Qwen3Reference),
 ]
 
 

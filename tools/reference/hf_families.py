@@ -11,7 +11,9 @@ on halves (rotate_half). The MLP's GELU here is the tanh form, as in GGUF falcon
 llama.cpp and strata (HF's Falcon uses the erf form).
 
 Qwen2 (Qwen2Attention, Qwen2MLP): RMSNorm, q/k/v projections with biases, o_proj without,
-rotary embedding on halves (rotate_half) of each head, grouped-query attention, SwiGLU."""
+rotary embedding on halves (rotate_half) of each head, grouped-query attention, SwiGLU.
+Qwen3 (Qwen3Attention): no projection biases; q_norm and k_norm (RMSNorm over head_dim) on each
+head after its projection, before the rotation; head_dim its own key (here unlike hidden/heads)."""
 import numpy as np
 import torch
 
@@ -173,10 +175,21 @@ def qwen2_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=128, 
                 eos_token_id=2)
 
 
+def qwen3_config(hidden=64, heads=4, kv_heads=2, head_dim=32, **kw):
+    cfg = qwen2_config(hidden=hidden, heads=heads, kv_heads=kv_heads, **kw)
+    cfg.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=head_dim)
+    return cfg
+
+
+def _head_dim(cfg):
+    return cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
+
+
 def qwen2_state(cfg, seed):
+    """Qwen2's tensors, or Qwen3's (model_type qwen3: no biases, q_norm and k_norm)."""
     g = torch.Generator().manual_seed(seed)
     d, L, f = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
-    hd = d // cfg["num_attention_heads"]
+    hd, qwen3 = _head_dim(cfg), cfg["model_type"] == "qwen3"
     q_dim, kv_dim = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
     s = {"model.embed_tokens.weight": _normal((cfg["vocab_size"], d), g, 0.5),
          "model.norm.weight": 1 + _normal((d,), g, 0.1)}
@@ -188,7 +201,11 @@ def qwen2_state(cfg, seed):
         s[p + "post_attention_layernorm.weight"] = 1 + _normal((d,), g, 0.1)
         for name, rows in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]:
             s[p + f"self_attn.{name}.weight"] = _normal((rows, d), g)
-            s[p + f"self_attn.{name}.bias"] = _normal((rows,), g, 0.5)
+            if not qwen3:
+                s[p + f"self_attn.{name}.bias"] = _normal((rows,), g, 0.5)
+        if qwen3:
+            s[p + "self_attn.q_norm.weight"] = 1 + _normal((hd,), g, 0.3)
+            s[p + "self_attn.k_norm.weight"] = 1 + _normal((hd,), g, 0.3)
         s[p + "self_attn.o_proj.weight"] = _normal((d, q_dim), g)
         s[p + "mlp.gate_proj.weight"] = _normal((f, d), g)
         s[p + "mlp.up_proj.weight"] = _normal((f, d), g)
@@ -197,9 +214,10 @@ def qwen2_state(cfg, seed):
 
 
 def qwen2_forward(state, cfg, tokens):
+    """Qwen2's forward pass, or Qwen3's where the state has q_norm/k_norm and no biases."""
     W = {k: torch.from_numpy(v) for k, v in state.items()}
     d, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd, T, eps = d // H, len(tokens), cfg["rms_norm_eps"]
+    hd, T, eps = _head_dim(cfg), len(tokens), cfg["rms_norm_eps"]
     x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
     inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
     ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
@@ -212,14 +230,20 @@ def qwen2_forward(state, cfg, tokens):
         half = torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], dim=-1)
         return t * cos + half * sin
 
-    def proj(h, p, name, heads):
-        y = h @ W[p + f"self_attn.{name}.weight"].T + W[p + f"self_attn.{name}.bias"]
-        return y.view(T, heads, hd).transpose(0, 1)
+    def proj(h, p, name, heads, norm=None):
+        y = h @ W[p + f"self_attn.{name}.weight"].T
+        if p + f"self_attn.{name}.bias" in W:
+            y = y + W[p + f"self_attn.{name}.bias"]
+        y = y.view(T, heads, hd)
+        if norm is not None and p + f"self_attn.{norm}.weight" in W:  # Qwen3, per head
+            y = rms(y, W[p + f"self_attn.{norm}.weight"])
+        return y.transpose(0, 1)
 
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
         h = rms(x, W[p + "input_layernorm.weight"])
-        q, k, v = proj(h, p, "q_proj", H), proj(h, p, "k_proj", Hkv), proj(h, p, "v_proj", Hkv)
+        q, k = proj(h, p, "q_proj", H, "q_norm"), proj(h, p, "k_proj", Hkv, "k_norm")
+        v = proj(h, p, "v_proj", Hkv)
         q, k = rot(q), rot(k)
         k, v = k.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
         o = _causal(q, k, v).transpose(0, 1).reshape(T, H * hd)

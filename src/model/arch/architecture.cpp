@@ -13,9 +13,9 @@ const char* first_name(const Names& names, Role role) {
   return nullptr;
 }
 
-std::array<const Architecture*, 5> all() {
+std::array<const Architecture*, 6> all() {
   return {&llama_architecture(), &bamboo_architecture(), &falcon_architecture(),
-          &opt_architecture(), &qwen2_architecture()};
+          &opt_architecture(),   &qwen2_architecture(),  &qwen3_architecture()};
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // An architecture as a recipe: how its layer is wired (norm, positions, residual order, FFN
 // variant) and which tensors it has under which GGUF names. One small file per architecture
-// (llama.cpp, falcon.cpp, opt.cpp, qwen2.cpp) fills this in; the loader, the layer block, the
-// resident weights, the inventory and the quantize rules all read it, so a tensor is named once and
-// a tensor an architecture lacks is simply absent. docs/ARCHITECTURES.md: how to add one.
+// (llama.cpp, falcon.cpp, opt.cpp, qwen.cpp) fills this in; the loader, the layer
+// block, the resident weights, the inventory and the quantize rules all read it, so a tensor is
+// named once and a tensor an architecture lacks is simply absent. docs/ARCHITECTURES.md: how to add
+// one.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +50,8 @@ enum class LayerVector : uint8_t {
   AttnOutputBias,
   FfnUpBias,
   FfnDownBias,
+  AttnQNorm,  // Qwen3's RMSNorm of each query head after its projection (head_dim values)
+  AttnKNorm,  // and of each key head
   Count
 };
 inline constexpr int kLayerMatrices = static_cast<int>(LayerMatrix::Count);
@@ -102,7 +105,7 @@ struct Architecture {
 
 // The architecture named by general.architecture, or null.
 const Architecture* find_architecture(std::string_view name);
-// "llama, bamboo, falcon, opt, qwen2": for error messages.
+// "llama, bamboo, falcon, opt, qwen2, qwen3": for error messages.
 std::string architecture_names();
 
 // Each architecture's description (its own file).
@@ -110,6 +113,11 @@ const Architecture& llama_architecture();
 const Architecture& bamboo_architecture();
 const Architecture& falcon_architecture();
 const Architecture& opt_architecture();
-const Architecture& qwen2_architecture();
+const Architecture& qwen2_architecture();  // qwen.cpp, with Qwen3
+const Architecture& qwen3_architecture();
+
+// LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
+// ffn_down_t), which the LLaMA-like families share.
+std::span<const MatrixName> llama_layer_matrices();
 
 }  // namespace strata

@@ -35,6 +35,10 @@ Architecture llama_like(std::string_view name, FfnActivation ffn, FfnActivation 
 
 }  // namespace
 
+std::span<const MatrixName> llama_layer_matrices() {
+  return kMatrices;
+}
+
 const Architecture& llama_architecture() {
   // PowerInfer's llama files are ReluLLaMA/ProSparse (ReGLU); llama.cpp's are SwiGLU.
   static const Architecture a = llama_like("llama", FfnActivation::SwiGLU, FfnActivation::ReGLU);

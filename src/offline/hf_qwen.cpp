@@ -1,0 +1,79 @@
+// Qwen2ForCausalLM (Qwen2, Qwen2.5) and Qwen3ForCausalLM (dense Qwen3) as llama.cpp's converter
+// writes them: LLaMA's tensors with q/k rows as Hugging Face has them (the GGUF qwen2/qwen3
+// files rotate NeoX's halves, as HF does); Qwen2 adds q/k/v biases, Qwen3 instead RMS-norms
+// each query and key head (q_norm, k_norm) and takes its head size from head_dim. The head is
+// tied to the embedding where tie_word_embeddings says so (the small models). A checkpoint that
+// turns its sliding window on is refused: llama.cpp's qwen2/qwen3 run full attention.
+#include <fmt/format.h>
+
+#include "offline/hf_family.h"
+
+namespace strata {
+
+namespace {
+
+void read_qwen(const ConfigReader& r, HfConfig& c, const char* arch) {
+  const std::string act = r.text_or("hidden_act", "silu");
+  if (act != "silu") fail("'{}': hidden_act '{}' is not supported (silu)", r.path(), act);
+  if (r.flag_or("use_sliding_window", false))
+    fail("'{}': {} with use_sliding_window true is not supported", r.path(), arch);
+  c.model.ffn = FfnActivation::SwiGLU;
+  read_common_sizes(r, c, "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size");
+  c.model.n_head_kv = r.whole_or("num_key_value_heads", 1, kU32, c.model.n_head);
+  c.model.architecture = arch;
+  c.model.norm_eps = static_cast<float>(r.positive_or("rms_norm_eps", 1e-6));
+  c.tied = r.flag_or("tie_word_embeddings", false);
+}
+
+std::vector<Planned> plan_qwen(const HfConfig& c,
+                               const std::function<bool(const std::string&)>& has, bool qkv_biases,
+                               bool head_norms) {
+  const ModelConfig& m = c.model;
+  const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
+  return plan_llama_like(c, has, [&](const std::string& g, const std::string& h, auto& p) {
+    for (auto [name, hf, rows] : {std::tuple{"attn_q", "q_proj", q_dim},
+                                  {"attn_k", "k_proj", kv_dim},
+                                  {"attn_v", "v_proj", kv_dim}}) {
+      p.push_back({g + name + ".weight", h + "self_attn." + hf + ".weight", rows, m.n_embd});
+      if (qkv_biases) p.push_back({g + name + ".bias", h + "self_attn." + hf + ".bias", rows, 0});
+    }
+    if (head_norms) {
+      p.push_back({g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", m.head_dim, 0});
+      p.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", m.head_dim, 0});
+    }
+  });
+}
+
+}  // namespace
+
+const HfFamily& hf_qwen2_family() {
+  static const HfFamily f{
+      {"Qwen2ForCausalLM"},
+      [](const ConfigReader& r, HfConfig& c) {
+        read_qwen(r, c, "qwen2");
+        head_dim_from_width(r, c);
+      },
+      [](const HfConfig& c, const auto& has) { return plan_qwen(c, has, true, false); },
+      "model.embed_tokens.weight",
+      "model.layers.{}.input_layernorm.weight"};
+  return f;
+}
+
+const HfFamily& hf_qwen3_family() {
+  static const HfFamily f{
+      {"Qwen3ForCausalLM"},
+      [](const ConfigReader& r, HfConfig& c) {
+        read_qwen(r, c, "qwen3");
+        if (r.has("head_dim"))
+          c.model.head_dim = r.whole("head_dim", 1, kU32);
+        else
+          head_dim_from_width(r, c);
+      },
+      [](const HfConfig& c, const auto& has) { return plan_qwen(c, has, false, true); },
+      "model.embed_tokens.weight",
+      "model.layers.{}.input_layernorm.weight"};
+  return f;
+}
+
+}  // namespace strata

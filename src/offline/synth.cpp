@@ -165,7 +165,8 @@ void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, c
       if (!sparse->spec->keep_down) continue;
       fill = [gen](int64_t j, float* row) { (*gen)->down_row(j, row); };
     } else if (m.role == LayerMatrix::AttnOutput) {
-      fill = [gen, cols](int64_t r, float* row) { (*gen)->attn_output_row(r, cols, row); };
+      const int64_t width = cols;  // clang 14 cannot capture a structured binding
+      fill = [gen, width](int64_t r, float* row) { (*gen)->attn_output_row(r, width, row); };
     }
     plan.push_back({p + m.gguf, type, cols, rows, fill});
   }

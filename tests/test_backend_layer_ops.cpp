@@ -130,6 +130,32 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
         }
 }
 
+// A mixture's weighted sum of each token's expert outputs: the same bits on every backend (one
+// function, fused multiply-adds in the choice's order), for one and several tokens and k.
+TEST_P(BackendOps, MixExpertsEqualsTheReferenceBitForBit) {
+  const int64_t dim = 300;
+  for (auto& [name, be] : backends)
+    for (const int64_t n : {int64_t{1}, int64_t{7}})
+      for (const int64_t k : {int64_t{1}, int64_t{2}, int64_t{3}}) {
+        const std::vector<float> y = random_rows(n * k, dim, 71);
+        std::vector<float> weights = random_rows(n, k, 72);
+        for (float& v : weights) v = std::abs(v);
+        const OnDevice<float> dy(*be, y), dw(*be, weights), dout(*be, n * dim, -1.0f);
+        be->mix_experts(dy.get(), dw.get(), n, k, dim, dout.get());
+        std::vector<float> expect(static_cast<size_t>(n * dim));
+        reference::mix_experts(y.data(), weights.data(), n, k, dim, expect.data());
+        ASSERT_EQ(dout.read(), expect) << name << " mix_experts n " << n << " k " << k;
+        // And what it means: token b's sum of its k rows, weighted.
+        for (int64_t b = 0; b < n; ++b) {
+          double sum = 0;
+          for (int64_t s = 0; s < k; ++s)
+            sum += double{weights[static_cast<size_t>(b * k + s)]} *
+                   y[static_cast<size_t>((b * k + s) * dim + 5)];
+          ASSERT_NEAR(expect[static_cast<size_t>(b * dim + 5)], sum, 1e-5) << name;
+        }
+      }
+}
+
 // The ops other architectures add (Falcon, OPT): LayerNorm with and without a bias, a
 // projection's bias, the listed neurons' biases, and RoPE on NeoX's pairs.
 TEST_P(BackendOps, LayerNormBiasesAndNeoxRopeEqualTheReference) {

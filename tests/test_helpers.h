@@ -61,6 +61,26 @@ inline std::string tiny_arch_model(const std::string& arch, int64_t n_head_kv = 
   return path;
 }
 
+// A tiny mixture of experts (strata synth --arch mixtral): n_expert experts, k per token,
+// stacked in 3-D tensors or one tensor per expert. Written once per variant.
+inline std::string tiny_moe_model(DType type = DType::F32, bool stacked = true,
+                                  int64_t n_expert = 4, int64_t k = 2,
+                                  FfnActivation ffn = FfnActivation::SwiGLU) {
+  const std::string path =
+      temp_file(std::string("moe_") + dtype_name(type) + (stacked ? "_stacked_" : "_split_") +
+                std::to_string(n_expert) + "_" + std::to_string(k) + "_" +
+                ffn_activation_name(ffn) + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.ffn = ffn;
+  s.shape.n_expert = n_expert;
+  s.shape.n_expert_used = k;
+  s.stacked_experts = stacked;
+  s.seed = 11;
+  write_synthetic_model(s, path);
+  return path;
+}
+
 // A tiny model whose FFN is sparse by construction (strata synth --sparsity 0.2), with
 // predictors of rank 32 and ffn_down_t: 3 layers, n_ff 256. Written once per variant.
 inline std::string sparse_tiny_model(DType type, FfnActivation ffn, uint64_t seed,

@@ -113,6 +113,45 @@ TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
   }
 }
 
+// A mixture's router, experts and counts: each missing or inconsistent piece named in one line.
+TEST(ModelErrors, MixturesNameWhatTheirFilesLack) {
+  using strata::testing::tiny_moe_model;
+  const std::string stacked = tiny_moe_model(DType::F32, true),
+                    split = tiny_moe_model(DType::F32, false);
+  Edit router;
+  router.drop_tensor = "blk.0.ffn_gate_inp.weight";
+  expect_load_error(edited_model("moe_router.gguf", router, stacked),
+                    "lacks the tensor 'blk.0.ffn_gate_inp.weight'");
+  Edit shape;
+  shape.reshape_tensor = "blk.1.ffn_up_exps.weight";
+  expect_load_error(edited_model("moe_shape.gguf", shape, stacked),
+                    "'blk.1.ffn_up_exps.weight' has shape [192, 64, 4], expected [64, 192, 4]");
+  Edit one;
+  one.drop_tensor = "blk.0.ffn_down.3.weight";
+  expect_load_error(edited_model("moe_one.gguf", one, split),
+                    "lacks the tensor 'blk.0.ffn_down.3.weight'");
+  Edit used;
+  used.u32_key = "llama.expert_used_count";
+  used.u32_value = 5;
+  expect_load_error(edited_model("moe_used.gguf", used, stacked),
+                    "llama.expert_used_count is 5; expected 1 to 4");
+  Edit count;
+  count.u32_key = "llama.expert_count";
+  count.u32_value = 100000;
+  expect_load_error(edited_model("moe_count.gguf", count, stacked),
+                    "llama.expert_count is 100000; expected 1 to 512");
+  // More experts than the file's tensors hold.
+  count.u32_value = 6;
+  expect_load_error(edited_model("moe_more.gguf", count, stacked),
+                    "'blk.0.ffn_gate_inp.weight' has shape [64, 4], expected [64, 6]");
+  Edit falcon;
+  falcon.u32_key = "falcon.expert_count";
+  falcon.u32_value = 8;
+  expect_load_error(
+      edited_model("falcon_moe.gguf", falcon, strata::testing::tiny_arch_model("falcon")),
+      "falcon has no mixture-of-experts layers");
+}
+
 TEST(ModelErrors, UnknownFfnVariant) {
   expect_load_error(edited_model("ffn.gguf", {kFfnActivationKey, "swishglu"}),
                     "is 'swishglu'; expected one of swiglu, reglu, drelu, geglu, relu, gelu");

@@ -197,6 +197,11 @@ class Backend {
   virtual void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                            int64_t end, uint64_t* nonzero) = 0;
   virtual void add(float* x, const float* y, int64_t count) = 0;  // x += y
+  // A mixture of experts' output: out[b * dim + j] = mix_value over s < k of
+  // weights[b * k + s] * y[(b * k + s) * dim + j] (tensor/expert_mix.h: the choice's order,
+  // fused multiply-adds): token b's k expert outputs, weighted by the router, summed.
+  virtual void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
+                           float* out) = 0;
   // bytes from src to dst, both in this device's memory, not overlapping (KV rows of one
   // sequence copied to another).
   virtual void copy(void* dst, const void* src, uint64_t bytes) = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/expert_mix.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
@@ -197,6 +198,13 @@ void activation(FfnActivation act, const float* gate, const float* up, float* h,
     }
     h[i] = static_cast<float>(v);
   }
+}
+
+void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
+                 float* out) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t j = 0; j < dim; ++j)
+      out[b * dim + j] = mix_value(y + b * k * dim + j, weights + b * k, k, dim);
 }
 
 }  // namespace strata::reference

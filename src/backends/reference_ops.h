@@ -31,5 +31,7 @@ void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadSha
 void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
                const TokenPlaces& at, float* out);
 void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count);
+void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
+                 float* out);
 
 }  // namespace strata::reference

@@ -17,6 +17,8 @@ Command add_synth_command(CLI::App& app) {
   struct Options {
     std::string preset = "tiny", type = "f32", ffn, out, tokenizer_from, arch = "llama";
     int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
+    int64_t experts = 0, top_k = 0;
+    std::string expert_layout = "stacked";
     uint64_t seed = 1;
     bool tied = false;
     double density = 0, context = 0;
@@ -26,9 +28,11 @@ Command add_synth_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("--preset", o->preset,
-                  "Shape: tiny, 1b, 7b, 13b, falcon-7b, falcon-40b, opt-6.7b");
+                  "Shape: tiny, 1b, 7b, 13b, mixtral, falcon-7b, falcon-40b, opt-6.7b");
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16, q8_0, q4_0");
-  cmd->add_option("--arch", o->arch, "Architecture: " + architecture_names());
+  cmd->add_option("--arch", o->arch,
+                  "Architecture: " + architecture_names() +
+                      "; mixtral: llama with 8 experts, 2 per token (unless --experts, --top-k)");
   cmd->add_option("--ffn", o->ffn,
                   "FFN variant: " + ffn_activation_names() + " (default: the architecture's)");
   cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
@@ -39,6 +43,13 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--kv-heads", o->kv_heads, "Override the key/value head count");
   cmd->add_option("--vocab", o->vocab, "Override the vocabulary size");
   cmd->add_option("--ctx", o->ctx, "Override the training context length");
+  cmd->add_option("--experts", o->experts,
+                  "A mixture of experts: this many experts per layer (llama, bamboo)");
+  cmd->add_option("--top-k", o->top_k, "With --experts: experts each token uses (default 2)");
+  cmd->add_option("--expert-layout", o->expert_layout,
+                  "With --experts: stacked (3-D tensors, llama.cpp since 2024) or split (one "
+                  "tensor per expert, older files)")
+      ->check(CLI::IsMember({"stacked", "split"}));
   cmd->add_option("--seed", o->seed, "Random seed")->check(fits<uint64_t>());
   cmd->add_flag("--tied", o->tied, "No output.weight: the head reuses the embedding");
   cmd->add_option("--sparsity", o->density,
@@ -66,7 +77,9 @@ Command add_synth_command(CLI::App& app) {
           fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k",
                o->type);
         s.type = *type;
-        const Architecture* arch = find_architecture(o->arch);
+        const bool mixtral = o->arch == "mixtral";  // a llama file with experts
+        if (mixtral && s.shape.n_expert == 0) s.shape.n_expert = 8, s.shape.n_expert_used = 2;
+        const Architecture* arch = find_architecture(mixtral ? "llama" : o->arch);
         if (arch == nullptr) fail("--arch '{}' is not one of {}", o->arch, architecture_names());
         s.shape.architecture = std::string(arch->name);
         s.shape.arch = arch;
@@ -87,6 +100,12 @@ Command add_synth_command(CLI::App& app) {
         take(o->kv_heads, s.shape.n_head_kv, "--kv-heads");
         take(o->vocab, s.shape.n_vocab, "--vocab");
         take(o->ctx, s.shape.n_ctx_train, "--ctx");
+        take(o->experts, s.shape.n_expert, "--experts");
+        take(o->top_k, s.shape.n_expert_used, "--top-k");
+        if (s.shape.n_expert > 0 && s.shape.n_expert_used == 0)
+          s.shape.n_expert_used = std::min<int64_t>(2, s.shape.n_expert);
+        if (s.shape.n_expert == 0 && s.shape.n_expert_used > 0) fail("--top-k needs --experts");
+        s.stacked_experts = o->expert_layout == "stacked";
         s.seed = o->seed;
         s.tied_output = o->tied;
         s.tokenizer_from = o->tokenizer_from;
@@ -107,8 +126,12 @@ Command add_synth_command(CLI::App& app) {
         ProgressBar bar("synth");
         write_synthetic_model(s, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
         bar.finish();
-        fmt::print("wrote {} ({} layers, embd {}, ffn {} {}, {})\n", o->out, s.shape.n_layer,
-                   s.shape.n_embd, s.shape.n_ff, ffn_activation_name(s.shape.ffn),
+        const std::string experts =
+            s.shape.moe()
+                ? fmt::format(", {} experts, {} per token", s.shape.n_expert, s.shape.n_expert_used)
+                : "";
+        fmt::print("wrote {} ({} layers, embd {}, ffn {} {}{}, {})\n", o->out, s.shape.n_layer,
+                   s.shape.n_embd, s.shape.n_ff, ffn_activation_name(s.shape.ffn), experts,
                    dtype_name(s.type));
         return 0;
       }};

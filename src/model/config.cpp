@@ -35,6 +35,25 @@ std::string ffn_activation_names() {
   return s;
 }
 
+namespace {
+
+void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
+  const std::string count_key = a + "expert_count", used_key = a + "expert_used_count";
+  c.n_expert = f.get_int(count_key, 0);
+  c.n_expert_used = f.get_int(used_key, 0);
+  if (c.n_expert == 0 && c.n_expert_used == 0) return;
+  if (c.arch->experts == nullptr)
+    fail("'{}': {} has no mixture-of-experts layers in strata, but {} is {}", f.path(),
+         c.architecture, count_key, c.n_expert);
+  if (c.n_expert < 1 || c.n_expert > kMaxExperts)
+    fail("'{}': {} is {}; expected 1 to {}", f.path(), count_key, c.n_expert, kMaxExperts);
+  if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert)
+    fail("'{}': {} is {}; expected 1 to {} ({})", f.path(), used_key, c.n_expert_used, c.n_expert,
+         count_key);
+}
+
+}  // namespace
+
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture", "");
@@ -89,12 +108,13 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   if (!act.empty()) {
     const auto parsed = ffn_activation_from_name(act);
     if (!parsed)
-      fail("'{}': {} is '{}'; expected one of {}", f.path(), kFfnActivationKey,
-           act.substr(0, 32), ffn_activation_names());
+      fail("'{}': {} is '{}'; expected one of {}", f.path(), kFfnActivationKey, act.substr(0, 32),
+           ffn_activation_names());
     c.ffn = *parsed;
   } else {
     c.ffn = f.is_powerinfer() ? c.arch->powerinfer_ffn : c.arch->ffn;
   }
+  read_experts(f, a, c);
   // The layer's wiring is the architecture's: a gated FFN needs the gate tensor it has.
   if (ffn_has_gate(c.ffn) && !c.arch->has(LayerMatrix::FfnGate))
     fail("'{}': {} is a gated FFN, but {} has no gate", f.path(), ffn_activation_name(c.ffn),
@@ -122,6 +142,10 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
   w.set(a + arch->norm_eps_key, GgufValue::f32(c.norm_eps));
   w.set(a + "vocab_size", u32(c.n_vocab));
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
+  if (c.moe()) {
+    w.set(a + "expert_count", u32(c.n_expert));
+    w.set(a + "expert_used_count", u32(c.n_expert_used));
+  }
 }
 
 }  // namespace strata

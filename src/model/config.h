@@ -28,6 +28,10 @@ std::string ffn_activation_names();  // "swiglu, reglu, ...": for messages and -
 
 inline constexpr const char* kFfnActivationKey = "strata.ffn_activation";
 
+// The most experts a layer may have (DeepSeek-V3 and Qwen3-MoE have 256 and 128): a bound on
+// what a damaged file can make strata allocate.
+inline constexpr int64_t kMaxExperts = 512;
+
 struct ModelConfig {
   std::string architecture;
   const Architecture* arch = &llama_architecture();  // never null
@@ -44,6 +48,12 @@ struct ModelConfig {
   float rope_freq_base = 10000.0f;
   float norm_eps = 1e-5f;  // the architecture's norm's epsilon (RMSNorm or LayerNorm)
   FfnActivation ffn = FfnActivation::SwiGLU;
+  // A mixture of experts (<arch>.expert_count, .expert_used_count): each layer's FFN is
+  // n_expert FFNs of n_ff neurons behind a router, and a token uses n_expert_used of them (the
+  // top k, runtime/expert_routing.h). 0: one dense FFN.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  bool moe() const { return n_expert > 0; }
 
   // Reads and validates; fails naming the missing or inconsistent key.
   static ModelConfig from_gguf(const GgufFile& file);

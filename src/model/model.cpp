@@ -45,6 +45,8 @@ int Model::adopt_layouts(const LayoutChoice& choose, bool dense_ffn) {
       all.emplace_back(m, WeightUse::Whole);
     if (!weights.bundled)
       for (MatrixView* m : {&l.ffn_gate, &l.ffn_up, &l.ffn_down}) all.emplace_back(m, ffn_use);
+    for_each_expert_matrix(
+        l, [&](MatrixView& m, const std::string&) { all.emplace_back(&m, ffn_use); });
     // Predictors are always multiplied whole. fc2's rows are short (rank elements: two Q4_0
     // blocks at rank 64), so one row at a time is mostly call overhead: 4.1-4.5 ms per token at
     // 7B for 17 MB of weights; 16 rows at a time 1.6-2.0 ms.

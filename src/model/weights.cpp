@@ -136,8 +136,47 @@ void load_attention(const GgufFile& f, const Architecture& a, const std::string&
   l.attn_output = layer_matrix(f, a, p, c, LayerMatrix::AttnOutput);
 }
 
+// Each expert's [cols, rows] matrix: views into the stacked [cols, rows, n_expert] tensor, or
+// the expert's own 2-D tensors of an older file.
+void load_expert_matrix(const GgufFile& f, const std::string& p, const ModelConfig& c, bool stacked,
+                        const char* stacked_name, const char* each_name, int64_t cols, int64_t rows,
+                        MatrixView ExpertMatrices::*member, LayerWeights& l) {
+  if (!stacked) {
+    for (int64_t e = 0; e < c.n_expert; ++e)
+      l.experts[static_cast<size_t>(e)].*member =
+          matrix(f, p + fmt::format(fmt::runtime(each_name), e), cols, rows);
+    return;
+  }
+  const std::string name = p + stacked_name;
+  const GgufTensorInfo& t = require(f, name);
+  if (t.dims.size() != 3 || t.dims[0] != cols || t.dims[1] != rows || t.dims[2] != c.n_expert)
+    fail("tensor '{}' has shape {}, expected [{}, {}, {}]", name, dims_text(t.dims), cols, rows,
+         c.n_expert);
+  const MatrixView all{t.type, t.data, cols, rows * c.n_expert, row_bytes(t.type, cols)};
+  for (int64_t e = 0; e < c.n_expert; ++e)
+    l.experts[static_cast<size_t>(e)].*member = row_view(all, e * rows, rows);
+}
+
+void load_experts(const GgufFile& f, const Architecture& a, const std::string& p,
+                  const ModelConfig& c, LayerWeights& l) {
+  const ExpertNames& n = *a.experts;
+  l.ffn_gate_inp = matrix(f, p + n.router, c.n_embd, c.n_expert);
+  l.experts.resize(static_cast<size_t>(c.n_expert));
+  const bool stacked = f.find_tensor(p + n.up) != nullptr;
+  if (ffn_has_gate(c.ffn))
+    load_expert_matrix(f, p, c, stacked, n.gate, n.gate_each, c.n_embd, c.n_ff,
+                       &ExpertMatrices::gate, l);
+  load_expert_matrix(f, p, c, stacked, n.up, n.up_each, c.n_embd, c.n_ff, &ExpertMatrices::up, l);
+  load_expert_matrix(f, p, c, stacked, n.down, n.down_each, c.n_ff, c.n_embd, &ExpertMatrices::down,
+                     l);
+}
+
 void load_ffn(const GgufFile& f, const Architecture& a, const std::string& p, const ModelConfig& c,
               LayerWeights& l) {
+  if (c.moe()) {
+    load_experts(f, a, p, c, l);
+    return;
+  }
   if (ffn_has_gate(c.ffn)) l.ffn_gate = layer_matrix(f, a, p, c, LayerMatrix::FfnGate);
   l.ffn_up = layer_matrix(f, a, p, c, LayerMatrix::FfnUp);
   // The down projection as ffn_down, ffn_down_t or both; at least one.
@@ -197,6 +236,13 @@ uint64_t ModelWeights::bytes_read_per_token() const {
       if (m.role != LayerMatrix::FfnDownT || l.ffn_down.data == nullptr)
         total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
+    if (l.experts.empty()) continue;
+    uint64_t experts = 0;
+    for_each_expert_matrix(l,
+                           [&](const MatrixView& m, const std::string&) { experts += m.bytes(); });
+    experts -= l.ffn_gate_inp.bytes();
+    total +=
+        l.ffn_gate_inp.bytes() + experts / l.experts.size() * static_cast<uint64_t>(experts_used);
   }
   return total;
 }
@@ -211,6 +257,7 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     fail("'{}': block_count {} needs at least {} tensors, the file has {}", f.path(), c.n_layer,
          c.n_layer * kLeastPerLayer, f.tensors().size());
   ModelWeights w;
+  w.experts_used = c.n_expert_used;
   const GgufTensorInfo& embd = require(f, "token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != c.n_embd)
     fail("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", dims_text(embd.dims),
@@ -242,6 +289,9 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     if (type_name != info->name)
       fail("'{}': {} says {} but {} says '{}': the file was edited or damaged; bundle it again",
            f.path(), kBundleTypeKey, info->name, kBundleTypeNameKey, type_name.substr(0, 32));
+    if (c.moe())
+      fail("'{}' is bundled, but strata's bundles hold dense FFNs, not {} experts", f.path(),
+           c.n_expert);
     w.bundled = true;
     w.bundle = BundleLayout::make(info->type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
     if (static_cast<uint64_t>(bytes->as_int(kBundleBytesKey)) != w.bundle.bundle_bytes)

@@ -26,6 +26,12 @@ struct LayerPredictor {
   bool present() const { return fc1.data != nullptr; }
 };
 
+// One expert of a mixture-of-experts layer: an FFN of n_ff neurons (gate empty for the plain
+// FFNs), its matrices views into the layer's stacked tensors (or its own, in older files).
+struct ExpertMatrices {
+  MatrixView gate, up, down;
+};
+
 // A layer's matrices; empty where the architecture has none. A fused q/k/v matrix is three
 // row views here (attn_q, attn_k, attn_v into the one tensor).
 struct LayerMatrices {
@@ -35,7 +41,25 @@ struct LayerMatrices {
   // n_ff rows of n_embd (one neuron's output weights contiguous, for the sparse axpy). A file
   // has either or both; PowerInfer files have only ffn_down_t.
   MatrixView ffn_down, ffn_down_t;
+  // A mixture-of-experts layer (ModelConfig::moe()): the router (n_expert rows of n_embd) and
+  // the experts; ffn_gate, ffn_up and ffn_down are then empty.
+  MatrixView ffn_gate_inp;
+  std::vector<ExpertMatrices> experts;
 };
+
+// Every matrix of a mixture-of-experts layer (the router, then each expert's gate, up and down)
+// with a name for messages: what loading, resident weights, layouts and byte counts walk.
+template <typename Layer, typename Each>
+void for_each_expert_matrix(Layer& l, Each&& each) {
+  if (l.ffn_gate_inp.data != nullptr) each(l.ffn_gate_inp, std::string("ffn_gate_inp"));
+  for (size_t e = 0; e < l.experts.size(); ++e) {
+    auto& x = l.experts[e];
+    const std::string p = "expert " + std::to_string(e) + " ";
+    if (x.gate.data != nullptr) each(x.gate, p + "ffn_gate");
+    each(x.up, p + "ffn_up");
+    each(x.down, p + "ffn_down");
+  }
+}
 
 // Which part of the layer reads a tensor: the dense block, or the FFN (held by neuron).
 enum class LayerBlock { Attention, Ffn };
@@ -85,10 +109,12 @@ struct ModelWeights {
   bool has_predictors = false;  // every layer has one
   bool has_down_t = false;      // every layer has ffn_down_t
   bool bundled = false;         // the FFN lives in neuron bundles (flash tier)
+  int64_t experts_used = 0;     // a mixture of experts: experts a token uses (of each layer's)
   BundleLayout bundle;
 
-  // Bytes of weights a decode step reads: every layer matrix, the output matrix, one
-  // embedding row (and one position row). The basis of the bandwidth-limit figure in
+  // Bytes of weights a decode step reads: every layer matrix (of a mixture, the router and
+  // experts_used experts' share of the experts), the output matrix, one embedding row (and one
+  // position row). The basis of the bandwidth-limit figure in
   // `strata bench`.
   uint64_t bytes_read_per_token() const;
 };

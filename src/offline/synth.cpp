@@ -35,6 +35,10 @@ SynthSpec synth_preset(const std::string& name) {
   } else if (name == "13b") {
     c.n_embd = 5120, c.n_ff = 13824, c.n_layer = 40, c.n_head = 40, c.n_head_kv = 40;
     c.n_vocab = 32000, c.n_ctx_train = 4096;
+  } else if (name == "mixtral") {  // Mixtral-8x7B
+    c.n_embd = 4096, c.n_ff = 14336, c.n_layer = 32, c.n_head = 32, c.n_head_kv = 8;
+    c.n_vocab = 32000, c.n_ctx_train = 32768, c.n_expert = 8, c.n_expert_used = 2;
+    c.rope_freq_base = 1e6f;
   } else if (name == "falcon-7b") {  // 71 query heads on one KV head, one input norm
     c.n_embd = 4544, c.n_ff = 18176, c.n_layer = 32, c.n_head = 71, c.n_head_kv = 1;
     c.n_vocab = 65024, c.n_ctx_train = 2048;
@@ -45,7 +49,7 @@ SynthSpec synth_preset(const std::string& name) {
     c.n_embd = 4096, c.n_ff = 16384, c.n_layer = 32, c.n_head = 32, c.n_head_kv = 32;
     c.n_vocab = 50272, c.n_ctx_train = 2048;
   } else {
-    fail("unknown preset '{}' (tiny, 1b, 7b, 13b, falcon-7b, falcon-40b, opt-6.7b)", name);
+    fail("unknown preset '{}' (tiny, 1b, 7b, 13b, mixtral, falcon-7b, falcon-40b, opt-6.7b)", name);
   }
   c.name = "strata-synthetic-" + name;
   return s;
@@ -76,7 +80,32 @@ struct Planned {
   DType type;
   int64_t cols, rows;  // rows == 0: a norm vector of `cols`
   Fill fill;           // empty: random
+  int64_t stack = 1;   // a 3-D tensor of `stack` matrices of rows x cols (experts)
 };
+
+// A mixture's FFN: the router (F32, as llama.cpp keeps it) and each expert's matrices, stacked
+// or one tensor per expert.
+void add_experts(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
+                 DType type, const std::string& p, bool stacked) {
+  const ExpertNames& n = *a.experts;
+  plan.push_back({p + n.router, DType::F32, c.n_embd, c.n_expert, {}});
+  struct Role {
+    const char *stacked, *each;
+    int64_t cols, rows;
+  };
+  std::vector<Role> roles;
+  if (ffn_has_gate(c.ffn)) roles.push_back({n.gate, n.gate_each, c.n_embd, c.n_ff});
+  roles.push_back({n.up, n.up_each, c.n_embd, c.n_ff});
+  roles.push_back({n.down, n.down_each, c.n_ff, c.n_embd});
+  for (const Role& r : roles) {
+    if (stacked) {
+      plan.push_back({p + r.stacked, type, r.cols, r.rows, {}, c.n_expert});
+      continue;
+    }
+    for (int64_t e = 0; e < c.n_expert; ++e)
+      plan.push_back({p + fmt::format(fmt::runtime(r.each), e), type, r.cols, r.rows, {}});
+  }
+}
 
 // Biases: small (0.1 x uniform), as a bias near 1 would swamp the products.
 Fill small_values(Random& rng, int64_t n) {
@@ -198,6 +227,11 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (sparse && !ffn_is_relu_family(c.ffn))
     fail("--sparsity needs a ReLU-family FFN (--ffn reglu, drelu or relu)");
   if (s.powerinfer_layout && !sparse) fail("the PowerInfer layout needs --sparsity (predictors)");
+  if (c.moe() && sparse)
+    fail("--sparsity makes dense FFNs sparse; a mixture of experts' experts are not made so yet");
+  if (c.moe() && (c.n_expert_used < 1 || c.n_expert_used > c.n_expert || c.n_expert > kMaxExperts))
+    fail("synthetic model: {} experts, {} per token: expected 1 <= --top-k <= --experts <= {}",
+         c.n_expert, c.n_expert_used, kMaxExperts);
   if (s.context > 0.0 && !sparse) fail("--context needs --sparsity");
   if (s.powerinfer_layout && c.ffn != FfnActivation::ReGLU && c.ffn != FfnActivation::DReLU &&
       c.ffn != FfnActivation::ReLU)
@@ -207,6 +241,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (s.powerinfer_layout && c.ffn == FfnActivation::DReLU) c.architecture = "bamboo";
   const Architecture* arch = find_architecture(c.architecture);
   if (arch == nullptr) fail("synthetic model: unknown architecture '{}'", c.architecture);
+  if (c.moe() && arch->experts == nullptr)
+    fail("--experts: {} has no mixture-of-experts layers in strata", arch->name);
   const bool llama = arch->name == "llama" || arch->name == "bamboo";
   if (!llama && s.context > 0.0)
     fail("--context makes llama-architecture models only (so far), not {}", arch->name);
@@ -317,6 +353,10 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     if (!sparse) {
       plan.push_back({p + "attn_output.weight", s.type, c.n_head * head_dim, c.n_embd, {}});
       plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, {}});
+      if (c.moe()) {
+        add_experts(plan, *arch, c, s.type, p, s.stacked_experts);
+        continue;
+      }
       if (ffn_has_gate(c.ffn))
         plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, {}});
       plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff, {}});
@@ -358,6 +398,9 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     if (t.rows == 0) {
       w.add_tensor(t.name, t.type, {t.cols});
       total += row_bytes(t.type, t.cols);
+    } else if (t.stack > 1) {
+      w.add_tensor(t.name, t.type, {t.cols, t.rows, t.stack});
+      total += row_bytes(t.type, t.cols) * static_cast<uint64_t>(t.rows * t.stack);
     } else {
       w.add_tensor(t.name, t.type, {t.cols, t.rows});
       total += row_bytes(t.type, t.cols) * static_cast<uint64_t>(t.rows);
@@ -382,8 +425,9 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
       const float a = std::sqrt(3.0f / static_cast<float>(t.cols));
       const uint64_t rb = row_bytes(t.type, t.cols);
       const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 22) / static_cast<int64_t>(rb));
-      for (int64_t r0 = 0; r0 < t.rows; r0 += chunk) {
-        const int64_t n = std::min(chunk, t.rows - r0);
+      const int64_t rows = t.rows * t.stack;
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t n = std::min(chunk, rows - r0);
         buf.resize(rb * n);
         for (int64_t r = 0; r < n; ++r) {
           if (t.fill)

@@ -29,9 +29,14 @@ struct SynthSpec {
   // With density > 0: share of the residual that is local context (a windowed average of the
   // last few tokens, offline/synth_context.h), so neighbouring tokens share neurons. 0: none.
   double context = 0.0;
+  // A mixture of experts (shape.n_expert > 0; llama and bamboo): each expert's gate, up and down
+  // stacked in 3-D tensors as llama.cpp writes them since 2024, or (false) one 2-D tensor per
+  // expert as older files have them.
+  bool stacked_experts = true;
 };
 
-// Named shapes: "tiny" (tests), "1b" (TinyLlama), "7b", "13b".
+// Named shapes: "tiny" (tests), "1b" (TinyLlama), "7b", "13b", "mixtral" (Mixtral-8x7B: 8
+// experts, 2 per token), ...
 SynthSpec synth_preset(const std::string& name);
 
 // progress(bytes_written, bytes_total) is called after every tensor.

@@ -19,7 +19,7 @@ FfnExecutor::FfnExecutor(const Model& model, const ResidentWeights& weights, Bac
       mode_(mode),
       check_predictor_(check_predictor) {
   bool down_t_only = false;
-  for (int64_t l = 0; l < c_.n_layer; ++l)
+  for (int64_t l = 0; l < c_.n_layer && !c_.moe(); ++l)
     down_t_only |= weights_.layer(l).ffn_down.data == nullptr;
   if (mode_ == FfnMode::Dense && down_t_only) {
     std::vector<int32_t> ids(static_cast<size_t>(c_.n_ff));
@@ -35,7 +35,9 @@ FfnExecutor::~FfnExecutor() {
 
 void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
                       ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
-  if (mode_ == FfnMode::Dense)
+  if (c_.moe())
+    mixture(l, n, stats, nonzero);
+  else if (mode_ == FfnMode::Dense)
     dense(l, n, stats, nonzero, observer);
   else
     sparse(l, n, token, stats, nonzero, times, spans);

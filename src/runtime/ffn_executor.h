@@ -53,6 +53,13 @@ class FfnExecutor {
              const FfnObserver& observer);
   void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
               ForwardTimes& times, TimeSpans& spans);
+  // A mixture of experts' layer (runtime/ffn_mixture.cpp): the router, each token's top k
+  // (runtime/expert_routing.h), each chosen expert computed once for the tokens that chose it,
+  // then each token's outputs weighted and summed in the order of its choice.
+  void mixture(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero);
+  // One expert's dense FFN for `count` rows of x (n_embd each) into out (n_embd each).
+  void expert_ffn(const ExpertMatrices& e, const float* x, int64_t count, float* out,
+                  FfnLayerStats& stats, uint64_t* nonzero);
   void predict(int64_t layer, int64_t n);     // ws.mask from the predictor on ws.x
   void gate_first(int64_t layer, int64_t n);  // ws.mask from the dense gate (ws.gate / ws.up)
   void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
@@ -79,6 +86,11 @@ class FfnExecutor {
   Buffer all_ids_;               // dense FFN of files with only ffn_down_t: 0 .. n_ff - 1
   std::vector<int32_t> active_;  // split reads: neurons whose rest is read
   HostSide host_;
+  // A mixture's routing on the host: logits [n][n_expert], choices and weights [n][k], and one
+  // expert's tokens (their batch rows and choice slots).
+  std::vector<float> router_logits_, mix_weights_;
+  std::vector<int32_t> chosen_;
+  std::vector<int64_t> expert_rows_, expert_slots_;
   uint64_t link_bytes_ = 0;
 };
 

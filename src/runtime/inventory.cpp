@@ -16,9 +16,20 @@ uint64_t norm_bytes(const std::vector<float>& w) {
   return w.size() * sizeof(float);
 }
 
-// Bytes one neuron's rows cost per use: gate and up rows and its down weights.
+// The bytes of a mixture's experts (the router apart).
+uint64_t expert_bytes(const LayerWeights& l) {
+  uint64_t bytes = 0;
+  for_each_expert_matrix(l, [&](const MatrixView& m, const std::string&) { bytes += m.bytes(); });
+  return bytes - l.ffn_gate_inp.bytes();
+}
+
+// Bytes one neuron's rows cost per use: gate and up rows and its down weights. A mixture's
+// neuron i stands for neuron i of every expert, of which a token reads experts_used.
 uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode mode) {
   if (w.bundled) return w.bundle.bundle_bytes;
+  if (!l.experts.empty())
+    return expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(w.experts_used) /
+           static_cast<uint64_t>(l.experts[0].up.rows);
   const uint64_t gate = l.ffn_gate.data != nullptr ? l.ffn_gate.row_bytes : 0;
   if (mode == FfnMode::Dense && l.ffn_down.data != nullptr)
     return gate + l.ffn_up.row_bytes + l.ffn_down.bytes() / static_cast<uint64_t>(l.ffn_up.rows);
@@ -30,8 +41,8 @@ uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode
 
 // RAM the layer's FFN matrices hold (ffn_down_t built at load when a sparse mode needs it).
 uint64_t ffn_ram_bytes(const LayerWeights& l, FfnMode mode) {
-  uint64_t bytes =
-      l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes() + l.ffn_down_t.bytes();
+  uint64_t bytes = l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes() +
+                   l.ffn_down_t.bytes() + (l.experts.empty() ? 0 : expert_bytes(l));
   if (mode != FfnMode::Dense && l.ffn_down_t.data == nullptr)
     bytes += transposed_down_bytes(l.ffn_down);
   return bytes;
@@ -91,6 +102,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     for (const LayerMatrixSlot& m : kLayerMatrixSlots)
       if (m.block == LayerBlock::Attention) li.dense_bytes += (lw.*m.member).bytes();
     for (const std::vector<float>& v : lw.vectors) li.dense_bytes += norm_bytes(v);
+    li.dense_bytes += lw.ffn_gate_inp.bytes();  // a mixture's router, read whole every token
     if (r.mode == FfnMode::Predict)
       li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;

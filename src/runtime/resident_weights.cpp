@@ -26,12 +26,15 @@ ResidentLayer host_layer(const LayerWeights& l, FfnMode mode) {
 void drop_ffn(ResidentLayer& r) {
   for (const LayerMatrixSlot& m : kLayerMatrixSlots)
     if (m.block == LayerBlock::Ffn) r.*m.member = MatrixView{};
+  r.ffn_gate_inp = MatrixView{};
+  r.experts.clear();
 }
 
 template <typename Each>
 void each_matrix(ResidentLayer& r, Each&& each) {
   for (const LayerMatrixSlot& m : kLayerMatrixSlots)
     if ((r.*m.member).data != nullptr) each(r.*m.member, m.name);
+  for_each_expert_matrix(r, [&](MatrixView& m, const std::string& name) { each(m, name.c_str()); });
   for (auto [m, name] :
        {std::pair{&r.predictor.fc1, "predictor fc1"}, {&r.predictor.fc2, "predictor fc2"}})
     if (m->data != nullptr) each(*m, name);

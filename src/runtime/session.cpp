@@ -271,6 +271,11 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
   if (options.ffn == FfnMode::GateFirst && !ffn_is_relu_family(model.config.ffn))
     fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is {}",
          model.file->path(), ffn_activation_name(model.config.ffn));
+  if (model.config.moe() && options.ffn != FfnMode::Dense)
+    fail(
+        "--ffn {}: '{}' is a mixture of {} experts, whose experts strata computes densely so far "
+        "(--ffn dense)",
+        ffn_mode_name(options.ffn), model.file->path(), model.config.n_expert);
   if (mw.bundled && options.ffn != FfnMode::Predict)
     fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
          model.file->path());
@@ -296,6 +301,8 @@ NeuronCacheStats Session::flash_stats() const {
 void Session::set_ffn_observer(FfnObserver observer) {
   if (observer && options_.ffn != FfnMode::Dense)
     fail("FFN observers need the dense FFN (they see every activation)");
+  if (observer && c_.moe())
+    fail("FFN observers (profiles, predictor training) see dense FFNs, not a mixture of experts");
   if (observer && backend_.device() != Device::Host)
     fail("FFN observers read activations on the host; profile without a GPU");
   observer_ = std::move(observer);
@@ -405,7 +412,9 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     move_residual(layer_part_[static_cast<size_t>(l)], n);
     layer(part_of(l), l, n);
-    if (l == 0) ffn_activations_ += static_cast<uint64_t>(n * c_.n_ff);
+    if (l == 0)
+      ffn_activations_ +=
+          static_cast<uint64_t>(n * c_.n_ff * std::max<int64_t>(1, c_.n_expert_used));
     if (lookahead && l + 1 < c_.n_layer) {
       const Event ahead = backend_.record();
       ffn.prefetch(l + 1, clock_ - 1);

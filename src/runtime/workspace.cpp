@@ -21,6 +21,8 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.sparse = mode != FfnMode::Dense;
   s.bundled = bundled;
   s.parallel = c.arch->residual == ResidualKind::Parallel;
+  s.n_expert = c.n_expert;
+  s.n_expert_used = c.n_expert_used;
   return s;
 }
 
@@ -63,6 +65,13 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
     f(&Workspace::pred_scores, B * s.n_ff);
   }
   if (s.bundled) f(&Workspace::pass_out, B * s.n_embd);
+  if (s.n_expert > 0) {
+    f(&Workspace::router, B * s.n_expert);
+    f(&Workspace::mix_weights, B * s.n_expert_used);
+    f(&Workspace::expert_out, B * s.n_expert_used * s.n_embd);
+    f(&Workspace::expert_in, B * s.n_embd);
+    f(&Workspace::expert_y, B * s.n_embd);
+  }
 }
 
 constexpr uint64_t kAlign = 64;  // each buffer on its own cache lines

@@ -16,6 +16,7 @@ struct WorkspaceShape {
   int64_t n_ctx = 0, predictor_rank = 0;  // largest predictor rank (predict mode)
   bool sparse = false, bundled = false;
   bool parallel = false;  // a parallel residual: attention's output waits beside the FFN's
+  int64_t n_expert = 0, n_expert_used = 0;  // a mixture of experts
   static WorkspaceShape of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
                            bool bundled, int64_t predictor_rank);
 };
@@ -40,6 +41,11 @@ class Workspace {
   float* pass_out = nullptr;  // flash tier: a later pass's down projection
   uint8_t *mask = nullptr, *need = nullptr;
   int32_t* ids = nullptr;  // [n_ff]
+  // A mixture of experts: the router's logits [batch][n_expert], each token's expert weights
+  // [batch][n_expert_used] and expert outputs [batch][n_expert_used][n_embd] (in the order of
+  // its choice), one expert's tokens' inputs and outputs [batch][n_embd].
+  float *router = nullptr, *mix_weights = nullptr, *expert_out = nullptr;
+  float *expert_in = nullptr, *expert_y = nullptr;
 
  private:
   Backend& backend_;

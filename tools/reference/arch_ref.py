@@ -23,11 +23,19 @@ projection without), rotary embedding on halves (rotate_half) over the whole hea
 attention, SwiGLU MLP, the output head tied to the embedding unless output.weight exists.
 Qwen3 (modeling_qwen3.py): the same without biases, each query and key head RMS-normed
 (q_norm, k_norm over head_dim) after its projection and before the rotation; the head size is
-attention.key_length."""
+attention.key_length.
+
+Mixtral (modeling_mixtral.py's MixtralSparseMoeBlock): LLaMA's layer whose MLP is a mixture;
+router logits = gate(h), routing weights = softmax over all experts (float), the top k kept and
+renormalized to sum to 1; each chosen expert's SwiGLU MLP (w2(silu(w1 h) * w3 h); GGUF: gate,
+down, up) weighted and summed. Ties between equal logits go to the lower expert (a stable sort;
+torch.topk leaves them unspecified). The experts come stacked (ffn_*_exps) or one tensor each
+(ffn_gate.E ...), as the file has them."""
 import numpy as np
 import torch
 
 from gguf_py import GGUFReader
+from llama_ref import LlamaReference, quantize_q8_0_roundtrip, quantize_q8_k_roundtrip, K_TYPES
 
 
 class _Base:
@@ -186,3 +194,39 @@ class Qwen2Reference(_Base):
 # Qwen3: the same forward; it reads attn_q_norm/attn_k_norm where the file has them and adds no
 # bias where the file has none.
 Qwen3Reference = Qwen2Reference
+
+
+class MixtralReference(LlamaReference):
+    def __init__(self, path, emulate_q8=False):
+        super().__init__(path, emulate_q8=emulate_q8)
+        arch = self.g.kv["general.architecture"]
+        self.n_expert = self.g.kv[f"{arch}.expert_count"]
+        self.k = self.g.kv[f"{arch}.expert_used_count"]
+        self.stacked = "blk.0.ffn_up_exps.weight" in self.g.tensors
+
+    def expert_linear(self, p, kind, e, x):
+        name = p + (f"ffn_{kind}_exps.weight" if self.stacked else f"ffn_{kind}.{e}.weight")
+        w = self.weight(name)
+        if self.stacked:
+            w = w[e]
+        if self.emulate_q8 and self.g.type_name(name) in ("Q8_0", "Q4_0"):
+            x = quantize_q8_0_roundtrip(x)
+        elif self.emulate_q8 and self.g.type_name(name) in K_TYPES:
+            x = quantize_q8_k_roundtrip(x)
+        return x @ w.T
+
+    def mlp(self, p, h):
+        logits = self.linear(p + "ffn_gate_inp.weight", h)  # [T, n_expert]
+        probs = torch.softmax(logits, dim=-1)
+        order = torch.sort(logits, dim=-1, descending=True, stable=True).indices[:, :self.k]
+        chosen = torch.gather(probs, 1, order)
+        chosen = chosen / chosen.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(h)
+        for t in range(h.shape[0]):
+            for s in range(self.k):
+                e = int(order[t, s])
+                x = h[t:t + 1]
+                gate = None if self.ffn == "relu" else self.expert_linear(p, "gate", e, x)
+                a = self.activate(gate, self.expert_linear(p, "up", e, x))
+                out[t] += chosen[t, s] * self.expert_linear(p, "down", e, a)[0]
+        return out

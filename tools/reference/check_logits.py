@@ -22,7 +22,8 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from arch_ref import FalconReference, OptReference, Qwen2Reference, Qwen3Reference  # noqa: E402
+from arch_ref import (FalconReference, MixtralReference, OptReference, Qwen2Reference,  # noqa: E402
+                      Qwen3Reference)
 from llama_ref import LlamaReference  # noqa: E402
 
 TOL_EXACT = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2}
@@ -111,9 +112,9 @@ def check_kquants(strata, work, tokens):
 # The other architectures (model/arch/), each against its own reference (arch_ref.py): Falcon's
 # two layouts (one KV head and one input norm, as Falcon-7B; KV groups and two norms, as
 # Falcon-40B), ReluFalcon (its ReLU MLP), OPT, Qwen2 (q/k/v biases, NeoX RoPE; also with a tied
-# head) and Qwen3 (per-head q/k norms), in F32 and F16 (1e-4) and Q8_0 (5e-2, the
-# exact product: its activations are rounded to 8 bits); the plain ReLU FFNs also in the exact
-# sparse mode (gate-first: the neurons whose up row fires), which must give the dense logits.
+# head), Qwen3 (per-head q/k norms) and Mixtral (a mixture of experts, both tensor layouts),
+# in F32 and F16 (1e-4) and Q8_0 (5e-2, the exact product: its activations are rounded to 8
+# bits); the plain ReLU FFNs also in the exact sparse mode (gate-first: the neurons whose up row fires), which must give the dense logits.
 # F32 also on the emulated GPU (the CUDA backend's kernels run on the CPU, an F32 KV cache).
 ARCHITECTURES = [  # label, synth flags, reference
     ("falcon-7b-shape", ["--arch", "falcon", "--kv-heads", "1"], FalconReference),
@@ -123,6 +124,13 @@ ARCHITECTURES = [  # label, synth flags, reference
     ("qwen2", ["--arch", "qwen2", "--kv-heads", "2"], Qwen2Reference),
     ("qwen2-tied", ["--arch", "qwen2", "--tied"], Qwen2Reference),
     ("qwen3", ["--arch", "qwen3", "--kv-heads", "2"], Qwen3Reference),
+    # Mixtral: 4 experts, 2 per token, stacked (3-D tensors) and one tensor per expert; a
+    # TurboSparse-shape mixture of dReLU experts.
+    ("mixtral", ["--arch", "mixtral", "--experts", "4", "--top-k", "2"], MixtralReference),
+    ("mixtral-split", ["--arch", "mixtral", "--experts", "4", "--top-k", "2",
+                       "--expert-layout", "split"], MixtralReference),
+    ("mixtral-drelu-top3", ["--arch", "mixtral", "--experts", "5", "--top-k", "3",
+                            "--ffn", "drelu"], MixtralReference),
 ]
 
 
@@ -134,7 +142,9 @@ def check_architectures(strata, work, tokens):
             subprocess.run([strata, "synth", "--preset", "tiny", "--type", typ, "--seed", "9",
                             "-o", path] + flags, check=True, stdout=subprocess.DEVNULL)
             ref = reference(path).forward(tokens)
-            modes = ["dense", "gate-first"] if "relu" in label or label == "opt" else ["dense"]
+            # Gate-first for the plain ReLU FFNs; a mixture's experts run dense (so far).
+            sparse = ("relu" in label or label == "opt") and "mixtral" not in label
+            modes = ["dense", "gate-first"] if sparse else ["dense"]
             runs = [("scalar", []), ("simd", [])]
             if typ == "f32":
                 runs.append(("cuda-emu", ["--device", "cuda-emu", "--cache-type-k", "f32",

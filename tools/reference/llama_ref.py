@@ -89,6 +89,28 @@ class LlamaReference:
         out[..., 1:self.n_rot:2] = a * sin + b * cos
         return out
 
+    def activate(self, gate, up):
+        if self.ffn == "relu":
+            return torch.relu(up)
+        if self.ffn == "swiglu":
+            return torch.nn.functional.silu(gate) * up
+        if self.ffn == "reglu":
+            return torch.relu(gate) * up
+        if self.ffn == "drelu":
+            return torch.relu(gate) * torch.relu(up)
+        if self.ffn == "geglu":  # Gemma's gated GELU, the tanh form
+            return torch.nn.functional.gelu(gate, approximate="tanh") * up
+        raise ValueError(f"unknown ffn {self.ffn}")
+
+    def mlp(self, p, h):
+        """The layer's FFN output for its normed input h."""
+        up = self.linear(p + "ffn_up.weight", h)
+        gate = None if self.ffn == "relu" else self.linear(p + "ffn_gate.weight", h)
+        a = self.activate(gate, up)
+        if self.sparse_down:
+            return a @ self.weight(p + "ffn_down_t.weight")
+        return self.linear(p + "ffn_down.weight", a)
+
     def forward(self, tokens):
         """Logits [T, vocab] for every position of the token sequence."""
         T = len(tokens)
@@ -111,26 +133,7 @@ class LlamaReference:
             att = torch.softmax(scores, dim=-1)
             o = torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * hd)
             x = x + self.linear(p + "attn_output.weight", o)
-            h = self.rms_norm(x, p + "ffn_norm.weight")
-            up = self.linear(p + "ffn_up.weight", h)
-            if self.ffn == "relu":
-                a = torch.relu(up)
-            else:
-                gate = self.linear(p + "ffn_gate.weight", h)
-                if self.ffn == "swiglu":
-                    a = torch.nn.functional.silu(gate) * up
-                elif self.ffn == "reglu":
-                    a = torch.relu(gate) * up
-                elif self.ffn == "drelu":
-                    a = torch.relu(gate) * torch.relu(up)
-                elif self.ffn == "geglu":  # Gemma's gated GELU, the tanh form
-                    a = torch.nn.functional.gelu(gate, approximate="tanh") * up
-                else:
-                    raise ValueError(f"unknown ffn {self.ffn}")
-            if self.sparse_down:
-                x = x + a @ self.weight(p + "ffn_down_t.weight")
-            else:
-                x = x + self.linear(p + "ffn_down.weight", a)
+            x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"))
         x = self.rms_norm(x, "output_norm.weight")
         head = "output.weight" if "output.weight" in self.g.tensors else "token_embd.weight"
         return self.linear(head, x)

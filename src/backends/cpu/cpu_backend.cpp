@@ -11,6 +11,7 @@
 #include "backends/cpu/attention.h"
 #include "backends/cpu/matvec.h"
 #include "backends/cpu/sparse_ops.h"
+#include "tensor/expert_mix.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
@@ -301,6 +302,13 @@ void CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t s
 
 void CpuBackend::add(float* x, const float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void CpuBackend::mix_experts(const float* y, const float* weights, int64_t n, int64_t k,
+                             int64_t dim, float* out) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t j = 0; j < dim; ++j)
+      out[b * dim + j] = mix_value(y + b * k * dim + j, weights + b * k, k, dim);
 }
 
 void CpuBackend::copy(void* dst, const void* src, uint64_t bytes) {

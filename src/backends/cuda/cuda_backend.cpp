@@ -335,6 +335,10 @@ class CudaBackend final : public Backend {
   }
 
   void add(float* x, const float* y, int64_t count) override { launch_add(x, y, count, stream_); }
+  void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
+                   float* out) override {
+    launch_mix_experts(y, weights, n, k, dim, out, stream_);
+  }
 
   void copy(void* dst, const void* src, uint64_t bytes) override {
     if (bytes > 0)

@@ -6,6 +6,7 @@
 
 #include "backends/cuda/block_math.h"
 #include "backends/cuda/launch.h"
+#include "tensor/expert_mix.h"
 
 namespace strata::STRATA_CUDA_NS {
 
@@ -211,6 +212,15 @@ __global__ void add_kernel(float* x, const float* y, int64_t count) {
   if (i < count) x[i] += y[i];
 }
 
+// One thread per output value: mix_value over the token's k expert outputs.
+__global__ void mix_experts_kernel(const float* y, const float* weights, int64_t n, int64_t k,
+                                   int64_t dim, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * dim) return;
+  const int64_t b = i / dim, j = i % dim;
+  out[i] = mix_value(y + b * k * dim + j, weights + b * k, k, dim);
+}
+
 constexpr int kScanThreads = 1024;
 
 // One block: thread t owns neurons [t * chunk, (t + 1) * chunk); counts its selected ones,
@@ -390,6 +400,14 @@ void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   STRATA_LAUNCH(add_kernel, blocks_for(count, kThreads), kThreads, stream, x, y, count);
   check_launch("add", stream);
+}
+
+void launch_mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
+                        float* out, cudaStream_t stream) {
+  if (n * dim == 0) return;
+  STRATA_LAUNCH(mix_experts_kernel, blocks_for(n * dim, kThreads), kThreads, stream, y, weights, n,
+                k, dim, out);
+  check_launch("mix_experts", stream);
 }
 
 void launch_select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids, uint8_t* need,

@@ -93,6 +93,8 @@ void launch_relu(float* x, int64_t count, cudaStream_t stream);
 void launch_threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
                       int64_t count, cudaStream_t stream);
 void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream);
+void launch_mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
+                        float* out, cudaStream_t stream);
 // counts[0] = number of ids, counts[1] += selected (token, neuron) pairs.
 void launch_select_union(const uint8_t* mask, int64_t n, int64_t ff, int32_t* ids, uint8_t* need,
                          int64_t* counts, cudaStream_t stream);

@@ -331,6 +331,14 @@ void ReferenceDevice::add(float* x, const float* y, int64_t count) {
   enqueue([=, this] { cpu_.add(x, y, count); });
 }
 
+void ReferenceDevice::mix_experts(const float* y, const float* weights, int64_t n, int64_t k,
+                                  int64_t dim, float* out) {
+  check(y, static_cast<uint64_t>(n * k * dim) * 4, "mix_experts");
+  check(weights, static_cast<uint64_t>(n * k) * 4, "mix_experts");
+  check(out, static_cast<uint64_t>(n * dim) * 4, "mix_experts");
+  enqueue([=, this] { cpu_.mix_experts(y, weights, n, k, dim, out); });
+}
+
 void ReferenceDevice::copy(void* dst, const void* src, uint64_t bytes) {
   if (bytes == 0) return;
   check(dst, bytes, "copy");

@@ -85,6 +85,8 @@ class ReferenceDevice final : public Backend {
   void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                    int64_t end, uint64_t* nonzero) override;
   void add(float* x, const float* y, int64_t count) override;
+  void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
+                   float* out) override;
   void copy(void* dst, const void* src, uint64_t bytes) override;
   void dequantize_row(DType type, const uint8_t* row, float* out, int64_t n) override;
 

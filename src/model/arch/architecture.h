@@ -79,6 +79,18 @@ struct VectorName {
   Presence presence = Presence::Required;
 };
 
+// A mixture-of-experts layer's tensors under llama.cpp's names: the router (n_expert rows of
+// n_embd) and the experts' gate, up and down matrices, either stacked expert-major in one 3-D
+// tensor each ([n_embd, n_ff, n_expert]; down [n_ff, n_embd, n_expert]) or, in files written
+// before llama.cpp stacked them (early 2024), one 2-D tensor per expert ("{}" is its number).
+// An architecture whose files may hold experts names them; the layer is a mixture when the file
+// says <arch>.expert_count.
+struct ExpertNames {
+  const char* router;
+  const char *gate, *up, *down;
+  const char *gate_each, *up_each, *down_each;
+};
+
 struct Architecture {
   std::string_view name;  // general.architecture, and the prefix of its hyperparameter keys
   NormKind norm = NormKind::Rms;
@@ -95,6 +107,7 @@ struct Architecture {
   std::span<const VectorName> vectors;
   bool output_norm_bias = false;  // output_norm.bias
   QuantRules quant_rules = QuantRules::Default;
+  const ExpertNames* experts = nullptr;  // null: its files have no mixture-of-experts layers
   // The name strata writes for a role (synth, convert): the first listed.
   const char* gguf_name(LayerMatrix role) const;
   const char* gguf_name(LayerVector role) const;
@@ -119,5 +132,7 @@ const Architecture& qwen3_architecture();
 // LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
 // ffn_down_t), which the LLaMA-like families share.
 std::span<const MatrixName> llama_layer_matrices();
+// llama.cpp's expert tensor names (Mixtral is a llama file with experts).
+const ExpertNames& llama_expert_names();
 
 }  // namespace strata

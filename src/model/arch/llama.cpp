@@ -1,6 +1,8 @@
 // LLaMA as llama.cpp writes it (and Mistral, ReluLLaMA, ProSparse), and PowerInfer's "bamboo"
 // (Bamboo, TurboSparse-Mistral: the same layer with a dReLU FFN): RMSNorm, RoPE on adjacent
 // pairs (the converter permutes q/k rows for it), separate q/k/v without biases, SwiGLU.
+// Mixtral is a llama file whose FFNs are mixtures of experts (and TurboSparse-Mixtral a mixture
+// of dReLU experts): both may hold expert tensors.
 #include "model/arch/architecture.h"
 
 namespace strata {
@@ -23,6 +25,11 @@ constexpr VectorName kVectors[] = {
     {LayerVector::FfnNorm, "ffn_norm.weight"},
 };
 
+constexpr ExpertNames kExperts = {
+    "ffn_gate_inp.weight", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
+    "ffn_gate.{}.weight",  "ffn_up.{}.weight",     "ffn_down.{}.weight",
+};
+
 Architecture llama_like(std::string_view name, FfnActivation ffn, FfnActivation powerinfer) {
   Architecture a;
   a.name = name;
@@ -30,6 +37,7 @@ Architecture llama_like(std::string_view name, FfnActivation ffn, FfnActivation 
   a.powerinfer_ffn = powerinfer;
   a.matrices = kMatrices;
   a.vectors = kVectors;
+  a.experts = &kExperts;
   return a;
 }
 
@@ -37,6 +45,10 @@ Architecture llama_like(std::string_view name, FfnActivation ffn, FfnActivation 
 
 std::span<const MatrixName> llama_layer_matrices() {
   return kMatrices;
+}
+
+const ExpertNames& llama_expert_names() {
+  return kExperts;
 }
 
 const Architecture& llama_architecture() {

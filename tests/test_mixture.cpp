@@ -1,0 +1,101 @@
+// Mixture-of-experts layers (Mixtral's): both tensor layouts, batches against token-by-token
+// decoding, the counts, and what strata refuses to do with them yet. The logits against the
+// PyTorch reference: tools/reference/check_logits.py (ctest reference_logits_pytorch).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "runtime/session.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::tiny_moe_model;
+
+std::vector<float> decode_each(const Model& m, const std::vector<int32_t>& tokens, int threads) {
+  ThreadPool pool(threads);
+  Session s(m, 128, pool);
+  std::vector<float> all;
+  for (int32_t t : tokens) {
+    const auto l = s.eval(t);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+std::vector<int32_t> some_tokens(int count) {
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < count; ++i) tokens.push_back((i * 53 + 7) % 256);
+  return tokens;
+}
+
+// The writer draws the same random rows in the same order for both layouts, so the two files
+// hold the same experts: the same logits bit for bit, whatever the thread count.
+TEST(Mixture, StackedAndPerExpertTensorsGiveTheSameLogits) {
+  const auto stacked = Model::load(tiny_moe_model(DType::F32, true), false);
+  const auto split = Model::load(tiny_moe_model(DType::F32, false), false);
+  ASSERT_TRUE(stacked->config.moe());
+  EXPECT_EQ(stacked->config.n_expert, 4);
+  EXPECT_EQ(stacked->config.n_expert_used, 2);
+  EXPECT_EQ(stacked->weights.layers[0].experts.size(), 4u);
+  EXPECT_EQ(stacked->weights.layers[0].ffn_up.data, nullptr);
+  const std::vector<int32_t> tokens = some_tokens(9);
+  const std::vector<float> a = decode_each(*stacked, tokens, 1);
+  EXPECT_EQ(a, decode_each(*split, tokens, 1));
+  EXPECT_EQ(a, decode_each(*stacked, tokens, 2));
+  EXPECT_EQ(a, decode_each(*stacked, tokens, 3));
+}
+
+// A prompt batch runs each chosen expert once over the rows of the tokens that chose it; the
+// logits agree with one token at a time within rounding (the batch's products are tile
+// kernels), and each token computes k experts' neurons.
+TEST(Mixture, BatchesMatchTokenByTokenAndCountKExpertsPerToken) {
+  const std::vector<int32_t> tokens = some_tokens(Session::kMaxBatch + 9);
+  for (DType type : {DType::F32, DType::Q8_0}) {
+    for (const int64_t k : {int64_t{1}, int64_t{2}, int64_t{3}}) {
+      const auto m = Model::load(tiny_moe_model(type, true, 4, k), false);
+      const std::vector<float> one = decode_each(*m, tokens, 2);
+      ThreadPool pool(2);
+      Session batch(*m, 128, pool);
+      const auto all = batch.eval(tokens, /*all_logits=*/true);
+      ASSERT_EQ(all.size(), one.size());
+      float scale = 0;
+      for (float v : one) scale = std::max(scale, std::fabs(v));
+      const int64_t v = m->config.n_vocab;
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        float diff = 0;
+        for (int64_t i = 0; i < v; ++i)
+          diff = std::max(diff, std::fabs(one[t * v + i] - all[t * v + i]));
+        // Q8_0: an activation's 8-bit rounding may flip; a router near a tie may choose
+        // another expert for one token (then its logits differ more; none seen here).
+        ASSERT_LT(diff, (type == DType::Q8_0 ? 0.05f : 1e-4f) * scale)
+            << dtype_name(type) << " k " << k << " token " << t;
+      }
+      const uint64_t per_layer = tokens.size() * static_cast<uint64_t>(m->config.n_ff * k);
+      EXPECT_EQ(batch.ffn_activations_per_layer(), per_layer);
+      for (const FfnLayerStats& s : batch.ffn_stats()) EXPECT_EQ(s.computed, per_layer);
+    }
+  }
+}
+
+TEST(Mixture, SparseModesAndObserversAreRefusedByName) {
+  const auto m = Model::load(tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU), false);
+  ThreadPool pool(1);
+  SessionOptions o;
+  o.ffn = FfnMode::GateFirst;
+  try {
+    Session s(*m, 64, pool, o);
+    FAIL() << "gate-first on a mixture was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a mixture of 4 experts"), std::string::npos) << e.what();
+  }
+  Session s(*m, 64, pool);
+  EXPECT_THROW(s.set_ffn_observer([](int64_t, int64_t, const float*, const float*) {}), Error);
+}
+
+}  // namespace
+}  // namespace strata

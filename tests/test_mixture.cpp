@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "model/expert_summary.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -80,6 +81,30 @@ TEST(Mixture, BatchesMatchTokenByTokenAndCountKExpertsPerToken) {
       for (const FfnLayerStats& s : batch.ffn_stats()) EXPECT_EQ(s.computed, per_layer);
     }
   }
+}
+
+// strata info's summary, from the file alone: the counts, the layout, the bytes by kind, and a
+// token's share of the experts; the same for both layouts of the same experts.
+TEST(Mixture, TheFileSummaryCountsExpertsAndTheirBytes) {
+  ExpertSummary both[2];
+  for (const bool stacked : {true, false}) {
+    const auto f = GgufFile::open(tiny_moe_model(DType::F32, stacked, 4, 2));
+    const ExpertSummary e = summarize_experts(*f);
+    EXPECT_EQ(e.n_expert, 4);
+    EXPECT_EQ(e.n_expert_used, 2);
+    EXPECT_EQ(e.stacked, stacked);
+    const int64_t layers = f->get_int("llama.block_count");
+    EXPECT_EQ(e.moe_layers, layers);
+    // F32: router n_embd x n_expert; each expert gate, up, down of n_embd x n_ff.
+    const uint64_t d = 64, ff = 192;
+    EXPECT_EQ(e.router_bytes, static_cast<uint64_t>(layers) * d * 4 * 4);
+    EXPECT_EQ(e.expert_bytes, static_cast<uint64_t>(layers) * 4 * 3 * d * ff * 4);
+    EXPECT_EQ(e.active_expert_bytes(), e.expert_bytes / 2);
+    both[stacked ? 0 : 1] = e;
+  }
+  EXPECT_EQ(both[0].expert_bytes, both[1].expert_bytes);
+  EXPECT_EQ(summarize_experts(*GgufFile::open(strata::testing::tiny_arch_model("llama"))).n_expert,
+            0);
 }
 
 TEST(Mixture, SparseModesAndObserversAreRefusedByName) {

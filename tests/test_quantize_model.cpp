@@ -144,6 +144,42 @@ TEST(QuantRecipe, FalconFollowsLlamaCppsFalconExceptions) {
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, pure), DType::Q4_K);
 }
 
+// A mixture's tensors: the router never quantized, experts by their FFN role in both layouts,
+// and llama.cpp's 8-expert rule (attn_k, attn_v Q8_0; attn_output Q5_K in the low mixtures).
+TEST(QuantRecipe, MixturesFollowLlamaCppsExpertRules) {
+  EXPECT_EQ(classify_tensor("blk.2.ffn_gate_inp.weight", 2).role, TensorRole::Router);
+  EXPECT_EQ(classify_tensor("blk.2.ffn_down_exps.weight", 3).role, TensorRole::FfnDown);
+  EXPECT_EQ(classify_tensor("blk.2.ffn_down_exps.weight", 3).layer, 2);
+  EXPECT_EQ(classify_tensor("blk.2.ffn_gate_exps.weight", 3).role, TensorRole::FfnGate);
+  EXPECT_EQ(classify_tensor("blk.2.ffn_up.7.weight", 2).role, TensorRole::FfnUp);
+  EXPECT_EQ(classify_tensor("blk.2.ffn_down.12.weight", 2).role, TensorRole::FfnDown);
+  for (const char* name : {"blk.2.ffn_up.x.weight", "blk.2.ffn_up..weight", "blk.2.ffn_up.7",
+                           "blk.2.ffn_side_exps.weight", "ffn_up.7.weight"})
+    EXPECT_EQ(classify_tensor(name, 2).role, TensorRole::Other) << name;
+  const RecipeOptions moe{.n_layer = 32, .n_expert = 8};
+  auto t = [&](QuantRecipe r, TensorRole role, int l, const RecipeOptions& o) {
+    return recipe_tensor_type(r, layer(role, l), 4096, o);
+  };
+  for (QuantRecipe r : {QuantRecipe::Q4_0, QuantRecipe::Q2_K, QuantRecipe::Q4_K_M,
+                        QuantRecipe::Q5_K_M, QuantRecipe::Q8_0}) {
+    EXPECT_EQ(t(r, TensorRole::Router, 3, moe), DType::F32) << quant_recipe_name(r);
+    EXPECT_EQ(t(r, TensorRole::AttnK, 3, moe), DType::Q8_0) << quant_recipe_name(r);
+    EXPECT_EQ(t(r, TensorRole::AttnV, 5, moe), DType::Q8_0) << quant_recipe_name(r);
+  }
+  EXPECT_EQ(t(QuantRecipe::F16, TensorRole::AttnV, 5, moe), DType::F16);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnOutput, 5, moe), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_S, TensorRole::AttnOutput, 5, moe), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q5_K_M, TensorRole::AttnOutput, 5, moe), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_0, TensorRole::AttnOutput, 5, moe), DType::Q4_0);
+  // The experts' down matrices get ffn_down's extra bits on the same layers.
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 6, moe), DType::Q6_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::FfnDown, 5, moe), DType::Q4_K);
+  // Other expert counts keep the dense rules (llama.cpp's rule names 8).
+  const RecipeOptions four{.n_layer = 32, .n_expert = 4};
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnK, 3, four), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnOutput, 3, four), DType::Q4_K);
+}
+
 TEST(QuantRecipe, RowsThatAreNotWholeBlocksFallBack) {
   const RecipeOptions o{8};
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnQ, 0), 3200, o),
@@ -247,6 +283,49 @@ TEST(QuantizeModel, BundlingAMixtureRequantizesItsOtherRows) {
     scale = std::max(scale, double{std::fabs(want[i])});
   EXPECT_LT(err / scale, 0.05);
   EXPECT_GT(err, 0.0);  // the requantized rows differ
+}
+
+// A Mixtral-shape file (8 experts, 2 per token) in both tensor layouts, quantized Q4_K_M: the
+// types llama-quantize gives, the two layouts' outputs the same logits, near the F16 file's.
+TEST(QuantizeModel, MixtureOfEightExpertsInBothLayouts) {
+  std::vector<std::vector<float>> logits;
+  for (const bool stacked : {true, false}) {
+    SynthSpec s = synth_preset("tiny");
+    s.shape.n_embd = 256, s.shape.n_ff = 512, s.shape.n_layer = 2;
+    s.shape.n_expert = 8, s.shape.n_expert_used = 2;
+    s.type = DType::F16, s.stacked_experts = stacked, s.seed = 4;
+    const std::string tag = stacked ? "stacked" : "split";
+    const std::string in = temp_file("moe8-" + tag + "-f16.gguf");
+    const std::string out = temp_file("moe8-" + tag + "-q4km.gguf");
+    write_synthetic_model(s, in);
+    quantize_model({in, out, QuantRecipe::Q4_K_M, false, false, 2});
+    const auto f = GgufFile::open(out);
+    EXPECT_EQ(f->find_tensor("blk.0.ffn_gate_inp.weight")->type, DType::F32);
+    EXPECT_EQ(f->find_tensor("blk.0.attn_k.weight")->type, DType::Q8_0);
+    EXPECT_EQ(f->find_tensor("blk.0.attn_v.weight")->type, DType::Q8_0);
+    EXPECT_EQ(f->find_tensor("blk.0.attn_output.weight")->type, DType::Q5_K);
+    EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, DType::Q4_K);
+    // ffn_down's extra bits on layer 1 of 2 (the last eighth), as a dense model's.
+    const std::string down0 = stacked ? "blk.0.ffn_down_exps.weight" : "blk.0.ffn_down.7.weight";
+    const std::string down1 = stacked ? "blk.1.ffn_down_exps.weight" : "blk.1.ffn_down.7.weight";
+    const std::string up1 = stacked ? "blk.1.ffn_up_exps.weight" : "blk.1.ffn_up.7.weight";
+    EXPECT_EQ(f->find_tensor(down0)->type, DType::Q4_K) << tag;
+    EXPECT_EQ(f->find_tensor(down1)->type, DType::Q6_K) << tag;
+    EXPECT_EQ(f->find_tensor(up1)->type, DType::Q4_K) << tag;
+    if (stacked) {
+      EXPECT_EQ(f->find_tensor(down1)->dims, (std::vector<int64_t>{512, 256, 8}));
+    }
+    const auto want = last_logits(in, FfnMode::Dense), got = last_logits(out, FfnMode::Dense);
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      err = std::max(err, double{std::fabs(got[i] - want[i])}),
+      scale = std::max(scale, double{std::fabs(want[i])});
+    // Q4_K_M on a random model of this shape moves the logits 0.10-0.16 (dense, the same
+    // shape); a router whose top two flip for a token doubles that (0.26 seen here).
+    EXPECT_LT(err / scale, 0.35) << tag;
+    logits.push_back(got);
+  }
+  EXPECT_EQ(logits[0], logits[1]);
 }
 
 TEST(QuantizeModel, AlreadyQuantizedInputIsRefusedAndLeavesNoFile) {

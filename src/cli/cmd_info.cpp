@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "format/gguf.h"
+#include "model/expert_summary.h"
 
 namespace strata {
 
@@ -56,6 +57,14 @@ Command add_info_command(CLI::App& app) {
                               {"offset", t.offset},
                               {"bytes", t.n_bytes}});
               j["tensors"] = ts;
+              if (const ExpertSummary e = summarize_experts(*f); e.n_expert > 0)
+                j["experts"] = {{"count", e.n_expert},
+                                {"used_per_token", e.n_expert_used},
+                                {"layers", e.moe_layers},
+                                {"layout", e.stacked ? "stacked" : "one tensor per expert"},
+                                {"router_bytes", e.router_bytes},
+                                {"expert_bytes", e.expert_bytes},
+                                {"active_expert_bytes_per_token", e.active_expert_bytes()}};
               fmt::print("{}\n", j.dump(2));
               return 0;
             }
@@ -70,6 +79,15 @@ Command add_info_command(CLI::App& app) {
                          v.to_display(o->max_items));
             uint64_t total = 0;
             for (const auto& t : f->tensors()) total += t.n_bytes;
+            if (const ExpertSummary e = summarize_experts(*f); e.n_expert > 0)
+              fmt::print(
+                  "experts:   {} per layer, {} used per token, in {} layers ({}); experts {:.2f} "
+                  "MB ({:.1f}% of the tensors), a token reads {:.2f} MB of them; routers {:.2f} "
+                  "MB\n",
+                  e.n_expert, e.n_expert_used, e.moe_layers,
+                  e.stacked ? "stacked" : "one tensor per expert", e.expert_bytes / 1e6,
+                  total > 0 ? 100.0 * static_cast<double>(e.expert_bytes) / total : 0.0,
+                  e.active_expert_bytes() / 1e6, e.router_bytes / 1e6);
             fmt::print("tensors:   {} ({:.2f} MB)\n", f->tensors().size(), total / 1e6);
             for (const auto& t : f->tensors())
               fmt::print("  {:<36} {:<5} {:<22} {:>12} bytes @ {}\n", t.name, dtype_name(t.type),

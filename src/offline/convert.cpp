@@ -170,7 +170,8 @@ void convert_hf_to_gguf(const ConvertOptions& o,
 
   // Each matrix's type from the recipe (1-D tensors stay F32).
   const RecipeOptions recipe{.n_layer = static_cast<int>(c.model.n_layer),
-                             .rules = c.model.arch->quant_rules};
+                             .rules = c.model.arch->quant_rules,
+                             .n_expert = static_cast<int>(c.model.n_expert)};
   for (auto& p : plan)
     if (p.cols != 0)
       p.type = recipe_tensor_type(o.recipe, classify_tensor(p.gguf_name, 2), p.cols, recipe);

@@ -69,14 +69,18 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   const DType base = info(r).base;
   const int i = t.layer, n = o.n_layer;
   const bool falcon = o.rules == QuantRules::Falcon;
+  const bool eight_experts = o.n_expert == 8;  // llama.cpp's Mixtral-8x7B rule
   switch (t.role) {
     case TensorRole::Output:
       if (falcon) return DType::Q8_0;
       return is_kquant(base) || base == DType::Q4_0 ? DType::Q6_K : base;
-    case TensorRole::FfnDown:
-      if (falcon) return falcon_ffn_down(r, base, i, n);
+    case TensorRole::AttnK:
+      return eight_experts ? DType::Q8_0 : base;
+    case TensorRole::AttnV:
+      if (eight_experts) return DType::Q8_0;
       [[fallthrough]];
-    case TensorRole::AttnV:  // attn_v and (but for Falcon) ffn_down get the same extra bits
+    case TensorRole::FfnDown:  // ffn_down (but for Falcon) gets attn_v's extra bits
+      if (falcon && t.role == TensorRole::FfnDown) return falcon_ffn_down(r, base, i, n);
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;
       if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
@@ -90,6 +94,11 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
       return base;
     case TensorRole::AttnOutput:
       if (falcon) return base;
+      if (eight_experts)
+        return r == QuantRecipe::Q2_K || r == QuantRecipe::Q3_K_S || r == QuantRecipe::Q3_K_M ||
+                       r == QuantRecipe::Q4_K_S || r == QuantRecipe::Q4_K_M
+                   ? DType::Q5_K
+                   : base;
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
       return base;
@@ -162,6 +171,28 @@ bool split_layer_name(std::string_view name, int& layer, std::string_view& rest)
   return true;
 }
 
+// A mixture's tensors by their layer-relative name: the router, the stacked experts
+// (ffn_up_exps.weight) and an older file's one tensor per expert (ffn_up.3.weight).
+TensorRole expert_role(std::string_view rest) {
+  if (rest == "ffn_gate_inp.weight") return TensorRole::Router;
+  constexpr std::string_view kSuffix = ".weight";
+  if (!rest.ends_with(kSuffix)) return TensorRole::Other;
+  rest.remove_suffix(kSuffix.size());
+  if (rest.ends_with("_exps")) {
+    rest.remove_suffix(5);
+  } else {
+    const size_t dot = rest.rfind('.');
+    if (dot == std::string_view::npos || dot + 1 == rest.size()) return TensorRole::Other;
+    for (char ch : rest.substr(dot + 1))
+      if (!std::isdigit(static_cast<unsigned char>(ch))) return TensorRole::Other;
+    rest = rest.substr(0, dot);
+  }
+  if (rest == "ffn_gate") return TensorRole::FfnGate;
+  if (rest == "ffn_up") return TensorRole::FfnUp;
+  if (rest == "ffn_down") return TensorRole::FfnDown;
+  return TensorRole::Other;
+}
+
 }  // namespace
 
 TensorName classify_tensor(const std::string& name, size_t n_dims) {
@@ -178,24 +209,31 @@ TensorName classify_tensor(const std::string& name, size_t n_dims) {
     TensorRole role;
   };
   static const Suffix kSuffixes[] = {
-      {"token_embd.weight", TensorRole::Embedding}, {"output.weight", TensorRole::Output},
+      {"token_embd.weight", TensorRole::Embedding},
+      {"output.weight", TensorRole::Output},
       {"position_embd.weight", TensorRole::Embedding},
-      {"attn_q.weight", TensorRole::AttnQ},         {"attn_k.weight", TensorRole::AttnK},
-      {"attn_v.weight", TensorRole::AttnV},         {"attn_output.weight", TensorRole::AttnOutput},
-      {"attn_qkv.weight", TensorRole::AttnQkv},     {"ffn_gate.weight", TensorRole::FfnGate},
-      {"ffn_up.weight", TensorRole::FfnUp},         {"ffn_down.weight", TensorRole::FfnDown},
-      {"ffn_down_t.weight", TensorRole::FfnDown},   {"fc1.weight", TensorRole::Predictor},
+      {"attn_q.weight", TensorRole::AttnQ},
+      {"attn_k.weight", TensorRole::AttnK},
+      {"attn_v.weight", TensorRole::AttnV},
+      {"attn_output.weight", TensorRole::AttnOutput},
+      {"attn_qkv.weight", TensorRole::AttnQkv},
+      {"ffn_gate.weight", TensorRole::FfnGate},
+      {"ffn_up.weight", TensorRole::FfnUp},
+      {"ffn_down.weight", TensorRole::FfnDown},
+      {"ffn_down_t.weight", TensorRole::FfnDown},
+      {"fc1.weight", TensorRole::Predictor},
       {"fc2.weight", TensorRole::Predictor},
   };
   for (const auto& s : kSuffixes)
     if (rest == s.name) t.role = s.role;
+  if (t.role == TensorRole::Other && t.layer >= 0) t.role = expert_role(rest);
   return t;
 }
 
 DType recipe_tensor_type(QuantRecipe r, const TensorName& t, int64_t row_length,
                          const RecipeOptions& o) {
   const DType base = info(r).base;
-  if (t.role == TensorRole::Vector) return DType::F32;
+  if (t.role == TensorRole::Vector || t.role == TensorRole::Router) return DType::F32;
   if (t.role == TensorRole::Predictor) {
     // The predictors decide which neurons run: F16 unless asked; asked, Q4_0 in Q4_0 files (as
     // PowerInfer ships them) and Q8_0 otherwise (their rows are rarely whole super-blocks).

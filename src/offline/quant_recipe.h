@@ -43,7 +43,8 @@ uint32_t quant_recipe_file_type(QuantRecipe r);
 // The type most tensors get.
 DType quant_recipe_base(QuantRecipe r);
 
-// What a tensor is, from its GGUF name.
+// What a tensor is, from its GGUF name. A mixture's expert tensors take their FFN role: the
+// stacked ffn_{gate,up,down}_exps and an older file's per-expert ffn_{gate,up,down}.E.
 enum class TensorRole {
   Vector,  // 1-D: norms, biases (kept F32)
   Embedding,
@@ -57,6 +58,7 @@ enum class TensorRole {
   FfnUp,
   FfnDown,    // ffn_down and PowerInfer's ffn_down_t: the same weights
   Predictor,  // PowerInfer's fc1 / fc2
+  Router,     // a mixture's ffn_gate_inp: never quantized (llama-quantize leaves it; F32)
   Other,
 };
 struct TensorName {
@@ -67,9 +69,12 @@ TensorName classify_tensor(const std::string& name, size_t n_dims);
 
 struct RecipeOptions {
   int n_layer = 1;
-  bool pure = false;                 // every matrix the base type (llama-quantize --pure)
-  bool quantize_predictors = false;  // predictors F16 unless asked (see tensor_type)
+  bool pure = false;                       // every matrix the base type (llama-quantize --pure)
+  bool quantize_predictors = false;        // predictors F16 unless asked (see tensor_type)
   QuantRules rules = QuantRules::Default;  // the architecture's exceptions (Architecture)
+  // Experts per mixture-of-experts layer (0: dense). llama.cpp gives an 8-expert model's
+  // attention more bits: attn_k and attn_v Q8_0, attn_output Q5_K in the low mixtures.
+  int n_expert = 0;
 };
 
 // The type of a tensor whose rows hold `row_length` values. K-quant rows must be whole 256-value

@@ -24,7 +24,8 @@ RecipeOptions recipe_options(const GgufFile& f, const QuantizeOptions& o) {
   return {.n_layer = static_cast<int>(f.get_int(arch + ".block_count", 1)),
           .pure = o.pure,
           .quantize_predictors = o.quantize_predictors,
-          .rules = a ? a->quant_rules : QuantRules::Default};
+          .rules = a ? a->quant_rules : QuantRules::Default,
+          .n_expert = static_cast<int>(f.get_int(arch + ".expert_count", 0))};
 }
 
 // How one input tensor becomes its output tensor.
@@ -44,7 +45,8 @@ DType output_type(const QuantizeOptions& o, const GgufTensorInfo& t, const Recip
   const TensorName name = classify_tensor(t.name, t.dims.size());
   const DType want = recipe_tensor_type(o.recipe, name, t.dims[0], ro);
   if (t.type == want) return want;
-  if (name.role == TensorRole::Vector) return t.type;  // 1-D tensors are copied as they are
+  // 1-D tensors and a mixture's router are copied as they are (llama-quantize's rule).
+  if (name.role == TensorRole::Vector || name.role == TensorRole::Router) return t.type;
   if (!is_float_type(t.type))
     fail("tensor '{}' is already {}: strata quantize reads F32, F16 or BF16 weights", t.name,
          dtype_name(t.type));
@@ -115,7 +117,8 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
     const bool has_gate = ffn_has_gate(c.ffn);
     from_bundle = BundleLayout::make(type->type, n_embd, n_ff, has_gate);
     // One type for a bundle's three rows: the recipe's choice for ffn_up of the middle layer.
-    const DType rows = recipe_tensor_type(o.recipe, {TensorRole::FfnUp, ro.n_layer / 2}, n_embd, ro);
+    const DType rows =
+        recipe_tensor_type(o.recipe, {TensorRole::FfnUp, ro.n_layer / 2}, n_embd, ro);
     to_bundle = BundleLayout::make(rows, n_embd, n_ff, has_gate);
   }
 

@@ -39,7 +39,7 @@ nlohmann::json read_json(const fs::path& path) {
 const HfFamily& family_of(const std::string& architecture, const std::string& path) {
   std::string names;
   for (const HfFamily* f : {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(),
-                            &hf_qwen2_family(), &hf_qwen3_family()})
+                            &hf_qwen2_family(), &hf_qwen3_family(), &hf_mixtral_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;
@@ -152,6 +152,27 @@ void check_sizes_against_tensors(const HfConfig& c, const HfFamily& family, cons
     fail("'{}': the checkpoint has more layers than num_hidden_layers {}", dir, c.model.n_layer);
 }
 
+// One checkpoint tensor's rows (in the plan's order) converted to the plan's type, in batches of
+// about 4 MiB so the output buffer stays small.
+void write_rows(const Planned& p, const SafeTensor& t, GgufWriter& w, std::vector<float>& row,
+                std::vector<uint8_t>& out) {
+  const int64_t cols = p.cols == 0 ? p.rows : p.cols;
+  const int64_t rows = p.cols == 0 ? 1 : p.rows;
+  const uint64_t rb = row_bytes(p.type, cols);
+  row.resize(cols);
+  const int64_t batch = std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(rb));
+  for (int64_t r0 = 0; r0 < rows; r0 += batch) {
+    const int64_t n = std::min(batch, rows - r0);
+    out.resize(rb * n);
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t src = p.source_row ? p.source_row(r0 + r) : r0 + r;
+      safetensor_to_f32(t, static_cast<uint64_t>(src * cols), cols, row.data());
+      quantize_row(p.type, row.data(), out.data() + r * rb, cols);
+    }
+    w.write_tensor_data(out);
+  }
+}
+
 }  // namespace
 
 void convert_hf_to_gguf(const ConvertOptions& o,
@@ -179,18 +200,20 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   // Check every tensor before writing anything.
   uint64_t total_bytes = 0;
   for (const auto& p : plan) {
-    const auto it = ck.tensors.find(p.hf_name);
-    if (it == ck.tensors.end()) fail("the checkpoint lacks the tensor '{}'", p.hf_name);
-    const auto& shape = it->second->shape;
-    const std::vector<int64_t> want =
-        p.cols == 0 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
-    if (shape != want)
-      fail("tensor '{}' has shape [{}], expected [{}]", p.hf_name, fmt::join(shape, ", "),
-           fmt::join(want, ", "));
+    for (const std::string& source : p.sources()) {
+      const auto it = ck.tensors.find(source);
+      if (it == ck.tensors.end()) fail("the checkpoint lacks the tensor '{}'", source);
+      const auto& shape = it->second->shape;
+      const std::vector<int64_t> want =
+          p.cols == 0 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
+      if (shape != want)
+        fail("tensor '{}' has shape [{}], expected [{}]", source, fmt::join(shape, ", "),
+             fmt::join(want, ", "));
+      total_bytes += it->second->n_bytes;
+    }
     if (p.cols != 0 && p.cols % static_cast<int64_t>(dtype_info(p.type).block_size) != 0)
-      fail("tensor '{}' rows of {} cannot be stored as {} (blocks of {})", p.hf_name, p.cols,
+      fail("tensor '{}' rows of {} cannot be stored as {} (blocks of {})", p.sources()[0], p.cols,
            dtype_name(p.type), dtype_info(p.type).block_size);
-    total_bytes += it->second->n_bytes;
   }
 
   GgufWriter w(o.output);
@@ -203,6 +226,8 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   for (const auto& p : plan) {
     if (p.cols == 0)
       w.add_tensor(p.gguf_name, p.type, {p.rows});
+    else if (!p.stack.empty())
+      w.add_tensor(p.gguf_name, p.type, {p.cols, p.rows, static_cast<int64_t>(p.stack.size())});
     else
       w.add_tensor(p.gguf_name, p.type, {p.cols, p.rows});
   }
@@ -212,25 +237,12 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   std::vector<uint8_t> out;
   for (size_t i = 0; i < plan.size(); ++i) {
     const Planned& p = plan[i];
-    const SafeTensor& t = *ck.tensors.at(p.hf_name);
-    const int64_t cols = p.cols == 0 ? p.rows : p.cols;
-    const int64_t rows = p.cols == 0 ? 1 : p.rows;
-    const uint64_t rb = row_bytes(p.type, cols);
-    row.resize(cols);
-    // Rows go out in batches of about 4 MiB so the output buffer stays small.
-    const int64_t batch = std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(rb));
-    for (int64_t r0 = 0; r0 < rows; r0 += batch) {
-      const int64_t n = std::min(batch, rows - r0);
-      out.resize(rb * n);
-      for (int64_t r = 0; r < n; ++r) {
-        const int64_t src = p.source_row ? p.source_row(r0 + r) : r0 + r;
-        safetensor_to_f32(t, static_cast<uint64_t>(src * cols), cols, row.data());
-        quantize_row(p.type, row.data(), out.data() + r * rb, cols);
-      }
-      w.write_tensor_data(out);
+    for (const std::string& source : p.sources()) {
+      const SafeTensor& t = *ck.tensors.at(source);
+      write_rows(p, t, w, row, out);
+      ck.file_of.at(source)->release(t);
+      done_bytes += t.n_bytes;
     }
-    ck.file_of.at(p.hf_name)->release(t);
-    done_bytes += t.n_bytes;
     if (progress)
       progress({static_cast<int64_t>(i + 1), static_cast<int64_t>(plan.size()), done_bytes,
                 total_bytes});

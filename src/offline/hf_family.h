@@ -54,12 +54,17 @@ struct HfConfig {
   bool two_norms = false;  // Falcon's new_decoder_architecture: ln_attn and ln_mlp
 };
 
-// One GGUF tensor of the plan. Output row r is checkpoint row source_row(r) (null: r).
+// One GGUF tensor of the plan. Output row r is checkpoint row source_row(r) (null: r). With
+// `stack`, a 3-D tensor of stack.size() matrices of rows x cols, matrix e from the checkpoint
+// tensor stack[e] (a mixture's experts, stacked as llama.cpp writes them); hf_name is unused.
 struct Planned {
   std::string gguf_name, hf_name;
   int64_t rows, cols;  // cols == 0: a vector of `rows`
   std::function<int64_t(int64_t)> source_row = nullptr;
   DType type = DType::F16;
+  std::vector<std::string> stack = {};
+  // The checkpoint tensors it is made of, in order.
+  std::vector<std::string> sources() const { return stack.empty() ? std::vector{hf_name} : stack; }
 };
 
 struct HfFamily {
@@ -86,16 +91,23 @@ void head_dim_from_width(const ConfigReader& r, HfConfig& c);
 // per layer input_layernorm, the attention's q/k/v from `attention`, o_proj,
 // post_attention_layernorm, the gate/up/down MLP), written in hf_llama.cpp; `attention` gets
 // the layer's GGUF prefix ("blk.N.") and checkpoint prefix ("model.layers.N.").
+// `ffn`, where given, plans the layer's FFN instead of the dense gate/up/down MLP.
 using LayerPlan =
     std::function<void(const std::string& g, const std::string& h, std::vector<Planned>& p)>;
 std::vector<Planned> plan_llama_like(const HfConfig& c,
                                      const std::function<bool(const std::string&)>& has,
-                                     const LayerPlan& attention);
+                                     const LayerPlan& attention, const LayerPlan& ffn = nullptr);
+
+// LlamaForCausalLM's config (hf_llama.cpp), which Mistral and Mixtral share, and its attention:
+// q/k rows permuted for GGUF's adjacent-pair rotation.
+void read_llama_config(const ConfigReader& r, HfConfig& c);
+LayerPlan llama_attention(const HfConfig& c);
 
 const HfFamily& hf_llama_family();
 const HfFamily& hf_falcon_family();
 const HfFamily& hf_opt_family();
 const HfFamily& hf_qwen2_family();
 const HfFamily& hf_qwen3_family();
+const HfFamily& hf_mixtral_family();
 
 }  // namespace strata

@@ -17,7 +17,9 @@ std::function<int64_t(int64_t)> permuted_heads(int64_t rows, int64_t heads) {
   };
 }
 
-void read(const ConfigReader& r, HfConfig& c) {
+}  // namespace
+
+void read_llama_config(const ConfigReader& r, HfConfig& c) {
   const std::string act = r.text_or("hidden_act", "silu");
   if (act == "silu")
     c.model.ffn = FfnActivation::SwiGLU;
@@ -34,23 +36,21 @@ void read(const ConfigReader& r, HfConfig& c) {
   c.tied = r.flag_or("tie_word_embeddings", false);
 }
 
-std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std::string&)>& has) {
-  const ModelConfig& m = c.model;
-  const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
-  return plan_llama_like(c, has, [&](const std::string& g, const std::string& h, auto& p) {
+LayerPlan llama_attention(const HfConfig& c) {
+  const ModelConfig m = c.model;
+  return [m](const std::string& g, const std::string& h, std::vector<Planned>& p) {
+    const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
     p.push_back({g + "attn_q.weight", h + "self_attn.q_proj.weight", q_dim, m.n_embd,
                  permuted_heads(q_dim, m.n_head)});
     p.push_back({g + "attn_k.weight", h + "self_attn.k_proj.weight", kv_dim, m.n_embd,
                  permuted_heads(kv_dim, m.n_head_kv)});
     p.push_back({g + "attn_v.weight", h + "self_attn.v_proj.weight", kv_dim, m.n_embd});
-  });
+  };
 }
-
-}  // namespace
 
 std::vector<Planned> plan_llama_like(const HfConfig& c,
                                      const std::function<bool(const std::string&)>& has,
-                                     const LayerPlan& attention) {
+                                     const LayerPlan& attention, const LayerPlan& ffn) {
   const ModelConfig& m = c.model;
   std::vector<Planned> p;
   p.push_back({"token_embd.weight", "model.embed_tokens.weight", m.n_vocab, m.n_embd});
@@ -64,6 +64,10 @@ std::vector<Planned> plan_llama_like(const HfConfig& c,
     p.push_back(
         {g + "attn_output.weight", h + "self_attn.o_proj.weight", m.n_embd, m.n_head * m.head_dim});
     p.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", m.n_embd, 0});
+    if (ffn) {
+      ffn(g, h, p);
+      continue;
+    }
     p.push_back({g + "ffn_gate.weight", h + "mlp.gate_proj.weight", m.n_ff, m.n_embd});
     p.push_back({g + "ffn_up.weight", h + "mlp.up_proj.weight", m.n_ff, m.n_embd});
     p.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", m.n_embd, m.n_ff});
@@ -73,8 +77,10 @@ std::vector<Planned> plan_llama_like(const HfConfig& c,
 
 const HfFamily& hf_llama_family() {
   static const HfFamily f{{"LlamaForCausalLM", "MistralForCausalLM"},
-                          read,
-                          plan,
+                          read_llama_config,
+                          [](const HfConfig& c, const auto& has) {
+                            return plan_llama_like(c, has, llama_attention(c));
+                          },
                           "model.embed_tokens.weight",
                           "model.layers.{}.input_layernorm.weight"};
   return f;

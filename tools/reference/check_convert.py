@@ -122,8 +122,8 @@ def main():
         print(f"{'ok  ' if good else 'FAIL'} {act} {shards} shard(s) {dtype} -> {out_type}: "
               f"rel err {err:.2e} (tol {tol:.0e})")
 
-    # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU), OPT, Qwen2 and Qwen3 (its head
-    # size unlike hidden / heads) checkpoints.
+    # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU), OPT, Qwen2, Qwen3 (its head
+    # size unlike hidden / heads) and Mixtral (experts stacked into ffn_*_exps) checkpoints.
     others = [("falcon multi_query", hf.falcon_config(False, kv_heads=1), hf.falcon_state,
                hf.falcon_forward),
               ("falcon new_decoder", hf.falcon_config(True, kv_heads=2), hf.falcon_state,
@@ -134,7 +134,11 @@ def main():
               ("qwen2", hf.qwen2_config(), hf.qwen2_state, hf.qwen2_forward),
               ("qwen2 tied", hf.qwen2_config(kv_heads=1, tied=True), hf.qwen2_state,
                hf.qwen2_forward),
-              ("qwen3 head_dim 32", hf.qwen3_config(), hf.qwen2_state, hf.qwen2_forward)]
+              ("qwen3 head_dim 32", hf.qwen3_config(), hf.qwen2_state, hf.qwen2_forward),
+              ("mixtral 4 experts top 2", hf.mixtral_config(), hf.mixtral_state,
+               hf.mixtral_forward),
+              ("mixtral 6 experts top 3", hf.mixtral_config(experts=6, k=3, kv_heads=4),
+               hf.mixtral_state, hf.mixtral_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -156,7 +160,10 @@ def main():
                                   (0, "activation", "silu", "activation 'silu'"),
                                   (3, "do_layer_norm_before", False, "post-norm"),
                                   (3, "word_embed_proj_dim", 32, "word_embed_proj_dim"),
-                                  (4, "use_sliding_window", True, "use_sliding_window")]:
+                                  (4, "use_sliding_window", True, "use_sliding_window"),
+                                  (7, "hidden_act", "relu", "MixtralForCausalLM with hidden_act"),
+                                  (7, "num_experts_per_tok", 5, "'num_experts_per_tok' = 5"),
+                                  (7, "num_local_experts", 3, "block_sparse_moe.gate.weight")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

@@ -254,3 +254,83 @@ def qwen2_forward(state, cfg, tokens):
     x = rms(x, W["model.norm.weight"])
     head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
     return x @ head.T
+
+
+def mixtral_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=96, experts=4, k=2):
+    return dict(architectures=["MixtralForCausalLM"], model_type="mixtral", hidden_size=hidden,
+                num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                intermediate_size=ffn, vocab_size=vocab, max_position_embeddings=64,
+                rms_norm_eps=1e-5, rope_theta=1000000.0, hidden_act="silu", sliding_window=None,
+                num_local_experts=experts, num_experts_per_tok=k, router_jitter_noise=0.0,
+                tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
+
+
+def mixtral_state(cfg, seed):
+    """Mixtral's tensors (modeling_mixtral.py): LLaMA's attention, block_sparse_moe per layer."""
+    g = torch.Generator().manual_seed(seed)
+    d, L, f, E = (cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"],
+                  cfg["num_local_experts"])
+    hd = d // cfg["num_attention_heads"]
+    q_dim, kv_dim = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    s = {"model.embed_tokens.weight": _normal((cfg["vocab_size"], d), g, 0.5),
+         "model.norm.weight": 1 + _normal((d,), g, 0.1),
+         "lm_head.weight": _normal((cfg["vocab_size"], d), g)}
+    for l in range(L):
+        p = f"model.layers.{l}."
+        s[p + "input_layernorm.weight"] = 1 + _normal((d,), g, 0.1)
+        s[p + "post_attention_layernorm.weight"] = 1 + _normal((d,), g, 0.1)
+        for name, rows in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]:
+            s[p + f"self_attn.{name}.weight"] = _normal((rows, d), g)
+        s[p + "self_attn.o_proj.weight"] = _normal((d, q_dim), g)
+        m = p + "block_sparse_moe."
+        s[m + "gate.weight"] = _normal((E, d), g, 1.0)  # a router that prefers some experts
+        for e in range(E):
+            s[m + f"experts.{e}.w1.weight"] = _normal((f, d), g)
+            s[m + f"experts.{e}.w3.weight"] = _normal((f, d), g)
+            s[m + f"experts.{e}.w2.weight"] = _normal((d, f), g)
+    return s
+
+
+def mixtral_forward(state, cfg, tokens):
+    """MixtralForCausalLM's forward: rotate_half RoPE, grouped KV heads, and the sparse MoE
+    block: softmax over the router's logits, top k, renormalized, each chosen expert's SwiGLU."""
+    W = {k: torch.from_numpy(v) for k, v in state.items()}
+    d, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd, T, eps, k = d // H, len(tokens), cfg["rms_norm_eps"], cfg["num_experts_per_tok"]
+    x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
+    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+
+    def rms(x, w):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+    def rot(t):  # [heads, T, hd]
+        half = torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], dim=-1)
+        return t * cos + half * sin
+
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}."
+        h = rms(x, W[p + "input_layernorm.weight"])
+        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)
+        kk = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, Hkv, hd).transpose(0, 1)
+        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, Hkv, hd).transpose(0, 1)
+        q, kk = rot(q), rot(kk)
+        kk, v = kk.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
+        o = _causal(q, kk, v).transpose(0, 1).reshape(T, H * hd)
+        x = x + o @ W[p + "self_attn.o_proj.weight"].T
+        h = rms(x, W[p + "post_attention_layernorm.weight"])
+        m = p + "block_sparse_moe."
+        probs = torch.softmax(h @ W[m + "gate.weight"].T, dim=-1)
+        weights, chosen = torch.topk(probs, k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(h)
+        for t in range(T):
+            for s in range(k):
+                e = int(chosen[t, s])
+                a = torch.nn.functional.silu(h[t] @ W[m + f"experts.{e}.w1.weight"].T) * \
+                    (h[t] @ W[m + f"experts.{e}.w3.weight"].T)
+                out[t] += weights[t, s] * (a @ W[m + f"experts.{e}.w2.weight"].T)
+        x = x + out
+    x = rms(x, W["model.norm.weight"])
+    return x @ W["lm_head.weight"].T

@@ -2,7 +2,7 @@
 """Writes a random-weight falcon GGUF file with llama.cpp's own GGUF writer (its gguf-py, from a
 llama.cpp checkout that this repository does not build or hold), so strata can be compared with
 llama.cpp on a file neither strata's writer nor its converter made: greedy text, perplexity
-(bench/compare_llama_falcon.sh). The tokenizer is copied from a GGUF file (the shipped
+(bench/compare_llama_families.sh). The tokenizer is copied from a GGUF file (the shipped
 model's SentencePiece vocabulary). Shapes: "7b" (one KV head, one input norm, as Falcon-7B) and
 "40b" (KV groups, attn_norm_2, as Falcon-40B), at a small width.
 Usage: llama_falcon_gguf.py LLAMA_CPP_DIR SHAPE OUT.gguf TOKENIZER.gguf [--layers N] [--width W]"""

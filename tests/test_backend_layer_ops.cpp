@@ -156,6 +156,58 @@ TEST_P(BackendOps, MixExpertsEqualsTheReferenceBitForBit) {
       }
 }
 
+// A mixture's two levels of selection on every backend: the router's choice clears the mask of
+// an unchosen expert's neurons, and the listed neurons' activations are weighted by their
+// expert's routing weight, bit for bit as the reference.
+TEST_P(BackendOps, ExpertMaskAndScaleEqualTheReference) {
+  const int64_t n_expert = 5, expert_ff = 48, stride = n_expert * expert_ff;
+  for (auto& [name, be] : backends)
+    for (const int64_t n : {int64_t{1}, int64_t{3}}) {
+      // Token b chose experts (b, b + 2) with weights 0.25 / 0.75; the others weigh 0.
+      std::vector<float> weights(static_cast<size_t>(n * n_expert), 0.0f);
+      for (int64_t b = 0; b < n; ++b) {
+        weights[static_cast<size_t>(b * n_expert + b)] = 0.25f;
+        weights[static_cast<size_t>(b * n_expert + (b + 2) % n_expert)] = 0.75f;
+      }
+      std::vector<uint8_t> mask(static_cast<size_t>(n * stride));
+      for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7 + 3) % 5 != 0;
+      const OnDevice<float> dw(*be, weights);
+      const OnDevice<uint8_t> dmask(*be, mask);
+      be->mask_unchosen(dmask.get(), dw.get(), n, stride, expert_ff, n_expert);
+      std::vector<uint8_t> expect_mask = mask;
+      reference::mask_unchosen(expect_mask.data(), weights.data(), n, stride, expert_ff, n_expert);
+      ASSERT_EQ(dmask.read(), expect_mask) << name << " mask_unchosen n " << n;
+      int64_t kept = 0;
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t i = 0; i < stride; ++i) {
+          const bool chosen = weights[static_cast<size_t>(b * n_expert + i / expert_ff)] != 0;
+          const uint8_t m = expect_mask[static_cast<size_t>(b * stride + i)];
+          ASSERT_EQ(m, chosen ? mask[static_cast<size_t>(b * stride + i)] : 0) << name;
+          kept += m;
+        }
+      ASSERT_GT(kept, 0);
+      // Scale a compact list of neurons from several experts (a segment at offset 10).
+      const std::vector<int32_t> ids{1, 47, 48, 100, 150, 239};
+      const int64_t offset = 10, h_stride = 300;
+      std::vector<float> h = random_rows(n, h_stride, 73);
+      const OnDevice<int32_t> dids(*be, ids);
+      const OnDevice<float> dh(*be, h);
+      be->scale_by_expert(dh.get() + offset, dids.span(), dw.get(), n, h_stride, expert_ff,
+                          n_expert);
+      std::vector<float> expect = h;
+      reference::scale_by_expert(expect.data() + offset, ids, weights.data(), n, h_stride,
+                                 expert_ff, n_expert);
+      ASSERT_EQ(dh.read(), expect) << name << " scale_by_expert n " << n;
+      for (int64_t b = 0; b < n; ++b)
+        for (size_t k = 0; k < ids.size(); ++k) {
+          const float w = weights[static_cast<size_t>(b * n_expert + ids[k] / expert_ff)];
+          const size_t at = static_cast<size_t>(b * h_stride + offset) + k;
+          ASSERT_EQ(expect[at], h[at] * w) << name;
+        }
+      ASSERT_EQ(expect[0], h[0]);  // outside the list: untouched
+    }
+}
+
 // The ops other architectures add (Falcon, OPT): LayerNorm with and without a bias, a
 // projection's bias, the listed neurons' biases, and RoPE on NeoX's pairs.
 TEST_P(BackendOps, LayerNormBiasesAndNeoxRopeEqualTheReference) {

@@ -107,17 +107,116 @@ TEST(Mixture, TheFileSummaryCountsExpertsAndTheirBytes) {
             0);
 }
 
-TEST(Mixture, SparseModesAndObserversAreRefusedByName) {
-  const auto m = Model::load(tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU), false);
-  ThreadPool pool(1);
+std::vector<float> gate_first_each(const std::string& path, const std::vector<int32_t>& tokens,
+                                   std::vector<FfnLayerStats>* stats = nullptr) {
+  const auto m = Model::load(path, false);
+  m->ensure_down_t();
+  ThreadPool pool(2);
   SessionOptions o;
   o.ffn = FfnMode::GateFirst;
-  try {
-    Session s(*m, 64, pool, o);
-    FAIL() << "gate-first on a mixture was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("a mixture of 4 experts"), std::string::npos) << e.what();
+  Session s(*m, 128, pool, o);
+  std::vector<float> all;
+  for (int32_t t : tokens) {
+    const auto l = s.eval(t);
+    all.insert(all.end(), l.begin(), l.end());
   }
+  if (stats != nullptr) *stats = s.ffn_stats();
+  return all;
+}
+
+float max_relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  float diff = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    diff = std::max(diff, std::fabs(a[i] - b[i])), scale = std::max(scale, std::fabs(b[i]));
+  return diff / scale;
+}
+
+// Gate-first on a mixture of ReLU-family experts: the router picks the experts, each chosen
+// expert's deciding rows pick its neurons, and only those neurons' other rows are read. Exact:
+// the dense mixture's logits within rounding (another order of additions), and fewer neurons
+// than the k chosen experts hold.
+TEST(Mixture, GateFirstComputesTheFiringNeuronsOfTheChosenExpertsOnly) {
+  const std::vector<int32_t> tokens = some_tokens(12);
+  for (const FfnActivation ffn : {FfnActivation::DReLU, FfnActivation::ReLU, FfnActivation::ReGLU})
+    for (const int64_t k : {int64_t{1}, int64_t{2}}) {
+      const std::string path = tiny_moe_model(DType::F32, true, 4, k, ffn);
+      const auto dense_model = Model::load(path, false);
+      const std::vector<float> dense = decode_each(*dense_model, tokens, 2);
+      std::vector<FfnLayerStats> stats;
+      const std::vector<float> sparse = gate_first_each(path, tokens, &stats);
+      ASSERT_EQ(sparse.size(), dense.size());
+      EXPECT_LT(max_relative_difference(sparse, dense), 1e-5f)
+          << ffn_activation_name(ffn) << " k " << k;
+      // The chosen experts' neurons are n_ff * k a token; their firing share is computed.
+      const uint64_t chosen = tokens.size() * static_cast<uint64_t>(dense_model->config.n_ff * k);
+      for (const FfnLayerStats& st : stats) {
+        EXPECT_GT(st.computed, 0u);
+        EXPECT_LT(st.computed, chosen * 3 / 4) << ffn_activation_name(ffn);
+      }
+    }
+}
+
+// A prompt batch through the sparse mixture: each token masked to its own experts and weighed
+// by its own routing, the same logits as one token at a time within rounding.
+TEST(Mixture, GateFirstBatchesMatchTokenByToken) {
+  const std::string path = tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU);
+  const std::vector<int32_t> tokens = some_tokens(Session::kMaxBatch + 5);
+  const std::vector<float> one = gate_first_each(path, tokens);
+  const auto m = Model::load(path, false);
+  m->ensure_down_t();
+  ThreadPool pool(2);
+  SessionOptions o;
+  o.ffn = FfnMode::GateFirst;
+  Session batch(*m, 128, pool, o);
+  const auto all = batch.eval(tokens, /*all_logits=*/true);
+  ASSERT_EQ(all.size(), one.size());
+  EXPECT_LT(max_relative_difference(std::vector<float>(all.begin(), all.end()), one), 1e-4f);
+}
+
+// The sparse modes read a layer's experts as one matrix: a view over the stacked tensor, or over
+// per-expert tensors that lie one after another (as strata synth writes them); none where they
+// do not (an older converter's files, expert by expert), which gate-first refuses by name.
+TEST(Mixture, ExpertsAreOneMatrixWhereTheirRowsAreOneRun) {
+  std::vector<uint8_t> memory(4 * 3 * 64);
+  auto expert = [&](size_t at) {
+    ExpertMatrices x;
+    x.up = MatrixView{DType::F32, memory.data() + at, 16, 3, 64};
+    return x;
+  };
+  const std::vector<ExpertMatrices> run{expert(0), expert(192), expert(384)};
+  const MatrixView all = expert_neuron_rows(run, &ExpertMatrices::up);
+  EXPECT_EQ(all.data, memory.data());
+  EXPECT_EQ(all.rows, 9);
+  EXPECT_EQ(all.row_bytes, 64u);
+  const std::vector<ExpertMatrices> gap{expert(0), expert(256), expert(512)};
+  EXPECT_EQ(expert_neuron_rows(gap, &ExpertMatrices::up).data, nullptr);
+  const std::vector<ExpertMatrices> swapped{expert(192), expert(0)};
+  EXPECT_EQ(expert_neuron_rows(swapped, &ExpertMatrices::up).data, nullptr);
+  // strata synth's per-expert tensors lie in order: gate-first reads them as the stacked file.
+  const std::vector<int32_t> tokens = some_tokens(6);
+  EXPECT_EQ(gate_first_each(tiny_moe_model(DType::F32, false, 4, 2, FfnActivation::DReLU), tokens),
+            gate_first_each(tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU), tokens));
+}
+
+TEST(Mixture, WhatTheSparseModesCannotDoIsRefusedByName) {
+  ThreadPool pool(1);
+  auto expect_refused = [&](const std::string& path, FfnMode mode, const std::string& needle) {
+    const auto m = Model::load(path, false);
+    m->ensure_down_t();
+    SessionOptions o;
+    o.ffn = mode;
+    try {
+      Session s(*m, 64, pool, o);
+      FAIL() << needle << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  const std::string drelu = tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU);
+  expect_refused(drelu, FfnMode::Predict, "no predictors yet");
+  expect_refused(tiny_moe_model(DType::F32, true, 4, 2), FfnMode::GateFirst,
+                 "needs a ReLU-family FFN");
+  const auto m = Model::load(drelu, false);
   Session s(*m, 64, pool);
   EXPECT_THROW(s.set_ffn_observer([](int64_t, int64_t, const float*, const float*) {}), Error);
 }

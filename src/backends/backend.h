@@ -202,6 +202,17 @@ class Backend {
   // fused multiply-adds): token b's k expert outputs, weighted by the router, summed.
   virtual void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
                            float* out) = 0;
+  // A mixture's two levels of selection, the layer seen as one FFN of n_expert * expert_ff
+  // neurons and weights[b * n_expert + e] token b's dense expert weights (0: not chosen;
+  // tensor/expert_mix.h's neuron_expert_weight):
+  // mask[b * stride + i] = 0 for i < stride where token b's weight of neuron i is 0 (the
+  // router's choice before the neurons' own selection);
+  virtual void mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                             int64_t expert_ff, int64_t n_expert) = 0;
+  // h[b * stride + k] *= token b's weight of neuron ids[k], for n rows (the listed neurons'
+  // activations weighted as the router says, before the down projection sums them).
+  virtual void scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights,
+                               int64_t n, int64_t stride, int64_t expert_ff, int64_t n_expert) = 0;
   // bytes from src to dst, both in this device's memory, not overlapping (KV rows of one
   // sequence copied to another).
   virtual void copy(void* dst, const void* src, uint64_t bytes) = 0;

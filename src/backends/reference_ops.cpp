@@ -207,4 +207,18 @@ void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int
       out[b * dim + j] = mix_value(y + b * k * dim + j, weights + b * k, k, dim);
 }
 
+void mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                   int64_t expert_ff, int64_t n_expert) {
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < stride; ++i)
+      if (weights[b * n_expert + i / expert_ff] == 0.0f) mask[b * stride + i] = 0;
+}
+
+void scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights, int64_t n,
+                     int64_t stride, int64_t expert_ff, int64_t n_expert) {
+  for (int64_t b = 0; b < n; ++b)
+    for (size_t k = 0; k < ids.size(); ++k)
+      h[b * stride + static_cast<int64_t>(k)] *= weights[b * n_expert + ids[k] / expert_ff];
+}
+
 }  // namespace strata::reference

@@ -31,6 +31,10 @@ void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadSha
 void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
                const TokenPlaces& at, float* out);
 void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count);
+void mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                   int64_t expert_ff, int64_t n_expert);
+void scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights, int64_t n,
+                     int64_t stride, int64_t expert_ff, int64_t n_expert);
 void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
                  float* out);
 

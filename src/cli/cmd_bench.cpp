@@ -129,8 +129,11 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
   f.pp = r.pp.empty() ? 0 : median(r.pp);
   f.tg = r.tg.empty() ? 0 : median(r.tg);
   f.bytes = bytes_touched_per_token(model, mode, r.decode_stats, r.decode_tokens);
+  // Of the neurons a dense FFN computes per token (a mixture's: its k experts').
+  const double dense = static_cast<double>(model.config.n_ff) *
+                       static_cast<double>(std::max<int64_t>(1, model.config.n_expert_used));
   for (const auto& l : r.decode_stats)
-    f.density += r.decode_tokens > 0 ? l.computed / (r.decode_tokens * model.config.n_ff) : 0.0;
+    f.density += r.decode_tokens > 0 ? l.computed / (r.decode_tokens * dense) : 0.0;
   f.density /= static_cast<double>(model.config.n_layer);
   f.bandwidth = bandwidth;
   f.bandwidth_note = probe.note;

@@ -258,6 +258,24 @@ std::vector<FfnLayerStats> stats_difference(const std::vector<FfnLayerStats>& af
   return d;
 }
 
+namespace {
+
+// A mixture's experts: dense, the k chosen experts whole; gate-first, their deciding rows whole
+// and the firing neurons' other rows (counted per token, as a dense layer's).
+uint64_t mixture_bytes_per_token(const Model& model, const LayerWeights& l, FfnMode mode,
+                                 const FfnLayerStats& stats, double tokens) {
+  const ExpertMatrices& x = l.experts[0];
+  const auto k = static_cast<uint64_t>(model.config.n_expert_used);
+  const bool gated = ffn_has_gate(model.config.ffn);
+  if (mode == FfnMode::Dense) return k * (x.gate.bytes() + x.up.bytes() + x.down.bytes());
+  const double per_token = tokens > 0 ? static_cast<double>(stats.computed) / tokens : 0.0;
+  const uint64_t row = (gated ? x.up.row_bytes : 0) + l.ffn_down_t.row_bytes;
+  return k * (gated ? x.gate.bytes() : x.up.bytes()) +
+         static_cast<uint64_t>(per_token * static_cast<double>(row));
+}
+
+}  // namespace
+
 uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
                                  const std::vector<FfnLayerStats>& stats, double tokens) {
   const ModelWeights& w = model.weights;
@@ -265,6 +283,10 @@ uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
     total += l.attn_q.bytes() + l.attn_k.bytes() + l.attn_v.bytes() + l.attn_output.bytes();
+    if (!l.experts.empty()) {
+      total += l.ffn_gate_inp.bytes() + mixture_bytes_per_token(model, l, mode, stats[i], tokens);
+      continue;
+    }
     if (mode == FfnMode::Dense) {
       total += l.ffn_gate.bytes() + l.ffn_up.bytes() +
                (l.ffn_down.data != nullptr ? l.ffn_down.bytes() : l.ffn_down_t.bytes());

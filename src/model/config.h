@@ -54,6 +54,10 @@ struct ModelConfig {
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   bool moe() const { return n_expert > 0; }
+  // The FFN's neurons as the sparse modes see a layer: a mixture is one FFN of n_expert *
+  // n_ff neurons (expert e's neuron j is neuron e * n_ff + j), so the router's choice is a
+  // first selection of neurons and the predictor or the gate the second.
+  int64_t ffn_neurons() const { return moe() ? n_expert * n_ff : n_ff; }
 
   // Reads and validates; fails naming the missing or inconsistent key.
   static ModelConfig from_gguf(const GgufFile& file);

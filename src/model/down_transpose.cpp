@@ -64,4 +64,33 @@ MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage)
   return t;
 }
 
+uint64_t transposed_expert_downs_bytes(std::span<const MatrixView> downs) {
+  uint64_t bytes = 0;
+  for (const MatrixView& d : downs) bytes += transposed_down_bytes(d);
+  return bytes;
+}
+
+MatrixView transpose_expert_downs(std::span<const MatrixView> downs,
+                                  std::vector<uint8_t>& storage) {
+  if (downs.empty()) fail("a mixture without experts has no down projection to transpose");
+  for (const MatrixView& d : downs)
+    if (d.type != downs[0].type || d.rows != downs[0].rows || d.cols != downs[0].cols)
+      fail("the experts' down projections differ in type or shape ({} {}x{} and {} {}x{})",
+           dtype_name(downs[0].type), downs[0].rows, downs[0].cols, dtype_name(d.type), d.rows,
+           d.cols);
+  storage.assign(transposed_expert_downs_bytes(downs), 0);
+  std::vector<uint8_t> one;
+  MatrixView all{};
+  uint64_t at = 0;
+  for (const MatrixView& d : downs) {
+    const MatrixView t = transpose_down(d, one);
+    std::memcpy(storage.data() + at, t.data, t.bytes());
+    at += t.bytes();
+    all = t;
+  }
+  all.data = storage.data();
+  all.rows = downs[0].cols * static_cast<int64_t>(downs.size());
+  return all;
+}
+
 }  // namespace strata

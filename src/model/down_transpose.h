@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tensor/matrix.h"
@@ -20,5 +21,10 @@ MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage)
 DType transposed_down_type(const MatrixView& down);
 // Bytes transpose_down allocates for `down`.
 uint64_t transposed_down_bytes(const MatrixView& down);
+// A mixture's experts' down projections (each n_embd rows of n_ff) as one ffn_down_t of
+// downs.size() * n_ff rows, expert e's neurons at rows [e * n_ff, (e + 1) * n_ff): the layer
+// seen as one FFN (ModelConfig::ffn_neurons). Fails if the experts' types differ.
+MatrixView transpose_expert_downs(std::span<const MatrixView> downs, std::vector<uint8_t>& storage);
+uint64_t transposed_expert_downs_bytes(std::span<const MatrixView> downs);
 
 }  // namespace strata

@@ -87,7 +87,13 @@ uint64_t Model::ensure_down_t() {
   for (LayerWeights& l : weights.layers) {
     if (l.ffn_down_t.data != nullptr) continue;
     derived_.emplace_back();
-    l.ffn_down_t = transpose_down(l.ffn_down, derived_.back());
+    if (l.experts.empty()) {
+      l.ffn_down_t = transpose_down(l.ffn_down, derived_.back());
+    } else {  // a mixture: every expert's neurons in one ffn_down_t (ModelConfig::ffn_neurons)
+      std::vector<MatrixView> downs;
+      for (const ExpertMatrices& e : l.experts) downs.push_back(e.down);
+      l.ffn_down_t = transpose_expert_downs(downs, derived_.back());
+    }
     bytes += derived_.back().size();
   }
   weights.has_down_t = true;

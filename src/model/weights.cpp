@@ -157,6 +157,26 @@ void load_expert_matrix(const GgufFile& f, const std::string& p, const ModelConf
     l.experts[static_cast<size_t>(e)].*member = row_view(all, e * rows, rows);
 }
 
+}  // namespace
+
+MatrixView expert_neuron_rows(const std::vector<ExpertMatrices>& experts,
+                              MatrixView ExpertMatrices::*member) {
+  if (experts.empty()) return {};
+  MatrixView all = experts[0].*member;
+  for (size_t e = 1; e < experts.size(); ++e) {
+    const MatrixView& m = experts[e].*member;
+    if (m.data != all.data + e * all.bytes() || m.type != all.type || m.layout != all.layout ||
+        m.rows != all.rows)
+      return {};
+  }
+  // Interleaved rows come in groups of 16 within each expert: one view only if none straddles.
+  if (all.layout != Layout::Rows && all.rows % 16 != 0) return {};
+  all.rows *= static_cast<int64_t>(experts.size());
+  return all;
+}
+
+namespace {
+
 void load_experts(const GgufFile& f, const Architecture& a, const std::string& p,
                   const ModelConfig& c, LayerWeights& l) {
   const ExpertNames& n = *a.experts;

@@ -61,6 +61,12 @@ void for_each_expert_matrix(Layer& l, Each&& each) {
   }
 }
 
+// A mixture's gate or up matrices as one matrix of n_expert * n_ff rows (the layer seen as one
+// FFN, ModelConfig::ffn_neurons): a view over the stacked tensor. Null data where the experts'
+// rows are not one run of memory (one tensor per expert, as older files have them).
+MatrixView expert_neuron_rows(const std::vector<ExpertMatrices>& experts,
+                              MatrixView ExpertMatrices::*member);
+
 // Which part of the layer reads a tensor: the dense block, or the FFN (held by neuron).
 enum class LayerBlock { Attention, Ffn };
 

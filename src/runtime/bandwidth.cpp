@@ -105,6 +105,9 @@ std::vector<ReadRegion> resident_matrices(const Model& model) {
       add(*m);
     add(l.predictor.fc1);
     add(l.predictor.fc2);
+    add(l.ffn_gate_inp);
+    for (const ExpertMatrices& x : l.experts)
+      for (const MatrixView* m : {&x.gate, &x.up, &x.down}) add(*m);
   }
   add(w.output);
   return out;
@@ -142,6 +145,11 @@ double decode_kernel_rate(Backend& backend, const Model& model, int passes) {
       multiply({&l.attn_output}, q_dim, count);
       multiply({&l.ffn_gate, &l.ffn_up}, c.n_embd, count);
       multiply({&l.ffn_down}, c.n_ff, count);
+      multiply({&l.ffn_gate_inp}, c.n_embd, count);
+      for (const ExpertMatrices& x : l.experts) {  // every expert, as a rate over all of them
+        multiply({&x.gate, &x.up}, c.n_embd, count);
+        multiply({&x.down}, c.n_ff, count);
+      }
     }
     multiply({&model.weights.output}, c.n_embd, count);
     backend.synchronize();

@@ -35,7 +35,7 @@ FfnExecutor::~FfnExecutor() {
 
 void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
                       ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
-  if (c_.moe())
+  if (c_.moe() && mode_ == FfnMode::Dense)
     mixture(l, n, stats, nonzero);
   else if (mode_ == FfnMode::Dense)
     dense(l, n, stats, nonzero, observer);
@@ -78,7 +78,7 @@ void FfnExecutor::add_down_bias(const ResidentLayer& w, int64_t n) {
 
 void FfnExecutor::predict(int64_t l, int64_t n) {
   const LayerPredictor& p = weights_.layer(l).predictor;
-  const int64_t rank = p.rank(), ff = c_.n_ff;
+  const int64_t rank = p.rank(), ff = c_.ffn_neurons();
   // The predictor reads the residual stream before ffn_norm, as PowerInfer's do.
   backend_.prepare(in_, ws_.x, c_.n_embd, n, {p.fc1.type});
   const RowsJob fc1{&p.fc1, ws_.pred_hidden, rank};
@@ -91,27 +91,47 @@ void FfnExecutor::predict(int64_t l, int64_t n) {
 }
 
 void FfnExecutor::gate_first(int64_t l, int64_t n) {
-  // The gate (the up projection for plain ReLU) densely; it decides the rest.
+  // The gate (the up projection for plain ReLU) densely; it decides the rest. Of a mixture,
+  // the chosen experts' rows only: the router's choice is the first selection.
   const ResidentLayer& w = weights_.layer(l);
   const bool gated = ffn_has_gate(c_.ffn);
-  const RowsJob first{gated ? &w.ffn_gate : &w.ffn_up, gated ? ws_.gate : ws_.up, c_.n_ff};
-  backend_.matmul(std::span(&first, 1), in_);
+  const int64_t neurons = c_.ffn_neurons();
+  const MatrixView& deciding = gated ? w.ffn_gate : w.ffn_up;
+  float* y = gated ? ws_.gate : ws_.up;
+  if (!c_.moe()) {
+    const RowsJob first{&deciding, y, neurons};
+    backend_.matmul(std::span(&first, 1), in_);
+  } else {
+    const int64_t ff = c_.n_ff;
+    expert_views_.clear();
+    for (const int32_t e : chosen_experts_) {
+      MatrixView v = deciding;
+      v.data += static_cast<uint64_t>(e * ff) * v.row_bytes;
+      v.rows = ff;
+      expert_views_.push_back(v);
+    }
+    expert_jobs_.clear();
+    for (size_t i = 0; i < chosen_experts_.size(); ++i)
+      expert_jobs_.push_back({&expert_views_[i], y + chosen_experts_[i] * ff, neurons});
+    backend_.matmul(expert_jobs_, in_);
+  }
   if (const float* b = w.vec(LayerVector::FfnUpBias); b != nullptr && !gated)
-    backend_.add_bias(ws_.up, b, n, c_.n_ff);
-  backend_.threshold(first.y, 0.0f, true, ws_.mask, n * c_.n_ff);
+    backend_.add_bias(ws_.up, b, n, neurons);
+  backend_.threshold(y, 0.0f, true, ws_.mask, n * neurons);
 }
 
 void FfnExecutor::prefetch(int64_t l, int64_t token) {
   predict(l, 1);
   uint64_t selected = 0;
-  const int64_t n_ids = backend_.select_union(ws_.mask, 1, c_.n_ff, ws_.ids, ws_.need, &selected);
+  const int64_t n_ids =
+      backend_.select_union(ws_.mask, 1, c_.ffn_neurons(), ws_.ids, ws_.need, &selected);
   store_->prefetch(l, std::span<const int32_t>(ws_.ids, static_cast<size_t>(n_ids)), token);
 }
 
 void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
                          uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans) {
   const ResidentLayer& w = weights_.layer(l);
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = c_.ffn_neurons();
   if (mode_ == FfnMode::Predict) {
     const Event start = backend_.record();
     predict(l, n);
@@ -119,10 +139,12 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
     spans.add(start, end, &times.predictor, 1, &backend_);
     spans.add(start, end, &times.ffn, -1, &backend_);
   }
+  if (c_.moe()) route_to_neurons(l, n);
   const FfnStore::RowTypes rows = store_->row_types(l);
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                    {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
   if (mode_ == FfnMode::GateFirst) gate_first(l, n);
+  if (c_.moe()) backend_.mask_unchosen(ws_.mask, ws_.expert_weights, n, ff, c_.n_ff, c_.n_expert);
   uint64_t selected = 0;
   NeuronList list{ws_.ids, 0, ws_.need, ff, n};
   list.count = backend_.select_union(ws_.mask, n, ff, ws_.ids, ws_.need, &selected);
@@ -139,7 +161,7 @@ void FfnExecutor::set_host_side(const HostSide& host) {
 
 void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64_t token,
                                    uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans) {
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = c_.ffn_neurons();
   const bool split = host_.backend != nullptr;
   if (split) {
     // The selection comes to the host next (the store's begin): the CPU waits for the device's
@@ -185,6 +207,9 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
                           ws_.h_c + b * ff + s.begin, s.end - s.begin);
     backend_.keep_needed(ws_.h_c, s.need != nullptr ? s.need : ws_.need, n, ff, s.begin, s.end,
                          nonzero);
+    if (c_.moe())
+      backend_.scale_by_expert(ws_.h_c + s.begin, segment_ids(s), ws_.expert_weights, n, ff,
+                               c_.n_ff, c_.n_expert);
     // The neuron ids (not the rows) decide the order of additions: every split of the
     // neurons sums to the same bits.
     backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons, ff);
@@ -198,7 +223,7 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
 void FfnExecutor::host_segment(int64_t l, FfnSegment& s, int64_t n, float* out) {
   // The part below the device on the CPU while the device computes its own; its sum goes to the
   // device.
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = c_.ffn_neurons();
   Backend& cpu = *host_.backend;
   Workspace& w = *host_.ws;
   const uint8_t* need = s.need;
@@ -217,6 +242,9 @@ void FfnExecutor::host_segment(int64_t l, FfnSegment& s, int64_t n, float* out) 
     cpu.activation(c_.ffn, w.gate_c + b * ff + s.begin, w.up_c + b * ff + s.begin,
                    w.h_c + b * ff + s.begin, s.end - s.begin);
   cpu.keep_needed(w.h_c, need, n, ff, s.begin, s.end, host_.nonzero + l);
+  if (c_.moe())
+    cpu.scale_by_expert(w.h_c + s.begin, segment_ids(s), expert_weights_.data(), n, ff, c_.n_ff,
+                        c_.n_expert);
   cpu.axpy(s.down_t, s.rows, w.h_c + s.begin, ff, n, w.proj, c_.n_embd, s.neurons, ff);
   backend_.upload(out, w.proj, static_cast<uint64_t>(n * c_.n_embd) * sizeof(float));
 }
@@ -226,7 +254,7 @@ std::span<const int32_t> FfnExecutor::segment_ids(const FfnSegment& s) {
 }
 
 void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n, const float* up_bias) {
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = c_.ffn_neurons();
   const bool gated = ffn_has_gate(c_.ffn);
   const uint8_t* need = (s.need != nullptr ? s.need : ws_.need) + s.begin;
   if (mode_ == FfnMode::GateFirst) {
@@ -252,7 +280,7 @@ void FfnExecutor::split_segment(Backend& be, Workspace& w, PreparedRows& in, Ffn
   // says are non-zero for a token that needs them; the others' output is zero anyway. Only
   // segments held on the host are partial (the flash tier's), so `be` is the CPU and the
   // deciding values can be read as soon as the gather returns.
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = c_.ffn_neurons();
   const bool gated = ffn_has_gate(c_.ffn);
   uint8_t* need = s.need != nullptr ? s.need : w.need;
   const RowsJob up{&s.up, w.up_c + s.begin, ff}, gate{&s.gate, w.gate_c + s.begin, ff};
@@ -280,7 +308,7 @@ void FfnExecutor::check_prediction(int64_t l, int64_t n, FfnLayerStats& st) {
   // The dense activations are the truth (in_ still holds the normed FFN input). Counted on the
   // host: --check-predictor is a measurement of host-side runs.
   const ResidentLayer& w = weights_.layer(l);
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = c_.ffn_neurons();
   const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
   const bool gated = ffn_has_gate(c_.ffn);
   backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);

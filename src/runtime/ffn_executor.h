@@ -57,6 +57,12 @@ class FfnExecutor {
   // (runtime/expert_routing.h), each chosen expert computed once for the tokens that chose it,
   // then each token's outputs weighted and summed in the order of its choice.
   void mixture(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero);
+  // The router's logits to the host and each token's top k (chosen_, mix_weights_).
+  void route(int64_t layer, int64_t n);
+  // A sparse mode's first selection of a mixture's neurons: route, then each token's dense
+  // expert weights (expert_weights_, uploaded to ws.expert_weights) and the experts chosen by
+  // any token (chosen_experts_).
+  void route_to_neurons(int64_t layer, int64_t n);
   // One expert's dense FFN for `count` rows of x (n_embd each) into out (n_embd each).
   void expert_ffn(const ExpertMatrices& e, const float* x, int64_t count, float* out,
                   FfnLayerStats& stats, uint64_t* nonzero);
@@ -91,6 +97,10 @@ class FfnExecutor {
   std::vector<float> router_logits_, mix_weights_;
   std::vector<int32_t> chosen_;
   std::vector<int64_t> expert_rows_, expert_slots_;
+  std::vector<float> expert_weights_;  // [n][n_expert]
+  std::vector<int32_t> chosen_experts_;
+  std::vector<MatrixView> expert_views_;  // the chosen experts' deciding rows
+  std::vector<RowsJob> expert_jobs_;
   uint64_t link_bytes_ = 0;
 };
 

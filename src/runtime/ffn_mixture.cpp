@@ -1,4 +1,6 @@
-// The FFN of a mixture-of-experts layer (ffn_executor.h), dense experts. The router's logits
+// The FFN of a mixture-of-experts layer (ffn_executor.h): the router's decision, and the dense
+// mixture. (The sparse modes run a mixture through the sparse FFN, ffn_executor.cpp, as one FFN
+// of every expert's neurons, route_to_neurons its first selection.) The router's logits
 // come to the host, where the routing decision is made (runtime/expert_routing.h); every
 // expert some token chose runs once, over the rows of the tokens that chose it, so a prompt
 // batch reads each chosen expert's weights once; its outputs go to the tokens' choice slots,
@@ -8,10 +10,10 @@
 
 namespace strata {
 
-void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero) {
+void FfnExecutor::route(int64_t l, int64_t n) {
   const ResidentLayer& w = weights_.layer(l);
-  const int64_t n_expert = c_.n_expert, k = c_.n_expert_used, d = c_.n_embd;
-  backend_.prepare(in_, ws_.xn, d, n, {w.ffn_gate_inp.type});
+  const int64_t n_expert = c_.n_expert, k = c_.n_expert_used;
+  backend_.prepare(in_, ws_.xn, c_.n_embd, n, {w.ffn_gate_inp.type});
   const RowsJob router{&w.ffn_gate_inp, ws_.router, n_expert};
   backend_.matmul(std::span(&router, 1), in_);
   router_logits_.resize(static_cast<size_t>(n * n_expert));
@@ -20,6 +22,33 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
   mix_weights_.resize(chosen_.size());
   route_tokens(router_logits_.data(), n, n_expert, k, ExpertWeighting::SoftmaxOfChosen,
                chosen_.data(), mix_weights_.data());
+}
+
+void FfnExecutor::route_to_neurons(int64_t l, int64_t n) {
+  route(l, n);
+  const int64_t n_expert = c_.n_expert, k = c_.n_expert_used;
+  // Each token's weight of every expert (0 where it did not choose it), and the experts any
+  // token chose, ascending: the only ones whose deciding rows are computed.
+  expert_weights_.assign(static_cast<size_t>(n * n_expert), 0.0f);
+  std::vector<uint8_t> any(static_cast<size_t>(n_expert), 0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t s = 0; s < k; ++s) {
+      const int32_t e = chosen_[static_cast<size_t>(b * k + s)];
+      expert_weights_[static_cast<size_t>(b * n_expert + e)] =
+          mix_weights_[static_cast<size_t>(b * k + s)];
+      any[static_cast<size_t>(e)] = 1;
+    }
+  chosen_experts_.clear();
+  for (int32_t e = 0; e < n_expert; ++e)
+    if (any[static_cast<size_t>(e)] != 0) chosen_experts_.push_back(e);
+  backend_.upload(ws_.expert_weights, expert_weights_.data(),
+                  expert_weights_.size() * sizeof(float));
+}
+
+void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero) {
+  const ResidentLayer& w = weights_.layer(l);
+  const int64_t n_expert = c_.n_expert, k = c_.n_expert_used, d = c_.n_embd;
+  route(l, n);
   backend_.upload(ws_.mix_weights, mix_weights_.data(), mix_weights_.size() * sizeof(float));
   const uint64_t row_bytes = static_cast<uint64_t>(d) * sizeof(float);
   for (int64_t e = 0; e < n_expert; ++e) {

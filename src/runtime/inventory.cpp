@@ -23,13 +23,30 @@ uint64_t expert_bytes(const LayerWeights& l) {
   return bytes - l.ffn_gate_inp.bytes();
 }
 
-// Bytes one neuron's rows cost per use: gate and up rows and its down weights. A mixture's
-// neuron i stands for neuron i of every expert, of which a token reads experts_used.
+// The down_t a sparse mode transposes at load where the file has none (a mixture's: every
+// expert's).
+uint64_t derived_down_t_bytes(const LayerWeights& l) {
+  if (l.experts.empty()) return transposed_down_bytes(l.ffn_down);
+  std::vector<MatrixView> downs;
+  for (const ExpertMatrices& x : l.experts) downs.push_back(x.down);
+  return transposed_expert_downs_bytes(downs);
+}
+
+// Bytes one neuron's rows cost per use: gate and up rows and its down weights. A dense
+// mixture's neuron i stands for neuron i of every expert, of which a token reads experts_used;
+// the sparse modes place each expert's neurons (ModelConfig::ffn_neurons).
 uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode mode) {
   if (w.bundled) return w.bundle.bundle_bytes;
-  if (!l.experts.empty())
+  if (!l.experts.empty() && mode == FfnMode::Dense)
     return expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(w.experts_used) /
            static_cast<uint64_t>(l.experts[0].up.rows);
+  if (!l.experts.empty()) {
+    const ExpertMatrices& x = l.experts[0];
+    const auto ff = static_cast<uint64_t>(x.up.rows);
+    return x.gate.row_bytes + x.up.row_bytes +
+           (l.ffn_down_t.data != nullptr ? l.ffn_down_t.row_bytes
+                                         : derived_down_t_bytes(l) / l.experts.size() / ff);
+  }
   const uint64_t gate = l.ffn_gate.data != nullptr ? l.ffn_gate.row_bytes : 0;
   if (mode == FfnMode::Dense && l.ffn_down.data != nullptr)
     return gate + l.ffn_up.row_bytes + l.ffn_down.bytes() / static_cast<uint64_t>(l.ffn_up.rows);
@@ -43,18 +60,19 @@ uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode
 uint64_t ffn_ram_bytes(const LayerWeights& l, FfnMode mode) {
   uint64_t bytes = l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes() +
                    l.ffn_down_t.bytes() + (l.experts.empty() ? 0 : expert_bytes(l));
-  if (mode != FfnMode::Dense && l.ffn_down_t.data == nullptr)
-    bytes += transposed_down_bytes(l.ffn_down);
+  if (mode != FfnMode::Dense && l.ffn_down_t.data == nullptr) bytes += derived_down_t_bytes(l);
   return bytes;
 }
 
-void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l) {
+// `routed`: the share of a mixture's experts a token chooses (1 for a dense FFN), the first
+// selection before the neurons' own.
+void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l, double routed) {
   if (r.mode == FfnMode::Dense) {
     li.activation.assign(static_cast<size_t>(li.n_neurons), 1.0);
     return;
   }
   if (r.profile == nullptr) {
-    li.activation.assign(static_cast<size_t>(li.n_neurons), kUnprofiledActivation);
+    li.activation.assign(static_cast<size_t>(li.n_neurons), kUnprofiledActivation * routed);
     return;
   }
   const ActivationCounts& p = *r.profile;
@@ -70,8 +88,9 @@ void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l) {
 // inputs and axpy scratch, the logits, and for a bundled model the caches' and store's lists.
 uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   const ModelConfig& c = model.config;
-  const int64_t widest = std::max({c.n_embd, c.n_ff, c.n_head * c.head_dim});
-  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, c.n_ff, c.n_embd);
+  const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
+  const int64_t widest = std::max({c.n_embd, neurons, c.n_head * c.head_dim});
+  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd);
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
   if (model.weights.bundled)
     bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(c.n_ff, c.n_ff) +
@@ -106,11 +125,11 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     if (r.mode == FfnMode::Predict)
       li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;
-    li.n_neurons = c.n_ff;
+    li.n_neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
     li.neuron_bytes = neuron_read_bytes(w, lw, r.mode);
     if (w.bundled) li.vram_neuron_bytes = w.bundle.payload_bytes();
     li.ffn_ram_bytes = w.bundled ? 0 : ffn_ram_bytes(lw, r.mode);
-    add_activations(li, r, l);
+    add_activations(li, r, l, c.moe() ? static_cast<double>(c.n_expert_used) / c.n_expert : 1.0);
     placed += li.dense_bytes + (w.bundled ? 0 : li.ffn_ram_bytes);
     inv.layers.push_back(std::move(li));
   }
@@ -123,7 +142,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   uint64_t derived = 0;
   for (const LayerWeights& lw : w.layers)
     if (!w.bundled && r.mode != FfnMode::Dense && lw.ffn_down_t.data == nullptr)
-      derived += transposed_down_bytes(lw.ffn_down);
+      derived += derived_down_t_bytes(lw);
   inv.workspace_bytes = Session::workspace_bytes(model, r.n_ctx, r.mode);
   const uint64_t rest = resident + derived > placed ? resident + derived - placed : 0;
   // A bundled model reads its embedding a row per token into a one-row buffer: a row and a

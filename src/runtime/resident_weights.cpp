@@ -20,6 +20,14 @@ ResidentLayer host_layer(const LayerWeights& l, FfnMode mode) {
   for (size_t v = 0; v < r.vectors.size(); ++v)
     r.vectors[v] = l.vectors[v].empty() ? nullptr : l.vectors[v].data();
   if (mode == FfnMode::Predict) r.predictor = l.predictor;
+  if (mode != FfnMode::Dense && !l.experts.empty()) {
+    // A mixture in a sparse mode is one FFN of every expert's neurons (the router picks
+    // experts, the mode their neurons): the stacked gate and up as one matrix each, and the
+    // experts' ffn_down_t (Model::ensure_down_t); the per-expert views are not read.
+    r.ffn_gate = expert_neuron_rows(l.experts, &ExpertMatrices::gate);
+    r.ffn_up = expert_neuron_rows(l.experts, &ExpertMatrices::up);
+    r.experts.clear();
+  }
   return r;
 }
 

@@ -263,6 +263,18 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
       fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
   if (options.check_predictor && options.ffn != FfnMode::Predict)
     fail("--check-predictor needs --ffn predict (and a model with predictors)");
+  if (model.config.moe() && options.ffn == FfnMode::Predict)
+    fail(
+        "--ffn predict: '{}' is a mixture of {} experts, for whose experts strata has no "
+        "predictors yet (--ffn gate-first computes a ReLU-family expert's firing neurons only)",
+        model.file->path(), model.config.n_expert);
+  if (model.config.moe() && options.ffn != FfnMode::Dense)
+    for (const LayerWeights& l : mw.layers)
+      if (expert_neuron_rows(l.experts, &ExpertMatrices::up).data == nullptr)
+        fail(
+            "--ffn {}: '{}' holds each expert in its own tensors (an older layout); the sparse "
+            "modes read a layer's experts as one stacked matrix (ffn_up_exps)",
+            ffn_mode_name(options.ffn), model.file->path());
   if (options.ffn == FfnMode::Predict && !mw.has_predictors)
     fail(
         "--ffn predict needs activation predictors, which '{}' lacks (make them with strata "
@@ -271,11 +283,6 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
   if (options.ffn == FfnMode::GateFirst && !ffn_is_relu_family(model.config.ffn))
     fail("--ffn gate-first needs a ReLU-family FFN (reglu, drelu, relu); '{}' is {}",
          model.file->path(), ffn_activation_name(model.config.ffn));
-  if (model.config.moe() && options.ffn != FfnMode::Dense)
-    fail(
-        "--ffn {}: '{}' is a mixture of {} experts, whose experts strata computes densely so far "
-        "(--ffn dense)",
-        ffn_mode_name(options.ffn), model.file->path(), model.config.n_expert);
   if (mw.bundled && options.ffn != FfnMode::Predict)
     fail("'{}' is bundled for the flash tier: it runs with --ffn predict and needs predictors",
          model.file->path());

@@ -11,7 +11,9 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   WorkspaceShape s;
   s.batch = batch;
   s.n_embd = c.n_embd;
-  s.n_ff = c.n_ff;
+  // The sparse modes see a mixture as one FFN of every expert's neurons; the dense mixture
+  // computes one expert (n_ff neurons) at a time.
+  s.n_ff = mode != FfnMode::Dense ? c.ffn_neurons() : c.n_ff;
   s.q_dim = c.n_head * c.head_dim;
   s.kv_dim = c.n_head_kv * c.head_dim;
   s.n_head = c.n_head;
@@ -65,7 +67,10 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
     f(&Workspace::pred_scores, B * s.n_ff);
   }
   if (s.bundled) f(&Workspace::pass_out, B * s.n_embd);
-  if (s.n_expert > 0) {
+  if (s.n_expert > 0 && s.sparse) {
+    f(&Workspace::router, B * s.n_expert);
+    f(&Workspace::expert_weights, B * s.n_expert);
+  } else if (s.n_expert > 0) {
     f(&Workspace::router, B * s.n_expert);
     f(&Workspace::mix_weights, B * s.n_expert_used);
     f(&Workspace::expert_out, B * s.n_expert_used * s.n_embd);

@@ -46,6 +46,9 @@ class Workspace {
   // its choice), one expert's tokens' inputs and outputs [batch][n_embd].
   float *router = nullptr, *mix_weights = nullptr, *expert_out = nullptr;
   float *expert_in = nullptr, *expert_y = nullptr;
+  // A mixture in a sparse mode: each token's weight of every expert [batch][n_expert] (0: not
+  // chosen), which masks and weighs the neurons (Backend::mask_unchosen, scale_by_expert).
+  float* expert_weights = nullptr;
 
  private:
   Backend& backend_;

@@ -18,4 +18,12 @@ STRATA_HD inline float mix_value(const float* y, const float* weights, int64_t k
   return sum;
 }
 
+// A mixture seen as one FFN of n_expert * expert_ff neurons (neuron i is neuron i % expert_ff of
+// expert i / expert_ff): the weight token b's routing gives neuron i, from its dense expert
+// weights (weights[e]: 0 for an expert it did not choose).
+STRATA_HD inline float neuron_expert_weight(const float* weights, int64_t neuron,
+                                            int64_t expert_ff) {
+  return weights[neuron / expert_ff];
+}
+
 }  // namespace strata

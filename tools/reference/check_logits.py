@@ -114,7 +114,8 @@ def check_kquants(strata, work, tokens):
 # Falcon-40B), ReluFalcon (its ReLU MLP), OPT, Qwen2 (q/k/v biases, NeoX RoPE; also with a tied
 # head), Qwen3 (per-head q/k norms) and Mixtral (a mixture of experts, both tensor layouts),
 # in F32 and F16 (1e-4) and Q8_0 (5e-2, the exact product: its activations are rounded to 8
-# bits); the plain ReLU FFNs also in the exact sparse mode (gate-first: the neurons whose up row fires), which must give the dense logits.
+# bits); the ReLU-family FFNs and experts also in the exact sparse mode (gate-first: the neurons
+# that fire), which must give the dense logits.
 # F32 also on the emulated GPU (the CUDA backend's kernels run on the CPU, an F32 KV cache).
 ARCHITECTURES = [  # label, synth flags, reference
     ("falcon-7b-shape", ["--arch", "falcon", "--kv-heads", "1"], FalconReference),
@@ -142,8 +143,8 @@ def check_architectures(strata, work, tokens):
             subprocess.run([strata, "synth", "--preset", "tiny", "--type", typ, "--seed", "9",
                             "-o", path] + flags, check=True, stdout=subprocess.DEVNULL)
             ref = reference(path).forward(tokens)
-            # Gate-first for the plain ReLU FFNs; a mixture's experts run dense (so far).
-            sparse = ("relu" in label or label == "opt") and "mixtral" not in label
+            # Gate-first (exact: the neurons that fire) for the ReLU-family FFNs and experts.
+            sparse = "relu" in label or label == "opt"
             modes = ["dense", "gate-first"] if sparse else ["dense"]
             runs = [("scalar", []), ("simd", [])]
             if typ == "f32":

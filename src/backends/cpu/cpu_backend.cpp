@@ -311,6 +311,24 @@ void CpuBackend::mix_experts(const float* y, const float* weights, int64_t n, in
       out[b * dim + j] = mix_value(y + b * k * dim + j, weights + b * k, k, dim);
 }
 
+void CpuBackend::mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                               int64_t expert_ff, int64_t n_expert) {
+  // Whole experts at a time: an unchosen expert's entries are cleared in one memset.
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t e = 0; e < n_expert && e * expert_ff < stride; ++e)
+      if (weights[b * n_expert + e] == 0.0f)
+        std::memset(mask + b * stride + e * expert_ff, 0,
+                    static_cast<size_t>(std::min(expert_ff, stride - e * expert_ff)));
+}
+
+void CpuBackend::scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights,
+                                 int64_t n, int64_t stride, int64_t expert_ff, int64_t n_expert) {
+  for (int64_t b = 0; b < n; ++b)
+    for (size_t k = 0; k < ids.size(); ++k)
+      h[b * stride + static_cast<int64_t>(k)] *=
+          neuron_expert_weight(weights + b * n_expert, ids[k], expert_ff);
+}
+
 void CpuBackend::copy(void* dst, const void* src, uint64_t bytes) {
   if (bytes == 0) return;  // an empty vector's data() may be null
   std::memcpy(dst, src, bytes);

@@ -335,6 +335,15 @@ class CudaBackend final : public Backend {
   }
 
   void add(float* x, const float* y, int64_t count) override { launch_add(x, y, count, stream_); }
+  void mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                     int64_t expert_ff, int64_t n_expert) override {
+    launch_mask_unchosen(mask, weights, n, stride, expert_ff, n_expert, stream_);
+  }
+  void scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights, int64_t n,
+                       int64_t stride, int64_t expert_ff, int64_t n_expert) override {
+    launch_scale_by_expert(h, ids.data(), static_cast<int64_t>(ids.size()), weights, n, stride,
+                           expert_ff, n_expert, stream_);
+  }
   void mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
                    float* out) override {
     launch_mix_experts(y, weights, n, k, dim, out, stream_);

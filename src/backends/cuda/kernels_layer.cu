@@ -221,6 +221,25 @@ __global__ void mix_experts_kernel(const float* y, const float* weights, int64_t
   out[i] = mix_value(y + b * k * dim + j, weights + b * k, k, dim);
 }
 
+// One thread per mask entry: cleared where the token's weight of the neuron's expert is 0.
+__global__ void mask_unchosen_kernel(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                                     int64_t expert_ff, int64_t n_expert) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n * stride) return;
+  const int64_t b = i / stride;
+  if (neuron_expert_weight(weights + b * n_expert, i % stride, expert_ff) == 0.0f) mask[i] = 0;
+}
+
+// One thread per listed value: scaled by the token's weight of the neuron's expert.
+__global__ void scale_by_expert_kernel(float* h, const int32_t* ids, int64_t count,
+                                       const float* weights, int64_t n, int64_t stride,
+                                       int64_t expert_ff, int64_t n_expert) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count * n) return;
+  const int64_t b = i / count, k = i % count;
+  h[b * stride + k] *= neuron_expert_weight(weights + b * n_expert, ids[k], expert_ff);
+}
+
 constexpr int kScanThreads = 1024;
 
 // One block: thread t owns neurons [t * chunk, (t + 1) * chunk); counts its selected ones,
@@ -400,6 +419,23 @@ void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   STRATA_LAUNCH(add_kernel, blocks_for(count, kThreads), kThreads, stream, x, y, count);
   check_launch("add", stream);
+}
+
+void launch_mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                          int64_t expert_ff, int64_t n_expert, cudaStream_t stream) {
+  if (n * stride == 0) return;
+  STRATA_LAUNCH(mask_unchosen_kernel, blocks_for(n * stride, kThreads), kThreads, stream, mask,
+                weights, n, stride, expert_ff, n_expert);
+  check_launch("mask_unchosen", stream);
+}
+
+void launch_scale_by_expert(float* h, const int32_t* ids, int64_t count, const float* weights,
+                            int64_t n, int64_t stride, int64_t expert_ff, int64_t n_expert,
+                            cudaStream_t stream) {
+  if (count * n == 0) return;
+  STRATA_LAUNCH(scale_by_expert_kernel, blocks_for(count * n, kThreads), kThreads, stream, h, ids,
+                count, weights, n, stride, expert_ff, n_expert);
+  check_launch("scale_by_expert", stream);
 }
 
 void launch_mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,

@@ -93,6 +93,11 @@ void launch_relu(float* x, int64_t count, cudaStream_t stream);
 void launch_threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
                       int64_t count, cudaStream_t stream);
 void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream);
+void launch_mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                          int64_t expert_ff, int64_t n_expert, cudaStream_t stream);
+void launch_scale_by_expert(float* h, const int32_t* ids, int64_t count, const float* weights,
+                            int64_t n, int64_t stride, int64_t expert_ff, int64_t n_expert,
+                            cudaStream_t stream);
 void launch_mix_experts(const float* y, const float* weights, int64_t n, int64_t k, int64_t dim,
                         float* out, cudaStream_t stream);
 // counts[0] = number of ids, counts[1] += selected (token, neuron) pairs.

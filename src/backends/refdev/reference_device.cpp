@@ -331,6 +331,25 @@ void ReferenceDevice::add(float* x, const float* y, int64_t count) {
   enqueue([=, this] { cpu_.add(x, y, count); });
 }
 
+void ReferenceDevice::mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
+                                    int64_t expert_ff, int64_t n_expert) {
+  if (n * stride == 0) return;
+  check(mask, static_cast<uint64_t>(n * stride), "mask_unchosen");
+  check(weights, static_cast<uint64_t>(n * n_expert) * 4, "mask_unchosen");
+  enqueue([=, this] { cpu_.mask_unchosen(mask, weights, n, stride, expert_ff, n_expert); });
+}
+
+void ReferenceDevice::scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights,
+                                      int64_t n, int64_t stride, int64_t expert_ff,
+                                      int64_t n_expert) {
+  if (ids.empty() || n == 0) return;
+  check(h, static_cast<uint64_t>((n - 1) * stride + static_cast<int64_t>(ids.size())) * 4,
+        "scale_by_expert");
+  check(weights, static_cast<uint64_t>(n * n_expert) * 4, "scale_by_expert");
+  check(ids.data(), ids.size_bytes(), "scale_by_expert");
+  enqueue([=, this] { cpu_.scale_by_expert(h, ids, weights, n, stride, expert_ff, n_expert); });
+}
+
 void ReferenceDevice::mix_experts(const float* y, const float* weights, int64_t n, int64_t k,
                                   int64_t dim, float* out) {
   check(y, static_cast<uint64_t>(n * k * dim) * 4, "mix_experts");

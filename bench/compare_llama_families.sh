@@ -1,0 +1,46 @@
+#!/bin/sh
+# strata against llama.cpp on files that llama.cpp's own tools wrote: random weights through
+# llama.cpp's gguf-py writer, F16, then quantized by llama-quantize. Shapes: falcon-7b (one KV
+# head, one input norm) and falcon-40b (KV groups, two norms) from bench/llama_falcon_gguf.py,
+# Q4_0; mixtral (8 experts, 2 per token, stacked expert tensors) and qwen2 (q/k/v biases, NeoX
+# rotation) from bench/llama_family_gguf.py, Q4_K_M. Prints, per file, both perplexities
+# (llama.cpp's method on the shipped model's held-out text) and their relative difference, and
+# whether the greedy continuations of a prompt are equal (or how many characters agree).
+# llama.cpp is not built by this repository: pass its checkout (gguf-py) and the folder holding
+# its binaries.
+# Usage: bench/compare_llama_families.sh LLAMA_CPP_DIR LLAMA_BIN_DIR WORK_DIR [THREADS] [SHAPES]
+set -eu
+src=$1 bin=$2 work=$3 threads=${4:-2} shapes=${5:-"falcon-7b falcon-40b mixtral qwen2"}
+strata=${STRATA:-build/bin/strata}
+tokenizer=models/strata-tiny.gguf text=models/strata-tiny-heldout.txt prompt="And he said"
+mkdir -p "$work"
+files=""
+for shape in $shapes; do
+  case $shape in
+    falcon-*) /usr/bin/python3 bench/llama_falcon_gguf.py "$src" "${shape#falcon-}" \
+      "$work/$shape-f16.gguf" "$tokenizer" >/dev/null
+      quant=Q4_0 ;;
+    *) /usr/bin/python3 bench/llama_family_gguf.py "$src" "$shape" "$work/$shape-f16.gguf" \
+      "$tokenizer" >/dev/null
+      quant=Q4_K_M ;;
+  esac
+  "$bin/llama-quantize" "$work/$shape-f16.gguf" "$work/$shape-$quant.gguf" "$quant" \
+    >/dev/null 2>&1
+  files="$files $work/$shape-f16.gguf $work/$shape-$quant.gguf"
+done
+printf '%-22s %12s %12s %9s  %s\n' file llama.cpp strata rel greedy
+for f in $files; do
+  l=$("$bin/llama-perplexity" -m "$f" -f "$text" -c 128 --chunks 8 -t "$threads" 2>&1 |
+    sed -n 's/.*Final estimate: PPL = \([0-9.]*\).*/\1/p')
+  s=$("$strata" perplexity -m "$f" -f "$text" -c 128 --chunks 8 -t "$threads" --json |
+    /usr/bin/python3 -c 'import json, sys; print(json.load(sys.stdin)["perplexity"])')
+  a=$("$bin/llama-simple" -m "$f" -n 32 "$prompt" 2>/dev/null | sed 's/^<s> //')
+  b=$("$strata" run -m "$f" -p "$prompt" -n 32 --temp 0 -t "$threads" 2>/dev/null)
+  greedy=$(/usr/bin/python3 -c '
+import sys
+a, b = sys.argv[1], sys.argv[2]
+n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+print("equal (32 tokens)" if a == b else f"first {n} of {len(a)} characters equal")' "$a" "$b")
+  printf '%-22s %12.4f %12.4f %9.1e  %s\n' "$(basename "$f")" "$l" "$s" \
+    "$(/usr/bin/python3 -c "print(abs($s / $l - 1))")" "$greedy"
+done

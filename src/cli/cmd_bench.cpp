@@ -141,7 +141,11 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
   f.memory_note = probe.memory_note;
   f.limit = bandwidth > 0 ? bandwidth / static_cast<double>(f.bytes) : 0.0;
   const ModelWeights& w = model.weights;
-  f.type = dtype_name(w.layers.empty() ? w.output.type : w.layers[0].ffn_up.type);
+  // The FFN's type names the file (a mixture's: its experts').
+  f.type = dtype_name(w.layers.empty()                  ? w.output.type
+                      : !w.layers[0].experts.empty()   ? w.layers[0].experts[0].up.type
+                      : w.layers[0].ffn_up.data != nullptr ? w.layers[0].ffn_up.type
+                                                           : w.layers[0].attn_q.type);
   return f;
 }
 

@@ -40,6 +40,11 @@ expect_error "not one of" "$strata" synth --type q5_0 -o "$work/x.gguf"
 expect_error "needs rows of whole 256-value blocks" "$strata" synth --type q4_k -o "$work/x.gguf"
 expect_error "--arch 'gptj' is not one of" "$strata" synth --arch gptj -o "$work/x.gguf"
 expect_error "falcon has no gate" "$strata" synth --arch falcon --ffn reglu -o "$work/x.gguf"
+expect_error "--top-k needs --experts" "$strata" synth --top-k 2 -o "$work/x.gguf"
+expect_error "writes stacked experts" "$strata" synth --arch mixtral --ffn drelu --sparsity 0.1 \
+  --expert-layout split -o "$work/x.gguf"
+expect_error "falcon has no mixture-of-experts" "$strata" synth --arch falcon --experts 4 -o "$work/x.gguf"
+expect_error "needs a ReLU-family FFN" "$strata" synth --arch mixtral --sparsity 0.1 -o "$work/x.gguf"
 expect_error "needs a ReLU-family FFN" "$strata" synth --arch falcon --sparsity 0.1 -o "$work/x.gguf"
 expect_error "tie the output to the embedding" "$strata" synth --arch opt --sparsity 0.1 --powerinfer \
   -o "$work/x.gguf"

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "model/expert_summary.h"
+#include "offline/synth.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -198,6 +199,67 @@ TEST(Mixture, ExpertsAreOneMatrixWhereTheirRowsAreOneRun) {
             gate_first_each(tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU), tokens));
 }
 
+// A mixture of dReLU experts sparse by construction, with predictors for every expert's neurons
+// (strata synth --arch mixtral --ffn drelu --sparsity 0.1): 4 experts of 256 neurons, 2 a token.
+std::string sparse_moe_model() {
+  const std::string path = strata::testing::temp_file("moe_sparse_drelu.gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.shape.n_embd = 128, s.shape.n_ff = 256, s.shape.n_layer = 3;
+  s.shape.ffn = FfnActivation::DReLU;
+  s.shape.n_expert = 4, s.shape.n_expert_used = 2;
+  s.density = 0.1, s.predictor_rank = 32, s.seed = 6;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+std::vector<float> run_mode(const Model& m, FfnMode mode, const std::vector<int32_t>& tokens,
+                            bool one_at_a_time, std::vector<FfnLayerStats>* stats = nullptr) {
+  ThreadPool pool(2);
+  SessionOptions o;
+  o.ffn = mode;
+  Session s(m, 128, pool, o);
+  std::vector<float> all;
+  if (one_at_a_time) {
+    for (int32_t t : tokens) {
+      const auto l = s.eval(t);
+      all.insert(all.end(), l.begin(), l.end());
+    }
+  } else {
+    const auto l = s.eval(tokens, /*all_logits=*/true);
+    all.assign(l.begin(), l.end());
+  }
+  if (stats != nullptr) *stats = s.ffn_stats();
+  return all;
+}
+
+// Predict mode on a mixture: the router picks the experts, the predictor the chosen experts'
+// neurons (its fc2 rows of the chosen experts only). Close to the exact modes; about the
+// model's density of the chosen experts' neurons computed (a few more than gate-first, whose
+// dense gate rows find exactly the firing ones, but without reading those rows); a prompt
+// batch as one token at a time.
+TEST(Mixture, PredictModePicksTheChosenExpertsNeurons) {
+  const auto m = Model::load(sparse_moe_model(), false);
+  ASSERT_TRUE(m->weights.has_predictors);
+  EXPECT_EQ(m->weights.layers[0].predictor.fc2.rows, 4 * 256);
+  m->ensure_down_t();
+  const std::vector<int32_t> tokens = some_tokens(20);
+  const std::vector<float> dense = run_mode(*m, FfnMode::Dense, tokens, true);
+  std::vector<FfnLayerStats> exact, predicted;
+  const std::vector<float> gate_first = run_mode(*m, FfnMode::GateFirst, tokens, true, &exact);
+  const std::vector<float> predict = run_mode(*m, FfnMode::Predict, tokens, true, &predicted);
+  EXPECT_LT(max_relative_difference(gate_first, dense), 1e-5f);
+  const float miss = max_relative_difference(predict, dense);
+  RecordProperty("predict_vs_dense", std::to_string(miss));
+  EXPECT_LT(miss, 0.05f);
+  const uint64_t chosen = tokens.size() * static_cast<uint64_t>(256 * 2);
+  for (size_t l = 0; l < predicted.size(); ++l) {
+    EXPECT_GE(predicted[l].computed, exact[l].computed * 9 / 10) << l;  // recall near 1
+    EXPECT_LT(predicted[l].computed, chosen / 4) << l;  // density 0.1 of the chosen experts
+  }
+  const std::vector<float> batch = run_mode(*m, FfnMode::Predict, tokens, false);
+  EXPECT_LT(max_relative_difference(batch, predict), 1e-4f);
+}
+
 TEST(Mixture, WhatTheSparseModesCannotDoIsRefusedByName) {
   ThreadPool pool(1);
   auto expect_refused = [&](const std::string& path, FfnMode mode, const std::string& needle) {
@@ -213,9 +275,17 @@ TEST(Mixture, WhatTheSparseModesCannotDoIsRefusedByName) {
     }
   };
   const std::string drelu = tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU);
-  expect_refused(drelu, FfnMode::Predict, "no predictors yet");
+  expect_refused(drelu, FfnMode::Predict, "lacks");
   expect_refused(tiny_moe_model(DType::F32, true, 4, 2), FfnMode::GateFirst,
                  "needs a ReLU-family FFN");
+  {
+    const auto m = Model::load(sparse_moe_model(), false);
+    m->ensure_down_t();
+    SessionOptions o;
+    o.ffn = FfnMode::Predict;
+    o.check_predictor = true;
+    EXPECT_THROW(Session(*m, 64, pool, o), Error);
+  }
   const auto m = Model::load(drelu, false);
   Session s(*m, 64, pool);
   EXPECT_THROW(s.set_ffn_observer([](int64_t, int64_t, const float*, const float*) {}), Error);

@@ -261,14 +261,21 @@ std::vector<FfnLayerStats> stats_difference(const std::vector<FfnLayerStats>& af
 namespace {
 
 // A mixture's experts: dense, the k chosen experts whole; gate-first, their deciding rows whole
-// and the firing neurons' other rows (counted per token, as a dense layer's).
+// and the firing neurons' other rows; predict, the predictor (fc2's rows of the k chosen
+// experts) and the predicted neurons' rows (counted per token, as a dense layer's).
 uint64_t mixture_bytes_per_token(const Model& model, const LayerWeights& l, FfnMode mode,
                                  const FfnLayerStats& stats, double tokens) {
   const ExpertMatrices& x = l.experts[0];
   const auto k = static_cast<uint64_t>(model.config.n_expert_used);
+  const auto n_expert = static_cast<uint64_t>(model.config.n_expert);
   const bool gated = ffn_has_gate(model.config.ffn);
   if (mode == FfnMode::Dense) return k * (x.gate.bytes() + x.up.bytes() + x.down.bytes());
   const double per_token = tokens > 0 ? static_cast<double>(stats.computed) / tokens : 0.0;
+  if (mode == FfnMode::Predict) {
+    const uint64_t row = x.gate.row_bytes + x.up.row_bytes + l.ffn_down_t.row_bytes;
+    return l.predictor.fc1.bytes() + l.predictor.fc2.bytes() / n_expert * k +
+           static_cast<uint64_t>(per_token * static_cast<double>(row));
+  }
   const uint64_t row = (gated ? x.up.row_bytes : 0) + l.ffn_down_t.row_bytes;
   return k * (gated ? x.gate.bytes() : x.up.bytes()) +
          static_cast<uint64_t>(per_token * static_cast<double>(row));

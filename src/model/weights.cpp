@@ -43,7 +43,8 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
   return v;
 }
 
-// fc1 [n_embd, rank] and fc2 [rank, n_ff] in GGUF order; the rank may differ per layer.
+// fc1 [n_embd, rank] and fc2 [rank, n_ff] in GGUF order (a mixture's fc2: a row for each
+// expert's every neuron, ModelConfig::ffn_neurons); the rank may differ per layer.
 LayerPredictor load_predictor(const GgufFile& f, const std::string& prefix, const ModelConfig& c) {
   LayerPredictor p;
   const GgufTensorInfo* fc1 = f.find_tensor(prefix + "fc1.weight");
@@ -56,7 +57,7 @@ LayerPredictor load_predictor(const GgufFile& f, const std::string& prefix, cons
          c.n_embd);
   const int64_t rank = fc1->dims[1];
   p.fc1 = matrix(f, prefix + "fc1.weight", c.n_embd, rank);
-  p.fc2 = matrix(f, prefix + "fc2.weight", rank, c.n_ff);
+  p.fc2 = matrix(f, prefix + "fc2.weight", rank, c.ffn_neurons());
   return p;
 }
 

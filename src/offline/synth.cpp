@@ -107,6 +107,34 @@ void add_experts(std::vector<Planned>& plan, const Architecture& a, const ModelC
   }
 }
 
+// A sparse mixture: the generator's layer of n_expert * n_ff neurons cut into experts (expert
+// e's neuron j is neuron e * n_ff + j: the stacked tensors' row order), a random router, and
+// predictors for every expert's neurons. ffn_down_t is left to the loader (Model::ensure_down_t).
+void add_sparse_experts(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
+                        const SynthSpec& s, const std::string& p,
+                        std::unique_ptr<SparseLayerGenerator>& gen) {
+  const ExpertNames& n = *a.experts;
+  plan.push_back({p + n.router, DType::F32, c.n_embd, c.n_expert, {}});
+  const Fill gate = [&gen](int64_t i, float* row) { gen->gate_row(i, row); };
+  const bool gated = ffn_has_gate(c.ffn);
+  if (gated) plan.push_back({p + n.gate, s.type, c.n_embd, c.n_ff, gate, c.n_expert});
+  plan.push_back({p + n.up, s.type, c.n_embd, c.n_ff, gated ? Fill{} : gate, c.n_expert});
+  // Expert e's down row j: the generator's down row j over expert e's neurons.
+  auto whole = std::make_shared<std::vector<float>>();
+  const Fill down = [&gen, &c, whole](int64_t r, float* row) {
+    const int64_t e = r / c.n_embd, j = r % c.n_embd;
+    whole->resize(static_cast<size_t>(c.ffn_neurons()));
+    gen->down_row(j, whole->data());
+    std::copy_n(whole->data() + e * c.n_ff, c.n_ff, row);
+  };
+  plan.push_back({p + n.down, s.type, c.n_ff, c.n_embd, down, c.n_expert});
+  const DType pt = is_float_type(s.type) ? DType::F16 : is_kquant(s.type) ? DType::Q8_0 : s.type;
+  plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
+                  [&gen](int64_t r, float* row) { gen->fc1_row(r, row); }});
+  plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.ffn_neurons(),
+                  [&gen](int64_t i, float* row) { gen->fc2_row(i, row); }});
+}
+
 // Biases: small (0.1 x uniform), as a bias near 1 would swamp the products.
 Fill small_values(Random& rng, int64_t n) {
   return [&rng, n](int64_t, float* row) {
@@ -227,8 +255,10 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (sparse && !ffn_is_relu_family(c.ffn))
     fail("--sparsity needs a ReLU-family FFN (--ffn reglu, drelu or relu)");
   if (s.powerinfer_layout && !sparse) fail("the PowerInfer layout needs --sparsity (predictors)");
-  if (c.moe() && sparse)
-    fail("--sparsity makes dense FFNs sparse; a mixture of experts' experts are not made so yet");
+  if (c.moe() && sparse && (!s.stacked_experts || s.powerinfer_layout || s.keep_down))
+    fail(
+        "--sparsity with --experts writes stacked experts (not --expert-layout split, "
+        "--powerinfer or the extra ffn_down)");
   if (c.moe() && (c.n_expert_used < 1 || c.n_expert_used > c.n_expert || c.n_expert > kMaxExperts))
     fail("synthetic model: {} experts, {} per token: expected 1 <= --top-k <= --experts <= {}",
          c.n_expert, c.n_expert_used, kMaxExperts);
@@ -337,8 +367,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
       start_layer = [&, l, context_layer](int64_t, float* row) {
         for (int64_t j = 0; j < c.n_embd; ++j) row[j] = 1.0f + 0.1f * rng.uniform();
         if (context_layer) row[0] = 1.0f;  // the anchor sets the attention scores' scale
-        gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.n_ff, s.predictor_rank, s.density,
-                                                     s.seed * 1000003 + l);
+        gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.ffn_neurons(), s.predictor_rank,
+                                                     s.density, s.seed * 1000003 + l);
       };
     plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0, start_layer});
     Fill q_fill, k_fill, v_fill;
@@ -374,6 +404,10 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
                       std::copy(gen->ffn_norm().begin(), gen->ffn_norm().end(), row);
                     }});
     const Fill gate = [&](int64_t i, float* row) { gen->gate_row(i, row); };
+    if (c.moe()) {
+      add_sparse_experts(plan, *arch, c, s, p, gen);
+      continue;
+    }
     // The neurons' on/off pattern lives in the gate (the up projection for plain ReLU).
     if (ffn_has_gate(c.ffn))
       plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, gate});

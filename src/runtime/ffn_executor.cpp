@@ -86,8 +86,26 @@ void FfnExecutor::predict(int64_t l, int64_t n) {
   backend_.relu(ws_.pred_hidden, n * rank);
   backend_.prepare(in_, ws_.pred_hidden, rank, n, {p.fc2.type});
   const RowsJob fc2{&p.fc2, ws_.pred_scores, ff};
-  backend_.matmul(std::span(&fc2, 1), in_);
+  if (c_.moe())
+    chosen_expert_rows(p.fc2, ws_.pred_scores);  // the chosen experts' neurons only
+  else
+    backend_.matmul(std::span(&fc2, 1), in_);
   backend_.threshold(ws_.pred_scores, p.threshold, false, ws_.mask, n * ff);
+}
+
+void FfnExecutor::chosen_expert_rows(const MatrixView& m, float* y) {
+  const int64_t ff = c_.n_ff;
+  expert_views_.clear();
+  for (const int32_t e : chosen_experts_) {
+    MatrixView v = m;
+    v.data += static_cast<uint64_t>(e * ff) * v.row_bytes;
+    v.rows = ff;
+    expert_views_.push_back(v);
+  }
+  expert_jobs_.clear();
+  for (size_t i = 0; i < chosen_experts_.size(); ++i)
+    expert_jobs_.push_back({&expert_views_[i], y + chosen_experts_[i] * ff, c_.ffn_neurons()});
+  backend_.matmul(expert_jobs_, in_);
 }
 
 void FfnExecutor::gate_first(int64_t l, int64_t n) {
@@ -98,22 +116,11 @@ void FfnExecutor::gate_first(int64_t l, int64_t n) {
   const int64_t neurons = c_.ffn_neurons();
   const MatrixView& deciding = gated ? w.ffn_gate : w.ffn_up;
   float* y = gated ? ws_.gate : ws_.up;
-  if (!c_.moe()) {
+  if (c_.moe()) {
+    chosen_expert_rows(deciding, y);
+  } else {
     const RowsJob first{&deciding, y, neurons};
     backend_.matmul(std::span(&first, 1), in_);
-  } else {
-    const int64_t ff = c_.n_ff;
-    expert_views_.clear();
-    for (const int32_t e : chosen_experts_) {
-      MatrixView v = deciding;
-      v.data += static_cast<uint64_t>(e * ff) * v.row_bytes;
-      v.rows = ff;
-      expert_views_.push_back(v);
-    }
-    expert_jobs_.clear();
-    for (size_t i = 0; i < chosen_experts_.size(); ++i)
-      expert_jobs_.push_back({&expert_views_[i], y + chosen_experts_[i] * ff, neurons});
-    backend_.matmul(expert_jobs_, in_);
   }
   if (const float* b = w.vec(LayerVector::FfnUpBias); b != nullptr && !gated)
     backend_.add_bias(ws_.up, b, n, neurons);
@@ -132,6 +139,7 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
                          uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.ffn_neurons();
+  if (c_.moe()) route_to_neurons(l, n);  // the first selection, before the predictor's
   if (mode_ == FfnMode::Predict) {
     const Event start = backend_.record();
     predict(l, n);
@@ -139,7 +147,6 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
     spans.add(start, end, &times.predictor, 1, &backend_);
     spans.add(start, end, &times.ffn, -1, &backend_);
   }
-  if (c_.moe()) route_to_neurons(l, n);
   const FfnStore::RowTypes rows = store_->row_types(l);
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                    {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});

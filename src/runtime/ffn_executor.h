@@ -66,7 +66,10 @@ class FfnExecutor {
   // One expert's dense FFN for `count` rows of x (n_embd each) into out (n_embd each).
   void expert_ffn(const ExpertMatrices& e, const float* x, int64_t count, float* out,
                   FfnLayerStats& stats, uint64_t* nonzero);
-  void predict(int64_t layer, int64_t n);     // ws.mask from the predictor on ws.x
+  void predict(int64_t layer, int64_t n);  // ws.mask from the predictor on ws.x
+  // A mixture: y = the rows of m (one per neuron of every expert) of the chosen experts only,
+  // for the prepared batch, into their places of a [n][ffn_neurons] output.
+  void chosen_expert_rows(const MatrixView& m, float* y);
   void gate_first(int64_t layer, int64_t n);  // ws.mask from the dense gate (ws.gate / ws.up)
   void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
                         uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans);

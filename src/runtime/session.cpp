@@ -263,11 +263,12 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
       fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
   if (options.check_predictor && options.ffn != FfnMode::Predict)
     fail("--check-predictor needs --ffn predict (and a model with predictors)");
-  if (model.config.moe() && options.ffn == FfnMode::Predict)
-    fail(
-        "--ffn predict: '{}' is a mixture of {} experts, for whose experts strata has no "
-        "predictors yet (--ffn gate-first computes a ReLU-family expert's firing neurons only)",
-        model.file->path(), model.config.n_expert);
+  if (model.config.moe() && options.check_predictor)
+    fail("--check-predictor: '{}' is a mixture of experts, whose predictions it does not count",
+         model.file->path());
+  if (model.config.moe() && !options.vram_neurons.empty())
+    fail("'{}' is a mixture of experts: its neurons are not split across VRAM and RAM yet",
+         model.file->path());
   if (model.config.moe() && options.ffn != FfnMode::Dense)
     for (const LayerWeights& l : mw.layers)
       if (expert_neuron_rows(l.experts, &ExpertMatrices::up).data == nullptr)

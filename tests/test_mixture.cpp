@@ -260,6 +260,52 @@ TEST(Mixture, PredictModePicksTheChosenExpertsNeurons) {
   EXPECT_LT(max_relative_difference(batch, predict), 1e-4f);
 }
 
+// The flash tier holds a mixture's every expert neuron in a bundle: the bundled file gives
+// exactly the logits of the same file in RAM (the same neurons, the same order of additions),
+// with caches that hold every neuron, or so few that neurons are evicted every token and a
+// token's neurons take several passes; split reads and a prompt batch too.
+TEST(Mixture, FlashTierBundlesEveryExpertsNeurons) {
+  for (const DType type : {DType::F32, DType::Q4_0}) {
+    SynthSpec s = synth_preset("tiny");
+    s.shape.n_embd = 256, s.shape.n_ff = 256, s.shape.n_layer = 2;
+    s.shape.ffn = FfnActivation::DReLU;
+    s.shape.n_expert = 4, s.shape.n_expert_used = 2;
+    s.type = type, s.density = 0.1, s.predictor_rank = 32, s.seed = 8;
+    const std::string path =
+        strata::testing::temp_file(std::string("moe_flash_") + dtype_name(type) + ".gguf");
+    write_synthetic_model(s, path);
+    const auto ram = Model::load(path, false);
+    ram->ensure_down_t();
+    const auto flash = Model::load(strata::testing::bundled_model(path), false);
+    ASSERT_TRUE(flash->weights.bundled);
+    EXPECT_EQ(flash->weights.layers[0].experts.size(), 0u);  // the experts live in bundles
+    EXPECT_NE(flash->weights.layers[0].ffn_gate_inp.data, nullptr);
+    const std::vector<int32_t> tokens = some_tokens(12);
+    const std::vector<float> expected = run_mode(*ram, FfnMode::Predict, tokens, true);
+    for (const int64_t slots : {int64_t{0}, int64_t{200}, int64_t{60}})
+      for (const bool split : {false, true}) {
+        ThreadPool pool(2);
+        SessionOptions o{FfnMode::Predict};
+        o.cache_neurons = slots, o.window = 2, o.split_reads = split, o.lookahead = true;
+        Session session(*flash, 128, pool, o);
+        std::vector<float> got;
+        for (int32_t t : tokens) {
+          const auto l = session.eval(t);
+          got.insert(got.end(), l.begin(), l.end());
+        }
+        if (slots == 60) {  // passes: within rounding of RAM's single pass
+          EXPECT_LT(max_relative_difference(got, expected), 1e-5f) << dtype_name(type);
+        } else {
+          EXPECT_EQ(got, expected) << dtype_name(type) << " slots " << slots << " split " << split;
+        }
+        EXPECT_GT(session.flash_stats().bytes_read, 0u);
+      }
+    EXPECT_EQ(run_mode(*flash, FfnMode::Predict, tokens, false),
+              run_mode(*ram, FfnMode::Predict, tokens, false))
+        << "batched";
+  }
+}
+
 TEST(Mixture, WhatTheSparseModesCannotDoIsRefusedByName) {
   ThreadPool pool(1);
   auto expect_refused = [&](const std::string& path, FfnMode mode, const std::string& needle) {

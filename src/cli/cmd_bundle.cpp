@@ -37,7 +37,7 @@ Command add_bundle_command(CLI::App& app) {
         const auto out = Model::load(o->out, false, LoadMode::Map);
         const BundleLayout& b = out->weights.bundle;
         fmt::print("wrote {}: {} layers x {} neurons, {} bytes per bundle ({} of weights)\n",
-                   o->out, out->config.n_layer, out->config.n_ff, b.bundle_bytes,
+                   o->out, out->config.n_layer, out->config.ffn_neurons(), b.bundle_bytes,
                    b.payload_bytes());
         return 0;
       }};

@@ -74,7 +74,7 @@ MappedFile::Ranges Model::flash_ranges() const {
   MappedFile::Ranges ranges;
   const ModelWeights& w = weights;
   if (!w.bundled) return ranges;
-  const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(config.n_ff);
+  const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(config.ffn_neurons());
   for (const LayerWeights& l : w.layers) ranges.push_back({l.bundles_offset, layer_bytes});
   if (w.token_embd.data != w.output.data)
     ranges.push_back(

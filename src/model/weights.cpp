@@ -310,11 +310,9 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     if (type_name != info->name)
       fail("'{}': {} says {} but {} says '{}': the file was edited or damaged; bundle it again",
            f.path(), kBundleTypeKey, info->name, kBundleTypeNameKey, type_name.substr(0, 32));
-    if (c.moe())
-      fail("'{}' is bundled, but strata's bundles hold dense FFNs, not {} experts", f.path(),
-           c.n_expert);
     w.bundled = true;
-    w.bundle = BundleLayout::make(info->type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
+    // A mixture's bundles: every expert's neurons (ModelConfig::ffn_neurons).
+    w.bundle = BundleLayout::make(info->type, c.n_embd, c.ffn_neurons(), ffn_has_gate(c.ffn));
     if (static_cast<uint64_t>(bytes->as_int(kBundleBytesKey)) != w.bundle.bundle_bytes)
       fail("'{}': {} is {}, expected {} for this shape and type", f.path(), kBundleBytesKey,
            bytes->as_int(kBundleBytesKey), w.bundle.bundle_bytes);
@@ -329,10 +327,13 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
       const GgufTensorInfo* t = f.find_tensor(name);
       if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
       if (t->type != DType::I8 || t->dims.size() != 2 ||
-          t->dims[0] != static_cast<int64_t>(w.bundle.bundle_bytes) || t->dims[1] != c.n_ff)
+          t->dims[0] != static_cast<int64_t>(w.bundle.bundle_bytes) ||
+          t->dims[1] != c.ffn_neurons())
         fail("tensor '{}' has shape {}, expected [{}, {}] of I8", name, dims_text(t->dims),
-             w.bundle.bundle_bytes, c.n_ff);
+             w.bundle.bundle_bytes, c.ffn_neurons());
       l.bundles_offset = f.data_offset() + t->offset;
+      // A mixture's router stays in RAM beside the bundles of its experts' neurons.
+      if (c.moe()) l.ffn_gate_inp = matrix(f, p + c.arch->experts->router, c.n_embd, c.n_expert);
     } else {
       load_ffn(f, *c.arch, p, c, l);
     }

@@ -9,10 +9,39 @@
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
+#include "offline/quant_recipe.h"
 #include "tensor/quantize.h"
 #include "tiers/bundle_layout.h"
 
 namespace strata {
+
+namespace {
+
+// Neuron i's row of one of the FFN's matrices: a dense layer's row i, or a mixture's expert
+// i / n_ff's row i % n_ff (every expert's neurons in order: ModelConfig::ffn_neurons).
+struct NeuronRows {
+  const LayerWeights& l;
+  int64_t n_ff;
+  MatrixView LayerMatrices::*dense;
+  MatrixView ExpertMatrices::*expert;
+  std::pair<const MatrixView*, int64_t> operator()(int64_t i) const {
+    if (l.experts.empty()) return {&(l.*dense), i};
+    return {&(l.experts[static_cast<size_t>(i / n_ff)].*expert), i % n_ff};
+  }
+  DType type() const { return l.experts.empty() ? (l.*dense).type : (l.experts[0].*expert).type; }
+};
+
+// The layer's down projection as ffn_down_t rows, one per neuron (transposed here when the
+// file has only ffn_down, or a mixture's experts' downs).
+MatrixView down_t_rows(const LayerWeights& l, std::vector<uint8_t>& storage) {
+  if (l.ffn_down_t.data != nullptr) return l.ffn_down_t;
+  if (l.experts.empty()) return transpose_down(l.ffn_down, storage);
+  std::vector<MatrixView> downs;
+  for (const ExpertMatrices& x : l.experts) downs.push_back(x.down);
+  return transpose_expert_downs(downs, storage);
+}
+
+}  // namespace
 
 BundleReport write_bundled_model(const Model& model, const std::string& path,
                                  const std::function<void(uint64_t, uint64_t)>& progress) {
@@ -22,14 +51,23 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
   const bool gated = ffn_has_gate(c.ffn);
   // A bundle holds its three rows in one type: ffn_up's. Rows of another type (the Q6_K
   // ffn_down layers of a Q4_K_M mixture) are requantized to it, row by row.
-  const DType type = mw.layers[0].ffn_up.type;
+  // A mixture's bundles hold every expert's neurons (ModelConfig::ffn_neurons).
+  const int64_t neurons = c.ffn_neurons();
+  auto rows_of = [&](const LayerWeights& l, MatrixView LayerMatrices::*dense,
+                     MatrixView ExpertMatrices::*expert) {
+    return NeuronRows{l, c.n_ff, dense, expert};
+  };
+  const DType type = rows_of(mw.layers[0], &LayerMatrices::ffn_up, &ExpertMatrices::up).type();
   BundleReport report{type, 0};
   for (const LayerWeights& l : mw.layers) {
-    const DType down = l.ffn_down_t.data != nullptr ? l.ffn_down_t.type : l.ffn_down.type;
-    if (l.ffn_up.type != type || down != type || (gated && l.ffn_gate.type != type))
-      ++report.requantized_layers;
+    const DType down = l.ffn_down_t.data != nullptr ? l.ffn_down_t.type
+                       : l.experts.empty()          ? l.ffn_down.type
+                                                    : l.experts[0].down.type;
+    const DType up = rows_of(l, &LayerMatrices::ffn_up, &ExpertMatrices::up).type();
+    const DType gate = rows_of(l, &LayerMatrices::ffn_gate, &ExpertMatrices::gate).type();
+    if (up != type || down != type || (gated && gate != type)) ++report.requantized_layers;
   }
-  const BundleLayout layout = BundleLayout::make(type, c.n_embd, c.n_ff, gated);
+  const BundleLayout layout = BundleLayout::make(type, c.n_embd, neurons, gated);
 
   GgufWriter w(path, kBundleAlign);
   for (const auto& [key, value] : model.file->metadata())
@@ -45,28 +83,24 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
     for (const LayerWeights& l : mw.layers) t.push_back(GgufValue::f32(l.predictor.threshold));
     w.set(kPredictorThresholdsKey, GgufValue::array(GgufType::F32, std::move(t)));
   }
-  auto is_ffn = [&](const std::string& name) {
-    for (const char* suffix :
-         {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight", "ffn_down_t.weight"}) {
-      const std::string s = suffix;
-      if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0 &&
-          name.rfind("blk.", 0) == 0)
-        return true;
-    }
-    return false;
+  // The FFN's matrices move into the bundles (a mixture's experts, stacked or one per expert,
+  // too); its router, the predictors and everything else are kept as they are.
+  auto is_ffn = [&](const GgufTensorInfo& t) {
+    const TensorRole role = classify_tensor(t.name, t.dims.size()).role;
+    return role == TensorRole::FfnGate || role == TensorRole::FfnUp || role == TensorRole::FfnDown;
   };
   std::vector<const GgufTensorInfo*> kept;
   uint64_t total = 0;
   for (const auto& t : model.file->tensors())
-    if (!is_ffn(t.name)) {
+    if (!is_ffn(t)) {
       w.add_tensor(t.name, t.type, t.dims);
       kept.push_back(&t);
       total += t.n_bytes;
     }
   for (int64_t l = 0; l < c.n_layer; ++l)
     w.add_tensor(fmt::format("blk.{}.ffn_bundles", l), DType::I8,
-                 {static_cast<int64_t>(layout.bundle_bytes), c.n_ff});
-  total += layout.bundle_bytes * static_cast<uint64_t>(c.n_ff * c.n_layer);
+                 {static_cast<int64_t>(layout.bundle_bytes), neurons});
+  total += layout.bundle_bytes * static_cast<uint64_t>(neurons * c.n_layer);
 
   uint64_t written = 0;
   for (const GgufTensorInfo* t : kept) {
@@ -76,7 +110,9 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
   std::vector<uint8_t> chunk;
   std::vector<float> scratch(static_cast<size_t>(c.n_embd));
   // One row into a bundle: copied, or through floats when its type is not the bundle's.
-  auto put_row = [&](const MatrixView& m, int64_t r, uint8_t* dst) {
+  auto put_row = [&](std::pair<const MatrixView*, int64_t> at, uint8_t* dst) {
+    const MatrixView& m = *at.first;
+    const int64_t r = at.second;
     if (m.type == type) {
       std::memcpy(dst, m.row(r), layout.row_bytes);
       return;
@@ -87,17 +123,18 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = mw.layers[l];
     std::vector<uint8_t> storage;
-    const MatrixView down =
-        lw.ffn_down_t.data != nullptr ? lw.ffn_down_t : transpose_down(lw.ffn_down, storage);
+    const MatrixView down = down_t_rows(lw, storage);
+    const NeuronRows gate = rows_of(lw, &LayerMatrices::ffn_gate, &ExpertMatrices::gate);
+    const NeuronRows up = rows_of(lw, &LayerMatrices::ffn_up, &ExpertMatrices::up);
     constexpr int64_t kChunkNeurons = 256;
-    for (int64_t i0 = 0; i0 < c.n_ff; i0 += kChunkNeurons) {
-      const int64_t n = std::min(kChunkNeurons, c.n_ff - i0);
+    for (int64_t i0 = 0; i0 < neurons; i0 += kChunkNeurons) {
+      const int64_t n = std::min(kChunkNeurons, neurons - i0);
       chunk.assign(static_cast<size_t>(n) * layout.bundle_bytes, 0);
       for (int64_t i = 0; i < n; ++i) {
         uint8_t* b = chunk.data() + static_cast<size_t>(i) * layout.bundle_bytes;
-        if (gated) put_row(lw.ffn_gate, i0 + i, b + layout.gate_offset());
-        put_row(lw.ffn_up, i0 + i, b + layout.up_offset());
-        put_row(down, i0 + i, b + layout.down_offset());
+        if (gated) put_row(gate(i0 + i), b + layout.gate_offset());
+        put_row(up(i0 + i), b + layout.up_offset());
+        put_row({&down, i0 + i}, b + layout.down_offset());
       }
       w.write_tensor_data(chunk);
       written += chunk.size();

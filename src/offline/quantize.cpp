@@ -113,7 +113,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
       fail("'{}': bundles of {} rows: strata quantize reads F32, F16 or BF16 weights", o.input,
            type ? type->name : "unknown");
     const ModelConfig c = ModelConfig::from_gguf(f);
-    const int64_t n_embd = c.n_embd, n_ff = c.n_ff;
+    const int64_t n_embd = c.n_embd, n_ff = c.ffn_neurons();  // a mixture: every expert's
     const bool has_gate = ffn_has_gate(c.ffn);
     from_bundle = BundleLayout::make(type->type, n_embd, n_ff, has_gate);
     // One type for a bundle's three rows: the recipe's choice for ffn_up of the middle layer.

@@ -93,8 +93,8 @@ uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd);
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
   if (model.weights.bundled)
-    bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(c.n_ff, c.n_ff) +
-             FlashFfnStore::bookkeeping_bytes(c.n_ff, Session::kMaxBatch);
+    bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(neurons, neurons) +
+             FlashFfnStore::bookkeeping_bytes(neurons, Session::kMaxBatch);
   return bytes;
 }
 
@@ -109,7 +109,8 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   inv.kv_sequences = r.n_seq;
   inv.embd_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
   // Today's smallest cache that decodes: a pass holds at least this many neurons.
-  inv.min_cache_slots = std::min<int64_t>(c.n_ff, std::max<int64_t>(64, c.n_ff / 8));
+  const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
+  inv.min_cache_slots = std::min<int64_t>(neurons, std::max<int64_t>(64, neurons / 8));
   const uint64_t kv_layer = Session::kv_cache_bytes(c, r.n_ctx * r.n_seq, r.k_type, r.v_type) /
                             static_cast<uint64_t>(c.n_layer);
   uint64_t placed = 0;  // bytes of the resident file copy that the layers and output account for

@@ -178,8 +178,9 @@ std::unique_ptr<FlashFfnStore> Session::make_flash_store() {
   FlashStoreOptions fo;
   fo.slots = options_.cache_slots;
   if (fo.slots.empty()) {
-    const int64_t slots =
-        options_.cache_neurons > 0 ? std::min(options_.cache_neurons, c_.n_ff) : c_.n_ff;
+    const int64_t slots = options_.cache_neurons > 0
+                              ? std::min(options_.cache_neurons, c_.ffn_neurons())
+                              : c_.ffn_neurons();
     fo.slots.assign(static_cast<size_t>(c_.n_layer), slots);
   }
   fo.window = options_.window;
@@ -269,7 +270,7 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
   if (model.config.moe() && !options.vram_neurons.empty())
     fail("'{}' is a mixture of experts: its neurons are not split across VRAM and RAM yet",
          model.file->path());
-  if (model.config.moe() && options.ffn != FfnMode::Dense)
+  if (model.config.moe() && options.ffn != FfnMode::Dense && !mw.bundled)
     for (const LayerWeights& l : mw.layers)
       if (expert_neuron_rows(l.experts, &ExpertMatrices::up).data == nullptr)
         fail(
@@ -416,7 +417,10 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   residual_part_ = 0;
   // Look-ahead reads where the session's store reads flash itself (not below a device's part).
   FfnExecutor& ffn = *parts_[0]->ffn;
-  const bool lookahead = flash_ != nullptr && split_ == nullptr && options_.lookahead && n == 1;
+  // Not for a mixture: the next layer's experts are the router's to choose, on an input that
+  // does not exist yet.
+  const bool lookahead =
+      flash_ != nullptr && split_ == nullptr && options_.lookahead && n == 1 && !c_.moe();
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     move_residual(layer_part_[static_cast<size_t>(l)], n);
     layer(part_of(l), l, n);

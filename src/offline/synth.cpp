@@ -120,12 +120,8 @@ void add_sparse_experts(std::vector<Planned>& plan, const Architecture& a, const
   if (gated) plan.push_back({p + n.gate, s.type, c.n_embd, c.n_ff, gate, c.n_expert});
   plan.push_back({p + n.up, s.type, c.n_embd, c.n_ff, gated ? Fill{} : gate, c.n_expert});
   // Expert e's down row j: the generator's down row j over expert e's neurons.
-  auto whole = std::make_shared<std::vector<float>>();
-  const Fill down = [&gen, &c, whole](int64_t r, float* row) {
-    const int64_t e = r / c.n_embd, j = r % c.n_embd;
-    whole->resize(static_cast<size_t>(c.ffn_neurons()));
-    gen->down_row(j, whole->data());
-    std::copy_n(whole->data() + e * c.n_ff, c.n_ff, row);
+  const Fill down = [&gen, &c](int64_t r, float* row) {
+    gen->down_row_part(r % c.n_embd, r / c.n_embd * c.n_ff, c.n_ff, row);
   };
   plan.push_back({p + n.down, s.type, c.n_ff, c.n_embd, down, c.n_expert});
   const DType pt = is_float_type(s.type) ? DType::F16 : is_kquant(s.type) ? DType::Q8_0 : s.type;

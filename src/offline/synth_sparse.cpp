@@ -115,7 +115,12 @@ void SparseLayerGenerator::down_t_row(int64_t i, float* row) const {
 }
 
 void SparseLayerGenerator::down_row(int64_t j, float* row) const {
-  for (int64_t i = 0; i < n_ff_; ++i) row[i] = down_value(i, j);
+  down_row_part(j, 0, n_ff_, row);
+}
+
+void SparseLayerGenerator::down_row_part(int64_t j, int64_t begin, int64_t count,
+                                         float* row) const {
+  for (int64_t i = 0; i < count; ++i) row[i] = down_value(begin + i, j);
 }
 
 void SparseLayerGenerator::attn_output_row(int64_t r, int64_t cols, float* row) {

@@ -29,6 +29,8 @@ class SparseLayerGenerator {
   void gate_row(int64_t i, float* row) const;    // n_embd values
   void down_t_row(int64_t i, float* row) const;  // n_embd values
   void down_row(int64_t j, float* row) const;    // the same matrix row-major: n_ff values
+  // Values [begin, begin + count) of down_row(j) (a mixture's expert: its neurons' share).
+  void down_row_part(int64_t j, int64_t begin, int64_t count, float* row) const;
   void attn_output_row(int64_t r, int64_t cols, float* row);
   void fc1_row(int64_t r, float* row) const;  // n_embd values, r < rank
   void fc2_row(int64_t i, float* row) const;  // rank values

@@ -332,9 +332,48 @@ TEST(Mixture, WhatTheSparseModesCannotDoIsRefusedByName) {
     o.check_predictor = true;
     EXPECT_THROW(Session(*m, 64, pool, o), Error);
   }
-  const auto m = Model::load(drelu, false);
-  Session s(*m, 64, pool);
-  EXPECT_THROW(s.set_ffn_observer([](int64_t, int64_t, const float*, const float*) {}), Error);
+}
+
+// Profiles and predictor training observe a mixture as the sparse modes see it: activations
+// [n][n_expert * n_ff], a token's unchosen experts all zero, its chosen experts' neurons as the
+// dense mixture computes them; a batch observes what its tokens one at a time would.
+TEST(Mixture, ObserversSeeEveryExpertsNeuronsWithTheUnchosenZero) {
+  const auto m = Model::load(tiny_moe_model(DType::F32, true, 4, 2, FfnActivation::DReLU), false);
+  const int64_t ff = m->config.n_ff, neurons = m->config.ffn_neurons();
+  ASSERT_EQ(neurons, 4 * ff);
+  const std::vector<int32_t> tokens = some_tokens(10);
+  auto observe = [&](bool batch) {
+    ThreadPool pool(2);
+    Session s(*m, 64, pool);
+    std::vector<std::vector<float>> seen(static_cast<size_t>(m->config.n_layer));
+    s.set_ffn_observer([&](int64_t l, int64_t n, const float*, const float* h) {
+      seen[static_cast<size_t>(l)].insert(seen[static_cast<size_t>(l)].end(), h, h + n * neurons);
+    });
+    if (batch)
+      s.eval(tokens);
+    else
+      for (int32_t t : tokens) s.eval(t);
+    return seen;
+  };
+  const auto one = observe(false), all = observe(true);
+  for (size_t l = 0; l < one.size(); ++l) {
+    ASSERT_EQ(one[l].size(), tokens.size() * static_cast<size_t>(neurons));
+    for (size_t b = 0; b < tokens.size(); ++b) {
+      int experts_active = 0;
+      for (int64_t e = 0; e < 4; ++e) {
+        bool any = false;
+        for (int64_t j = 0; j < ff; ++j) any |= one[l][b * neurons + e * ff + j] != 0.0f;
+        experts_active += any;
+      }
+      EXPECT_GE(experts_active, 1) << "layer " << l << " token " << b;
+      EXPECT_LE(experts_active, 2) << "layer " << l << " token " << b;
+      for (int64_t i = 0; i < neurons; ++i) {
+        const float a = one[l][b * neurons + i], c = all[l][b * neurons + i];
+        ASSERT_EQ(a == 0.0f, c == 0.0f) << "layer " << l << " token " << b << " neuron " << i;
+        ASSERT_NEAR(a, c, 1e-4f * (1.0f + std::fabs(a)));
+      }
+    }
+  }
 }
 
 }  // namespace

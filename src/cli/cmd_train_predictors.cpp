@@ -84,8 +84,9 @@ std::vector<TrainedPredictor> train_layers(const Model& model, const TrainOption
   ProgressBar bar("train");
   for (int64_t l = 0; l < c.n_layer; ++l) {
     bar.update(l, c.n_layer, "layers");
-    trained.push_back(train_layer_predictor(samples[l], c.n_embd, c.n_ff, ffn_has_gate(c.ffn), opt,
-                                            pool, [&](const std::string& line) {
+    trained.push_back(train_layer_predictor(samples[l], c.n_embd, c.ffn_neurons(),
+                                            ffn_has_gate(c.ffn), opt, pool,
+                                            [&](const std::string& line) {
                                               if (o.verbose)
                                                 fmt::print(stderr, "\nlayer {}: {}", l, line);
                                             }));

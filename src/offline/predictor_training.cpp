@@ -26,7 +26,7 @@ std::vector<LayerSamples> collect_predictor_samples(
   session.set_ffn_observer([&](int64_t l, int64_t n, const float* u, const float* h) {
     LayerSamples& ls = s[l];
     ls.inputs.insert(ls.inputs.end(), u, u + n * c.n_embd);
-    for (int64_t i = 0; i < n * c.n_ff; ++i) ls.active.push_back(h[i] != 0.0f);
+    for (int64_t i = 0; i < n * c.ffn_neurons(); ++i) ls.active.push_back(h[i] != 0.0f);
     ls.count += n;
   });
   const int32_t bos =
@@ -267,7 +267,8 @@ void write_model_with_predictors(const Model& model, const std::vector<TrainedPr
     for (int64_t l = 0; l < c.n_layer; ++l) {
       const std::string pre = fmt::format("blk.{}.", l);
       if (name == pre + "fc1.weight" || name == pre + "fc2.weight" ||
-          name == pre + "ffn_down_t.weight" || (!keep_down && name == pre + "ffn_down.weight"))
+          (!c.moe() && name == pre + "ffn_down_t.weight") ||
+          (!c.moe() && !keep_down && name == pre + "ffn_down.weight"))
         return true;
     }
     return false;
@@ -278,14 +279,16 @@ void write_model_with_predictors(const Model& model, const std::vector<TrainedPr
       w.add_tensor(t.name, t.type, t.dims);
       kept.push_back(&t);
     }
+  // A mixture keeps its experts as they are (the sparse modes transpose their downs at load);
+  // its predictors have a row for every expert's neuron.
   const DType down_type = model.weights.layers[0].ffn_down_t.data != nullptr
                               ? model.weights.layers[0].ffn_down_t.type
                               : model.weights.layers[0].ffn_down.type;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const std::string pre = fmt::format("blk.{}.", l);
-    w.add_tensor(pre + "ffn_down_t.weight", down_type, {c.n_embd, c.n_ff});
+    if (!c.moe()) w.add_tensor(pre + "ffn_down_t.weight", down_type, {c.n_embd, c.n_ff});
     w.add_tensor(pre + "fc1.weight", predictor_type, {c.n_embd, p[l].rank});
-    w.add_tensor(pre + "fc2.weight", predictor_type, {p[l].rank, c.n_ff});
+    w.add_tensor(pre + "fc2.weight", predictor_type, {p[l].rank, c.ffn_neurons()});
   }
   for (const GgufTensorInfo* t : kept) w.write_tensor_data({t->data, t->n_bytes});
   std::vector<uint8_t> buf;
@@ -298,7 +301,9 @@ void write_model_with_predictors(const Model& model, const std::vector<TrainedPr
   };
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = model.weights.layers[l];
-    if (lw.ffn_down_t.data != nullptr) {
+    if (c.moe()) {
+      // nothing: the experts' tensors were kept
+    } else if (lw.ffn_down_t.data != nullptr) {
       w.write_tensor_data({lw.ffn_down_t.data, lw.ffn_down_t.bytes()});
     } else {
       std::vector<uint8_t> storage;
@@ -306,7 +311,7 @@ void write_model_with_predictors(const Model& model, const std::vector<TrainedPr
       w.write_tensor_data({t.data, t.bytes()});
     }
     write_rows(p[l].fc1, p[l].rank, c.n_embd);
-    write_rows(p[l].fc2, c.n_ff, p[l].rank);
+    write_rows(p[l].fc2, c.ffn_neurons(), p[l].rank);
   }
   w.finish();
 }

@@ -27,12 +27,14 @@ NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& toke
                             int64_t max_tokens, ThreadPool& pool,
                             const std::function<void(int64_t, int64_t)>& progress) {
   const ModelConfig& c = model.config;
+  // A mixture's every expert's neurons (ModelConfig::ffn_neurons), as the sparse modes place them.
+  const int64_t neurons = c.ffn_neurons();
   NeuronProfile p;
   p.model_hash = model_hash(model);
-  p.counts.assign(c.n_layer, std::vector<uint32_t>(c.n_ff, 0));
+  p.counts.assign(c.n_layer, std::vector<uint32_t>(neurons, 0));
   Session session(model, n_ctx, pool);
   // Per layer: the last token index at which each neuron fired, tokens seen, and counts.
-  std::vector<std::vector<int64_t>> last(c.n_layer, std::vector<int64_t>(c.n_ff, INT64_MIN / 2));
+  std::vector<std::vector<int64_t>> last(c.n_layer, std::vector<int64_t>(neurons, INT64_MIN / 2));
   std::vector<int64_t> seen(c.n_layer, 0);
   std::vector<uint64_t> active(c.n_layer, 0), reused(c.n_layer, 0);
   session.set_ffn_observer([&](int64_t l, int64_t n, const float*, const float* h) {
@@ -40,8 +42,8 @@ NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& toke
     int64_t* last_fired = last[l].data();
     for (int64_t b = 0; b < n; ++b) {
       const int64_t t = seen[l]++;
-      for (int64_t i = 0; i < c.n_ff; ++i) {
-        if (h[b * c.n_ff + i] == 0.0f) continue;
+      for (int64_t i = 0; i < neurons; ++i) {
+        if (h[b * neurons + i] == 0.0f) continue;
         ++count[i];
         ++active[l];
         reused[l] += last_fired[i] >= t - kReuseWindow;

@@ -56,16 +56,21 @@ class FfnExecutor {
   // A mixture of experts' layer (runtime/ffn_mixture.cpp): the router, each token's top k
   // (runtime/expert_routing.h), each chosen expert computed once for the tokens that chose it,
   // then each token's outputs weighted and summed in the order of its choice.
-  void mixture(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero);
+  // An observer sees the layer as the sparse modes do: activations [n][ffn_neurons], each
+  // token's unchosen experts' neurons zero.
+  void mixture(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
+               const FfnObserver& observer);
   // The router's logits to the host and each token's top k (chosen_, mix_weights_).
   void route(int64_t layer, int64_t n);
   // A sparse mode's first selection of a mixture's neurons: route, then each token's dense
   // expert weights (expert_weights_, uploaded to ws.expert_weights) and the experts chosen by
   // any token (chosen_experts_).
   void route_to_neurons(int64_t layer, int64_t n);
-  // One expert's dense FFN for `count` rows of x (n_embd each) into out (n_embd each).
+  // One expert's dense FFN for `count` rows of x (n_embd each) into out (n_embd each); with
+  // `observed` (host memory), row i's activations also go to observed + rows[i] * stride.
   void expert_ffn(const ExpertMatrices& e, const float* x, int64_t count, float* out,
-                  FfnLayerStats& stats, uint64_t* nonzero);
+                  FfnLayerStats& stats, uint64_t* nonzero, float* observed = nullptr,
+                  const int64_t* rows = nullptr, int64_t stride = 0);
   void predict(int64_t layer, int64_t n);  // ws.mask from the predictor on ws.x
   // A mixture: y = the rows of m (one per neuron of every expert) of the chosen experts only,
   // for the prepared batch, into their places of a [n][ffn_neurons] output.
@@ -101,6 +106,7 @@ class FfnExecutor {
   std::vector<int32_t> chosen_;
   std::vector<int64_t> expert_rows_, expert_slots_;
   std::vector<float> expert_weights_;  // [n][n_expert]
+  std::vector<float> observed_;        // an observer's view of a mixture: [n][ffn_neurons]
   std::vector<int32_t> chosen_experts_;
   std::vector<MatrixView> expert_views_;  // the chosen experts' deciding rows
   std::vector<RowsJob> expert_jobs_;

@@ -5,6 +5,8 @@
 // expert some token chose runs once, over the rows of the tokens that chose it, so a prompt
 // batch reads each chosen expert's weights once; its outputs go to the tokens' choice slots,
 // and mix_experts weighs and sums each token's slots in the order of its choice.
+#include <algorithm>
+
 #include "runtime/expert_routing.h"
 #include "runtime/ffn_executor.h"
 
@@ -45,10 +47,13 @@ void FfnExecutor::route_to_neurons(int64_t l, int64_t n) {
                   expert_weights_.size() * sizeof(float));
 }
 
-void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero) {
+void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
+                          const FfnObserver& observer) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t n_expert = c_.n_expert, k = c_.n_expert_used, d = c_.n_embd;
+  const int64_t neurons = c_.ffn_neurons(), ff = c_.n_ff;
   route(l, n);
+  if (observer) observed_.assign(static_cast<size_t>(n * neurons), 0.0f);
   backend_.upload(ws_.mix_weights, mix_weights_.data(), mix_weights_.size() * sizeof(float));
   const uint64_t row_bytes = static_cast<uint64_t>(d) * sizeof(float);
   for (int64_t e = 0; e < n_expert; ++e) {
@@ -63,8 +68,10 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
     const auto count = static_cast<int64_t>(expert_rows_.size());
     if (count == 0) continue;
     const ExpertMatrices& x = w.experts[static_cast<size_t>(e)];
+    float* observed = observer ? observed_.data() + e * ff : nullptr;
     if (n == 1) {  // decode: the one token's row in, its slot out
-      expert_ffn(x, ws_.xn, 1, ws_.expert_out + expert_slots_[0] * d, stats, nonzero);
+      expert_ffn(x, ws_.xn, 1, ws_.expert_out + expert_slots_[0] * d, stats, nonzero, observed,
+                 expert_rows_.data(), neurons);
       continue;
     }
     // The expert's tokens' rows side by side (all of them: the batch itself), its outputs to
@@ -76,16 +83,18 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
                       row_bytes);
       in = ws_.expert_in;
     }
-    expert_ffn(x, in, count, ws_.expert_y, stats, nonzero);
+    expert_ffn(x, in, count, ws_.expert_y, stats, nonzero, observed, expert_rows_.data(), neurons);
     for (int64_t i = 0; i < count; ++i)
       backend_.copy(ws_.expert_out + expert_slots_[static_cast<size_t>(i)] * d,
                     ws_.expert_y + i * d, row_bytes);
   }
   backend_.mix_experts(ws_.expert_out, ws_.mix_weights, n, k, d, ws_.proj);
+  if (observer) observer(l, n, ws_.x, observed_.data());
 }
 
 void FfnExecutor::expert_ffn(const ExpertMatrices& e, const float* x, int64_t count, float* out,
-                             FfnLayerStats& stats, uint64_t* nonzero) {
+                             FfnLayerStats& stats, uint64_t* nonzero, float* observed,
+                             const int64_t* rows, int64_t stride) {
   const int64_t ff = c_.n_ff;
   const bool gated = ffn_has_gate(c_.ffn);
   backend_.prepare(in_, x, c_.n_embd, count, {e.up.type, gated ? e.gate.type : e.up.type});
@@ -94,6 +103,11 @@ void FfnExecutor::expert_ffn(const ExpertMatrices& e, const float* x, int64_t co
   backend_.activation(c_.ffn, ws_.gate, ws_.up, ws_.up, count * ff);
   stats.computed += static_cast<uint64_t>(count * ff);
   backend_.keep_needed(ws_.up, nullptr, count, ff, 0, ff, nonzero);
+  if (observed != nullptr) {  // the observer runs on the host: ws.up is host memory
+    backend_.synchronize();
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(ws_.up + i * ff, ff, observed + rows[i] * stride);
+  }
   backend_.prepare(in_, ws_.up, ff, count, {e.down.type});
   const RowsJob down{&e.down, out, c_.n_embd};
   backend_.matmul(std::span(&down, 1), in_);

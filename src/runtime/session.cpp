@@ -310,8 +310,6 @@ NeuronCacheStats Session::flash_stats() const {
 void Session::set_ffn_observer(FfnObserver observer) {
   if (observer && options_.ffn != FfnMode::Dense)
     fail("FFN observers need the dense FFN (they see every activation)");
-  if (observer && c_.moe())
-    fail("FFN observers (profiles, predictor training) see dense FFNs, not a mixture of experts");
   if (observer && backend_.device() != Device::Host)
     fail("FFN observers read activations on the host; profile without a GPU");
   observer_ = std::move(observer);

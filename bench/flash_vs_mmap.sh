@@ -6,7 +6,8 @@
 # dropped (posix_fadvise DONTNEED), so both start from the disk.
 # Usage (root): bench/flash_vs_mmap.sh BUNDLED.gguf PLAIN.gguf BUDGET TOKENS THREADS
 # (FLASH_ARGS adds flags to the flash run, e.g. "--window 10"; SKIP_MMAP=1 skips the baseline;
-# PROMPT=N evaluates N prompt tokens before the decode tokens, whose reads alone are reported)
+# PROMPT=N evaluates N prompt tokens before the decode tokens, whose reads alone are reported;
+# MMAP_FFN=dense runs the baseline's FFN dense instead of in predict mode)
 # BUDGET in bytes or with K/M/G (powers of 1024); CGROUP_LIMIT=BYTES sets the cgroup's limit apart
 # from the budget (to compare runs whose plans count differently under one cap). Prints decode tok/s, bytes read per token,
 # cache hit rate, the cgroup's peak memory (page cache included) and the process's peak RSS
@@ -46,5 +47,5 @@ print(f"{label:8s} decode {r['decode_tokens_per_s']:8.3f} tok/s  "
 PY
 }
 run flash -m "$bundled" --ram-budget "$bytes" ${FLASH_ARGS:-}
-[ -n "${SKIP_MMAP:-}" ] || run mmap -m "$plain" --mmap --ffn predict
+[ -n "${SKIP_MMAP:-}" ] || run mmap -m "$plain" --mmap --ffn "${MMAP_FFN:-predict}"
 rmdir "$cg" 2>/dev/null || true

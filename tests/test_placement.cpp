@@ -418,3 +418,18 @@ TEST(Placement, CostModelCountsTiersAndTheSynchronisation) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// A mixture's plan by expert: a layer's neuron ids counted by the expert they belong to (its
+// experts' neurons in order), ids past the layer ignored.
+TEST(PlanReport, NeuronsAreCountedByTheirExpert) {
+  const std::vector<int32_t> ids{0, 1, 511, 512, 1500, 2047, 2048};
+  EXPECT_EQ(neurons_per_expert(ids, 512, 2048), (std::vector<int64_t>{3, 1, 1, 1}));
+  EXPECT_EQ(neurons_per_expert({}, 512, 2048), (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_TRUE(neurons_per_expert(ids, 0, 2048).empty());  // no experts
+}
+
+}  // namespace
+}  // namespace strata

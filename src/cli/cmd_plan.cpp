@@ -60,7 +60,20 @@ Command add_plan_command(CLI::App& app) {
             if (!o->html.empty())
               write_text_file(o->html, plan_report_html(run.plan, run.inventory, o->model));
             if (o->json) {
-              fmt::print("{}\n", j.dump(1));
+              nlohmann::json shown = j;
+              if (run.inventory.expert_neurons > 0) {  // a mixture: residency by expert
+                nlohmann::json experts = nlohmann::json::array();
+                for (size_t l = 0; l < run.plan.layers.size(); ++l) {
+                  const LayerPlan& lp = run.plan.layers[l];
+                  const int64_t n = run.inventory.layers[l].n_neurons;
+                  experts.push_back(
+                      {{"pinned", neurons_per_expert(lp.pinned, run.inventory.expert_neurons, n)},
+                       {"vram", neurons_per_expert(lp.vram, run.inventory.expert_neurons, n)}});
+                }
+                shown["expert_residency"] = {{"neurons_per_expert", run.inventory.expert_neurons},
+                                             {"layers", experts}};
+              }
+              fmt::print("{}\n", shown.dump(1));
               return 0;
             }
             fmt::print("{}\n", plan_summary(run.plan, run.inventory));

@@ -1,6 +1,7 @@
 #include "cli/ffn_flags.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <numeric>
@@ -241,6 +242,12 @@ void print_plan_layers(const PlacementPlan& p, const Inventory& inv, std::FILE* 
     if (inv.bundled)
       fmt::print(out, ", {} cache slots of {}", lp.cache_slots, inv.layers[l].n_neurons);
     fmt::print(out, "\n");
+    // A mixture: where each expert's neurons are (of inv.expert_neurons each).
+    for (const auto& [what, ids] : {std::pair{"pinned", &lp.pinned}, {"in VRAM", &lp.vram}})
+      if (inv.expert_neurons > 0 && !ids->empty())
+        fmt::print(
+            out, "             {} by expert (of {} each): {}\n", what, inv.expert_neurons,
+            fmt::join(neurons_per_expert(*ids, inv.expert_neurons, inv.layers[l].n_neurons), " "));
   }
 }
 

@@ -46,6 +46,9 @@ struct Inventory {
   int kv_sequences = 1;         // sequences sharing kv_bytes (server slots): a token reads one
   bool sparse = true;           // neurons selected per token (predict); false: every neuron
   int64_t min_cache_slots = 0;  // bundled: the smallest cache per layer that decodes
+  // A mixture in a sparse mode: each expert's neurons (a layer's neurons are its experts', in
+  // order); 0 without experts.
+  int64_t expert_neurons = 0;
 };
 
 // Hard limits per tier; 0 RAM: no limit; 0 VRAM: no GPU.

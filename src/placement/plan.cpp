@@ -154,6 +154,15 @@ std::string size_text(double bytes) {
   return fmt::format("{:.1f} MiB", bytes / 1048576.0);
 }
 
+std::vector<int64_t> neurons_per_expert(std::span<const int32_t> ids, int64_t expert_neurons,
+                                        int64_t n_neurons) {
+  if (expert_neurons <= 0) return {};
+  std::vector<int64_t> counts(static_cast<size_t>(n_neurons / expert_neurons), 0);
+  for (const int32_t id : ids)
+    if (id >= 0 && id < n_neurons) ++counts[static_cast<size_t>(id / expert_neurons)];
+  return counts;
+}
+
 std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
   int64_t vram = 0, pinned = 0, gpu_layers = 0, min_slots = INT64_MAX, max_slots = 0;
   for (const LayerPlan& lp : p.layers) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,10 @@ struct PlacementPlan {
 nlohmann::json plan_to_json(const PlacementPlan& plan);
 // Fails with a one-line message naming what is wrong (missing fields, ids out of range).
 PlacementPlan plan_from_json(const nlohmann::json& j, const Inventory& inventory);
+// A mixture's residency: how many of `ids` (a layer's neuron ids, ascending) belong to each of
+// its n_neurons / expert_neurons experts.
+std::vector<int64_t> neurons_per_expert(std::span<const int32_t> ids, int64_t expert_neurons,
+                                        int64_t n_neurons);
 // "4.55 GiB", "12.3 MiB": sizes in plans and in their errors.
 std::string size_text(double bytes);
 // "plan (ilp): 22 layers; VRAM 0 B; RAM 57.3 MiB (pinned 1200 neurons, cache 64..200 slots);

@@ -111,6 +111,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   // Today's smallest cache that decodes: a pass holds at least this many neurons.
   const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
   inv.min_cache_slots = std::min<int64_t>(neurons, std::max<int64_t>(64, neurons / 8));
+  inv.expert_neurons = c.moe() && r.mode != FfnMode::Dense ? c.n_ff : 0;
   const uint64_t kv_layer = Session::kv_cache_bytes(c, r.n_ctx * r.n_seq, r.k_type, r.v_type) /
                             static_cast<uint64_t>(c.n_layer);
   uint64_t placed = 0;  // bytes of the resident file copy that the layers and output account for

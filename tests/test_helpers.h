@@ -43,8 +43,9 @@ inline std::string tiny_model(DType type, FfnActivation ffn, bool tied = false) 
   return path;
 }
 
-// A tiny dense model of another architecture (falcon, opt, qwen2, qwen3), with its own FFN (gelu
-// for Falcon, relu for OPT, swiglu for Qwen, unless `ffn` says otherwise) and n_head_kv KV heads.
+// A tiny model of another architecture (falcon, opt, qwen2, qwen3; qwen3moe with 8 experts, 2
+// a token), with its own FFN (gelu for Falcon, relu for OPT, swiglu for Qwen, unless `ffn`
+// says otherwise) and n_head_kv KV heads.
 inline std::string tiny_arch_model(const std::string& arch, int64_t n_head_kv = 2,
                                    std::optional<FfnActivation> ffn = std::nullopt) {
   const Architecture* a = find_architecture(arch);
@@ -56,6 +57,7 @@ inline std::string tiny_arch_model(const std::string& arch, int64_t n_head_kv = 
   s.shape.arch = a;
   s.shape.ffn = variant;
   s.shape.n_head_kv = n_head_kv;
+  if (a->always_experts) s.shape.n_expert = 8, s.shape.n_expert_used = 2;
   s.seed = 5;
   write_synthetic_model(s, path);
   return path;

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -25,6 +26,7 @@ struct Edit {
   uint32_t u32_value = 0;
   std::string f32_key{};  // set to f32_value
   float f32_value = 0;
+  std::vector<std::string> drop_keys{};
 };
 
 std::string edited_model(const std::string& name, const Edit& e, const std::string& from = "") {
@@ -32,7 +34,8 @@ std::string edited_model(const std::string& name, const Edit& e, const std::stri
       from.empty() ? strata::testing::tiny_model(DType::F32, FfnActivation::SwiGLU) : from);
   const std::string path = temp_file(name);
   GgufWriter w(path);
-  for (const auto& [k, v] : src->metadata()) w.set(k, v);
+  for (const auto& [k, v] : src->metadata())
+    if (std::find(e.drop_keys.begin(), e.drop_keys.end(), k) == e.drop_keys.end()) w.set(k, v);
   if (!e.set_key.empty()) w.set(e.set_key, GgufValue::str(e.set_value));
   if (!e.u32_key.empty()) w.set(e.u32_key, GgufValue::u32(e.u32_value));
   if (!e.f32_key.empty()) w.set(e.f32_key, GgufValue::f32(e.f32_value));
@@ -144,6 +147,18 @@ TEST(ModelErrors, MixturesNameWhatTheirFilesLack) {
   count.u32_value = 6;
   expect_load_error(edited_model("moe_more.gguf", count, stacked),
                     "'blk.0.ffn_gate_inp.weight' has shape [64, 4], expected [64, 6]");
+  // Qwen3-MoE files are mixtures: one without its expert counts is refused, not run dense.
+  Edit dense;
+  dense.drop_keys = {"qwen3moe.expert_count", "qwen3moe.expert_used_count"};
+  expect_load_error(
+      edited_model("qwen3moe_dense.gguf", dense, strata::testing::tiny_arch_model("qwen3moe")),
+      "qwen3moe files are mixtures of experts, but qwen3moe.expert_count is missing");
+  Edit expert_ff;
+  expert_ff.u32_key = "qwen3moe.expert_feed_forward_length";
+  expert_ff.u32_value = 100;
+  expect_load_error(
+      edited_model("qwen3moe_ff.gguf", expert_ff, strata::testing::tiny_arch_model("qwen3moe")),
+      "has shape [64, 192, 8], expected [64, 100, 8]");
   Edit falcon;
   falcon.u32_key = "falcon.expert_count";
   falcon.u32_value = 8;

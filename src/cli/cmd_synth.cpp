@@ -32,7 +32,8 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--type", o->type, "Weight type: f32, f16, bf16, q8_0, q4_0");
   cmd->add_option("--arch", o->arch,
                   "Architecture: " + architecture_names() +
-                      "; mixtral: llama with 8 experts, 2 per token (unless --experts, --top-k)");
+                      "; mixtral: llama with 8 experts, 2 per token (unless --experts, --top-k; "
+                      "qwen3moe's too)");
   cmd->add_option("--ffn", o->ffn,
                   "FFN variant: " + ffn_activation_names() + " (default: the architecture's)");
   cmd->add_option("-o,--output", o->out, "Output GGUF file")->required();
@@ -81,6 +82,8 @@ Command add_synth_command(CLI::App& app) {
         if (mixtral && s.shape.n_expert == 0) s.shape.n_expert = 8, s.shape.n_expert_used = 2;
         const Architecture* arch = find_architecture(mixtral ? "llama" : o->arch);
         if (arch == nullptr) fail("--arch '{}' is not one of {}", o->arch, architecture_names());
+        if (arch->always_experts && s.shape.n_expert == 0)
+          s.shape.n_expert = 8, s.shape.n_expert_used = 2;
         s.shape.architecture = std::string(arch->name);
         s.shape.arch = arch;
         s.shape.ffn = arch->ffn;

@@ -41,6 +41,9 @@ void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   const std::string count_key = a + "expert_count", used_key = a + "expert_used_count";
   c.n_expert = f.get_int(count_key, 0);
   c.n_expert_used = f.get_int(used_key, 0);
+  if (c.n_expert == 0 && c.n_expert_used == 0 && c.arch->always_experts)
+    fail("'{}': {} files are mixtures of experts, but {} is missing", f.path(), c.architecture,
+         count_key);
   if (c.n_expert == 0 && c.n_expert_used == 0) return;
   if (c.arch->experts == nullptr)
     fail("'{}': {} has no mixture-of-experts layers in strata, but {} is {}", f.path(),
@@ -50,6 +53,14 @@ void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert)
     fail("'{}': {} is {}; expected 1 to {} ({})", f.path(), used_key, c.n_expert_used, c.n_expert,
          count_key);
+  // An expert's neurons: expert_feed_forward_length where the file has it (qwen3moe, whose
+  // feed_forward_length is the dense size), else feed_forward_length (Mixtral).
+  const std::string expert_ff_key = a + "expert_feed_forward_length";
+  if (f.find(expert_ff_key) != nullptr) {
+    c.n_ff = f.get_int(expert_ff_key);
+    if (c.n_ff < 1 || c.n_ff > (int64_t{1} << 24))
+      fail("'{}': {} is {}; expected 1 to {}", f.path(), expert_ff_key, c.n_ff, int64_t{1} << 24);
+  }
 }
 
 }  // namespace
@@ -145,6 +156,7 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
   if (c.moe()) {
     w.set(a + "expert_count", u32(c.n_expert));
     w.set(a + "expert_used_count", u32(c.n_expert_used));
+    w.set(a + "expert_feed_forward_length", u32(c.n_ff));
   }
 }
 

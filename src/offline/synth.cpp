@@ -170,7 +170,7 @@ struct SparseLayer {
 // role it has (a second input norm where the shape has KV groups, as Falcon-40B), ffn_down
 // rather than ffn_down_t, no gate for a plain FFN; with `sparse`, as SparseLayer says.
 void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
-                            DType type, const std::string& p, Random& rng,
+                            DType type, const std::string& p, Random& rng, bool stacked,
                             const SparseLayer* sparse = nullptr) {
   const size_t first = plan.size();
   const bool parallel = a.residual == ResidualKind::Parallel;
@@ -204,6 +204,9 @@ void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, c
   }
   for (const MatrixName& m : a.matrices) {
     if (m.role == LayerMatrix::FfnGate && !ffn_has_gate(c.ffn)) continue;
+    const bool ffn = m.role == LayerMatrix::FfnGate || m.role == LayerMatrix::FfnUp ||
+                     m.role == LayerMatrix::FfnDown || m.role == LayerMatrix::FfnDownT;
+    if (ffn && c.moe()) continue;  // a mixture's experts, below
     const auto [cols, rows] = layer_matrix_shape(m.role, c);
     if (sparse == nullptr) {
       if (m.role != LayerMatrix::FfnDownT) plan.push_back({p + m.gguf, type, cols, rows, {}});
@@ -223,7 +226,10 @@ void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, c
     }
     plan.push_back({p + m.gguf, type, cols, rows, fill});
   }
-  if (sparse == nullptr) return;
+  if (sparse == nullptr) {
+    if (c.moe()) add_experts(plan, a, c, type, p, stacked);
+    return;
+  }
   const SynthSpec& s = *sparse->spec;
   const DType pt = is_float_type(type) ? DType::F16 : is_kquant(type) ? DType::Q8_0 : type;
   plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
@@ -269,6 +275,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (arch == nullptr) fail("synthetic model: unknown architecture '{}'", c.architecture);
   if (c.moe() && arch->experts == nullptr)
     fail("--experts: {} has no mixture-of-experts layers in strata", arch->name);
+  if (!c.moe() && arch->always_experts)
+    fail("synthetic model: {} models are mixtures of experts (--experts N)", arch->name);
   const bool llama = arch->name == "llama" || arch->name == "bamboo";
   if (!llama && s.context > 0.0)
     fail("--context makes llama-architecture models only (so far), not {}", arch->name);
@@ -353,7 +361,7 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   for (int64_t l = 0; !llama && l < c.n_layer; ++l) {
     const SparseLayer layer{&gen, &s, l};
     add_architecture_layer(plan, *arch, c, s.type, fmt::format("blk.{}.", l), rng,
-                           sparse ? &layer : nullptr);
+                           s.stacked_experts, sparse ? &layer : nullptr);
   }
   for (int64_t l = 0; llama && l < c.n_layer; ++l) {
     const std::string p = fmt::format("blk.{}.", l);

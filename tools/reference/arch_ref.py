@@ -25,6 +25,9 @@ Qwen3 (modeling_qwen3.py): the same without biases, each query and key head RMS-
 (q_norm, k_norm over head_dim) after its projection and before the rotation; the head size is
 attention.key_length.
 
+Qwen3-MoE (modeling_qwen3_moe.py): Qwen3's layer whose MLP is a mixture, as Mixtral's with
+norm_topk_prob (the chosen experts' weights renormalized), each expert SwiGLU.
+
 Mixtral (modeling_mixtral.py's MixtralSparseMoeBlock): LLaMA's layer whose MLP is a mixture;
 router logits = gate(h), routing weights = softmax over all experts (float), the top k kept and
 renormalized to sum to 1; each chosen expert's SwiGLU MLP (w2(silu(w1 h) * w3 h); GGUF: gate,
@@ -184,16 +187,55 @@ class Qwen2Reference(_Base):
             q, k = self.head_norm(q, p + "attn_q_norm.weight"), self.head_norm(k, p + "attn_k_norm.weight")
             q, k = self.rotate(q, pos), self.rotate(k, pos)
             x = x + self.linear(self.attend(q, k, v), p + "attn_output.weight")
-            h = self.rms_norm(x, p + "ffn_norm.weight")
-            gate = self.linear(h, p + "ffn_gate.weight")
-            a = torch.nn.functional.silu(gate) * self.linear(h, p + "ffn_up.weight")
-            x = x + self.linear(a, p + "ffn_down.weight")
+            x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"))
         return self.head(self.rms_norm(x, "output_norm.weight"))
+
+    def mlp(self, p, h):
+        gate = self.linear(h, p + "ffn_gate.weight")
+        a = torch.nn.functional.silu(gate) * self.linear(h, p + "ffn_up.weight")
+        return self.linear(a, p + "ffn_down.weight")
 
 
 # Qwen3: the same forward; it reads attn_q_norm/attn_k_norm where the file has them and adds no
 # bias where the file has none.
 Qwen3Reference = Qwen2Reference
+
+
+def moe_mlp(h, logits, k, expert, activate):
+    """A mixture's output for normed inputs h [T, d] (HF's MixtralSparseMoeBlock and
+    Qwen3MoeSparseMoeBlock with norm_topk_prob): the softmax of the router's logits, the top k
+    (ties to the lower expert: a stable sort), renormalized; each chosen expert's
+    down(activate(gate, up)) weighted and summed. expert(kind, e, x) is x times expert e's
+    kind ("gate", "up", "down") matrix, transposed."""
+    probs = torch.softmax(logits, dim=-1)
+    order = torch.sort(logits, dim=-1, descending=True, stable=True).indices[:, :k]
+    chosen = torch.gather(probs, 1, order)
+    chosen = chosen / chosen.sum(dim=-1, keepdim=True)
+    out = torch.zeros_like(h)
+    for t in range(h.shape[0]):
+        for s in range(k):
+            e = int(order[t, s])
+            x = h[t:t + 1]
+            a = activate(expert("gate", e, x), expert("up", e, x))
+            out[t] += chosen[t, s] * expert("down", e, a)[0]
+    return out
+
+
+class Qwen3MoeReference(Qwen2Reference):
+    """Qwen3-MoE (modeling_qwen3_moe.py): Qwen3's attention, the MLP a mixture of SwiGLU
+    experts, stacked in ffn_*_exps."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        arch = self.g.kv["general.architecture"]
+        self.k = self.g.kv[f"{arch}.expert_used_count"]
+
+    def mlp(self, p, h):
+        def expert(kind, e, x):
+            return x @ self.weight(p + f"ffn_{kind}_exps.weight")[e].T
+        logits = self.linear(h, p + "ffn_gate_inp.weight")
+        return moe_mlp(h, logits, self.k, expert,
+                       lambda g, u: torch.nn.functional.silu(g) * u)
 
 
 class MixtralReference(LlamaReference):
@@ -216,17 +258,9 @@ class MixtralReference(LlamaReference):
         return x @ w.T
 
     def mlp(self, p, h):
+        def expert(kind, e, x):
+            if kind == "gate" and self.ffn == "relu":
+                return None
+            return self.expert_linear(p, kind, e, x)
         logits = self.linear(p + "ffn_gate_inp.weight", h)  # [T, n_expert]
-        probs = torch.softmax(logits, dim=-1)
-        order = torch.sort(logits, dim=-1, descending=True, stable=True).indices[:, :self.k]
-        chosen = torch.gather(probs, 1, order)
-        chosen = chosen / chosen.sum(dim=-1, keepdim=True)
-        out = torch.zeros_like(h)
-        for t in range(h.shape[0]):
-            for s in range(self.k):
-                e = int(order[t, s])
-                x = h[t:t + 1]
-                gate = None if self.ffn == "relu" else self.expert_linear(p, "gate", e, x)
-                a = self.activate(gate, self.expert_linear(p, "up", e, x))
-                out[t] += chosen[t, s] * self.expert_linear(p, "down", e, a)[0]
-        return out
+        return moe_mlp(h, logits, self.k, expert, self.activate)

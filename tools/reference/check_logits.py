@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from arch_ref import (FalconReference, MixtralReference, OptReference, Qwen2Reference,  # noqa: E402
-                      Qwen3Reference)
+                      Qwen3MoeReference, Qwen3Reference)
 from llama_ref import LlamaReference  # noqa: E402
 
 TOL_EXACT = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2}
@@ -132,6 +132,8 @@ ARCHITECTURES = [  # label, synth flags, reference
                        "--expert-layout", "split"], MixtralReference),
     ("mixtral-drelu-top3", ["--arch", "mixtral", "--experts", "5", "--top-k", "3",
                             "--ffn", "drelu"], MixtralReference),
+    ("qwen3moe", ["--arch", "qwen3moe", "--experts", "6", "--top-k", "2", "--kv-heads", "2"],
+     Qwen3MoeReference),
 ]
 
 

@@ -108,6 +108,7 @@ struct Architecture {
   bool output_norm_bias = false;  // output_norm.bias
   QuantRules quant_rules = QuantRules::Default;
   const ExpertNames* experts = nullptr;  // null: its files have no mixture-of-experts layers
+  bool always_experts = false;           // its files are mixtures (qwen3moe), never dense
   // The name strata writes for a role (synth, convert): the first listed.
   const char* gguf_name(LayerMatrix role) const;
   const char* gguf_name(LayerVector role) const;
@@ -128,6 +129,7 @@ const Architecture& falcon_architecture();
 const Architecture& opt_architecture();
 const Architecture& qwen2_architecture();  // qwen.cpp, with Qwen3
 const Architecture& qwen3_architecture();
+const Architecture& qwen3moe_architecture();
 
 // LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
 // ffn_down_t), which the LLaMA-like families share.

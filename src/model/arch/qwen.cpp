@@ -5,7 +5,9 @@
 // its own after its projection, before the rotation (attn_q_norm, attn_k_norm: head_dim weights,
 // the layer's epsilon), and its head size is its own key (attention.key_length: 128 where
 // hidden / heads is 64 in the 0.6B model). The smaller models tie the output head (no
-// output.weight).
+// output.weight). Qwen3-MoE (qwen3moe, Qwen3-30B-A3B) is Qwen3's layer whose FFN is always a
+// mixture of experts under llama.cpp's expert names, each expert of
+// expert_feed_forward_length neurons, the chosen experts' softmax renormalized (norm_topk_prob).
 #include "model/arch/architecture.h"
 
 namespace strata {
@@ -45,6 +47,16 @@ const Architecture& qwen2_architecture() {
 
 const Architecture& qwen3_architecture() {
   static const Architecture a = qwen_like("qwen3", kQwen3Vectors);
+  return a;
+}
+
+const Architecture& qwen3moe_architecture() {
+  static const Architecture a = [] {
+    Architecture q = qwen_like("qwen3moe", kQwen3Vectors);
+    q.experts = &llama_expert_names();
+    q.always_experts = true;
+    return q;
+  }();
   return a;
 }
 

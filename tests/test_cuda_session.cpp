@@ -119,6 +119,37 @@ TEST_P(CudaSession, EveryTypeIsWithinTolerance) {
   }
 }
 
+// Mixtures of experts on the device: the dense mixture (F32 and Q4_0 experts), and dReLU
+// experts sparse by construction in gate-first and predict mode (the router's mask and the
+// experts' weights as device ops), against the CPU.
+TEST_P(CudaSession, MixturesOfExpertsAreWithinToleranceOfTheCpu) {
+  CpuBackend cpu(pool);
+  for (const DType type : {DType::F32, DType::Q4_0}) {
+    SynthSpec s = synth_preset("tiny");
+    s.shape.n_embd = 128, s.shape.n_ff = 256, s.shape.n_layer = 2;
+    s.shape.n_expert = 4, s.shape.n_expert_used = 2;
+    s.type = type, s.seed = 12;
+    const std::string dense = strata::testing::temp_file(
+        std::string("cuda_moe_") + dtype_name(type) + ".gguf");
+    write_synthetic_model(s, dense);
+    auto m = load(dense);
+    expect_close(logits(*m, *gpu), logits(*m, cpu), tolerance(type),
+                 std::string("mixture ") + dtype_name(type));
+    s.shape.ffn = FfnActivation::DReLU, s.density = 0.1, s.predictor_rank = 32;
+    const std::string sparse = strata::testing::temp_file(
+        std::string("cuda_moe_sparse_") + dtype_name(type) + ".gguf");
+    write_synthetic_model(s, sparse);
+    auto ms = load(sparse);
+    ms->ensure_down_t();
+    for (const FfnMode mode : {FfnMode::GateFirst, FfnMode::Predict}) {
+      SessionOptions o;
+      o.ffn = mode;
+      expect_close(logits(*ms, *gpu, o), logits(*ms, cpu, o), tolerance(type),
+                   std::string("sparse mixture ") + dtype_name(type) + " " + ffn_mode_name(mode));
+    }
+  }
+}
+
 TEST_P(CudaSession, TheSameInputsGiveTheSameBitsEveryRun) {
   auto m = load(tiny_model(DType::Q4_0, FfnActivation::SwiGLU));
   const auto first = logits(*m, *gpu);

@@ -38,8 +38,9 @@ nlohmann::json read_json(const fs::path& path) {
 
 const HfFamily& family_of(const std::string& architecture, const std::string& path) {
   std::string names;
-  for (const HfFamily* f : {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(),
-                            &hf_qwen2_family(), &hf_qwen3_family(), &hf_mixtral_family()})
+  for (const HfFamily* f :
+       {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(), &hf_qwen2_family(),
+        &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;

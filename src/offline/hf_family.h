@@ -34,6 +34,9 @@ class ConfigReader {
   double positive_or(const char* key, double fallback) const;
   std::string text_or(const char* key, const std::string& fallback) const;
   bool flag_or(const char* key, bool fallback) const;
+  bool is_empty_list(const char* key) const {  // absent, null or []
+    return !has(key) || (j_[key].is_array() && j_[key].empty());
+  }
   // A special token id: absent, null or a list (several EOS ids) give -1.
   int64_t token_id(const char* key, int64_t n_vocab) const;
 
@@ -109,5 +112,6 @@ const HfFamily& hf_opt_family();
 const HfFamily& hf_qwen2_family();
 const HfFamily& hf_qwen3_family();
 const HfFamily& hf_mixtral_family();
+const HfFamily& hf_qwen3moe_family();
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 // each query and key head (q_norm, k_norm) and takes its head size from head_dim. The head is
 // tied to the embedding where tie_word_embeddings says so (the small models). A checkpoint that
 // turns its sliding window on is refused: llama.cpp's qwen2/qwen3 run full attention.
+// Qwen3MoeForCausalLM (qwen3moe) is Qwen3's attention with a mixture of experts in every layer.
 #include <fmt/format.h>
 
 #include "offline/hf_family.h"
@@ -28,24 +29,79 @@ void read_qwen(const ConfigReader& r, HfConfig& c, const char* arch) {
 
 std::vector<Planned> plan_qwen(const HfConfig& c,
                                const std::function<bool(const std::string&)>& has, bool qkv_biases,
-                               bool head_norms) {
+                               bool head_norms, const LayerPlan& ffn = nullptr) {
   const ModelConfig& m = c.model;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
-  return plan_llama_like(c, has, [&](const std::string& g, const std::string& h, auto& p) {
-    for (auto [name, hf, rows] : {std::tuple{"attn_q", "q_proj", q_dim},
-                                  {"attn_k", "k_proj", kv_dim},
-                                  {"attn_v", "v_proj", kv_dim}}) {
-      p.push_back({g + name + ".weight", h + "self_attn." + hf + ".weight", rows, m.n_embd});
-      if (qkv_biases) p.push_back({g + name + ".bias", h + "self_attn." + hf + ".bias", rows, 0});
+  return plan_llama_like(
+      c, has,
+      [&](const std::string& g, const std::string& h, auto& p) {
+        for (auto [name, hf, rows] : {std::tuple{"attn_q", "q_proj", q_dim},
+                                      {"attn_k", "k_proj", kv_dim},
+                                      {"attn_v", "v_proj", kv_dim}}) {
+          p.push_back({g + name + ".weight", h + "self_attn." + hf + ".weight", rows, m.n_embd});
+          if (qkv_biases)
+            p.push_back({g + name + ".bias", h + "self_attn." + hf + ".bias", rows, 0});
+        }
+        if (head_norms) {
+          p.push_back({g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", m.head_dim, 0});
+          p.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", m.head_dim, 0});
+        }
+      },
+      ffn);
+}
+
+// Qwen3-MoE's sparse blocks in every layer (decoder_sparse_step 1, no mlp_only_layers) with
+// the chosen experts' weights renormalized (norm_topk_prob): what llama.cpp's qwen3moe runs.
+void read_qwen3moe(const ConfigReader& r, HfConfig& c) {
+  read_qwen(r, c, "qwen3moe");
+  if (r.has("head_dim"))
+    c.model.head_dim = r.whole("head_dim", 1, kU32);
+  else
+    head_dim_from_width(r, c);
+  c.model.n_expert = r.whole("num_experts", 1, kMaxExperts);
+  c.model.n_expert_used = r.whole("num_experts_per_tok", 1, c.model.n_expert);
+  c.model.n_ff = r.whole("moe_intermediate_size", 1, kU32);
+  if (!r.flag_or("norm_topk_prob", true))
+    fail("'{}': Qwen3-MoE with norm_topk_prob false is not supported", r.path());
+  if (r.whole_or("decoder_sparse_step", 1, kU32, 1) != 1)
+    fail(
+        "'{}': Qwen3-MoE with decoder_sparse_step other than 1 (dense layers between) is not "
+        "supported",
+        r.path());
+  if (r.has("mlp_only_layers") && !r.is_empty_list("mlp_only_layers"))
+    fail("'{}': Qwen3-MoE with mlp_only_layers (dense layers) is not supported", r.path());
+}
+
+// The router mlp.gate (F32, never quantized) as ffn_gate_inp; each expert's gate_proj,
+// up_proj and down_proj stacked into ffn_{gate,up,down}_exps.
+LayerPlan qwen3moe_experts(const HfConfig& c) {
+  const ModelConfig m = c.model;
+  return [m](const std::string& g, const std::string& h, std::vector<Planned>& p) {
+    p.push_back({g + "ffn_gate_inp.weight", h + "mlp.gate.weight", m.n_expert, m.n_embd});
+    for (auto [name, proj, rows, cols] :
+         {std::tuple{"ffn_gate_exps", "gate_proj", m.n_ff, m.n_embd},
+          {"ffn_up_exps", "up_proj", m.n_ff, m.n_embd},
+          {"ffn_down_exps", "down_proj", m.n_embd, m.n_ff}}) {
+      Planned t{g + name + ".weight", "", rows, cols};
+      for (int64_t e = 0; e < m.n_expert; ++e)
+        t.stack.push_back(fmt::format("{}mlp.experts.{}.{}.weight", h, e, proj));
+      p.push_back(std::move(t));
     }
-    if (head_norms) {
-      p.push_back({g + "attn_q_norm.weight", h + "self_attn.q_norm.weight", m.head_dim, 0});
-      p.push_back({g + "attn_k_norm.weight", h + "self_attn.k_norm.weight", m.head_dim, 0});
-    }
-  });
+  };
 }
 
 }  // namespace
+
+const HfFamily& hf_qwen3moe_family() {
+  static const HfFamily f{{"Qwen3MoeForCausalLM"},
+                          read_qwen3moe,
+                          [](const HfConfig& c, const auto& has) {
+                            return plan_qwen(c, has, false, true, qwen3moe_experts(c));
+                          },
+                          "model.embed_tokens.weight",
+                          "model.layers.{}.input_layernorm.weight"};
+  return f;
+}
 
 const HfFamily& hf_qwen2_family() {
   static const HfFamily f{

@@ -123,7 +123,8 @@ def main():
               f"rel err {err:.2e} (tol {tol:.0e})")
 
     # Falcon (both fused q/k/v layouts, GELU and ReluFalcon's ReLU), OPT, Qwen2, Qwen3 (its head
-    # size unlike hidden / heads) and Mixtral (experts stacked into ffn_*_exps) checkpoints.
+    # size unlike hidden / heads), Mixtral and Qwen3-MoE (experts stacked into ffn_*_exps)
+    # checkpoints.
     others = [("falcon multi_query", hf.falcon_config(False, kv_heads=1), hf.falcon_state,
                hf.falcon_forward),
               ("falcon new_decoder", hf.falcon_config(True, kv_heads=2), hf.falcon_state,
@@ -138,7 +139,9 @@ def main():
               ("mixtral 4 experts top 2", hf.mixtral_config(), hf.mixtral_state,
                hf.mixtral_forward),
               ("mixtral 6 experts top 3", hf.mixtral_config(experts=6, k=3, kv_heads=4),
-               hf.mixtral_state, hf.mixtral_forward)]
+               hf.mixtral_state, hf.mixtral_forward),
+              ("qwen3moe 4 experts top 2", hf.qwen3moe_config(), hf.qwen3moe_state,
+               hf.qwen3moe_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -163,7 +166,10 @@ def main():
                                   (4, "use_sliding_window", True, "use_sliding_window"),
                                   (7, "hidden_act", "relu", "MixtralForCausalLM with hidden_act"),
                                   (7, "num_experts_per_tok", 5, "'num_experts_per_tok' = 5"),
-                                  (7, "num_local_experts", 3, "block_sparse_moe.gate.weight")]:
+                                  (7, "num_local_experts", 3, "block_sparse_moe.gate.weight"),
+                                  (9, "norm_topk_prob", False, "norm_topk_prob false"),
+                                  (9, "mlp_only_layers", [1], "mlp_only_layers"),
+                                  (9, "decoder_sparse_step", 2, "decoder_sparse_step")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

@@ -213,8 +213,14 @@ def qwen2_state(cfg, seed):
     return s
 
 
-def qwen2_forward(state, cfg, tokens):
-    """Qwen2's forward pass, or Qwen3's where the state has q_norm/k_norm and no biases."""
+def _dense_mlp(W, p, h):
+    a = torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)
+    return a @ W[p + "mlp.down_proj.weight"].T
+
+
+def qwen2_forward(state, cfg, tokens, mlp=_dense_mlp):
+    """Qwen2's forward pass, or Qwen3's where the state has q_norm/k_norm and no biases; `mlp`
+    computes a layer's MLP from its normed input (Qwen3-MoE's sparse block)."""
     W = {k: torch.from_numpy(v) for k, v in state.items()}
     d, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd, T, eps = _head_dim(cfg), len(tokens), cfg["rms_norm_eps"]
@@ -248,12 +254,55 @@ def qwen2_forward(state, cfg, tokens):
         k, v = k.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
         o = _causal(q, k, v).transpose(0, 1).reshape(T, H * hd)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
-        h = rms(x, W[p + "post_attention_layernorm.weight"])
-        a = torch.nn.functional.silu(h @ W[p + "mlp.gate_proj.weight"].T) * (h @ W[p + "mlp.up_proj.weight"].T)
-        x = x + a @ W[p + "mlp.down_proj.weight"].T
+        x = x + mlp(W, p, rms(x, W[p + "post_attention_layernorm.weight"]))
     x = rms(x, W["model.norm.weight"])
     head = W["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else W["lm_head.weight"]
     return x @ head.T
+
+
+def qwen3moe_config(experts=4, k=2, moe_ffn=48, **kw):
+    cfg = qwen3_config(**kw)
+    cfg.update(architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe", num_experts=experts,
+               num_experts_per_tok=k, moe_intermediate_size=moe_ffn, norm_topk_prob=True,
+               decoder_sparse_step=1, mlp_only_layers=[])
+    return cfg
+
+
+def qwen3moe_state(cfg, seed):
+    """Qwen3's attention tensors, and per layer mlp.gate (the router) and mlp.experts.E.*."""
+    s = qwen2_state(dict(cfg, model_type="qwen3"), seed)
+    g = torch.Generator().manual_seed(seed + 1000)
+    d, f, E = cfg["hidden_size"], cfg["moe_intermediate_size"], cfg["num_experts"]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}.mlp."
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            del s[p + name + ".weight"]
+        s[p + "gate.weight"] = _normal((E, d), g, 1.0)
+        for e in range(E):
+            s[p + f"experts.{e}.gate_proj.weight"] = _normal((f, d), g)
+            s[p + f"experts.{e}.up_proj.weight"] = _normal((f, d), g)
+            s[p + f"experts.{e}.down_proj.weight"] = _normal((d, f), g)
+    return s
+
+
+def qwen3moe_forward(state, cfg, tokens):
+    """Qwen3MoeForCausalLM's forward: Qwen3's attention, Qwen3MoeSparseMoeBlock with
+    norm_topk_prob (softmax, top k, renormalized; each chosen expert's SwiGLU)."""
+    k = cfg["num_experts_per_tok"]
+
+    def moe(W, p, h):
+        probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
+        weights, chosen = torch.topk(probs, k, dim=-1)
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(h)
+        for t in range(h.shape[0]):
+            for s in range(k):
+                e = p + f"mlp.experts.{int(chosen[t, s])}."
+                a = torch.nn.functional.silu(h[t] @ W[e + "gate_proj.weight"].T) * \
+                    (h[t] @ W[e + "up_proj.weight"].T)
+                out[t] += weights[t, s] * (a @ W[e + "down_proj.weight"].T)
+        return out
+    return qwen2_forward(state, cfg, tokens, moe)
 
 
 def mixtral_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=96, experts=4, k=2):

@@ -21,23 +21,11 @@ ap.add_argument("--layers", type=int, default=2)
 ap.add_argument("--head-dim", type=int, default=32)
 ap.add_argument("--seed", type=int, default=1)
 a = ap.parse_args()
-sys.path.insert(0, os.path.join(a.llama_cpp, "gguf-py"))
-import gguf  # noqa: E402  (llama.cpp's)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_gguf_py import add_tokenizer, import_gguf, tokenizer_reader  # noqa: E402
 
-tok = gguf.GGUFReader(a.tokenizer)
-
-
-def field(name):
-    f = tok.fields[name]
-    if f.types[0] == gguf.GGUFValueType.ARRAY:
-        if f.types[-1] == gguf.GGUFValueType.STRING:
-            return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
-        return [f.parts[i].tolist()[0] for i in f.data]
-    if f.types[0] == gguf.GGUFValueType.STRING:
-        return bytes(f.parts[f.data[0]]).decode("utf-8")
-    return f.parts[f.data[0]].tolist()[0]
-
-
+gguf = import_gguf(a.llama_cpp)
+field = tokenizer_reader(gguf, a.tokenizer)
 tokens = field("tokenizer.ggml.tokens")
 n_vocab, hd = len(tokens), a.head_dim
 if a.shape == "7b":
@@ -58,12 +46,7 @@ w.add_head_count(n_head)
 w.add_head_count_kv(n_head_kv)
 w.add_layer_norm_eps(1e-5)
 w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-w.add_tokenizer_model(field("tokenizer.ggml.model"))
-w.add_token_list(tokens)
-w.add_token_scores(field("tokenizer.ggml.scores"))
-w.add_token_types(field("tokenizer.ggml.token_type"))
-w.add_bos_token_id(field("tokenizer.ggml.bos_token_id"))
-w.add_eos_token_id(field("tokenizer.ggml.eos_token_id"))
+add_tokenizer(w, field)
 
 
 def matrix(name, rows, cols):

@@ -25,23 +25,11 @@ ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--router-scale", type=float, default=4.0,
                 help="router logits' scale: larger, fewer near-ties between experts")
 a = ap.parse_args()
-sys.path.insert(0, os.path.join(a.llama_cpp, "gguf-py"))
-import gguf  # noqa: E402  (llama.cpp's)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from llama_gguf_py import add_tokenizer, import_gguf, tokenizer_reader  # noqa: E402
 
-tok = gguf.GGUFReader(a.tokenizer)
-
-
-def field(name):
-    f = tok.fields[name]
-    if f.types[0] == gguf.GGUFValueType.ARRAY:
-        if f.types[-1] == gguf.GGUFValueType.STRING:
-            return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
-        return [f.parts[i].tolist()[0] for i in f.data]
-    if f.types[0] == gguf.GGUFValueType.STRING:
-        return bytes(f.parts[f.data[0]]).decode("utf-8")
-    return f.parts[f.data[0]].tolist()[0]
-
-
+gguf = import_gguf(a.llama_cpp)
+field = tokenizer_reader(gguf, a.tokenizer)
 tokens = field("tokenizer.ggml.tokens")
 n_vocab = len(tokens)
 n_embd, n_head, n_head_kv, n_ff, n_expert, n_used = 256, 8, 2, 512, 8, 2
@@ -64,12 +52,7 @@ if a.shape == "mixtral":
     w.add_expert_count(n_expert)
     w.add_expert_used_count(n_used)
 w.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
-w.add_tokenizer_model(field("tokenizer.ggml.model"))
-w.add_token_list(tokens)
-w.add_token_scores(field("tokenizer.ggml.scores"))
-w.add_token_types(field("tokenizer.ggml.token_type"))
-w.add_bos_token_id(field("tokenizer.ggml.bos_token_id"))
-w.add_eos_token_id(field("tokenizer.ggml.eos_token_id"))
+add_tokenizer(w, field)
 
 
 def matrix(name, *shape, scale=1.0):

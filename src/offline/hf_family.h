@@ -101,6 +101,16 @@ std::vector<Planned> plan_llama_like(const HfConfig& c,
                                      const std::function<bool(const std::string&)>& has,
                                      const LayerPlan& attention, const LayerPlan& ffn = nullptr);
 
+// A mixture's FFN as llama.cpp writes it: the router (`router`, under the layer's checkpoint
+// prefix; F32, never quantized) as ffn_gate_inp, and each expert's gate, up and down matrices
+// stacked into ffn_{gate,up,down}_exps, expert e's from `experts` + "E." + their names.
+struct HfExpertNames {
+  const char* router;            // "block_sparse_moe.gate.weight"
+  const char* experts;           // "block_sparse_moe.experts."
+  const char *gate, *up, *down;  // "w1", "w3", "w2"
+};
+LayerPlan stacked_experts(const HfConfig& c, const HfExpertNames& names);
+
 // LlamaForCausalLM's config (hf_llama.cpp), which Mistral and Mixtral share, and its attention:
 // q/k rows permuted for GGUF's adjacent-pair rotation.
 void read_llama_config(const ConfigReader& r, HfConfig& c);

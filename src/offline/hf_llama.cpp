@@ -75,6 +75,21 @@ std::vector<Planned> plan_llama_like(const HfConfig& c,
   return p;
 }
 
+LayerPlan stacked_experts(const HfConfig& c, const HfExpertNames& n) {
+  const ModelConfig m = c.model;
+  return [m, n](const std::string& g, const std::string& h, std::vector<Planned>& p) {
+    p.push_back({g + "ffn_gate_inp.weight", h + n.router, m.n_expert, m.n_embd});
+    for (auto [name, w, rows, cols] : {std::tuple{"ffn_gate_exps", n.gate, m.n_ff, m.n_embd},
+                                       {"ffn_up_exps", n.up, m.n_ff, m.n_embd},
+                                       {"ffn_down_exps", n.down, m.n_embd, m.n_ff}}) {
+      Planned t{g + name + ".weight", "", rows, cols};
+      for (int64_t e = 0; e < m.n_expert; ++e)
+        t.stack.push_back(fmt::format("{}{}{}.{}.weight", h, n.experts, e, w));
+      p.push_back(std::move(t));
+    }
+  };
+}
+
 const HfFamily& hf_llama_family() {
   static const HfFamily f{{"LlamaForCausalLM", "MistralForCausalLM"},
                           read_llama_config,

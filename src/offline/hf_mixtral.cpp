@@ -22,20 +22,9 @@ void read_mixtral(const ConfigReader& r, HfConfig& c) {
 
 std::vector<Planned> plan_mixtral(const HfConfig& c,
                                   const std::function<bool(const std::string&)>& has) {
-  const ModelConfig m = c.model;
-  auto experts = [m](const std::string& g, const std::string& h, std::vector<Planned>& p) {
-    const std::string moe = h + "block_sparse_moe.";
-    p.push_back({g + "ffn_gate_inp.weight", moe + "gate.weight", m.n_expert, m.n_embd});
-    for (auto [name, w, rows, cols] : {std::tuple{"ffn_gate_exps", "w1", m.n_ff, m.n_embd},
-                                       {"ffn_up_exps", "w3", m.n_ff, m.n_embd},
-                                       {"ffn_down_exps", "w2", m.n_embd, m.n_ff}}) {
-      Planned t{g + name + ".weight", "", rows, cols};
-      for (int64_t e = 0; e < m.n_expert; ++e)
-        t.stack.push_back(fmt::format("{}experts.{}.{}.weight", moe, e, w));
-      p.push_back(std::move(t));
-    }
-  };
-  return plan_llama_like(c, has, llama_attention(c), experts);
+  constexpr HfExpertNames kNames{"block_sparse_moe.gate.weight", "block_sparse_moe.experts.", "w1",
+                                 "w3", "w2"};
+  return plan_llama_like(c, has, llama_attention(c), stacked_experts(c, kNames));
 }
 
 }  // namespace

@@ -72,31 +72,16 @@ void read_qwen3moe(const ConfigReader& r, HfConfig& c) {
     fail("'{}': Qwen3-MoE with mlp_only_layers (dense layers) is not supported", r.path());
 }
 
-// The router mlp.gate (F32, never quantized) as ffn_gate_inp; each expert's gate_proj,
-// up_proj and down_proj stacked into ffn_{gate,up,down}_exps.
-LayerPlan qwen3moe_experts(const HfConfig& c) {
-  const ModelConfig m = c.model;
-  return [m](const std::string& g, const std::string& h, std::vector<Planned>& p) {
-    p.push_back({g + "ffn_gate_inp.weight", h + "mlp.gate.weight", m.n_expert, m.n_embd});
-    for (auto [name, proj, rows, cols] :
-         {std::tuple{"ffn_gate_exps", "gate_proj", m.n_ff, m.n_embd},
-          {"ffn_up_exps", "up_proj", m.n_ff, m.n_embd},
-          {"ffn_down_exps", "down_proj", m.n_embd, m.n_ff}}) {
-      Planned t{g + name + ".weight", "", rows, cols};
-      for (int64_t e = 0; e < m.n_expert; ++e)
-        t.stack.push_back(fmt::format("{}mlp.experts.{}.{}.weight", h, e, proj));
-      p.push_back(std::move(t));
-    }
-  };
-}
-
 }  // namespace
 
 const HfFamily& hf_qwen3moe_family() {
   static const HfFamily f{{"Qwen3MoeForCausalLM"},
                           read_qwen3moe,
                           [](const HfConfig& c, const auto& has) {
-                            return plan_qwen(c, has, false, true, qwen3moe_experts(c));
+                            // The router mlp.gate; each expert's gate_proj, up_proj and down_proj.
+                            constexpr HfExpertNames kNames{"mlp.gate.weight", "mlp.experts.",
+                                                           "gate_proj", "up_proj", "down_proj"};
+                            return plan_qwen(c, has, false, true, stacked_experts(c, kNames));
                           },
                           "model.embed_tokens.weight",
                           "model.layers.{}.input_layernorm.weight"};

@@ -285,24 +285,31 @@ def qwen3moe_state(cfg, seed):
     return s
 
 
-def qwen3moe_forward(state, cfg, tokens):
-    """Qwen3MoeForCausalLM's forward: Qwen3's attention, Qwen3MoeSparseMoeBlock with
-    norm_topk_prob (softmax, top k, renormalized; each chosen expert's SwiGLU)."""
-    k = cfg["num_experts_per_tok"]
-
+def _sparse_moe(router, experts, gate, up, down, k):
+    """HF's sparse MoE block (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock with
+    norm_topk_prob): softmax of the router's logits, top k, renormalized; each chosen expert's
+    SwiGLU. Names under the layer's prefix: the router, the experts' prefix, their matrices."""
     def moe(W, p, h):
-        probs = torch.softmax(h @ W[p + "mlp.gate.weight"].T, dim=-1)
+        probs = torch.softmax(h @ W[p + router].T, dim=-1)
         weights, chosen = torch.topk(probs, k, dim=-1)
         weights = weights / weights.sum(dim=-1, keepdim=True)
         out = torch.zeros_like(h)
         for t in range(h.shape[0]):
             for s in range(k):
-                e = p + f"mlp.experts.{int(chosen[t, s])}."
-                a = torch.nn.functional.silu(h[t] @ W[e + "gate_proj.weight"].T) * \
-                    (h[t] @ W[e + "up_proj.weight"].T)
-                out[t] += weights[t, s] * (a @ W[e + "down_proj.weight"].T)
+                e = p + experts + f"{int(chosen[t, s])}."
+                a = torch.nn.functional.silu(h[t] @ W[e + gate].T) * (h[t] @ W[e + up].T)
+                out[t] += weights[t, s] * (a @ W[e + down].T)
         return out
-    return qwen2_forward(state, cfg, tokens, moe)
+    return moe
+
+
+def qwen3moe_forward(state, cfg, tokens):
+    """Qwen3MoeForCausalLM's forward: Qwen3's attention and Qwen3MoeSparseMoeBlock with
+    norm_topk_prob."""
+    return qwen2_forward(state, cfg, tokens,
+                         _sparse_moe("mlp.gate.weight", "mlp.experts.", "gate_proj.weight",
+                                     "up_proj.weight", "down_proj.weight",
+                                     cfg["num_experts_per_tok"]))
 
 
 def mixtral_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=96, experts=4, k=2):
@@ -341,45 +348,9 @@ def mixtral_state(cfg, seed):
 
 
 def mixtral_forward(state, cfg, tokens):
-    """MixtralForCausalLM's forward: rotate_half RoPE, grouped KV heads, and the sparse MoE
-    block: softmax over the router's logits, top k, renormalized, each chosen expert's SwiGLU."""
-    W = {k: torch.from_numpy(v) for k, v in state.items()}
-    d, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    hd, T, eps, k = d // H, len(tokens), cfg["rms_norm_eps"], cfg["num_experts_per_tok"]
-    x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
-    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
-
-    def rms(x, w):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
-
-    def rot(t):  # [heads, T, hd]
-        half = torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], dim=-1)
-        return t * cos + half * sin
-
-    for l in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{l}."
-        h = rms(x, W[p + "input_layernorm.weight"])
-        q = (h @ W[p + "self_attn.q_proj.weight"].T).view(T, H, hd).transpose(0, 1)
-        kk = (h @ W[p + "self_attn.k_proj.weight"].T).view(T, Hkv, hd).transpose(0, 1)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).view(T, Hkv, hd).transpose(0, 1)
-        q, kk = rot(q), rot(kk)
-        kk, v = kk.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
-        o = _causal(q, kk, v).transpose(0, 1).reshape(T, H * hd)
-        x = x + o @ W[p + "self_attn.o_proj.weight"].T
-        h = rms(x, W[p + "post_attention_layernorm.weight"])
-        m = p + "block_sparse_moe."
-        probs = torch.softmax(h @ W[m + "gate.weight"].T, dim=-1)
-        weights, chosen = torch.topk(probs, k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-        out = torch.zeros_like(h)
-        for t in range(T):
-            for s in range(k):
-                e = int(chosen[t, s])
-                a = torch.nn.functional.silu(h[t] @ W[m + f"experts.{e}.w1.weight"].T) * \
-                    (h[t] @ W[m + f"experts.{e}.w3.weight"].T)
-                out[t] += weights[t, s] * (a @ W[m + f"experts.{e}.w2.weight"].T)
-        x = x + out
-    x = rms(x, W["model.norm.weight"])
-    return x @ W["lm_head.weight"].T
+    """MixtralForCausalLM's forward: LLaMA's attention (rotate_half RoPE, grouped KV heads, no
+    biases: qwen2_forward's without them) and the sparse MoE block."""
+    return qwen2_forward(state, cfg, tokens,
+                         _sparse_moe("block_sparse_moe.gate.weight", "block_sparse_moe.experts.",
+                                     "w1.weight", "w3.weight", "w2.weight",
+                                     cfg["num_experts_per_tok"]))

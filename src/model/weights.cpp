@@ -113,14 +113,6 @@ MatrixView layer_matrix(const GgufFile& f, const Architecture& a, const std::str
   return matrix(f, p + name, cols, rows);
 }
 
-// Rows [first, first + count) of m as a matrix of their own (a fused q/k/v's parts).
-MatrixView row_view(const MatrixView& m, int64_t first, int64_t count) {
-  MatrixView v = m;
-  v.data = m.data + static_cast<uint64_t>(first) * m.row_bytes;
-  v.rows = count;
-  return v;
-}
-
 void load_attention(const GgufFile& f, const Architecture& a, const std::string& p,
                     const ModelConfig& c, LayerWeights& l) {
   if (a.has(LayerMatrix::AttnQkv)) {
@@ -159,6 +151,12 @@ void load_expert_matrix(const GgufFile& f, const std::string& p, const ModelConf
 }
 
 }  // namespace
+
+uint64_t expert_bytes(const LayerMatrices& l) {
+  uint64_t bytes = 0;
+  for (const ExpertMatrices& x : l.experts) bytes += x.gate.bytes() + x.up.bytes() + x.down.bytes();
+  return bytes;
+}
 
 MatrixView expert_neuron_rows(const std::vector<ExpertMatrices>& experts,
                               MatrixView ExpertMatrices::*member) {
@@ -258,12 +256,8 @@ uint64_t ModelWeights::bytes_read_per_token() const {
         total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
     if (l.experts.empty()) continue;
-    uint64_t experts = 0;
-    for_each_expert_matrix(l,
-                           [&](const MatrixView& m, const std::string&) { experts += m.bytes(); });
-    experts -= l.ffn_gate_inp.bytes();
-    total +=
-        l.ffn_gate_inp.bytes() + experts / l.experts.size() * static_cast<uint64_t>(experts_used);
+    total += l.ffn_gate_inp.bytes() +
+             expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(experts_used);
   }
   return total;
 }

@@ -61,6 +61,9 @@ void for_each_expert_matrix(Layer& l, Each&& each) {
   }
 }
 
+// The bytes of a mixture's experts (its router apart); 0 for a dense layer.
+uint64_t expert_bytes(const LayerMatrices& l);
+
 // A mixture's gate or up matrices as one matrix of n_expert * n_ff rows (the layer seen as one
 // FFN, ModelConfig::ffn_neurons): a view over the stacked tensor. Null data where the experts'
 // rows are not one run of memory (one tensor per expert, as older files have them).

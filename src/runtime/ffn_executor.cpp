@@ -96,12 +96,7 @@ void FfnExecutor::predict(int64_t l, int64_t n) {
 void FfnExecutor::chosen_expert_rows(const MatrixView& m, float* y) {
   const int64_t ff = c_.n_ff;
   expert_views_.clear();
-  for (const int32_t e : chosen_experts_) {
-    MatrixView v = m;
-    v.data += static_cast<uint64_t>(e * ff) * v.row_bytes;
-    v.rows = ff;
-    expert_views_.push_back(v);
-  }
+  for (const int32_t e : chosen_experts_) expert_views_.push_back(row_view(m, e * ff, ff));
   expert_jobs_.clear();
   for (size_t i = 0; i < chosen_experts_.size(); ++i)
     expert_jobs_.push_back({&expert_views_[i], y + chosen_experts_[i] * ff, c_.ffn_neurons()});

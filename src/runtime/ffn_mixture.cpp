@@ -32,17 +32,14 @@ void FfnExecutor::route_to_neurons(int64_t l, int64_t n) {
   // Each token's weight of every expert (0 where it did not choose it), and the experts any
   // token chose, ascending: the only ones whose deciding rows are computed.
   expert_weights_.assign(static_cast<size_t>(n * n_expert), 0.0f);
-  std::vector<uint8_t> any(static_cast<size_t>(n_expert), 0);
   for (int64_t b = 0; b < n; ++b)
-    for (int64_t s = 0; s < k; ++s) {
-      const int32_t e = chosen_[static_cast<size_t>(b * k + s)];
-      expert_weights_[static_cast<size_t>(b * n_expert + e)] =
+    for (int64_t s = 0; s < k; ++s)
+      expert_weights_[static_cast<size_t>(b * n_expert + chosen_[static_cast<size_t>(b * k + s)])] =
           mix_weights_[static_cast<size_t>(b * k + s)];
-      any[static_cast<size_t>(e)] = 1;
-    }
-  chosen_experts_.clear();
-  for (int32_t e = 0; e < n_expert; ++e)
-    if (any[static_cast<size_t>(e)] != 0) chosen_experts_.push_back(e);
+  chosen_experts_.assign(chosen_.begin(), chosen_.end());
+  std::sort(chosen_experts_.begin(), chosen_experts_.end());
+  chosen_experts_.erase(std::unique(chosen_experts_.begin(), chosen_experts_.end()),
+                        chosen_experts_.end());
   backend_.upload(ws_.expert_weights, expert_weights_.data(),
                   expert_weights_.size() * sizeof(float));
 }

@@ -16,13 +16,6 @@ uint64_t norm_bytes(const std::vector<float>& w) {
   return w.size() * sizeof(float);
 }
 
-// The bytes of a mixture's experts (the router apart).
-uint64_t expert_bytes(const LayerWeights& l) {
-  uint64_t bytes = 0;
-  for_each_expert_matrix(l, [&](const MatrixView& m, const std::string&) { bytes += m.bytes(); });
-  return bytes - l.ffn_gate_inp.bytes();
-}
-
 // The down_t a sparse mode transposes at load where the file has none (a mixture's: every
 // expert's).
 uint64_t derived_down_t_bytes(const LayerWeights& l) {
@@ -59,7 +52,7 @@ uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode
 // RAM the layer's FFN matrices hold (ffn_down_t built at load when a sparse mode needs it).
 uint64_t ffn_ram_bytes(const LayerWeights& l, FfnMode mode) {
   uint64_t bytes = l.ffn_gate.bytes() + l.ffn_up.bytes() + l.ffn_down.bytes() +
-                   l.ffn_down_t.bytes() + (l.experts.empty() ? 0 : expert_bytes(l));
+                   l.ffn_down_t.bytes() + expert_bytes(l);
   if (mode != FfnMode::Dense && l.ffn_down_t.data == nullptr) bytes += derived_down_t_bytes(l);
   return bytes;
 }

@@ -28,4 +28,13 @@ struct MatrixView {
   uint64_t bytes() const { return row_bytes * static_cast<uint64_t>(rows); }
 };
 
+// Rows [first, first + count) of m as a matrix of their own (a fused q/k/v's parts, an
+// expert of a stacked tensor).
+inline MatrixView row_view(const MatrixView& m, int64_t first, int64_t count) {
+  MatrixView v = m;
+  v.data = m.row(first);
+  v.rows = count;
+  return v;
+}
+
 }  // namespace strata

@@ -286,7 +286,9 @@ TEST_F(ServerBatching, LoadOf64ConcurrentClients) {
           {"stream", stream}}.dump();
       httplib::Client c("127.0.0.1", port_);
       c.set_bearer_token_auth("sesame");
-      c.set_read_timeout(30);
+      // A whole reply, not a first byte: an admitted non-streamed request waits for the queue
+      // ahead of it, 37 s in CI's sanitizer build (its p99), so 30 s once failed there.
+      c.set_read_timeout(180);
       const auto t0 = std::chrono::steady_clock::now();
       // Retried for a minute at most: a sanitizer build on a loaded 2-core machine drains the
       // queue slowly (CI once saw 20 tries of 100 ms refused), and the test is about replies.

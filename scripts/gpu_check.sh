@@ -13,8 +13,9 @@
 #      64, profiled on 128 random tokens) split between the GPU and the CPU under --vram-budget
 #      16G and 8G (consumer cards), against the CPU alone; then three tiers: a 7B-shape F16
 #      model bundled, under --vram-budget 4G and --ram-budget 6G (the rest on flash), against
-#      the CPU alone under the same RAM budget; then the 13B shape in Q4_0 under 4G, time
-#      allowing. Each row: decode tok/s, the cost model's prediction, the share of
+#      the CPU alone under the same RAM budget; then a TurboSparse-shape mixture of experts (8
+#      Mixtral layers, dReLU experts, Q4_0) with its expert neurons split under --vram-budget 2G
+#      against the CPU alone, and the 13B shape in Q4_0 under 4G, time allowing. Each row: decode tok/s, the cost model's prediction, the share of
 #      activations on the GPU, each side's time and waits.
 #   --sanitize instead of 2: compute-sanitizer's memcheck and racecheck over the CUDA op tests
 #      (where the machine has compute-sanitizer).
@@ -138,6 +139,7 @@ fi
 } >>"$table"
 if [ "$hybrid" -eq 1 ]; then
   sparse="--ffn reglu --sparsity 0.1 --predictor-rank 64"
+  sparse_moe="--ffn drelu --sparsity 0.1 --predictor-rank 64"
   # shellcheck disable=SC2086
   model s13b-f16 --preset 13b --type f16 $sparse
   profiled s13b-f16
@@ -167,6 +169,20 @@ if [ "$hybrid" -eq 1 ]; then
     }
   else
     echo "| s7b-f16-bundle | predict | skipped: out of time |" >>"$table"
+  fi
+  # A TurboSparse-shape mixture (8 of Mixtral's 32 layers, 8 dReLU experts at 10% density, 2 a
+  # token, predictors): its expert neurons split across --vram-budget 2G, against the CPU alone.
+  if [ "$(left)" -gt 170 ]; then
+    # shellcheck disable=SC2086
+    model tsmx8-q4_0 --preset mixtral --layers 8 --type q4_0 $sparse_moe
+    # shellcheck disable=SC2086
+    {
+      bench tsmx8-q4_0 predict 0 32 --vram-budget 2G
+      bench tsmx8-q4_0 predict 0 16 --device cpu
+    }
+    rm -f "$models/tsmx8-q4_0.gguf"
+  else
+    echo "| tsmx8-q4_0 | predict | skipped: out of time |" >>"$table"
   fi
   if [ "$(left)" -gt 150 ]; then
     # shellcheck disable=SC2086

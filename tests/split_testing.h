@@ -24,11 +24,12 @@ inline constexpr DType kEveryType[] = {DType::F32,  DType::F16,  DType::BF16, DT
                                        DType::Q4_0, DType::Q2_K, DType::Q3_K, DType::Q4_K,
                                        DType::Q5_K, DType::Q6_K};
 
-// Every `step`-th neuron of each layer (from `first`): a split that cuts every bucket.
+// Every `step`-th neuron of each layer (from `first`): a split that cuts every bucket (of a
+// mixture, every expert's neurons: the sparse modes' numbering).
 inline std::vector<std::vector<int32_t>> every(const Model& m, int step, int first = 0) {
   std::vector<std::vector<int32_t>> v(static_cast<size_t>(m.config.n_layer));
   for (auto& l : v)
-    for (int32_t i = first; i < m.config.n_ff; i += step) l.push_back(i);
+    for (int32_t i = first; i < m.config.ffn_neurons(); i += step) l.push_back(i);
   return v;
 }
 

@@ -232,6 +232,42 @@ TEST_P(CudaSession, SplitFfnIsWithinToleranceOfTheCpu) {
   }
 }
 
+// A mixture's expert neurons split: every third (cutting every expert) and whole experts 1
+// and 3 on the GPU (KTransformers' split, by the plan's units), the rest on the CPU from RAM or
+// (bundled) its caches in front of flash, at the same time; against the same split on the CPU.
+TEST_P(CudaSession, MixtureSplitAcrossTheGpuAndTheCpuIsWithinToleranceOfTheCpu) {
+  for (const DType type : {DType::F16, DType::Q4_0}) {
+    const std::string path = strata::testing::sparse_moe_tiny_model(type);
+    for (const bool bundle : {false, true}) {
+      auto m = load(bundle ? strata::testing::bundled_model(path) : path);
+      if (!bundle) m->ensure_down_t();
+      const int64_t ff = m->config.n_ff;
+      auto experts_1_and_3 = split_testing::every(*m, 1 << 20);
+      for (auto& l : experts_1_and_3) {
+        l.clear();
+        for (const int64_t e : {1, 3})
+          for (int64_t i = 0; i < ff; ++i) l.push_back(static_cast<int32_t>(e * ff + i));
+      }
+      for (const auto& vram : {split_testing::every(*m, 3), experts_1_and_3}) {
+        SessionOptions o{FfnMode::Predict};
+        o.vram_neurons = vram;
+        if (bundle) o.cache_neurons = 300, o.window = 2;
+        CpuBackend cpu(pool);
+        SessionOptions on_gpu = o;
+        on_gpu.host_backend = &cpu;
+        const std::string what = std::string("mixture ") + dtype_name(type) +
+                                 (bundle ? " bundled" : " in RAM") +
+                                 (vram == experts_1_and_3 ? ", experts 1 and 3" : ", every third");
+        const uint64_t own = gpu->allocated();
+        const auto got = logits(*m, *gpu, on_gpu);
+        expect_close(got, logits(*m, cpu, o), tolerance(type), what);
+        EXPECT_EQ(logits(*m, *gpu, on_gpu), got) << what << ": the same bits every run";
+        EXPECT_EQ(gpu->allocated(), own) << what << ": the session left GPU memory behind";
+      }
+    }
+  }
+}
+
 // Through the plan, as `strata run --vram-budget B` with a model larger than B: the run splits,
 // layers the budget cannot hold compute on the CPU, and the budget holds.
 TEST_P(CudaSession, APlannedSplitRunStaysWithinItsBudget) {

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "offline/bundle.h"
+#include "offline/profile.h"
+#include "runtime/inventory.h"
 #include "offline/synth.h"
 #include "runtime/session.h"
 
@@ -79,6 +81,30 @@ inline std::string tiny_moe_model(DType type = DType::F32, bool stacked = true,
   s.shape.n_expert_used = k;
   s.stacked_experts = stacked;
   s.seed = 11;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+// A profile of 96 fixed tokens (strata profile's counts), for plans that place by heat.
+inline ActivationCounts profile_counts(const Model& m) {
+  ThreadPool pool(2);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 96; ++i) tokens.push_back((i * 37 + 11) % static_cast<int>(m.config.n_vocab));
+  NeuronProfile p = profile_model(m, tokens, 32, 96, pool);
+  return {p.tokens, std::move(p.counts), std::move(p.window_reuse)};
+}
+
+// A TurboSparse-like tiny mixture: 3 layers of 4 dReLU experts (n_ff 256), 2 a token, sparse
+// by construction (density 0.1) with predictors of rank 32 over every expert's neurons.
+inline std::string sparse_moe_tiny_model(DType type) {
+  const std::string path =
+      temp_file(std::string("moe_sparse_drelu_") + dtype_name(type) + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.type = type;
+  s.shape.n_embd = 128, s.shape.n_ff = 256, s.shape.n_layer = 3;
+  s.shape.ffn = FfnActivation::DReLU;
+  s.shape.n_expert = 4, s.shape.n_expert_used = 2;
+  s.density = 0.1, s.predictor_rank = 32, s.seed = 6;
   write_synthetic_model(s, path);
   return path;
 }

@@ -202,14 +202,7 @@ TEST(Mixture, ExpertsAreOneMatrixWhereTheirRowsAreOneRun) {
 // A mixture of dReLU experts sparse by construction, with predictors for every expert's neurons
 // (strata synth --arch mixtral --ffn drelu --sparsity 0.1): 4 experts of 256 neurons, 2 a token.
 std::string sparse_moe_model() {
-  const std::string path = strata::testing::temp_file("moe_sparse_drelu.gguf");
-  SynthSpec s = synth_preset("tiny");
-  s.shape.n_embd = 128, s.shape.n_ff = 256, s.shape.n_layer = 3;
-  s.shape.ffn = FfnActivation::DReLU;
-  s.shape.n_expert = 4, s.shape.n_expert_used = 2;
-  s.density = 0.1, s.predictor_rank = 32, s.seed = 6;
-  write_synthetic_model(s, path);
-  return path;
+  return strata::testing::sparse_moe_tiny_model(DType::F32);
 }
 
 std::vector<float> run_mode(const Model& m, FfnMode mode, const std::vector<int32_t>& tokens,

@@ -41,13 +41,7 @@ uint64_t ram_before_ffn(const Inventory& inv) {
   return ram;
 }
 
-ActivationCounts profile_counts(const Model& m) {
-  ThreadPool pool(2);
-  std::vector<int32_t> tokens;
-  for (int i = 0; i < 96; ++i) tokens.push_back((i * 37 + 11) % static_cast<int>(m.config.n_vocab));
-  NeuronProfile p = profile_model(m, tokens, 32, 96, pool);
-  return {p.tokens, std::move(p.counts), std::move(p.window_reuse)};
-}
+using strata::testing::profile_counts;
 
 TEST(PlannedSession, InventoryCountsWhatTheSessionAllocates) {
   const std::string path = strata::testing::sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 4);

@@ -165,6 +165,93 @@ TEST_F(SplitFfn, APlannedRunLargerThanItsVramBudgetSplitsItsFfn) {
   EXPECT_THROW(plan_run(*m, r), Error) << "the dense blocks do not fit";
 }
 
+// A mixture's expert neurons split as a dense FFN's (the sparse modes' numbering: expert e's
+// neuron i is e * n_ff + i): a cut through every expert, and whole experts on the device
+// (KTransformers' split, here by the plan's units); the device routes, both sides mask the
+// unchosen experts and weigh their neurons by the router, and the sums add in neuron order.
+// In RAM and over three tiers; the same bits as the CPU alone, the unsplit FFN within rounding.
+TEST_F(SplitFfn, AMixturesExpertNeuronsSplitAsTheCpuAloneComputesThem) {
+  for (const DType type : {DType::F32, DType::Q4_0}) {
+    const std::string path = strata::testing::sparse_moe_tiny_model(type);
+    for (const bool bundle : {false, true}) {
+      auto m = Model::load(bundle ? bundled_model(path) : path, false);
+      if (!bundle) m->ensure_down_t();
+      const int64_t ff = m->config.n_ff;
+      std::vector<std::vector<int32_t>> experts_1_and_3(static_cast<size_t>(m->config.n_layer));
+      for (auto& l : experts_1_and_3)
+        for (const int64_t e : {1, 3})
+          for (int64_t i = 0; i < ff; ++i) l.push_back(static_cast<int32_t>(e * ff + i));
+      SessionOptions o{FfnMode::Predict};
+      if (bundle) o.cache_neurons = 300, o.window = 2;
+      const auto whole = run(*m, cpu, o);
+      for (const auto& vram : {every(*m, 3), experts_1_and_3}) {
+        o.vram_neurons = vram;
+        SessionOptions on_dev = o;
+        on_dev.host_backend = &cpu;
+        ReferenceDevice dev;
+        const std::string what = std::string(dtype_name(type)) + (bundle ? " bundled" : " in RAM") +
+                                 (vram == experts_1_and_3 ? ", experts 1 and 3" : ", every third");
+        uint64_t device_pairs = 0, ram_pairs = 0;
+        {
+          Session s(*m, 32, dev, on_dev);
+          s.eval(kPrompt);
+          device_pairs = s.split_device_pairs(), ram_pairs = s.split_ram_pairs();
+        }
+        EXPECT_GT(device_pairs, 0u) << what;
+        EXPECT_GT(ram_pairs, 0u) << what;
+        const auto hybrid = run(*m, dev, on_dev);
+        EXPECT_EQ(hybrid, run(*m, cpu, o)) << what << ": the split on one CPU";
+        EXPECT_LT(max_relative(hybrid, whole), 1e-5) << what << ": the unsplit FFN";
+      }
+    }
+  }
+}
+
+// Through the plan: a mixture larger than its VRAM budget keeps its dense blocks and routers on
+// the device and places expert neurons there up to the budget, which holds.
+TEST_F(SplitFfn, APlannedMixtureSplitsItsExpertNeuronsWithinTheBudget) {
+  auto m = Model::load(strata::testing::sparse_moe_tiny_model(DType::F16), false);
+  m->ensure_down_t();
+  RunRequest r = on_reference();
+  const DeviceSizes size = device_sizes(*m);
+  ASSERT_LT(size.dense, size.whole);
+  r.device.vram_budget = (size.whole + size.dense) / 2;
+  PlannedRun planned = plan_run(*m, r);
+  ASSERT_TRUE(planned.device.split);
+  EXPECT_GT(neurons_on_device(planned.session), 0u);
+  EXPECT_LT(neurons_on_device(planned.session),
+            static_cast<size_t>(m->config.n_layer * m->config.ffn_neurons()));
+  auto dev = make_session_backend(planned, pool);
+  EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, cpu_alone(planned.session)));
+  EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
+}
+
+// The ILP weighs the device against the CPU alone: where its cost model predicts the CPU faster
+// (here a device that reads 1 MB/s) it places nothing there and the run says so and runs on the
+// CPU; a fast device gets the split. Both with a profile, so the ILP decides.
+TEST_F(SplitFfn, AnIlpPlanThatPrefersTheCpuRunsThereAndSaysSo) {
+  auto m = Model::load(strata::testing::sparse_moe_tiny_model(DType::F16), false);
+  m->ensure_down_t();
+  const ActivationCounts counts = strata::testing::profile_counts(*m);
+  RunRequest r = on_reference();
+  r.profile = &counts;
+  r.solver = SolverChoice::Ilp;
+  r.vram_bandwidth_given = true;
+  const DeviceSizes size = device_sizes(*m);
+  r.device.vram_budget = (size.whole + size.dense) / 2;
+  r.costs.vram_bytes_per_s = 1e6;
+  const PlannedRun slow = plan_run(*m, r);
+  EXPECT_EQ(slow.device.kind, DeviceKind::Cpu);
+  EXPECT_TRUE(slow.session.vram_neurons.empty());
+  bool said = false;
+  for (const std::string& note : slow.notes) said |= note.find("CPU alone faster") != std::string::npos;
+  EXPECT_TRUE(said) << "the run says why the GPU is idle";
+  r.costs.vram_bytes_per_s = 1e12;
+  const PlannedRun fast = plan_run(*m, r);
+  EXPECT_TRUE(fast.device.split);
+  EXPECT_GT(neurons_on_device(fast.session), 0u);
+}
+
 // Layers whose attention the plan leaves on the CPU compute wholly there (attention with their
 // own KV cache, predictor, FFN), the residual stream moving between the devices: the same
 // bits as the CPU alone, with the output head on either side.

@@ -26,7 +26,7 @@ uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKi
   const bool bundled = model.weights.bundled;
   uint64_t split = 0, neurons = 0;
   if (!with_ffn || bundled)
-    split = static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) +
+    split = static_cast<uint64_t>(c.ffn_neurons()) * sizeof(int32_t) +
             (bundled ? 0 : static_cast<uint64_t>(Session::kMaxBatch * c.n_embd) * 4);
   if (with_ffn && bundled)
     for (const LayerInventory& l : inv.layers)
@@ -102,6 +102,9 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
 // neurons in what the device's budget leaves (the inventory holds what a plan places; the
 // backend's own buffers and the split's are set aside first). Layers whose attention stays on
 // the CPU compute wholly there: their neurons leave VRAM (the budget they held stays unused).
+// The ILP may place nothing on the device, its cost model predicting the CPU alone faster (a
+// small model): the caller runs on the CPU then; the greedy solver places attention first, so
+// nothing there means nothing fit.
 PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequest& r,
                          const DeviceChoice& choice) {
   const uint64_t aside = bytes_beside_the_plan(model, inv, choice.kind);
@@ -111,7 +114,7 @@ PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequ
   cpu_layers_whole(p);
   int64_t gpu_blocks = 0;
   for (const LayerPlan& l : p.layers) gpu_blocks += l.attention == Device::Cuda;
-  if (gpu_blocks == 0)
+  if (gpu_blocks == 0 && p.solver != "ilp")
     fail(
         "not one layer's attention fits the {} budget with its KV cache; raise --vram-budget or "
         "lower -c",
@@ -194,6 +197,14 @@ bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
     run.session.output_on_host = true;
   } else if (run.device.split) {
     run.plan = plan_split(model, inv, r, run.device);
+    if (!uses_device(run.plan)) {
+      run.device = {};
+      run.notes.push_back(fmt::format(
+          "note: the placement solver puts nothing on the GPU: its cost model predicts the CPU "
+          "alone faster for this model ({:.1f} tok/s); running on the CPU",
+          evaluate(run.plan, inv, r.costs).tokens_per_s()));
+      return false;
+    }
     apply_device_plan(run.plan, run.session);
   } else {
     run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);

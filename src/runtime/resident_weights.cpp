@@ -31,10 +31,11 @@ ResidentLayer host_layer(const LayerWeights& l, FfnMode mode) {
   return r;
 }
 
+// The FFN's rows (a split's device holds its own copies of its neurons'); a mixture's router
+// stays, as the dense blocks do: the device routes, then computes its part of the chosen experts.
 void drop_ffn(ResidentLayer& r) {
   for (const LayerMatrixSlot& m : kLayerMatrixSlots)
     if (m.block == LayerBlock::Ffn) r.*m.member = MatrixView{};
-  r.ffn_gate_inp = MatrixView{};
   r.experts.clear();
 }
 

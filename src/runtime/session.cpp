@@ -164,7 +164,8 @@ FfnStore* Session::make_stores() {
   DevicePart& host = cpu_part() != nullptr ? *cpu_part() : *parts_[0];
   FfnStore& below = flash_ ? *flash_ : host.ram_store();
   split_ =
-      std::make_unique<SplitFfnStore>(backend_, below, options_.vram_neurons, c_.n_ff, kMaxBatch);
+      std::make_unique<SplitFfnStore>(backend_, below, options_.vram_neurons, c_.ffn_neurons(),
+                                      kMaxBatch);
   return split_.get();
 }
 
@@ -266,9 +267,6 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
     fail("--check-predictor needs --ffn predict (and a model with predictors)");
   if (model.config.moe() && options.check_predictor)
     fail("--check-predictor: '{}' is a mixture of experts, whose predictions it does not count",
-         model.file->path());
-  if (model.config.moe() && !options.vram_neurons.empty())
-    fail("'{}' is a mixture of experts: its neurons are not split across VRAM and RAM yet",
          model.file->path());
   if (model.config.moe() && options.ffn != FfnMode::Dense && !mw.bundled)
     for (const LayerWeights& l : mw.layers)

@@ -268,6 +268,28 @@ TEST_P(CudaSession, MixtureSplitAcrossTheGpuAndTheCpuIsWithinToleranceOfTheCpu) 
   }
 }
 
+// KTransformers' split of dense (SwiGLU) experts: experts 1 and 3 of each layer on the GPU, the
+// CPU computing the other chosen experts at the same time; against the CPU alone.
+TEST_P(CudaSession, DenseExpertsSplitWholeAreWithinToleranceOfTheCpu) {
+  for (const DType type : {DType::F32, DType::Q4_0}) {
+    auto m = load(strata::testing::tiny_moe_model(type, true));
+    SessionOptions o;
+    o.vram_neurons.resize(static_cast<size_t>(m->config.n_layer));
+    for (auto& l : o.vram_neurons)
+      for (const int64_t e : {1, 3})
+        for (int64_t i = 0; i < m->config.n_ff; ++i)
+          l.push_back(static_cast<int32_t>(e * m->config.n_ff + i));
+    CpuBackend cpu(pool);
+    o.host_backend = &cpu;
+    const std::string what = std::string("experts split ") + dtype_name(type);
+    const uint64_t own = gpu->allocated();
+    const auto got = logits(*m, *gpu, o);
+    expect_close(got, logits(*m, cpu), tolerance(type), what);
+    EXPECT_EQ(logits(*m, *gpu, o), got) << what << ": the same bits every run";
+    EXPECT_EQ(gpu->allocated(), own) << what << ": the session left GPU memory behind";
+  }
+}
+
 // Through the plan, as `strata run --vram-budget B` with a model larger than B: the run splits,
 // layers the budget cannot hold compute on the CPU, and the budget holds.
 TEST_P(CudaSession, APlannedSplitRunStaysWithinItsBudget) {

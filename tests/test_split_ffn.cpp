@@ -207,6 +207,61 @@ TEST_F(SplitFfn, AMixturesExpertNeuronsSplitAsTheCpuAloneComputesThem) {
   }
 }
 
+// Every neuron of the given experts in each layer (the sparse modes' numbering).
+std::vector<std::vector<int32_t>> whole_experts_of(const Model& m, std::vector<int64_t> experts) {
+  std::vector<std::vector<int32_t>> v(static_cast<size_t>(m.config.n_layer));
+  for (auto& l : v)
+    for (const int64_t e : experts)
+      for (int64_t i = 0; i < m.config.n_ff; ++i)
+        l.push_back(static_cast<int32_t>(e * m.config.n_ff + i));
+  return v;
+}
+
+// KTransformers' split of a mixture with dense (SwiGLU) experts: whole experts on the device,
+// the CPU computing the other chosen experts at the same time, each token's outputs mixed on
+// the device in the order of its choice. Each expert is computed whole on one side, so the
+// CPU alone gives the same bits (the reference device computes as the CPU does), in both
+// tensor layouts, decode and prompt batches; a cut expert is refused by name.
+TEST_F(SplitFfn, AMixturesDenseExpertsSplitWholeAsTheCpuAloneComputesThem) {
+  for (const DType type : {DType::F32, DType::Q4_0})
+    for (const bool stacked : {true, false}) {
+      auto m = Model::load(strata::testing::tiny_moe_model(type, stacked), false);
+      const auto alone = run(*m, cpu, {});
+      for (const auto& experts : {std::vector<int64_t>{1, 3}, std::vector<int64_t>{0, 1, 2, 3},
+                                  std::vector<int64_t>{}}) {
+        SessionOptions o;
+        o.vram_neurons = whole_experts_of(*m, experts);
+        o.host_backend = &cpu;
+        ReferenceDevice dev;
+        const std::string what = std::string(dtype_name(type)) +
+                                  (stacked ? " stacked, " : " per expert, ") +
+                                  std::to_string(experts.size()) + " experts on the device";
+        EXPECT_EQ(run(*m, dev, o), alone) << what;
+        Session s(*m, 32, dev, o);
+        s.eval(kPrompt);
+        const uint64_t pairs = kPrompt.size() * static_cast<uint64_t>(m->config.n_layer *
+                                                                      m->config.n_expert_used *
+                                                                      m->config.n_ff);
+        EXPECT_EQ(s.split_device_pairs() + s.split_ram_pairs(), pairs) << what;
+        EXPECT_EQ(s.split_device_pairs() == 0, experts.empty()) << what;
+        EXPECT_EQ(s.split_ram_pairs() == 0, experts.size() == 4) << what;
+        EXPECT_GT(s.split_traffic().link_bytes, 0u) << what;
+      }
+    }
+  auto m = Model::load(strata::testing::tiny_moe_model(DType::F32, true), false);
+  SessionOptions cut;
+  cut.vram_neurons = whole_experts_of(*m, {1});
+  for (auto& l : cut.vram_neurons) l.pop_back();
+  cut.host_backend = &cpu;
+  ReferenceDevice dev;
+  try {
+    Session s(*m, 32, dev, cut);
+    FAIL() << "a cut expert was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert 1"), std::string::npos) << e.what();
+  }
+}
+
 // Through the plan: a mixture larger than its VRAM budget keeps its dense blocks and routers on
 // the device and places expert neurons there up to the budget, which holds.
 TEST_F(SplitFfn, APlannedMixtureSplitsItsExpertNeuronsWithinTheBudget) {

@@ -54,6 +54,7 @@ void for_each_expert_matrix(Layer& l, Each&& each) {
   if (l.ffn_gate_inp.data != nullptr) each(l.ffn_gate_inp, std::string("ffn_gate_inp"));
   for (size_t e = 0; e < l.experts.size(); ++e) {
     auto& x = l.experts[e];
+    if (x.up.data == nullptr) continue;  // held by another device (a mixture split by expert)
     const std::string p = "expert " + std::to_string(e) + " ";
     if (x.gate.data != nullptr) each(x.gate, p + "ffn_gate");
     each(x.up, p + "ffn_up");

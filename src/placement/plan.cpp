@@ -163,6 +163,21 @@ std::vector<int64_t> neurons_per_expert(std::span<const int32_t> ids, int64_t ex
   return counts;
 }
 
+std::vector<uint8_t> whole_experts(std::span<const int32_t> ids, int64_t expert_neurons,
+                                   int64_t n_neurons, int64_t layer) {
+  std::vector<uint8_t> held;
+  const std::vector<int64_t> counts = neurons_per_expert(ids, expert_neurons, n_neurons);
+  for (size_t e = 0; e < counts.size(); ++e) {
+    if (counts[e] != 0 && counts[e] != expert_neurons)
+      fail(
+          "layer {}: the device holds {} of expert {}'s {} neurons; a dense mixture computes each "
+          "expert whole, on one device",
+          layer, counts[e], e, expert_neurons);
+    held.push_back(counts[e] == expert_neurons ? 1 : 0);
+  }
+  return held;
+}
+
 std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
   int64_t vram = 0, pinned = 0, gpu_layers = 0, min_slots = INT64_MAX, max_slots = 0;
   for (const LayerPlan& lp : p.layers) {

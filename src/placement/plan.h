@@ -63,6 +63,11 @@ PlacementPlan plan_from_json(const nlohmann::json& j, const Inventory& inventory
 // its n_neurons / expert_neurons experts.
 std::vector<int64_t> neurons_per_expert(std::span<const int32_t> ids, int64_t expert_neurons,
                                         int64_t n_neurons);
+// A dense mixture split by expert: layer `layer`'s device ids as whole experts, 1 for each
+// expert all of whose neurons are among them. Fails naming an expert they cut (the dense mixture
+// computes an expert whole, on one device).
+std::vector<uint8_t> whole_experts(std::span<const int32_t> ids, int64_t expert_neurons,
+                                   int64_t n_neurons, int64_t layer);
 // "4.55 GiB", "12.3 MiB": sizes in plans and in their errors.
 std::string size_text(double bytes);
 // "plan (ilp): 22 layers; VRAM 0 B; RAM 57.3 MiB (pinned 1200 neurons, cache 64..200 slots);

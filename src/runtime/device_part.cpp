@@ -46,7 +46,8 @@ DevicePart::DevicePart(const Model& model, Backend& backend_in, FfnMode mode,
   const ModelConfig& c = model.config;
   // A device gets the matrices of its own layers only; on the host every entry is a view.
   weights = std::make_unique<ResidentWeights>(model, backend, mode, layout_.ffn_rows,
-                                              others(layout_.layers), !layout_.output);
+                                              others(layout_.layers), !layout_.output,
+                                              layout_.experts_held);
   counters_ =
       backend.allocate(static_cast<uint64_t>(c.n_layer) * sizeof(uint64_t), "the FFN's counters");
   counts_.assign(static_cast<size_t>(c.n_layer), 0);

@@ -28,6 +28,8 @@ struct PartLayout {
   bool output = true;           // the output head
   // False: a split FFN's device holds no FFN matrices (its store copies the hot rows).
   bool ffn_rows = true;
+  // A dense mixture split by expert: per layer, 1 for each expert this part holds (empty: all).
+  std::vector<std::vector<uint8_t>> experts_held;
   int64_t kv_positions = 0;  // per layer, all sequences
   DType k_type = DType::F32, v_type = DType::F32;
 };

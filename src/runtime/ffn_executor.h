@@ -41,8 +41,15 @@ class FfnExecutor {
   };
   void set_host_side(const HostSide& host);
   // Bytes the split moved between host and device beyond the store's: the normalized input
-  // down and the RAM part's sum up, per layer.
+  // down and the RAM part's sum up, per layer (a mixture split by expert: the CPU's experts'
+  // outputs up).
   uint64_t link_bytes() const { return link_bytes_; }
+  // A dense mixture split by expert, since creation: token-neuron pairs computed and neuron rows
+  // read (an expert's n_ff rows each time it runs) on the device and on the CPU.
+  struct ExpertSplitCounts {
+    uint64_t device_pairs = 0, host_pairs = 0, device_rows = 0, host_rows = 0;
+  };
+  const ExpertSplitCounts& expert_split() const { return expert_split_; }
 
   // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
   // its neurons handed to the store to read in the background.
@@ -58,8 +65,21 @@ class FfnExecutor {
   // then each token's outputs weighted and summed in the order of its choice.
   // An observer sees the layer as the sparse modes do: activations [n][ffn_neurons], each
   // token's unchosen experts' neurons zero.
+  // Split by expert (a host side is set): the experts this device holds are queued first, the
+  // CPU computes the other chosen experts meanwhile and uploads their outputs to their slots.
   void mixture(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
-               const FfnObserver& observer);
+               ForwardTimes& times, const FfnObserver& observer);
+  // Where an expert runs: a backend, its workspace, prepared input and non-zero counter.
+  struct Side {
+    Backend* backend;
+    Workspace* ws;
+    PreparedRows* in;
+    uint64_t* nonzero;
+  };
+  // One expert over the rows of its tokens (expert_rows_, expert_slots_) of side.ws->xn, its
+  // outputs to their choice slots of side.ws->expert_out.
+  void run_expert(const Side& side, const ExpertMatrices& x, int64_t n, FfnLayerStats& stats,
+                  float* observed);
   // The router's logits to the host and each token's top k (chosen_, mix_weights_).
   void route(int64_t layer, int64_t n);
   // A sparse mode's first selection of a mixture's neurons: route, then each token's dense
@@ -68,8 +88,8 @@ class FfnExecutor {
   void route_to_neurons(int64_t layer, int64_t n);
   // One expert's dense FFN for `count` rows of x (n_embd each) into out (n_embd each); with
   // `observed` (host memory), row i's activations also go to observed + rows[i] * stride.
-  void expert_ffn(const ExpertMatrices& e, const float* x, int64_t count, float* out,
-                  FfnLayerStats& stats, uint64_t* nonzero, float* observed = nullptr,
+  void expert_ffn(const Side& side, const ExpertMatrices& e, const float* x, int64_t count,
+                  float* out, FfnLayerStats& stats, float* observed = nullptr,
                   const int64_t* rows = nullptr, int64_t stride = 0);
   void predict(int64_t layer, int64_t n);  // ws.mask from the predictor on ws.x
   // A mixture: y = the rows of m (one per neuron of every expert) of the chosen experts only,
@@ -111,6 +131,7 @@ class FfnExecutor {
   std::vector<MatrixView> expert_views_;  // the chosen experts' deciding rows
   std::vector<RowsJob> expert_jobs_;
   uint64_t link_bytes_ = 0;
+  ExpertSplitCounts expert_split_;
 };
 
 }  // namespace strata

@@ -7,6 +7,7 @@
 // and mix_experts weighs and sums each token's slots in the order of its choice.
 #include <algorithm>
 
+#include "core/timer.h"
 #include "runtime/expert_routing.h"
 #include "runtime/ffn_executor.h"
 
@@ -45,69 +46,105 @@ void FfnExecutor::route_to_neurons(int64_t l, int64_t n) {
 }
 
 void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
-                          const FfnObserver& observer) {
+                          ForwardTimes& times, const FfnObserver& observer) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t n_expert = c_.n_expert, k = c_.n_expert_used, d = c_.n_embd;
   const int64_t neurons = c_.ffn_neurons(), ff = c_.n_ff;
+  const bool split = host_.backend != nullptr;
   route(l, n);
   if (observer) observed_.assign(static_cast<size_t>(n * neurons), 0.0f);
   backend_.upload(ws_.mix_weights, mix_weights_.data(), mix_weights_.size() * sizeof(float));
   const uint64_t row_bytes = static_cast<uint64_t>(d) * sizeof(float);
-  for (int64_t e = 0; e < n_expert; ++e) {
-    expert_rows_.clear();
-    expert_slots_.clear();
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t s = 0; s < k; ++s)
-        if (chosen_[static_cast<size_t>(b * k + s)] == e) {
-          expert_rows_.push_back(b);
-          expert_slots_.push_back(b * k + s);
-        }
-    const auto count = static_cast<int64_t>(expert_rows_.size());
-    if (count == 0) continue;
-    const ExpertMatrices& x = w.experts[static_cast<size_t>(e)];
-    float* observed = observer ? observed_.data() + e * ff : nullptr;
-    if (n == 1) {  // decode: the one token's row in, its slot out
-      expert_ffn(x, ws_.xn, 1, ws_.expert_out + expert_slots_[0] * d, stats, nonzero, observed,
-                 expert_rows_.data(), neurons);
-      continue;
+  if (split) {  // the CPU's experts read the normalized input on the host
+    backend_.download(host_.ws->xn, ws_.xn, static_cast<uint64_t>(n) * row_bytes);
+    link_bytes_ += static_cast<uint64_t>(n) * row_bytes;
+  }
+  const Side device{&backend_, &ws_, &in_, nonzero};
+  const Side host{host_.backend, host_.ws, host_.in, host_.nonzero + l};
+  // Pass 0: the experts held here (a device queues them and computes while the CPU works);
+  // pass 1, split only: the CPU's, each output uploaded to its slot.
+  for (int pass = 0; pass < (split ? 2 : 1); ++pass) {
+    const Timer cpu_part;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      const ExpertMatrices& x = w.experts[static_cast<size_t>(e)];
+      if (split && (x.up.data != nullptr) != (pass == 0)) continue;
+      expert_rows_.clear();
+      expert_slots_.clear();
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t s = 0; s < k; ++s)
+          if (chosen_[static_cast<size_t>(b * k + s)] == e) {
+            expert_rows_.push_back(b);
+            expert_slots_.push_back(b * k + s);
+          }
+      const auto count = static_cast<int64_t>(expert_rows_.size());
+      if (count == 0) continue;
+      const ExpertMatrices& held = pass == 0 ? x : model_.weights.layers[static_cast<size_t>(l)]
+                                                       .experts[static_cast<size_t>(e)];
+      run_expert(pass == 0 ? device : host, held, n, stats,
+                 observer ? observed_.data() + e * ff : nullptr);
+      const auto pairs = static_cast<uint64_t>(count * ff);
+      if (!split) continue;
+      (pass == 0 ? expert_split_.device_pairs : expert_split_.host_pairs) += pairs;
+      (pass == 0 ? expert_split_.device_rows : expert_split_.host_rows) += static_cast<uint64_t>(ff);
+      if (pass == 0) continue;
+      for (const int64_t slot : expert_slots_)
+        backend_.upload(ws_.expert_out + slot * d, host_.ws->expert_out + slot * d, row_bytes);
+      link_bytes_ += static_cast<uint64_t>(count) * row_bytes;
     }
-    // The expert's tokens' rows side by side (all of them: the batch itself), its outputs to
-    // their slots.
-    const float* in = ws_.xn;
-    if (count < n) {
-      for (int64_t i = 0; i < count; ++i)
-        backend_.copy(ws_.expert_in + i * d, ws_.xn + expert_rows_[static_cast<size_t>(i)] * d,
-                      row_bytes);
-      in = ws_.expert_in;
-    }
-    expert_ffn(x, in, count, ws_.expert_y, stats, nonzero, observed, expert_rows_.data(), neurons);
-    for (int64_t i = 0; i < count; ++i)
-      backend_.copy(ws_.expert_out + expert_slots_[static_cast<size_t>(i)] * d,
-                    ws_.expert_y + i * d, row_bytes);
+    if (pass == 1) times.ffn_ram_part += cpu_part.seconds();
   }
   backend_.mix_experts(ws_.expert_out, ws_.mix_weights, n, k, d, ws_.proj);
   if (observer) observer(l, n, ws_.x, observed_.data());
 }
 
-void FfnExecutor::expert_ffn(const ExpertMatrices& e, const float* x, int64_t count, float* out,
-                             FfnLayerStats& stats, uint64_t* nonzero, float* observed,
+void FfnExecutor::run_expert(const Side& side, const ExpertMatrices& x, int64_t n,
+                             FfnLayerStats& stats, float* observed) {
+  Backend& be = *side.backend;
+  Workspace& ws = *side.ws;
+  const int64_t d = c_.n_embd, neurons = c_.ffn_neurons();
+  const auto count = static_cast<int64_t>(expert_rows_.size());
+  const uint64_t row_bytes = static_cast<uint64_t>(d) * sizeof(float);
+  if (n == 1) {  // decode: the one token's row in, its slot out
+    expert_ffn(side, x, ws.xn, 1, ws.expert_out + expert_slots_[0] * d, stats, observed,
+               expert_rows_.data(), neurons);
+    return;
+  }
+  // The expert's tokens' rows side by side (all of them: the batch itself), its outputs to
+  // their slots.
+  const float* in = ws.xn;
+  if (count < n) {
+    for (int64_t i = 0; i < count; ++i)
+      be.copy(ws.expert_in + i * d, ws.xn + expert_rows_[static_cast<size_t>(i)] * d, row_bytes);
+    in = ws.expert_in;
+  }
+  expert_ffn(side, x, in, count, ws.expert_y, stats, observed, expert_rows_.data(), neurons);
+  for (int64_t i = 0; i < count; ++i)
+    be.copy(ws.expert_out + expert_slots_[static_cast<size_t>(i)] * d, ws.expert_y + i * d,
+            row_bytes);
+}
+
+void FfnExecutor::expert_ffn(const Side& side, const ExpertMatrices& e, const float* x,
+                             int64_t count, float* out, FfnLayerStats& stats, float* observed,
                              const int64_t* rows, int64_t stride) {
+  Backend& be = *side.backend;
+  Workspace& ws = *side.ws;
+  PreparedRows& in = *side.in;
   const int64_t ff = c_.n_ff;
   const bool gated = ffn_has_gate(c_.ffn);
-  backend_.prepare(in_, x, c_.n_embd, count, {e.up.type, gated ? e.gate.type : e.up.type});
-  const RowsJob both[2] = {{&e.gate, ws_.gate, ff}, {&e.up, ws_.up, ff}};
-  backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
-  backend_.activation(c_.ffn, ws_.gate, ws_.up, ws_.up, count * ff);
+  be.prepare(in, x, c_.n_embd, count, {e.up.type, gated ? e.gate.type : e.up.type});
+  const RowsJob both[2] = {{&e.gate, ws.gate, ff}, {&e.up, ws.up, ff}};
+  be.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in);
+  be.activation(c_.ffn, ws.gate, ws.up, ws.up, count * ff);
   stats.computed += static_cast<uint64_t>(count * ff);
-  backend_.keep_needed(ws_.up, nullptr, count, ff, 0, ff, nonzero);
+  be.keep_needed(ws.up, nullptr, count, ff, 0, ff, side.nonzero);
   if (observed != nullptr) {  // the observer runs on the host: ws.up is host memory
-    backend_.synchronize();
+    be.synchronize();
     for (int64_t i = 0; i < count; ++i)
-      std::copy_n(ws_.up + i * ff, ff, observed + rows[i] * stride);
+      std::copy_n(ws.up + i * ff, ff, observed + rows[i] * stride);
   }
-  backend_.prepare(in_, ws_.up, ff, count, {e.down.type});
+  be.prepare(in, ws.up, ff, count, {e.down.type});
   const RowsJob down{&e.down, out, c_.n_embd};
-  backend_.matmul(std::span(&down, 1), in_);
+  be.matmul(std::span(&down, 1), in);
 }
 
 }  // namespace strata

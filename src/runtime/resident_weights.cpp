@@ -70,7 +70,8 @@ uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool wi
 }
 
 ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn,
-                                 const std::vector<uint8_t>& host_layers, bool output_on_host)
+                                 const std::vector<uint8_t>& host_layers, bool output_on_host,
+                                 const std::vector<std::vector<uint8_t>>& experts_held)
     : backend_(backend) {
   const ModelWeights& w = model.weights;
   const bool host = backend.device() == Device::Host;
@@ -79,6 +80,9 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
       ResidentLayer r = host_layer(w.layers[i], mode);
       const bool on_cpu = i < host_layers.size() && host_layers[i] != 0;
       if (!host && !with_ffn && !on_cpu) drop_ffn(r);
+      if (!host && !on_cpu && i < experts_held.size())
+        for (size_t e = 0; e < r.experts.size(); ++e)
+          if (experts_held[i].at(e) == 0) r.experts[e] = ExpertMatrices{};  // the CPU's
       if (!host && !on_cpu) {
         const std::string layer = fmt::format("layer {} ", i);
         each_matrix(r, [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });

@@ -26,9 +26,11 @@ class ResidentWeights {
  public:
   // `with_ffn` false: a device gets no FFN matrices (a split FFN's store copies the hot rows).
   // `host_layers[l]` != 0: layer l computes on the CPU, so a device gets none of its matrices
-  // (its entries stay views of the model).
+  // (its entries stay views of the model). `experts_held` (a dense mixture split by expert; empty:
+  // none): per layer, 1 for each expert the device holds; the others' entries are empty views.
   ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn = true,
-                  const std::vector<uint8_t>& host_layers = {}, bool output_on_host = false);
+                  const std::vector<uint8_t>& host_layers = {}, bool output_on_host = false,
+                  const std::vector<std::vector<uint8_t>>& experts_held = {});
   ~ResidentWeights();
   ResidentWeights(const ResidentWeights&) = delete;
   ResidentWeights& operator=(const ResidentWeights&) = delete;

@@ -6,6 +6,7 @@
 #include "backends/cpu/attention.h"
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "placement/plan.h"
 #include "runtime/device_part.h"
 #include "runtime/embedding_rows.h"
 #include "runtime/ffn_executor.h"
@@ -105,8 +106,10 @@ void Session::check_layout() const {
   if (mw.bundled && !host && !split)
     fail("a bundled model's FFN on a device is split: its plan names the neurons in VRAM");
   if (split) {
-    if (options_.ffn != FfnMode::Predict)
-      fail("a split FFN (neurons in VRAM, the rest in RAM or on flash) runs in predict mode");
+    if (options_.ffn != FfnMode::Predict && !experts_split())
+      fail(
+          "a split FFN (neurons in VRAM, the rest in RAM or on flash) runs in predict mode, or "
+          "is a mixture's dense experts split whole");
     if (static_cast<int64_t>(options_.vram_neurons.size()) != c_.n_layer)
       fail("a split FFN needs VRAM neurons for each of the {} layers", c_.n_layer);
     if (!host && options_.host_backend == nullptr)
@@ -130,8 +133,10 @@ void Session::make_parts() {
     layout.layers.push_back(on_cpu(l) ? 0 : 1);
   }
   layout.output = !options_.output_on_host;
-  // A split FFN's device holds only its hot rows (the split store copies them).
-  layout.ffn_rows = !split;
+  // A split FFN's device holds only its hot rows (the split store copies them); a dense
+  // mixture's, its own experts.
+  layout.ffn_rows = !split || experts_split();
+  if (experts_split()) layout.experts_held = experts_held();
   parts_.push_back(
       std::make_unique<DevicePart>(model_, backend_, options_.ffn, layout, shape, kMaxBatch));
   if ((split || mixed) && !host) {
@@ -139,6 +144,7 @@ void Session::make_parts() {
     for (uint8_t& here : layout.layers) here = here != 0 ? 0 : 1;
     layout.output = options_.output_on_host;
     layout.ffn_rows = true;
+    layout.experts_held.clear();
     parts_.push_back(std::make_unique<DevicePart>(model_, *options_.host_backend, options_.ffn,
                                                   layout, shape, kMaxBatch));
   }
@@ -200,11 +206,30 @@ Session::~Session() {
   if (device_logits_.data != nullptr) backend_.release(device_logits_);
 }
 
+bool Session::experts_split() const {
+  return c_.moe() && options_.ffn == FfnMode::Dense && !options_.vram_neurons.empty();
+}
+
+std::vector<std::vector<uint8_t>> Session::experts_held() const {
+  std::vector<std::vector<uint8_t>> held;
+  const int64_t neurons = c_.ffn_neurons();
+  for (size_t l = 0; l < options_.vram_neurons.size(); ++l) {
+    const std::vector<int32_t>& ids = options_.vram_neurons[l];
+    for (size_t k = 0; k < ids.size(); ++k)
+      if (ids[k] < 0 || ids[k] >= neurons || (k > 0 && ids[k] <= ids[k - 1]))
+        fail("layer {}'s VRAM neurons are not ascending ids below {}", l, neurons);
+    held.push_back(whole_experts(ids, c_.n_ff, neurons, static_cast<int64_t>(l)));
+  }
+  return held;
+}
+
 uint64_t Session::split_device_pairs() const {
+  if (experts_split()) return parts_[0]->ffn->expert_split().device_pairs;
   return split_ != nullptr ? split_->device_pairs() : 0;
 }
 
 uint64_t Session::split_ram_pairs() const {
+  if (experts_split()) return parts_[0]->ffn->expert_split().host_pairs;
   // The RAM part of split layers, and every activation of the layers on the CPU.
   uint64_t pairs = split_ != nullptr ? split_->ram_pairs() : 0;
   for (int64_t l = 0; l < c_.n_layer; ++l)
@@ -214,6 +239,16 @@ uint64_t Session::split_ram_pairs() const {
 
 Session::SplitTraffic Session::split_traffic() const {
   SplitTraffic t;
+  if (experts_split()) {
+    // One expert neuron's gate, up and down weights: every expert is the same size.
+    const LayerWeights& l0 = model_.weights.layers[0];
+    const uint64_t row = expert_bytes(l0) / static_cast<uint64_t>(c_.n_expert * c_.n_ff);
+    const FfnExecutor::ExpertSplitCounts& e = parts_[0]->ffn->expert_split();
+    t.device_row_bytes = e.device_rows * row;
+    t.ram_row_bytes = e.host_rows * row;
+    t.link_bytes = parts_[0]->ffn->link_bytes() + residual_link_bytes_;
+    return t;
+  }
   if (split_ == nullptr) return t;
   // Every layer has the same neuron row bytes in the models strata loads.
   const uint64_t row = split_->neuron_bytes(0);

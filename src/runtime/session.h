@@ -65,7 +65,9 @@ struct SessionOptions {
   // A split FFN (PowerInfer's hybrid; predict mode): per layer the neurons held and computed on
   // the session's device (ascending ids), the rest computed from RAM by `host_backend` (the CPU
   // backend; required when the session's backend is a device) at the same time. Empty: no
-  // split.
+  // split. A mixture in dense mode splits by whole experts (KTransformers'): the ids are every
+  // neuron of the device's experts (expert e's neuron i is e * n_ff + i), the CPU computes the
+  // other chosen experts.
   std::vector<std::vector<int32_t>> vram_neurons{};
   Backend* host_backend = nullptr;
   // Layers computed wholly on the CPU (`host_backend`: their attention, KV cache, predictor and
@@ -163,6 +165,9 @@ class Session {
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
           SessionOptions options);
   void check_layout() const;
+  // A dense mixture split by expert, and per layer the experts on the device (1 each).
+  bool experts_split() const;
+  std::vector<std::vector<uint8_t>> experts_held() const;
   void make_parts();
   // The store part 0's FFN reads in a sparse mode (the flash tier's, a split's or its RAM rows).
   FfnStore* make_stores();

@@ -8,7 +8,7 @@
 #   2. Benchmarks, wholly in VRAM (-ngl 99): pp512 and decode tok/s of 1B and 7B shapes in F16,
 #      Q8_0 and Q4_0 as a share of the GPU's measured read bandwidth; predict mode at 10%
 #      density against dense on a 7B-shape ReLU model; a Mixtral-shape mixture of experts (8
-#      layers, Q4_0).
+#      layers, Q4_0), whole and split by experts under --vram-budget 3G against the CPU alone.
 #   --hybrid instead of 2: a 13B-shape ReLU model (F16, ~26 GB, 10% density, predictors of rank
 #      64, profiled on 128 random tokens) split between the GPU and the CPU under --vram-budget
 #      16G and 8G (consumer cards), against the CPU alone; then three tiers: a 7B-shape F16
@@ -220,10 +220,13 @@ else
   echo "| s7b-q4_0 | predict | skipped: out of time |" >>"$table"
 fi
 # A mixture of experts wholly in VRAM: 8 of Mixtral-8x7B's 32 layers (8 experts of 14336
-# neurons, 2 a token), Q4_0, against its own read rate (the k experts' bytes a token).
+# neurons, 2 a token), Q4_0, against its own read rate (the k experts' bytes a token); then
+# split by whole experts under --vram-budget 3G (KTransformers'), against the CPU alone.
 if [ "$(left)" -gt 120 ]; then
   model mx8-q4_0 --preset mixtral --layers 8 --type q4_0
   bench mx8-q4_0 dense 512 64
+  bench mx8-q4_0 dense 0 32 --vram-budget 3G
+  bench mx8-q4_0 dense 0 16 --device cpu
   rm -f "$models/mx8-q4_0.gguf"
 else
   echo "| mx8-q4_0 | dense | skipped: out of time |" >>"$table"

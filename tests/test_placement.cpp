@@ -433,3 +433,101 @@ TEST(PlanReport, NeuronsAreCountedByTheirExpert) {
 
 }  // namespace
 }  // namespace strata
+
+#include "placement/expert_split.h"
+
+namespace strata {
+namespace {
+
+// A dense mixture: `layers` layers of `experts` experts of 4 neurons, each neuron its expert's
+// share of the tokens (shares[e], the same in every layer unless `per_layer`).
+Inventory mixture_inventory(int layers, const std::vector<double>& shares,
+                            std::vector<std::vector<double>> per_layer = {}) {
+  Inventory inv;
+  inv.sparse = false;
+  inv.expert_neurons = 4;
+  inv.embd_bytes = 1024;
+  inv.output_bytes = 1 << 20;
+  inv.workspace_bytes = 1 << 20;
+  inv.fixed_ram_bytes = 2 << 20;
+  for (int l = 0; l < layers; ++l) {
+    LayerInventory li;
+    li.dense_bytes = 1 << 20;
+    li.kv_bytes = 1 << 20;
+    const std::vector<double>& s = per_layer.empty() ? shares : per_layer[static_cast<size_t>(l)];
+    li.neuron_bytes = 1 << 18;  // an expert: 1 MiB
+    li.n_neurons = 4 * static_cast<int64_t>(s.size());
+    li.ffn_ram_bytes = static_cast<uint64_t>(li.n_neurons) * li.neuron_bytes;
+    for (const double share : s) li.activation.insert(li.activation.end(), 4, share);
+    inv.layers.push_back(std::move(li));
+  }
+  return inv;
+}
+
+std::vector<int64_t> experts_in_vram(const PlacementPlan& p, size_t l, int64_t n_expert) {
+  return neurons_per_expert(p.layers[l].vram, 4, 4 * n_expert);
+}
+
+// With even shares every layer gets its first expert before any layer gets a second; whole
+// experts only; the budget holds; the dense blocks and the output head go first.
+TEST(ExpertSplit, EvenSharesSpreadWholeExpertsOverTheLayersWithinTheBudget) {
+  const Inventory inv = mixture_inventory(3, {0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25});
+  // Workspace 1 + output 1 + 3 x (dense 1 + KV 1) = 8 MiB, then 1 MiB an expert: 5 experts.
+  const PlacementPlan p = plan_expert_split(inv, {0, 13u << 20}, costs());
+  EXPECT_EQ(p.output, Device::Cuda);
+  for (const LayerPlan& lp : p.layers) EXPECT_EQ(lp.attention, Device::Cuda);
+  EXPECT_EQ(experts_in_vram(p, 0, 8), (std::vector<int64_t>{4, 4, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(experts_in_vram(p, 1, 8), (std::vector<int64_t>{4, 4, 0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(experts_in_vram(p, 2, 8), (std::vector<int64_t>{4, 0, 0, 0, 0, 0, 0, 0}));
+  EXPECT_LE(p.predicted.vram_bytes, 13u << 20);
+  EXPECT_EQ(p.predicted.vram_bytes, 13u << 20);  // the budget is used to the byte here
+  // Everything fits: every expert on the GPU, nothing read from RAM for the FFN.
+  const PlacementPlan all = plan_expert_split(inv, {0, 1u << 30}, costs());
+  for (size_t l = 0; l < 3; ++l) EXPECT_EQ(all.layers[l].vram.size(), 32u);
+}
+
+// A profile's shares decide: the most chosen experts first, whatever their layer; a cost
+// model's prediction improves with each expert placed.
+TEST(ExpertSplit, TheMostChosenExpertsGoFirst) {
+  const Inventory inv = mixture_inventory(
+      2, {}, {{0.05, 0.6, 0.05, 0.3}, {0.5, 0.1, 0.3, 0.1}});
+  const PlacementPlan p = plan_expert_split(inv, {0, 9u << 20}, costs());  // 3 experts
+  EXPECT_EQ(experts_in_vram(p, 0, 4), (std::vector<int64_t>{0, 4, 0, 0}));   // 0.6
+  EXPECT_EQ(experts_in_vram(p, 1, 4), (std::vector<int64_t>{4, 0, 4, 0}));   // 0.5, 0.3 (layer 1
+  // ties layer 0's 0.3 on share and wins on the lower expert id, 2 < 3)
+  const PlacementPlan fewer = plan_expert_split(inv, {0, 7u << 20}, costs());
+  EXPECT_LT(p.predicted.seconds_per_token, fewer.predicted.seconds_per_token);
+}
+
+// Too small for every dense block: the first layers' attention goes to the CPU (with their
+// experts), the output head first; too small for one layer: a one-line error.
+TEST(ExpertSplit, ATightBudgetLeavesTheFirstLayersOnTheCpu) {
+  const Inventory inv = mixture_inventory(3, {0.5, 0.5, 0.5, 0.5});
+  const PlacementPlan p = plan_expert_split(inv, {0, 5u << 20}, costs());
+  EXPECT_EQ(p.output, Device::Host);
+  EXPECT_EQ(p.layers[0].attention, Device::Host);
+  EXPECT_TRUE(p.layers[0].vram.empty());
+  EXPECT_EQ(p.layers[2].attention, Device::Cuda);
+  EXPECT_LE(p.predicted.vram_bytes, 5u << 20);
+  EXPECT_THROW(plan_expert_split(inv, {0, 2u << 20}, costs()), Error);
+  Inventory dense = inv;
+  dense.expert_neurons = 0;
+  EXPECT_THROW(plan_expert_split(dense, {0, 1u << 30}, costs()), Error);
+}
+
+// A cut expert cannot run: the session's check names it.
+TEST(ExpertSplit, WholeExpertsAreReadBackAndACutOneIsNamed) {
+  std::vector<int32_t> ids{4, 5, 6, 7, 12, 13, 14, 15};
+  EXPECT_EQ(whole_experts(ids, 4, 16, 0), (std::vector<uint8_t>{0, 1, 0, 1}));
+  ids.pop_back();
+  try {
+    whole_experts(ids, 4, 16, 2);
+    FAIL() << "a cut expert was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("3 of expert 3"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -262,6 +262,37 @@ TEST_F(SplitFfn, AMixturesDenseExpertsSplitWholeAsTheCpuAloneComputesThem) {
   }
 }
 
+// Through the plan, as `strata run --device reference --vram-budget B` with a dense mixture
+// larger than B: the dense blocks and routers on the device, whole experts in what is left (a
+// profile's most chosen first), the CPU alone's bits, the budget held.
+TEST_F(SplitFfn, APlannedDenseMixtureSplitsWholeExpertsWithinTheBudget) {
+  auto m = Model::load(strata::testing::tiny_moe_model(DType::F32, true, 8, 2), false);
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Dense, DType::F32, DType::F32});
+  const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Reference);
+  const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Reference, false);
+  ASSERT_LT(dense, whole);
+  const ActivationCounts counts = strata::testing::profile_counts(*m);
+  for (const ActivationCounts* profile : {static_cast<const ActivationCounts*>(nullptr), &counts}) {
+    RunRequest r = on_reference();
+    r.mode = FfnMode::Dense;
+    r.profile = profile;
+    r.device.vram_budget = (whole + dense) / 2;
+    PlannedRun planned = plan_run(*m, r);
+    ASSERT_TRUE(planned.device.split);
+    EXPECT_EQ(planned.plan.solver, "experts by share");
+    size_t experts = 0;
+    for (size_t l = 0; l < planned.session.vram_neurons.size(); ++l)
+      for (const uint8_t held : whole_experts(planned.session.vram_neurons[l], m->config.n_ff,
+                                              m->config.ffn_neurons(), static_cast<int64_t>(l)))
+        experts += held;
+    EXPECT_GT(experts, 0u);
+    EXPECT_LT(experts, static_cast<size_t>(m->config.n_layer * m->config.n_expert));
+    auto dev = make_session_backend(planned, pool);
+    EXPECT_EQ(run(*m, *dev, planned.session), run(*m, cpu, {}));
+    EXPECT_LE(peak(*dev), r.device.vram_budget) << "the budget is a hard limit";
+  }
+}
+
 // Through the plan: a mixture larger than its VRAM budget keeps its dense blocks and routers on
 // the device and places expert neurons there up to the budget, which holds.
 TEST_F(SplitFfn, APlannedMixtureSplitsItsExpertNeuronsWithinTheBudget) {

@@ -48,7 +48,8 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
   double flash_demand = 0;  // uses per token of the neurons behind the window cache
   int64_t cpu_neurons = 0;
   for (int32_t i = 0; i < li.n_neurons; ++i) {
-    const double p = inv.sparse ? li.activation[static_cast<size_t>(i)] : 1.0;
+    // A dense FFN's neurons all run (a dense mixture's: its chosen experts').
+    const double p = li.activation.empty() ? 1.0 : li.activation[static_cast<size_t>(i)];
     switch (plan.tier(l, i)) {
       case Tier::Vram:
         c.gpu_ffn_s += p * vb / cost.vram_bytes_per_s;

@@ -25,7 +25,7 @@ struct LayerInventory {
   // included, built at load or not); unused for bundled models (their cache slots count).
   uint64_t ffn_ram_bytes = 0;
   // Per neuron (by id): probability that it fires for a token (profile counts / tokens; 1 for
-  // every neuron in a dense FFN).
+  // every neuron in a dense FFN; in a dense mixture, its expert's share of the tokens).
   std::vector<double> activation;
   // Share of a token's active neurons that were active in one of the previous window tokens
   // (the profile's window reuse): what the flash tier's window cache can hit.
@@ -46,8 +46,8 @@ struct Inventory {
   int kv_sequences = 1;         // sequences sharing kv_bytes (server slots): a token reads one
   bool sparse = true;           // neurons selected per token (predict); false: every neuron
   int64_t min_cache_slots = 0;  // bundled: the smallest cache per layer that decodes
-  // A mixture in a sparse mode: each expert's neurons (a layer's neurons are its experts', in
-  // order); 0 without experts.
+  // A mixture: each expert's neurons (a layer's neurons are its experts', in order; a dense
+  // mixture places whole experts); 0 without experts.
   int64_t expert_neurons = 0;
 };
 

@@ -70,8 +70,11 @@ DeviceChoice choose(const DeviceRequest& r, const DeviceFacts& f) {
   if (f.can_split && f.min_split_bytes < budget)
     return {kind, budget, true,
             fmt::format("note: the whole model needs {} on the GPU, more than its {} budget: the "
-                        "hottest FFN neurons go there, the rest is computed from {}",
-                        gib(f.needed_bytes), gib(budget), f.bundled ? "RAM and flash" : "RAM")};
+                        "{} go there, the rest is computed from {}",
+                        gib(f.needed_bytes), gib(budget),
+                        f.splits_experts ? "dense blocks and the most chosen experts"
+                                         : "hottest FFN neurons",
+                        f.bundled ? "RAM and flash" : "RAM")};
   const std::string need = fmt::format(
       "the whole model needs {} on the GPU (weights, KV cache, buffers), more than the {} {}",
       gib(f.needed_bytes), gib(budget), r.vram_budget > 0 ? "of --vram-budget" : "it has free");

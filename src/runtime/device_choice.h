@@ -46,8 +46,10 @@ struct DeviceFacts {
   // The flash tier: the FFN is always split (VRAM, the RAM cache, flash), never whole on a
   // device or placed by layers.
   bool bundled = false;
-  // A split FFN (hot neurons on the device, the rest in RAM or on flash) can run: predict mode.
+  // A split FFN (hot neurons on the device, the rest in RAM or on flash) can run: predict mode,
+  // or a dense mixture split by whole experts (`splits_experts`).
   bool can_split = false;
+  bool splits_experts = false;
   uint64_t dense_bytes = 0;      // every dense block on the device, before any neuron
   uint64_t min_split_bytes = 0;  // the least a split needs: the buffers and one layer's blocks
 };

@@ -56,6 +56,10 @@ void cpu_layers_whole(PlacementPlan& p) {
 
 namespace {
 
+bool experts_split(const Model& model, const RunRequest& r) {
+  return model.config.moe() && r.mode == FfnMode::Dense && !model.weights.bundled;
+}
+
 constexpr double kReadShareOfPeak = 0.85;  // of a GPU's memory peak, the planned read speed
 
 // The session options of a plan split between the device and the CPU: each layer's VRAM
@@ -89,7 +93,9 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
   }
   const DeviceKind kind = d.device == "reference" ? DeviceKind::Reference : DeviceKind::Cuda;
   f.needed_bytes = device_session_bytes(model, inv, kind);
-  f.can_split = r.mode == FfnMode::Predict && !r.check_predictor;
+  // A dense mixture splits by whole experts (KTransformers'); otherwise predict mode by neuron.
+  f.can_split = (r.mode == FfnMode::Predict && !r.check_predictor) || experts_split(model, r);
+  f.splits_experts = experts_split(model, r);
   f.dense_bytes = device_session_bytes(model, inv, kind, /*with_ffn=*/false);
   // The least: the buffers and one layer's dense blocks and KV cache (the rest on the CPU).
   const LayerInventory& l0 = inv.layers.front();

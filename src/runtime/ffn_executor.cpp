@@ -36,7 +36,7 @@ FfnExecutor::~FfnExecutor() {
 void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
                       ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
   if (c_.moe() && mode_ == FfnMode::Dense)
-    mixture(l, n, stats, nonzero, times, observer);
+    mixture(l, n, stats, nonzero, times, spans, observer);
   else if (mode_ == FfnMode::Dense)
     dense(l, n, stats, nonzero, observer);
   else

@@ -68,7 +68,7 @@ class FfnExecutor {
   // Split by expert (a host side is set): the experts this device holds are queued first, the
   // CPU computes the other chosen experts meanwhile and uploads their outputs to their slots.
   void mixture(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
-               ForwardTimes& times, const FfnObserver& observer);
+               ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer);
   // Where an expert runs: a backend, its workspace, prepared input and non-zero counter.
   struct Side {
     Backend* backend;

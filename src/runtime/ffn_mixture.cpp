@@ -46,7 +46,7 @@ void FfnExecutor::route_to_neurons(int64_t l, int64_t n) {
 }
 
 void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
-                          ForwardTimes& times, const FfnObserver& observer) {
+                          ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t n_expert = c_.n_expert, k = c_.n_expert_used, d = c_.n_embd;
   const int64_t neurons = c_.ffn_neurons(), ff = c_.n_ff;
@@ -62,8 +62,15 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
   const Side device{&backend_, &ws_, &in_, nonzero};
   const Side host{host_.backend, host_.ws, host_.in, host_.nonzero + l};
   // Pass 0: the experts held here (a device queues them and computes while the CPU works);
-  // pass 1, split only: the CPU's, each output uploaded to its slot.
+  // pass 1, split only: the CPU's, each output uploaded to its slot. The device's part and its
+  // wait for the CPU's outputs are timed on its timeline.
+  const Event device_start = split ? backend_.record() : Event{};
+  Event device_end{};
   for (int pass = 0; pass < (split ? 2 : 1); ++pass) {
+    if (split && pass == 1) {
+      device_end = backend_.record();
+      spans.add(device_start, device_end, &times.ffn_device_part, 1, &backend_);
+    }
     const Timer cpu_part;
     for (int64_t e = 0; e < n_expert; ++e) {
       const ExpertMatrices& x = w.experts[static_cast<size_t>(e)];
@@ -93,6 +100,7 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
     }
     if (pass == 1) times.ffn_ram_part += cpu_part.seconds();
   }
+  if (split) spans.add(device_end, backend_.record(), &times.ffn_device_waits, 1, &backend_);
   backend_.mix_experts(ws_.expert_out, ws_.mix_weights, n, k, d, ws_.proj);
   if (observer) observer(l, n, ws_.x, observed_.data());
 }

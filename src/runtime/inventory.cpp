@@ -25,14 +25,13 @@ uint64_t derived_down_t_bytes(const LayerWeights& l) {
   return transposed_expert_downs_bytes(downs);
 }
 
-// Bytes one neuron's rows cost per use: gate and up rows and its down weights. A dense
-// mixture's neuron i stands for neuron i of every expert, of which a token reads experts_used;
-// the sparse modes place each expert's neurons (ModelConfig::ffn_neurons).
+// Bytes one neuron's rows cost per use: gate and up rows and its down weights. A mixture's
+// neurons are every expert's (ModelConfig::ffn_neurons): a dense mixture's as stored, the
+// sparse modes' with the ffn_down_t they read.
 uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode mode) {
   if (w.bundled) return w.bundle.bundle_bytes;
   if (!l.experts.empty() && mode == FfnMode::Dense)
-    return expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(w.experts_used) /
-           static_cast<uint64_t>(l.experts[0].up.rows);
+    return expert_bytes(l) / l.experts.size() / static_cast<uint64_t>(l.experts[0].up.rows);
   if (!l.experts.empty()) {
     const ExpertMatrices& x = l.experts[0];
     const auto ff = static_cast<uint64_t>(x.up.rows);
@@ -57,9 +56,36 @@ uint64_t ffn_ram_bytes(const LayerWeights& l, FfnMode mode) {
   return bytes;
 }
 
+// A dense mixture reads a chosen expert whole: each neuron's probability is its expert's share
+// of the tokens, from a profile the most active of its neurons (a SwiGLU neuron is non-zero for
+// every token that chose its expert), else the router's even share (`routed`).
+void add_expert_shares(LayerInventory& li, const InventoryRequest& r, size_t l, double routed,
+                       size_t ff) {
+  const ActivationCounts* p = r.profile;
+  if (p == nullptr) {
+    li.activation.assign(static_cast<size_t>(li.n_neurons), routed);
+    return;
+  }
+  if (p->counts.size() <= l || static_cast<int64_t>(p->counts[l].size()) != li.n_neurons)
+    fail("the profile has {} layers of {} neurons, the model {} of {}", p->counts.size(),
+         p->counts.empty() ? 0 : p->counts[0].size(), l + 1, li.n_neurons);
+  const double tokens = static_cast<double>(std::max<uint64_t>(1, p->tokens));
+  const std::vector<uint32_t>& counts = p->counts[l];
+  for (size_t start = 0; start < counts.size(); start += ff) {
+    const uint32_t most = *std::max_element(counts.begin() + static_cast<long>(start),
+                                            counts.begin() + static_cast<long>(start + ff));
+    li.activation.insert(li.activation.end(), ff, std::min(1.0, most / tokens));
+  }
+}
+
 // `routed`: the share of a mixture's experts a token chooses (1 for a dense FFN), the first
-// selection before the neurons' own.
-void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l, double routed) {
+// selection before the neurons' own; `expert_neurons`: a mixture's n_ff (0: none).
+void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l, double routed,
+                     int64_t expert_neurons) {
+  if (r.mode == FfnMode::Dense && expert_neurons > 0) {
+    add_expert_shares(li, r, l, routed, static_cast<size_t>(expert_neurons));
+    return;
+  }
   if (r.mode == FfnMode::Dense) {
     li.activation.assign(static_cast<size_t>(li.n_neurons), 1.0);
     return;
@@ -81,6 +107,7 @@ void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l, do
 // inputs and axpy scratch, the logits, and for a bundled model the caches' and store's lists.
 uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   const ModelConfig& c = model.config;
+  // The CPU backend's scratch is for one product: a dense mixture's is one expert's.
   const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
   const int64_t widest = std::max({c.n_embd, neurons, c.n_head * c.head_dim});
   uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd);
@@ -102,9 +129,9 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   inv.kv_sequences = r.n_seq;
   inv.embd_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);
   // Today's smallest cache that decodes: a pass holds at least this many neurons.
-  const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
+  const int64_t neurons = c.ffn_neurons();
   inv.min_cache_slots = std::min<int64_t>(neurons, std::max<int64_t>(64, neurons / 8));
-  inv.expert_neurons = c.moe() && r.mode != FfnMode::Dense ? c.n_ff : 0;
+  inv.expert_neurons = c.moe() ? c.n_ff : 0;
   const uint64_t kv_layer = Session::kv_cache_bytes(c, r.n_ctx * r.n_seq, r.k_type, r.v_type) /
                             static_cast<uint64_t>(c.n_layer);
   uint64_t placed = 0;  // bytes of the resident file copy that the layers and output account for
@@ -120,11 +147,12 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     if (r.mode == FfnMode::Predict)
       li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;
-    li.n_neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
+    li.n_neurons = c.ffn_neurons();
     li.neuron_bytes = neuron_read_bytes(w, lw, r.mode);
     if (w.bundled) li.vram_neuron_bytes = w.bundle.payload_bytes();
     li.ffn_ram_bytes = w.bundled ? 0 : ffn_ram_bytes(lw, r.mode);
-    add_activations(li, r, l, c.moe() ? static_cast<double>(c.n_expert_used) / c.n_expert : 1.0);
+    add_activations(li, r, l, c.moe() ? static_cast<double>(c.n_expert_used) / c.n_expert : 1.0,
+                    inv.expert_neurons);
     placed += li.dense_bytes + (w.bundled ? 0 : li.ffn_ram_bytes);
     inv.layers.push_back(std::move(li));
   }

@@ -1,6 +1,7 @@
 #include "runtime/run_solver.h"
 
 #include "core/error.h"
+#include "placement/expert_split.h"
 #include "placement/solver.h"
 
 namespace strata {
@@ -17,6 +18,12 @@ SolverChoice resolve_solver(const RunRequest& r, bool bundled) {
 }  // namespace
 
 PlacementPlan solve_run(const Inventory& inv, const RunRequest& r, bool bundled) {
+  // A dense mixture beside a GPU: whole experts (placement/expert_split.h).
+  if (inv.expert_neurons > 0 && r.mode == FfnMode::Dense && !bundled && r.budgets.vram > 0) {
+    if (r.solver == SolverChoice::Ilp)
+      fail("--solver ilp places neurons; a dense mixture's GPU split places whole experts");
+    return plan_expert_split(inv, r.budgets, r.costs);
+  }
   SolverOptions so = r.solver_options;
   so.neurons_with_attention = true;
   // Without a profile nothing is known to be hot: the greedy rule pins nothing.

@@ -231,6 +231,65 @@ TEST(Session, EarlierTokensChangeLaterLogits) {
   EXPECT_NE(va, std::vector<float>(lb.begin(), lb.end()));
 }
 
+// A model with Mistral's sliding window (synth --sliding-window W) and the same weights without.
+std::unique_ptr<Model> windowed_model(int64_t window) {
+  const std::string path =
+      strata::testing::temp_file("swa_" + std::to_string(window) + ".gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.shape.n_head_kv = 2;
+  s.shape.sliding_window = window;
+  s.seed = 4;
+  write_synthetic_model(s, path);
+  return Model::load(path, false);
+}
+
+std::vector<float> decode_one_by_one(const Model& m, std::span<const int32_t> tokens) {
+  ThreadPool pool(2);
+  Session s(m, 32, pool);
+  std::vector<float> all;
+  for (int32_t t : tokens) {
+    const auto l = s.eval(t);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+// Sliding-window attention: a token sees its last W positions, so a window as long as the
+// sequence is full attention bit for bit, the first W tokens are unchanged by any window and
+// later ones change; a prompt batch (and two sequences in one batch) equals one token at a time
+// within the batch kernels' rounding. The logits against PyTorch: check_logits.py (mistral-swa).
+TEST(Session, ASlidingWindowSeesTheLastPositionsOnly) {
+  const std::vector<int32_t> tokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
+  const auto full = windowed_model(0), wide = windowed_model(12), narrow = windowed_model(4);
+  EXPECT_EQ(narrow->config.sliding_window, 4);
+  const std::vector<float> a = decode_one_by_one(*full, tokens);
+  EXPECT_EQ(decode_one_by_one(*wide, tokens), a);
+  const std::vector<float> b = decode_one_by_one(*narrow, tokens);
+  const size_t v = static_cast<size_t>(full->config.n_vocab);
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + 4 * v, b.begin())) << "the first 4 tokens";
+  EXPECT_FALSE(std::equal(a.begin() + 4 * v, a.end(), b.begin() + 4 * v)) << "the later ones";
+  ThreadPool pool(2);
+  Session batch(*narrow, 32, pool);
+  const auto all = batch.eval(tokens, /*all_logits=*/true);
+  float scale = 0, diff = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    scale = std::max(scale, std::fabs(b[i]));
+    diff = std::max(diff, std::fabs(b[i] - all[i]));
+  }
+  EXPECT_LT(diff, 1e-5f * scale) << "a prompt batch";
+  SessionOptions two;
+  two.n_seq = 2;
+  Session mixed(*narrow, 16, pool, two);
+  std::vector<BatchToken> interleaved;
+  for (size_t i = 0; i < 12; ++i)
+    interleaved.push_back({tokens[i / 2 + (i % 2) * 6], static_cast<int32_t>(i % 2), true});
+  const auto l = mixed.decode(interleaved);
+  const std::vector<float> first_half = decode_one_by_one(*narrow, std::span(tokens).first(6));
+  for (size_t i = 0; i < 6; ++i)  // sequence 0's tokens are the batch's even rows
+    for (size_t k = 0; k < v; ++k)
+      ASSERT_NEAR(l[2 * i * v + k], first_half[i * v + k], 1e-5f * scale) << i;
+}
+
 TEST(Session, FullContextAndBadTokenAreErrors) {
   const auto m = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);
   ThreadPool pool(1);

@@ -17,7 +17,7 @@ Command add_synth_command(CLI::App& app) {
   struct Options {
     std::string preset = "tiny", type = "f32", ffn, out, tokenizer_from, arch = "llama";
     int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
-    int64_t experts = 0, top_k = 0;
+    int64_t experts = 0, top_k = 0, window = 0;
     std::string expert_layout = "stacked";
     uint64_t seed = 1;
     bool tied = false;
@@ -44,6 +44,9 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--kv-heads", o->kv_heads, "Override the key/value head count");
   cmd->add_option("--vocab", o->vocab, "Override the vocabulary size");
   cmd->add_option("--ctx", o->ctx, "Override the training context length");
+  cmd->add_option("--sliding-window", o->window,
+                  "Sliding-window attention (Mistral's): each token attends to this many last "
+                  "positions, its own included");
   cmd->add_option("--experts", o->experts,
                   "A mixture of experts: this many experts per layer (llama, bamboo)");
   cmd->add_option("--top-k", o->top_k, "With --experts: experts each token uses (default 2)");
@@ -103,6 +106,7 @@ Command add_synth_command(CLI::App& app) {
         take(o->kv_heads, s.shape.n_head_kv, "--kv-heads");
         take(o->vocab, s.shape.n_vocab, "--vocab");
         take(o->ctx, s.shape.n_ctx_train, "--ctx");
+        take(o->window, s.shape.sliding_window, "--sliding-window");
         take(o->experts, s.shape.n_expert, "--experts");
         take(o->top_k, s.shape.n_expert_used, "--top-k");
         if (s.shape.n_expert > 0 && s.shape.n_expert_used == 0)

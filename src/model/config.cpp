@@ -114,6 +114,10 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rope_freq_base = static_cast<float>(freq_base);
   c.norm_eps = static_cast<float>(norm_eps);
   c.n_vocab = f.get_int(a + "vocab_size", 0);
+  const std::string window_key = a + "attention.sliding_window";
+  c.sliding_window = f.get_int(window_key, 0);
+  if (c.sliding_window < 0 || c.sliding_window > (int64_t{1} << 32))
+    fail("'{}': {} is {}; expected 0 (none) to 2^32", f.path(), window_key, c.sliding_window);
 
   const std::string act = f.get_string(kFfnActivationKey, "");
   if (!act.empty()) {
@@ -153,6 +157,7 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
   w.set(a + arch->norm_eps_key, GgufValue::f32(c.norm_eps));
   w.set(a + "vocab_size", u32(c.n_vocab));
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
+  if (c.sliding_window > 0) w.set(a + "attention.sliding_window", u32(c.sliding_window));
   if (c.moe()) {
     w.set(a + "expert_count", u32(c.n_expert));
     w.set(a + "expert_used_count", u32(c.n_expert_used));

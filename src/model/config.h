@@ -58,6 +58,9 @@ struct ModelConfig {
   // n_ff neurons (expert e's neuron j is neuron e * n_ff + j), so the router's choice is a
   // first selection of neurons and the predictor or the gate the second.
   int64_t ffn_neurons() const { return moe() ? n_expert * n_ff : n_ff; }
+  // Sliding-window attention (Mistral's; <arch>.attention.sliding_window): a token attends to
+  // the last `sliding_window` positions of its sequence, its own included. 0: to all of them.
+  int64_t sliding_window = 0;
 
   // Reads and validates; fails naming the missing or inconsistent key.
   static ModelConfig from_gguf(const GgufFile& file);

@@ -1,5 +1,6 @@
 // LlamaForCausalLM and MistralForCausalLM (ReluLLaMA and ProSparse as hidden_act relu): q/k rows
-// are permuted for GGUF's adjacent-pair rotary layout, as llama.cpp's converter does.
+// are permuted for GGUF's adjacent-pair rotary layout, as llama.cpp's converter does; Mistral's
+// sliding_window becomes llama.attention.sliding_window.
 #include <fmt/format.h>
 
 #include "offline/hf_family.h"
@@ -33,6 +34,8 @@ void read_llama_config(const ConfigReader& r, HfConfig& c) {
   c.model.architecture = "llama";  // Mistral is llama in GGUF
   c.model.norm_eps = static_cast<float>(r.positive_or("rms_norm_eps", 1e-5));
   c.model.head_dim = r.whole_or("head_dim", 1, kU32, c.model.n_embd / c.model.n_head);
+  // Mistral's and Mixtral's sliding window (null or absent: full attention).
+  c.model.sliding_window = r.whole_or("sliding_window", 1, kU32, 0);
   c.tied = r.flag_or("tie_word_embeddings", false);
 }
 

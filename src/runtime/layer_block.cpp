@@ -78,7 +78,9 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
       c_.arch->positions == PositionKind::RopeNeox ? RopeStyle::Neox : RopeStyle::Adjacent;
   be.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, rope_half(), style}, kv,
                     places);
-  be.attention(ws.q, n, heads, kv, places, n_ctx_, ws.scores, ws.attn);
+  // A sliding window is the cache rows from its first: every backend's attention as it is.
+  const TokenPlaces seen{seen_pos_.data(), seen_base_.data()};
+  be.attention(ws.q, n, heads, kv, seen, n_ctx_, ws.scores, ws.attn);
   be.prepare(*p.in, ws.attn, q_dim, n, {w.attn_output.type});
   const RowsJob o{&w.attn_output, out, c_.n_embd};
   be.matmul(std::span(&o, 1), *p.in);

@@ -401,6 +401,8 @@ void Session::place(std::span<const BatchToken> batch) {
   const int64_t n = static_cast<int64_t>(batch.size()), half = rope_half();
   pos_.resize(static_cast<size_t>(n));
   base_.resize(static_cast<size_t>(n));
+  seen_pos_.resize(static_cast<size_t>(n));
+  seen_base_.resize(static_cast<size_t>(n));
   rope_host_.resize(static_cast<size_t>(2 * n * half));
   float* cos = rope_host_.data();
   float* sin = cos + n * half;
@@ -409,6 +411,11 @@ void Session::place(std::span<const BatchToken> batch) {
     const int64_t pos = n_past_[seq]++;
     pos_[static_cast<size_t>(b)] = pos;
     base_[static_cast<size_t>(b)] = static_cast<int64_t>(seq) * n_ctx_;
+    // A sliding window: the positions attended start `first` rows into the sequence's cache.
+    const int64_t first =
+        c_.sliding_window > 0 ? std::max<int64_t>(0, pos + 1 - c_.sliding_window) : 0;
+    seen_pos_[static_cast<size_t>(b)] = pos - first;
+    seen_base_[static_cast<size_t>(b)] = base_[static_cast<size_t>(b)] + first;
     // Rotation angles for this position: theta_i = pos * base^(-2i / n_rot).
     for (int64_t i = 0; i < half; ++i) {
       const double theta = static_cast<double>(pos) *

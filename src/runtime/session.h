@@ -203,6 +203,9 @@ class Session {
   int64_t n_ctx_;
   std::vector<int64_t> n_past_;      // per sequence
   std::vector<int64_t> pos_, base_;  // the batch's TokenPlaces
+  // What attention sees of each token's sequence (pos_ and base_ without a sliding window; with
+  // one, the window's first row as the base and the token's place in the window).
+  std::vector<int64_t> seen_pos_, seen_base_;
   std::vector<float> rope_host_;     // the batch's cos then sin, uploaded to the workspace
   std::vector<BatchToken> one_seq_;  // eval()'s tokens as a batch
   SessionOptions options_;

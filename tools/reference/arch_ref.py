@@ -38,7 +38,8 @@ import numpy as np
 import torch
 
 from gguf_py import GGUFReader
-from llama_ref import LlamaReference, quantize_q8_0_roundtrip, quantize_q8_k_roundtrip, K_TYPES
+from llama_ref import (LlamaReference, causal_mask, quantize_q8_0_roundtrip,
+                       quantize_q8_k_roundtrip, K_TYPES)
 
 
 class _Base:
@@ -52,6 +53,7 @@ class _Base:
         self.n_head_kv = kv.get(f"{arch}.attention.head_count_kv", self.n_head)
         self.head_dim = kv.get(f"{arch}.attention.key_length", self.n_embd // self.n_head)
         self.eps = float(kv.get(f"{arch}.attention.layer_norm_epsilon", 1e-5))
+        self.window = kv.get(f"{arch}.attention.sliding_window", 0)
         self.base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
         self.ffn = kv.get("strata.ffn_activation")
 
@@ -77,8 +79,8 @@ class _Base:
         group = self.n_head // self.n_head_kv
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
-        mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
-        scores = torch.einsum("thd,shd->hts", q, k) / np.sqrt(self.head_dim) + mask
+        scores = torch.einsum("thd,shd->hts", q, k) / np.sqrt(self.head_dim) + causal_mask(
+            T, self.window)
         att = torch.softmax(scores, dim=-1)
         return torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * self.head_dim)
 

@@ -140,6 +140,11 @@ def main():
                hf.mixtral_forward),
               ("mixtral 6 experts top 3", hf.mixtral_config(experts=6, k=3, kv_heads=4),
                hf.mixtral_state, hf.mixtral_forward),
+              # Mistral's and Mixtral's sliding window (4 and 3 positions of the 10 tokens).
+              ("mistral sliding_window 4", hf.mistral_config(), hf.qwen2_state,
+               hf.qwen2_forward),
+              ("mixtral sliding_window 3", hf.mixtral_config(sliding_window=3), hf.mixtral_state,
+               hf.mixtral_forward),
               ("qwen3moe 4 experts top 2", hf.qwen3moe_config(), hf.qwen3moe_state,
                hf.qwen3moe_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):

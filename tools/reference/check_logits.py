@@ -134,6 +134,10 @@ ARCHITECTURES = [  # label, synth flags, reference
                             "--ffn", "drelu"], MixtralReference),
     ("qwen3moe", ["--arch", "qwen3moe", "--experts", "6", "--top-k", "2", "--kv-heads", "2"],
      Qwen3MoeReference),
+    # Mistral's sliding window (4 positions of the 12 tokens; llama with the window key), and
+    # Qwen2's layer with one.
+    ("mistral-swa", ["--sliding-window", "4", "--kv-heads", "2"], LlamaReference),
+    ("qwen2-swa", ["--arch", "qwen2", "--sliding-window", "5"], Qwen2Reference),
 ]
 
 

@@ -59,9 +59,13 @@ def _ln(x, w, b, eps):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), torch.from_numpy(w), torch.from_numpy(b), eps)
 
 
-def _causal(q, k, v):
+def _causal(q, k, v, window=None):
+    """Causal attention; with a sliding window (Mistral's `sliding_window`) query i sees keys
+    j > i - window only."""
     T, hd = q.shape[1], q.shape[-1]
     mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    if window:
+        mask = mask + torch.full((T, T), float("-inf"), dtype=torch.float64).tril(-window)
     att = torch.softmax(q @ k.transpose(-1, -2) / np.sqrt(hd) + mask, dim=-1)
     return att @ v  # [H, T, hd]
 
@@ -175,6 +179,15 @@ def qwen2_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=128, 
                 eos_token_id=2)
 
 
+def mistral_config(sliding_window=4, **kw):
+    """MistralForCausalLM: LLaMA's layer without biases, attention over a sliding window."""
+    cfg = qwen2_config(**kw)
+    del cfg["use_sliding_window"]
+    cfg.update(architectures=["MistralForCausalLM"], model_type="mistral",
+               sliding_window=sliding_window, rms_norm_eps=1e-5)
+    return cfg
+
+
 def qwen3_config(hidden=64, heads=4, kv_heads=2, head_dim=32, **kw):
     cfg = qwen2_config(hidden=hidden, heads=heads, kv_heads=kv_heads, **kw)
     cfg.update(architectures=["Qwen3ForCausalLM"], model_type="qwen3", head_dim=head_dim)
@@ -186,10 +199,12 @@ def _head_dim(cfg):
 
 
 def qwen2_state(cfg, seed):
-    """Qwen2's tensors, or Qwen3's (model_type qwen3: no biases, q_norm and k_norm)."""
+    """Qwen2's tensors, or Qwen3's (model_type qwen3: no biases, q_norm and k_norm), or
+    Mistral's (no biases)."""
     g = torch.Generator().manual_seed(seed)
     d, L, f = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["intermediate_size"]
     hd, qwen3 = _head_dim(cfg), cfg["model_type"] == "qwen3"
+    biases = cfg["model_type"] == "qwen2"
     q_dim, kv_dim = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
     s = {"model.embed_tokens.weight": _normal((cfg["vocab_size"], d), g, 0.5),
          "model.norm.weight": 1 + _normal((d,), g, 0.1)}
@@ -201,7 +216,7 @@ def qwen2_state(cfg, seed):
         s[p + "post_attention_layernorm.weight"] = 1 + _normal((d,), g, 0.1)
         for name, rows in [("q_proj", q_dim), ("k_proj", kv_dim), ("v_proj", kv_dim)]:
             s[p + f"self_attn.{name}.weight"] = _normal((rows, d), g)
-            if not qwen3:
+            if biases:
                 s[p + f"self_attn.{name}.bias"] = _normal((rows,), g, 0.5)
         if qwen3:
             s[p + "self_attn.q_norm.weight"] = 1 + _normal((hd,), g, 0.3)
@@ -220,7 +235,9 @@ def _dense_mlp(W, p, h):
 
 def qwen2_forward(state, cfg, tokens, mlp=_dense_mlp):
     """Qwen2's forward pass, or Qwen3's where the state has q_norm/k_norm and no biases; `mlp`
-    computes a layer's MLP from its normed input (Qwen3-MoE's sparse block)."""
+    computes a layer's MLP from its normed input (Qwen3-MoE's sparse block). Mistral's and
+    Mixtral's `sliding_window` (Qwen2's use_sliding_window is false here) masks older keys."""
+    window = None if "use_sliding_window" in cfg else cfg.get("sliding_window")
     W = {k: torch.from_numpy(v) for k, v in state.items()}
     d, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd, T, eps = _head_dim(cfg), len(tokens), cfg["rms_norm_eps"]
@@ -252,7 +269,7 @@ def qwen2_forward(state, cfg, tokens, mlp=_dense_mlp):
         v = proj(h, p, "v_proj", Hkv)
         q, k = rot(q), rot(k)
         k, v = k.repeat_interleave(H // Hkv, dim=0), v.repeat_interleave(H // Hkv, dim=0)
-        o = _causal(q, k, v).transpose(0, 1).reshape(T, H * hd)
+        o = _causal(q, k, v, window).transpose(0, 1).reshape(T, H * hd)
         x = x + o @ W[p + "self_attn.o_proj.weight"].T
         x = x + mlp(W, p, rms(x, W[p + "post_attention_layernorm.weight"]))
     x = rms(x, W["model.norm.weight"])
@@ -312,11 +329,13 @@ def qwen3moe_forward(state, cfg, tokens):
                                      cfg["num_experts_per_tok"]))
 
 
-def mixtral_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=96, experts=4, k=2):
+def mixtral_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=96, experts=4, k=2,
+                   sliding_window=None):
     return dict(architectures=["MixtralForCausalLM"], model_type="mixtral", hidden_size=hidden,
                 num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
                 intermediate_size=ffn, vocab_size=vocab, max_position_embeddings=64,
-                rms_norm_eps=1e-5, rope_theta=1000000.0, hidden_act="silu", sliding_window=None,
+                rms_norm_eps=1e-5, rope_theta=1000000.0, hidden_act="silu",
+                sliding_window=sliding_window,
                 num_local_experts=experts, num_experts_per_tok=k, router_jitter_noise=0.0,
                 tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)
 

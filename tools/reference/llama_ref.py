@@ -44,6 +44,15 @@ def quantize_q8_k_roundtrip(x):
 K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 
 
+def causal_mask(T, window=0):
+    """[T, T] additive mask: query t sees keys s <= t, and with a sliding window (Mistral's)
+    only the last `window` of them, t - window < s."""
+    mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+    if window:
+        mask = mask + torch.full((T, T), float("-inf"), dtype=torch.float64).tril(-window)
+    return mask
+
+
 class LlamaReference:
     def __init__(self, path, emulate_q8=False, sparse_down=False):
         """sparse_down: the down projection from ffn_down_t (PowerInfer's transposed rows, which
@@ -62,6 +71,7 @@ class LlamaReference:
         self.base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
         self.eps = float(kv.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5))
         self.ffn = kv.get("strata.ffn_activation", "swiglu")
+        self.window = kv.get(f"{arch}.attention.sliding_window", 0)
         self.emulate_q8 = emulate_q8
 
     def weight(self, name):
@@ -117,7 +127,7 @@ class LlamaReference:
         emb = self.weight("token_embd.weight")
         x = emb[torch.tensor(tokens)]
         pos = torch.arange(T)
-        mask = torch.full((T, T), float("-inf"), dtype=torch.float64).triu(1)
+        mask = causal_mask(T, self.window)
         group = self.n_head // self.n_head_kv
         hd = self.head_dim
         for l in range(self.n_layer):

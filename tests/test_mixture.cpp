@@ -325,6 +325,41 @@ TEST(Mixture, WhatTheSparseModesCannotDoIsRefusedByName) {
     o.check_predictor = true;
     EXPECT_THROW(Session(*m, 64, pool, o), Error);
   }
+  // A shared expert (Qwen2-MoE) runs dense only, and is not bundled: both say so.
+  const auto shared = Model::load(strata::testing::tiny_arch_model("qwen2moe"), false);
+  EXPECT_GT(shared->config.n_ff_shared, 0);
+  expect_refused(strata::testing::tiny_arch_model("qwen2moe"), FfnMode::GateFirst,
+                 "shared expert");
+  try {
+    write_bundled_model(*shared, strata::testing::temp_file("shared.bundle.gguf"));
+    FAIL() << "a shared expert was bundled";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shared expert"), std::string::npos) << e.what();
+  }
+}
+
+// Qwen2-MoE's mixture: each token's k experts weighed by the softmax as it is (not
+// renormalized) plus the shared expert weighed by the sigmoid of its gate, every token. A
+// prompt batch equals one token at a time; the shared expert's activations count with the
+// routed ones; the logits against PyTorch: check_logits.py (qwen2moe).
+TEST(Mixture, ASharedExpertJoinsEveryTokensMixture) {
+  const auto m = Model::load(strata::testing::tiny_arch_model("qwen2moe"), false);
+  ASSERT_NE(m->weights.layers[0].shared_gate.data, nullptr);
+  const std::vector<int32_t> tokens = some_tokens(12);
+  const std::vector<float> one = decode_each(*m, tokens, 2);
+  ThreadPool pool(2);
+  Session batch(*m, 128, pool);
+  const auto all = batch.eval(tokens, /*all_logits=*/true);
+  float scale = 0, diff = 0;
+  for (size_t i = 0; i < one.size(); ++i) {
+    scale = std::max(scale, std::fabs(one[i]));
+    diff = std::max(diff, std::fabs(one[i] - all[i]));
+  }
+  EXPECT_LT(diff, 1e-4f * scale);
+  const ModelConfig& c = m->config;
+  EXPECT_EQ(batch.ffn_activations_per_layer(),
+            tokens.size() * static_cast<uint64_t>(c.n_ff * c.n_expert_used + c.n_ff_shared));
+  EXPECT_EQ(batch.ffn_stats()[0].computed, batch.ffn_activations_per_layer());
 }
 
 // Profiles and predictor training observe a mixture as the sparse modes see it: activations

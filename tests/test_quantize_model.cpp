@@ -153,6 +153,10 @@ TEST(QuantRecipe, MixturesFollowLlamaCppsExpertRules) {
   EXPECT_EQ(classify_tensor("blk.2.ffn_gate_exps.weight", 3).role, TensorRole::FfnGate);
   EXPECT_EQ(classify_tensor("blk.2.ffn_up.7.weight", 2).role, TensorRole::FfnUp);
   EXPECT_EQ(classify_tensor("blk.2.ffn_down.12.weight", 2).role, TensorRole::FfnDown);
+  // Qwen2-MoE's shared expert: its gate left as the router is, its matrices by FFN role.
+  EXPECT_EQ(classify_tensor("blk.2.ffn_gate_inp_shexp.weight", 2).role, TensorRole::Router);
+  EXPECT_EQ(classify_tensor("blk.2.ffn_down_shexp.weight", 2).role, TensorRole::FfnDown);
+  EXPECT_EQ(classify_tensor("blk.2.ffn_up_shexp.weight", 2).role, TensorRole::FfnUp);
   for (const char* name : {"blk.2.ffn_up.x.weight", "blk.2.ffn_up..weight", "blk.2.ffn_up.7",
                            "blk.2.ffn_side_exps.weight", "ffn_up.7.weight"})
     EXPECT_EQ(classify_tensor(name, 2).role, TensorRole::Other) << name;

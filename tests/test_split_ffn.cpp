@@ -248,6 +248,15 @@ TEST_F(SplitFfn, AMixturesDenseExpertsSplitWholeAsTheCpuAloneComputesThem) {
         EXPECT_GT(s.split_traffic().link_bytes, 0u) << what;
       }
     }
+  // Qwen2-MoE's shared expert computes on the device with the dense blocks.
+  {
+    auto q = Model::load(strata::testing::tiny_arch_model("qwen2moe"), false);
+    SessionOptions o;
+    o.vram_neurons = whole_experts_of(*q, {1, 5});
+    o.host_backend = &cpu;
+    ReferenceDevice dev;
+    EXPECT_EQ(run(*q, dev, o), run(*q, cpu, {})) << "qwen2moe";
+  }
   auto m = Model::load(strata::testing::tiny_moe_model(DType::F32, true), false);
   SessionOptions cut;
   cut.vram_neurons = whole_experts_of(*m, {1});

@@ -17,7 +17,7 @@ Command add_synth_command(CLI::App& app) {
   struct Options {
     std::string preset = "tiny", type = "f32", ffn, out, tokenizer_from, arch = "llama";
     int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
-    int64_t experts = 0, top_k = 0, window = 0;
+    int64_t experts = 0, top_k = 0, window = 0, shared_ff = 0;
     std::string expert_layout = "stacked";
     uint64_t seed = 1;
     bool tied = false;
@@ -50,6 +50,8 @@ Command add_synth_command(CLI::App& app) {
   cmd->add_option("--experts", o->experts,
                   "A mixture of experts: this many experts per layer (llama, bamboo)");
   cmd->add_option("--top-k", o->top_k, "With --experts: experts each token uses (default 2)");
+  cmd->add_option("--shared-ff", o->shared_ff,
+                  "qwen2moe: the shared expert's FFN size (default: an expert's)");
   cmd->add_option("--expert-layout", o->expert_layout,
                   "With --experts: stacked (3-D tensors, llama.cpp since 2024) or split (one "
                   "tensor per expert, older files)")
@@ -109,6 +111,7 @@ Command add_synth_command(CLI::App& app) {
         take(o->window, s.shape.sliding_window, "--sliding-window");
         take(o->experts, s.shape.n_expert, "--experts");
         take(o->top_k, s.shape.n_expert_used, "--top-k");
+        take(o->shared_ff, s.shape.n_ff_shared, "--shared-ff");
         if (s.shape.n_expert > 0 && s.shape.n_expert_used == 0)
           s.shape.n_expert_used = std::min<int64_t>(2, s.shape.n_expert);
         if (s.shape.n_expert == 0 && s.shape.n_expert_used > 0) fail("--top-k needs --experts");

@@ -61,6 +61,14 @@ void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
     if (c.n_ff < 1 || c.n_ff > (int64_t{1} << 24))
       fail("'{}': {} is {}; expected 1 to {}", f.path(), expert_ff_key, c.n_ff, int64_t{1} << 24);
   }
+  // A shared expert: where the architecture has one (qwen2moe), its size is required.
+  const std::string shared_key = a + "expert_shared_feed_forward_length";
+  if (c.arch->experts->shared_gate != nullptr) {
+    c.n_ff_shared = f.get_int(shared_key);
+    if (c.n_ff_shared < 1 || c.n_ff_shared > (int64_t{1} << 24))
+      fail("'{}': {} is {}; expected 1 to {}", f.path(), shared_key, c.n_ff_shared,
+           int64_t{1} << 24);
+  }
 }
 
 }  // namespace
@@ -162,6 +170,7 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
     w.set(a + "expert_count", u32(c.n_expert));
     w.set(a + "expert_used_count", u32(c.n_expert_used));
     w.set(a + "expert_feed_forward_length", u32(c.n_ff));
+    if (c.n_ff_shared > 0) w.set(a + "expert_shared_feed_forward_length", u32(c.n_ff_shared));
   }
 }
 

@@ -53,6 +53,9 @@ struct ModelConfig {
   // top k, runtime/expert_routing.h). 0: one dense FFN.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
+  // A shared expert beside the routed ones (Qwen2-MoE; <arch>.expert_shared_feed_forward_length):
+  // its neurons, 0: none. Every token uses it.
+  int64_t n_ff_shared = 0;
   bool moe() const { return n_expert > 0; }
   // The FFN's neurons as the sparse modes see a layer: a mixture is one FFN of n_expert *
   // n_ff neurons (expert e's neuron j is neuron e * n_ff + j), so the router's choice is a

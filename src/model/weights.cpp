@@ -158,6 +158,11 @@ uint64_t expert_bytes(const LayerMatrices& l) {
   return bytes;
 }
 
+uint64_t shared_expert_bytes(const LayerMatrices& l) {
+  return l.shared_gate.bytes() + l.shared.gate.bytes() + l.shared.up.bytes() +
+         l.shared.down.bytes();
+}
+
 MatrixView expert_neuron_rows(const std::vector<ExpertMatrices>& experts,
                               MatrixView ExpertMatrices::*member) {
   if (experts.empty()) return {};
@@ -188,6 +193,16 @@ void load_experts(const GgufFile& f, const Architecture& a, const std::string& p
   load_expert_matrix(f, p, c, stacked, n.up, n.up_each, c.n_embd, c.n_ff, &ExpertMatrices::up, l);
   load_expert_matrix(f, p, c, stacked, n.down, n.down_each, c.n_ff, c.n_embd, &ExpertMatrices::down,
                      l);
+  if (c.n_ff_shared == 0) return;
+  // The shared expert's gate: n_embd values, 1-D as llama.cpp writes it (or [n_embd, 1]).
+  const GgufTensorInfo* g = f.find_tensor(p + n.shared_gate);
+  if (g != nullptr && g->dims.size() == 1 && g->dims[0] == c.n_embd)
+    l.shared_gate = MatrixView{g->type, g->data, c.n_embd, 1, row_bytes(g->type, c.n_embd)};
+  else
+    l.shared_gate = matrix(f, p + n.shared_gate, c.n_embd, 1);
+  if (ffn_has_gate(c.ffn)) l.shared.gate = matrix(f, p + n.shared_ffn_gate, c.n_embd, c.n_ff_shared);
+  l.shared.up = matrix(f, p + n.shared_ffn_up, c.n_embd, c.n_ff_shared);
+  l.shared.down = matrix(f, p + n.shared_ffn_down, c.n_ff_shared, c.n_embd);
 }
 
 void load_ffn(const GgufFile& f, const Architecture& a, const std::string& p, const ModelConfig& c,
@@ -256,7 +271,7 @@ uint64_t ModelWeights::bytes_read_per_token() const {
         total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
     if (l.experts.empty()) continue;
-    total += l.ffn_gate_inp.bytes() +
+    total += l.ffn_gate_inp.bytes() + shared_expert_bytes(l) +
              expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(experts_used);
   }
   return total;

@@ -45,6 +45,10 @@ struct LayerMatrices {
   // the experts; ffn_gate, ffn_up and ffn_down are then empty.
   MatrixView ffn_gate_inp;
   std::vector<ExpertMatrices> experts;
+  // A shared expert every token uses (Qwen2-MoE; empty: none): its FFN of n_ff_shared neurons
+  // and its gate, one row of n_embd whose sigmoid weighs the expert's output.
+  ExpertMatrices shared;
+  MatrixView shared_gate;
 };
 
 // Every matrix of a mixture-of-experts layer (the router, then each expert's gate, up and down)
@@ -52,6 +56,12 @@ struct LayerMatrices {
 template <typename Layer, typename Each>
 void for_each_expert_matrix(Layer& l, Each&& each) {
   if (l.ffn_gate_inp.data != nullptr) each(l.ffn_gate_inp, std::string("ffn_gate_inp"));
+  if (l.shared_gate.data != nullptr) {
+    each(l.shared_gate, std::string("ffn_gate_inp_shexp"));
+    if (l.shared.gate.data != nullptr) each(l.shared.gate, std::string("ffn_gate_shexp"));
+    each(l.shared.up, std::string("ffn_up_shexp"));
+    each(l.shared.down, std::string("ffn_down_shexp"));
+  }
   for (size_t e = 0; e < l.experts.size(); ++e) {
     auto& x = l.experts[e];
     if (x.up.data == nullptr) continue;  // held by another device (a mixture split by expert)
@@ -62,8 +72,11 @@ void for_each_expert_matrix(Layer& l, Each&& each) {
   }
 }
 
-// The bytes of a mixture's experts (its router apart); 0 for a dense layer.
+// The bytes of a mixture's routed experts (its router and shared expert apart); 0 for a dense
+// layer.
 uint64_t expert_bytes(const LayerMatrices& l);
+// The bytes of a shared expert and its gate (read every token, like the router); 0: none.
+uint64_t shared_expert_bytes(const LayerMatrices& l);
 
 // A mixture's gate or up matrices as one matrix of n_expert * n_ff rows (the layer seen as one
 // FFN, ModelConfig::ffn_neurons): a view over the stacked tensor. Null data where the experts'

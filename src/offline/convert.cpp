@@ -40,7 +40,8 @@ const HfFamily& family_of(const std::string& architecture, const std::string& pa
   std::string names;
   for (const HfFamily* f :
        {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(), &hf_qwen2_family(),
-        &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family()})
+        &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(),
+         &hf_qwen2moe_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;

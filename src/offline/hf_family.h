@@ -123,5 +123,6 @@ const HfFamily& hf_qwen2_family();
 const HfFamily& hf_qwen3_family();
 const HfFamily& hf_mixtral_family();
 const HfFamily& hf_qwen3moe_family();
+const HfFamily& hf_qwen2moe_family();
 
 }  // namespace strata

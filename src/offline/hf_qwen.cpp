@@ -4,7 +4,8 @@
 // each query and key head (q_norm, k_norm) and takes its head size from head_dim. The head is
 // tied to the embedding where tie_word_embeddings says so (the small models). A checkpoint that
 // turns its sliding window on is refused: llama.cpp's qwen2/qwen3 run full attention.
-// Qwen3MoeForCausalLM (qwen3moe) is Qwen3's attention with a mixture of experts in every layer.
+// Qwen3MoeForCausalLM (qwen3moe) is Qwen3's attention with a mixture of experts in every layer;
+// Qwen2MoeForCausalLM (qwen2moe) Qwen2's with a mixture and a shared expert.
 #include <fmt/format.h>
 
 #include "offline/hf_family.h"
@@ -72,7 +73,57 @@ void read_qwen3moe(const ConfigReader& r, HfConfig& c) {
     fail("'{}': Qwen3-MoE with mlp_only_layers (dense layers) is not supported", r.path());
 }
 
+// Qwen2-MoE: Qwen2's attention (q/k/v biases); every layer a sparse block whose softmax weights
+// are kept as they are (norm_topk_prob false, as llama.cpp's qwen2moe runs it) with a shared
+// expert of shared_expert_intermediate_size neurons and its sigmoid gate.
+void read_qwen2moe(const ConfigReader& r, HfConfig& c) {
+  read_qwen(r, c, "qwen2moe");
+  head_dim_from_width(r, c);
+  c.model.n_expert = r.whole("num_experts", 1, kMaxExperts);
+  c.model.n_expert_used = r.whole("num_experts_per_tok", 1, c.model.n_expert);
+  c.model.n_ff = r.whole("moe_intermediate_size", 1, kU32);
+  c.model.n_ff_shared = r.whole("shared_expert_intermediate_size", 1, kU32);
+  if (r.flag_or("norm_topk_prob", false))
+    fail("'{}': Qwen2-MoE with norm_topk_prob true is not supported", r.path());
+  if (r.whole_or("decoder_sparse_step", 1, kU32, 1) != 1)
+    fail(
+        "'{}': Qwen2-MoE with decoder_sparse_step other than 1 (dense layers between) is not "
+        "supported",
+        r.path());
+  if (r.has("mlp_only_layers") && !r.is_empty_list("mlp_only_layers"))
+    fail("'{}': Qwen2-MoE with mlp_only_layers (dense layers) is not supported", r.path());
+}
+
+// The routed experts stacked, then the shared expert and its gate (one row of n_embd).
+LayerPlan qwen2moe_ffn(const HfConfig& c) {
+  constexpr HfExpertNames kNames{"mlp.gate.weight", "mlp.experts.", "gate_proj", "up_proj",
+                                 "down_proj"};
+  const LayerPlan routed = stacked_experts(c, kNames);
+  const ModelConfig m = c.model;
+  return [routed, m](const std::string& g, const std::string& h, std::vector<Planned>& p) {
+    routed(g, h, p);
+    p.push_back({g + "ffn_gate_inp_shexp.weight", h + "mlp.shared_expert_gate.weight", 1,
+                 m.n_embd});
+    for (auto [name, hf, rows, cols] :
+         {std::tuple{"ffn_gate_shexp", "gate_proj", m.n_ff_shared, m.n_embd},
+          {"ffn_up_shexp", "up_proj", m.n_ff_shared, m.n_embd},
+          {"ffn_down_shexp", "down_proj", m.n_embd, m.n_ff_shared}})
+      p.push_back({g + name + ".weight", h + "mlp.shared_expert." + hf + ".weight", rows, cols});
+  };
+}
+
 }  // namespace
+
+const HfFamily& hf_qwen2moe_family() {
+  static const HfFamily f{{"Qwen2MoeForCausalLM"},
+                          read_qwen2moe,
+                          [](const HfConfig& c, const auto& has) {
+                            return plan_qwen(c, has, true, false, qwen2moe_ffn(c));
+                          },
+                          "model.embed_tokens.weight",
+                          "model.layers.{}.input_layernorm.weight"};
+  return f;
+}
 
 const HfFamily& hf_qwen3moe_family() {
   static const HfFamily f{{"Qwen3MoeForCausalLM"},

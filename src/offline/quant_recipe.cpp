@@ -171,15 +171,18 @@ bool split_layer_name(std::string_view name, int& layer, std::string_view& rest)
   return true;
 }
 
-// A mixture's tensors by their layer-relative name: the router, the stacked experts
-// (ffn_up_exps.weight) and an older file's one tensor per expert (ffn_up.3.weight).
+// A mixture's tensors by their layer-relative name: the router (and a shared expert's gate,
+// which llama-quantize leaves as it leaves every ffn_gate_inp*), the stacked experts
+// (ffn_up_exps.weight), a shared expert (ffn_up_shexp.weight) and an older file's one tensor
+// per expert (ffn_up.3.weight).
 TensorRole expert_role(std::string_view rest) {
-  if (rest == "ffn_gate_inp.weight") return TensorRole::Router;
+  if (rest == "ffn_gate_inp.weight" || rest == "ffn_gate_inp_shexp.weight")
+    return TensorRole::Router;
   constexpr std::string_view kSuffix = ".weight";
   if (!rest.ends_with(kSuffix)) return TensorRole::Other;
   rest.remove_suffix(kSuffix.size());
-  if (rest.ends_with("_exps")) {
-    rest.remove_suffix(5);
+  if (rest.ends_with("_exps") || rest.ends_with("_shexp")) {
+    rest.remove_suffix(rest.ends_with("_exps") ? 5 : 6);
   } else {
     const size_t dot = rest.rfind('.');
     if (dot == std::string_view::npos || dot + 1 == rest.size()) return TensorRole::Other;

@@ -105,6 +105,12 @@ void add_experts(std::vector<Planned>& plan, const Architecture& a, const ModelC
     for (int64_t e = 0; e < c.n_expert; ++e)
       plan.push_back({p + fmt::format(fmt::runtime(r.each), e), type, r.cols, r.rows, {}});
   }
+  if (c.n_ff_shared == 0) return;
+  // A shared expert (Qwen2-MoE): its gate one F32 row, its FFN of n_ff_shared neurons.
+  plan.push_back({p + n.shared_gate, DType::F32, c.n_embd, 1, {}});
+  if (ffn_has_gate(c.ffn)) plan.push_back({p + n.shared_ffn_gate, type, c.n_embd, c.n_ff_shared, {}});
+  plan.push_back({p + n.shared_ffn_up, type, c.n_embd, c.n_ff_shared, {}});
+  plan.push_back({p + n.shared_ffn_down, type, c.n_ff_shared, c.n_embd, {}});
 }
 
 // A sparse mixture: the generator's layer of n_expert * n_ff neurons cut into experts (expert
@@ -277,6 +283,11 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     fail("--experts: {} has no mixture-of-experts layers in strata", arch->name);
   if (!c.moe() && arch->always_experts)
     fail("synthetic model: {} models are mixtures of experts (--experts N)", arch->name);
+  const bool has_shared = c.moe() && arch->experts->shared_gate != nullptr;
+  if (has_shared && c.n_ff_shared == 0) c.n_ff_shared = c.n_ff;  // unless --shared-ff
+  if (!has_shared) c.n_ff_shared = 0;
+  if (has_shared && sparse)
+    fail("--sparsity: {}'s shared expert is not made sparse (so far)", arch->name);
   const bool llama = arch->name == "llama" || arch->name == "bamboo";
   if (!llama && s.context > 0.0)
     fail("--context makes llama-architecture models only (so far), not {}", arch->name);

@@ -123,6 +123,8 @@ class FfnExecutor {
   // A mixture's routing on the host: logits [n][n_expert], choices and weights [n][k], and one
   // expert's tokens (their batch rows and choice slots).
   std::vector<float> router_logits_, mix_weights_;
+  // A shared expert's gate logits [n], and the dense mixture's weights [n][k (+1 shared)].
+  std::vector<float> shared_logits_, slot_weights_;
   std::vector<int32_t> chosen_;
   std::vector<int64_t> expert_rows_, expert_slots_;
   std::vector<float> expert_weights_;  // [n][n_expert]

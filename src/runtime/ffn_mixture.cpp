@@ -6,6 +6,7 @@
 // batch reads each chosen expert's weights once; its outputs go to the tokens' choice slots,
 // and mix_experts weighs and sums each token's slots in the order of its choice.
 #include <algorithm>
+#include <cmath>
 
 #include "core/timer.h"
 #include "runtime/expert_routing.h"
@@ -16,14 +17,21 @@ namespace strata {
 void FfnExecutor::route(int64_t l, int64_t n) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t n_expert = c_.n_expert, k = c_.n_expert_used;
-  backend_.prepare(in_, ws_.xn, c_.n_embd, n, {w.ffn_gate_inp.type});
-  const RowsJob router{&w.ffn_gate_inp, ws_.router, n_expert};
-  backend_.matmul(std::span(&router, 1), in_);
+  const bool shared = w.shared_gate.data != nullptr;
+  backend_.prepare(in_, ws_.xn, c_.n_embd, n,
+                   {w.ffn_gate_inp.type, shared ? w.shared_gate.type : w.ffn_gate_inp.type});
+  // The router, and a shared expert's gate (its logit) in the same pass over the input.
+  const RowsJob jobs[2] = {{&w.ffn_gate_inp, ws_.router, n_expert}, {&w.shared_gate, ws_.shared_gate, 1}};
+  backend_.matmul(std::span(jobs, shared ? 2 : 1), in_);
   router_logits_.resize(static_cast<size_t>(n * n_expert));
   backend_.download(router_logits_.data(), ws_.router, router_logits_.size() * sizeof(float));
+  shared_logits_.resize(shared ? static_cast<size_t>(n) : 0);
+  if (shared) backend_.download(shared_logits_.data(), ws_.shared_gate, n * sizeof(float));
   chosen_.resize(static_cast<size_t>(n * k));
   mix_weights_.resize(chosen_.size());
-  route_tokens(router_logits_.data(), n, n_expert, k, ExpertWeighting::SoftmaxOfChosen,
+  route_tokens(router_logits_.data(), n, n_expert, k,
+               c_.arch->renormalize_experts ? ExpertWeighting::SoftmaxOfChosen
+                                            : ExpertWeighting::Softmax,
                chosen_.data(), mix_weights_.data());
 }
 
@@ -53,7 +61,18 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
   const bool split = host_.backend != nullptr;
   route(l, n);
   if (observer) observed_.assign(static_cast<size_t>(n * neurons), 0.0f);
-  backend_.upload(ws_.mix_weights, mix_weights_.data(), mix_weights_.size() * sizeof(float));
+  // Each token's slots: its k experts in the order of its choice, then a shared expert's,
+  // weighed by the sigmoid of its gate.
+  const bool shared = !shared_logits_.empty();
+  const int64_t slots = k + (shared ? 1 : 0);
+  slot_weights_.resize(static_cast<size_t>(n * slots));
+  for (int64_t b = 0; b < n; ++b) {
+    std::copy_n(mix_weights_.begin() + b * k, k, slot_weights_.begin() + b * slots);
+    if (shared)
+      slot_weights_[static_cast<size_t>(b * slots + k)] = static_cast<float>(
+          1.0 / (1.0 + std::exp(-static_cast<double>(shared_logits_[static_cast<size_t>(b)]))));
+  }
+  backend_.upload(ws_.mix_weights, slot_weights_.data(), slot_weights_.size() * sizeof(float));
   const uint64_t row_bytes = static_cast<uint64_t>(d) * sizeof(float);
   if (split) {  // the CPU's experts read the normalized input on the host
     backend_.download(host_.ws->xn, ws_.xn, static_cast<uint64_t>(n) * row_bytes);
@@ -81,7 +100,7 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
         for (int64_t s = 0; s < k; ++s)
           if (chosen_[static_cast<size_t>(b * k + s)] == e) {
             expert_rows_.push_back(b);
-            expert_slots_.push_back(b * k + s);
+            expert_slots_.push_back(b * slots + s);
           }
       const auto count = static_cast<int64_t>(expert_rows_.size());
       if (count == 0) continue;
@@ -99,9 +118,18 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
       link_bytes_ += static_cast<uint64_t>(count) * row_bytes;
     }
     if (pass == 1) times.ffn_ram_part += cpu_part.seconds();
+    if (pass == 0 && shared) {  // every token's shared expert, where the dense blocks are
+      expert_rows_.clear();
+      expert_slots_.clear();
+      for (int64_t b = 0; b < n; ++b) {
+        expert_rows_.push_back(b);
+        expert_slots_.push_back(b * slots + k);
+      }
+      run_expert(device, w.shared, n, stats, nullptr);
+    }
   }
   if (split) spans.add(device_end, backend_.record(), &times.ffn_device_waits, 1, &backend_);
-  backend_.mix_experts(ws_.expert_out, ws_.mix_weights, n, k, d, ws_.proj);
+  backend_.mix_experts(ws_.expert_out, ws_.mix_weights, n, slots, d, ws_.proj);
   if (observer) observer(l, n, ws_.x, observed_.data());
 }
 
@@ -137,7 +165,7 @@ void FfnExecutor::expert_ffn(const Side& side, const ExpertMatrices& e, const fl
   Backend& be = *side.backend;
   Workspace& ws = *side.ws;
   PreparedRows& in = *side.in;
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = e.up.rows;  // a routed expert's n_ff, or a shared expert's n_ff_shared
   const bool gated = ffn_has_gate(c_.ffn);
   be.prepare(in, x, c_.n_embd, count, {e.up.type, gated ? e.gate.type : e.up.type});
   const RowsJob both[2] = {{&e.gate, ws.gate, ff}, {&e.up, ws.up, ff}};

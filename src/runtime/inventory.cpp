@@ -143,7 +143,8 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     for (const LayerMatrixSlot& m : kLayerMatrixSlots)
       if (m.block == LayerBlock::Attention) li.dense_bytes += (lw.*m.member).bytes();
     for (const std::vector<float>& v : lw.vectors) li.dense_bytes += norm_bytes(v);
-    li.dense_bytes += lw.ffn_gate_inp.bytes();  // a mixture's router, read whole every token
+    // A mixture's router and shared expert, read whole every token.
+    li.dense_bytes += lw.ffn_gate_inp.bytes() + shared_expert_bytes(lw);
     if (r.mode == FfnMode::Predict)
       li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;

@@ -300,6 +300,11 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
       fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
   if (options.check_predictor && options.ffn != FfnMode::Predict)
     fail("--check-predictor needs --ffn predict (and a model with predictors)");
+  if (model.config.n_ff_shared > 0 && options.ffn != FfnMode::Dense)
+    fail(
+        "--ffn {}: '{}' has a shared expert (Qwen2-MoE), which the sparse modes do not compute "
+        "yet; use --ffn dense",
+        ffn_mode_name(options.ffn), model.file->path());
   if (model.config.moe() && options.check_predictor)
     fail("--check-predictor: '{}' is a mixture of experts, whose predictions it does not count",
          model.file->path());
@@ -462,9 +467,9 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     move_residual(layer_part_[static_cast<size_t>(l)], n);
     layer(part_of(l), l, n);
-    if (l == 0)
-      ffn_activations_ +=
-          static_cast<uint64_t>(n * c_.n_ff * std::max<int64_t>(1, c_.n_expert_used));
+    if (l == 0)  // a token's: its k experts' neurons and a shared expert's
+      ffn_activations_ += static_cast<uint64_t>(
+          n * (c_.n_ff * std::max<int64_t>(1, c_.n_expert_used) + c_.n_ff_shared));
     if (lookahead && l + 1 < c_.n_layer) {
       const Event ahead = backend_.record();
       ffn.prefetch(l + 1, clock_ - 1);

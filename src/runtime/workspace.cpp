@@ -1,5 +1,6 @@
 #include "runtime/workspace.h"
 
+#include <algorithm>
 #include <new>
 
 #include "core/error.h"
@@ -12,8 +13,8 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.batch = batch;
   s.n_embd = c.n_embd;
   // The sparse modes see a mixture as one FFN of every expert's neurons; the dense mixture
-  // computes one expert (n_ff neurons) at a time.
-  s.n_ff = mode != FfnMode::Dense ? c.ffn_neurons() : c.n_ff;
+  // computes one expert (n_ff neurons, or a shared expert's n_ff_shared) at a time.
+  s.n_ff = mode != FfnMode::Dense ? c.ffn_neurons() : std::max(c.n_ff, c.n_ff_shared);
   s.q_dim = c.n_head * c.head_dim;
   s.kv_dim = c.n_head_kv * c.head_dim;
   s.n_head = c.n_head;
@@ -25,6 +26,7 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.parallel = c.arch->residual == ResidualKind::Parallel;
   s.n_expert = c.n_expert;
   s.n_expert_used = c.n_expert_used;
+  s.shared_expert = c.n_ff_shared > 0;
   return s;
 }
 
@@ -71,9 +73,12 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
     f(&Workspace::router, B * s.n_expert);
     f(&Workspace::expert_weights, B * s.n_expert);
   } else if (s.n_expert > 0) {
+    // Each token's mixture slots: its k experts' outputs, then the shared expert's.
+    const int64_t slots = s.n_expert_used + (s.shared_expert ? 1 : 0);
     f(&Workspace::router, B * s.n_expert);
-    f(&Workspace::mix_weights, B * s.n_expert_used);
-    f(&Workspace::expert_out, B * s.n_expert_used * s.n_embd);
+    if (s.shared_expert) f(&Workspace::shared_gate, B);
+    f(&Workspace::mix_weights, B * slots);
+    f(&Workspace::expert_out, B * slots * s.n_embd);
     f(&Workspace::expert_in, B * s.n_embd);
     f(&Workspace::expert_y, B * s.n_embd);
   }

@@ -17,6 +17,7 @@ struct WorkspaceShape {
   bool sparse = false, bundled = false;
   bool parallel = false;  // a parallel residual: attention's output waits beside the FFN's
   int64_t n_expert = 0, n_expert_used = 0;  // a mixture of experts
+  bool shared_expert = false;               // beside the routed ones (Qwen2-MoE)
   static WorkspaceShape of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
                            bool bundled, int64_t predictor_rank);
 };
@@ -44,7 +45,9 @@ class Workspace {
   // A mixture of experts: the router's logits [batch][n_expert], each token's expert weights
   // [batch][n_expert_used] and expert outputs [batch][n_expert_used][n_embd] (in the order of
   // its choice), one expert's tokens' inputs and outputs [batch][n_embd].
+  // With a shared expert its gate's logits [batch], and one more slot per token (the last).
   float *router = nullptr, *mix_weights = nullptr, *expert_out = nullptr;
+  float* shared_gate = nullptr;
   float *expert_in = nullptr, *expert_y = nullptr;
   // A mixture in a sparse mode: each token's weight of every expert [batch][n_expert] (0: not
   // chosen), which masks and weighs the neurons (Backend::mask_unchosen, scale_by_expert).

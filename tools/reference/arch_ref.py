@@ -203,16 +203,17 @@ class Qwen2Reference(_Base):
 Qwen3Reference = Qwen2Reference
 
 
-def moe_mlp(h, logits, k, expert, activate):
+def moe_mlp(h, logits, k, expert, activate, renormalize=True):
     """A mixture's output for normed inputs h [T, d] (HF's MixtralSparseMoeBlock and
     Qwen3MoeSparseMoeBlock with norm_topk_prob): the softmax of the router's logits, the top k
-    (ties to the lower expert: a stable sort), renormalized; each chosen expert's
-    down(activate(gate, up)) weighted and summed. expert(kind, e, x) is x times expert e's
-    kind ("gate", "up", "down") matrix, transposed."""
+    (ties to the lower expert: a stable sort), renormalized (Qwen2MoeSparseMoeBlock: not); each
+    chosen expert's down(activate(gate, up)) weighted and summed. expert(kind, e, x) is x times
+    expert e's kind ("gate", "up", "down") matrix, transposed."""
     probs = torch.softmax(logits, dim=-1)
     order = torch.sort(logits, dim=-1, descending=True, stable=True).indices[:, :k]
     chosen = torch.gather(probs, 1, order)
-    chosen = chosen / chosen.sum(dim=-1, keepdim=True)
+    if renormalize:
+        chosen = chosen / chosen.sum(dim=-1, keepdim=True)
     out = torch.zeros_like(h)
     for t in range(h.shape[0]):
         for s in range(k):
@@ -238,6 +239,28 @@ class Qwen3MoeReference(Qwen2Reference):
         logits = self.linear(h, p + "ffn_gate_inp.weight")
         return moe_mlp(h, logits, self.k, expert,
                        lambda g, u: torch.nn.functional.silu(g) * u)
+
+
+class Qwen2MoeReference(Qwen2Reference):
+    """Qwen2-MoE (modeling_qwen2_moe.py): Qwen2's attention (q/k/v biases); the MLP a mixture
+    of SwiGLU experts whose softmax weights are kept as they are (norm_topk_prob false), plus a
+    shared expert weighed by sigmoid(shared_expert_gate(h))."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        arch = self.g.kv["general.architecture"]
+        self.k = self.g.kv[f"{arch}.expert_used_count"]
+
+    def mlp(self, p, h):
+        def expert(kind, e, x):
+            return x @ self.weight(p + f"ffn_{kind}_exps.weight")[e].T
+        silu_glu = lambda g, u: torch.nn.functional.silu(g) * u  # noqa: E731
+        logits = self.linear(h, p + "ffn_gate_inp.weight")
+        routed = moe_mlp(h, logits, self.k, expert, silu_glu, renormalize=False)
+        gate = self.weight(p + "ffn_gate_inp_shexp.weight").reshape(-1)
+        a = silu_glu(self.linear(h, p + "ffn_gate_shexp.weight"), self.linear(h, p + "ffn_up_shexp.weight"))
+        shared = self.linear(a, p + "ffn_down_shexp.weight")
+        return routed + torch.sigmoid(h @ gate)[:, None] * shared
 
 
 class MixtralReference(LlamaReference):

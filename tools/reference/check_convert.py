@@ -140,13 +140,15 @@ def main():
                hf.mixtral_forward),
               ("mixtral 6 experts top 3", hf.mixtral_config(experts=6, k=3, kv_heads=4),
                hf.mixtral_state, hf.mixtral_forward),
+              ("qwen3moe 4 experts top 2", hf.qwen3moe_config(), hf.qwen3moe_state,
+               hf.qwen3moe_forward),
               # Mistral's and Mixtral's sliding window (4 and 3 positions of the 10 tokens).
               ("mistral sliding_window 4", hf.mistral_config(), hf.qwen2_state,
                hf.qwen2_forward),
               ("mixtral sliding_window 3", hf.mixtral_config(sliding_window=3), hf.mixtral_state,
                hf.mixtral_forward),
-              ("qwen3moe 4 experts top 2", hf.qwen3moe_config(), hf.qwen3moe_state,
-               hf.qwen3moe_forward)]
+              ("qwen2moe 4 experts top 2, shared 80", hf.qwen2moe_config(), hf.qwen2moe_state,
+               hf.qwen2moe_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -174,7 +176,9 @@ def main():
                                   (7, "num_local_experts", 3, "block_sparse_moe.gate.weight"),
                                   (9, "norm_topk_prob", False, "norm_topk_prob false"),
                                   (9, "mlp_only_layers", [1], "mlp_only_layers"),
-                                  (9, "decoder_sparse_step", 2, "decoder_sparse_step")]:
+                                  (9, "decoder_sparse_step", 2, "decoder_sparse_step"),
+                                  (12, "norm_topk_prob", True, "norm_topk_prob true"),
+                                  (12, "mlp_only_layers", [0], "mlp_only_layers")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

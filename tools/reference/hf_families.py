@@ -302,14 +302,16 @@ def qwen3moe_state(cfg, seed):
     return s
 
 
-def _sparse_moe(router, experts, gate, up, down, k):
+def _sparse_moe(router, experts, gate, up, down, k, renormalize=True):
     """HF's sparse MoE block (MixtralSparseMoeBlock, Qwen3MoeSparseMoeBlock with
-    norm_topk_prob): softmax of the router's logits, top k, renormalized; each chosen expert's
-    SwiGLU. Names under the layer's prefix: the router, the experts' prefix, their matrices."""
+    norm_topk_prob): softmax of the router's logits, top k, renormalized (Qwen2MoeSparseMoeBlock
+    without norm_topk_prob: not); each chosen expert's SwiGLU. Names under the layer's prefix:
+    the router, the experts' prefix, their matrices."""
     def moe(W, p, h):
         probs = torch.softmax(h @ W[p + router].T, dim=-1)
         weights, chosen = torch.topk(probs, k, dim=-1)
-        weights = weights / weights.sum(dim=-1, keepdim=True)
+        if renormalize:
+            weights = weights / weights.sum(dim=-1, keepdim=True)
         out = torch.zeros_like(h)
         for t in range(h.shape[0]):
             for s in range(k):
@@ -327,6 +329,48 @@ def qwen3moe_forward(state, cfg, tokens):
                          _sparse_moe("mlp.gate.weight", "mlp.experts.", "gate_proj.weight",
                                      "up_proj.weight", "down_proj.weight",
                                      cfg["num_experts_per_tok"]))
+
+
+def qwen2moe_config(experts=4, k=2, moe_ffn=48, shared_ffn=80, **kw):
+    cfg = qwen2_config(**kw)
+    cfg.update(architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", num_experts=experts,
+               num_experts_per_tok=k, moe_intermediate_size=moe_ffn,
+               shared_expert_intermediate_size=shared_ffn, norm_topk_prob=False,
+               decoder_sparse_step=1, mlp_only_layers=[])
+    return cfg
+
+
+def qwen2moe_state(cfg, seed):
+    """Qwen2's attention tensors (q/k/v biases), per layer mlp.gate (the router),
+    mlp.experts.E.*, mlp.shared_expert.* and mlp.shared_expert_gate ([1, hidden])."""
+    s = qwen3moe_state(dict(cfg, moe_intermediate_size=cfg["moe_intermediate_size"]), seed)
+    # qwen3moe_state made Qwen3's attention; Qwen2's has biases and no head norms.
+    attn = qwen2_state(dict(cfg, model_type="qwen2"), seed)
+    s = {k: v for k, v in s.items() if "q_norm" not in k and "k_norm" not in k}
+    s.update({k: v for k, v in attn.items() if "self_attn" in k})
+    g = torch.Generator().manual_seed(seed + 2000)
+    d, f = cfg["hidden_size"], cfg["shared_expert_intermediate_size"]
+    for l in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{l}.mlp."
+        s[p + "shared_expert_gate.weight"] = _normal((1, d), g, 1.0)
+        s[p + "shared_expert.gate_proj.weight"] = _normal((f, d), g)
+        s[p + "shared_expert.up_proj.weight"] = _normal((f, d), g)
+        s[p + "shared_expert.down_proj.weight"] = _normal((d, f), g)
+    return s
+
+
+def qwen2moe_forward(state, cfg, tokens):
+    """Qwen2MoeForCausalLM's forward: Qwen2's attention; the sparse block's routed experts
+    (softmax weights as they are) plus the shared expert times sigmoid(shared_expert_gate)."""
+    routed = _sparse_moe("mlp.gate.weight", "mlp.experts.", "gate_proj.weight", "up_proj.weight",
+                         "down_proj.weight", cfg["num_experts_per_tok"], renormalize=False)
+
+    def mlp(W, p, h):
+        e = p + "mlp.shared_expert."
+        a = torch.nn.functional.silu(h @ W[e + "gate_proj.weight"].T) * (h @ W[e + "up_proj.weight"].T)
+        shared = a @ W[e + "down_proj.weight"].T
+        return routed(W, p, h) + torch.sigmoid(h @ W[p + "mlp.shared_expert_gate.weight"].T) * shared
+    return qwen2_forward(state, cfg, tokens, mlp)
 
 
 def mixtral_config(hidden=64, heads=4, kv_heads=2, layers=2, vocab=2000, ffn=96, experts=4, k=2,

@@ -85,10 +85,15 @@ struct VectorName {
 // before llama.cpp stacked them (early 2024), one 2-D tensor per expert ("{}" is its number).
 // An architecture whose files may hold experts names them; the layer is a mixture when the file
 // says <arch>.expert_count.
+// Qwen2-MoE adds a shared expert every token uses (its own FFN size,
+// <arch>.expert_shared_feed_forward_length) whose output is weighed by sigmoid(shared_gate . x).
 struct ExpertNames {
   const char* router;
   const char *gate, *up, *down;
   const char *gate_each, *up_each, *down_each;
+  // The shared expert's gate (n_embd values) and matrices; null: the architecture has none.
+  const char* shared_gate = nullptr;
+  const char *shared_ffn_gate = nullptr, *shared_ffn_up = nullptr, *shared_ffn_down = nullptr;
 };
 
 struct Architecture {
@@ -109,6 +114,9 @@ struct Architecture {
   QuantRules quant_rules = QuantRules::Default;
   const ExpertNames* experts = nullptr;  // null: its files have no mixture-of-experts layers
   bool always_experts = false;           // its files are mixtures (qwen3moe), never dense
+  // The chosen experts' softmax weights renormalized to sum to 1 (Mixtral, Qwen3-MoE's
+  // norm_topk_prob); false: the softmax over all experts as it is (Qwen2-MoE).
+  bool renormalize_experts = true;
   // The name strata writes for a role (synth, convert): the first listed.
   const char* gguf_name(LayerMatrix role) const;
   const char* gguf_name(LayerVector role) const;
@@ -130,6 +138,7 @@ const Architecture& opt_architecture();
 const Architecture& qwen2_architecture();  // qwen.cpp, with Qwen3
 const Architecture& qwen3_architecture();
 const Architecture& qwen3moe_architecture();
+const Architecture& qwen2moe_architecture();
 
 // LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
 // ffn_down_t), which the LLaMA-like families share.

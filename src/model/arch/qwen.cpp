@@ -8,6 +8,10 @@
 // output.weight). Qwen3-MoE (qwen3moe, Qwen3-30B-A3B) is Qwen3's layer whose FFN is always a
 // mixture of experts under llama.cpp's expert names, each expert of
 // expert_feed_forward_length neurons, the chosen experts' softmax renormalized (norm_topk_prob).
+// Qwen2-MoE (qwen2moe, Qwen1.5-MoE-A2.7B, Qwen2-57B-A14B) is Qwen2's layer (q/k/v biases) with
+// a mixture whose softmax weights are kept as they are (norm_topk_prob false) plus a shared
+// expert every token uses (ffn_{gate,up,down}_shexp, expert_shared_feed_forward_length
+// neurons), its output weighed by sigmoid(ffn_gate_inp_shexp . x).
 #include "model/arch/architecture.h"
 
 namespace strata {
@@ -38,6 +42,13 @@ Architecture qwen_like(std::string_view name, std::span<const VectorName> vector
   return q;
 }
 
+constexpr ExpertNames kQwen2MoeExperts = {
+    "ffn_gate_inp.weight",       "ffn_gate_exps.weight",  "ffn_up_exps.weight",
+    "ffn_down_exps.weight",      "ffn_gate.{}.weight",    "ffn_up.{}.weight",
+    "ffn_down.{}.weight",        "ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight",
+    "ffn_up_shexp.weight",       "ffn_down_shexp.weight",
+};
+
 }  // namespace
 
 const Architecture& qwen2_architecture() {
@@ -55,6 +66,17 @@ const Architecture& qwen3moe_architecture() {
     Architecture q = qwen_like("qwen3moe", kQwen3Vectors);
     q.experts = &llama_expert_names();
     q.always_experts = true;
+    return q;
+  }();
+  return a;
+}
+
+const Architecture& qwen2moe_architecture() {
+  static const Architecture a = [] {
+    Architecture q = qwen_like("qwen2moe", kQwen2Vectors);
+    q.experts = &kQwen2MoeExperts;
+    q.always_experts = true;
+    q.renormalize_experts = false;
     return q;
   }();
   return a;

@@ -101,9 +101,15 @@ TEST(Mixture, TheFileSummaryCountsExpertsAndTheirBytes) {
     EXPECT_EQ(e.router_bytes, static_cast<uint64_t>(layers) * d * 4 * 4);
     EXPECT_EQ(e.expert_bytes, static_cast<uint64_t>(layers) * 4 * 3 * d * ff * 4);
     EXPECT_EQ(e.active_expert_bytes(), e.expert_bytes / 2);
+    EXPECT_EQ(e.shared_bytes, 0u);
     both[stacked ? 0 : 1] = e;
   }
   EXPECT_EQ(both[0].expert_bytes, both[1].expert_bytes);
+  // Qwen2-MoE's shared expert (F32, n_ff_shared = n_ff = 192) and its gate, apart.
+  const ExpertSummary q =
+      summarize_experts(*GgufFile::open(strata::testing::tiny_arch_model("qwen2moe")));
+  EXPECT_EQ(q.n_expert, 8);
+  EXPECT_EQ(q.shared_bytes, static_cast<uint64_t>(q.moe_layers) * (3 * 64 * 192 + 64) * 4);
   EXPECT_EQ(summarize_experts(*GgufFile::open(strata::testing::tiny_arch_model("llama"))).n_expert,
             0);
 }

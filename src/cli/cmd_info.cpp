@@ -64,6 +64,7 @@ Command add_info_command(CLI::App& app) {
                                 {"layout", e.stacked ? "stacked" : "one tensor per expert"},
                                 {"router_bytes", e.router_bytes},
                                 {"expert_bytes", e.expert_bytes},
+                                {"shared_expert_bytes", e.shared_bytes},
                                 {"active_expert_bytes_per_token", e.active_expert_bytes()}};
               fmt::print("{}\n", j.dump(2));
               return 0;
@@ -83,11 +84,14 @@ Command add_info_command(CLI::App& app) {
               fmt::print(
                   "experts:   {} per layer, {} used per token, in {} layers ({}); experts {:.2f} "
                   "MB ({:.1f}% of the tensors), a token reads {:.2f} MB of them; routers {:.2f} "
-                  "MB\n",
+                  "MB{}\n",
                   e.n_expert, e.n_expert_used, e.moe_layers,
                   e.stacked ? "stacked" : "one tensor per expert", e.expert_bytes / 1e6,
                   total > 0 ? 100.0 * static_cast<double>(e.expert_bytes) / total : 0.0,
-                  e.active_expert_bytes() / 1e6, e.router_bytes / 1e6);
+                  e.active_expert_bytes() / 1e6, e.router_bytes / 1e6,
+                  e.shared_bytes > 0
+                      ? fmt::format("; shared experts {:.2f} MB (every token)", e.shared_bytes / 1e6)
+                      : "");
             fmt::print("tensors:   {} ({:.2f} MB)\n", f->tensors().size(), total / 1e6);
             for (const auto& t : f->tensors())
               fmt::print("  {:<36} {:<5} {:<22} {:>12} bytes @ {}\n", t.name, dtype_name(t.type),

@@ -45,6 +45,8 @@ ExpertSummary summarize_experts(const GgufFile& f) {
       ++s.moe_layers;
     } else if (is_expert_tensor(rest, s.stacked)) {
       s.expert_bytes += t.n_bytes;
+    } else if (rest.starts_with("ffn_") && rest.ends_with("_shexp.weight")) {
+      s.shared_bytes += t.n_bytes;
     }
   }
   return s;

@@ -83,6 +83,14 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
       {R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
       {R"({"prompt": "a", "logprobs": 3})", "logprobs"},
       {R"({"prompt": "a", "echo": true})", "echo"},
+      // Constrained output and tools, not honoured yet, are refused rather than ignored.
+      {R"({"prompt": "a", "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {}}})",
+       "response_format"},
+      {R"({"prompt": "a", "response_format": "text"})", "response_format"},
+      {R"({"prompt": "a", "grammar": "root ::= \"x\""})", "grammar"},
+      {R"({"prompt": "a", "json_schema": {"type": "object"}})", "json_schema"},
+      {R"({"prompt": "a", "tool_choice": "auto"})", "tool_choice"},
       {R"({"prompt": "a", "model": 7})", "model"},
   };
   for (const auto& [body, param] : cases) {
@@ -114,7 +122,8 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
   const auto ok = parse_completion_request(
       R"({"model": "x", "prompt": ["hi"], "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
           "stop": ["\n", "."], "stream": true, "presence_penalty": 0, "n": 1, "logprobs": null,
-          "seed": 42, "stream_options": {"include_usage": true}})",
+          "seed": 42, "stream_options": {"include_usage": true},
+          "response_format": {"type": "text"}, "tool_choice": "none"})",
       false, d);
   EXPECT_EQ(ok.prompt, "hi");
   EXPECT_EQ(ok.generation.max_tokens, 7);

@@ -205,6 +205,20 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   if (present(body, "logit_bias") &&
       !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
     bad("logit_bias", "'logit_bias' is not supported");
+  // Constrained output would otherwise come back as plain text without a word: refused until
+  // grammar-constrained sampling exists. Plain text ({"type": "text"}) is what strata gives.
+  if (present(body, "response_format")) {
+    const json& f = body["response_format"];
+    if (!f.is_object() || f.value("type", json()) != "text")
+      bad("response_format",
+          "'response_format' other than {\"type\": \"text\"} is not supported (no JSON mode or "
+          "schema yet)");
+  }
+  for (const char* key : {"grammar", "json_schema", "function_call"})
+    if (present(body, key)) bad(key, fmt::format("'{}' is not supported", key));
+  if (present(body, "tool_choice") &&
+      !(body["tool_choice"].is_string() && body["tool_choice"].get<std::string>() == "none"))
+    bad("tool_choice", "'tool_choice' other than \"none\" is not supported (no tools yet)");
   return r;
 }
 

@@ -77,6 +77,41 @@ TEST(Profile, OutOfRangeNumbersAreRefusedWhenRead) {
   refused([](NeuronProfile& p) { p.window_reuse[0] = -0.1; }, "0..1");
   refused([](NeuronProfile& p) { p.tokens = 0; }, "strata.profile.tokens");
   refused([](NeuronProfile& p) { p.counts[1][2] = 11; }, "fired 11 times in 10");
+  refused([](NeuronProfile& p) { p.ffn_mode = "gate-first"; }, "strata.profile.ffn_mode");
+}
+
+// A predict-mode profile counts what a predict-mode run reads: per layer its counts sum to the
+// (token, neuron) pairs the session selected, tokens one at a time and in prompt batches
+// alike; it is not the dense profile (the predictor selects more, and others, than fire), and
+// its mode survives the file.
+TEST(Profile, PredictModeCountsThePredictorsSelections) {
+  const auto m = Model::load(
+      strata::testing::sparse_tiny_model(DType::F32, FfnActivation::ReGLU, 3), false);
+  std::vector<int32_t> tokens;
+  for (int i = 0; i < 60; ++i) tokens.push_back((i * 37 + 5) % 256);
+  ThreadPool pool(2);
+  const NeuronProfile p = profile_model(*m, tokens, 30, 0, pool, {}, FfnMode::Predict);
+  EXPECT_EQ(p.ffn_mode, "predict");
+  SessionOptions o{FfnMode::Predict};
+  Session s(*m, 30, pool, o);
+  for (size_t start = 0; start < tokens.size(); start += 30) {
+    s.reset();
+    s.eval(std::span<const int32_t>(tokens).subspan(start, 30));
+  }
+  const NeuronProfile dense = profile_model(*m, tokens, 30, 0, pool);
+  EXPECT_EQ(dense.ffn_mode, "dense");
+  for (int64_t l = 0; l < m->config.n_layer; ++l) {
+    const uint64_t selected = std::accumulate(p.counts[l].begin(), p.counts[l].end(), uint64_t{0});
+    EXPECT_EQ(selected, s.ffn_stats()[static_cast<size_t>(l)].computed) << "layer " << l;
+    EXPECT_NE(p.counts[l], dense.counts[l]) << "layer " << l;
+  }
+  const std::string path = temp_file("predict_profile.gguf");
+  write_profile(p, path);
+  EXPECT_EQ(read_profile(path, model_hash(*m)).ffn_mode, "predict");
+  Session plain(*m, 30, pool);
+  EXPECT_THROW(plain.set_selection_observer([](int64_t, int64_t, int64_t, const uint8_t*) {}),
+               Error)
+      << "a dense session selects nothing";
 }
 
 TEST(Profile, HotNeuronSummaryOnAKnownDistribution) {

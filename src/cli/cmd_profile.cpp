@@ -1,5 +1,6 @@
-// strata profile: count how often each FFN neuron fires over a text; write the GGUF sidecar,
-// the per-layer summary (text or --json) and an HTML report of the hot-neuron curves.
+// strata profile: count how often each FFN neuron fires over a text (or, in predict mode, how
+// often the predictor selects it: what a predict-mode run reads); write the GGUF sidecar, the
+// per-layer summary (text or --json) and an HTML report of the hot-neuron curves.
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -19,7 +20,7 @@ namespace strata {
 Command add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("profile", "Count how often each FFN neuron fires over a text");
   struct Options {
-    std::string model = default_model_path(), file, out, html;
+    std::string model = default_model_path(), file, out, html, ffn = "auto";
     int64_t max_tokens = 0, ctx = 512, random_tokens = 0;
     uint64_t seed = 1;
     int threads = default_threads();
@@ -43,6 +44,11 @@ Command add_profile_command(CLI::App& app) {
   cmd->add_option("--html", o->html, "HTML report to write (default: OUTPUT with .html)");
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print the summary as JSON");
+  cmd->add_option("--ffn", o->ffn,
+                  "What to count: dense (the activations that fire), predict (the predictor's "
+                  "selections: what a predict-mode run reads), auto (predict when the model has "
+                  "predictors, as runs default to)")
+      ->check(CLI::IsMember({"auto", "dense", "predict"}));
   return {
       cmd, [o] {
         if (o->file.empty() && o->random_tokens == 0)
@@ -57,12 +63,22 @@ Command add_profile_command(CLI::App& app) {
         } else {
           tokens = tokenize_text_file(*model, o->file);
         }
+        const bool predict =
+            o->ffn == "predict" || (o->ffn == "auto" && model->weights.has_predictors);
+        if (predict && !model->weights.has_predictors)
+          fail("--ffn predict: '{}' has no predictors (strata train-predictors makes them)",
+               o->model);
+        if (predict && model->weights.bundled)
+          fail("profile '{}' in predict mode through the file it was bundled from", o->model);
+        if (predict) model->ensure_down_t();
         const int64_t n_ctx = std::min<int64_t>(o->ctx, model->config.n_ctx_train);
         ThreadPool pool(checked_threads(o->threads));
         ProgressBar bar("profile");
         Timer timer;
-        NeuronProfile p = profile_model(*model, tokens, n_ctx, o->max_tokens, pool,
-                                        [&](int64_t d, int64_t t) { bar.update(d, t, "tokens"); });
+        NeuronProfile p = profile_model(
+            *model, tokens, n_ctx, o->max_tokens, pool,
+            [&](int64_t d, int64_t t) { bar.update(d, t, "tokens"); },
+            predict ? FfnMode::Predict : FfnMode::Dense);
         bar.finish();
         p.text = o->random_tokens > 0
                      ? fmt::format("{} random tokens (seed {})", o->random_tokens, o->seed)
@@ -92,6 +108,7 @@ Command add_profile_command(CLI::App& app) {
                                             {"model_hash", p.model_hash},
                                             {"text", p.text},
                                             {"tokens", p.tokens},
+                                            {"ffn_mode", p.ffn_mode},
                                             {"profile", o->out},
                                             {"report", html},
                                             {"seconds", timer.seconds()},
@@ -100,8 +117,9 @@ Command add_profile_command(CLI::App& app) {
                                  .dump(2));
           return 0;
         }
-        fmt::print("profiled {} tokens in {:.1f} s -> {} (report: {})\n", p.tokens, timer.seconds(),
-                   o->out, html);
+        fmt::print("profiled {} tokens ({}) in {:.1f} s -> {} (report: {})\n", p.tokens,
+                   predict ? "the predictor's selections" : "the activations that fire",
+                   timer.seconds(), o->out, html);
         fmt::print(
             "layer  sparsity  hottest neurons covering 50% / 80% / 95% of activations  active "
             "in the last {} tokens\n",

@@ -149,7 +149,24 @@ ActivationCounts read_counts(const Model& model, const std::string& path) {
          model.file->path());
   if (hash.empty()) hash = model_hash(model);
   NeuronProfile p = read_profile(path, hash);
-  return ActivationCounts{p.tokens, std::move(p.counts), std::move(p.window_reuse)};
+  return ActivationCounts{p.tokens, std::move(p.counts), std::move(p.window_reuse),
+                          p.ffn_mode == "predict" ? FfnMode::Predict : FfnMode::Dense};
+}
+
+// A profile counts what one mode reads; a run of another reads other neurons (predict mode
+// reads the predictor's selections, several times the neurons that fire on a sparse model).
+void note_profile_mode(const ActivationCounts& counts, FfnMode run, const std::string& path) {
+  const bool predict_run = run == FfnMode::Predict;
+  if (predict_run == (counts.mode == FfnMode::Predict)) return;
+  fmt::print(stderr,
+             "note: '{}' counts {}; this {} run reads {}, so its plan may misjudge what is read: "
+             "profile with strata profile --ffn {}\n",
+             path,
+             counts.mode == FfnMode::Predict ? "the predictor's selections"
+                                             : "the activations that fire (a dense profile)",
+             ffn_mode_name(run),
+             predict_run ? "the predictor's selections" : "the activations that fire",
+             predict_run ? "predict" : "dense");
 }
 
 }  // namespace
@@ -206,6 +223,7 @@ PlannedRun plan_from_flags(const FfnFlags& f, Model& model, int64_t n_ctx, Stora
   ActivationCounts counts;
   if (!f.profile.empty()) {
     counts = read_counts(model, f.profile);
+    note_profile_mode(counts, r.mode, f.profile);
     r.profile = &counts;
   }
   nlohmann::json plan;

@@ -25,32 +25,44 @@ std::string model_hash(const Model& model) {
 
 NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens, int64_t n_ctx,
                             int64_t max_tokens, ThreadPool& pool,
-                            const std::function<void(int64_t, int64_t)>& progress) {
+                            const std::function<void(int64_t, int64_t)>& progress,
+                            FfnMode mode) {
   const ModelConfig& c = model.config;
   // A mixture's every expert's neurons (ModelConfig::ffn_neurons), as the sparse modes place them.
   const int64_t neurons = c.ffn_neurons();
   NeuronProfile p;
   p.model_hash = model_hash(model);
+  p.ffn_mode = mode == FfnMode::Predict ? "predict" : "dense";
   p.counts.assign(c.n_layer, std::vector<uint32_t>(neurons, 0));
-  Session session(model, n_ctx, pool);
-  // Per layer: the last token index at which each neuron fired, tokens seen, and counts.
+  SessionOptions options;
+  options.ffn = mode == FfnMode::Predict ? FfnMode::Predict : FfnMode::Dense;
+  Session session(model, n_ctx, pool, options);
+  // Per layer: the last token index at which each neuron was used, tokens seen, and counts.
   std::vector<std::vector<int64_t>> last(c.n_layer, std::vector<int64_t>(neurons, INT64_MIN / 2));
   std::vector<int64_t> seen(c.n_layer, 0);
   std::vector<uint64_t> active(c.n_layer, 0), reused(c.n_layer, 0);
-  session.set_ffn_observer([&](int64_t l, int64_t n, const float*, const float* h) {
+  auto count_token = [&](int64_t l, auto&& used) {
     uint32_t* count = p.counts[l].data();
-    int64_t* last_fired = last[l].data();
-    for (int64_t b = 0; b < n; ++b) {
-      const int64_t t = seen[l]++;
-      for (int64_t i = 0; i < neurons; ++i) {
-        if (h[b * neurons + i] == 0.0f) continue;
-        ++count[i];
-        ++active[l];
-        reused[l] += last_fired[i] >= t - kReuseWindow;
-        last_fired[i] = t;
-      }
+    int64_t* last_used = last[l].data();
+    const int64_t t = seen[l]++;
+    for (int64_t i = 0; i < neurons; ++i) {
+      if (!used(i)) continue;
+      ++count[i];
+      ++active[l];
+      reused[l] += last_used[i] >= t - kReuseWindow;
+      last_used[i] = t;
     }
-  });
+  };
+  if (options.ffn == FfnMode::Dense)
+    session.set_ffn_observer([&](int64_t l, int64_t n, const float*, const float* h) {
+      for (int64_t b = 0; b < n; ++b)
+        count_token(l, [&](int64_t i) { return h[b * neurons + i] != 0.0f; });
+    });
+  else
+    session.set_selection_observer([&](int64_t l, int64_t n, int64_t, const uint8_t* selected) {
+      for (int64_t b = 0; b < n; ++b)
+        count_token(l, [&](int64_t i) { return selected[b * neurons + i] != 0; });
+    });
   const int32_t bos =
       model.tokenizer && model.tokenizer->add_bos_default() ? model.tokenizer->bos() : -1;
   p.tokens = static_cast<uint64_t>(run_text_windows(session, tokens, bos, max_tokens, progress));
@@ -90,6 +102,7 @@ void write_profile(const NeuronProfile& p, const std::string& path) {
   w.set("strata.profile.text", GgufValue::str(p.text));
   w.set("strata.profile.tokens", GgufValue::u64(p.tokens));
   w.set("strata.profile.layer_count", GgufValue::u32(static_cast<uint32_t>(p.counts.size())));
+  w.set("strata.profile.ffn_mode", GgufValue::str(p.ffn_mode));
   if (!p.window_reuse.empty()) {
     std::vector<GgufValue> reuse;
     for (double r : p.window_reuse) reuse.push_back(GgufValue::f32(static_cast<float>(r)));
@@ -114,6 +127,10 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
   NeuronProfile p;
   p.model_hash = f->get_string("strata.profile.model_hash", "");
   p.text = f->get_string("strata.profile.text", "");
+  p.ffn_mode = f->get_string("strata.profile.ffn_mode", "dense");
+  if (p.ffn_mode != "dense" && p.ffn_mode != "predict")
+    fail("'{}': strata.profile.ffn_mode is '{}'; expected dense or predict", path,
+         p.ffn_mode.substr(0, 32));
   // Every number below reaches the placement solver: each is range-checked here, so that a
   // damaged or edited sidecar is a one-line error, never a NaN in the ILP (GLPK aborts on one).
   const int64_t tokens = f->get_int("strata.profile.tokens");

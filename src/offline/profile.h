@@ -1,6 +1,9 @@
 // The activation profile: how often each FFN neuron fired (non-zero after the activation) over
-// a text, per layer. Stored as a GGUF sidecar ("strata-profile"), tied to the model by a hash
-// of its bytes; the placement solver and hot-neuron pinning read it.
+// a text, per layer, or, profiled in predict mode, how often the predictor selected it: what a
+// run of that mode reads, which is what its placement plan must know (the predictor selects a
+// few times more neurons than fire on a sparse model, and others). Stored as a GGUF sidecar
+// ("strata-profile"), tied to the model by a hash of its bytes; the placement solver and
+// hot-neuron pinning read it.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "model/model.h"
+#include "runtime/ffn_mode.h"
 
 namespace strata {
 
@@ -21,6 +25,9 @@ struct NeuronProfile {
   // kReuseWindow tokens: what a flash cache that keeps recent neurons (windowing) can reuse.
   // Empty in profiles written before it was measured.
   std::vector<double> window_reuse;
+  // The FFN mode profiled: "dense" (every neuron computed: the activations that fire; the same
+  // counts as gate-first) or "predict" (the predictor's selections). Older files: "dense".
+  std::string ffn_mode = "dense";
 };
 
 constexpr int kReuseWindow = 5;  // LLM in a Flash's window
@@ -35,10 +42,13 @@ struct LayerProfileSummary {
 
 std::string model_hash(const Model& model);
 
-// Dense run over `tokens` (windows of n_ctx), counting non-zero activations per neuron.
+// A run over `tokens` (windows of n_ctx) in `mode`: dense counts the non-zero activations per
+// neuron, predict the predictor's selections (the model needs predictors and ffn_down_t:
+// Model::ensure_down_t).
 NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& tokens, int64_t n_ctx,
                             int64_t max_tokens, ThreadPool& pool,
-                            const std::function<void(int64_t, int64_t)>& progress = {});
+                            const std::function<void(int64_t, int64_t)>& progress = {},
+                            FfnMode mode = FfnMode::Dense);
 
 LayerProfileSummary summarize_layer(const std::vector<uint32_t>& counts, uint64_t tokens);
 

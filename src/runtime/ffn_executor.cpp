@@ -147,6 +147,7 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
                    {rows.up, ffn_has_gate(c_.ffn) ? rows.gate : rows.up});
   if (mode_ == FfnMode::GateFirst) gate_first(l, n);
   if (c_.moe()) backend_.mask_unchosen(ws_.mask, ws_.expert_weights, n, ff, c_.n_ff, c_.n_expert);
+  if (selection_) selection_(l, n, ff, ws_.mask);  // host memory (Session checks)
   uint64_t selected = 0;
   NeuronList list{ws_.ids, 0, ws_.need, ff, n};
   list.count = backend_.select_union(ws_.mask, n, ff, ws_.ids, ws_.need, &selected);

@@ -51,6 +51,9 @@ class FfnExecutor {
   };
   const ExpertSplitCounts& expert_split() const { return expert_split_; }
 
+  // Sparse modes: sees each layer's selection (host backends only).
+  void set_selection_observer(SelectionObserver observer) { selection_ = std::move(observer); }
+
   // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
   // its neurons handed to the store to read in the background.
   void prefetch(int64_t layer, int64_t token);
@@ -134,6 +137,7 @@ class FfnExecutor {
   std::vector<RowsJob> expert_jobs_;
   uint64_t link_bytes_ = 0;
   ExpertSplitCounts expert_split_;
+  SelectionObserver selection_;
 };
 
 }  // namespace strata

@@ -39,4 +39,11 @@ struct FfnLayerStats {
 using FfnObserver =
     std::function<void(int64_t layer, int64_t n, const float* residual, const float* h)>;
 
+// Called in a sparse mode after each layer's selection for a batch of n tokens, with
+// selected[b * neurons + i] != 0 where token b's FFN reads neuron i (the predictor's choice in
+// predict mode, the firing neurons in gate-first; a mixture's neurons are every expert's, the
+// unchosen experts' unselected): what a profile of the mode a run will use counts.
+using SelectionObserver =
+    std::function<void(int64_t layer, int64_t n, int64_t neurons, const uint8_t* selected)>;
+
 }  // namespace strata

@@ -17,6 +17,8 @@ struct ActivationCounts {
   uint64_t tokens = 0;
   std::vector<std::vector<uint32_t>> counts;  // [layer][n_ff]
   std::vector<double> window_reuse;           // [layer], may be empty
+  // What was counted: Dense, the activations that fire; Predict, the predictor's selections.
+  FfnMode mode = FfnMode::Dense;
 };
 
 struct InventoryRequest {

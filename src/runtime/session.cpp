@@ -345,6 +345,13 @@ NeuronCacheStats Session::flash_stats() const {
   return flash_ != nullptr ? flash_->stats() : NeuronCacheStats{};
 }
 
+void Session::set_selection_observer(SelectionObserver observer) {
+  if (options_.ffn == FfnMode::Dense) fail("selection observers need a sparse FFN mode");
+  if (backend_.device() != Device::Host || cpu_part() != nullptr)
+    fail("selection observers read the selection on the host; profile without a GPU");
+  parts_[0]->ffn->set_selection_observer(std::move(observer));
+}
+
 void Session::set_ffn_observer(FfnObserver observer) {
   if (observer && options_.ffn != FfnMode::Dense)
     fail("FFN observers need the dense FFN (they see every activation)");

@@ -155,6 +155,8 @@ class Session {
   NeuronCacheStats flash_stats() const;  // summed over layers
   uint64_t tokens_evaluated() const { return tokens_evaluated_; }
   void set_ffn_observer(FfnObserver observer);
+  // Sparse modes on the host: each layer's selection (forward_stats.h).
+  void set_selection_observer(SelectionObserver observer);
   uint64_t kv_cache_bytes() const;
   // Bytes of a KV cache for n_ctx positions (of all sequences) with these element types.
   static uint64_t kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);

@@ -187,6 +187,8 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"plan_predicted_tokens_per_s", planned.plan.predicted.tokens_per_s()},
       {"decode_flash",
        {{"bytes_read_per_token", fl.bytes_read / tokens},
+        // The plan's cost model beside what the run read (a bundled model's decode).
+        {"plan_predicted_bytes_per_token", planned.plan.predicted.flash_bytes_per_token},
         {"reads_per_token", fl.reads / tokens},
         {"cache_hit_rate", fl.hits + fl.misses > 0 ? static_cast<double>(fl.hits) /
                                                          static_cast<double>(fl.hits + fl.misses)
@@ -200,7 +202,8 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
 }
 
 void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures& f,
-                 const Model& model, const Session& session, FfnMode mode) {
+                 const Model& model, const Session& session, FfnMode mode,
+                 double predicted_flash_bytes) {
   fmt::print("model: {} ({}, {} layers, {:.3f} GB read per token), {} threads, {} kernels\n",
              o.model, f.type, model.config.n_layer, f.bytes / 1e9, o.threads, best_kernels().name);
   if (session.backend().device() != Device::Host)
@@ -223,6 +226,10 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   if (!r.tg.empty())
     fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
+  if (model.weights.bundled && r.decode_tokens > 0)
+    fmt::print("flash: {:.2f} MiB read per decoded token, the plan predicted {:.2f} MiB\n",
+               r.decode_flash.bytes_read / std::max(1.0, r.decode_tokens) / 1048576.0,
+               predicted_flash_bytes / 1048576.0);
   if (!session.options().vram_neurons.empty())
     fmt::print("{}\n", split_report_line(ffn_report_json(model, session)["split"]));
   if (f.memory > 0)
@@ -269,7 +276,8 @@ int run_bench(BenchOptions& o) {
   if (o.json)
     fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, load_s).dump(2));
   else
-    print_bench(o, r, f, *model, session, planned.session.ffn);
+    print_bench(o, r, f, *model, session, planned.session.ffn,
+                planned.plan.predicted.flash_bytes_per_token);
   return 0;
 }
 

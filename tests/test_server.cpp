@@ -231,6 +231,54 @@ TEST_F(ServerHttp, CompletionsChatModelsAndHealth) {
   EXPECT_TRUE(chat["choices"][0]["message"]["content"].is_string());
 }
 
+// llama-server's /tokenize and /detokenize: the model's own tokens (BOS with add_special), the
+// pieces (a byte token's piece as its byte values), a round trip back to the text, bad fields
+// and ids outside the vocabulary refused naming the field.
+TEST_F(ServerHttp, TokenizeAndDetokenizeAsLlamaServerDoes) {
+  const Tokenizer& tok = *model_->tokenizer;
+  const std::string text = "In the beginning God created";
+  const auto plain = post("/tokenize", nlohmann::json{{"content", text}}.dump(), 200);
+  const std::vector<int32_t> ids = tok.encode(text, false, true);
+  EXPECT_EQ(plain["tokens"].get<std::vector<int32_t>>(), ids);
+  const auto special =
+      post("/tokenize", nlohmann::json{{"content", text}, {"add_special", true}}.dump(), 200);
+  EXPECT_EQ(special["tokens"].get<std::vector<int32_t>>(), tok.encode(text, true, true));
+  const auto pieces =
+      post("/tokenize", nlohmann::json{{"content", text}, {"with_pieces", true}}.dump(), 200);
+  std::string joined, expected;
+  for (const auto& t : pieces["tokens"]) {
+    ASSERT_TRUE(t["piece"].is_string()) << t.dump();
+    joined += t["piece"].get<std::string>();
+    expected += tok.token_bytes(t["id"].get<int32_t>());
+  }
+  EXPECT_EQ(joined, expected);  // the pieces as they are (SentencePiece's leading space too)
+  EXPECT_NE(joined.find(text), std::string::npos);
+  const auto back = post("/detokenize", nlohmann::json{{"tokens", ids}}.dump(), 200);
+  EXPECT_EQ(back["content"], tok.decode(ids));
+  // A lone byte of a multi-byte character comes back as its value, not as broken text.
+  const auto bytes = post("/tokenize",
+                          nlohmann::json{{"content", "\xc3\xa9\xe2\x82\xac"}, {"with_pieces", true}}.dump(),
+                          200);
+  std::string spelled;
+  int as_bytes = 0;
+  for (const auto& t : bytes["tokens"]) {
+    if (t["piece"].is_array()) {
+      ++as_bytes;
+      for (const auto& b : t["piece"]) spelled += static_cast<char>(b.get<int>());
+    } else {
+      spelled += t["piece"].get<std::string>();
+    }
+  }
+  EXPECT_GT(as_bytes, 0) << "the tiny vocabulary spells these characters with byte tokens";
+  EXPECT_NE(spelled.find("\xc3\xa9\xe2\x82\xac"), std::string::npos);
+  EXPECT_EQ(post("/tokenize", R"({"content": 5})", 400)["error"]["param"], "content");
+  EXPECT_EQ(post("/tokenize", R"({"content": "a", "with_pieces": "yes"})", 400)["error"]["param"],
+            "with_pieces");
+  EXPECT_EQ(post("/detokenize", R"({"tokens": [1, 99999999]})", 400)["error"]["param"], "tokens");
+  EXPECT_EQ(post("/detokenize", R"({"tokens": "1 2"})", 400)["error"]["param"], "tokens");
+  post("/detokenize", "{not json", 400);
+}
+
 TEST_F(ServerHttp, StreamingSendsServerSentEventsThatAddUpToTheText) {
   const auto whole =
       post("/v1/completions", R"({"prompt": "And God said", "max_tokens": 10})", 200);

@@ -14,6 +14,7 @@
 #include "core/json_limits.h"
 #include "server/http_rules.h"
 #include "server/metrics.h"
+#include "server/token_api.h"
 
 namespace strata {
 
@@ -405,6 +406,29 @@ struct HttpServer::Impl {
         if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
       };
     };
+    // llama-server's token endpoints: the body in, a JSON answer out (server/token_api.h).
+    auto json_endpoint = [this](auto answer) {
+      return [this, answer](const httplib::Request& req, httplib::Response& res,
+                            const httplib::ContentReader& reader) {
+        RequestMemory::Reservation memory(request_memory);
+        try {
+          const std::string body = read_body(req, reader, res, memory);
+          reserve_document(body, memory);
+          if (model.tokenizer == nullptr) throw ApiError(501, "the model has no tokenizer");
+          res.set_content(dump_json(answer(*model.tokenizer, parse_body(body))),
+                          "application/json");
+          log(req, 200, nullptr);
+        } catch (const ApiError& e) {
+          reply_error(res, e.status, e.what(), e.param, e.code);
+          log(req, e.status, nullptr);
+        } catch (const Error& e) {
+          reply_error(res, 400, e.what());
+          log(req, 400, nullptr);
+        }
+      };
+    };
+    http.Post("/tokenize", json_endpoint(tokenize_response));
+    http.Post("/detokenize", json_endpoint(detokenize_response));
     http.Post("/v1/completions", handler(false));
     http.Post("/v1/chat/completions", handler(true));
     http.Post("/completions", handler(false));  // paths some clients use without /v1

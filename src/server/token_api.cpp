@@ -1,0 +1,94 @@
+#include "server/token_api.h"
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/json_limits.h"
+#include "server/openai_api.h"
+
+namespace strata {
+
+namespace {
+
+using json = nlohmann::json;
+
+bool flag(const json& body, const char* key, bool fallback) {
+  if (!body.contains(key) || body[key].is_null()) return fallback;
+  if (!body[key].is_boolean()) throw ApiError(400, fmt::format("'{}' must be true or false", key), key);
+  return body[key].get<bool>();
+}
+
+// Whether `s` is whole UTF-8 (no stray continuation byte, no character cut short).
+bool valid_utf8(const std::string& s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    i += len;
+  }
+  return true;
+}
+
+json piece_json(const std::string& piece) {
+  if (valid_utf8(piece)) return piece;
+  json bytes = json::array();
+  for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
+  return bytes;
+}
+
+}  // namespace
+
+json parse_body(const std::string& text) {
+  try {
+    return parse_json_bounded(text, "the request body");
+  } catch (const json::exception& e) {
+    throw ApiError(400, fmt::format("the request body is not valid JSON ({})", e.what()));
+  } catch (const Error& e) {  // nested too deep
+    throw ApiError(400, e.what());
+  }
+}
+
+json tokenize_response(const Tokenizer& tokenizer, const json& body) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  if (!body.contains("content") || !body["content"].is_string())
+    throw ApiError(400, "'content' must be a string", "content");
+  const bool add_special = flag(body, "add_special", false);
+  const bool parse_special = flag(body, "parse_special", true);
+  const bool with_pieces = flag(body, "with_pieces", false);
+  const std::vector<int32_t> ids =
+      tokenizer.encode(body["content"].get<std::string>(),
+                       add_special && tokenizer.add_bos_default(), parse_special);
+  json tokens = json::array();
+  for (const int32_t id : ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    // The piece as it reads in text: a control token by its name (what parse_special reads).
+    const std::string piece =
+        tokenizer.has_text(id) ? tokenizer.token_bytes(id) : tokenizer.token_text(id);
+    tokens.push_back({{"id", id}, {"piece", piece_json(piece)}});
+  }
+  return {{"tokens", std::move(tokens)}};
+}
+
+json detokenize_response(const Tokenizer& tokenizer, const json& body) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
+  std::vector<int32_t> ids;
+  for (const json& t : body["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.n_vocab())
+      throw ApiError(400,
+                     fmt::format("'tokens' holds {}, not a token id below {}", t.dump().substr(0, 32),
+                                 tokenizer.n_vocab()),
+                     "tokens");
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return {{"content", tokenizer.decode(ids)}};
+}
+
+}  // namespace strata

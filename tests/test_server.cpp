@@ -271,6 +271,15 @@ TEST_F(ServerHttp, TokenizeAndDetokenizeAsLlamaServerDoes) {
   }
   EXPECT_GT(as_bytes, 0) << "the tiny vocabulary spells these characters with byte tokens";
   EXPECT_NE(spelled.find("\xc3\xa9\xe2\x82\xac"), std::string::npos);
+  // /props: the defaults, the slots, the model.
+  const auto props = client_->Get("/props");
+  ASSERT_TRUE(props);
+  const auto pj = nlohmann::json::parse(props->body);
+  EXPECT_EQ(pj["model_alias"], "tiny");
+  EXPECT_GE(pj["total_slots"].get<int>(), 1);
+  EXPECT_GT(pj["default_generation_settings"]["n_ctx"].get<int64_t>(), 0);
+  EXPECT_TRUE(pj["default_generation_settings"]["params"]["temperature"].is_number());
+  EXPECT_TRUE(pj["chat_template"].is_string());
   EXPECT_EQ(post("/tokenize", R"({"content": 5})", 400)["error"]["param"], "content");
   EXPECT_EQ(post("/tokenize", R"({"content": "a", "with_pieces": "yes"})", 400)["error"]["param"],
             "with_pieces");

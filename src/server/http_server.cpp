@@ -374,6 +374,17 @@ struct HttpServer::Impl {
       res.set_content(dump_json(slots_json(scheduler.slots(), scheduler.slot_context())),
                       "application/json");
     });
+    http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+      ServerProps p;
+      p.model_path = model.file->path();
+      p.model_name = options.model_name;
+      p.chat_template = model.file->get_string("tokenizer.chat_template", "");
+      p.total_slots = scheduler.n_slots();
+      p.slot_context = scheduler.slot_context();
+      p.max_tokens = options.defaults.max_tokens;
+      p.sampling = options.defaults.sampling;
+      res.set_content(dump_json(props_json(p)), "application/json");
+    });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
       const json models = {{"object", "list"},
                            {"data", json::array({{{"id", options.model_name},

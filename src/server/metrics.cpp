@@ -50,6 +50,27 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const ConnectionStats&
   return out;
 }
 
+nlohmann::json props_json(const ServerProps& p) {
+  const SamplerParams& s = p.sampling;
+  return {{"default_generation_settings",
+           {{"n_ctx", p.slot_context},
+            {"params",
+             {{"n_predict", p.max_tokens},
+              {"temperature", s.temperature},
+              {"top_k", s.top_k},
+              {"top_p", s.top_p},
+              {"min_p", s.min_p},
+              {"repeat_penalty", s.repeat_penalty},
+              {"repeat_last_n", s.repeat_last_n},
+              {"seed", s.seed}}}}},
+          {"total_slots", p.total_slots},
+          {"model_path", p.model_path},
+          {"model_alias", p.model_name},
+          {"chat_template", p.chat_template},
+          {"modalities", {{"vision", false}, {"audio", false}}},
+          {"build_info", "strata"}};
+}
+
 nlohmann::json slots_json(const std::vector<SlotStatus>& slots, int64_t slot_context) {
   nlohmann::json out = nlohmann::json::array();
   for (const SlotStatus& s : slots)

@@ -27,6 +27,33 @@ TEST(Sampler, RepetitionPenaltyDemotesRecentTokens) {
   EXPECT_EQ(s.sample(kLogits, history), 4);  // 3.0 / 1.1 < 2.9
 }
 
+// OpenAI's penalties: logit -= frequency * count + presence * (count > 0), over the last
+// repeat_last_n tokens; logit_bias added first (-inf bans a token).
+TEST(Sampler, PresenceFrequencyPenaltiesAndLogitBias) {
+  SamplerParams p;
+  p.temperature = 0;
+  p.presence_penalty = 0.05f;  // 3.0 - 0.05 = 2.95 > 2.9: token 1 stays ahead
+  EXPECT_EQ(Sampler(p).sample(kLogits, std::vector<int32_t>{1}), 1);
+  p.frequency_penalty = 0.05f;  // seen twice: 3.0 - 0.1 - 0.05 = 2.85 < 2.9
+  EXPECT_EQ(Sampler(p).sample(kLogits, std::vector<int32_t>{1, 1}), 4);
+  EXPECT_EQ(Sampler(p).sample(kLogits, std::vector<int32_t>{1}), 1);  // once: 2.9 - tie, lower id
+  p.repeat_last_n = 1;  // only the last token counts
+  EXPECT_EQ(Sampler(p).sample(kLogits, std::vector<int32_t>{1, 0}), 1);
+  SamplerParams b;
+  b.temperature = 0;
+  b.logit_bias = {{0, 2.5f}};  // 1.0 + 2.5 = 3.5
+  EXPECT_EQ(Sampler(b).sample(kLogits, {}), 0);
+  b.logit_bias = {{1, -INFINITY}, {4, -INFINITY}};
+  EXPECT_EQ(Sampler(b).sample(kLogits, {}), 2);
+  b.temperature = 1.0f;  // sampling never draws a banned token
+  Sampler s(b);
+  for (int i = 0; i < 200; ++i) {
+    const int32_t t = s.sample(kLogits, {});
+    EXPECT_NE(t, 1);
+    EXPECT_NE(t, 4);
+  }
+}
+
 TEST(Sampler, SameSeedSameTokensDifferentSeedDifferent) {
   SamplerParams p;
   p.temperature = 1.5f;

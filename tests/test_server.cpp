@@ -80,7 +80,12 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
       {R"({"prompt": "a", "stream": "yes"})", "stream"},
       {R"({"prompt": "a", "n": 17})", "n"},
       {R"({"prompt": "a", "n": 0})", "n"},
-      {R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
+      {R"({"prompt": "a", "presence_penalty": 2.5})", "presence_penalty"},
+      {R"({"prompt": "a", "frequency_penalty": "high"})", "frequency_penalty"},
+      {R"({"prompt": "a", "logit_bias": {"x": 3}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": {"5": 101}})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": [[5]]})", "logit_bias"},
+      {R"({"prompt": "a", "logit_bias": 3})", "logit_bias"},
       {R"({"prompt": "a", "logprobs": 3})", "logprobs"},
       {R"({"prompt": "a", "echo": true})", "echo"},
       // Constrained output and tools, not honoured yet, are refused rather than ignored.
@@ -123,7 +128,8 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
       R"({"model": "x", "prompt": ["hi"], "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
           "stop": ["\n", "."], "stream": true, "presence_penalty": 0, "n": 1, "logprobs": null,
           "seed": 42, "stream_options": {"include_usage": true},
-          "response_format": {"type": "text"}, "tool_choice": "none"})",
+          "response_format": {"type": "text"}, "tool_choice": "none", "frequency_penalty": 0.5,
+          "logit_bias": {"17": -100, "5": 2.5}})",
       false, d);
   EXPECT_EQ(ok.prompt, "hi");
   EXPECT_EQ(ok.generation.max_tokens, 7);
@@ -335,6 +341,23 @@ TEST_F(ServerHttp, BadRequestsGetJsonErrors) {
   EXPECT_EQ(e["error"]["code"], "context_length_exceeded");
   e = post("/v1/completions", R"({"prompt": [1, 5000]})", 400);
   EXPECT_EQ(e["error"]["param"], "prompt");
+  e = post("/v1/completions", R"({"prompt": "a", "logit_bias": {"5000": 1}})", 400);
+  EXPECT_EQ(e["error"]["param"], "logit_bias");
+  // Banned tokens never come out: the greedy text's tokens banned (llama.cpp's array form,
+  // false), the greedy text changes.
+  const auto free_text = post("/v1/completions",
+                              R"({"prompt": "In the beginning", "max_tokens": 8, "temperature": 0})",
+                              200)["choices"][0]["text"].get<std::string>();
+  nlohmann::json bans = nlohmann::json::array();
+  for (const int32_t id : model_->tokenizer->encode(free_text, false)) bans.push_back({id, false});
+  const auto banned = post("/v1/completions",
+                           nlohmann::json{{"prompt", "In the beginning"},
+                                          {"max_tokens", 8},
+                                          {"temperature", 0},
+                                          {"logit_bias", bans}}
+                               .dump(),
+                           200)["choices"][0]["text"].get<std::string>();
+  EXPECT_NE(banned, free_text);
   e = post("/v1/nothing", "{}", 404);
   EXPECT_EQ(e["error"]["type"], "not_found_error");
   e = post("/v1/completions", std::string(5000, ' '), 413);  // over max_body_bytes

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace strata {
 
@@ -21,16 +21,26 @@ double Sampler::next_uniform() {
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (id >= 0 && static_cast<size_t>(id) < candidates_.size()) candidates_[id].first += bias;
 
-  if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0) {
+  const bool penalties = params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  if ((params_.repeat_penalty != 1.0f || penalties) && params_.repeat_last_n != 0) {
     const size_t n = params_.repeat_last_n < 0
                          ? history.size()
                          : std::min(history.size(), static_cast<size_t>(params_.repeat_last_n));
-    std::unordered_set<int32_t> seen(history.end() - static_cast<std::ptrdiff_t>(n), history.end());
-    for (int32_t t : seen) {
+    std::unordered_map<int32_t, int> counts;
+    for (auto t = history.end() - static_cast<std::ptrdiff_t>(n); t != history.end(); ++t)
+      ++counts[*t];
+    // In id order: the same bits whatever the map's order (each token's value changes once).
+    std::vector<std::pair<int32_t, int>> seen(counts.begin(), counts.end());
+    std::sort(seen.begin(), seen.end());
+    for (const auto& [t, count] : seen) {
       if (t < 0 || static_cast<size_t>(t) >= candidates_.size()) continue;
       float& v = candidates_[t].first;
-      v = v > 0 ? v / params_.repeat_penalty : v * params_.repeat_penalty;
+      if (params_.repeat_penalty != 1.0f)
+        v = v > 0 ? v / params_.repeat_penalty : v * params_.repeat_penalty;
+      v -= params_.frequency_penalty * static_cast<float>(count) + params_.presence_penalty;
     }
   }
 

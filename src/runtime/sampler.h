@@ -16,6 +16,12 @@ struct SamplerParams {
   float min_p = 0.05f;          // <= 0: off
   float repeat_penalty = 1.0f;  // 1: off
   int32_t repeat_last_n = 64;
+  // OpenAI's penalties over the same last repeat_last_n tokens of the history (llama.cpp's
+  // penalty_last_n): logit -= frequency_penalty * count + presence_penalty * (count > 0).
+  float presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  // Added to a token's logit before anything else (OpenAI's logit_bias; -inf bans it). Ids are
+  // the caller's to check against the vocabulary.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   uint64_t seed = 0;
 };
 

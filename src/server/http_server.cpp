@@ -104,6 +104,12 @@ struct HttpServer::Impl {
       ids = tok.encode(req.prompt, tok.add_bos_default());
     }
     if (ids.empty()) throw ApiError(400, "the prompt is empty", req.chat ? "messages" : "prompt");
+    for (const auto& [id, bias] : req.generation.sampling.logit_bias)
+      if (id >= model.config.n_vocab)
+        throw ApiError(400,
+                       fmt::format("logit_bias token id {} is outside the vocabulary (0..{})", id,
+                                   model.config.n_vocab - 1),
+                       "logit_bias");
     if (static_cast<int64_t>(ids.size()) >= session.n_ctx())
       throw ApiError(400,
                      fmt::format("the prompt has {} tokens but the context holds {} (start the "

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 
 #include "core/error.h"
 #include "core/json_limits.h"
@@ -33,6 +35,45 @@ int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi) {
       v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX ? INT64_MAX : v.get<int64_t>();
   if (x < lo || x > hi) bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, lo, hi, x));
   return x;
+}
+
+// OpenAI's {"token id": bias} (-100..100) or llama.cpp's [[id, bias]] with false for a ban
+// (-inf). The ids' range is the server's to check against the vocabulary.
+std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b) {
+  std::vector<std::pair<int32_t, float>> out;
+  auto id_of = [](const std::string& key) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != key.size() || key.empty() || id < 0 || id > INT32_MAX)
+      bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id", key.substr(0, 32)));
+    return static_cast<int32_t>(id);
+  };
+  auto bias_of = [](const json& v) {
+    if (v.is_boolean() && !v.get<bool>()) return -INFINITY;
+    if (!v.is_number() || !(v.get<double>() >= -100 && v.get<double>() <= 100))
+      bad("logit_bias", "a logit_bias value must be a number in [-100, 100] (or false: banned)");
+    return static_cast<float>(v.get<double>());
+  };
+  if (b.is_object()) {
+    if (b.size() > 1024) bad("logit_bias", "at most 1024 logit_bias entries");
+    for (const auto& [key, v] : b.items()) out.emplace_back(id_of(key), bias_of(v));
+  } else if (b.is_array()) {
+    if (b.size() > 1024) bad("logit_bias", "at most 1024 logit_bias entries");
+    for (const json& e : b) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number_integer())
+        bad("logit_bias", "a logit_bias array holds [token id, bias] pairs");
+      const int64_t id = e[0].get<int64_t>();
+      if (id < 0 || id > INT32_MAX) bad("logit_bias", "a logit_bias token id must be an id");
+      out.emplace_back(static_cast<int32_t>(id), bias_of(e[1]));
+    }
+  } else {
+    bad("logit_bias", "'logit_bias' must be an object of token id: bias");
+  }
+  return out;
 }
 
 bool present(const json& body, const char* key) {
@@ -194,17 +235,16 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   if (present(body, "n")) r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices));
   if (present(body, "best_of") && integer(body, "best_of", 1, 1) != 1)
     bad("best_of", "'best_of' must be 1");
-  for (const char* key : {"presence_penalty", "frequency_penalty"})
-    if (present(body, key) && number(body, key, -2, 2) != 0)
-      bad(key, fmt::format("'{}' is not supported (use repeat_penalty)", key));
+  if (present(body, "presence_penalty"))
+    g.sampling.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2));
+  if (present(body, "frequency_penalty"))
+    g.sampling.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2));
   if (present(body, "echo") && (!body["echo"].is_boolean() || body["echo"].get<bool>()))
     bad("echo", "'echo' is not supported");
   for (const char* key : {"logprobs", "top_logprobs", "suffix", "tools", "functions"})
     if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
       bad(key, fmt::format("'{}' is not supported", key));
-  if (present(body, "logit_bias") &&
-      !(body["logit_bias"].is_object() && body["logit_bias"].empty()))
-    bad("logit_bias", "'logit_bias' is not supported");
+  if (present(body, "logit_bias")) g.sampling.logit_bias = parse_logit_bias(body["logit_bias"]);
   // Constrained output would otherwise come back as plain text without a word: refused until
   // grammar-constrained sampling exists. Plain text ({"type": "text"}) is what strata gives.
   if (present(body, "response_format")) {

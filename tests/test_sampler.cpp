@@ -4,7 +4,9 @@
 #include <map>
 #include <vector>
 
+#include "core/error.h"
 #include "runtime/sampler.h"
+#include "runtime/token_logprobs.h"
 
 namespace strata {
 namespace {
@@ -52,6 +54,26 @@ TEST(Sampler, PresenceFrequencyPenaltiesAndLogitBias) {
     EXPECT_NE(t, 1);
     EXPECT_NE(t, 4);
   }
+}
+
+// Logprobs: the log-softmax of the logits as they are, the alternatives most likely first (ties
+// to the lower id), probabilities that sum to 1 over the vocabulary.
+TEST(TokenLogprobs, AreTheLogSoftmaxAndTheMostLikelyAlternatives) {
+  const TokenLogprob t = token_logprob(kLogits, 2, 3);
+  double z = 0;
+  for (const float v : kLogits) z += std::exp(static_cast<double>(v));
+  EXPECT_NEAR(t.logprob, 2.0 - std::log(z), 1e-6);
+  ASSERT_EQ(t.top.size(), 3u);
+  EXPECT_EQ(t.top[0].first, 1);
+  EXPECT_EQ(t.top[1].first, 4);
+  EXPECT_EQ(t.top[2].first, 2);
+  EXPECT_FLOAT_EQ(t.top[2].second, t.logprob);
+  double total = 0;
+  for (const auto& [id, lp] : token_logprob(kLogits, 0, 99).top) total += std::exp(lp);
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  EXPECT_EQ(token_logprob(std::vector<float>{1, 1, 1}, 0, 2).top[1].first, 1);  // ties: lower id
+  EXPECT_TRUE(token_logprob(kLogits, 0, 0).top.empty());
+  EXPECT_THROW(token_logprob(kLogits, 5, 1), Error);
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDifferent) {

@@ -86,7 +86,9 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
       {R"({"prompt": "a", "logit_bias": {"5": 101}})", "logit_bias"},
       {R"({"prompt": "a", "logit_bias": [[5]]})", "logit_bias"},
       {R"({"prompt": "a", "logit_bias": 3})", "logit_bias"},
-      {R"({"prompt": "a", "logprobs": 3})", "logprobs"},
+      {R"({"prompt": "a", "logprobs": 21})", "logprobs"},
+      {R"({"prompt": "a", "logprobs": true})", "logprobs"},
+      {R"({"prompt": "a", "top_logprobs": 2})", "top_logprobs"},
       {R"({"prompt": "a", "echo": true})", "echo"},
       // Constrained output and tools, not honoured yet, are refused rather than ignored.
       {R"({"prompt": "a", "response_format": {"type": "json_object"}})", "response_format"},
@@ -114,6 +116,11 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
       {R"({"messages": [{"role": "user", "content": 3}]})", "messages[0].content"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 3})", "logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+           "top_logprobs": 21})",
+       "top_logprobs"},
   };
   for (const auto& [body, param] : chat_cases) {
     try {
@@ -292,6 +299,62 @@ TEST_F(ServerHttp, TokenizeAndDetokenizeAsLlamaServerDoes) {
   EXPECT_EQ(post("/detokenize", R"({"tokens": [1, 99999999]})", 400)["error"]["param"], "tokens");
   EXPECT_EQ(post("/detokenize", R"({"tokens": "1 2"})", 400)["error"]["param"], "tokens");
   post("/detokenize", "{not json", 400);
+}
+
+// logprobs: each generated token's log-probability and its alternatives, in the completions
+// API's shape (tokens, token_logprobs, top_logprobs, text_offset) and the chat API's (content
+// entries with bytes), whole and streamed; greedy picks each step's most likely token, and the
+// tokens spell the text.
+TEST_F(ServerHttp, LogprobsComeInEachApisShapeWholeAndStreamed) {
+  const auto c = post("/v1/completions",
+                      R"({"prompt": "In the beginning", "max_tokens": 8, "temperature": 0,
+                          "logprobs": 3})",
+                      200);
+  const auto& lp = c["choices"][0]["logprobs"];
+  ASSERT_TRUE(lp.is_object()) << c.dump();
+  std::string spelled;
+  int64_t offset = 0;
+  for (size_t i = 0; i < lp["tokens"].size(); ++i) {
+    const std::string piece = lp["tokens"][i];
+    EXPECT_EQ(lp["text_offset"][i].get<int64_t>(), offset);
+    offset += static_cast<int64_t>(piece.size());
+    spelled += piece;
+    const float chosen = lp["token_logprobs"][i];
+    EXPECT_LE(chosen, 0.0f);
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 3u);
+    float best = -INFINITY;
+    for (const auto& [text, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<float>());
+    EXPECT_FLOAT_EQ(chosen, best) << "greedy takes the most likely token, step " << i;
+  }
+  EXPECT_EQ(lp["tokens"].size(), 8u);
+  EXPECT_NE(spelled.find(c["choices"][0]["text"].get<std::string>()), std::string::npos);
+  const auto chat = post("/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "Who made the light?"}],
+                             "max_tokens": 5, "logprobs": true, "top_logprobs": 2})",
+                         200);
+  const auto& content = chat["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), 5u) << chat.dump();
+  for (const auto& t : content) {
+    EXPECT_EQ(t["top_logprobs"].size(), 2u);
+    EXPECT_EQ(t["bytes"].size(), t["token"].get<std::string>().size());
+  }
+  // Streamed: the chunks' tokens are the whole reply's.
+  const auto res = client_->Post("/v1/completions",
+                                 R"({"prompt": "In the beginning", "max_tokens": 8,
+                                     "temperature": 0, "logprobs": 3, "stream": true})",
+                                 "application/json");
+  ASSERT_TRUE(res);
+  std::vector<std::string> streamed;
+  size_t pos = 0;
+  while ((pos = res->body.find("data: {", pos)) != std::string::npos) {
+    const size_t end = res->body.find("\n\n", pos);
+    const auto chunk = nlohmann::json::parse(res->body.substr(pos + 6, end - pos - 6));
+    const auto& l = chunk["choices"][0]["logprobs"];
+    if (l.is_object())
+      for (const auto& t : l["tokens"]) streamed.push_back(t);
+    pos = end;
+  }
+  EXPECT_EQ(streamed, lp["tokens"].get<std::vector<std::string>>());
 }
 
 TEST_F(ServerHttp, StreamingSendsServerSentEventsThatAddUpToTheText) {

@@ -85,6 +85,9 @@ struct BatchScheduler::Sequence {
   Sampler sampler;
   CompletionText text;
   std::vector<int32_t> history;  // prompt and generated tokens (the repetition penalty's)
+  // Logprobs of generated tokens whose text is not delivered yet (held back: a partial
+  // character, or what may begin a stop string).
+  std::vector<TokenLogprob> pending;
   int64_t fed = 0;               // tokens of the prompt in the slot's cache
   bool follows = false;          // waits for the leader's copy of the prompt (Job::leader)
   int32_t next = -1;             // a sampled token to evaluate next (generating)
@@ -351,6 +354,7 @@ void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
   if (p.max_tokens == 0) return finish(s, "length");
   const int32_t next = s.sampler.sample(logits, s.history);
   if (next == tok.eos()) return finish(s, "stop");
+  if (p.logprobs >= 0) s.pending.push_back(token_logprob(logits, next, p.logprobs));
   s.history.push_back(next);
   ++s.result.completion_tokens;
   const bool stopped = s.text.add(next);
@@ -378,10 +382,14 @@ void BatchScheduler::release_followers(Sequence& leader, std::span<const float> 
 
 void BatchScheduler::deliver(Sequence& s, std::string_view text) {
   if (text.empty()) return;
+  // The text completes the pending tokens: their logprobs go with it (and to the result).
+  std::vector<TokenLogprob> logprobs;
+  logprobs.swap(s.pending);
+  s.result.logprobs.insert(s.result.logprobs.end(), logprobs.begin(), logprobs.end());
   JobHandle& h = *s.job->handle;
   {
     std::lock_guard hl(h.m_);
-    h.pieces_.push_back({s.choice, std::string(text)});
+    h.pieces_.push_back({s.choice, std::string(text), std::move(logprobs)});
   }
   h.cv_.notify_all();
 }

@@ -68,6 +68,7 @@ class JobHandle {
   struct Piece {
     int choice;
     std::string text;
+    std::vector<TokenLogprob> logprobs;  // the tokens whose text ends in this piece (if asked)
   };
   // Waits at most `timeout` for text or the end; moves new pieces (in order per choice) to
   // `out`. True once every choice is done (results() is then complete).

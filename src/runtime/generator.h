@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "runtime/completion_text.h"
 #include "runtime/sampler.h"
+#include "runtime/token_logprobs.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -22,6 +23,9 @@ struct GenerationParams {
   int64_t max_tokens = 128;  // < 0: until EOS, a stop string or a full context
   SamplerParams sampling;
   std::vector<std::string> stop;  // the text ends before the first one generated
+  // >= 0: each generated token's log-probability and this many alternatives
+  // (runtime/token_logprobs.h; the batch scheduler reports them); -1: none.
+  int logprobs = -1;
 };
 
 struct GenerationResult {
@@ -31,6 +35,8 @@ struct GenerationResult {
   double queued_s = 0, prompt_s = 0, decode_s = 0;  // waiting for a slot, prompt, decode
   bool cancelled = false;                           // on_text returned false (the client went away)
   std::string error;  // the engine failed (a batch scheduler's step threw)
+  // With GenerationParams::logprobs: the tokens whose text was delivered, in order.
+  std::vector<TokenLogprob> logprobs;
 };
 
 // Fails (strata::Error) when the prompt is empty, does not leave room for one generated token

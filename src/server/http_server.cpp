@@ -252,7 +252,8 @@ struct HttpServer::Impl {
       }
       log(http_req, 200, &results[0], req->n);
       if (any_failed(*job)) throw std::runtime_error(results[0].error);
-      res.set_content(dump_json(completion_response(*req, cid, results)), "application/json");
+      res.set_content(dump_json(completion_response(*req, cid, results, token_text())),
+                      "application/json");
       return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -272,6 +273,12 @@ struct HttpServer::Impl {
         });
   }
 
+  // A token's text in logprobs: the bytes it stands for (a control token's name).
+  TokenText token_text() const {
+    const Tokenizer* tok = model.tokenizer.get();
+    return [tok](int32_t id) { return tok->has_text(id) ? tok->token_bytes(id) : tok->token_text(id); };
+  }
+
   // Sends the job's text as server-sent events until it ends; false when the client is gone.
   bool stream(const CompletionRequest& req, JobHandle& job, const CompletionIds& cid,
               httplib::DataSink& sink) {
@@ -286,12 +293,20 @@ struct HttpServer::Impl {
         if (!send(first)) return false;
       }
     std::vector<JobHandle::Piece> pieces;
+    std::vector<int64_t> sent_bytes(static_cast<size_t>(req.n), 0);  // per choice: text_offset
+    const TokenText text_of = token_text();
     bool done = false, probed = false;
     while (!done) {
       // Short waits: a client gone while its request waits for a slot is found within 10 ms.
       done = job.wait(pieces, std::chrono::milliseconds(10));
-      for (const JobHandle::Piece& p : pieces)
-        if (!send(completion_chunk(req, cid, p.text, "", p.choice))) return false;
+      for (const JobHandle::Piece& p : pieces) {
+        int64_t& offset = sent_bytes[static_cast<size_t>(p.choice)];
+        const json logprobs = req.generation.logprobs >= 0
+                                  ? logprobs_json(req.chat, p.logprobs, text_of, offset)
+                                  : json();
+        offset += static_cast<int64_t>(p.text.size());
+        if (!send(completion_chunk(req, cid, p.text, "", p.choice, logprobs))) return false;
+      }
       pieces.clear();
       // The client sent its FIN: half-closed (it still reads) or gone. An SSE comment, which
       // clients ignore, draws a gone client's reset at once, so that a request waiting for a

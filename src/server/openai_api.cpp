@@ -76,6 +76,29 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b) {
   return out;
 }
 
+bool present(const json& body, const char* key);
+
+// Chat: "logprobs": true and "top_logprobs": 0..20; completions: "logprobs": 0..20 (the
+// legacy API's alternatives count). Off by default; null and false are off.
+void read_logprobs(const json& body, bool chat, GenerationParams& g) {
+  const bool off = !present(body, "logprobs") ||
+                   (body["logprobs"].is_boolean() && !body["logprobs"].get<bool>());
+  if (chat) {
+    if (!off && !body["logprobs"].is_boolean())
+      bad("logprobs", "'logprobs' must be true or false (chat; the alternatives: top_logprobs)");
+    if (!off) g.logprobs = 0;
+    if (present(body, "top_logprobs")) {
+      const auto n = static_cast<int>(integer(body, "top_logprobs", 0, 20));
+      if (off) bad("top_logprobs", "'top_logprobs' needs \"logprobs\": true");
+      g.logprobs = n;
+    }
+    return;
+  }
+  if (present(body, "top_logprobs"))
+    bad("top_logprobs", "completions take the alternatives' count as 'logprobs': N");
+  if (!off) g.logprobs = static_cast<int>(integer(body, "logprobs", 0, 20));
+}
+
 bool present(const json& body, const char* key) {
   return body.contains(key) && !body[key].is_null();
 }
@@ -241,7 +264,8 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
     g.sampling.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2));
   if (present(body, "echo") && (!body["echo"].is_boolean() || body["echo"].get<bool>()))
     bad("echo", "'echo' is not supported");
-  for (const char* key : {"logprobs", "top_logprobs", "suffix", "tools", "functions"})
+  read_logprobs(body, chat, g);
+  for (const char* key : {"suffix", "tools", "functions"})
     if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
       bad(key, fmt::format("'{}' is not supported", key));
   if (present(body, "logit_bias")) g.sampling.logit_bias = parse_logit_bias(body["logit_bias"]);
@@ -272,19 +296,62 @@ json usage_json(std::span<const GenerationResult> choices) {
           {"prompt_tokens_details", {{"cached_tokens", first.cached_tokens}}}};
 }
 
+json logprobs_json(bool chat, std::span<const TokenLogprob> tokens, const TokenText& text,
+                   int64_t offset) {
+  auto bytes_of = [](const std::string& s) {
+    json b = json::array();
+    for (const char c : s) b.push_back(static_cast<unsigned char>(c));
+    return b;
+  };
+  if (chat) {
+    json content = json::array();
+    for (const TokenLogprob& t : tokens) {
+      const std::string piece = text(t.id);
+      json top = json::array();
+      for (const auto& [id, lp] : t.top) {
+        const std::string alt = text(id);
+        top.push_back({{"token", alt}, {"logprob", lp}, {"bytes", bytes_of(alt)}});
+      }
+      content.push_back({{"token", piece},
+                         {"logprob", t.logprob},
+                         {"bytes", bytes_of(piece)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json pieces = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
+  for (const TokenLogprob& t : tokens) {
+    const std::string piece = text(t.id);
+    pieces.push_back(piece);
+    lps.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [id, lp] : t.top) top[text(id)] = lp;
+    tops.push_back(std::move(top));
+    offsets.push_back(offset);
+    offset += static_cast<int64_t>(piece.size());
+  }
+  return {{"tokens", std::move(pieces)},
+          {"token_logprobs", std::move(lps)},
+          {"top_logprobs", std::move(tops)},
+          {"text_offset", std::move(offsets)}};
+}
+
 json completion_response(const CompletionRequest& req, const CompletionIds& ids,
-                         std::span<const GenerationResult> choices) {
+                         std::span<const GenerationResult> choices, const TokenText& token_text) {
   json list = json::array();
   int64_t predicted = 0;
   double decode_s = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     const GenerationResult& r = choices[i];
     json choice = {{"index", i}, {"finish_reason", r.finish_reason}};
+    const bool asked = req.generation.logprobs >= 0 && token_text;
+    const json logprobs = asked ? logprobs_json(req.chat, r.logprobs, token_text) : json();
     if (req.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+      if (asked) choice["logprobs"] = logprobs;
     } else {
       choice["text"] = r.text;
-      choice["logprobs"] = nullptr;
+      choice["logprobs"] = logprobs;
     }
     list.push_back(std::move(choice));
     predicted += r.completion_tokens;
@@ -310,14 +377,16 @@ json completion_response(const CompletionRequest& req, const CompletionIds& ids,
 }
 
 json completion_chunk(const CompletionRequest& req, const CompletionIds& ids,
-                      const std::string& delta, const std::string& finish_reason, int index) {
+                      const std::string& delta, const std::string& finish_reason, int index,
+                      const json& logprobs) {
   json choice = {{"index", index},
                  {"finish_reason", finish_reason.empty() ? json() : json(finish_reason)}};
   if (req.chat) {
     choice["delta"] = finish_reason.empty() ? json{{"content", delta}} : json::object();
+    if (!logprobs.is_null()) choice["logprobs"] = logprobs;
   } else {
     choice["text"] = delta;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs;
   }
   return {{"id", ids.id},
           {"object", req.chat ? "chat.completion.chunk" : "text_completion"},

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <stdexcept>
@@ -58,13 +59,24 @@ struct CompletionIds {
   std::string model;  // model name
 };
 
-// One result per choice, in order.
+// A token's text in logprobs (the bytes it stands for).
+using TokenText = std::function<std::string(int32_t)>;
+
+// Tokens' logprobs as the endpoint shows them: completions {"tokens", "token_logprobs",
+// "top_logprobs" (text: logprob), "text_offset" (from `offset`, the choice's text before them)};
+// chat {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}], "refusal": null}.
+nlohmann::json logprobs_json(bool chat, std::span<const TokenLogprob> tokens,
+                             const TokenText& text, int64_t offset = 0);
+
+// One result per choice, in order; with logprobs asked, each choice's (token_text names them).
 nlohmann::json completion_response(const CompletionRequest& req, const CompletionIds& ids,
-                                   std::span<const GenerationResult> choices);
-// One streamed chunk of choice `index`: a text delta, or (finish_reason non-empty) its last one.
+                                   std::span<const GenerationResult> choices,
+                                   const TokenText& token_text = {});
+// One streamed chunk of choice `index`: a text delta, or (finish_reason non-empty) its last one;
+// `logprobs` (logprobs_json of the delta's tokens) where asked, else null.
 nlohmann::json completion_chunk(const CompletionRequest& req, const CompletionIds& ids,
                                 const std::string& delta, const std::string& finish_reason,
-                                int index = 0);
+                                int index = 0, const nlohmann::json& logprobs = nullptr);
 // The prompt counted once, the choices' tokens added.
 nlohmann::json usage_json(std::span<const GenerationResult> choices);
 

@@ -29,6 +29,15 @@ int nearest(float v) {
   return static_cast<int>(v + (v >= 0.0f ? 0.5f : -0.5f));
 }
 
+// Round half to even by adding 1.5 * 2^23 and reading the mantissa, as llama.cpp's nearest_int
+// does (no library call; |v| <= 127 here, far inside the trick's 2^22 range).
+int nearest_even(float v) {
+  const float shifted = v + 12582912.0f;
+  int32_t bits = 0;
+  std::memcpy(&bits, &shifted, sizeof bits);
+  return (bits & 0x007fffff) - 0x00400000;
+}
+
 // A group's asymmetric fit x ~ s * q - m with q in [0, nmax] and m >= 0 (the stored min is
 // unsigned: the group's lowest value -m is never above 0, so min(x) is clamped to <= 0).
 struct AsymFit {
@@ -253,16 +262,26 @@ void quantize_blocks(const float* x, void* dst, int64_t n, F quantize_one) {
 }  // namespace
 
 void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
+  // Bit for bit as llama.cpp's x86 CPU quantizes activations for its K-quant products
+  // (quantize_row_q8_K_ref): the scale from the value of largest magnitude (the first of equal
+  // ones) with its sign, iscale = -127 / max, round half to even, at most 127; so both engines
+  // compute the same integer products on the same file (their perplexities then agree to the
+  // float sums' order).
   for (int64_t s = 0; s < n / kQK_K; ++s) {
     const float* v = x + s * kQK_K;
-    float amax = 0;
-    for (int i = 0; i < kQK_K; ++i) amax = std::max(amax, std::fabs(v[i]));
-    const float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
-    y[s].d = d;
+    float amax = 0, max = 0;
+    for (int i = 0; i < kQK_K; ++i)
+      if (std::fabs(v[i]) > amax) amax = std::fabs(v[i]), max = v[i];
+    if (!(amax > 0)) {  // all zero (or NaN: nothing sensible to scale by)
+      y[s] = BlockQ8_K{};
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    y[s].d = 1.0f / iscale;
     for (int g = 0; g < kKGroups; ++g) {
       int sum = 0;
       for (int i = 16 * g; i < 16 * (g + 1); ++i) {
-        const int q = std::clamp(nearest(v[i] * id), -127, 127);
+        const int q = std::min(nearest_even(iscale * v[i]), 127);
         y[s].qs[i] = static_cast<int8_t>(q);
         sum += q;
       }

@@ -37,8 +37,20 @@ def quantize_q8_0_roundtrip(x):
 
 
 def quantize_q8_k_roundtrip(x):
-    """The values Q8_K super-blocks (256 elements, f32 scale) of x represent."""
-    return _int8_roundtrip(x, 256, f16_scale=False)
+    """The values Q8_K super-blocks (256 elements, f32 scale) of x represent, rounded as
+    llama.cpp's quantize_row_q8_K_ref (and strata) round: iscale = -127 / (the signed value of
+    largest magnitude, the first of equal ones), round half to even, at most 127, d = 1 / iscale."""
+    xf = x.to(torch.float32)
+    shape = xf.shape
+    b = xf.reshape(-1, 256)
+    at = b.abs().argmax(dim=1, keepdim=True)
+    mx = torch.gather(b, 1, at)
+    safe = torch.where(mx != 0, mx, torch.ones_like(mx))
+    iscale = (torch.tensor(-127.0, dtype=torch.float32) / safe).to(torch.float32)
+    q = torch.clamp(torch.round((b * iscale).to(torch.float32)), max=127)
+    d = (1.0 / iscale).to(torch.float32)
+    out = torch.where(mx != 0, q * d, torch.zeros_like(b))
+    return out.reshape(shape).to(torch.float64)
 
 
 K_TYPES = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")

@@ -22,6 +22,18 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   }
 }
 
+void quantize_row_q8_0_activations(const float* src, BlockQ8_0* dst, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float* x = src + b * kQK;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    dst[b].d = f32_to_f16(amax / 127.0f);
+    for (int j = 0; j < kQK; ++j)
+      dst[b].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));  // half to even
+  }
+}
+
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b) {
     const float* x = src + b * kQK;

@@ -14,6 +14,11 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n);
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
+// Activations for Q8_0/Q4_0 products, bit for bit as llama.cpp's x86 CPU quantizes them (its
+// AVX2 quantize_row_q8_0, not the reference it quantizes weights with): d = max|x| / 127 kept
+// as f16, q = x * (127 / max|x|) rounded half to even. The same integer products as llama.cpp
+// on the same file.
+void quantize_row_q8_0_activations(const float* src, BlockQ8_0* dst, int64_t n);
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n);
 
 }  // namespace strata

@@ -32,8 +32,17 @@ def _int8_roundtrip(x, block, f16_scale):
 
 
 def quantize_q8_0_roundtrip(x):
-    """The values Q8_0 blocks (32 elements, f16 scale) of x represent."""
-    return _int8_roundtrip(x, 32, f16_scale=True)
+    """The values Q8_0 blocks (32 elements, f16 scale) of activations x represent, rounded as
+    llama.cpp's x86 CPU (and strata) round them: x * (127 / max|x|) in f32, half to even,
+    d = max|x| / 127 kept as f16."""
+    xf = x.to(torch.float32)
+    shape = xf.shape
+    b = xf.reshape(-1, 32)
+    amax = b.abs().max(dim=1, keepdim=True).values
+    inv = torch.where(amax != 0, torch.tensor(127.0, dtype=torch.float32) / amax, torch.zeros_like(amax))
+    q = torch.round((b * inv).to(torch.float32))
+    d = (amax / 127.0).to(torch.float16).to(torch.float32)
+    return (q * d).reshape(shape).to(torch.float64)
 
 
 def quantize_q8_k_roundtrip(x):

@@ -268,8 +268,8 @@ void gather_dot4_q4_0(const BlockQ4_0* const* w, const Q8Activation& x, int64_t 
 
 #include "backends/cpu/kernels_avx2_interleaved.inc"
 
-// Same arithmetic as the scalar quantizer (scale = max|x|/127, round half away from zero), so
-// both produce identical blocks.
+// Same arithmetic as the scalar quantizer (quantize_row_q8_0_activations: x * (127 / max|x|)
+// rounded half to even, llama.cpp's), so both produce identical blocks.
 void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -283,20 +283,15 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm_cvtss_f32(m) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    dst[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    const float amax_s = _mm_cvtss_f32(m);
+    const float id = amax_s != 0.0f ? 127.0f / amax_s : 0.0f;
+    dst[b].d = _cvtss_sh(amax_s / 127.0f, _MM_FROUND_TO_NEAREST_INT);
     const __m256 scale = _mm256_set1_ps(id);
     __m256i q[4];
     for (int k = 0; k < 4; ++k) {
       const __m256 s = _mm256_mul_ps(v[k], scale);
-      // Round half away from zero exactly as lround: t = trunc(s); s - t is exact for
-      // |s| <= 127, so comparing it with 0.5 decides the rounding without a float add.
-      const __m256 t = _mm256_round_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-      const __m256 frac = _mm256_andnot_ps(sign_mask, _mm256_sub_ps(s, t));
-      const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
-      const __m256 step = _mm256_or_ps(_mm256_and_ps(s, sign_mask), _mm256_set1_ps(1.0f));
-      q[k] = _mm256_cvttps_epi32(_mm256_add_ps(t, _mm256_and_ps(up, step)));
+      q[k] = _mm256_cvtps_epi32(
+          _mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
     const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);

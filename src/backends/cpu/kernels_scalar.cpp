@@ -254,7 +254,7 @@ const CpuKernels& scalar_kernels() {
       .matvec_q8_0x16 = matvec_q8_0x16,
       .matmat_q4_0x16 = matmat_q4_0x16,
       .matmat_q8_0x16 = matmat_q8_0x16,
-      .quantize_q8_0 = quantize_row_q8_0,
+      .quantize_q8_0 = quantize_row_q8_0_activations,
       .axpy_f32 = axpy_f32,
       .axpy_f16 = axpy_f16,
       .axpy_bf16 = axpy_bf16,

@@ -51,6 +51,17 @@ std::vector<Planned> plan_qwen(const HfConfig& c,
       ffn);
 }
 
+// A Qwen MoE checkpoint whose every layer is a sparse block (decoder_sparse_step 1, no
+// mlp_only_layers): what llama.cpp's qwen2moe/qwen3moe run; dense layers between are refused.
+void require_every_layer_sparse(const ConfigReader& r, const char* family) {
+  if (r.whole_or("decoder_sparse_step", 1, kU32, 1) != 1)
+    fail(
+        "'{}': {} with decoder_sparse_step other than 1 (dense layers between) is not supported",
+        r.path(), family);
+  if (r.has("mlp_only_layers") && !r.is_empty_list("mlp_only_layers"))
+    fail("'{}': {} with mlp_only_layers (dense layers) is not supported", r.path(), family);
+}
+
 // Qwen3-MoE's sparse blocks in every layer (decoder_sparse_step 1, no mlp_only_layers) with
 // the chosen experts' weights renormalized (norm_topk_prob): what llama.cpp's qwen3moe runs.
 void read_qwen3moe(const ConfigReader& r, HfConfig& c) {
@@ -64,13 +75,7 @@ void read_qwen3moe(const ConfigReader& r, HfConfig& c) {
   c.model.n_ff = r.whole("moe_intermediate_size", 1, kU32);
   if (!r.flag_or("norm_topk_prob", true))
     fail("'{}': Qwen3-MoE with norm_topk_prob false is not supported", r.path());
-  if (r.whole_or("decoder_sparse_step", 1, kU32, 1) != 1)
-    fail(
-        "'{}': Qwen3-MoE with decoder_sparse_step other than 1 (dense layers between) is not "
-        "supported",
-        r.path());
-  if (r.has("mlp_only_layers") && !r.is_empty_list("mlp_only_layers"))
-    fail("'{}': Qwen3-MoE with mlp_only_layers (dense layers) is not supported", r.path());
+  require_every_layer_sparse(r, "Qwen3-MoE");
 }
 
 // Qwen2-MoE: Qwen2's attention (q/k/v biases); every layer a sparse block whose softmax weights
@@ -85,13 +90,7 @@ void read_qwen2moe(const ConfigReader& r, HfConfig& c) {
   c.model.n_ff_shared = r.whole("shared_expert_intermediate_size", 1, kU32);
   if (r.flag_or("norm_topk_prob", false))
     fail("'{}': Qwen2-MoE with norm_topk_prob true is not supported", r.path());
-  if (r.whole_or("decoder_sparse_step", 1, kU32, 1) != 1)
-    fail(
-        "'{}': Qwen2-MoE with decoder_sparse_step other than 1 (dense layers between) is not "
-        "supported",
-        r.path());
-  if (r.has("mlp_only_layers") && !r.is_empty_list("mlp_only_layers"))
-    fail("'{}': Qwen2-MoE with mlp_only_layers (dense layers) is not supported", r.path());
+  require_every_layer_sparse(r, "Qwen2-MoE");
 }
 
 // The routed experts stacked, then the shared expert and its gate (one row of n_embd).

@@ -241,15 +241,10 @@ class Qwen3MoeReference(Qwen2Reference):
                        lambda g, u: torch.nn.functional.silu(g) * u)
 
 
-class Qwen2MoeReference(Qwen2Reference):
+class Qwen2MoeReference(Qwen3MoeReference):
     """Qwen2-MoE (modeling_qwen2_moe.py): Qwen2's attention (q/k/v biases); the MLP a mixture
     of SwiGLU experts whose softmax weights are kept as they are (norm_topk_prob false), plus a
     shared expert weighed by sigmoid(shared_expert_gate(h))."""
-
-    def __init__(self, path):
-        super().__init__(path)
-        arch = self.g.kv["general.architecture"]
-        self.k = self.g.kv[f"{arch}.expert_used_count"]
 
     def mlp(self, p, h):
         def expert(kind, e, x):

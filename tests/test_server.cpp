@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "runtime/generator.h"
-#include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "server/openai_api.h"
 #include "server_fixture.h"
@@ -16,21 +15,6 @@ namespace strata {
 namespace {
 
 using namespace strata::testing;
-
-TEST(Server, ChatFormatsFollowTheTemplateMarkers) {
-  const std::vector<ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}};
-  const ChatPrompt chatml = render_chat(m, "{{ '<|im_start|>' + role }}", "<s>", "</s>");
-  EXPECT_EQ(chatml.format, "chatml");
-  EXPECT_EQ(chatml.text,
-            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-            "<|im_start|>assistant\n");
-  const ChatPrompt llama2 = render_chat(m, "[INST] {{ content }} [/INST]", "<s>", "</s>");
-  EXPECT_EQ(llama2.text, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]");
-  const ChatPrompt plain = render_chat(m, "", "<s>", "</s>");
-  EXPECT_EQ(plain.format, "plain");
-  EXPECT_EQ(plain.text, "System: Be brief.\nUser: Hi\nAssistant:");
-  EXPECT_EQ(plain.stop, std::vector<std::string>{"\nUser:"});
-}
 
 TEST(Server, SpecialTokensWrittenInTheTextBecomeThoseTokens) {
   const auto model = Model::load(shipped_model());
@@ -242,6 +226,41 @@ TEST_F(ServerHttp, CompletionsChatModelsAndHealth) {
   EXPECT_EQ(chat["object"], "chat.completion");
   EXPECT_EQ(chat["choices"][0]["message"]["role"], "assistant");
   EXPECT_TRUE(chat["choices"][0]["message"]["content"].is_string());
+}
+
+// The chat template chosen at start renders every chat request: the prompt is its text (the
+// usage counts its tokens, the BOS it writes not doubled), /props shows it, its own refusals are
+// a 400 naming messages, and a template strata cannot run stops the server from starting.
+TEST_F(ServerHttp, ChatRequestsAreRenderedByTheChosenTemplate) {
+  slot_context_ = 256;  // llama3's markers are many tokens to this model
+  restart([](ServerOptions& o) { o.chat_template = "llama3"; });
+  const Tokenizer& tok = *model_->tokenizer;
+  const std::string bos = tok.token_text(tok.bos());
+  const ChatTemplate llama3 = ChatTemplate::select("llama3", "", bos, tok.token_text(tok.eos()));
+  const std::string text = llama3.apply(std::vector<ChatMessage>{{"user", "Who made the light?"}}).text;
+  ASSERT_EQ(text.compare(0, bos.size(), bos), 0) << text;
+  const auto chat = post("/v1/chat/completions",
+                         R"({"messages": [{"role": "user", "content": "Who made the light?"}],
+                             "max_tokens": 2})",
+                         200);
+  EXPECT_EQ(chat["usage"]["prompt_tokens"], tok.encode(text, false, true).size());
+  const auto props = client_->Get("/props");
+  ASSERT_TRUE(props);
+  EXPECT_EQ(nlohmann::json::parse(props->body)["chat_template"], *ChatTemplate::builtin_source("llama3"));
+
+  restart([](ServerOptions& o) { o.chat_template = "gemma"; });
+  const auto refused = post("/v1/chat/completions",
+                            R"({"messages": [{"role": "system", "content": "Be brief."},
+                                             {"role": "user", "content": "Hi"}]})",
+                            400);
+  EXPECT_EQ(refused["error"]["param"], "messages");
+  EXPECT_EQ(refused["error"]["message"],
+            "the chat template refused the messages: System role not supported");
+
+  ServerOptions bad;
+  bad.port = 0;
+  bad.chat_template = "/nonexistent/template.jinja";
+  EXPECT_THROW(HttpServer(*model_, *session_, bad), Error);
 }
 
 // llama-server's /tokenize and /detokenize: the model's own tokens (BOS with add_special), the

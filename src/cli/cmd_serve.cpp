@@ -26,7 +26,7 @@ extern "C" void stop_on_signal(int) {
 struct ServeOptions {
   bool mmap = false;
   std::string model = default_model_path();
-  std::string host = "127.0.0.1", api_key, alias;
+  std::string host = "127.0.0.1", api_key, alias, chat_template;
   int port = 8080;
   int threads = default_threads();
   int64_t ctx = 0;
@@ -47,6 +47,10 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
   cmd->add_option("--port", o.port, "Port to listen on")->check(in_range(1, 65535));
   cmd->add_option("--api-key", o.api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
   cmd->add_option("-a,--alias", o.alias, "Model name the API reports (default: the file's)");
+  cmd->add_option("--chat-template", o.chat_template,
+                  "Chat template for /v1/chat/completions: a built-in name (strata chat-template "
+                  "--list) or a Jinja file (default: the model's tokenizer.chat_template, else "
+                  "the plain transcript)");
   cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
   cmd->add_option("-c,--ctx-size", o.ctx,
                   "Context of all slots together, split evenly among them (default: each slot "
@@ -84,6 +88,7 @@ ServerOptions server_options(const ServeOptions& o, const Model& model) {
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key;
+  so.chat_template = o.chat_template;
   so.model_name = !o.alias.empty()             ? o.alias
                   : !model.config.name.empty() ? model.config.name
                                                : std::filesystem::path(o.model).filename().string();
@@ -153,9 +158,11 @@ int serve(const ServeOptions& o) {
   std::signal(SIGINT, stop_on_signal);
   std::signal(SIGTERM, stop_on_signal);
   fmt::print(stderr,
-             "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads): POST "
-             "/v1/completions, /v1/chat/completions; GET /v1/models, /health, /metrics, /slots\n",
-             so.model_name, o.host, port, o.parallel, n_ctx, o.max_queue, o.threads);
+             "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads, chat "
+             "template {}): POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, "
+             "/metrics, /slots\n",
+             so.model_name, o.host, port, o.parallel, n_ctx, o.max_queue, o.threads,
+             server.chat_template_name());
   std::fflush(stderr);
   server.listen();
   g_server = nullptr;

@@ -24,6 +24,7 @@ struct HttpServer::Impl {
   const Model& model;
   Session& session;
   ServerOptions options;
+  ChatTemplate chat_template;  // chosen and checked once, at start
   BatchScheduler scheduler;
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
@@ -37,6 +38,7 @@ struct HttpServer::Impl {
       : model(m),
         session(s),
         options(std::move(o)),
+        chat_template(chat_template_for(m, options.chat_template)),
         scheduler(m, s, options.scheduler),
         request_memory(options.request_memory_bytes),
         http(with_body_budget(options.connections, options.max_body_bytes)) {
@@ -45,6 +47,19 @@ struct HttpServer::Impl {
            options.request_memory_bytes, options.max_body_bytes);
   }
   ~Impl() { scheduler.stop(); }
+
+  // --chat-template's choice, else the model's own template; a template strata cannot run
+  // stops the server at start with the reason.
+  static ChatTemplate chat_template_for(const Model& m, const std::string& spec) {
+    const Tokenizer& tok = *m.tokenizer;
+    auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
+    try {
+      return ChatTemplate::select(spec, m.file->get_string("tokenizer.chat_template", ""),
+                                  text_of(tok.bos()), text_of(tok.eos()));
+    } catch (const std::runtime_error& e) {
+      fail("{}", e.what());
+    }
+  }
 
   // The per-request byte budget of the connection layer: the body limit plus room for the
   // request line, headers and chunk framing (the body limit itself is checked as it is read).
@@ -85,12 +100,20 @@ struct HttpServer::Impl {
     const Tokenizer& tok = *model.tokenizer;
     std::vector<int32_t> ids;
     if (req.chat) {
-      const std::string tmpl = model.file->get_string("tokenizer.chat_template", "");
-      auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
-      ChatPrompt p = render_chat(req.messages, tmpl, text_of(tok.bos()), text_of(tok.eos()));
+      ChatPrompt p;
+      try {
+        p = chat_template.apply(req.messages);
+      } catch (const ChatTemplateRefusal& e) {
+        throw ApiError(400, e.what(), "messages");
+      } catch (const std::runtime_error& e) {
+        throw ApiError(400, e.what(), "messages");
+      }
       for (auto& s : p.stop) req.generation.stop.push_back(std::move(s));
       check_fits_before_tokenizing(p.text, "messages");
-      ids = tok.encode(p.text, tok.add_bos_default(), /*parse_special=*/true);
+      // A template that writes the BOS itself ({{ bos_token }}) gets no second one.
+      const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string();
+      const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
+      ids = tok.encode(p.text, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
     } else if (!req.prompt_ids.empty()) {
       ids = req.prompt_ids;
       for (int32_t t : ids)
@@ -399,7 +422,7 @@ struct HttpServer::Impl {
       ServerProps p;
       p.model_path = model.file->path();
       p.model_name = options.model_name;
-      p.chat_template = model.file->get_string("tokenizer.chat_template", "");
+      p.chat_template = chat_template.source();
       p.total_slots = scheduler.n_slots();
       p.slot_context = scheduler.slot_context();
       p.max_tokens = options.defaults.max_tokens;
@@ -506,6 +529,8 @@ uint64_t server_ram_bytes(const ServerOptions& o) {
   return o.request_memory_bytes +
          static_cast<uint64_t>(c.worker_threads) * (head + kReadBufferBytes + kWorkerStackBytes);
 }
+
+const std::string& HttpServer::chat_template_name() const { return impl_->chat_template.name(); }
 
 HttpServer::HttpServer(const Model& model, Session& session, ServerOptions options)
     : impl_(std::make_unique<Impl>(model, session, std::move(options))) {

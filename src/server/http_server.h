@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "chat/chat_template.h"
 #include "model/model.h"
 #include "runtime/batch_scheduler.h"
 #include "runtime/session.h"
@@ -25,6 +26,7 @@ struct ServerOptions {
   int port = 8080;      // 0: any free port (tests)
   std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
   std::string model_name;
+  std::string chat_template;  // --chat-template NAME|FILE; empty: the model's own
   ServerDefaults defaults;
   size_t max_body_bytes = size_t{8} << 20;  // however it is sent (length, chunked)
   // Bodies and their parsed JSON held at once, all requests together (server/request_memory.h);
@@ -54,6 +56,8 @@ class HttpServer {
   // Ends listen(): requests still generating are cancelled at their next step (their clients'
   // connections close), so this returns promptly. Safe from a signal handler.
   void stop();
+  // The chat template in use: "gguf" (the model's), a built-in name or a file.
+  const std::string& chat_template_name() const;
   // Serves one connected socket on the calling thread until it closes (fuzzing, tests).
   void serve_connection(int sock);
 

@@ -16,7 +16,8 @@ nlohmann::json slots_json(const std::vector<SlotStatus>& slots, int64_t slot_con
 
 // llama-server's GET /props: the defaults a request without its own fields gets (with the
 // slots' context), the slot count, the model's path and name, its chat template
-// (tokenizer.chat_template; "" where the file has none) and what built strata.
+// (the Jinja source in use: the file's tokenizer.chat_template, --chat-template's, or the plain
+// transcript's) and what built strata.
 struct ServerProps {
   std::string model_path, model_name, chat_template;
   int64_t total_slots = 1, slot_context = 0, max_tokens = -1;

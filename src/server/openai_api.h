@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "runtime/generator.h"
-#include "server/chat_prompt.h"
+#include "chat/chat_template.h"
 
 namespace strata {
 

@@ -1,12 +1,13 @@
 // The OpenAI request validation (/v1/completions and /v1/chat/completions bodies) and the chat
-// prompt rendering on arbitrary bytes: a body parses into a request or is refused with
-// ApiError (status 400); nothing else may escape.
+// prompt rendering by every built-in template on arbitrary bytes: a body parses into a request or
+// is refused with ApiError (status 400); a template renders it or refuses it by its own
+// raise_exception; nothing else may escape.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include "server/chat_prompt.h"
+#include "chat/chat_template.h"
 #include "server/openai_api.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -16,8 +17,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
       const auto r = strata::parse_completion_request(body, chat, defaults);
       if (chat) {
-        for (const char* tmpl : {"", "<|im_start|>", "[INST]", "<|start_header_id|>", "<|user|>"})
-          strata::render_chat(r.messages, tmpl, "<s>", "</s>");
+        for (const auto& name : strata::ChatTemplate::builtin_names()) {
+          try {
+            strata::ChatTemplate::select(name, "", "<s>", "</s>").apply(r.messages);
+          } catch (const strata::ChatTemplateRefusal&) {  // the template's own policy
+          }
+        }
       }
     } catch (const strata::ApiError& e) {
       if (e.status != 400) std::abort();

@@ -1,0 +1,613 @@
+#include "chat/jinja_parser.h"
+
+#include <charconv>
+#include <set>
+
+namespace strata::jinja {
+
+namespace {
+
+constexpr int kMaxNesting = 200;  // deeper expressions or blocks are refused, not a stack overflow
+
+ExprPtr make(Expr::Kind kind, int line) {
+  auto e = std::make_unique<Expr>();
+  e->kind = kind;
+  e->line = line;
+  return e;
+}
+
+// One tag's tokens as an expression (or a statement's parts).
+class ExprParser {
+ public:
+  explicit ExprParser(const std::vector<Token>& tokens) : t_(tokens) {}
+
+  const Token& peek(size_t ahead = 0) const {
+    return t_[std::min(i_ + ahead, t_.size() - 1)];
+  }
+  bool at_end() const { return peek().type == Token::Type::End; }
+  bool is_op(const char* op, size_t ahead = 0) const {
+    return peek(ahead).type == Token::Type::Op && peek(ahead).text == op;
+  }
+  bool is_name(const char* name, size_t ahead = 0) const {
+    return peek(ahead).type == Token::Type::Name && peek(ahead).text == name;
+  }
+  bool skip_op(const char* op) {
+    if (!is_op(op)) return false;
+    ++i_;
+    return true;
+  }
+  bool skip_name(const char* name) {
+    if (!is_name(name)) return false;
+    ++i_;
+    return true;
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    const Token& t = peek();
+    const std::string got = t.type == Token::Type::End ? "the end of the tag" : "'" + t.text + "'";
+    throw Error(what + ", got " + got, t.line);
+  }
+  void expect_op(const char* op) {
+    if (!skip_op(op)) fail(std::string("expected '") + op + "'");
+  }
+  std::string expect_name() {
+    if (peek().type != Token::Type::Name) fail("expected a name");
+    return t_[i_++].text;
+  }
+  void expect_end() {
+    if (!at_end()) fail("expected the end of the tag");
+  }
+
+  // expression, with `a if b else c`.
+  ExprPtr expression(bool with_condition = true) {
+    Depth d(*this);
+    ExprPtr e = or_expr();
+    while (with_condition && is_name("if")) {
+      const int line = peek().line;
+      ++i_;
+      auto cond = make(Expr::Kind::Cond, line);
+      cond->a = std::move(e);
+      cond->b = or_expr();
+      if (skip_name("else")) cond->c = expression();
+      e = std::move(cond);
+    }
+    return e;
+  }
+
+  // Comma-separated expressions make a tuple ({{ a, b }}, `for x in a, b`).
+  ExprPtr tuple(bool with_condition = true) {
+    const int line = peek().line;
+    ExprPtr first = expression(with_condition);
+    if (!is_op(",")) return first;
+    auto t = make(Expr::Kind::Tuple, line);
+    t->items.push_back(std::move(first));
+    while (skip_op(",")) {
+      if (at_end() || is_op(")") || is_name("if")) break;
+      t->items.push_back(expression(with_condition));
+    }
+    return t;
+  }
+
+  // `name(args)` of a filter block, as a Filter whose operand (a) the renderer supplies.
+  ExprPtr filter_call() {
+    auto f = make(Expr::Kind::Filter, peek().line);
+    f->name = expect_name();
+    if (is_op("(")) arguments(*f);
+    return f;
+  }
+
+  // Names for `for` and `set`: a, b or (a, b).
+  std::vector<std::string> targets() {
+    std::vector<std::string> names;
+    const bool paren = skip_op("(");
+    do {
+      names.push_back(expect_name());
+    } while (skip_op(","));
+    if (paren) expect_op(")");
+    return names;
+  }
+
+ private:
+  struct Depth {
+    explicit Depth(ExprParser& p) : p_(p) {
+      if (++p_.depth_ > kMaxNesting) throw Error("expression nested too deeply", p_.peek().line);
+    }
+    ~Depth() { --p_.depth_; }
+    ExprParser& p_;
+  };
+
+  ExprPtr binary(Expr::Kind kind, ExprPtr a, ExprPtr b, int line, std::string name = "") {
+    auto e = make(kind, line);
+    e->a = std::move(a);
+    e->b = std::move(b);
+    e->name = std::move(name);
+    return e;
+  }
+
+  ExprPtr or_expr() {
+    ExprPtr e = and_expr();
+    while (is_name("or")) {
+      const int line = peek().line;
+      ++i_;
+      e = binary(Expr::Kind::Or, std::move(e), and_expr(), line);
+    }
+    return e;
+  }
+
+  ExprPtr and_expr() {
+    ExprPtr e = not_expr();
+    while (is_name("and")) {
+      const int line = peek().line;
+      ++i_;
+      e = binary(Expr::Kind::And, std::move(e), not_expr(), line);
+    }
+    return e;
+  }
+
+  ExprPtr not_expr() {
+    if (is_name("not")) {
+      Depth d(*this);
+      auto e = make(Expr::Kind::Not, peek().line);
+      ++i_;
+      e->a = not_expr();
+      return e;
+    }
+    return compare();
+  }
+
+  ExprPtr compare() {
+    const int line = peek().line;
+    ExprPtr first = add();
+    auto cmp = make(Expr::Kind::Compare, line);
+    while (true) {
+      std::string op;
+      if (peek().type == Token::Type::Op &&
+          (peek().text == "==" || peek().text == "!=" || peek().text == "<" ||
+           peek().text == ">" || peek().text == "<=" || peek().text == ">=")) {
+        op = peek().text;
+        ++i_;
+      } else if (is_name("in")) {
+        op = "in";
+        ++i_;
+      } else if (is_name("not") && is_name("in", 1)) {
+        op = "notin";
+        i_ += 2;
+      } else {
+        break;
+      }
+      cmp->ops.push_back(op);
+      cmp->items.push_back(add());
+    }
+    if (cmp->ops.empty()) return first;
+    cmp->a = std::move(first);
+    return cmp;
+  }
+
+  ExprPtr add() {
+    ExprPtr e = concat();
+    while (is_op("+") || is_op("-")) {
+      const Token& op = t_[i_++];
+      e = binary(Expr::Kind::Binary, std::move(e), concat(), op.line, op.text);
+    }
+    return e;
+  }
+
+  ExprPtr concat() {
+    ExprPtr e = mul();
+    while (is_op("~")) {
+      const int line = t_[i_++].line;
+      e = binary(Expr::Kind::Binary, std::move(e), mul(), line, "~");
+    }
+    return e;
+  }
+
+  ExprPtr mul() {
+    ExprPtr e = pow();
+    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      const Token& op = t_[i_++];
+      e = binary(Expr::Kind::Binary, std::move(e), pow(), op.line, op.text);
+    }
+    return e;
+  }
+
+  ExprPtr pow() {
+    ExprPtr e = unary(true);
+    while (is_op("**")) {
+      const int line = t_[i_++].line;
+      e = binary(Expr::Kind::Binary, std::move(e), unary(true), line, "**");
+    }
+    return e;
+  }
+
+  ExprPtr unary(bool with_filter) {
+    Depth d(*this);
+    ExprPtr e;
+    if (is_op("-") || is_op("+")) {
+      e = make(is_op("-") ? Expr::Kind::Neg : Expr::Kind::Pos, peek().line);
+      ++i_;
+      e->a = unary(false);
+    } else {
+      e = postfix(primary());
+    }
+    if (with_filter) return filters(std::move(e));
+    return e;
+  }
+
+  ExprPtr primary() {
+    const Token& t = peek();
+    switch (t.type) {
+      case Token::Type::Name: {
+        ++i_;
+        if (t.text == "true" || t.text == "True") return literal(Value(true), t.line);
+        if (t.text == "false" || t.text == "False") return literal(Value(false), t.line);
+        if (t.text == "none" || t.text == "None") return literal(Value::none(), t.line);
+        auto e = make(Expr::Kind::Name, t.line);
+        e->name = t.text;
+        return e;
+      }
+      case Token::Type::String: {
+        std::string s;
+        while (peek().type == Token::Type::String) s += t_[i_++].text;  // 'a' 'b' is 'ab'
+        return literal(Value(std::move(s)), t.line);
+      }
+      case Token::Type::Int: {
+        ++i_;
+        int64_t v = 0;
+        const auto r = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+        if (r.ec != std::errc()) throw Error("integer " + t.text + " is too large", t.line);
+        return literal(Value(v), t.line);
+      }
+      case Token::Type::Float: {
+        ++i_;
+        return literal(Value(std::stod(t.text)), t.line);
+      }
+      case Token::Type::Op:
+        if (skip_op("(")) {
+          if (skip_op(")")) return make(Expr::Kind::Tuple, t.line);
+          ExprPtr e = tuple();
+          expect_op(")");
+          return e;
+        }
+        if (skip_op("[")) {
+          auto e = make(Expr::Kind::List, t.line);
+          while (!is_op("]")) {
+            e->items.push_back(expression());
+            if (!skip_op(",")) break;
+          }
+          expect_op("]");
+          return e;
+        }
+        if (skip_op("{")) {
+          auto e = make(Expr::Kind::Dict, t.line);
+          while (!is_op("}")) {
+            e->items.push_back(expression());
+            expect_op(":");
+            e->items.push_back(expression());
+            if (!skip_op(",")) break;
+          }
+          expect_op("}");
+          return e;
+        }
+        break;
+      case Token::Type::End: break;
+    }
+    fail("expected an expression");
+  }
+
+  static ExprPtr literal(Value v, int line) {
+    auto e = make(Expr::Kind::Literal, line);
+    e->literal = std::move(v);
+    return e;
+  }
+
+  ExprPtr postfix(ExprPtr e) {
+    while (true) {
+      if (is_op(".")) {
+        const int line = t_[i_++].line;
+        auto a = make(Expr::Kind::Attr, line);
+        if (peek().type == Token::Type::Int) {  // x.0 is x[0]
+          a->kind = Expr::Kind::Item;
+          a->b = literal(Value(static_cast<int64_t>(std::stoll(t_[i_++].text))), line);
+        } else {
+          a->name = expect_name();
+        }
+        a->a = std::move(e);
+        e = std::move(a);
+      } else if (is_op("[")) {
+        e = subscript(std::move(e));
+      } else if (is_op("(")) {
+        e = call(std::move(e));
+      } else {
+        return e;
+      }
+    }
+  }
+
+  ExprPtr subscript(ExprPtr target) {
+    const int line = t_[i_++].line;  // '['
+    std::vector<ExprPtr> parts(3);
+    size_t part = 0;
+    bool slice = false;
+    while (!is_op("]")) {
+      if (skip_op(":")) {
+        slice = true;
+        if (++part > 2) fail("expected ']'");
+        continue;
+      }
+      if (parts[part]) fail("expected ':' or ']'");
+      parts[part] = expression();
+    }
+    expect_op("]");
+    if (!slice && !parts[0]) throw Error("an empty subscript", line);
+    auto e = make(slice ? Expr::Kind::Slice : Expr::Kind::Item, line);
+    e->a = std::move(target);
+    if (slice) {
+      e->items = std::move(parts);
+    } else {
+      e->b = std::move(parts[0]);
+    }
+    return e;
+  }
+
+  // Arguments in parentheses into e->items / e->keywords.
+  void arguments(Expr& e) {
+    expect_op("(");
+    while (!is_op(")")) {
+      if (peek().type == Token::Type::Name && is_op("=", 1)) {
+        e.keywords.push_back(t_[i_].text);
+        i_ += 2;
+        e.items.push_back(expression());
+      } else {
+        if (!e.keywords.empty()) fail("a positional argument after a keyword argument");
+        e.items.push_back(expression());
+      }
+      if (!skip_op(",")) break;
+    }
+    expect_op(")");
+  }
+
+  ExprPtr call(ExprPtr target) {
+    auto e = make(Expr::Kind::Call, peek().line);
+    e->a = std::move(target);
+    arguments(*e);
+    return e;
+  }
+
+  ExprPtr filters(ExprPtr e) {
+    while (true) {
+      if (is_op("|")) {
+        const int line = t_[i_++].line;
+        auto f = make(Expr::Kind::Filter, line);
+        f->name = expect_name();
+        while (is_op(".")) {  // dotted filter names
+          ++i_;
+          f->name += '.';
+          f->name += expect_name();
+        }
+        f->a = std::move(e);
+        if (is_op("(")) arguments(*f);
+        e = std::move(f);
+      } else if (is_name("is")) {
+        const int line = t_[i_++].line;
+        auto t = make(Expr::Kind::Test, line);
+        t->negated = skip_name("not");
+        t->name = expect_name();
+        t->a = std::move(e);
+        if (is_op("(")) {
+          arguments(*t);
+        } else if (starts_bare_argument()) {
+          t->items.push_back(postfix(primary()));
+        }
+        e = std::move(t);
+      } else if (is_op("(")) {
+        e = call(std::move(e));
+      } else {
+        return e;
+      }
+    }
+  }
+
+  // `x is divisibleby 3`: a test's one argument without parentheses.
+  bool starts_bare_argument() const {
+    const Token& t = peek();
+    if (t.type == Token::Type::String || t.type == Token::Type::Int ||
+        t.type == Token::Type::Float)
+      return true;
+    if (t.type == Token::Type::Op) return t.text == "[" || t.text == "{";
+    if (t.type != Token::Type::Name) return false;
+    static const std::set<std::string> stops = {"else", "or", "and", "if", "in", "not", "is"};
+    return !stops.count(t.text);
+  }
+
+  const std::vector<Token>& t_;
+  size_t i_ = 0;
+  int depth_ = 0;
+};
+
+// Pieces into statements.
+class StatementParser {
+ public:
+  explicit StatementParser(const std::vector<Piece>& pieces) : p_(pieces) {}
+
+  Body document() {
+    std::string end;
+    Body body = block({}, end);
+    return body;
+  }
+
+ private:
+  // Statements up to one of `ends` (a tag's first word), which it returns in `end`.
+  Body block(const std::set<std::string>& ends, std::string& end, int depth = 0) {
+    if (depth > kMaxNesting) throw Error("blocks nested too deeply", line());
+    const int opened = i_ > 0 ? p_[i_ - 1].line : 0;  // the tag this block belongs to
+    Body body;
+    while (i_ < p_.size()) {
+      const Piece& piece = p_[i_];
+      if (piece.type == Piece::Type::Text) {
+        auto n = node(Node::Kind::Text, piece.line);
+        n->text = piece.text;
+        body.push_back(std::move(n));
+        ++i_;
+        continue;
+      }
+      if (piece.type == Piece::Type::Output) {
+        ExprParser e(piece.tokens);
+        auto n = node(Node::Kind::Output, piece.line);
+        n->expr = e.tuple();
+        e.expect_end();
+        body.push_back(std::move(n));
+        ++i_;
+        continue;
+      }
+      if (piece.tokens.front().type != Token::Type::Name)
+        throw Error("a statement must start with a tag name", piece.line);
+      const std::string& tag = piece.tokens.front().text;
+      if (ends.count(tag)) {
+        end = tag;
+        return body;
+      }
+      body.push_back(statement(tag, depth));
+    }
+    for (const auto& e : ends)
+      if (e.rfind("end", 0) == 0)
+        throw Error("the block opened here is never closed: expected " + e, opened);
+    return body;
+  }
+
+  int line() const { return i_ < p_.size() ? p_[i_].line : (p_.empty() ? 0 : p_.back().line); }
+
+  static std::unique_ptr<Node> node(Node::Kind kind, int line) {
+    auto n = std::make_unique<Node>();
+    n->kind = kind;
+    n->line = line;
+    return n;
+  }
+
+  // Parses the tag at i_ (its first word `tag`) and what it encloses.
+  std::unique_ptr<Node> statement(const std::string& tag, int depth) {
+    const Piece& piece = p_[i_++];
+    ExprParser e(piece.tokens);
+    e.expect_name();
+    std::string end;
+    if (tag == "if") {
+      auto n = node(Node::Kind::If, piece.line);
+      n->conditions.push_back(e.expression());
+      e.expect_end();
+      while (true) {
+        n->bodies.push_back(block({"elif", "else", "endif"}, end, depth + 1));
+        const Piece& at = p_[i_++];
+        ExprParser branch(at.tokens);
+        branch.expect_name();
+        if (end == "elif") {
+          n->conditions.push_back(branch.expression());
+          branch.expect_end();
+          continue;
+        }
+        branch.expect_end();
+        if (end == "else") {
+          n->else_body = block({"endif"}, end, depth + 1);
+          ExprParser closing(p_[i_++].tokens);
+          closing.expect_name();
+          closing.expect_end();
+        }
+        return n;
+      }
+    }
+    if (tag == "for") {
+      auto n = node(Node::Kind::For, piece.line);
+      n->targets = e.targets();
+      if (!e.skip_name("in")) e.fail("expected 'in'");
+      n->expr = e.tuple(/*with_condition=*/false);
+      if (e.skip_name("if")) n->filter = e.expression();
+      if (e.is_name("recursive")) e.fail("recursive loops are not supported");
+      e.expect_end();
+      n->body = block({"else", "endfor"}, end, depth + 1);
+      ExprParser closing(p_[i_++].tokens);
+      closing.expect_name();
+      closing.expect_end();
+      if (end == "else") {
+        n->else_body = block({"endfor"}, end, depth + 1);
+        ExprParser c2(p_[i_++].tokens);
+        c2.expect_name();
+        c2.expect_end();
+      }
+      return n;
+    }
+    if (tag == "set") {
+      auto n = node(Node::Kind::Set, piece.line);
+      if (e.peek().type == Token::Type::Name && e.is_op(".", 1)) {  // set ns.attr = value
+        auto obj = make(Expr::Kind::Name, piece.line);
+        obj->name = e.expect_name();
+        e.expect_op(".");
+        n->target_object = std::move(obj);
+        n->attribute = e.expect_name();
+      } else {
+        n->targets = e.targets();
+      }
+      if (e.at_end()) {  // {% set x %}...{% endset %}
+        if (n->target_object || n->targets.size() != 1)
+          throw Error("a block set takes one name", piece.line);
+        n->kind = Node::Kind::SetBlock;
+        n->body = block({"endset"}, end, depth + 1);
+        ExprParser closing(p_[i_++].tokens);
+        closing.expect_name();
+        closing.expect_end();
+        return n;
+      }
+      e.expect_op("=");
+      n->expr = e.tuple();
+      e.expect_end();
+      return n;
+    }
+    if (tag == "macro") {
+      auto n = node(Node::Kind::Macro, piece.line);
+      n->text = e.expect_name();
+      e.expect_op("(");
+      while (!e.is_op(")")) {
+        n->targets.push_back(e.expect_name());
+        n->defaults.push_back(e.skip_op("=") ? e.expression() : nullptr);
+        if (!e.skip_op(",")) break;
+      }
+      e.expect_op(")");
+      e.expect_end();
+      n->body = block({"endmacro"}, end, depth + 1);
+      ExprParser closing(p_[i_++].tokens);
+      closing.expect_name();
+      if (closing.peek().type == Token::Type::Name) closing.expect_name();  // endmacro name
+      closing.expect_end();
+      return n;
+    }
+    if (tag == "filter") {  // {% filter name(args) %}...{% endfilter %}
+      auto n = node(Node::Kind::FilterBlock, piece.line);
+      n->expr = e.filter_call();
+      e.expect_end();
+      n->body = block({"endfilter"}, end, depth + 1);
+      ExprParser closing(p_[i_++].tokens);
+      closing.expect_name();
+      closing.expect_end();
+      return n;
+    }
+    if (tag == "generation") {
+      e.expect_end();
+      auto n = node(Node::Kind::Generation, piece.line);
+      n->body = block({"endgeneration"}, end, depth + 1);
+      ExprParser closing(p_[i_++].tokens);
+      closing.expect_name();
+      closing.expect_end();
+      return n;
+    }
+    if (tag == "break" || tag == "continue") {
+      e.expect_end();
+      return node(tag == "break" ? Node::Kind::Break : Node::Kind::Continue, piece.line);
+    }
+    throw Error("unsupported or unexpected tag '" + tag + "'", piece.line);
+  }
+
+  const std::vector<Piece>& p_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
+Body parse(const std::vector<Piece>& pieces) { return StatementParser(pieces).document(); }
+
+}  // namespace strata::jinja

@@ -1,0 +1,32 @@
+// The Jinja engine on arbitrary templates: each parses and renders (on a fixed conversation) or
+// fails with jinja::Error; nothing else may escape, and the engine's bounds keep every input
+// fast (no hang, no unbounded memory).
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "chat/jinja.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size > 4096) return 0;  // templates are short; longer inputs only slow the search
+  const std::string source(reinterpret_cast<const char*>(data), size);
+  using namespace strata::jinja;
+  try {
+    const Template t(source);
+    List messages;
+    for (const char* role : {"system", "user", "assistant", "user"}) {
+      Dict m;
+      m.set("role", Value(role));
+      m.set("content", Value(std::string("Hello, ") + role));
+      messages.emplace_back(std::move(m));
+    }
+    Dict context;
+    context.set("messages", Value(std::move(messages)));
+    context.set("add_generation_prompt", Value(true));
+    context.set("bos_token", Value("<s>"));
+    context.set("eos_token", Value("</s>"));
+    (void)t.render(context);
+  } catch (const Error&) {  // RaisedException included
+  }
+  return 0;
+}

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "chat/jinja_value.h"
+#include "model/unicode.h"
 
 namespace strata::jinja {
 
@@ -27,7 +28,7 @@ std::string normalize(const std::string& s) {
   return out;
 }
 
-void append_utf8(std::string& out, uint32_t c) { out += utf8(std::u32string(1, static_cast<char32_t>(c))); }
+void append_utf8(std::string& out, uint32_t c) { out += encode_utf8(c); }
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';

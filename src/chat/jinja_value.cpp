@@ -6,6 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "model/unicode.h"
+
 namespace strata::jinja {
 
 const Value* Dict::find(const std::string& key) const {
@@ -283,7 +285,7 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20 || (ensure_ascii && c > 0x7e && c < 0x10000)) {
+        if (c < 0x20 || (ensure_ascii && c > 0x7f && c < 0x10000)) {
           out += fmt::format("\\u{:04x}", static_cast<uint32_t>(c));
         } else if (ensure_ascii && c >= 0x10000) {
           const uint32_t v = static_cast<uint32_t>(c) - 0x10000;
@@ -365,41 +367,13 @@ std::string to_json(const Value& v, const JsonStyle& style) {
 std::u32string code_points(const std::string& s) {
   std::u32string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    const int len = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + static_cast<size_t>(len) > s.size()) {  // not UTF-8: the byte as is
-      out += static_cast<char32_t>(b);
-      ++i;
-      continue;
-    }
-    char32_t c = len == 1 ? b : b & (0x7f >> len);
-    for (int k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-    out += c;
-    i += static_cast<size_t>(len);
-  }
+  for (const Utf8Char& c : split_utf8(s)) out += static_cast<char32_t>(c.codepoint);
   return out;
 }
 
 std::string utf8(const std::u32string& s) {
   std::string out;
-  for (char32_t c : s) {
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xc0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xe0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    }
-  }
+  for (char32_t c : s) out += encode_utf8(static_cast<uint32_t>(c));
   return out;
 }
 

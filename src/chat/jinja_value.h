@@ -166,7 +166,8 @@ struct JsonStyle {
 };
 std::string to_json(const Value& v, const JsonStyle& style);
 
-// UTF-8 text as code points and back (Python indexes strings by code point).
+// UTF-8 text as code points and back (Python indexes strings by code point); an invalid byte
+// reads as U+FFFD.
 std::u32string code_points(const std::string& s);
 std::string utf8(const std::u32string& s);
 

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "runtime/completion_text.h"
+#include "runtime/grammar_constraint.h"
 #include "runtime/sampler.h"
 
 namespace strata {
@@ -71,7 +72,10 @@ struct BatchScheduler::Sequence {
         slot(s),
         sampler(sampling_for(job->request.params.sampling, c)),
         text(tok, job->request.params.stop),
-        history(job->request.prompt) {}
+        history(job->request.prompt) {
+    if (job->request.params.grammar)
+      constraint = std::make_unique<GrammarConstraint>(job->request.params.grammar, tok);
+  }
   static SamplerParams sampling_for(SamplerParams p, int choice) {
     p.seed += static_cast<uint64_t>(choice);
     return p;
@@ -83,6 +87,7 @@ struct BatchScheduler::Sequence {
   std::shared_ptr<Job> job;
   int choice, slot;
   Sampler sampler;
+  std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, if any
   CompletionText text;
   std::vector<int32_t> history;  // prompt and generated tokens (the repetition penalty's)
   // Logprobs of generated tokens whose text is not delivered yet (held back: a partial
@@ -352,14 +357,14 @@ void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
   // A limit of 0 tokens: the prompt was evaluated (its KV entries kept for the next request),
   // and nothing is sampled.
   if (p.max_tokens == 0) return finish(s, "length");
-  const int32_t next = s.sampler.sample(logits, s.history);
-  if (next == tok.eos()) return finish(s, "stop");
+  const int32_t next = s.sampler.sample(logits, s.history, s.constraint.get());
+  if (next < 0 || next == tok.eos()) return finish(s, "stop");  // < 0: the grammar allows nothing
   if (p.logprobs >= 0) s.pending.push_back(token_logprob(logits, next, p.logprobs));
   s.history.push_back(next);
   ++s.result.completion_tokens;
   const bool stopped = s.text.add(next);
   deliver(s, s.text.take());
-  if (stopped) return finish(s, "stop");
+  if (stopped || (s.constraint && s.constraint->finished())) return finish(s, "stop");
   if (p.max_tokens >= 0 && s.result.completion_tokens >= p.max_tokens) return finish(s, "length");
   if (session_.n_past(s.slot) >= session_.n_ctx()) return finish(s, "length");
   s.next = next;

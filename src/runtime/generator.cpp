@@ -1,5 +1,7 @@
 #include "runtime/generator.h"
 
+#include "runtime/grammar_constraint.h"
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -50,6 +52,8 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
   r.prompt_s = prompt_timer.seconds();
 
   Sampler sampler(params.sampling);
+  std::unique_ptr<GrammarConstraint> constraint;
+  if (params.grammar) constraint = std::make_unique<GrammarConstraint>(params.grammar, tok);
   std::vector<int32_t> history = prompt;
   CompletionText text(tok, params.stop);
   Timer decode_timer;
@@ -59,14 +63,14 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
     if (!piece.empty() && on_text && !on_text(piece)) r.cancelled = true;
   };
   while (params.max_tokens < 0 || r.completion_tokens < params.max_tokens) {
-    const int32_t next = sampler.sample(logits, history);
-    if (next == tok.eos()) {
+    const int32_t next = sampler.sample(logits, history, constraint.get());
+    if (next < 0 || next == tok.eos()) {  // < 0: the grammar allows nothing
       r.finish_reason = "stop";
       break;
     }
     history.push_back(next);
     ++r.completion_tokens;
-    const bool stopped = text.add(next);
+    const bool stopped = text.add(next) || (constraint && constraint->finished());
     emit();
     if (stopped) {
       r.finish_reason = "stop";

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 
 #include "model/model.h"
 #include "runtime/completion_text.h"
+#include "runtime/grammar.h"
 #include "runtime/sampler.h"
 #include "runtime/token_logprobs.h"
 #include "runtime/session.h"
@@ -26,6 +28,9 @@ struct GenerationParams {
   // >= 0: each generated token's log-probability and this many alternatives
   // (runtime/token_logprobs.h; the batch scheduler reports them); -1: none.
   int logprobs = -1;
+  // Set: every token keeps the text within this grammar (response_format, grammar), EOS only
+  // where the grammar may end; generation stops where it must end.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct GenerationResult {

@@ -18,7 +18,27 @@ double Sampler::next_uniform() {
   return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history,
+                        TokenConstraint* constraint) {
+  int32_t t = draw(logits, history);
+  if (!constraint) return t;
+  if (!constraint->allows(t)) {
+    constraint->mask(allowed_);
+    masked_.assign(logits.begin(), logits.end());
+    bool any = false;
+    for (size_t i = 0; i < masked_.size(); ++i) {
+      if (!allowed_[i]) masked_[i] = -INFINITY;
+      any = any || allowed_[i];
+    }
+    if (!any) return -1;
+    t = draw(masked_, history);
+    if (!allowed_[static_cast<size_t>(t)]) return -1;  // every allowed token was banned (-inf bias)
+  }
+  constraint->accept(t);
+  return t;
+}
+
+int32_t Sampler::draw(std::span<const float> logits, std::span<const int32_t> history) {
   candidates_.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) candidates_[i] = {logits[i], static_cast<int32_t>(i)};
   for (const auto& [id, bias] : params_.logit_bias)

@@ -1,5 +1,8 @@
 #include "server/openai_api.h"
 
+#include "chat/json_schema_grammar.h"
+#include "runtime/grammar.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -190,6 +193,66 @@ json error_body(int status, const std::string& message, const std::string& param
             {"code", code.empty() ? json() : json(code)}}}};
 }
 
+// The grammar one of response_format (json_object, json_schema), llama.cpp's json_schema or
+// its grammar (GBNF) asks for, compiled; none for plain text. A schema keyword strata cannot
+// enforce, or a grammar that does not compile, is a 400 naming it.
+void read_output_format(const std::string& text, const json& body, GenerationParams& g) {
+  const char* given = nullptr;
+  for (const char* key : {"response_format", "json_schema", "grammar"}) {
+    if (!present(body, key)) continue;
+    if (key == std::string("response_format") && body[key].is_object() &&
+        body[key].value("type", json()) == "text")
+      continue;  // plain text: what strata gives anyway
+    if (given) bad(key, fmt::format("give one of '{}' and '{}', not both", given, key));
+    given = key;
+  }
+  if (!given) return;
+  const std::string key = given;
+  std::string gbnf;
+  // Schemas are read again keeping their keys' order: properties are written in that order.
+  auto schema_at = [&](auto&& path) {
+    const auto ordered = nlohmann::ordered_json::parse(text);
+    const nlohmann::ordered_json* s = &ordered;
+    for (const char* k : path) s = &(*s)[k];
+    return *s;
+  };
+  try {
+    if (key == "grammar") {
+      if (!body[key].is_string()) bad(key, "'grammar' must be a string (GBNF)");
+      gbnf = body[key].get<std::string>();
+    } else if (key == "json_schema") {
+      if (!body[key].is_object()) bad(key, "'json_schema' must be a JSON schema (an object)");
+      gbnf = json_schema_grammar(schema_at(std::vector<const char*>{"json_schema"}));
+    } else {
+      const json& f = body[key];
+      const std::string type = f.is_object() && f.contains("type") && f["type"].is_string()
+                                   ? f["type"].get<std::string>()
+                                   : "";
+      if (type == "json_object") {
+        gbnf = f.contains("schema")
+                   ? json_schema_grammar(schema_at(std::vector<const char*>{"response_format", "schema"}))
+                   : json_object_grammar();
+      } else if (type == "json_schema") {
+        if (!f.contains("json_schema") || !f["json_schema"].is_object() ||
+            !f["json_schema"].contains("schema") || !f["json_schema"]["schema"].is_object())
+          bad("response_format",
+              "'response_format' of type json_schema needs {\"json_schema\": {\"schema\": {...}}}");
+        gbnf = json_schema_grammar(
+            schema_at(std::vector<const char*>{"response_format", "json_schema", "schema"}));
+      } else {
+        bad("response_format",
+            "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+            "{\"type\": \"json_schema\", \"json_schema\": {\"schema\": ...}}");
+      }
+    }
+    g.grammar = std::make_shared<const Grammar>(Grammar::parse(gbnf));
+  } catch (const SchemaError& e) {
+    bad(key, fmt::format("{} (keyword '{}')", e.what(), e.keyword()));
+  } catch (const Error& e) {
+    bad(key, e.what());
+  }
+}
+
 CompletionRequest parse_completion_request(const std::string& text, bool chat,
                                            const ServerDefaults& defaults) {
   json body;
@@ -269,17 +332,8 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
     if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
       bad(key, fmt::format("'{}' is not supported", key));
   if (present(body, "logit_bias")) g.sampling.logit_bias = parse_logit_bias(body["logit_bias"]);
-  // Constrained output would otherwise come back as plain text without a word: refused until
-  // grammar-constrained sampling exists. Plain text ({"type": "text"}) is what strata gives.
-  if (present(body, "response_format")) {
-    const json& f = body["response_format"];
-    if (!f.is_object() || f.value("type", json()) != "text")
-      bad("response_format",
-          "'response_format' other than {\"type\": \"text\"} is not supported (no JSON mode or "
-          "schema yet)");
-  }
-  for (const char* key : {"grammar", "json_schema", "function_call"})
-    if (present(body, key)) bad(key, fmt::format("'{}' is not supported", key));
+  read_output_format(text, body, g);
+  if (present(body, "function_call")) bad("function_call", "'function_call' is not supported");
   if (present(body, "tool_choice") &&
       !(body["tool_choice"].is_string() && body["tool_choice"].get<std::string>() == "none"))
     bad("tool_choice", "'tool_choice' other than \"none\" is not supported (no tools yet)");

@@ -1,0 +1,238 @@
+#include "chat/json_schema_grammar.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <vector>
+
+namespace strata {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int kMaxCount = 1000;  // minItems/maxItems/minLength/maxLength the grammar spells out
+
+// The primitive rules every schema grammar shares.
+constexpr const char* kPrimitives = R"(ws ::= | " "
+char ::= [^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+string ::= "\"" char* "\"" ws
+integer ::= "-"? ([0-9] | [1-9] [0-9]{0,15}) ws
+number ::= "-"? ([0-9] | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? ws
+boolean ::= ("true" | "false") ws
+null ::= "null" ws
+value ::= object | array | string | number | boolean | null
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array ::= "[" ws ( value ("," ws value)* )? "]" ws
+)";
+
+// A GBNF literal for text (quotes, backslashes and control characters escaped).
+std::string literal(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02X}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+class Converter {
+ public:
+  explicit Converter(const Json& root) : root_(root) {}
+
+  std::string run() {
+    const std::string top = visit(root_, "root");
+    std::string out = "root ::= " + top + "\n";
+    for (const auto& r : rules_) out += r + "\n";
+    return out + kPrimitives;
+  }
+
+ private:
+  [[noreturn]] static void refuse(const std::string& keyword, const std::string& why) {
+    throw SchemaError(keyword, fmt::format("the JSON schema's '{}' {}", keyword, why));
+  }
+
+  std::string add_rule(const std::string& hint, const std::string& body) {
+    std::string name;
+    for (char c : hint) name += (std::isalnum(static_cast<unsigned char>(c)) ? c : '-');
+    name = fmt::format("s{}-{}", rules_.size(), name.substr(0, 40));
+    rules_.push_back(name + " ::= " + body);
+    return name;
+  }
+
+  static int count(const Json& s, const char* key, int dflt) {
+    if (!s.contains(key)) return dflt;
+    const Json& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > kMaxCount)
+      refuse(key, fmt::format("must be an integer from 0 to {}", kMaxCount));
+    return static_cast<int>(v.get<int64_t>());
+  }
+
+  // `item` repeated from min to max times (max < 0: unbounded), separated by `sep`.
+  static std::string repeated(const std::string& item, const std::string& sep, int min, int max) {
+    if (max == 0) return "";
+    std::string first = item;
+    std::string rest = "(" + sep + " " + item + ")";
+    const std::string bounds = max < 0 ? fmt::format("{{{},}}", std::max(0, min - 1))
+                                       : fmt::format("{{{},{}}}", std::max(0, min - 1), max - 1);
+    const std::string seq = first + " " + rest + bounds;
+    return min == 0 ? "(" + seq + ")?" : seq;
+  }
+
+  std::string visit(const Json& s, const std::string& hint) {
+    if (s.is_boolean()) {
+      if (!s.get<bool>()) refuse("false", "schema accepts nothing");
+      return "value";
+    }
+    if (!s.is_object()) refuse(hint, "must be a schema (an object)");
+    static const std::set<std::string> annotations = {"title", "description", "default", "examples",
+                                                      "$schema", "$id", "$comment", "strict",
+                                                      "$defs", "definitions"};
+    static const std::set<std::string> known = {"type", "properties", "required", "additionalProperties",
+                                                "items", "minItems", "maxItems", "minLength", "maxLength",
+                                                "enum", "const", "anyOf", "$ref"};
+    for (auto it = s.begin(); it != s.end(); ++it)
+      if (!annotations.count(it.key()) && !known.count(it.key()))
+        refuse(it.key(), "is not a keyword strata can enforce");
+    if (s.contains("$ref")) return reference(s["$ref"]);
+    if (s.contains("const")) return add_rule(hint, literal(s["const"].dump()) + " ws");
+    if (s.contains("enum")) {
+      if (!s["enum"].is_array() || s["enum"].empty()) refuse("enum", "must be a non-empty array");
+      std::string alts;
+      for (const auto& v : s["enum"]) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
+      return add_rule(hint, "(" + alts + ") ws");
+    }
+    if (s.contains("anyOf")) {
+      if (!s["anyOf"].is_array() || s["anyOf"].empty()) refuse("anyOf", "must be a non-empty array");
+      std::string alts;
+      for (size_t i = 0; i < s["anyOf"].size(); ++i)
+        alts += (alts.empty() ? "" : " | ") + visit(s["anyOf"][i], hint + "-" + std::to_string(i));
+      return add_rule(hint, alts);
+    }
+    if (!s.contains("type")) {
+      if (s.contains("properties")) return object(s, hint);
+      if (s.contains("items")) return array(s, hint);
+      return "value";  // no constraint: any JSON value
+    }
+    const Json& type = s["type"];
+    if (type.is_array()) {
+      std::string alts;
+      for (const auto& t : type) {
+        Json one = s;
+        one["type"] = t;
+        alts += (alts.empty() ? "" : " | ") + visit(one, hint);
+      }
+      if (alts.empty()) refuse("type", "is an empty list");
+      return add_rule(hint, alts);
+    }
+    if (!type.is_string()) refuse("type", "must be a string or a list of them");
+    const std::string t = type.get<std::string>();
+    if (t == "object") return object(s, hint);
+    if (t == "array") return array(s, hint);
+    if (t == "string") return string(s, hint);
+    if (t == "integer" || t == "number" || t == "boolean" || t == "null") return t;
+    refuse("type", fmt::format("'{}' is not a JSON type", t));
+  }
+
+  std::string reference(const Json& ref) {
+    if (!ref.is_string()) refuse("$ref", "must be a string");
+    const std::string r = ref.get<std::string>();
+    const auto it = refs_.find(r);
+    if (it != refs_.end()) return it->second;
+    std::string section, name;
+    for (const char* prefix : {"#/$defs/", "#/definitions/"})
+      if (r.rfind(prefix, 0) == 0) {
+        section = std::string(prefix).substr(2, std::string(prefix).size() - 3);
+        name = r.substr(std::string(prefix).size());
+      }
+    if (section.empty() || !root_.contains(section) || !root_[section].contains(name))
+      refuse("$ref", fmt::format("'{}' does not name a schema in #/$defs or #/definitions", r));
+    // The rule's name first, so a recursive schema refers to itself.
+    const std::string rule = fmt::format("ref-{}", refs_.size());
+    refs_[r] = rule;
+    rules_.push_back(rule + " ::= " + visit(root_[section][name], name));
+    return rule;
+  }
+
+  std::string string(const Json& s, const std::string& hint) {
+    const int min = count(s, "minLength", 0), max = count(s, "maxLength", -1);
+    if (max >= 0 && max < min) refuse("maxLength", "is below minLength");
+    if (min == 0 && max < 0) return "string";
+    const std::string bounds = max < 0 ? fmt::format("{{{},}}", min) : fmt::format("{{{},{}}}", min, max);
+    return add_rule(hint, "\"\\\"\" char" + bounds + " \"\\\"\" ws");
+  }
+
+  std::string array(const Json& s, const std::string& hint) {
+    const std::string item = s.contains("items") ? visit(s["items"], hint + "-item") : "value";
+    const int min = count(s, "minItems", 0), max = count(s, "maxItems", -1);
+    if (max >= 0 && max < min) refuse("maxItems", "is below minItems");
+    return add_rule(hint, "\"[\" ws " + repeated(item, "\",\" ws", min, max) + " \"]\" ws");
+  }
+
+  std::string object(const Json& s, const std::string& hint) {
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      if (!s["required"].is_array()) refuse("required", "must be an array of names");
+      for (const auto& r : s["required"]) {
+        if (!r.is_string()) refuse("required", "must be an array of names");
+        required.insert(r.get<std::string>());
+      }
+    }
+    const bool has_props = s.contains("properties");
+    if (has_props && !s["properties"].is_object()) refuse("properties", "must be an object");
+    if (s.contains("additionalProperties")) {
+      const Json& ap = s["additionalProperties"];
+      const bool none = ap.is_boolean() && !ap.get<bool>();
+      if (!none && has_props)
+        refuse("additionalProperties", "other than false beside properties is not enforced");
+      if (!none) {  // a map: any keys, values of one schema
+        const std::string v = ap.is_boolean() ? "value" : visit(ap, hint + "-value");
+        const std::string kv = "string \":\" ws " + v;
+        return add_rule(hint, "\"{\" ws " + repeated(kv, "\",\" ws", 0, -1) + " \"}\" ws");
+      }
+    }
+    std::vector<std::pair<std::string, bool>> props;  // rule of "key": value, required
+    if (has_props) {
+      for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
+        const std::string v = visit(it.value(), hint + "-" + it.key());
+        props.emplace_back(add_rule(hint + "-" + it.key() + "-kv", literal(Json(it.key()).dump()) + " ws \":\" ws " + v),
+                           required.count(it.key()) > 0);
+      }
+    }
+    for (const auto& r : required)
+      if (!has_props || !s["properties"].contains(r))
+        refuse("required", fmt::format("names '{}', which is not among the properties", r));
+    // In the schema's order; an optional property may be left out (commas only between).
+    // tail_i: what may follow once a property before i was written; head_i: nothing written yet.
+    const size_t n = props.size();
+    std::vector<std::string> tail(n + 1), head(n + 1);
+    for (size_t i = n; i-- > 0;) {
+      const auto& [kv, req] = props[i];
+      const std::string after = tail[i + 1].empty() ? "" : " " + tail[i + 1];
+      tail[i] = add_rule(hint + "-tail", req ? "\",\" ws " + kv + after
+                                             : "(\",\" ws " + kv + ")?" + after);
+      const std::string first = kv + after;
+      head[i] = add_rule(hint + "-head", req || head[i + 1].empty() ? (req ? first : "(" + first + ")?")
+                                                                 : first + " | " + head[i + 1]);
+    }
+    const std::string body = n == 0 ? "" : head[0] + " ";
+    return add_rule(hint, "\"{\" ws " + body + "\"}\" ws");
+  }
+
+  const Json& root_;
+  std::vector<std::string> rules_;
+  std::map<std::string, std::string> refs_;
+};
+
+}  // namespace
+
+std::string json_schema_grammar(const nlohmann::ordered_json& schema) { return Converter(schema).run(); }
+
+}  // namespace strata

@@ -8,7 +8,11 @@
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
+#include "chat/json_schema_grammar.h"
 #include "cli/sampling_flags.h"
+#include "core/input_file.h"
+#include "core/json_limits.h"
+#include "runtime/grammar_constraint.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "runtime/sampler.h"
@@ -29,6 +33,7 @@ struct RunOptions {
   bool no_bos = false;
   bool json = false;
   SamplerParams sampling;
+  std::string grammar, grammar_file, json_schema, json_schema_file;
   FfnFlags ffn;
 };
 
@@ -46,6 +51,11 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
   add_sampling_flags(cmd, o.sampling);
   cmd->add_option("-s,--seed", o.seed, "Random seed (-1: from the clock)")
       ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
+  cmd->add_option("--grammar", o.grammar, "GBNF grammar the output must follow");
+  cmd->add_option("--grammar-file", o.grammar_file, "File with a GBNF grammar");
+  cmd->add_option("-j,--json-schema", o.json_schema,
+                  "JSON schema the output must follow (a JSON text; {} for any JSON object)");
+  cmd->add_option("--json-schema-file", o.json_schema_file, "File with a JSON schema");
   cmd->add_flag("--no-bos", o.no_bos, "Do not add the BOS token");
   cmd->add_flag("--json", o.json, "Print the timing report as JSON on stderr");
   add_ffn_flags(cmd, o.ffn);
@@ -58,8 +68,8 @@ struct Generation {
 };
 
 // Streams the continuation of `prompt` to stdout until -n tokens, EOS or a full context.
-Generation generate(Session& session, Sampler& sampler, const Tokenizer& tok,
-                    const std::vector<int32_t>& prompt, const RunOptions& o) {
+Generation generate(Session& session, Sampler& sampler, GrammarConstraint* constraint,
+                    const Tokenizer& tok, const std::vector<int32_t>& prompt, const RunOptions& o) {
   Generation g;
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -70,13 +80,14 @@ Generation generate(Session& session, Sampler& sampler, const Tokenizer& tok,
   Timer decode_timer;
   bool context_full = false;
   while (o.n_predict < 0 || g.generated < o.n_predict) {
-    const int32_t next = sampler.sample(logits, history);
-    if (next == tok.eos()) break;
+    const int32_t next = sampler.sample(logits, history, constraint);
+    if (next < 0 || next == tok.eos()) break;  // < 0: the grammar allows no token
     history.push_back(next);
     ++g.generated;
     const std::string piece = tok.token_bytes(next);
     if (tok.has_text(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
+    if (constraint && constraint->finished()) break;
     if (session.n_past() >= session.n_ctx()) {
       context_full = true;
       break;
@@ -115,7 +126,38 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
   if (session.options().ffn != FfnMode::Dense) print_ffn_report(model, session, stderr);
 }
 
+// The grammar --grammar(-file) or --json-schema(-file) gives, compiled; none without them.
+std::shared_ptr<const Grammar> output_grammar(const RunOptions& o) {
+  const int given = !o.grammar.empty() + !o.grammar_file.empty() + !o.json_schema.empty() +
+                    !o.json_schema_file.empty();
+  if (given == 0) return nullptr;
+  if (given > 1) fail("give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
+  std::string gbnf = o.grammar;
+  if (!o.grammar_file.empty()) gbnf = read_regular_file(o.grammar_file, kMaxJsonFileBytes, "grammar");
+  std::string schema = o.json_schema, where = "--json-schema";
+  if (!o.json_schema_file.empty()) {
+    schema = read_regular_file(o.json_schema_file, kMaxJsonFileBytes, "JSON schema");
+    where = fmt::format("'{}'", o.json_schema_file);
+  }
+  if (!schema.empty()) {
+    nlohmann::ordered_json j;
+    try {
+      check_json_depth(measure_json(schema), where);
+      j = nlohmann::ordered_json::parse(schema);
+    } catch (const nlohmann::json::exception& e) {
+      fail("{} is not valid JSON: {}", where, e.what());
+    }
+    try {
+      gbnf = json_schema_grammar(j);
+    } catch (const SchemaError& e) {
+      fail("{}: {}", where, e.what());
+    }
+  }
+  return std::make_shared<const Grammar>(Grammar::parse(gbnf));
+}
+
 int run_generation(const RunOptions& o) {
+  const auto grammar = output_grammar(o);  // a bad grammar or schema fails before any loading
   Timer load_timer;
   const auto model = Model::load(o.model, true, o.mmap ? LoadMode::Map : LoadMode::Read);
   const double load_s = load_timer.seconds();
@@ -137,7 +179,9 @@ int run_generation(const RunOptions& o) {
   Session session(*model, n_ctx, *backend, planned.session);
   announce_plan(planned, o.ffn);
   Sampler sampler(sp);
-  const Generation g = generate(session, sampler, tok, prompt, o);
+  std::unique_ptr<GrammarConstraint> constraint;
+  if (grammar) constraint = std::make_unique<GrammarConstraint>(grammar, tok);
+  const Generation g = generate(session, sampler, constraint.get(), tok, prompt, o);
   report(g, prompt.size(), load_s, sp.seed, *model, session, o.json);
   return 0;
 }

@@ -111,8 +111,21 @@ bool GrammarConstraint::allows(int32_t token) const {
   if (token < 0 || token >= tok_.n_vocab() || !tok_.has_text(token)) return false;
   const std::string bytes = tok_.token_bytes(token);
   if (bytes.empty()) return false;
-  Cursor c = cursor_;
-  return feed(c, bytes);
+  auto c = std::make_unique<Cursor>(cursor_);
+  if (!feed(*c, bytes)) return false;
+  checked_token_ = token;
+  checked_ = std::move(c);
+  return true;
+}
+
+std::string GrammarConstraint::state_key() const {
+  std::string key = cursor_.pending;
+  key += '|';
+  for (const auto& stack : cursor_.state.stacks()) {
+    key.append(reinterpret_cast<const char*>(stack.data()), stack.size() * sizeof(GrammarPosition));
+    key += '|';
+  }
+  return key;
 }
 
 void GrammarConstraint::walk(int32_t node, const Cursor& c, std::vector<uint8_t>& allowed) const {
@@ -126,6 +139,11 @@ void GrammarConstraint::walk(int32_t node, const Cursor& c, std::vector<uint8_t>
 }
 
 void GrammarConstraint::mask(std::vector<uint8_t>& allowed) const {
+  const std::string key = state_key();
+  if (const auto it = masks_.find(key); it != masks_.end()) {
+    allowed = it->second;
+    return;
+  }
   allowed.assign(static_cast<size_t>(tok_.n_vocab()), 0);
   if (tok_.eos() >= 0 && allows(tok_.eos())) allowed[static_cast<size_t>(tok_.eos())] = 1;
   const auto& root = trie_->nodes[0];
@@ -134,12 +152,19 @@ void GrammarConstraint::mask(std::vector<uint8_t>& allowed) const {
     const char byte = static_cast<char>(b);
     if (feed(next, std::string_view(&byte, 1))) walk(child, next, allowed);
   }
+  if (masks_.size() >= 64) masks_.clear();  // bounded: a grammar with many states recomputes
+  masks_.emplace(key, allowed);
 }
 
 void GrammarConstraint::accept(int32_t token) {
   if (token == tok_.eos()) return;
-  if (!feed(cursor_, tok_.token_bytes(token)))
+  if (token == checked_token_ && checked_) {
+    cursor_ = std::move(*checked_);
+  } else if (!feed(cursor_, tok_.token_bytes(token))) {
     throw Error("internal: a token the grammar does not allow was accepted");
+  }
+  checked_token_ = -1;
+  checked_.reset();
 }
 
 bool GrammarConstraint::finished() const {

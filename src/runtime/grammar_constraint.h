@@ -6,6 +6,7 @@
 // vocabulary (built once per tokenizer and shared), so a rejected subtree costs one step.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -36,11 +37,19 @@ class GrammarConstraint : public TokenConstraint {
   };
   static bool feed(Cursor& c, std::string_view bytes);
   void walk(int32_t node, const Cursor& c, std::vector<uint8_t>& allowed) const;
+  std::string state_key() const;
 
   std::shared_ptr<const Grammar> grammar_;
   const Tokenizer& tok_;
   std::shared_ptr<const TokenTrie> trie_;
   Cursor cursor_;
+  // The cursor after the token allows() last checked and allowed: accept() of the same token
+  // (the sampler's usual order) takes it instead of feeding the bytes again.
+  mutable int32_t checked_token_ = -1;
+  mutable std::unique_ptr<Cursor> checked_;
+  // Masks of states met before: JSON keeps returning to the same few states (inside a string,
+  // after a comma), so the vocabulary is walked once per state, not once per rejected token.
+  mutable std::map<std::string, std::vector<uint8_t>> masks_;
 };
 
 }  // namespace strata

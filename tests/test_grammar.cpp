@@ -1,0 +1,256 @@
+// Grammar-constrained generation: GBNF parsing (errors named with their line), matching a code
+// point at a time against strings a grammar does and does not take, the JSON grammars, the
+// vocabulary mask against a token-by-token reference, and sampling under a constraint.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "chat/json_schema_grammar.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "model/unicode.h"
+#include "runtime/grammar.h"
+#include "runtime/grammar_constraint.h"
+#include "runtime/sampler.h"
+
+namespace strata {
+namespace {
+
+std::string shipped_model() { return std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf"; }
+
+// Whether the grammar takes the whole text (every code point, then the root may end).
+bool takes(const Grammar& g, const std::string& text) {
+  GrammarState s(g);
+  for (const Utf8Char& c : split_utf8(text))
+    if (!s.advance(c.codepoint)) return false;
+  return s.accepting();
+}
+
+std::string parse_error(const std::string& gbnf) {
+  try {
+    Grammar::parse(gbnf);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Grammar, ParsesGbnfAndMatchesWhatItDescribes) {
+  const Grammar g = Grammar::parse(R"(# a comment
+root ::= greeting " " name ("!" | "?")? tail
+greeting ::= "hi" | "héllo"
+name ::= [A-Z] [a-z]{1,3}
+tail ::= [0-9]* ("." [^\n]+)?
+)");
+  EXPECT_TRUE(takes(g, "hi Bob"));
+  EXPECT_TRUE(takes(g, "héllo Abcd!12.x y"));
+  EXPECT_TRUE(takes(g, "hi Al?"));
+  EXPECT_FALSE(takes(g, "hi B"));        // {1,3}: at least one lower-case letter
+  EXPECT_FALSE(takes(g, "hi Abcde"));    // at most three
+  EXPECT_FALSE(takes(g, "hello Bob"));   // é, not e
+  EXPECT_FALSE(takes(g, "hi Bob."));     // "." needs a character after it
+  EXPECT_FALSE(takes(g, "hi Bob.\n"));   // [^\n]
+  const Grammar any = Grammar::parse("root ::= .+");
+  EXPECT_TRUE(takes(any, "漢字🙂"));
+  EXPECT_FALSE(takes(any, ""));
+  // {m,} and {m}: bounds exactly.
+  const Grammar counts = Grammar::parse("root ::= \"a\"{2} \"b\"{1,}");
+  EXPECT_TRUE(takes(counts, "aab"));
+  EXPECT_TRUE(takes(counts, "aabbbb"));
+  EXPECT_FALSE(takes(counts, "ab"));
+  EXPECT_FALSE(takes(counts, "aaab"));
+}
+
+TEST(Grammar, JsonObjectGrammarTakesJsonAndNothingElse) {
+  const Grammar g = Grammar::parse(json_object_grammar());
+  for (const char* ok : {R"({})", R"({"a": 1})", R"({"a": [1, -2.5e3, "x\"y", true, null, {}]})",
+                         R"({"k":"\u00e9 ü"})", "{\n  \"a\": {\"b\": []}}"})
+    EXPECT_TRUE(takes(g, ok)) << ok;
+  for (const char* bad : {R"([])", R"({"a": 01})", R"({"a" 1})", R"({"a": tru})", R"({'a': 1})",
+                          R"({"a": 1,})", "{\"a\": \"\n\"}", R"({"a": 1})" "x"})
+    EXPECT_FALSE(takes(g, bad)) << bad;
+}
+
+TEST(Grammar, BadGrammarsAreRefusedNamingTheProblem) {
+  EXPECT_EQ(parse_error("rot ::= \"a\""), "the grammar has no 'root' rule");
+  EXPECT_EQ(parse_error("root ::= item"), "the grammar uses rule 'item' but never defines it");
+  EXPECT_EQ(parse_error("root ::= root \"a\" | \"b\""), "the grammar is left-recursive at rule 'root'");
+  EXPECT_EQ(parse_error("root ::= x\nx ::= y? x \"a\"\ny ::= \"b\""), "the grammar is left-recursive at rule 'x'");
+  EXPECT_EQ(parse_error("root ::= \"a\"\nroot ::= \"b\""), "grammar line 2: rule 'root' is defined twice");
+  EXPECT_EQ(parse_error("root ::= \"abc"), "grammar line 1: a literal is not closed");
+  EXPECT_EQ(parse_error("root ::= [a-"), "grammar line 1: a character class is not closed");
+  EXPECT_EQ(parse_error("root ::= [z-a]"), "grammar line 1: a character range ends below its start");
+  EXPECT_EQ(parse_error("root ::= (\"a\""), "grammar line 1: a group is not closed");
+  EXPECT_EQ(parse_error("\n\nroot = \"a\""), "grammar line 3: expected '::=' after 'root'");
+  EXPECT_EQ(parse_error("root ::= * \"a\""), "grammar line 1: '*' repeats nothing");
+  EXPECT_EQ(parse_error("root ::= \"a\"{3,1}"), "grammar line 1: a repetition's maximum is below its minimum");
+  EXPECT_EQ(parse_error("root ::= \"a\"{5000}"), "grammar line 1: a repetition count above 1000");
+  EXPECT_EQ(parse_error("root ::= \"\\q\""), "grammar line 1: unknown escape '\\q'");
+}
+
+// Every sentence of a schema's grammar that this test spells is valid for the schema, and the
+// grammar refuses what the schema refuses (a missing required key, a value of the wrong type).
+TEST(Grammar, JsonSchemaGrammarsTakeWhatTheSchemaAccepts) {
+  const auto grammar = [](const char* schema) {
+    return Grammar::parse(json_schema_grammar(nlohmann::ordered_json::parse(schema)));
+  };
+  const Grammar person = grammar(R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 4}, "age": {"type": "integer"},
+      "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2},
+      "nick": {"type": ["string", "null"]}}, "required": ["name", "age"]})");
+  EXPECT_TRUE(takes(person, R"({"name": "Bo", "age": 3})"));
+  EXPECT_TRUE(takes(person, R"({"name": "Bo", "age": -3, "tags": ["a", "b"], "nick": null})"));
+  EXPECT_TRUE(takes(person, R"({"name": "Bo", "age": 3, "nick": "x"})"));
+  EXPECT_FALSE(takes(person, R"({"age": 3})"));                        // name is required
+  EXPECT_FALSE(takes(person, R"({"name": "Bobby", "age": 3})"));       // maxLength 4
+  EXPECT_FALSE(takes(person, R"({"name": "Bo", "age": 3.5})"));        // an integer
+  EXPECT_FALSE(takes(person, R"({"name": "Bo", "age": 3, "tags": ["c"]})"));
+  EXPECT_FALSE(takes(person, R"({"name": "Bo", "age": 3, "tags": ["a", "a", "a"]})"));
+  EXPECT_FALSE(takes(person, R"({"name": "Bo", "age": 3, "other": 1})"));
+
+  const Grammar optional_first = grammar(R"({"properties": {"a": {"type": "boolean"},
+      "b": {"const": 7}}, "required": ["b"]})");
+  EXPECT_TRUE(takes(optional_first, R"({"b": 7})"));
+  EXPECT_TRUE(takes(optional_first, R"({"a": true, "b": 7})"));
+  EXPECT_FALSE(takes(optional_first, R"({, "b": 7})"));
+  EXPECT_FALSE(takes(optional_first, R"({"b": 8})"));
+
+  const Grammar tree = grammar(R"({"$ref": "#/$defs/node", "$defs": {"node": {"type": "object",
+      "properties": {"v": {"type": "number"}, "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+      "required": ["v"]}}})");
+  EXPECT_TRUE(takes(tree, R"({"v": 1, "kids": [{"v": 2.5}, {"v": 3, "kids": []}]})"));
+  EXPECT_FALSE(takes(tree, R"({"v": 1, "kids": [{}]})"));
+
+  const Grammar either = grammar(R"({"anyOf": [{"type": "integer"}, {"type": "array", "minItems": 2, "items": {"type": "null"}}]})");
+  EXPECT_TRUE(takes(either, "12"));
+  EXPECT_TRUE(takes(either, "[null, null]"));
+  EXPECT_FALSE(takes(either, "[null]"));
+}
+
+std::string schema_error(const char* schema) {
+  try {
+    json_schema_grammar(nlohmann::ordered_json::parse(schema));
+  } catch (const SchemaError& e) {
+    return e.keyword() + ": " + e.what();
+  }
+  return "";
+}
+
+TEST(Grammar, SchemaKeywordsThatCannotBeEnforcedAreRefusedByName) {
+  EXPECT_EQ(schema_error(R"({"type": "string", "pattern": "^a+$"})"),
+            "pattern: the JSON schema's 'pattern' is not a keyword strata can enforce");
+  EXPECT_EQ(schema_error(R"({"type": "integer", "minimum": 0})"),
+            "minimum: the JSON schema's 'minimum' is not a keyword strata can enforce");
+  EXPECT_EQ(schema_error(R"({"oneOf": [{"type": "integer"}]})"),
+            "oneOf: the JSON schema's 'oneOf' is not a keyword strata can enforce");
+  EXPECT_EQ(schema_error(R"({"type": "object", "properties": {"a": {}}, "additionalProperties": true})"),
+            "additionalProperties: the JSON schema's 'additionalProperties' other than false beside properties is not enforced");
+  EXPECT_EQ(schema_error(R"({"type": "uuid"})"), "type: the JSON schema's 'type' 'uuid' is not a JSON type");
+  EXPECT_EQ(schema_error(R"({"$ref": "#/$defs/missing"})"),
+            "$ref: the JSON schema's '$ref' '#/$defs/missing' does not name a schema in #/$defs or #/definitions");
+  EXPECT_EQ(schema_error(R"({"properties": {"a": {}}, "required": ["b"]})"),
+            "required: the JSON schema's 'required' names 'b', which is not among the properties");
+  EXPECT_EQ(schema_error(R"({"type": "array", "maxItems": 100000})"),
+            "maxItems: the JSON schema's 'maxItems' must be an integer from 0 to 1000");
+}
+
+// The mask (a walk of the vocabulary's trie, cached per state) equals asking token by token,
+// at every step of a constrained generation, and EOS is allowed exactly where the grammar may end.
+TEST(GrammarConstraint, MaskEqualsTheTokenByTokenReference) {
+  const auto model = Model::load(shipped_model());
+  const Tokenizer& tok = *model->tokenizer;
+  auto grammar = std::make_shared<const Grammar>(Grammar::parse(
+      "root ::= \"{\\\"n\\\": \" [0-9]{1,3} \", \\\"s\\\": \\\"\" [a-zé ]{0,12} \"\\\"}\""));
+  GrammarConstraint c(grammar, tok);
+  std::vector<uint8_t> mask;
+  std::string text;
+  for (int step = 0; step < 40; ++step) {
+    c.mask(mask);
+    int allowed = 0, first = -1;
+    for (int32_t t = 0; t < tok.n_vocab(); ++t) {
+      ASSERT_EQ(mask[static_cast<size_t>(t)] != 0, c.allows(t)) << "token " << t << " at step " << step;
+      if (mask[static_cast<size_t>(t)]) {
+        ++allowed;
+        // Walk the rarest path: the last allowed token that is not EOS, so the test reaches the end.
+        if (t != tok.eos()) first = t;
+      }
+    }
+    ASSERT_GT(allowed, 0) << "no token allowed at step " << step << " after " << text;
+    if (c.finished() || first < 0) break;
+    c.accept(first);
+    text += tok.token_bytes(first);
+  }
+  EXPECT_TRUE(c.allows(tok.eos())) << text;
+  const Grammar check = Grammar::parse(
+      "root ::= \"{\\\"n\\\": \" [0-9]{1,3} \", \\\"s\\\": \\\"\" [a-zé ]{0,12} \"\\\"}\"");
+  EXPECT_TRUE(takes(check, text)) << text;
+}
+
+// A token that ends inside a UTF-8 character is allowed only when the grammar could take a
+// character starting with those bytes; overlong forms never match ASCII.
+TEST(GrammarConstraint, PartialCharactersAreAllowedOnlyWhereTheyCanComplete) {
+  const auto model = Model::load(shipped_model());
+  const Tokenizer& tok = *model->tokenizer;
+  auto find_byte = [&](int b) {
+    for (int32_t t = 0; t < tok.n_vocab(); ++t)
+      if (tok.token_bytes(t) == std::string(1, static_cast<char>(b))) return t;
+    return -1;
+  };
+  const int32_t c3 = find_byte(0xC3), a9 = find_byte(0xA9), f0 = find_byte(0xF0), x80 = find_byte(0x80);
+  ASSERT_GE(c3, 0);
+  ASSERT_GE(a9, 0);
+  ASSERT_GE(f0, 0);
+  ASSERT_GE(x80, 0);
+  GrammarConstraint letters(std::make_shared<const Grammar>(Grammar::parse("root ::= [a-zé]+")), tok);
+  EXPECT_TRUE(letters.allows(c3));   // é is C3 A9
+  EXPECT_FALSE(letters.allows(f0));  // no 4-byte character is in [a-zé]
+  letters.accept(c3);
+  EXPECT_TRUE(letters.allows(a9));
+  EXPECT_FALSE(letters.allows(find_byte('a')));  // the character must complete first
+  letters.accept(a9);
+  EXPECT_TRUE(letters.allows(tok.eos()));
+  GrammarConstraint brace(std::make_shared<const Grammar>(Grammar::parse("root ::= \"{\"")), tok);
+  EXPECT_FALSE(brace.allows(f0));  // F0 80 81 BB would be an overlong '{'
+  EXPECT_FALSE(brace.allows(x80));
+  EXPECT_FALSE(brace.allows(tok.eos()));
+}
+
+// Under a constraint every sampled token is allowed; greedy picks the most likely allowed one.
+TEST(GrammarConstraint, SamplingDrawsOnlyAllowedTokens) {
+  const auto model = Model::load(shipped_model());
+  const Tokenizer& tok = *model->tokenizer;
+  auto grammar = std::make_shared<const Grammar>(Grammar::parse("root ::= [0-9]{1,4}"));
+  std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 7919) % 1000) / 100.0f;
+  for (float temperature : {0.0f, 0.8f}) {
+    SamplerParams p;
+    p.temperature = temperature;
+    p.seed = 3;
+    Sampler sampler(p);
+    GrammarConstraint c(grammar, tok);
+    std::vector<uint8_t> mask;
+    c.mask(mask);
+    int32_t best = -1;
+    for (int32_t t = 0; t < tok.n_vocab(); ++t)
+      if (mask[static_cast<size_t>(t)] && (best < 0 || logits[static_cast<size_t>(t)] > logits[static_cast<size_t>(best)])) best = t;
+    const int32_t t = sampler.sample(logits, {}, &c);
+    ASSERT_GE(t, 0);
+    EXPECT_TRUE(mask[static_cast<size_t>(t)]);
+    if (temperature == 0.0f) {
+      EXPECT_EQ(t, best);
+    }
+  }
+  // Nothing allowed (every allowed token banned by logit_bias): -1, not a token outside the grammar.
+  SamplerParams p;
+  p.temperature = 0;
+  GrammarConstraint c(grammar, tok);
+  std::vector<uint8_t> mask;
+  c.mask(mask);
+  for (int32_t t = 0; t < tok.n_vocab(); ++t)
+    if (mask[static_cast<size_t>(t)]) p.logit_bias.emplace_back(t, -INFINITY);
+  Sampler banned(p);
+  EXPECT_EQ(banned.sample(logits, {}, &c), -1);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""Structured output through `strata serve`, checked by Debian's python3-jsonschema.
+
+Starts the server on the shipped model and asks for JSON under a set of schemas (objects with
+required and optional keys, nested arrays with bounds, enums, const, anyOf, type lists, a
+recursive $ref), each with greedy decoding and with sampling at several seeds, through
+response_format json_schema, llama.cpp's json_schema field and response_format json_object.
+Every reply that ends ("stop") must be JSON its schema accepts (jsonschema.validate); replies cut
+by max_tokens are counted apart and must be prefixes the grammar allowed (never checked as
+valid). A GBNF grammar's replies must match it. Schemas strata cannot enforce, bad grammars and
+two formats at once must be 400s naming the field. Two constrained requests and a plain one run
+at once in the batch scheduler. Prints a table.
+
+usage: check_structured_output.py STRATA MODEL
+"""
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import jsonschema
+
+SCHEMAS = {
+    "person": {"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"},
+        "alive": {"type": "boolean"}, "tribe": {"enum": ["Judah", "Levi", "Dan"]},
+        "nick": {"type": ["string", "null"], "maxLength": 8}},
+        "required": ["name", "age", "alive", "tribe"], "additionalProperties": False},
+    "list": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 12},
+             "minItems": 2, "maxItems": 4},
+    "optional-first": {"type": "object", "properties": {
+        "note": {"type": "string", "maxLength": 10}, "count": {"type": "integer"},
+        "ok": {"const": True}}, "required": ["ok"]},
+    "any-of": {"type": "object", "properties": {
+        "v": {"anyOf": [{"type": "number"}, {"type": "array", "items": {"type": "boolean"}, "maxItems": 3}]}},
+        "required": ["v"]},
+    "tree": {"$defs": {"node": {"type": "object", "properties": {
+        "v": {"type": "integer"},
+        "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}, "maxItems": 2}},
+        "required": ["v"]}}, "$ref": "#/$defs/node"},
+}
+GRAMMAR = 'root ::= ("yes" | "no") ", " [0-9]{1,3} " " ("sheep" | "goats") "."'
+GRAMMAR_RE = re.compile(r"^(yes|no), [0-9]{1,3} (sheep|goats)\.$")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, path, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def chat(port, fmt, seed, temperature, max_tokens=160):
+    body = {"messages": [{"role": "user", "content": "Answer in JSON."}], "max_tokens": max_tokens,
+            "temperature": temperature, "seed": seed}
+    body.update(fmt)
+    status, reply = post(port, "/v1/chat/completions", body)
+    if status != 200:
+        raise RuntimeError(f"status {status}: {reply}")
+    c = reply["choices"][0]
+    return c["message"]["content"], c["finish_reason"]
+
+
+def main():
+    strata, model = sys.argv[1], sys.argv[2]
+    port = free_port()
+    server = subprocess.Popen([strata, "serve", "-m", model, "--port", str(port), "-np", "3", "-c", "768"],
+                              stderr=subprocess.PIPE, text=True)
+    failures = 0
+    try:
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        runs = [(0, 0.0), (1, 0.8), (2, 0.8), (3, 1.2)]
+        print(f"{'schema':<16} {'via':<22} {'stop+valid':>10} {'cut':>4} {'invalid':>8}")
+        for name, schema in SCHEMAS.items():
+            for via, fmt in (("response_format", {"response_format": {"type": "json_schema",
+                                                                       "json_schema": {"name": name, "strict": True,
+                                                                                       "schema": schema}}}),
+                             ("json_schema (llama)", {"json_schema": schema})):
+                valid = cut = invalid = 0
+                for seed, temperature in runs:
+                    text, finish = chat(port, fmt, seed, temperature)
+                    if finish != "stop":
+                        cut += 1
+                        continue
+                    try:
+                        jsonschema.validate(json.loads(text), schema)
+                        valid += 1
+                    except (ValueError, jsonschema.ValidationError) as e:
+                        invalid += 1
+                        print(f"  INVALID {name} seed {seed}: {text!r}: {e}")
+                print(f"{name:<16} {via:<22} {valid:>10} {cut:>4} {invalid:>8}")
+                failures += invalid
+                if valid == 0:
+                    print(f"  no reply ended within max_tokens for {name}")
+                    failures += 1
+        # json_object: any JSON object.
+        valid = 0
+        for seed, temperature in runs:
+            text, finish = chat(port, {"response_format": {"type": "json_object"}}, seed, temperature, 400)
+            if finish == "stop":
+                if not isinstance(json.loads(text), dict):
+                    failures += 1
+                valid += 1
+        print(f"{'json_object':<16} {'response_format':<22} {valid:>10} {len(runs) - valid:>4} {0:>8}")
+        # A GBNF grammar (llama.cpp's field), on /v1/completions.
+        matched = 0
+        for seed, temperature in runs:
+            status, reply = post(port, "/v1/completions", {"prompt": "How many?", "grammar": GRAMMAR,
+                                                           "max_tokens": 40, "seed": seed, "temperature": temperature})
+            text = reply["choices"][0]["text"] if status == 200 else ""
+            if GRAMMAR_RE.match(text) and reply["choices"][0]["finish_reason"] == "stop":
+                matched += 1
+            else:
+                print(f"  grammar reply does not match: {status} {reply}")
+                failures += 1
+        print(f"{'gbnf':<16} {'grammar (llama)':<22} {matched:>10} {0:>4} {len(runs) - matched:>8}")
+        # Constrained and plain requests at once, in one batch.
+        results = {}
+
+        def one(key, fmt):
+            results[key] = chat(port, fmt, 5, 0.8)
+        threads = [threading.Thread(target=one, args=("a", {"json_schema": SCHEMAS["person"]})),
+                   threading.Thread(target=one, args=("b", {"json_schema": SCHEMAS["list"]})),
+                   threading.Thread(target=one, args=("plain", {}))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for key, schema in (("a", SCHEMAS["person"]), ("b", SCHEMAS["list"])):
+            text, finish = results[key]
+            if finish == "stop":
+                try:
+                    jsonschema.validate(json.loads(text), schema)
+                except (ValueError, jsonschema.ValidationError) as e:
+                    print(f"  INVALID under concurrency: {text!r}: {e}")
+                    failures += 1
+        print("concurrent: two constrained requests beside a plain one, outputs valid")
+        # Refusals name the field.
+        refusals = [
+            ({"json_schema": {"type": "string", "pattern": "a+"}}, "json_schema", "pattern"),
+            ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "integer", "minimum": 1}}}},
+             "response_format", "minimum"),
+            ({"grammar": "root ::= undefined-rule"}, "grammar", "undefined-rule"),
+            ({"grammar": "root ::= \"a\"", "json_schema": {}}, "grammar", "not both"),
+            ({"response_format": {"type": "xml"}}, "response_format", "json_object"),
+        ]
+        for fields, param, needle in refusals:
+            body = {"messages": [{"role": "user", "content": "x"}]}
+            body.update(fields)
+            status, reply = post(port, "/v1/chat/completions", body)
+            err = reply.get("error", {})
+            ok = status == 400 and err.get("param") == param and needle in err.get("message", "")
+            print(f"refused {param:<16} {'ok' if ok else 'WRONG'}: {status} {err.get('message', reply)}")
+            failures += not ok
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    if failures:
+        print(f"FAILED: {failures}")
+        return 1
+    print("every finished reply is valid JSON for its schema (python3-jsonschema)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

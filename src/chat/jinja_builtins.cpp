@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 #include <optional>
@@ -550,6 +551,12 @@ size_t length(const Value& v) {
   }
 }
 
+// Python's int(x) of a float, within int64 (Python's ints are unbounded; a template's are not).
+int64_t truncate(double x) {
+  if (!std::isfinite(x) || x >= 9.2e18 || x <= -9.2e18) throw Error("integer overflow");
+  return static_cast<int64_t>(x);
+}
+
 // Positional arguments from `from` on, as a new CallArgs (select's and selectattr's test args).
 CallArgs rest(const CallArgs& a, size_t from) {
   CallArgs r;
@@ -565,7 +572,9 @@ Value attribute_path(const Value& v, const std::string& path) {
     const size_t dot = path.find('.', from);
     const std::string part = path.substr(from, dot == std::string::npos ? std::string::npos : dot - from);
     const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    cur = digits ? get_item(cur, Value(static_cast<int64_t>(std::stoll(part)))) : get_item(cur, Value(part));
+    int64_t index = 0;
+    const bool number = digits && std::from_chars(part.data(), part.data() + part.size(), index).ec == std::errc();
+    cur = number ? get_item(cur, Value(index)) : get_item(cur, Value(part));
     if (dot == std::string::npos) return cur;
     from = dot + 1;
   }
@@ -790,14 +799,14 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "int") {
     const Value* dflt = a.get(0, "default");
     if (is_int_like(v)) return Value(int_of(v));
-    if (v.kind() == K::Float) return Value(static_cast<int64_t>(v.as_float()));
+    if (v.kind() == K::Float) return Value(truncate(v.as_float()));
     if (v.is_string()) {
       try {
         size_t used = 0;
         const std::string t = strip(v.as_string(), nullptr, true, true);
         const int64_t i = std::stoll(t, &used);
         if (used == t.size()) return Value(i);
-        return Value(static_cast<int64_t>(std::stod(t)));
+        return Value(truncate(std::stod(t)));
       } catch (const std::exception&) {
       }
     }

@@ -258,7 +258,10 @@ class ExprParser {
       }
       case Token::Type::Float: {
         ++i_;
-        return literal(Value(std::stod(t.text)), t.line);
+        double v = 0;
+        const auto r = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
+        if (r.ec != std::errc()) throw Error("number " + t.text + " is out of range", t.line);
+        return literal(Value(v), t.line);
       }
       case Token::Type::Op:
         if (skip_op("(")) {
@@ -306,7 +309,11 @@ class ExprParser {
         auto a = make(Expr::Kind::Attr, line);
         if (peek().type == Token::Type::Int) {  // x.0 is x[0]
           a->kind = Expr::Kind::Item;
-          a->b = literal(Value(static_cast<int64_t>(std::stoll(t_[i_++].text))), line);
+          const std::string& digits = t_[i_++].text;
+          int64_t index = 0;
+          const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+          if (r.ec != std::errc()) throw Error("index " + digits + " is too large", line);
+          a->b = literal(Value(index), line);
         } else {
           a->name = expect_name();
         }

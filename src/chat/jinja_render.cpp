@@ -37,7 +37,20 @@ class Renderer {
     const Dict globals = global_functions();
     for (const auto& [k, v] : globals.items()) root_->vars[k] = v;
     for (const auto& [k, v] : context.items()) root_->vars[k] = v;
+    // namespace() through the renderer, which empties each one at the end: a namespace holding
+    // itself (`set ns.x = ns`, or a list with it) would otherwise be a cycle that never frees.
+    const Value make = root_->vars["namespace"];
+    root_->vars["namespace"] = Value(Callable{"namespace", [this, make](const CallArgs& a) {
+                                                Value ns = make.as_callable().call(a);
+                                                namespaces_.push_back(ns);
+                                                return ns;
+                                              }});
   }
+  ~Renderer() {
+    for (const Value& ns : namespaces_) ns.namespace_attributes() = Dict();
+  }
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   std::string run(const Body& body) {
     std::string out;
@@ -289,8 +302,12 @@ class Renderer {
     return Flow::Normal;
   }
 
-  Value macro(const Node& n, const FramePtr& defined_in) {
-    return Value(Callable{n.text, [this, &n, defined_in](const CallArgs& a) {
+  // The macro holds its scope weakly: it is stored in that scope, and a strong reference would
+  // be a cycle that outlives the render.
+  Value macro(const Node& n, const FramePtr& scope) {
+    return Value(Callable{n.text, [this, &n, weak = std::weak_ptr<Frame>(scope)](const CallArgs& a) {
+                            const FramePtr defined_in = weak.lock();
+                            if (!defined_in) throw Error(fmt::format("macro '{}' called after its scope ended", n.text), n.line);
                             if (a.positional.size() > n.targets.size())
                               throw Error(fmt::format("macro '{}' takes not more than {} argument(s)", n.text, n.targets.size()), n.line);
                             if (++depth_ > kMaxCallDepth) throw Error("macros nested too deeply", n.line);
@@ -315,6 +332,7 @@ class Renderer {
   }
 
   FramePtr root_;
+  std::vector<Value> namespaces_;
   size_t steps_ = 0;
   int depth_ = 0;
 };

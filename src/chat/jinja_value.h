@@ -42,41 +42,12 @@ class RaisedException : public Error {
 };
 
 class Value;
+class Dict;
+struct CallArgs;
+struct Callable;
+struct Lazy;
 using List = std::vector<Value>;
-
-// A dict keeps its keys in insertion order, as Python's does (tojson and items() show it).
-class Dict {
- public:
-  const Value* find(const std::string& key) const;
-  void set(const std::string& key, Value v);
-  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
-  size_t size() const { return items_.size(); }
-
- private:
-  std::vector<std::pair<std::string, Value>> items_;
-  std::map<std::string, size_t> index_;
-};
-
-// Arguments of a call: positional, then keyword.
-struct CallArgs {
-  std::vector<Value> positional;
-  std::vector<std::pair<std::string, Value>> keyword;
-  // The argument at position i or named `name`, else nullptr.
-  const Value* get(size_t i, const std::string& name) const;
-};
-
 using Function = std::function<Value(const CallArgs&)>;
-
-struct Callable {
-  std::string name;
-  Function call;
-};
-
-// What select, reject, selectattr, rejectattr and map return in Jinja2: a generator, which
-// iterates but has no length, is always true, and is not JSON (templates apply `| list`).
-struct Lazy {
-  List items;
-};
 
 struct Undefined {
   std::string hint;  // why it is undefined ("'x' is undefined"), reported when it is used
@@ -97,9 +68,9 @@ class Value {
   Value(double d) : v_(d) {}  // NOLINT
   Value(std::string s) : v_(std::move(s)) {}  // NOLINT
   Value(const char* s) : v_(std::string(s)) {}  // NOLINT
-  Value(List l) : v_(std::make_shared<const List>(std::move(l))) {}  // NOLINT
-  Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}  // NOLINT
-  Value(Callable c) : v_(std::make_shared<const Callable>(std::move(c))) {}  // NOLINT
+  Value(List l);      // NOLINT
+  Value(Dict d);      // NOLINT
+  Value(Callable c);  // NOLINT
   // namespace(...): the attributes a template may assign to (`set ns.x = ...`).
   static Value make_namespace(Dict attributes);
   static Value generator(List items);
@@ -124,9 +95,9 @@ class Value {
   const std::string& as_string() const { return std::get<std::string>(v_); }
   const List& as_list() const { return *std::get<std::shared_ptr<const List>>(v_); }
   const Dict& as_dict() const;  // a dict or a namespace's attributes
-  Dict& namespace_attributes() const { return *std::get<std::shared_ptr<Dict>>(v_); }
-  const Callable& as_callable() const { return *std::get<std::shared_ptr<const Callable>>(v_); }
-  const List& generator_items() const { return std::get<std::shared_ptr<const Lazy>>(v_)->items; }
+  Dict& namespace_attributes() const;
+  const Callable& as_callable() const;
+  const List& generator_items() const;
   const std::string& undefined_hint() const { return std::get<Undefined>(v_).hint; }
 
   // Python's bool(x).
@@ -147,6 +118,46 @@ class Value {
       v_;
   bool tuple_ = false;
 };
+
+// A dict keeps its keys in insertion order, as Python's does (tojson and items() show it).
+class Dict {
+ public:
+  const Value* find(const std::string& key) const;
+  void set(const std::string& key, Value v);
+  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  size_t size() const { return items_.size(); }
+
+ private:
+  std::vector<std::pair<std::string, Value>> items_;
+  std::map<std::string, size_t> index_;
+};
+
+// Arguments of a call: positional, then keyword.
+struct CallArgs {
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keyword;
+  // The argument at position i or named `name`, else nullptr.
+  const Value* get(size_t i, const std::string& name) const;
+};
+
+struct Callable {
+  std::string name;
+  Function call;
+};
+
+// What select, reject, selectattr, rejectattr and map return in Jinja2: a generator, which
+// iterates but has no length, is always true, and is not JSON (templates apply `| list`).
+struct Lazy {
+  List items;
+};
+
+// Value's members that need the types above complete (clang's library checks them eagerly).
+inline Value::Value(List l) : v_(std::make_shared<const List>(std::move(l))) {}
+inline Value::Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}
+inline Value::Value(Callable c) : v_(std::make_shared<const Callable>(std::move(c))) {}
+inline Dict& Value::namespace_attributes() const { return *std::get<std::shared_ptr<Dict>>(v_); }
+inline const Callable& Value::as_callable() const { return *std::get<std::shared_ptr<const Callable>>(v_); }
+inline const List& Value::generator_items() const { return std::get<std::shared_ptr<const Lazy>>(v_)->items; }
 
 // Python's ==.
 bool equal(const Value& a, const Value& b);

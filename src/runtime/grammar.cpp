@@ -351,6 +351,8 @@ class GbnfParser {
 
 Grammar Grammar::parse(const std::string& text) { return GbnfParser(text).run(); }
 
+constexpr size_t kMaxStacks = 4096;
+
 GrammarState::GrammarState(const Grammar& g) : g_(&g) {
   for (size_t a = 0; a < g.rules[0].size(); ++a)
     expand({{0, static_cast<int32_t>(a), 0}}, stacks_, 0);
@@ -401,6 +403,9 @@ bool GrammarState::advance(uint32_t cp) {
   }
   if (next.empty()) return false;
   normalize(next);
+  // A grammar ambiguous enough to follow this many paths at once is cut off here (the text
+  // ends) rather than let one request's matching grow without bound.
+  if (next.size() > kMaxStacks) return false;
   stacks_ = std::move(next);
   return true;
 }

@@ -27,6 +27,8 @@ printf 'GGML\003\000\000\000' >"$work/magic.gguf"
 cat "$model" >>"$work/magic.gguf"
 : >"$work/empty.gguf"
 long_prompt=$(yes "and the earth was without form" | head -n 50 | tr '\n' ' ')
+echo '{{ messages | shuffle }}' >"$work/bad.jinja"
+echo '5' >"$work/ctx.json"
 
 expect_error "truncated" "$strata" run -m "$work/cut.gguf" -p hi -n 1
 expect_error "not a GGUF file" "$strata" run -m "$work/magic.gguf" -p hi -n 1
@@ -35,6 +37,13 @@ expect_error "cannot open" "$strata" run -m "$work/no-such-file.gguf" -p hi
 expect_error "not a regular file" "$strata" info "$work"
 expect_error "context holds 16" "$strata" run -m "$model" -c 16 -p "$long_prompt" -n 1
 expect_error "bogus" "$strata" run -m "$model" --bogus
+expect_error "never defines it" "$strata" run -m "$model" -p hi --grammar 'root ::= item'
+expect_error "'pattern' is not a keyword" "$strata" run -m "$model" -p hi -j '{"type":"string","pattern":"a"}'
+expect_error "is not valid JSON" "$strata" run -m "$model" -p hi -j '{"type":'
+expect_error "give one of --grammar" "$strata" run -m "$model" -p hi -j '{}' --grammar 'root ::= "a"'
+expect_error "neither a built-in template" "$strata" chat-template --chat-template nope
+expect_error "unknown filter 'shuffle'" "$strata" chat-template -m "$model" --chat-template "$work/bad.jinja"
+expect_error "must hold a context object" "$strata" chat-template -m "$model" --context "$work/ctx.json"
 expect_error "threads" "$strata" run -m "$model" -p hi -t 0
 expect_error "not one of" "$strata" synth --type q5_0 -o "$work/x.gguf"
 expect_error "needs rows of whole 256-value blocks" "$strata" synth --type q4_k -o "$work/x.gguf"

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/json_schema_grammar.h"
+#include "chat/tool_calls.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "model/unicode.h"
@@ -250,6 +251,66 @@ TEST(GrammarConstraint, SamplingDrawsOnlyAllowedTokens) {
     if (mask[static_cast<size_t>(t)]) p.logit_bias.emplace_back(t, -INFINITY);
   Sampler banned(p);
   EXPECT_EQ(banned.sample(logits, {}, &c), -1);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+const nlohmann::ordered_json kTools = nlohmann::ordered_json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
+    "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+  {"type": "function", "function": {"name": "ping"}}])");
+
+// Each style's grammar takes a call of a known tool written its way, arguments by the tool's
+// schema, and nothing else; what it takes, parse_tool_calls reads back.
+TEST(ToolCalls, EachStyleWritesAndReadsCalls) {
+  struct StyleCase {
+    ToolCallStyle style;
+    const char* call;
+  };
+  const StyleCase cases[] = {
+      {ToolCallStyle::Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"},
+      {ToolCallStyle::Mistral, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]"},
+      {ToolCallStyle::Llama3, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"},
+      {ToolCallStyle::Json, "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(tool_call_style_name(c.style));
+    const Grammar g = Grammar::parse(tool_call_grammar(c.style, kTools));
+    EXPECT_TRUE(takes(g, c.call));
+    const ParsedReply r = parse_tool_calls(c.style, c.call, kTools);
+    ASSERT_EQ(r.calls.size(), 1u);
+    EXPECT_EQ(r.calls[0].name, "get_weather");
+    EXPECT_EQ(nlohmann::json::parse(r.calls[0].arguments), nlohmann::json::parse(R"({"city": "Paris"})"));
+    EXPECT_TRUE(r.content.empty());
+    // Only the named tool, when one is required by name.
+    const Grammar only_ping = Grammar::parse(tool_call_grammar(c.style, kTools, "ping"));
+    EXPECT_FALSE(takes(only_ping, c.call));
+  }
+  // The grammar refuses a call without the required argument, or of an unknown tool.
+  const Grammar hermes = Grammar::parse(tool_call_grammar(ToolCallStyle::Hermes, kTools));
+  EXPECT_FALSE(takes(hermes, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(takes(hermes, "<tool_call>\n{\"name\": \"launch\", \"arguments\": {}}\n</tool_call>"));
+  // Text that is not a call of a known tool stays content.
+  EXPECT_TRUE(parse_tool_calls(ToolCallStyle::Json, "{\"name\": \"launch\", \"arguments\": {}}", kTools).calls.empty());
+  const ParsedReply plain = parse_tool_calls(ToolCallStyle::Hermes, "  Paris is sunny.\n", kTools);
+  EXPECT_TRUE(plain.calls.empty());
+  EXPECT_EQ(plain.content, "Paris is sunny.");
+  // Two Hermes calls with text around them.
+  const ParsedReply two = parse_tool_calls(
+      ToolCallStyle::Hermes,
+      "Checking. <tool_call>\n{\"name\": \"ping\", \"arguments\": {}}\n</tool_call><tool_call>{\"name\": "
+      "\"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Oslo\\\"}\"}</tool_call>",
+      kTools);
+  ASSERT_EQ(two.calls.size(), 2u);
+  EXPECT_EQ(two.calls[1].arguments, "{\"city\": \"Oslo\"}");
+  EXPECT_EQ(two.content, "Checking.");
+  EXPECT_EQ(tool_call_style(R"({{ '<tool_call>' }})"), ToolCallStyle::Hermes);
+  EXPECT_EQ(tool_call_style("[TOOL_CALLS]"), ToolCallStyle::Mistral);
+  EXPECT_EQ(tool_call_style("{{ chatml }}"), ToolCallStyle::Json);
 }
 
 }  // namespace

@@ -74,16 +74,24 @@ TEST(Server, RequestsWithWrongFieldsAreRefusedNamingTheField) {
       {R"({"prompt": "a", "logprobs": true})", "logprobs"},
       {R"({"prompt": "a", "top_logprobs": 2})", "top_logprobs"},
       {R"({"prompt": "a", "echo": true})", "echo"},
-      // Constrained output and tools, not honoured yet, are refused rather than ignored.
-      {R"({"prompt": "a", "response_format": {"type": "json_object"}})", "response_format"},
+      // Output formats that are malformed, cannot be enforced or conflict; tools without tools.
       {R"({"prompt": "a", "response_format": {"type": "json_schema", "json_schema": {}}})",
        "response_format"},
       {R"({"prompt": "a", "response_format": "text"})", "response_format"},
-      {R"({"prompt": "a", "grammar": "root ::= \"x\""})", "grammar"},
-      {R"({"prompt": "a", "json_schema": {"type": "object"}})", "json_schema"},
+      {R"({"prompt": "a", "response_format": {"type": "yaml"}})", "response_format"},
+      {R"({"prompt": "a", "grammar": "root ::= \"x"})", "grammar"},
+      {R"({"prompt": "a", "grammar": 5})", "grammar"},
+      {R"({"prompt": "a", "json_schema": {"type": "object", "minProperties": 1}})", "json_schema"},
+      {R"({"prompt": "a", "json_schema": {}, "grammar": "root ::= \"x\""})", "grammar"},
       {R"({"prompt": "a", "tool_choice": "auto"})", "tool_choice"},
+      {R"({"prompt": "a", "tools": [{"type": "function", "function": {"name": "f"}}]})", "tools"},
       {R"({"prompt": "a", "model": 7})", "model"},
   };
+  // Accepted: the formats strata enforces compile into a grammar.
+  for (const char* body : {R"({"prompt": "a", "response_format": {"type": "json_object"}})",
+                           R"({"prompt": "a", "grammar": "root ::= \"x\""})",
+                           R"({"prompt": "a", "json_schema": {"type": "object"}})"})
+    EXPECT_NE(parse_completion_request(body, false, d).generation.grammar, nullptr) << body;
   for (const auto& [body, param] : cases) {
     try {
       parse_completion_request(body, false, d);

@@ -44,7 +44,10 @@ jinja::Value message_values(const std::vector<ChatMessage>& messages) {
   for (const auto& m : messages) {
     jinja::Dict d;
     d.set("role", jinja::Value(m.role));
-    d.set("content", jinja::Value(m.content));
+    d.set("content", m.content_null ? jinja::Value::none() : jinja::Value(m.content));
+    if (!m.tool_calls.is_undefined()) d.set("tool_calls", m.tool_calls);
+    if (!m.tool_call_id.empty()) d.set("tool_call_id", jinja::Value(m.tool_call_id));
+    if (!m.name.empty()) d.set("name", jinja::Value(m.name));
     list.emplace_back(std::move(d));
   }
   return jinja::Value(std::move(list));

@@ -16,8 +16,14 @@
 namespace strata {
 
 struct ChatMessage {
-  std::string role;  // system, user, assistant (or tool)
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+  std::string role;  // system, user, assistant or tool
   std::string content;
+  bool content_null = false;   // an assistant message with tool calls and no text: None
+  jinja::Value tool_calls;     // an assistant's calls (a list), undefined when none
+  std::string tool_call_id;    // a tool message: the call it answers
+  std::string name;            // a tool message: the function's name
 };
 
 struct ChatPrompt {

@@ -1,5 +1,8 @@
 #include "server/http_server.h"
 
+#include "chat/json_schema_grammar.h"
+#include "runtime/grammar.h"
+
 #include <fmt/format.h>
 #include <httplib.h>
 #include <malloc.h>
@@ -95,14 +98,31 @@ struct HttpServer::Impl {
                      param, "context_length_exceeded");
   }
 
+  // A request with tools: the style the template writes calls in, and for a required call (any
+  // tool, or the named one) the grammar that makes the reply one call.
+  void prepare_tools(CompletionRequest& req) const {
+    if (!req.tools_active()) return;
+    req.tool_style = tool_call_style(chat_template.source());
+    if (req.tool_choice != "required" && req.tool_choice != "function") return;
+    try {
+      req.generation.grammar = std::make_shared<const Grammar>(
+          Grammar::parse(tool_call_grammar(req.tool_style, req.tools, req.tool_function)));
+    } catch (const SchemaError& e) {
+      throw ApiError(400, fmt::format("a tool's parameters: {} (keyword '{}')", e.what(), e.keyword()), "tools");
+    }
+  }
+
   // Prompt tokens of a request, or ApiError.
   std::vector<int32_t> prompt_tokens(CompletionRequest& req) {
     const Tokenizer& tok = *model.tokenizer;
     std::vector<int32_t> ids;
     if (req.chat) {
       ChatPrompt p;
+      prepare_tools(req);
       try {
-        p = chat_template.apply(req.messages);
+        jinja::Dict extra;
+        if (req.tools_active()) extra.set("tools", jinja::from_json(req.tools));
+        p = chat_template.apply(message_values(req.messages), extra);
       } catch (const ChatTemplateRefusal& e) {
         throw ApiError(400, e.what(), "messages");
       } catch (const std::runtime_error& e) {
@@ -317,12 +337,17 @@ struct HttpServer::Impl {
       }
     std::vector<JobHandle::Piece> pieces;
     std::vector<int64_t> sent_bytes(static_cast<size_t>(req.n), 0);  // per choice: text_offset
+    std::vector<std::string> held(static_cast<size_t>(req.n));      // with tools: the whole text
     const TokenText text_of = token_text();
     bool done = false, probed = false;
     while (!done) {
       // Short waits: a client gone while its request waits for a slot is found within 10 ms.
       done = job.wait(pieces, std::chrono::milliseconds(10));
       for (const JobHandle::Piece& p : pieces) {
+        if (req.tools_active()) {  // sent whole at the end: it may be a call, not text
+          held[static_cast<size_t>(p.choice)] += p.text;
+          continue;
+        }
         int64_t& offset = sent_bytes[static_cast<size_t>(p.choice)];
         const json logprobs = req.generation.logprobs >= 0
                                   ? logprobs_json(req.chat, p.logprobs, text_of, offset)
@@ -350,8 +375,26 @@ struct HttpServer::Impl {
       return false;
     }
     const auto& results = job.results();
+    std::vector<std::string> finish(results.size());
     for (size_t i = 0; i < results.size(); ++i) {
-      json last = completion_chunk(req, cid, "", results[i].finish_reason, static_cast<int>(i));
+      finish[i] = results[i].finish_reason;
+      if (!req.tools_active()) continue;
+      // OpenAI's shape: the calls in one delta, each with its index, then the finish chunk.
+      ToolReply t = tool_reply(req, cid, held[i], static_cast<int>(i));
+      json chunk = completion_chunk(req, cid, "", "", static_cast<int>(i));
+      json& delta = chunk["choices"][0]["delta"];
+      delta = json::object();
+      if (!t.message["content"].is_null()) delta["content"] = t.message["content"];
+      if (t.called) {
+        json calls = t.message["tool_calls"];
+        for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
+        delta["tool_calls"] = std::move(calls);
+        finish[i] = "tool_calls";
+      }
+      if (!send(chunk)) return false;
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      json last = completion_chunk(req, cid, "", finish[i], static_cast<int>(i));
       if (req.include_usage && i + 1 == results.size()) last["usage"] = usage_json(results);
       if (!send(last)) return false;
     }

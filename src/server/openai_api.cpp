@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -143,6 +144,33 @@ void parse_prompt(const json& body, CompletionRequest& r) {
   bad("prompt", "'prompt' must be a string, an array of token ids, or an array of one of those");
 }
 
+// An assistant message's tool_calls as the chat template sees them: each call's arguments, which
+// OpenAI sends as a JSON string, parsed into an object where they parse (templates write them with
+// tojson), as llama.cpp does.
+jinja::Value tool_calls_value(const json& calls, const std::string& where) {
+  if (!calls.is_array()) bad(where, fmt::format("'{}' must be an array", where));
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const json& c = calls[k];
+    const std::string at = fmt::format("{}[{}]", where, k);
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+        !c["function"].contains("name") || !c["function"]["name"].is_string())
+      bad(at, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\": ..., \"arguments\": ...}}}}", at));
+    nlohmann::ordered_json fn = {{"name", c["function"]["name"]}};
+    const json args = c["function"].contains("arguments") ? c["function"]["arguments"] : json::object();
+    if (args.is_string()) {
+      auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+      fn["arguments"] = parsed.is_discarded() ? nlohmann::ordered_json(args.get<std::string>()) : parsed;
+    } else {
+      fn["arguments"] = nlohmann::ordered_json::parse(args.dump());
+    }
+    nlohmann::ordered_json call = {{"type", "function"}, {"function", fn}};
+    if (c.contains("id") && c["id"].is_string()) call["id"] = c["id"];
+    out.push_back(std::move(call));
+  }
+  return jinja::from_json(out);
+}
+
 void parse_messages(const json& body, CompletionRequest& r) {
   if (!body.contains("messages")) bad("messages", "'messages' is required");
   const json& ms = body["messages"];
@@ -155,9 +183,9 @@ void parse_messages(const json& body, CompletionRequest& r) {
       bad(where + ".role", fmt::format("'{}.role' must be a string", where));
     std::string role = m["role"].get<std::string>();
     if (role == "developer") role = "system";
-    if (role != "system" && role != "user" && role != "assistant")
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       bad(where + ".role",
-          fmt::format("'{}.role' is '{}'; strata takes system, user or assistant", where, role));
+          fmt::format("'{}.role' is '{}'; strata takes system, user, assistant or tool", where, role));
     std::string content;
     const json c = m.contains("content") ? m["content"] : json();
     if (c.is_string()) {
@@ -174,7 +202,18 @@ void parse_messages(const json& body, CompletionRequest& r) {
     } else if (!(c.is_null() && role == "assistant")) {
       bad(where + ".content", fmt::format("'{}.content' must be a string", where));
     }
-    r.messages.push_back({role, content});
+    ChatMessage message{role, content};
+    message.content_null = c.is_null();
+    if (role == "assistant" && present(m, "tool_calls"))
+      message.tool_calls = tool_calls_value(m["tool_calls"], where + ".tool_calls");
+    if (role == "tool") {
+      for (const char* key : {"tool_call_id", "name"}) {
+        if (!present(m, key)) continue;
+        if (!m[key].is_string()) bad(where + "." + key, fmt::format("'{}.{}' must be a string", where, key));
+        (key == std::string("name") ? message.name : message.tool_call_id) = m[key].get<std::string>();
+      }
+    }
+    r.messages.push_back(std::move(message));
   }
 }
 
@@ -253,6 +292,65 @@ void read_output_format(const std::string& text, const json& body, GenerationPar
   }
 }
 
+// tools, tool_choice and parallel_tool_calls (chat only). Tools are read again keeping their
+// keys' order: templates print them with tojson.
+void read_tools(const std::string& text, const json& body, CompletionRequest& r) {
+  const bool has_tools = present(body, "tools") && !(body["tools"].is_array() && body["tools"].empty());
+  if (has_tools) {
+    if (!r.chat) bad("tools", "'tools' is for /v1/chat/completions");
+    const auto ordered = nlohmann::ordered_json::parse(text);
+    const auto& tools = ordered["tools"];
+    if (!tools.is_array()) bad("tools", "'tools' must be an array");
+    std::set<std::string> names;
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const auto& t = tools[i];
+      const std::string at = fmt::format("tools[{}]", i);
+      if (!t.is_object() || t.value("type", nlohmann::ordered_json()) != "function" ||
+          !t.contains("function") || !t["function"].is_object())
+        bad(at, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", at));
+      const auto& fn = t["function"];
+      const std::string name = fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "";
+      const bool valid = !name.empty() && name.size() <= 64 &&
+                         std::all_of(name.begin(), name.end(), [](char c) {
+                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+                         });
+      if (!valid) bad(at + ".function.name", fmt::format("'{}.function.name' must be 1 to 64 letters, digits, _ or -", at));
+      if (!names.insert(name).second) bad(at + ".function.name", fmt::format("two tools are named '{}'", name));
+      if (fn.contains("parameters") && !fn["parameters"].is_object())
+        bad(at + ".function.parameters", fmt::format("'{}.function.parameters' must be a JSON schema (an object)", at));
+    }
+    r.tools = tools;
+    r.tool_choice = "auto";
+  }
+  if (present(body, "tool_choice")) {
+    const json& c = body["tool_choice"];
+    if (c.is_string() && (c == "none" || c == "auto" || c == "required")) {
+      r.tool_choice = c.get<std::string>();
+    } else if (c.is_object() && c.value("type", json()) == "function" && c.contains("function") &&
+               c["function"].is_object() && c["function"].contains("name") && c["function"]["name"].is_string()) {
+      r.tool_choice = "function";
+      r.tool_function = c["function"]["name"].get<std::string>();
+    } else {
+      bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (r.tool_choice != "none" && !has_tools)
+      bad("tool_choice", fmt::format("'tool_choice' {} needs 'tools'", c.dump()));
+    if (r.tool_choice == "function") {
+      bool known = false;
+      for (const auto& t : r.tools) known = known || t["function"]["name"] == r.tool_function;
+      if (!known) bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not among the tools", r.tool_function));
+    }
+  }
+  if (present(body, "parallel_tool_calls")) {
+    if (!body["parallel_tool_calls"].is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+    r.parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
+  }
+  if (r.tools_active() && r.stream && r.generation.logprobs >= 0)
+    bad("logprobs", "'logprobs' with tools is not supported when streaming (a reply with tools is sent whole at its end)");
+  if ((r.tool_choice == "required" || r.tool_choice == "function") && r.generation.grammar)
+    bad("tool_choice", "a required tool call and a response format cannot both constrain the reply");
+}
+
 CompletionRequest parse_completion_request(const std::string& text, bool chat,
                                            const ServerDefaults& defaults) {
   json body;
@@ -328,15 +426,13 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   if (present(body, "echo") && (!body["echo"].is_boolean() || body["echo"].get<bool>()))
     bad("echo", "'echo' is not supported");
   read_logprobs(body, chat, g);
-  for (const char* key : {"suffix", "tools", "functions"})
+  for (const char* key : {"suffix", "functions"})
     if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
       bad(key, fmt::format("'{}' is not supported", key));
   if (present(body, "logit_bias")) g.sampling.logit_bias = parse_logit_bias(body["logit_bias"]);
   read_output_format(text, body, g);
+  read_tools(text, body, r);
   if (present(body, "function_call")) bad("function_call", "'function_call' is not supported");
-  if (present(body, "tool_choice") &&
-      !(body["tool_choice"].is_string() && body["tool_choice"].get<std::string>() == "none"))
-    bad("tool_choice", "'tool_choice' other than \"none\" is not supported (no tools yet)");
   return r;
 }
 
@@ -390,6 +486,41 @@ json logprobs_json(bool chat, std::span<const TokenLogprob> tokens, const TokenT
           {"text_offset", std::move(offsets)}};
 }
 
+namespace {
+
+// A tool call's id: 9 letters and digits (what Mistral's template demands of ids fed back),
+// from the response id, the choice and the call's place, so a reply's ids are stable.
+std::string tool_call_id(const CompletionIds& ids, int choice, size_t k) {
+  static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  uint64_t h = std::hash<std::string>{}(fmt::format("{}/{}/{}", ids.id, choice, k));
+  std::string id;
+  for (int i = 0; i < 9; ++i, h /= 62) id += digits[h % 62];
+  return id;
+}
+
+}  // namespace
+
+ToolReply tool_reply(const CompletionRequest& req, const CompletionIds& ids, const std::string& text,
+                     int choice) {
+  ParsedReply parsed = parse_tool_calls(req.tool_style, text, req.tools);
+  if (!req.parallel_tool_calls && parsed.calls.size() > 1) parsed.calls.resize(1);
+  ToolReply r;
+  r.message = {{"role", "assistant"}};
+  if (parsed.calls.empty()) {
+    r.message["content"] = text;
+    return r;
+  }
+  r.message["content"] = parsed.content.empty() ? json() : json(parsed.content);
+  json calls = json::array();
+  for (size_t k = 0; k < parsed.calls.size(); ++k)
+    calls.push_back({{"id", tool_call_id(ids, choice, k)},
+                     {"type", "function"},
+                     {"function", {{"name", parsed.calls[k].name}, {"arguments", parsed.calls[k].arguments}}}});
+  r.message["tool_calls"] = std::move(calls);
+  r.called = true;
+  return r;
+}
+
 json completion_response(const CompletionRequest& req, const CompletionIds& ids,
                          std::span<const GenerationResult> choices, const TokenText& token_text) {
   json list = json::array();
@@ -402,6 +533,11 @@ json completion_response(const CompletionRequest& req, const CompletionIds& ids,
     const json logprobs = asked ? logprobs_json(req.chat, r.logprobs, token_text) : json();
     if (req.chat) {
       choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+      if (req.tools_active()) {
+        ToolReply t = tool_reply(req, ids, r.text, static_cast<int>(i));
+        choice["message"] = std::move(t.message);
+        if (t.called) choice["finish_reason"] = "tool_calls";
+      }
       if (asked) choice["logprobs"] = logprobs;
     } else {
       choice["text"] = r.text;

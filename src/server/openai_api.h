@@ -13,6 +13,7 @@
 
 #include "runtime/generator.h"
 #include "chat/chat_template.h"
+#include "chat/tool_calls.h"
 
 namespace strata {
 
@@ -37,6 +38,14 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_ids;    // completions: or token ids
   std::vector<ChatMessage> messages;  // chat
   GenerationParams generation;
+  // chat: OpenAI's tools (null: none), what tool_choice asks (none, auto, required, or function:
+  // then tool_function names it), and how the model writes calls (the server sets it from its
+  // chat template).
+  nlohmann::ordered_json tools;
+  std::string tool_choice = "none", tool_function;
+  bool parallel_tool_calls = true;
+  ToolCallStyle tool_style = ToolCallStyle::Json;
+  bool tools_active() const { return !tools.is_null() && tool_choice != "none"; }
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int n = 1;                   // choices, each its own sequence (choice i: seed + i)
@@ -81,6 +90,16 @@ nlohmann::json completion_chunk(const CompletionRequest& req, const CompletionId
 nlohmann::json usage_json(std::span<const GenerationResult> choices);
 
 // JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
+// The assistant message of a reply to a request with tools: its tool_calls (ids, names,
+// arguments as JSON text) when the text holds calls in the template's style, else its text as
+// content; called tells whether it holds calls (finish_reason "tool_calls").
+struct ToolReply {
+  nlohmann::json message;
+  bool called = false;
+};
+ToolReply tool_reply(const CompletionRequest& req, const CompletionIds& ids, const std::string& text,
+                     int choice);
+
 std::string dump_json(const nlohmann::json& j);
 
 }  // namespace strata

@@ -11,7 +11,13 @@ valid). A GBNF grammar's replies must match it. Schemas strata cannot enforce, b
 two formats at once must be 400s naming the field. Two constrained requests and a plain one run
 at once in the batch scheduler. Prints a table.
 
-usage: check_structured_output.py STRATA MODEL
+Then tools, with a server on Qwen2.5's chat template (Hermes-style calls): tool_choice
+"required" and a named function must give finish_reason "tool_calls" (when the reply ends) with
+calls of known tools whose arguments validate against the tool's parameters (jsonschema);
+streamed, the calls come as one delta with their indexes; an assistant message with tool_calls
+and a tool message are rendered and answered; wrong tools and choices are 400s.
+
+usage: check_structured_output.py STRATA MODEL TEMPLATE_DIR
 """
 import json
 import re
@@ -75,19 +81,125 @@ def chat(port, fmt, seed, temperature, max_tokens=160):
     return c["message"]["content"], c["finish_reason"]
 
 
-def main():
-    strata, model = sys.argv[1], sys.argv[2]
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Current weather",
+                                      "parameters": {"type": "object", "properties": {
+                                          "city": {"type": "string", "maxLength": 12},
+                                          "unit": {"enum": ["c", "f"]}}, "required": ["city"]}}},
+    {"type": "function", "function": {"name": "count_sheep", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"}, "flock": {"type": "array",
+                                                                          "items": {"type": "boolean"}, "maxItems": 3}},
+        "required": ["n"]}}},
+]
+
+
+def start(strata, args):
     port = free_port()
-    server = subprocess.Popen([strata, "serve", "-m", model, "--port", str(port), "-np", "3", "-c", "768"],
-                              stderr=subprocess.PIPE, text=True)
+    server = subprocess.Popen([strata, "serve", "--port", str(port), *args], stderr=subprocess.PIPE, text=True)
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    return server, port
+
+
+def check_calls(calls, only=None):
+    """Problems with a reply's tool_calls: unknown tools, or arguments their schema rejects."""
+    problems = []
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+    for c in calls:
+        name = c["function"]["name"]
+        if name not in schemas or (only and name != only):
+            problems.append(f"call of {name}")
+            continue
+        try:
+            jsonschema.validate(json.loads(c["function"]["arguments"]), schemas[name])
+        except (ValueError, jsonschema.ValidationError) as e:
+            problems.append(f"{name} arguments {c['function']['arguments']!r}: {e}")
+        if not re.fullmatch(r"[A-Za-z0-9]{9}", c["id"]) or c["type"] != "function":
+            problems.append(f"call id/type {c['id']!r} {c['type']!r}")
+    return problems
+
+
+def check_tools(strata, model, template):
+    server, port = start(strata, ["-m", model, "-np", "2", "-c", "3072", "--chat-template", template])
+    failures = 0
+    ask = [{"role": "user", "content": "What is the weather in Paris?"}]
+    try:
+        for choice, only in (("required", None), ({"type": "function", "function": {"name": "count_sheep"}}, "count_sheep")):
+            ended = 0
+            for seed, temperature in ((0, 0.0), (1, 0.8), (2, 0.8)):
+                status, reply = post(port, "/v1/chat/completions", {
+                    "messages": ask, "tools": TOOLS, "tool_choice": choice, "max_tokens": 200,
+                    "seed": seed, "temperature": temperature})
+                c = reply["choices"][0] if status == 200 else {}
+                if c.get("finish_reason") == "length":
+                    continue
+                ended += 1
+                calls = c.get("message", {}).get("tool_calls", [])
+                problems = check_calls(calls, only)
+                if status != 200 or c["finish_reason"] != "tool_calls" or not calls or problems:
+                    print(f"  tools {choice}: {status} {reply} {problems}")
+                    failures += 1
+            print(f"tool_choice {json.dumps(choice):<62} {ended} of 3 ended, each a valid call")
+            failures += ended == 0
+        # Streamed: one delta with the calls, then finish_reason tool_calls.
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps({
+            "messages": ask, "tools": TOOLS, "tool_choice": "required", "max_tokens": 200, "stream": True,
+            "temperature": 0}).encode(), headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            events = [json.loads(line[6:]) for line in r.read().decode().splitlines()
+                      if line.startswith("data: ") and line != "data: [DONE]"]
+        deltas = [e["choices"][0]["delta"] for e in events]
+        calls = [c for d in deltas for c in d.get("tool_calls", [])]
+        finish = events[-1]["choices"][0]["finish_reason"]
+        ok = finish == "length" or (finish == "tool_calls" and calls and not check_calls(calls)
+                                    and all("index" in c for c in calls))
+        print(f"streamed required call: finish {finish}, {len(calls)} call(s) {'ok' if ok else 'WRONG'}")
+        failures += not ok
+        # A call and its result fed back: rendered by the template and answered.
+        status, reply = post(port, "/v1/chat/completions", {"messages": ask + [
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "abcdefghi", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "abcdefghi", "content": "21 C and sunny"}],
+            "tools": TOOLS, "max_tokens": 8})
+        ok = status == 200 and reply["usage"]["prompt_tokens"] > 0
+        print(f"tool result fed back: {status} {'ok' if ok else reply}")
+        failures += not ok
+        refusals = [
+            ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice", "nope"),
+            ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0].function.name", "letters"),
+            ({"tool_choice": "required"}, "tool_choice", "needs 'tools'"),
+            ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                "type": "object", "properties": {"s": {"type": "string", "pattern": "x"}}}}}],
+              "tool_choice": "required"}, "tools", "pattern"),
+        ]
+        for fields, param, needle in refusals:
+            body = {"messages": ask}
+            body.update(fields)
+            status, reply = post(port, "/v1/chat/completions", body)
+            err = reply.get("error", {})
+            ok = status == 400 and err.get("param") == param and needle in err.get("message", "")
+            print(f"refused {param:<24} {'ok' if ok else 'WRONG'}: {status} {err.get('message', reply)}")
+            failures += not ok
+        status, reply = post(port, "/v1/completions", {"prompt": "x", "tools": TOOLS})
+        ok = status == 400 and reply["error"]["param"] == "tools"
+        print(f"refused tools on /v1/completions {'ok' if ok else 'WRONG'}")
+        failures += not ok
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    return failures
+
+
+def main():
+    strata, model, template_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+    server, port = start(strata, ["-m", model, "-np", "3", "-c", "768"])
     failures = 0
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
         runs = [(0, 0.0), (1, 0.8), (2, 0.8), (3, 1.2)]
         print(f"{'schema':<16} {'via':<22} {'stop+valid':>10} {'cut':>4} {'invalid':>8}")
         for name, schema in SCHEMAS.items():
@@ -174,10 +286,11 @@ def main():
     finally:
         server.terminate()
         server.wait(timeout=30)
+    failures += check_tools(strata, model, f"{template_dir}/Qwen-Qwen2.5-7B-Instruct.jinja")
     if failures:
         print(f"FAILED: {failures}")
         return 1
-    print("every finished reply is valid JSON for its schema (python3-jsonschema)")
+    print("every finished reply is valid JSON for its schema, every call valid for its tool (python3-jsonschema)")
     return 0
 
 

@@ -1,0 +1,177 @@
+// strata chat: an interactive chat in the terminal (llama-cli's conversation mode): the model's
+// chat template (or --chat-template), the conversation kept and re-rendered each turn (the KV
+// entries of the part it shares with the last turn are reused), replies streamed as they become
+// final. Ctrl-C stops a reply, not the program; Ctrl-D or /quit ends it. Commands: /reset (a
+// new conversation), /save FILE (the conversation as OpenAI-style JSON messages), /help.
+#include <fmt/format.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "chat/chat_template.h"
+#include "cli/commands.h"
+#include "cli/ffn_flags.h"
+#include "cli/flag_checks.h"
+#include "cli/sampling_flags.h"
+#include "core/error.h"
+#include "core/input_file.h"
+#include "runtime/generator.h"
+
+namespace strata {
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void interrupt_reply(int) { g_interrupted = true; }
+
+struct ChatOptions {
+  bool mmap = false;
+  std::string model = default_model_path(), chat_template, system;
+  int threads = default_threads();
+  int64_t ctx = 0, n_predict = -1, seed = -1;
+  SamplerParams sampling;
+  FfnFlags ffn;
+};
+
+// Ctrl-C sets a flag instead of ending the program, and interrupts a blocked read (no
+// SA_RESTART), so it stops a reply or clears the line being typed.
+void catch_interrupts() {
+  struct sigaction sa {};
+  sa.sa_handler = interrupt_reply;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+void save(const std::vector<ChatMessage>& history, const std::string& path) {
+  nlohmann::json messages = nlohmann::json::array();
+  for (const auto& m : history) messages.push_back({{"role", m.role}, {"content", m.content}});
+  write_text_file(path, messages.dump(1) + "\n");
+}
+
+int run_chat(const ChatOptions& o) {
+  const auto model = Model::load(o.model, true, o.mmap ? LoadMode::Map : LoadMode::Read);
+  const Tokenizer& tok = *model->tokenizer;
+  auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
+  std::optional<ChatTemplate> tmpl;
+  try {
+    tmpl = ChatTemplate::select(o.chat_template, model->file->get_string("tokenizer.chat_template", ""),
+                                text_of(tok.bos()), text_of(tok.eos()));
+  } catch (const std::runtime_error& e) {
+    fail("{}", e.what());
+  }
+  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  StorageProfile storage;
+  PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
+  ThreadPool pool(checked_threads(o.threads));
+  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
+  Session session(*model, n_ctx, *backend, planned.session);
+  Generator generator(*model, session);
+  GenerationParams params;
+  params.max_tokens = o.n_predict;
+  params.sampling = o.sampling;
+  params.sampling.seed =
+      o.seed >= 0 ? static_cast<uint64_t>(o.seed)
+                  : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  catch_interrupts();
+  fmt::print(stderr,
+             "chat with {} (template {}, context {}): Ctrl-C stops a reply, Ctrl-D or /quit ends; "
+             "/reset, /save FILE, /help\n",
+             model->config.name.empty() ? o.model : model->config.name, tmpl->name(), n_ctx);
+  std::vector<ChatMessage> history;
+  if (!o.system.empty()) history.emplace_back("system", o.system);
+  const std::vector<ChatMessage> start = history;
+  std::string line;
+  while (true) {
+    fmt::print("> ");
+    std::fflush(stdout);
+    g_interrupted = false;
+    if (!std::getline(std::cin, line)) {
+      if (g_interrupted && !std::cin.eof()) {  // Ctrl-C at the prompt: a fresh line
+        std::cin.clear();
+        fmt::print("\n");
+        continue;
+      }
+      fmt::print("\n");
+      return 0;
+    }
+    if (line.empty()) continue;
+    if (line == "/quit" || line == "/exit") return 0;
+    if (line == "/help") {
+      fmt::print("/reset: a new conversation; /save FILE: write it as JSON messages; /quit; "
+                 "Ctrl-C stops a reply\n");
+      continue;
+    }
+    if (line == "/reset") {
+      history = start;
+      fmt::print("(a new conversation)\n");
+      continue;
+    }
+    if (line.rfind("/save ", 0) == 0) {
+      try {
+        save(history, line.substr(6));
+        fmt::print("(saved {} messages to {})\n", history.size(), line.substr(6));
+      } catch (const Error& e) {
+        fmt::print("error: {}\n", e.what());
+      }
+      continue;
+    }
+    history.emplace_back("user", line);
+    std::vector<int32_t> prompt;
+    ChatPrompt p;
+    try {
+      p = tmpl->apply(history);
+      const std::string bos = text_of(tok.bos());
+      const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
+      prompt = tok.encode(p.text, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
+      check_prompt(prompt, model->config.n_vocab, n_ctx);
+    } catch (const std::runtime_error& e) {
+      history.pop_back();
+      fmt::print("error: {}\n", e.what());
+      continue;
+    }
+    GenerationParams turn = params;
+    turn.stop = p.stop;
+    g_interrupted = false;
+    const GenerationResult r = generator.generate(prompt, turn, [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+      return !g_interrupted.load();
+    });
+    ++turn.sampling.seed;
+    params.sampling.seed = turn.sampling.seed;
+    if (r.cancelled) fmt::print(" [stopped]");
+    if (r.finish_reason == "length" && !r.cancelled) fmt::print(" [the reply reached -n or the context]");
+    fmt::print("\n");
+    history.emplace_back("assistant", r.text);
+  }
+}
+
+}  // namespace
+
+Command add_chat_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal");
+  auto o = std::make_shared<ChatOptions>();
+  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
+  cmd->add_flag("--mmap", o->mmap, "Use the model file in place (memory map)");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "A built-in template's name or a Jinja file (default: the model's)");
+  cmd->add_option("--system", o->system, "A system message to start the conversation with");
+  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
+  cmd->add_option("-c,--ctx-size", o->ctx, "Context size (default: the model's, at most 4096)")
+      ->check(in_range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens a reply may have (-1: until it ends)")
+      ->check(in_range(int64_t{-1}, int64_t{1} << 30));
+  add_sampling_flags(cmd, o->sampling);
+  cmd->add_option("-s,--seed", o->seed, "Random seed (-1: from the clock)")
+      ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
+  add_ffn_flags(cmd, o->ffn);
+  add_gpu_flags(cmd, o->ffn);
+  return {cmd, [o] { return run_chat(*o); }};
+}
+
+}  // namespace strata

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "offline/quantize.h"
 #include "runtime/batch_scheduler.h"
+#include "runtime/pooling.h"
 #include "runtime/slot_context.h"
 #include "server_fixture.h"
 #include "test_helpers.h"
@@ -285,6 +286,81 @@ TEST(BatchScheduler, BadRequestsAreErrorsAndAFullContextEndsWithLength) {
     EXPECT_EQ(r.finish_reason, "length");
     EXPECT_EQ(r.completion_tokens, 16 - 10 + 1);
   }
+}
+
+// An embedding job pools the final hidden states Session::hidden() gives for its tokens alone:
+// read in chunks beside generating requests (interleaved Q8_0: bit for bit), and it leaves the
+// generating requests' text as it is alone.
+TEST(BatchScheduler, EmbeddingJobsPoolWhatTheirTokensGiveAloneBesideGeneration) {
+  const std::string path = shipped_as(QuantRecipe::Q8_0, "q8_0_embed");
+  const auto m = Model::load(path);
+  const auto prompts = test_prompts(*m->tokenizer);
+  const int64_t d = m->config.n_embd;
+  for (Pooling pooling : {Pooling::Mean, Pooling::Cls, Pooling::Last}) {
+    std::vector<std::vector<float>> expected;
+    ThreadPool pool(2);
+    for (const auto& p : prompts) {
+      Session s(*m, 128, pool);
+      std::vector<BatchToken> batch;
+      for (size_t i = 0; i < p.size(); ++i) batch.push_back({p[i], 0, false, true});
+      s.decode(batch);
+      ASSERT_EQ(s.hidden().size(), p.size() * static_cast<size_t>(d));
+      PooledEmbedding e(d);
+      for (size_t i = 0; i < p.size(); ++i)
+        if (pooled_token(pooling, static_cast<int64_t>(i), static_cast<int64_t>(p.size())))
+          e.add(s.hidden().subspan(i * static_cast<size_t>(d), static_cast<size_t>(d)));
+      expected.push_back(e.result());
+    }
+    const auto texts = alone(*m, {prompts[0], prompts[2]}, greedy(16));
+    SchedulerOptions o;
+    o.step_tokens = 8;  // prompts in several chunks
+    o.min_prompt_chunk = 3;
+    Scheduled sc(path, 3, o);
+    auto gen0 = sc.sched.submit({prompts[0], greedy(16), 1});
+    std::vector<std::shared_ptr<JobHandle>> jobs;
+    for (const auto& p : prompts) {
+      JobRequest r{p, greedy(0), 1};
+      r.embed = pooling;
+      jobs.push_back(sc.sched.submit(r));
+      ASSERT_NE(jobs.back(), nullptr);
+    }
+    auto gen2 = sc.sched.submit({prompts[2], greedy(16), 1});
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      wait_done(*jobs[i]);
+      EXPECT_EQ(jobs[i]->embedding(), expected[i]) << pooling_name(pooling) << " prompt " << i;
+      EXPECT_EQ(jobs[i]->results()[0].completion_tokens, 0);
+    }
+    wait_done(*gen0);
+    wait_done(*gen2);
+    EXPECT_EQ(gen0->results()[0].text, texts[0].text);
+    EXPECT_EQ(gen2->results()[0].text, texts[1].text);
+    JobRequest two{prompts[0], greedy(0), 2};
+    two.embed = pooling;
+    EXPECT_THROW(sc.sched.submit(two), Error) << "an embedding has one choice";
+  }
+}
+
+TEST(Pooling, NamesTokensAndUnitLength) {
+  EXPECT_EQ(parse_pooling("mean"), Pooling::Mean);
+  EXPECT_EQ(parse_pooling("cls"), Pooling::Cls);
+  EXPECT_EQ(parse_pooling("last"), Pooling::Last);
+  EXPECT_THROW(parse_pooling("rank"), Error);
+  EXPECT_TRUE(pooled_token(Pooling::Mean, 3, 5));
+  EXPECT_TRUE(pooled_token(Pooling::Cls, 0, 5));
+  EXPECT_FALSE(pooled_token(Pooling::Cls, 1, 5));
+  EXPECT_TRUE(pooled_token(Pooling::Last, 4, 5));
+  EXPECT_FALSE(pooled_token(Pooling::Last, 3, 5));
+  PooledEmbedding e(2);
+  e.add(std::vector<float>{3, 0});
+  e.add(std::vector<float>{0, 4});  // mean (1.5, 2): length 2.5
+  EXPECT_EQ(e.added(), 2);
+  const auto v = e.result();
+  EXPECT_FLOAT_EQ(v[0], 0.6f);
+  EXPECT_FLOAT_EQ(v[1], 0.8f);
+  EXPECT_THROW(e.add(std::vector<float>{1, 2, 3}), Error);
+  PooledEmbedding zero(2);
+  zero.add(std::vector<float>{0, 0});
+  EXPECT_EQ(zero.result(), (std::vector<float>{0, 0})) << "all zeros stay zeros, not NaN";
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ extern "C" void stop_on_signal(int) {
 struct ServeOptions {
   bool mmap = false;
   std::string model = default_model_path();
-  std::string host = "127.0.0.1", api_key, alias, chat_template;
+  std::string host = "127.0.0.1", api_key, alias, chat_template, pooling;
   int port = 8080;
   int threads = default_threads();
   int64_t ctx = 0;
@@ -51,6 +51,10 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "Chat template for /v1/chat/completions: a built-in name (strata chat-template "
                   "--list) or a Jinja file (default: the model's tokenizer.chat_template, else "
                   "the plain transcript)");
+  cmd->add_option("--pooling", o.pooling,
+                  "How /v1/embeddings pools the final hidden states: mean, cls or last (default: "
+                  "the model's <arch>.pooling_type, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
   cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
   cmd->add_option("-c,--ctx-size", o.ctx,
                   "Context of all slots together, split evenly among them (default: each slot "
@@ -89,6 +93,7 @@ ServerOptions server_options(const ServeOptions& o, const Model& model) {
   so.port = o.port;
   so.api_key = o.api_key;
   so.chat_template = o.chat_template;
+  if (!o.pooling.empty()) so.pooling = parse_pooling(o.pooling);
   so.model_name = !o.alias.empty()             ? o.alias
                   : !model.config.name.empty() ? model.config.name
                                                : std::filesystem::path(o.model).filename().string();
@@ -159,10 +164,10 @@ int serve(const ServeOptions& o) {
   std::signal(SIGTERM, stop_on_signal);
   fmt::print(stderr,
              "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads, chat "
-             "template {}): POST /v1/completions, /v1/chat/completions; GET /v1/models, /health, "
-             "/metrics, /slots\n",
+             "template {}, {} pooling): POST /v1/completions, /v1/chat/completions, "
+             "/v1/embeddings; GET /v1/models, /health, /metrics, /slots\n",
              so.model_name, o.host, port, o.parallel, n_ctx, o.max_queue, o.threads,
-             server.chat_template_name());
+             server.chat_template_name(), pooling_name(server.pooling()));
   std::fflush(stderr);
   server.listen();
   g_server = nullptr;

@@ -76,6 +76,10 @@ struct BatchScheduler::Sequence {
     if (job->request.params.grammar)
       constraint = std::make_unique<GrammarConstraint>(job->request.params.grammar, tok);
   }
+  Sequence(std::shared_ptr<Job> j, int s, int64_t n_embd, const Tokenizer& tok)
+      : Sequence(std::move(j), 0, s, tok) {
+    pooled = std::make_unique<PooledEmbedding>(n_embd);
+  }
   static SamplerParams sampling_for(SamplerParams p, int choice) {
     p.seed += static_cast<uint64_t>(choice);
     return p;
@@ -88,6 +92,7 @@ struct BatchScheduler::Sequence {
   int choice, slot;
   Sampler sampler;
   std::unique_ptr<GrammarConstraint> constraint;  // the request's grammar, if any
+  std::unique_ptr<PooledEmbedding> pooled;        // an embedding job's
   CompletionText text;
   std::vector<int32_t> history;  // prompt and generated tokens (the repetition penalty's)
   // Logprobs of generated tokens whose text is not delivered yet (held back: a partial
@@ -129,6 +134,7 @@ void BatchScheduler::stop() {
 std::shared_ptr<JobHandle> BatchScheduler::submit(JobRequest request) {
   check_prompt(request.prompt, model_.config.n_vocab, session_.n_ctx());
   if (request.n < 1) fail("a request asks for at least one choice, not {}", request.n);
+  if (request.embed && request.n != 1) fail("an embedding job has one choice, not {}", request.n);
   auto job = std::make_shared<Job>();
   job->handle = std::make_shared<JobHandle>();
   job->handle->results_.resize(static_cast<size_t>(request.n));
@@ -264,12 +270,17 @@ void BatchScheduler::admit() {
       waiting_.pop_front();
       continue;
     }
-    const SlotChoice choice = pick_slot(cached_, free_slots, job->request.prompt);
+    // Pooling over every token (or the first) reuses no prefix: the slot that loses least.
+    const bool reuse = !job->request.embed || *job->request.embed == Pooling::Last;
+    const SlotChoice choice = pick_slot(
+        cached_, free_slots, reuse ? std::span<const int32_t>(job->request.prompt) : std::span<const int32_t>());
     if (choice.slot < 0) break;
     const auto slot = static_cast<size_t>(choice.slot);
     session_.truncate(choice.slot, choice.keep);
     cached_[slot].resize(static_cast<size_t>(choice.keep));
-    auto seq = std::make_unique<Sequence>(job, job->placed, choice.slot, *model_.tokenizer);
+    auto seq = job->request.embed
+                   ? std::make_unique<Sequence>(job, choice.slot, model_.config.n_embd, *model_.tokenizer)
+                   : std::make_unique<Sequence>(job, job->placed, choice.slot, *model_.tokenizer);
     seq->fed = choice.keep;
     seq->result.prompt_tokens = static_cast<int64_t>(job->request.prompt.size());
     seq->result.cached_tokens = choice.keep;
@@ -291,6 +302,7 @@ void BatchScheduler::step() {
   // Generating sequences first (one token each), then prompt chunks in arrival order.
   std::vector<BatchToken> batch;
   std::vector<Sequence*> rows;  // the sequence of each logits row
+  std::vector<Sequence*> hidden_rows;  // the embedding sequence of each hidden-state row
   std::vector<Sequence*> reading;
   std::vector<int64_t> remaining;
   for (auto& s : slots_) {
@@ -315,9 +327,17 @@ void BatchScheduler::step() {
   int64_t prompt_tokens = 0;
   for (size_t i = 0; i < reading.size(); ++i) {
     Sequence& s = *reading[i];
+    const auto size = static_cast<int64_t>(s.prompt().size());
     for (int64_t k = 0; k < chunks[i]; ++k) {
-      const bool last = s.fed + k + 1 == static_cast<int64_t>(s.prompt().size());
-      batch.push_back({s.prompt()[static_cast<size_t>(s.fed + k)], s.slot, last});
+      const int32_t token = s.prompt()[static_cast<size_t>(s.fed + k)];
+      if (s.pooled) {
+        const bool pooled = pooled_token(*s.job->request.embed, s.fed + k, size);
+        batch.push_back({token, s.slot, false, pooled});
+        if (pooled) hidden_rows.push_back(&s);
+        continue;
+      }
+      const bool last = s.fed + k + 1 == size;
+      batch.push_back({token, s.slot, last});
       if (last) rows.push_back(&s);
     }
     prompt_tokens += chunks[i];
@@ -339,6 +359,11 @@ void BatchScheduler::step() {
   const double share = seconds / static_cast<double>(batch.size());
   metrics_.prompt_s += share * static_cast<double>(prompt_tokens);
   metrics_.decode_s += share * static_cast<double>(decoding);
+  const auto d = static_cast<size_t>(model_.config.n_embd);
+  for (size_t r = 0; r < hidden_rows.size(); ++r)
+    hidden_rows[r]->pooled->add(session_.hidden().subspan(r * d, d));
+  for (Sequence* s : reading)
+    if (s->pooled && !s->reading_prompt()) finish_embedding(*s);
   for (size_t r = 0; r < rows.size(); ++r)
     on_logits(*rows[r], logits.subspan(static_cast<size_t>(r) * static_cast<size_t>(v),
                                        static_cast<size_t>(v)));
@@ -368,6 +393,16 @@ void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
   if (p.max_tokens >= 0 && s.result.completion_tokens >= p.max_tokens) return finish(s, "length");
   if (session_.n_past(s.slot) >= session_.n_ctx()) return finish(s, "length");
   s.next = next;
+}
+
+void BatchScheduler::finish_embedding(Sequence& s) {
+  s.result.prompt_s = s.started.seconds();
+  JobHandle& h = *s.job->handle;
+  {
+    std::lock_guard hl(h.m_);
+    h.embedding_ = s.pooled->result();
+  }
+  finish(s, "stop");
 }
 
 void BatchScheduler::release_followers(Sequence& leader, std::span<const float> logits) {

@@ -18,6 +18,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 
 #include "model/model.h"
 #include "runtime/generator.h"
+#include "runtime/pooling.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -60,6 +62,10 @@ struct JobRequest {
   std::vector<int32_t> prompt;
   GenerationParams params;
   int n = 1;  // choices (OpenAI's n); choice i samples with seed + i
+  // An embedding: the prompt is read (beside other requests' tokens, as a prompt is), its final
+  // hidden states pooled (runtime/pooling.h) into JobHandle::embedding(); nothing is generated,
+  // n is 1. Mean and cls pooling need every token's state, so such a job reuses no cached prefix.
+  std::optional<Pooling> embed = std::nullopt;
 };
 
 // A submitted request as its HTTP thread sees it.
@@ -77,6 +83,8 @@ class JobHandle {
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
   const std::vector<GenerationResult>& results() const { return results_; }
+  // An embedding job's vector, once done (empty if it was cancelled or failed).
+  const std::vector<float>& embedding() const { return embedding_; }
   uint64_t id() const { return id_; }
 
  private:
@@ -85,6 +93,7 @@ class JobHandle {
   std::condition_variable cv_;
   std::vector<Piece> pieces_;
   std::vector<GenerationResult> results_;
+  std::vector<float> embedding_;
   int done_ = 0;
   std::atomic<bool> cancelled_{false};
   uint64_t id_ = 0;
@@ -137,6 +146,7 @@ class BatchScheduler {
   void on_logits(Sequence& s, std::span<const float> logits);
   void release_followers(Sequence& leader, std::span<const float> logits);
   void finish(Sequence& s, const char* reason);
+  void finish_embedding(Sequence& s);  // its prompt read: the pooled vector, then finish()
   void deliver(Sequence& s, std::string_view text);
 
   const Model& model_;

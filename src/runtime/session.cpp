@@ -395,16 +395,23 @@ void Session::check_batch(std::span<const BatchToken> batch) const {
 std::span<const float> Session::decode(std::span<const BatchToken> batch) {
   check_batch(batch);
   const int64_t n = static_cast<int64_t>(batch.size());
-  int64_t rows = 0;
-  for (const BatchToken& t : batch) rows += t.logits ? 1 : 0;
+  int64_t rows = 0, hidden_rows = 0;
+  for (const BatchToken& t : batch) {
+    rows += t.logits ? 1 : 0;
+    hidden_rows += t.hidden ? 1 : 0;
+  }
   tokens_evaluated_ += static_cast<uint64_t>(n);
   logits_.resize(static_cast<size_t>(rows * c_.n_vocab));
-  int64_t done_rows = 0;
+  hidden_.resize(static_cast<size_t>(hidden_rows * c_.n_embd));
+  int64_t done_rows = 0, done_hidden = 0;
   for (int64_t start = 0; start < n; start += kMaxBatch) {
     const auto part = batch.subspan(static_cast<size_t>(start),
                                     static_cast<size_t>(std::min(kMaxBatch, n - start)));
-    forward(part, logits_.data() + done_rows * c_.n_vocab);
-    for (const BatchToken& t : part) done_rows += t.logits ? 1 : 0;
+    forward(part, logits_.data() + done_rows * c_.n_vocab, hidden_.data() + done_hidden * c_.n_embd);
+    for (const BatchToken& t : part) {
+      done_rows += t.logits ? 1 : 0;
+      done_hidden += t.hidden ? 1 : 0;
+    }
   }
   return logits_;
 }
@@ -460,7 +467,7 @@ void Session::embed(std::span<const BatchToken> batch) {
   backend_.add(ws.x, ws.proj, n * c_.n_embd);
 }
 
-void Session::forward(std::span<const BatchToken> batch, float* logits) {
+void Session::forward(std::span<const BatchToken> batch, float* logits, float* hidden) {
   const int64_t n = static_cast<int64_t>(batch.size());
   place(batch);
   embed(batch);
@@ -486,7 +493,7 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   move_residual(output_part_, n);
   Backend& out = output_part().backend;
   const Event start = out.record();
-  output(batch, logits);
+  output(batch, logits, hidden);
   spans_.add(start, out.record(), &times_.output, 1, &out);
   backend_.synchronize();  // the logits are read by the caller
   spans_.resolve(backend_);
@@ -494,13 +501,20 @@ void Session::forward(std::span<const BatchToken> batch, float* logits) {
   clock_ += n;
 }
 
-void Session::output(std::span<const BatchToken> batch, float* logits) {
+void Session::output(std::span<const BatchToken> batch, float* logits, float* hidden) {
   // Only the marked tokens' logits: their rows normalized side by side, one product.
   // On a device they are made in its memory and downloaded; on the CPU (the plan's output head
-  // there) straight into `logits`.
+  // there) straight into `logits`. Hidden states first: the normalized rows, downloaded.
   DevicePart& p = output_part();
   const MatrixView& out = p.weights->output();
   int64_t rows = 0;
+  for (size_t b = 0; b < batch.size(); ++b)
+    if (batch[b].hidden)
+      norm(p.backend, p.ws.x + static_cast<int64_t>(b) * c_.n_embd, p.weights->output_norm(),
+           p.weights->output_norm_bias(), p.ws.xn + rows++ * c_.n_embd, 1);
+  if (rows > 0)
+    p.backend.download(hidden, p.ws.xn, static_cast<uint64_t>(rows * c_.n_embd) * sizeof(float));
+  rows = 0;
   for (size_t b = 0; b < batch.size(); ++b)
     if (batch[b].logits)
       norm(p.backend, p.ws.x + static_cast<int64_t>(b) * c_.n_embd, p.weights->output_norm(),

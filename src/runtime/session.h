@@ -78,11 +78,14 @@ struct SessionOptions {
   bool output_on_host = false;
 };
 
-// One token of a batch: its sequence (0 .. n_seq - 1) and whether its logits are wanted.
+// One token of a batch: its sequence (0 .. n_seq - 1), whether its logits are wanted, and
+// whether its final hidden state is (after the output norm, what the output head reads: what
+// embeddings pool, as llama.cpp's).
 struct BatchToken {
   int32_t token = 0;
   int32_t seq = 0;
   bool logits = false;
+  bool hidden = false;
 };
 
 class Session {
@@ -116,6 +119,9 @@ class Session {
   // sequence and uses only its own FFN neurons, so its logits are what it gives decoded alone
   // within rounding (bit for bit for interleaved Q4_0/Q8_0/Q4_K and the sparse modes' rows).
   std::span<const float> decode(std::span<const BatchToken> batch);
+  // After decode: the final hidden states of the tokens marked `hidden`, in batch order (rows of
+  // n_embd), valid until the next call.
+  std::span<const float> hidden() const { return hidden_; }
 
   static constexpr int64_t kMaxBatch = 64;
   void reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
@@ -177,7 +183,7 @@ class Session {
   void check_batch(std::span<const BatchToken> batch) const;
   // One batch of up to kMaxBatch tokens, each at its sequence's next position; logits of the
   // marked tokens to `logits`, in order.
-  void forward(std::span<const BatchToken> batch, float* logits);
+  void forward(std::span<const BatchToken> batch, float* logits, float* hidden);
   void place(std::span<const BatchToken> batch);  // positions and rotation angles
   void embed(std::span<const BatchToken> batch);
   // The part that computes a layer, the output head.
@@ -196,7 +202,7 @@ class Session {
             int64_t n);
   // Pairs RoPE rotates per head: 0 for learned positions.
   int64_t rope_half() const;
-  void output(std::span<const BatchToken> batch, float* logits);
+  void output(std::span<const BatchToken> batch, float* logits, float* hidden);
 
   const Model& model_;
   const ModelConfig& c_;
@@ -228,6 +234,7 @@ class Session {
   std::unique_ptr<SplitFfnStore> split_;  // a split FFN: the device's hot rows over the rest
   uint64_t residual_link_bytes_ = 0;      // the residual stream moved between the parts
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // the marked tokens' final hidden states (hidden())
   Buffer device_logits_;  // a device's logits rows, downloaded into logits_
   int64_t clock_ = 0;     // tokens seen, for windowing (never reset)
   uint64_t tokens_evaluated_ = 0;

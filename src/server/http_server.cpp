@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/json_limits.h"
+#include "server/embeddings_api.h"
 #include "server/http_rules.h"
 #include "server/metrics.h"
 #include "server/token_api.h"
@@ -28,6 +29,7 @@ struct HttpServer::Impl {
   Session& session;
   ServerOptions options;
   ChatTemplate chat_template;  // chosen and checked once, at start
+  Pooling pooling;             // /v1/embeddings'
   BatchScheduler scheduler;
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
@@ -42,6 +44,8 @@ struct HttpServer::Impl {
         session(s),
         options(std::move(o)),
         chat_template(chat_template_for(m, options.chat_template)),
+        pooling(options.pooling ? *options.pooling
+                                : model_pooling(*m.file, m.config.architecture).value_or(Pooling::Mean)),
         scheduler(m, s, options.scheduler),
         request_memory(options.request_memory_bytes),
         http(with_body_budget(options.connections, options.max_body_bytes)) {
@@ -88,13 +92,14 @@ struct HttpServer::Impl {
   }
 
   // Refuses, before tokenizing it, a text that cannot fit the context whatever its tokens.
-  void check_fits_before_tokenizing(const std::string& text, const char* param) const {
+  void check_fits_before_tokenizing(const std::string& text, const char* param,
+                                    const std::string& what = "the prompt") const {
     const int64_t at_least = model.tokenizer->min_tokens(text.size());
     if (at_least >= session.n_ctx())
       throw ApiError(400,
-                     fmt::format("the prompt has at least {} tokens ({} bytes) but the context "
+                     fmt::format("{} has at least {} tokens ({} bytes) but the context "
                                  "holds {} (start the server with a larger -c)",
-                                 at_least, text.size(), session.n_ctx()),
+                                 what, at_least, text.size(), session.n_ctx()),
                      param, "context_length_exceeded");
   }
 
@@ -316,6 +321,85 @@ struct HttpServer::Impl {
         });
   }
 
+  // The most values one embeddings answer may hold (inputs x width): about 50 MB of JSON.
+  static constexpr int64_t kMaxEmbeddingValues = int64_t{1} << 22;
+
+  // /v1/embeddings: each input a job of the scheduler (beside generating requests), at most
+  // one per slot of this request in flight at once, so a long list waits its turn instead of
+  // filling the queue (and when the queue is full, for its own jobs first: 503 only when it has
+  // none in flight); the vectors in input order.
+  void embed(const httplib::Request& http_req, const std::string& body, httplib::Response& res) {
+    const Tokenizer& tok = *model.tokenizer;
+    const int64_t n_embd = model.config.n_embd;
+    const EmbeddingRequest req = parse_embedding_request(parse_body(body), n_embd, model.config.n_vocab);
+    if (static_cast<int64_t>(req.inputs.size()) * n_embd > kMaxEmbeddingValues)
+      throw ApiError(400,
+                     fmt::format("{} inputs of {} values each are over the {} values one answer "
+                                 "holds; send at most {} inputs per request",
+                                 req.inputs.size(), n_embd, kMaxEmbeddingValues,
+                                 kMaxEmbeddingValues / n_embd),
+                     "input");
+    std::vector<std::vector<int32_t>> prompts;
+    int64_t tokens = 0;
+    for (size_t i = 0; i < req.inputs.size(); ++i) {
+      const auto& in = req.inputs[i];
+      std::vector<int32_t> ids = in.ids;
+      if (ids.empty()) {
+        check_fits_before_tokenizing(in.text, "input", fmt::format("input {}", i));
+        ids = tok.encode(in.text, tok.add_bos_default());
+      }
+      if (static_cast<int64_t>(ids.size()) >= session.n_ctx())
+        throw ApiError(400,
+                       fmt::format("input {} has {} tokens but the context holds {} (start the "
+                                   "server with a larger -c)",
+                                   i, ids.size(), session.n_ctx()),
+                       "input", "context_length_exceeded");
+      tokens += static_cast<int64_t>(ids.size());
+      prompts.push_back(std::move(ids));
+    }
+    if (abandoned()) return reply_cancelled(res);
+    std::vector<std::shared_ptr<JobHandle>> jobs;
+    std::vector<std::vector<float>> vectors;
+    auto cancel_all = [&] {
+      for (auto& j : jobs) j->cancel();
+    };
+    const size_t window = static_cast<size_t>(scheduler.n_slots());
+    for (size_t next = 0, done = 0; done < prompts.size();) {
+      while (next < prompts.size() && next - done < window) {
+        JobRequest job;
+        job.prompt = std::move(prompts[next++]);
+        job.params.max_tokens = 0;
+        job.embed = pooling;
+        auto handle = scheduler.submit(job);
+        if (!handle && next - 1 > done) {  // the queue is full: wait for one of ours first
+          prompts[--next] = std::move(job.prompt);
+          break;
+        }
+        if (!handle) {
+          cancel_all();
+          throw ApiError(503, "the server is busy: its queue is full; retry later", "", "overloaded");
+        }
+        jobs.push_back(std::move(handle));
+      }
+      std::vector<JobHandle::Piece> pieces;
+      JobHandle& job = *jobs[done++];
+      wait_for(job, pieces);
+      if (job.cancelled()) {
+        cancel_all();
+        log(http_req, 503, nullptr);
+        return reply_cancelled(res);
+      }
+      if (any_failed(job)) {
+        cancel_all();
+        throw std::runtime_error(job.results()[0].error);
+      }
+      vectors.push_back(job.embedding());
+    }
+    res.set_content(dump_json(embedding_response(vectors, req.base64, options.model_name, tokens)),
+                    "application/json");
+    log(http_req, 200, nullptr);
+  }
+
   // A token's text in logprobs: the bytes it stands for (a control token's name).
   TokenText token_text() const {
     const Tokenizer* tok = model.tokenizer.get();
@@ -480,14 +564,18 @@ struct HttpServer::Impl {
                                                   {"owned_by", "strata"}}})}};
       res.set_content(dump_json(models), "application/json");
     });
-    auto handler = [this](bool chat) {
-      return [this, chat](const httplib::Request& req, httplib::Response& res,
+    enum class Endpoint { Completions, Chat, Embeddings };
+    auto handler = [this](Endpoint kind) {
+      return [this, kind](const httplib::Request& req, httplib::Response& res,
                           const httplib::ContentReader& reader) {
         RequestMemory::Reservation memory(request_memory);
         try {
           const std::string body = read_body(req, reader, res, memory);
           reserve_document(body, memory);
-          complete(req, body, res, chat);
+          if (kind == Endpoint::Embeddings)
+            embed(req, body, res);
+          else
+            complete(req, body, res, kind == Endpoint::Chat);
         } catch (const ApiError& e) {
           reply_error(res, e.status, e.what(), e.param, e.code);
           if (e.status == 503) res.set_header("Retry-After", "1");
@@ -527,10 +615,12 @@ struct HttpServer::Impl {
     };
     http.Post("/tokenize", json_endpoint(tokenize_response));
     http.Post("/detokenize", json_endpoint(detokenize_response));
-    http.Post("/v1/completions", handler(false));
-    http.Post("/v1/chat/completions", handler(true));
-    http.Post("/completions", handler(false));  // paths some clients use without /v1
-    http.Post("/chat/completions", handler(true));
+    http.Post("/v1/completions", handler(Endpoint::Completions));
+    http.Post("/v1/chat/completions", handler(Endpoint::Chat));
+    http.Post("/v1/embeddings", handler(Endpoint::Embeddings));
+    http.Post("/completions", handler(Endpoint::Completions));  // paths some clients use without /v1
+    http.Post("/chat/completions", handler(Endpoint::Chat));
+    http.Post("/embeddings", handler(Endpoint::Embeddings));
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler already wrote the error
       const std::string message =
@@ -574,6 +664,7 @@ uint64_t server_ram_bytes(const ServerOptions& o) {
 }
 
 const std::string& HttpServer::chat_template_name() const { return impl_->chat_template.name(); }
+Pooling HttpServer::pooling() const { return impl_->pooling; }
 
 HttpServer::HttpServer(const Model& model, Session& session, ServerOptions options)
     : impl_(std::make_unique<Impl>(model, session, std::move(options))) {

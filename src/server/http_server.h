@@ -1,5 +1,6 @@
 // strata's OpenAI-compatible HTTP server (cpp-httplib): POST /v1/completions and
-// /v1/chat/completions (whole or streamed as server-sent events), GET /v1/models, /health,
+// /v1/chat/completions (whole or streamed as server-sent events), /v1/embeddings (pooled final
+// hidden states, computed in the same batches as generation), GET /v1/models, /health,
 // /metrics (Prometheus) and /slots. Requests generate at once on the session's sequence slots
 // through the batch scheduler (continuous batching, runtime/batch_scheduler.h); each slot keeps
 // the KV entries of its last conversation, and a request goes to the slot sharing the longest
@@ -9,11 +10,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "chat/chat_template.h"
 #include "model/model.h"
 #include "runtime/batch_scheduler.h"
+#include "runtime/pooling.h"
 #include "runtime/session.h"
 #include "server/guarded_http.h"
 #include "server/openai_api.h"
@@ -27,6 +30,8 @@ struct ServerOptions {
   std::string api_key;  // non-empty: /v1/* needs "Authorization: Bearer <key>"
   std::string model_name;
   std::string chat_template;  // --chat-template NAME|FILE; empty: the model's own
+  // /v1/embeddings' pooling (--pooling); none: the model's own (<arch>.pooling_type), else mean.
+  std::optional<Pooling> pooling;
   ServerDefaults defaults;
   size_t max_body_bytes = size_t{8} << 20;  // however it is sent (length, chunked)
   // Bodies and their parsed JSON held at once, all requests together (server/request_memory.h);
@@ -58,6 +63,7 @@ class HttpServer {
   void stop();
   // The chat template in use: "gguf" (the model's), a built-in name or a file.
   const std::string& chat_template_name() const;
+  Pooling pooling() const;  // what /v1/embeddings pools by
   // Serves one connected socket on the calling thread until it closes (fuzzing, tests).
   void serve_connection(int sock);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // strata serve's features through the official OpenAI client (npm `openai`): response_format
 // with a JSON schema (whole and streamed), json_object, tools with tool_choice "required" and a
-// named function (whole and streamed: the client assembles the streamed calls), logprobs. Each
+// named function (whole and streamed: the client assembles the streamed calls), logprobs,
+// embeddings (the client's default base64 and floats). Each
 // output is written to --out as {kind, schema, output, finish}; tests/openai_features.sh has
 // python3-jsonschema validate them, so the check is an independent validator, not this script.
 //
@@ -101,6 +102,12 @@ async function main() {
   results.push({kind: 'logprobs', finish: lp.choices[0].finish_reason,
                 logprobs: lp.choices[0].logprobs?.content ?? null,
                 completion_tokens: lp.usage.completion_tokens});
+  // Embeddings: the client's default (it asks for base64 and decodes it) and plain floats.
+  const input = ['In the beginning', 'And God said, Let there be light', 'light'];
+  const eb = await client.embeddings.create({model: 'strata', input});
+  const ef = await client.embeddings.create({model: 'strata', input, encoding_format: 'float'});
+  results.push({kind: 'embeddings', inputs: input.length, response: ef,
+                decoded: eb.data.map((d) => Array.from(d.embedding))});
   writeFileSync(o.out, JSON.stringify({tools: TOOLS, results}, null, 1));
   console.log(`${results.length} replies written to ${o.out}`);
 }

@@ -14,6 +14,41 @@ import sys
 import jsonschema
 
 
+# OpenAI's CreateEmbeddingResponse, as its API reference describes it.
+EMBEDDING_RESPONSE = {
+    "type": "object", "required": ["object", "data", "model", "usage"],
+    "properties": {
+        "object": {"const": "list"}, "model": {"type": "string"},
+        "data": {"type": "array", "items": {
+            "type": "object", "required": ["object", "index", "embedding"],
+            "properties": {"object": {"const": "embedding"}, "index": {"type": "integer"},
+                           "embedding": {"type": "array", "items": {"type": "number"}, "minItems": 1}}}},
+        "usage": {"type": "object", "required": ["prompt_tokens", "total_tokens"],
+                  "properties": {"prompt_tokens": {"type": "integer", "minimum": 1},
+                                 "total_tokens": {"type": "integer", "minimum": 1}}}}}
+
+
+def check_embeddings(r):
+    """The float response is in OpenAI's shape, one unit vector per input in order, and the
+    client's default (base64, decoded by it) gives the same vectors."""
+    try:
+        jsonschema.validate(r["response"], EMBEDDING_RESPONSE)
+    except jsonschema.ValidationError as e:
+        return str(e)[:200]
+    data = r["response"]["data"]
+    if [d["index"] for d in data] != list(range(r["inputs"])):
+        return f"indexes {[d['index'] for d in data]}"
+    for d, b in zip(data, r["decoded"]):
+        v = d["embedding"]
+        if abs(sum(x * x for x in v) - 1) > 1e-4 or len(b) != len(v):
+            return f"length {sum(x * x for x in v)}, {len(b)} vs {len(v)} values"
+        if max(abs(x - y) for x, y in zip(v, b)) > 1e-6:
+            return "the base64 vector differs from the float one"
+    if data[0]["embedding"] == data[1]["embedding"]:
+        return "two inputs gave the same vector"
+    return ""
+
+
 def main():
     data = json.load(open(sys.argv[1], encoding="utf-8"))
     params = {t["function"]["name"]: t["function"]["parameters"] for t in data["tools"]}
@@ -44,6 +79,9 @@ def main():
                     jsonschema.validate(json.loads(c["arguments"]), params[c["name"]])
                 except (ValueError, jsonschema.ValidationError) as e:
                     ok, why = False, f"{c}: {e}"
+        elif kind == "embeddings":
+            why = check_embeddings(r)
+            ok = not why
         elif kind == "logprobs":
             lp = r["logprobs"]
             ok = lp is not None and len(lp) == r["completion_tokens"] and all(

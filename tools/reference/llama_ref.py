@@ -144,6 +144,11 @@ class LlamaReference:
 
     def forward(self, tokens):
         """Logits [T, vocab] for every position of the token sequence."""
+        head = "output.weight" if "output.weight" in self.g.tensors else "token_embd.weight"
+        return self.linear(head, self.hidden(tokens))
+
+    def hidden(self, tokens):
+        """The final hidden states [T, n_embd] (after the output norm) of every position."""
         T = len(tokens)
         emb = self.weight("token_embd.weight")
         x = emb[torch.tensor(tokens)]
@@ -165,6 +170,4 @@ class LlamaReference:
             o = torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * hd)
             x = x + self.linear(p + "attn_output.weight", o)
             x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"))
-        x = self.rms_norm(x, "output_norm.weight")
-        head = "output.weight" if "output.weight" in self.g.tensors else "token_embd.weight"
-        return self.linear(head, x)
+        return self.rms_norm(x, "output_norm.weight")

@@ -140,5 +140,26 @@ TEST_F(ServerEmbeddings, ErrorsNameTheField) {
   EXPECT_EQ(res->status, 401);
 }
 
+// The chat page (GET /): served without the key (it has no secrets and asks for the key), with
+// a policy that lets it talk only to this server, and naming no other address in its text.
+TEST_F(ServerEmbeddings, ChatPageIsServedWithoutTheKeyAndNamesNoOtherAddress) {
+  httplib::Client anonymous("127.0.0.1", port_);
+  for (const char* path : {"/", "/index.html"}) {
+    const auto res = anonymous.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 200) << path;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "text/html; charset=utf-8");
+    const std::string policy = res->get_header_value("Content-Security-Policy");
+    EXPECT_NE(policy.find("default-src 'none'"), std::string::npos) << policy;
+    EXPECT_NE(policy.find("connect-src 'self'"), std::string::npos) << policy;
+    EXPECT_NE(res->body.find("/v1/chat/completions"), std::string::npos);
+    EXPECT_EQ(res->body.find("http://"), std::string::npos) << "the page names another address";
+    EXPECT_EQ(res->body.find("https://"), std::string::npos) << "the page names another address";
+  }
+  const auto props = anonymous.Get("/props");
+  ASSERT_TRUE(props);
+  EXPECT_EQ(props->status, 401) << "only the page is open";
+}
+
 }  // namespace
 }  // namespace strata

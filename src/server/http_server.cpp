@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/json_limits.h"
+#include "server/chat_page.h"
 #include "server/embeddings_api.h"
 #include "server/http_rules.h"
 #include "server/metrics.h"
@@ -513,8 +514,10 @@ struct HttpServer::Impl {
     if (!transfer.empty() && !equals_ignoring_case(transfer, "chunked"))
       return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
                                      transfer.substr(0, 64)));
-    // Every route but /health needs the key when there is one.
-    if (options.api_key.empty() || req.path == "/health")
+    // Every route but /health and the page (static, no secrets: it asks for the key) needs the
+    // key when there is one.
+    if (options.api_key.empty() || req.path == "/health" || req.path == "/" ||
+        req.path == "/index.html")
       return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value_count("Authorization") == 1 &&
         bearer_matches(req.get_header_value("Authorization"), options.api_key))
@@ -537,6 +540,15 @@ struct HttpServer::Impl {
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"status":"ok"})", "application/json");
     });
+    auto page = [this](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(chat_page_html().data(), chat_page_html().size(), "text/html; charset=utf-8");
+      res.set_header("Content-Security-Policy", std::string(kChatPagePolicy));
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_header("Cache-Control", "no-cache");
+      log(req, 200, nullptr);
+    };
+    http.Get("/", page);
+    http.Get("/index.html", page);
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(prometheus_metrics(scheduler.metrics(), http.stats()),
                       "text/plain; version=0.0.4");

@@ -340,6 +340,30 @@ TEST(BatchScheduler, EmbeddingJobsPoolWhatTheirTokensGiveAloneBesideGeneration) 
   }
 }
 
+// The gauges a gateway balances on: requests in slots (a job with n choices counts once) and the
+// KV positions busy slots hold; an idle slot's cached prefix is reusable, not counted as used.
+TEST(BatchScheduler, RunningRequestsAndKvUseWhileAJobRuns) {
+  Scheduled sc(shipped_model(), 3, {}, 2048);
+  const auto prompt = test_prompts(*sc.model->tokenizer)[0];
+  auto job = sc.sched.submit({prompt, greedy(-1), 2});  // long: until the context is full
+  ASSERT_NE(job, nullptr);
+  SchedulerMetrics seen;
+  for (int i = 0; i < 5000; ++i) {
+    seen = sc.sched.metrics();
+    if (seen.running_requests == 1 && seen.kv_positions_used > 2 * static_cast<int64_t>(prompt.size()))
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(seen.running_requests, 1) << "two choices, one request";
+  EXPECT_GT(seen.kv_positions_used, 2 * static_cast<int64_t>(prompt.size()));
+  EXPECT_EQ(seen.kv_positions, 3 * 2048);
+  job->cancel();
+  wait_done(*job);
+  const SchedulerMetrics after = sc.sched.metrics();
+  EXPECT_EQ(after.running_requests, 0);
+  EXPECT_EQ(after.kv_positions_used, 0);
+}
+
 TEST(Pooling, NamesTokensAndUnitLength) {
   EXPECT_EQ(parse_pooling("mean"), Pooling::Mean);
   EXPECT_EQ(parse_pooling("cls"), Pooling::Cls);

@@ -179,6 +179,14 @@ TEST_F(ServerBatching, MetricsAndSlotsDescribeTheServer) {
   }
   EXPECT_EQ(metric("requests_total"), 1);
   EXPECT_EQ(metric("slots"), 4);
+  // The gateway's gauges, under strata's names and vLLM's (idle now: nothing waits or runs).
+  for (const char* name : {"requests_waiting", "requests_running", "kv_cache_usage_ratio"})
+    EXPECT_EQ(metric(name), 0) << name;
+  for (const char* name :
+       {"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:gpu_cache_usage_perc"}) {
+    EXPECT_NE(m->body.find(std::string("# TYPE ") + name + " gauge\n"), std::string::npos) << name;
+    EXPECT_NE(m->body.find(std::string("\n") + name + " 0\n"), std::string::npos) << name;
+  }
   EXPECT_GE(metric("generated_tokens_total"), 1);
   const auto s = client_->Get("/slots");
   ASSERT_TRUE(s);

@@ -156,7 +156,17 @@ std::shared_ptr<JobHandle> BatchScheduler::submit(JobRequest request) {
 
 SchedulerMetrics BatchScheduler::metrics() const {
   std::lock_guard lock(m_);
-  return metrics_;
+  SchedulerMetrics m = metrics_;
+  std::vector<uint64_t> jobs;
+  for (size_t i = 0; i < slots_.size(); ++i)
+    if (const Sequence* s = slots_[i].get()) {
+      jobs.push_back(s->job->handle->id());
+      m.kv_positions_used += static_cast<int64_t>(cached_[i].size());
+    }
+  std::sort(jobs.begin(), jobs.end());
+  m.running_requests = static_cast<int>(std::unique(jobs.begin(), jobs.end()) - jobs.begin());
+  m.kv_positions = static_cast<int64_t>(slots_.size()) * session_.n_ctx();
+  return m;
 }
 
 std::vector<SlotStatus> BatchScheduler::slots() const {

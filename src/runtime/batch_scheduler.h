@@ -111,6 +111,10 @@ struct SchedulerMetrics {
   uint64_t prompt_tokens = 0, generated_tokens = 0, steps = 0, step_tokens = 0;
   double prompt_s = 0, decode_s = 0;  // step time shared out by the step's tokens
   int queue_depth = 0, slots_busy = 0, slots = 0;
+  // At the moment metrics() is read: requests with a sequence in a slot, and the KV positions
+  // the busy slots hold out of all the slots' (what an inference gateway balances on).
+  int running_requests = 0;
+  int64_t kv_positions_used = 0, kv_positions = 0;
 };
 
 class BatchScheduler {

@@ -6,9 +6,13 @@ namespace strata {
 
 namespace {
 
+void plain_metric(std::string& out, std::string_view name, const char* type, const char* help,
+                  double value) {
+  out += fmt::format("# HELP {0} {1}\n# TYPE {0} {2}\n{0} {3}\n", name, help, type, value);
+}
+
 void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
-  out += fmt::format("# HELP strata_{0} {1}\n# TYPE strata_{0} {2}\nstrata_{0} {3}\n", name, help,
-                     type, value);
+  plain_metric(out, std::string("strata_") + name, type, help, value);
 }
 
 }  // namespace
@@ -43,6 +47,26 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const ConnectionStats&
   metric(out, "queue_depth", "gauge", "Requests waiting for a slot.", d(m.queue_depth));
   metric(out, "slots_busy", "gauge", "Slots holding a sequence.", d(m.slots_busy));
   metric(out, "slots", "gauge", "Slots (--parallel).", d(m.slots));
+  // What an inference gateway balances on (the Gateway API Inference Extension's model-server
+  // protocol: queued requests, running requests, KV-cache utilization as a 0..1 gauge), under
+  // strata's names and, so that its endpoint picker's defaults read them, under vLLM's.
+  const double kv_use = m.kv_positions > 0 ? d(m.kv_positions_used) / d(m.kv_positions) : 0.0;
+  metric(out, "requests_waiting", "gauge", "Requests waiting for a slot (as queue_depth).",
+         d(m.queue_depth));
+  metric(out, "requests_running", "gauge", "Requests with a sequence in a slot.",
+         d(m.running_requests));
+  metric(out, "kv_cache_usage_ratio", "gauge",
+         "KV-cache positions held by busy slots over all the slots' positions (0..1).", kv_use);
+  plain_metric(out, "vllm:num_requests_waiting", "gauge",
+               "Requests waiting for a slot (strata_requests_waiting, under vLLM's name).",
+               d(m.queue_depth));
+  plain_metric(out, "vllm:num_requests_running", "gauge",
+               "Requests with a sequence in a slot (strata_requests_running, under vLLM's name).",
+               d(m.running_requests));
+  plain_metric(out, "vllm:gpu_cache_usage_perc", "gauge",
+               "KV-cache utilization, 0..1 (strata_kv_cache_usage_ratio, under vLLM's name; the "
+               "cache is wherever the plan put it).",
+               kv_use);
   metric(out, "http_connections_idle", "gauge",
          "Connections waiting for their next request, off the workers.", d(c.parked));
   metric(out, "http_workers", "gauge", "HTTP worker threads started.", d(c.workers));

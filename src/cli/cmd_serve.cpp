@@ -18,9 +18,20 @@
 namespace strata {
 
 namespace {
-HttpServer* g_server = nullptr;  // for the signal handler
+HttpServer* g_server = nullptr;  // for the signal handlers
+volatile sig_atomic_t g_terms = 0;
 extern "C" void stop_on_signal(int) {
   if (g_server != nullptr) g_server->stop();
+}
+// SIGTERM (Kubernetes, systemd, docker stop): drain, finishing what runs; a second one stops.
+extern "C" void drain_on_signal(int) {
+  if (g_server == nullptr) return;
+  const sig_atomic_t terms = g_terms;
+  g_terms = terms + 1;
+  if (terms == 0)
+    g_server->drain();
+  else
+    g_server->stop();
 }
 
 struct ServeOptions {
@@ -34,6 +45,7 @@ struct ServeOptions {
   SamplerParams sampling;
   FfnFlags ffn;
   double timeout_s = 10;
+  double drain_timeout_s = 30;  // Kubernetes' default grace period
   int threads_http = 0;  // 0: slots + queue + 32
   int parallel = 4;
   int max_queue = 256;
@@ -70,6 +82,10 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
       ->check(in_range(int64_t{-1}, int64_t{1} << 30));
   add_sampling_flags(cmd, o.sampling, "Default");
+  cmd->add_option("--drain-timeout", o.drain_timeout_s,
+                  "On SIGTERM, seconds requests in flight may take to finish (new ones get 503) "
+                  "before they are cancelled; a second SIGTERM, or SIGINT, stops at once")
+      ->check(in_range(0.0, 86400.0));
   cmd->add_option("--timeout", o.timeout_s,
                   "Seconds a client has to send a whole request (line, headers, body) from its "
                   "first byte; the keep-alive idle limit is the smaller of this and 5 s")
@@ -100,6 +116,7 @@ ServerOptions server_options(const ServeOptions& o, const Model& model) {
   so.defaults.max_tokens = o.n_predict;
   so.defaults.sampling = o.sampling;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
+  so.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1e3));
   so.connections.receive_timeout = timeout;
   so.connections.idle_timeout = std::min(timeout, so.connections.idle_timeout);
   so.connections.worker_threads =
@@ -161,7 +178,7 @@ int serve(const ServeOptions& o) {
   announce_plan(planned, o.ffn);
   g_server = &server;
   std::signal(SIGINT, stop_on_signal);
-  std::signal(SIGTERM, stop_on_signal);
+  std::signal(SIGTERM, drain_on_signal);
   fmt::print(stderr,
              "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads, chat "
              "template {}, {} pooling): POST /v1/completions, /v1/chat/completions, "

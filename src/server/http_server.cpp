@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cstdio>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include "core/error.h"
 #include "core/json_limits.h"
@@ -34,6 +36,17 @@ struct HttpServer::Impl {
   BatchScheduler scheduler;
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
+  std::atomic<bool> draining{false};  // drain() was called: new requests get 503
+  std::atomic<bool> listening{false};
+  // API requests being served (their handler runs, or their stream is being written).
+  std::atomic<int> in_flight{0};
+  struct InFlight {
+    explicit InFlight(std::atomic<int>& n) : n(n) { ++n; }
+    ~InFlight() { --n; }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+    std::atomic<int>& n;
+  };
   RequestMemory request_memory;
   GuardedServer http;
 
@@ -280,7 +293,7 @@ struct HttpServer::Impl {
   }
 
   void complete(const httplib::Request& http_req, const std::string& body, httplib::Response& res,
-                bool chat) {
+                bool chat, std::shared_ptr<InFlight> in_flight_guard) {
     auto req =
         std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults));
     std::vector<int32_t> ids = prompt_tokens(*req);
@@ -308,7 +321,8 @@ struct HttpServer::Impl {
     res.set_header("Cache-Control", "no-cache");
     const std::string method = http_req.method, path = http_req.path;
     res.set_chunked_content_provider(
-        "text/event-stream", [this, req, job, cid, method, path](size_t, httplib::DataSink& sink) {
+        "text/event-stream",
+        [this, req, job, cid, method, path, in_flight_guard](size_t, httplib::DataSink& sink) {
           const bool sent = stream(*req, *job, cid, sink);
           if (!sent) {
             job->cancel();
@@ -514,6 +528,9 @@ struct HttpServer::Impl {
     if (!transfer.empty() && !equals_ignoring_case(transfer, "chunked"))
       return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
                                      transfer.substr(0, 64)));
+    // Draining (SIGTERM): what is running finishes, nothing new starts; /health says so.
+    if (draining && req.path != "/health" && req.path != "/metrics")
+      return refuse(503, "the server is shutting down; retry on another replica");
     // Every route but /health and the page (static, no secrets: it asks for the key) needs the
     // key when there is one.
     if (options.api_key.empty() || req.path == "/health" || req.path == "/" ||
@@ -537,7 +554,12 @@ struct HttpServer::Impl {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       return pre_route(req, res);
     });
-    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (draining) {
+        res.status = 503;
+        res.set_content(R"({"status":"draining"})", "application/json");
+        return;
+      }
       res.set_content(R"({"status":"ok"})", "application/json");
     });
     auto page = [this](const httplib::Request& req, httplib::Response& res) {
@@ -581,13 +603,14 @@ struct HttpServer::Impl {
       return [this, kind](const httplib::Request& req, httplib::Response& res,
                           const httplib::ContentReader& reader) {
         RequestMemory::Reservation memory(request_memory);
+        auto guard = std::make_shared<InFlight>(in_flight);  // a stream holds it to its end
         try {
           const std::string body = read_body(req, reader, res, memory);
           reserve_document(body, memory);
           if (kind == Endpoint::Embeddings)
             embed(req, body, res);
           else
-            complete(req, body, res, kind == Endpoint::Chat);
+            complete(req, body, res, kind == Endpoint::Chat, guard);
         } catch (const ApiError& e) {
           reply_error(res, e.status, e.what(), e.param, e.code);
           if (e.status == 503) res.set_header("Retry-After", "1");
@@ -609,6 +632,7 @@ struct HttpServer::Impl {
       return [this, answer](const httplib::Request& req, httplib::Response& res,
                             const httplib::ContentReader& reader) {
         RequestMemory::Reservation memory(request_memory);
+        const InFlight guard(in_flight);
         try {
           const std::string body = read_body(req, reader, res, memory);
           reserve_document(body, memory);
@@ -699,8 +723,39 @@ int HttpServer::bind() {
 }
 
 void HttpServer::listen() {
-  impl_->http.listen_after_bind();
+  Impl& s = *impl_;
+  // Watches a drain: stops the server once nothing is in flight, or at the deadline (then what
+  // still runs is cancelled as by stop()).
+  s.listening = true;
+  std::thread watcher([this, &s] {
+    std::optional<std::chrono::steady_clock::time_point> since;
+    while (s.listening) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (!s.draining || s.stopping) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (!since) {
+        since = now;
+        if (s.options.log_requests)
+          fmt::print(stderr, "draining: {} requests in flight finish, new ones get 503\n",
+                     s.in_flight.load());
+      }
+      if (s.in_flight == 0 || now - *since >= s.options.drain_timeout) {
+        if (s.options.log_requests)
+          fmt::print(stderr, "{}\n", s.in_flight == 0 ? "drained" : "drain timeout: cancelling the rest");
+        stop();
+      }
+    }
+  });
+  s.http.listen_after_bind();
+  s.listening = false;
+  watcher.join();
 }
+
+void HttpServer::drain() {
+  impl_->draining = true;  // only an atomic store: this runs in a signal handler
+}
+
+int HttpServer::in_flight() const { return impl_->in_flight; }
 
 void HttpServer::stop() {
   // Only an atomic store and httplib's stop: this runs in a signal handler.

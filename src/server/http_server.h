@@ -8,6 +8,7 @@
 // a bounded queue; past it they get 503 with Retry-After.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -40,6 +41,8 @@ struct ServerOptions {
   ConnectionLimits connections;  // deadlines, backlog, workers
   SchedulerOptions scheduler;    // queue limit, step size
   bool log_requests = true;      // one line per request on stderr
+  // After drain(): how long requests in flight may take to finish before they are cancelled.
+  std::chrono::milliseconds drain_timeout{30000};
 };
 
 // RAM the HTTP side may hold at once with these options, the most it can take under any load:
@@ -61,6 +64,12 @@ class HttpServer {
   // Ends listen(): requests still generating are cancelled at their next step (their clients'
   // connections close), so this returns promptly. Safe from a signal handler.
   void stop();
+  // Graceful shutdown (SIGTERM): from now on new requests get 503 and /health answers 503
+  // {"status":"draining"} (a load balancer takes the replica out); listen() returns once the
+  // requests in flight (queued, generating, streaming) have finished, or at drain_timeout,
+  // when the rest are cancelled as by stop(). Safe from a signal handler.
+  void drain();
+  int in_flight() const;  // API requests being served
   // The chat template in use: "gguf" (the model's), a built-in name or a file.
   const std::string& chat_template_name() const;
   Pooling pooling() const;  // what /v1/embeddings pools by

@@ -1,0 +1,87 @@
+// Graceful shutdown (HttpServer::drain, SIGTERM in strata serve): requests in flight finish
+// (a stream to its [DONE]) while new ones get 503 and /health says "draining"; then listen()
+// returns by itself. Past drain_timeout what still runs is cut as by stop().
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <thread>
+
+#include "server_fixture.h"
+
+namespace strata {
+namespace {
+
+using strata::testing::RawConnection;
+using strata::testing::request;
+using strata::testing::ServerHttp;
+
+class ServerDrain : public ServerHttp {
+ protected:
+  void SetUp() override {
+    slots_ = 2;
+    slot_context_ = 4096;  // a reply long enough to be in flight when the drain begins
+    start([this](ServerOptions& o) { o.drain_timeout = drain_timeout_; });
+  }
+  // Waits until the listening socket is gone (listen() returned), at most `seconds`.
+  bool listener_gone(double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) {
+      RawConnection probe(port_);
+      if (!probe.connected()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+  std::chrono::milliseconds drain_timeout_{30000};
+};
+
+TEST_F(ServerDrain, RunningRequestsFinishNewOnesGet503ThenItStops) {
+  RawConnection stream(port_);
+  ASSERT_TRUE(stream.send(request("/v1/completions",
+                                  R"({"prompt": "In the beginning", "stream": true, "max_tokens": 2000})")));
+  ASSERT_NE(stream.read_until("\"text\"", std::chrono::milliseconds(5000)).find("data: "),
+            std::string::npos);
+  EXPECT_EQ(server_->in_flight(), 1);
+  server_->drain();
+  const auto health = client_->Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_EQ(health->body, R"({"status":"draining"})");
+  const auto refused = client_->Post("/v1/completions", R"({"prompt": "x", "max_tokens": 2})",
+                                     "application/json");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 503);
+  EXPECT_NE(refused->body.find("shutting down"), std::string::npos) << refused->body;
+  // The stream runs to its end, whole.
+  const std::string rest = stream.read_until("data: [DONE]", std::chrono::milliseconds(30000));
+  EXPECT_NE(rest.find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(rest.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(rest.find("stopping"), std::string::npos) << "not cut";
+  EXPECT_TRUE(listener_gone(5)) << "listen() returns once nothing is in flight";
+}
+
+class ServerDrainDeadline : public ServerDrain {
+ protected:
+  void SetUp() override {
+    drain_timeout_ = std::chrono::milliseconds(200);
+    ServerDrain::SetUp();
+  }
+};
+
+TEST_F(ServerDrainDeadline, PastTheDeadlineWhatRunsIsCut) {
+  RawConnection stream(port_);
+  ASSERT_TRUE(stream.send(request("/v1/completions",
+                                  R"({"prompt": "In the beginning", "stream": true, "max_tokens": 4000})")));
+  ASSERT_NE(stream.read_until("\"text\"", std::chrono::milliseconds(5000)).find("data: "),
+            std::string::npos);
+  server_->drain();
+  bool closed = false;
+  const std::string rest = stream.read_all(std::chrono::milliseconds(10000), &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_NE(rest.find("the server is stopping; the generation was cut"), std::string::npos)
+      << rest.substr(rest.size() > 300 ? rest.size() - 300 : 0);
+  EXPECT_TRUE(listener_gone(5));
+}
+
+}  // namespace
+}  // namespace strata

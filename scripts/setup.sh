@@ -27,7 +27,7 @@ if [ "$quick" -eq 1 ]; then
 fi
 
 scripts/install_packages.sh python3 python3-numpy python3-torch python3-sentencepiece \
-  python3-regex python3-jinja2 python3-jsonschema python3-websocket iproute2 tmux chromium
+  python3-regex python3-jinja2 python3-jsonschema python3-websocket python3-yaml iproute2 tmux chromium nginx
 # The load test's OpenAI client (tests/openai_load.sh), pinned by tools/load/package-lock.json.
 if command -v npm >/dev/null && [ ! -d tools/load/node_modules/openai ]; then
   npm ci --prefix tools/load --no-audit --no-fund >/dev/null 2>&1 ||

@@ -3,7 +3,10 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 
 #include "cli/commands.h"
@@ -103,16 +106,21 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
   add_gpu_flags(cmd, o.ffn);
 }
 
-ServerOptions server_options(const ServeOptions& o, const Model& model) {
+// The model's name in the API: --alias, else the file's general.name, else its file name.
+std::string model_name(const ServeOptions& o, const Model* model) {
+  if (!o.alias.empty()) return o.alias;
+  if (model != nullptr && !model->config.name.empty()) return model->config.name;
+  return std::filesystem::path(o.model).filename().string();
+}
+
+ServerOptions server_options(const ServeOptions& o) {
   ServerOptions so;
   so.host = o.host;
   so.port = o.port;
   so.api_key = o.api_key;
   so.chat_template = o.chat_template;
   if (!o.pooling.empty()) so.pooling = parse_pooling(o.pooling);
-  so.model_name = !o.alias.empty()             ? o.alias
-                  : !model.config.name.empty() ? model.config.name
-                                               : std::filesystem::path(o.model).filename().string();
+  so.model_name = model_name(o, nullptr);  // until the model is loaded (attach names it)
   so.defaults.max_tokens = o.n_predict;
   so.defaults.sampling = o.sampling;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
@@ -140,20 +148,32 @@ void return_large_blocks_to_the_system() {
   ::mallopt(M_TRIM_THRESHOLD, 1 << 20);
 }
 
-int serve(const ServeOptions& o) {
-  return_large_blocks_to_the_system();
-  auto model =
+// What the server serves, loaded while it already listens. Declared before the server, so that
+// it outlives the server's scheduler (which runs on the session).
+struct Loaded {
+  std::unique_ptr<Model> model;
+  StorageProfile storage;
+  PlannedRun planned;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Session> session;
+  int64_t n_ctx = 0;
+};
+
+void load(const ServeOptions& o, const ServerOptions& so, Loaded& out) {
+  out.model =
       Model::load(o.model, /*require_tokenizer=*/true, o.mmap ? LoadMode::Map : LoadMode::Read);
+  Model& model = *out.model;  // planning may rewrite its layouts
   // llama-server's rule: -c is shared by the slots. Without it, each slot gets the model's
   // context unless the KV cache of all slots would not fit (runtime/slot_context.h).
   const uint64_t kv_per_position = Session::kv_cache_bytes(
-      model->config, 1, kv_type_or_f32(o.ffn.cache_type_k, "--cache-type-k"),
+      model.config, 1, kv_type_or_f32(o.ffn.cache_type_k, "--cache-type-k"),
       kv_type_or_f32(o.ffn.cache_type_v, "--cache-type-v"));
   const uint64_t memory = !o.ffn.ram_budget.empty() ? parse_bytes(o.ffn.ram_budget, "--ram-budget")
                                                     : AnonymousMemory::available();
-  const int64_t model_ctx = std::min<int64_t>(model->config.n_ctx_train, 4096);
+  const int64_t model_ctx = std::min<int64_t>(model.config.n_ctx_train, 4096);
   const int64_t n_ctx = o.ctx > 0 ? o.ctx / o.parallel
-                                  : default_slot_context(model->config.n_ctx_train, o.parallel,
+                                  : default_slot_context(model.config.n_ctx_train, o.parallel,
                                                          kv_per_position, memory);
   if (o.ctx == 0 && n_ctx < model_ctx)
     fmt::print(stderr,
@@ -165,28 +185,67 @@ int serve(const ServeOptions& o) {
     fail("-c {} split among {} slots (--parallel) leaves {} positions each; raise -c", o.ctx,
          o.parallel, n_ctx);
   // The HTTP side's memory is planned inside --ram-budget with the model's.
-  const ServerOptions so = server_options(o, *model);
-  StorageProfile storage;
-  PlannedRun planned =
-      resolve_ffn_flags(o.ffn, *model, n_ctx, &storage,
-                        /*logits_rows=*/o.parallel, o.parallel, server_ram_bytes(so));
-  ThreadPool pool(checked_threads(o.threads));
-  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
-  Session session(*model, n_ctx, *backend, planned.session);
-  HttpServer server(*model, session, so);
+  out.planned = resolve_ffn_flags(o.ffn, model, n_ctx, &out.storage,
+                                  /*logits_rows=*/o.parallel, o.parallel, server_ram_bytes(so));
+  out.pool = std::make_unique<ThreadPool>(checked_threads(o.threads));
+  out.backend = make_session_backend(out.planned, *out.pool, o.ffn.repack);
+  out.session = std::make_unique<Session>(model, n_ctx, *out.backend, out.planned.session);
+  out.n_ctx = n_ctx;
+  announce_plan(out.planned, o.ffn);
+}
+
+int serve(const ServeOptions& o) {
+  return_large_blocks_to_the_system();
+  const ServerOptions so = server_options(o);
+  Loaded loaded;
+  // The port answers before the model is loaded (/health: 503 "loading"), so a load balancer
+  // or a readiness probe sees a replica that is starting, and a busy port fails at once.
+  HttpServer server(so);
   const int port = server.bind();
-  announce_plan(planned, o.ffn);
   g_server = &server;
   std::signal(SIGINT, stop_on_signal);
   std::signal(SIGTERM, drain_on_signal);
+  std::thread http([&server] { server.listen(); });
+  // A load that takes a while is announced (a quick one, or one that fails at once, is not:
+  // its error stays the only line).
+  std::mutex m;
+  std::condition_variable loaded_cv;
+  bool load_ended = false;
+  std::thread notice([&] {
+    std::unique_lock lock(m);
+    if (!loaded_cv.wait_for(lock, std::chrono::seconds(1), [&] { return load_ended; })) {
+      fmt::print(stderr, "listening on http://{}:{} (/health: loading) while {} loads\n", o.host,
+                 port, o.model);
+      std::fflush(stderr);
+    }
+  });
+  auto end_notice = [&] {
+    {
+      std::lock_guard lock(m);
+      load_ended = true;
+    }
+    loaded_cv.notify_all();
+    notice.join();
+  };
+  try {
+    load(o, so, loaded);
+    server.attach(*loaded.model, *loaded.session, model_name(o, loaded.model.get()));
+  } catch (...) {
+    end_notice();
+    server.stop();
+    http.join();
+    g_server = nullptr;
+    throw;
+  }
+  end_notice();
   fmt::print(stderr,
              "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads, chat "
              "template {}, {} pooling): POST /v1/completions, /v1/chat/completions, "
              "/v1/embeddings; GET /v1/models, /health, /metrics, /slots\n",
-             so.model_name, o.host, port, o.parallel, n_ctx, o.max_queue, o.threads,
-             server.chat_template_name(), pooling_name(server.pooling()));
+             model_name(o, loaded.model.get()), o.host, port, o.parallel, loaded.n_ctx,
+             o.max_queue, o.threads, server.chat_template_name(), pooling_name(server.pooling()));
   std::fflush(stderr);
-  server.listen();
+  http.join();
   g_server = nullptr;
   fmt::print(stderr, "stopped\n");
   return 0;

@@ -27,13 +27,42 @@ namespace strata {
 
 using nlohmann::json;
 
-struct HttpServer::Impl {
+// What serving needs of the model: set once by attach(), when it is loaded.
+struct ServingEngine {
+  ServingEngine(const Model& m, Session& s, const ServerOptions& options)
+      : model(m),
+        session(s),
+        chat_template(chat_template_for(m, options.chat_template)),
+        pooling(options.pooling ? *options.pooling
+                                : model_pooling(*m.file, m.config.architecture).value_or(Pooling::Mean)),
+        scheduler(m, s, options.scheduler) {}
+  ~ServingEngine() { scheduler.stop(); }
+
+  // --chat-template's choice, else the model's own template; a template strata cannot run
+  // stops the server at start with the reason.
+  static ChatTemplate chat_template_for(const Model& m, const std::string& spec) {
+    const Tokenizer& tok = *m.tokenizer;
+    auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
+    try {
+      return ChatTemplate::select(spec, m.file->get_string("tokenizer.chat_template", ""),
+                                  text_of(tok.bos()), text_of(tok.eos()));
+    } catch (const std::runtime_error& e) {
+      fail("{}", e.what());
+    }
+  }
+
   const Model& model;
   Session& session;
-  ServerOptions options;
   ChatTemplate chat_template;  // chosen and checked once, at start
   Pooling pooling;             // /v1/embeddings'
   BatchScheduler scheduler;
+};
+
+struct HttpServer::Impl {
+  ServerOptions options;
+  // Null until attach(); `ready` is set after it, and no route but /health and / runs before.
+  std::unique_ptr<ServingEngine> engine;
+  std::atomic<bool> ready{false};
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
   std::atomic<bool> draining{false};  // drain() was called: new requests get 503
@@ -53,34 +82,22 @@ struct HttpServer::Impl {
   // A request that held this much returns its freed pages to the system when it ends.
   static constexpr uint64_t kTrimAfterBytes = uint64_t{1} << 20;
 
-  Impl(const Model& m, Session& s, ServerOptions o)
-      : model(m),
-        session(s),
-        options(std::move(o)),
-        chat_template(chat_template_for(m, options.chat_template)),
-        pooling(options.pooling ? *options.pooling
-                                : model_pooling(*m.file, m.config.architecture).value_or(Pooling::Mean)),
-        scheduler(m, s, options.scheduler),
+  explicit Impl(ServerOptions o)
+      : options(std::move(o)),
         request_memory(options.request_memory_bytes),
         http(with_body_budget(options.connections, options.max_body_bytes)) {
     if (options.request_memory_bytes < 2 * options.max_body_bytes)
       fail("the request memory ({} bytes) must hold at least two bodies of the largest size ({})",
            options.request_memory_bytes, options.max_body_bytes);
   }
-  ~Impl() { scheduler.stop(); }
-
-  // --chat-template's choice, else the model's own template; a template strata cannot run
-  // stops the server at start with the reason.
-  static ChatTemplate chat_template_for(const Model& m, const std::string& spec) {
-    const Tokenizer& tok = *m.tokenizer;
-    auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
-    try {
-      return ChatTemplate::select(spec, m.file->get_string("tokenizer.chat_template", ""),
-                                  text_of(tok.bos()), text_of(tok.eos()));
-    } catch (const std::runtime_error& e) {
-      fail("{}", e.what());
-    }
+  ~Impl() {
+    if (engine) engine->scheduler.stop();
   }
+
+  const Model& model() const { return engine->model; }
+  Session& session() const { return engine->session; }
+  BatchScheduler& scheduler() const { return engine->scheduler; }
+  const ChatTemplate& chat_template() const { return engine->chat_template; }
 
   // The per-request byte budget of the connection layer: the body limit plus room for the
   // request line, headers and chunk framing (the body limit itself is checked as it is read).
@@ -108,12 +125,12 @@ struct HttpServer::Impl {
   // Refuses, before tokenizing it, a text that cannot fit the context whatever its tokens.
   void check_fits_before_tokenizing(const std::string& text, const char* param,
                                     const std::string& what = "the prompt") const {
-    const int64_t at_least = model.tokenizer->min_tokens(text.size());
-    if (at_least >= session.n_ctx())
+    const int64_t at_least = model().tokenizer->min_tokens(text.size());
+    if (at_least >= session().n_ctx())
       throw ApiError(400,
                      fmt::format("{} has at least {} tokens ({} bytes) but the context "
                                  "holds {} (start the server with a larger -c)",
-                                 what, at_least, text.size(), session.n_ctx()),
+                                 what, at_least, text.size(), session().n_ctx()),
                      param, "context_length_exceeded");
   }
 
@@ -121,7 +138,7 @@ struct HttpServer::Impl {
   // tool, or the named one) the grammar that makes the reply one call.
   void prepare_tools(CompletionRequest& req) const {
     if (!req.tools_active()) return;
-    req.tool_style = tool_call_style(chat_template.source());
+    req.tool_style = tool_call_style(chat_template().source());
     if (req.tool_choice != "required" && req.tool_choice != "function") return;
     try {
       req.generation.grammar = std::make_shared<const Grammar>(
@@ -133,7 +150,7 @@ struct HttpServer::Impl {
 
   // Prompt tokens of a request, or ApiError.
   std::vector<int32_t> prompt_tokens(CompletionRequest& req) {
-    const Tokenizer& tok = *model.tokenizer;
+    const Tokenizer& tok = *model().tokenizer;
     std::vector<int32_t> ids;
     if (req.chat) {
       ChatPrompt p;
@@ -141,7 +158,7 @@ struct HttpServer::Impl {
       try {
         jinja::Dict extra;
         if (req.tools_active()) extra.set("tools", jinja::from_json(req.tools));
-        p = chat_template.apply(message_values(req.messages), extra);
+        p = chat_template().apply(message_values(req.messages), extra);
       } catch (const ChatTemplateRefusal& e) {
         throw ApiError(400, e.what(), "messages");
       } catch (const std::runtime_error& e) {
@@ -156,10 +173,10 @@ struct HttpServer::Impl {
     } else if (!req.prompt_ids.empty()) {
       ids = req.prompt_ids;
       for (int32_t t : ids)
-        if (t >= model.config.n_vocab)
+        if (t >= model().config.n_vocab)
           throw ApiError(400,
                          fmt::format("prompt token id {} is outside the vocabulary (0..{})", t,
-                                     model.config.n_vocab - 1),
+                                     model().config.n_vocab - 1),
                          "prompt");
     } else {
       check_fits_before_tokenizing(req.prompt, "prompt");
@@ -167,16 +184,16 @@ struct HttpServer::Impl {
     }
     if (ids.empty()) throw ApiError(400, "the prompt is empty", req.chat ? "messages" : "prompt");
     for (const auto& [id, bias] : req.generation.sampling.logit_bias)
-      if (id >= model.config.n_vocab)
+      if (id >= model().config.n_vocab)
         throw ApiError(400,
                        fmt::format("logit_bias token id {} is outside the vocabulary (0..{})", id,
-                                   model.config.n_vocab - 1),
+                                   model().config.n_vocab - 1),
                        "logit_bias");
-    if (static_cast<int64_t>(ids.size()) >= session.n_ctx())
+    if (static_cast<int64_t>(ids.size()) >= session().n_ctx())
       throw ApiError(400,
                      fmt::format("the prompt has {} tokens but the context holds {} (start the "
                                  "server with a larger -c)",
-                                 ids.size(), session.n_ctx()),
+                                 ids.size(), session().n_ctx()),
                      req.chat ? "messages" : "prompt", "context_length_exceeded");
     return ids;
   }
@@ -266,12 +283,12 @@ struct HttpServer::Impl {
 
   // The request queued for a slot, or 503 when the queue is full.
   std::shared_ptr<JobHandle> submit(const CompletionRequest& req, std::vector<int32_t> ids) {
-    auto job = scheduler.submit({std::move(ids), req.generation, req.n});
+    auto job = scheduler().submit({std::move(ids), req.generation, req.n});
     if (!job)
       throw ApiError(503,
                      fmt::format("the server is busy: {} requests are waiting for one of its {} "
                                  "slots; retry later",
-                                 options.scheduler.max_queue, scheduler.n_slots()),
+                                 options.scheduler.max_queue, scheduler().n_slots()),
                      "", "overloaded");
     return job;
   }
@@ -344,9 +361,9 @@ struct HttpServer::Impl {
   // filling the queue (and when the queue is full, for its own jobs first: 503 only when it has
   // none in flight); the vectors in input order.
   void embed(const httplib::Request& http_req, const std::string& body, httplib::Response& res) {
-    const Tokenizer& tok = *model.tokenizer;
-    const int64_t n_embd = model.config.n_embd;
-    const EmbeddingRequest req = parse_embedding_request(parse_body(body), n_embd, model.config.n_vocab);
+    const Tokenizer& tok = *model().tokenizer;
+    const int64_t n_embd = model().config.n_embd;
+    const EmbeddingRequest req = parse_embedding_request(parse_body(body), n_embd, model().config.n_vocab);
     if (static_cast<int64_t>(req.inputs.size()) * n_embd > kMaxEmbeddingValues)
       throw ApiError(400,
                      fmt::format("{} inputs of {} values each are over the {} values one answer "
@@ -363,11 +380,11 @@ struct HttpServer::Impl {
         check_fits_before_tokenizing(in.text, "input", fmt::format("input {}", i));
         ids = tok.encode(in.text, tok.add_bos_default());
       }
-      if (static_cast<int64_t>(ids.size()) >= session.n_ctx())
+      if (static_cast<int64_t>(ids.size()) >= session().n_ctx())
         throw ApiError(400,
                        fmt::format("input {} has {} tokens but the context holds {} (start the "
                                    "server with a larger -c)",
-                                   i, ids.size(), session.n_ctx()),
+                                   i, ids.size(), session().n_ctx()),
                        "input", "context_length_exceeded");
       tokens += static_cast<int64_t>(ids.size());
       prompts.push_back(std::move(ids));
@@ -378,14 +395,14 @@ struct HttpServer::Impl {
     auto cancel_all = [&] {
       for (auto& j : jobs) j->cancel();
     };
-    const size_t window = static_cast<size_t>(scheduler.n_slots());
+    const size_t window = static_cast<size_t>(scheduler().n_slots());
     for (size_t next = 0, done = 0; done < prompts.size();) {
       while (next < prompts.size() && next - done < window) {
         JobRequest job;
         job.prompt = std::move(prompts[next++]);
         job.params.max_tokens = 0;
-        job.embed = pooling;
-        auto handle = scheduler.submit(job);
+        job.embed = engine->pooling;
+        auto handle = scheduler().submit(job);
         if (!handle && next - 1 > done) {  // the queue is full: wait for one of ours first
           prompts[--next] = std::move(job.prompt);
           break;
@@ -417,7 +434,7 @@ struct HttpServer::Impl {
 
   // A token's text in logprobs: the bytes it stands for (a control token's name).
   TokenText token_text() const {
-    const Tokenizer* tok = model.tokenizer.get();
+    const Tokenizer* tok = model().tokenizer.get();
     return [tok](int32_t id) { return tok->has_text(id) ? tok->token_bytes(id) : tok->token_text(id); };
   }
 
@@ -528,6 +545,9 @@ struct HttpServer::Impl {
     if (!transfer.empty() && !equals_ignoring_case(transfer, "chunked"))
       return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
                                      transfer.substr(0, 64)));
+    // Loading: only /health (503 "loading") and the page answer; the rest need the model.
+    if (!ready && req.path != "/health" && req.path != "/" && req.path != "/index.html")
+      return refuse(503, "the model is still loading; retry shortly");
     // Draining (SIGTERM): what is running finishes, nothing new starts; /health says so.
     if (draining && req.path != "/health" && req.path != "/metrics")
       return refuse(503, "the server is shutting down; retry on another replica");
@@ -555,6 +575,11 @@ struct HttpServer::Impl {
       return pre_route(req, res);
     });
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      if (!ready) {
+        res.status = 503;
+        res.set_content(R"({"status":"loading"})", "application/json");
+        return;
+      }
       if (draining) {
         res.status = 503;
         res.set_content(R"({"status":"draining"})", "application/json");
@@ -572,20 +597,20 @@ struct HttpServer::Impl {
     http.Get("/", page);
     http.Get("/index.html", page);
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(prometheus_metrics(scheduler.metrics(), http.stats()),
+      res.set_content(prometheus_metrics(scheduler().metrics(), http.stats()),
                       "text/plain; version=0.0.4");
     });
     http.Get("/slots", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(dump_json(slots_json(scheduler.slots(), scheduler.slot_context())),
+      res.set_content(dump_json(slots_json(scheduler().slots(), scheduler().slot_context())),
                       "application/json");
     });
     http.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
       ServerProps p;
-      p.model_path = model.file->path();
+      p.model_path = model().file->path();
       p.model_name = options.model_name;
-      p.chat_template = chat_template.source();
-      p.total_slots = scheduler.n_slots();
-      p.slot_context = scheduler.slot_context();
+      p.chat_template = chat_template().source();
+      p.total_slots = scheduler().n_slots();
+      p.slot_context = scheduler().slot_context();
       p.max_tokens = options.defaults.max_tokens;
       p.sampling = options.defaults.sampling;
       res.set_content(dump_json(props_json(p)), "application/json");
@@ -636,8 +661,8 @@ struct HttpServer::Impl {
         try {
           const std::string body = read_body(req, reader, res, memory);
           reserve_document(body, memory);
-          if (model.tokenizer == nullptr) throw ApiError(501, "the model has no tokenizer");
-          res.set_content(dump_json(answer(*model.tokenizer, parse_body(body))),
+          if (model().tokenizer == nullptr) throw ApiError(501, "the model has no tokenizer");
+          res.set_content(dump_json(answer(*model().tokenizer, parse_body(body))),
                           "application/json");
           log(req, 200, nullptr);
         } catch (const ApiError& e) {
@@ -699,13 +724,27 @@ uint64_t server_ram_bytes(const ServerOptions& o) {
          static_cast<uint64_t>(c.worker_threads) * (head + kReadBufferBytes + kWorkerStackBytes);
 }
 
-const std::string& HttpServer::chat_template_name() const { return impl_->chat_template.name(); }
-Pooling HttpServer::pooling() const { return impl_->pooling; }
+const std::string& HttpServer::chat_template_name() const { return impl_->chat_template().name(); }
+Pooling HttpServer::pooling() const { return impl_->engine->pooling; }
 
-HttpServer::HttpServer(const Model& model, Session& session, ServerOptions options)
-    : impl_(std::make_unique<Impl>(model, session, std::move(options))) {
+HttpServer::HttpServer(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->routes();
 }
+
+HttpServer::HttpServer(const Model& model, Session& session, ServerOptions options)
+    : HttpServer(std::move(options)) {
+  attach(model, session);
+}
+
+void HttpServer::attach(const Model& model, Session& session, const std::string& model_name) {
+  Impl& s = *impl_;
+  if (s.engine) fail("the server already serves a model");
+  if (!model_name.empty()) s.options.model_name = model_name;  // no handler reads it yet
+  s.engine = std::make_unique<ServingEngine>(model, session, s.options);
+  s.ready = true;  // from here on every route runs (pre_route reads it before any handler)
+}
+
+bool HttpServer::ready() const { return impl_->ready; }
 
 HttpServer::~HttpServer() = default;
 

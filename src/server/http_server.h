@@ -53,6 +53,14 @@ uint64_t server_ram_bytes(const ServerOptions& options);
 class HttpServer {
  public:
   HttpServer(const Model& model, Session& session, ServerOptions options);
+  // A server that can bind and listen before its model is loaded: until attach(), /health
+  // answers 503 {"status":"loading"} (a load balancer or Kubernetes readiness probe waits) and
+  // every route but / answers 503.
+  explicit HttpServer(ServerOptions options);
+  // Serves `model` on `session` from now on (both must outlive the server); a non-empty
+  // model_name replaces options.model_name. Fails on a chat template strata cannot run.
+  void attach(const Model& model, Session& session, const std::string& model_name = "");
+  bool ready() const;  // attach() has been done
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -1,19 +1,63 @@
-// Graceful shutdown (HttpServer::drain, SIGTERM in strata serve): requests in flight finish
-// (a stream to its [DONE]) while new ones get 503 and /health says "draining"; then listen()
-// returns by itself. Past drain_timeout what still runs is cut as by stop().
+// A server's life: listening before its model is loaded (/health 503 "loading", other routes
+// 503, the page served), then serving after attach(); graceful shutdown (HttpServer::drain,
+// SIGTERM in strata serve): requests in flight finish (a stream to its [DONE]) while new ones
+// get 503 and /health says "draining"; then listen() returns by itself. Past drain_timeout what
+// still runs is cut as by stop().
 #include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <thread>
 
+#include "core/error.h"
 #include "server_fixture.h"
 
 namespace strata {
 namespace {
 
 using strata::testing::RawConnection;
+using strata::testing::shipped_model;
 using strata::testing::request;
 using strata::testing::ServerHttp;
+
+TEST(ServerLoading, HealthSaysLoadingUntilTheModelIsAttached) {
+  ServerOptions o;
+  o.port = 0;
+  o.log_requests = false;
+  HttpServer server(o);
+  const int port = server.bind();
+  std::thread listening([&] { server.listen(); });
+  httplib::Client client("127.0.0.1", port);
+  auto health = client.Get("/health");
+  for (int i = 0; i < 500 && !health; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    health = client.Get("/health");
+  }
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  EXPECT_EQ(health->body, R"({"status":"loading"})");
+  EXPECT_FALSE(server.ready());
+  const auto early = client.Post("/v1/completions", R"({"prompt": "x"})", "application/json");
+  ASSERT_TRUE(early);
+  EXPECT_EQ(early->status, 503);
+  EXPECT_NE(early->body.find("loading"), std::string::npos) << early->body;
+  EXPECT_EQ(client.Get("/v1/models")->status, 503);
+  EXPECT_EQ(client.Get("/")->status, 200) << "the page needs no model";
+
+  const auto model = Model::load(shipped_model());
+  ThreadPool pool(2);
+  Session session(*model, 128, pool);
+  server.attach(*model, session, "tiny-late");
+  EXPECT_TRUE(server.ready());
+  EXPECT_EQ(client.Get("/health")->status, 200);
+  const auto reply = client.Post("/v1/completions", R"({"prompt": "In the beginning", "max_tokens": 3})",
+                                 "application/json");
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 200) << reply->body;
+  EXPECT_NE(reply->body.find("\"model\":\"tiny-late\""), std::string::npos) << reply->body;
+  EXPECT_THROW(server.attach(*model, session), Error);
+  server.stop();
+  listening.join();
+}
 
 class ServerDrain : public ServerHttp {
  protected:

@@ -68,6 +68,9 @@ done
 screen | sed -n '/^> Once upon a time$/,$p' | sed -n 2p | grep -q '[[:alnum:]]' ||
   { echo "FAILED: the reply is empty"; screen; exit 1; }
 echo "ok: a whole reply streamed and the prompt came back"
+echo "the terminal (each line cut at 100 characters, a reply at 6 lines):"
+screen | grep -v '^$' | awk '/^>|^\(|\[stopped\]|\[the reply/ { n = 0; print substr($0, 1, 100); next }
+  { if (++n <= 6) print substr($0, 1, 100); else if (n == 7) print "  ..." }'
 tmux send-keys -t "$session" C-d
 i=0
 while [ ! -s "$work/status" ] && [ "$i" -lt 200 ]; do sleep 0.05; i=$((i + 1)); done

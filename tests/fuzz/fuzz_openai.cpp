@@ -1,4 +1,4 @@
-// The OpenAI request validation (/v1/completions and /v1/chat/completions bodies) and the chat
+// The OpenAI request validation (/v1/completions, /v1/chat/completions and /v1/embeddings bodies) and the chat
 // prompt rendering by every built-in template on arbitrary bytes: a body parses into a request or
 // is refused with ApiError (status 400); a template renders it or refuses it by its own
 // raise_exception; nothing else may escape.
@@ -8,7 +8,9 @@
 #include <string>
 
 #include "chat/chat_template.h"
+#include "server/embeddings_api.h"
 #include "server/openai_api.h"
+#include "server/token_api.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string body(reinterpret_cast<const char*>(data), size);
@@ -27,6 +29,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     } catch (const strata::ApiError& e) {
       if (e.status != 400) std::abort();
     }
+  }
+  try {
+    strata::parse_embedding_request(strata::parse_body(body), 64, 1000);
+  } catch (const strata::ApiError& e) {
+    if (e.status != 400) std::abort();
   }
   return 0;
 }

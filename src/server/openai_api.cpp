@@ -206,6 +206,11 @@ void parse_messages(const json& body, CompletionRequest& r) {
     message.content_null = c.is_null();
     if (role == "assistant" && present(m, "tool_calls"))
       message.tool_calls = tool_calls_value(m["tool_calls"], where + ".tool_calls");
+    // OpenAI's rule: an assistant's content may be missing or null only beside its tool calls
+    // (a template would otherwise meet a None where it expects text: fuzz_openai found it).
+    if (message.content_null && (!present(m, "tool_calls") || m["tool_calls"].empty()))
+      bad(where + ".content",
+          fmt::format("'{}.content' may be null only in an assistant message with tool_calls", where));
     if (role == "tool") {
       for (const char* key : {"tool_call_id", "name"}) {
         if (!present(m, key)) continue;

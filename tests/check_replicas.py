@@ -24,11 +24,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "reference"))
+from http_helpers import free_port, wait_until  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPTS = ["In the beginning", "And God said", "Let there be light", "And the evening",
@@ -36,19 +38,8 @@ PROMPTS = ["In the beginning", "And God said", "Let there be light", "And the ev
 KILL_AT, TERM_AT, END_AT = 3.0, 5.0, 10.0
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_until(what, predicate, seconds=60):
-    end = time.time() + seconds
-    while time.time() < end:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def health(port):
@@ -173,7 +164,7 @@ def main():
                               f"daemon off; pid {work}/nginx.pid; error_log {work}/error.log;"])
     try:
         for p in ports:
-            wait_until(f"replica on {p}", lambda p=p: health(p) == 200)
+            wait_until(f"replica on {p}", lambda p=p: health(p) == 200, 60)
         wait_until("nginx", lambda: health(listen) == 200)
         results, lock, stop = [], threading.Lock(), threading.Event()
         t0 = time.time()

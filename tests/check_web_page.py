@@ -16,7 +16,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,23 +28,14 @@ except ImportError:
     print("skipped: no python3-websocket")
     sys.exit(77)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools", "reference"))
+from http_helpers import free_port, wait_until  # noqa: E402
+
 KEY = "sesame"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def wait_until(what, predicate, seconds=30):
-    end = time.time() + seconds
-    while time.time() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class DevTools:

@@ -15,7 +15,6 @@ usage: check_embeddings.py STRATA MODEL
 import base64
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import urllib.request
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_helpers import free_port, post  # noqa: E402
 from llama_ref import LlamaReference  # noqa: E402
 
 TOL_REF, TOL_BATCH = 1e-4, 1e-5
@@ -34,20 +34,8 @@ TEXTS = ["In the beginning God created the heaven and the earth.", "And the eart
          "Let there be light", "a"]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def embeddings(port, inputs, **extra):

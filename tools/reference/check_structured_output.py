@@ -20,8 +20,8 @@ and a tool message are rendered and answered; wrong tools and choices are 400s.
 usage: check_structured_output.py STRATA MODEL TEMPLATE_DIR
 """
 import json
+import os
 import re
-import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +30,9 @@ import urllib.error
 import urllib.request
 
 import jsonschema
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from http_helpers import free_port, post  # noqa: E402
 
 SCHEMAS = {
     "person": {"type": "object", "properties": {
@@ -54,20 +57,8 @@ GRAMMAR = 'root ::= ("yes" | "no") ", " [0-9]{1,3} " " ("sheep" | "goats") "."'
 GRAMMAR_RE = re.compile(r"^(yes|no), [0-9]{1,3} (sheep|goats)\.$")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
-def post(port, path, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def chat(port, fmt, seed, temperature, max_tokens=160):

@@ -485,3 +485,30 @@ TEST_F(ServerHttp, NPredictZeroGeneratesNoToken) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// The shipped model's template (the plain transcript) never mentions tools: a request with
+// tools, a tool result or an assistant's tool call is refused, not rendered without them.
+using ToolsServer = strata::testing::ServerHttp;
+TEST_F(ToolsServer, ToolsWithATemplateWithoutThemAreRefused) {
+  nlohmann::json e = post("/v1/chat/completions",
+                          R"({"messages": [{"role": "user", "content": "x"}],
+                              "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                          400);
+  EXPECT_EQ(e["error"]["param"], "tools");
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("has no place for tools"), std::string::npos);
+  e = post("/v1/chat/completions",
+           R"({"messages": [{"role": "user", "content": "x"},
+                            {"role": "assistant", "content": null, "tool_calls": [
+                              {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                            {"role": "tool", "content": "1"}]})",
+           400);
+  EXPECT_EQ(e["error"]["param"], "messages");
+  // Without tools the same template renders as before.
+  post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2})", 200);
+}
+
+}  // namespace
+}  // namespace strata

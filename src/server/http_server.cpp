@@ -137,6 +137,18 @@ struct HttpServer::Impl {
   // A request with tools: the style the template writes calls in, and for a required call (any
   // tool, or the named one) the grammar that makes the reply one call.
   void prepare_tools(CompletionRequest& req) const {
+    // A template that never mentions tools would drop them (and meet a null content where it
+    // expects text): refused rather than ignored.
+    const bool tool_messages = std::any_of(req.messages.begin(), req.messages.end(), [](const ChatMessage& m) {
+      return m.role == "tool" || m.content_null;
+    });
+    if ((req.tools_active() || tool_messages) &&
+        chat_template().source().find("tool") == std::string::npos)
+      throw ApiError(400,
+                     fmt::format("the chat template '{}' has no place for tools or tool calls; "
+                                 "start the server with one that has (--chat-template FILE)",
+                                 chat_template().name()),
+                     req.tools_active() ? "tools" : "messages");
     if (!req.tools_active()) return;
     req.tool_style = tool_call_style(chat_template().source());
     if (req.tool_choice != "required" && req.tool_choice != "function") return;

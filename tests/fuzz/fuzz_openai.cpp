@@ -2,6 +2,7 @@
 // prompt rendering by every built-in template on arbitrary bytes: a body parses into a request or
 // is refused with ApiError (status 400); a template renders it or refuses it by its own
 // raise_exception; nothing else may escape.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -23,6 +24,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           try {
             strata::ChatTemplate::select(name, "", "<s>", "</s>").apply(r.messages);
           } catch (const strata::ChatTemplateRefusal&) {  // the template's own policy
+          } catch (const std::runtime_error&) {
+            // A template that never mentions tools meets a tool call's null content as text:
+            // the server refuses such requests before rendering (prepare_tools); any other
+            // render failure is a bug.
+            const bool null_content = std::any_of(r.messages.begin(), r.messages.end(),
+                                                  [](const auto& m) { return m.content_null; });
+            if (!null_content) std::abort();
           }
         }
       }

@@ -13,19 +13,8 @@ if ! command -v node >/dev/null || [ ! -d "$root/tools/load/node_modules/openai"
 fi
 work=$(mktemp -d)
 trap 'kill $pid 2>/dev/null || true; rm -rf "$work"' EXIT
-for attempt in 1 2 3 4 5; do
-  port=$(( 20000 + $(od -An -N2 -tu2 /dev/urandom) % 20000 ))
-  "$strata" serve -m "$root/models/strata-tiny.gguf" --port "$port" -np 2 -c 3072 -t 2 \
-    --chat-template "$root/tests/data/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja" 2>"$work/log" &
-  pid=$!
-  for i in $(seq 1 100); do
-    grep -q "^serving" "$work/log" && break
-    kill -0 $pid 2>/dev/null || break
-    sleep 0.05
-  done
-  grep -q "^serving" "$work/log" && break
-  wait $pid 2>/dev/null || true
-done
-grep -q "^serving" "$work/log" || { cat "$work/log"; exit 1; }
+. "$root/tests/serve_on_free_port.sh"
+serve_on_free_port "$work/log" "$strata" serve -m "$root/models/strata-tiny.gguf" -np 2 -c 3072 -t 2 \
+  --chat-template "$root/tests/data/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja" || exit 1
 timeout 120 node "$root/tools/load/openai_features.mjs" --port "$port" --out "$work/results.json"
 "$python" "$root/tools/reference/check_openai_features.py" "$work/results.json"

@@ -366,6 +366,40 @@ TEST_P(BackendOps, ActivationsSelectionAndElementwiseOpsEqualTheReference) {
   }
 }
 
+// TEAL and CATS against the written-out reference: the values left, their count added to the
+// counter, a threshold of 0 changing nothing, every activation's gate function.
+TEST_P(BackendOps, InputSparsityEqualsTheReference) {
+  const int64_t count = 3 * 70;
+  std::vector<float> x = random_rows(3, 70, 54);
+  x[5] = 0.0f;  // an exact zero stays and is not counted
+  for (auto& [name, be] : backends) {
+    for (const float t : {0.0f, 0.3f, 1.1f}) {
+      const OnDevice<float> dx(*be, x);
+      const OnDevice<uint64_t> dkept(*be, 1, uint64_t{9});
+      be->sparsify(dx.get(), count, t, dkept.get());
+      std::vector<float> expect = x;
+      const uint64_t kept = reference::sparsify(expect.data(), count, t);
+      ASSERT_EQ(dx.read(), expect) << name << " " << t;
+      ASSERT_EQ(dkept.read()[0] - 9, kept) << name;
+      if (t == 0.0f) {
+        ASSERT_EQ(expect, x);
+      }
+      if (t == 1.1f) {
+        ASSERT_LT(kept, static_cast<uint64_t>(count / 2));  // N(0,1): ~27% left
+      }
+      for (FfnActivation act : kFfnActivations) {
+        const OnDevice<float> dg(*be, x);
+        const OnDevice<uint64_t> dgk(*be, 1, uint64_t{0});
+        be->sparsify_gate(act, dg.get(), count, t, dgk.get());
+        std::vector<float> g = x;
+        const uint64_t gk = reference::sparsify_gate(act, g.data(), count, t);
+        ASSERT_EQ(dg.read(), g) << name << " " << t;
+        ASSERT_EQ(dgk.read()[0], gk) << name;
+      }
+    }
+  }
+}
+
 TEST_P(BackendOps, MemoryIsCountedAndTheTimelineMovesForward) {
   for (auto& [name, be] : backends) {
     const uint64_t before = be->allocated();

@@ -196,6 +196,13 @@ class Backend {
   // *nonzero (a counter in this backend's memory).
   virtual void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                            int64_t end, uint64_t* nonzero) = 0;
+  // Training-free input sparsity (tensor/input_sparsity.h), in place over count values, adding
+  // how many values are non-zero afterwards to *kept (a counter in this backend's memory):
+  // TEAL: x[i] = teal_keep(x[i], threshold), a product's input before it is prepared;
+  // CATS: gate[i] = cats_keep(act, gate[i], threshold), the gate before the activation.
+  virtual void sparsify(float* x, int64_t count, float threshold, uint64_t* kept) = 0;
+  virtual void sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold,
+                             uint64_t* kept) = 0;
   virtual void add(float* x, const float* y, int64_t count) = 0;  // x += y
   // A mixture of experts' output: out[b * dim + j] = mix_value over s < k of
   // weights[b * k + s] * y[(b * k + s) * dim + j] (tensor/expert_mix.h: the choice's order,

@@ -172,6 +172,29 @@ double gelu(double u) {
 
 }  // namespace
 
+uint64_t sparsify(float* x, int64_t count, float threshold) {
+  uint64_t kept = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    if (std::abs(x[i]) <= threshold) x[i] = 0.0f;
+    kept += x[i] != 0.0f;
+  }
+  return kept;
+}
+
+uint64_t sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold) {
+  uint64_t kept = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const double g = gate[i];
+    double a = g;  // the plain FFNs: no gate function
+    if (act == FfnActivation::SwiGLU) a = g / (1.0 + std::exp(-g));
+    if (act == FfnActivation::ReGLU || act == FfnActivation::DReLU) a = std::max(g, 0.0);
+    if (act == FfnActivation::GeGLU) a = gelu(g);
+    if (std::abs(a) <= threshold) gate[i] = 0.0f;
+    kept += gate[i] != 0.0f;
+  }
+  return kept;
+}
+
 void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count) {
   for (int64_t i = 0; i < count; ++i) {
     const double g = gate != nullptr ? gate[i] : 0.0, u = up[i];

@@ -31,6 +31,9 @@ void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadSha
 void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
                const TokenPlaces& at, float* out);
 void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count);
+// TEAL and CATS (tensor/input_sparsity.h), written out: returns the values left non-zero.
+uint64_t sparsify(float* x, int64_t count, float threshold);
+uint64_t sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold);
 void mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
                    int64_t expert_ff, int64_t n_expert);
 void scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights, int64_t n,

@@ -232,6 +232,8 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
                predicted_flash_bytes / 1048576.0);
   if (!session.options().vram_neurons.empty())
     fmt::print("{}\n", split_report_line(ffn_report_json(model, session)["split"]));
+  if (session.options().sparsity_mode != SparsityMode::Off)
+    fmt::print("{}\n", input_sparsity_line(ffn_report_json(model, session)["input_sparsity"]));
   if (f.memory > 0)
     fmt::print("memory read bandwidth: {:.1f} GB/s ({})\n", f.memory / 1e9, f.memory_note);
   else if (!f.memory_note.empty())

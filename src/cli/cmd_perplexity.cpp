@@ -84,7 +84,9 @@ Command add_perplexity_command(CLI::App& app) {
                      r.perplexity, r.windows, n_ctx, r.predictions, seconds);
           fmt::print("FFN activation sparsity per layer (exact zeros): {:.3f}\n",
                      fmt::join(sparsity, " "));
-          if (planned.session.ffn != FfnMode::Dense) print_ffn_report(*model, session, stdout);
+          if (planned.session.ffn != FfnMode::Dense ||
+              planned.session.sparsity_mode != SparsityMode::Off)
+            print_ffn_report(*model, session, stdout);
         }
         return 0;
       }};

@@ -123,7 +123,9 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
              "| peak memory: {:.1f} MiB | seed: {}\n",
              prompt_tokens, prompt_tps, g.generated, decode_tps, load_s,
              peak_rss_bytes() / 1048576.0, seed);
-  if (session.options().ffn != FfnMode::Dense) print_ffn_report(model, session, stderr);
+  if (session.options().ffn != FfnMode::Dense ||
+      session.options().sparsity_mode != SparsityMode::Off)
+    print_ffn_report(model, session, stderr);
 }
 
 // The grammar --grammar(-file) or --json-schema(-file) gives, compiled; none without them.

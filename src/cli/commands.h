@@ -29,6 +29,7 @@ Command add_quantize_command(CLI::App& app);
 Command add_batched_command(CLI::App& app);
 Command add_chat_template_command(CLI::App& app);
 Command add_chat_command(CLI::App& app);
+Command add_sparsify_command(CLI::App& app);
 
 // Threads to use by default: every hardware thread.
 int default_threads();

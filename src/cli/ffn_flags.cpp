@@ -23,6 +23,14 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "FFN mode: dense, predict (predictors pick the neurons; default when the model "
                   "has them), gate-first (exact; ReLU-family models), auto")
       ->check(CLI::IsMember({"auto", "dense", "predict", "gate-first"}));
+  cmd->add_option("--sparsity-mode", f.sparsity_mode,
+                  "Training-free activation sparsity with the thresholds strata sparsify wrote "
+                  "into the model: teal (every matrix input), cats (the FFN's gate), off")
+      ->check(CLI::IsMember({"off", "teal", "cats"}));
+  cmd->add_option("--sparsity", f.sparsity,
+                  "The model-wide sparsity level whose thresholds apply (one the model was "
+                  "calibrated for; default: its only one)")
+      ->check(CLI::Range(0.0f, 0.99f));
   cmd->add_flag("--check-predictor", f.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");
@@ -132,7 +140,9 @@ FfnMode mode_of(const FfnFlags& f, const Model& model) {
   if (f.mode == "predict") return FfnMode::Predict;
   if (f.mode == "gate-first") return FfnMode::GateFirst;
   if (f.mode == "dense") return FfnMode::Dense;
-  return model.weights.has_predictors ? FfnMode::Predict : FfnMode::Dense;  // auto
+  // auto: input sparsity thresholds the dense FFN's inputs.
+  if (f.sparsity_mode != "off") return FfnMode::Dense;
+  return model.weights.has_predictors ? FfnMode::Predict : FfnMode::Dense;
 }
 
 SolverChoice solver_of(const std::string& name) {
@@ -194,6 +204,8 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
   r.window = f.window;
   r.lookahead = f.lookahead;
   r.split_reads = f.split_reads;
+  r.sparsity_mode = parse_sparsity_mode(f.sparsity_mode);
+  r.sparsity_level = f.sparsity;
   if (storage != nullptr && model.weights.bundled) {
     const std::string beside = model.file->path() + ".storage.json";
     const std::string file = !f.storage_profile.empty()
@@ -338,6 +350,45 @@ uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
 }
 
 namespace {
+// Input sparsity (--sparsity-mode): per matrix input (TEAL) or of the gate's activations (CATS)
+// the share of values kept over every layer and token (1 where a threshold of 0 drops nothing),
+// and the share of the layers' weights whose input values were
+// non-zero (what column-sparse products need to read).
+nlohmann::json input_sparsity_json(const Model& model, const Session& session) {
+  const SessionOptions& o = session.options();
+  if (o.sparsity_mode == SparsityMode::Off) return nullptr;
+  const ModelConfig& c = model.config;
+  nlohmann::json density = nlohmann::json::object();
+  double needed = 0, all = 0;
+  for (int p = 0; p < kSparsityPoints; ++p) {
+    uint64_t seen = 0, kept = 0;
+    for (const InputDensity& d : session.input_density()) {
+      seen += d.seen[static_cast<size_t>(p)];
+      kept += d.kept[static_cast<size_t>(p)];
+    }
+    const double share = seen > 0 ? static_cast<double>(kept) / static_cast<double>(seen) : 1.0;
+    if (p == kGatePoint) {
+      if (o.sparsity_mode == SparsityMode::Cats) density["ffn_gate_activation"] = share;
+      continue;
+    }
+    const auto which = static_cast<MatrixInput>(p);
+    if (o.sparsity_mode == SparsityMode::Teal) density[matrix_input_name(which)] = share;
+    const double weights = static_cast<double>(matrix_input_weights(which, c));
+    all += weights;
+    needed += weights * share;
+  }
+  if (o.sparsity_mode == SparsityMode::Cats) {
+    // CATS: the gate is read whole; up rows and down columns only where the gate is kept.
+    const double share = density["ffn_gate_activation"].get<double>();
+    const double gate = static_cast<double>(c.n_embd * c.n_ff);
+    needed = all - 2 * gate * (1 - share) - static_cast<double>(c.n_ff * c.n_embd) * (1 - share);
+  }
+  return {{"mode", sparsity_mode_name(o.sparsity_mode)},
+          {"level", o.sparsity_level},
+          {"density", density},
+          {"layer_weights_needed", all > 0 ? needed / all : 1.0}};
+}
+
 nlohmann::json flash_json(const Session& session) {
   const NeuronCacheStats s = session.flash_stats();
   const double tokens = static_cast<double>(std::max<uint64_t>(1, session.tokens_evaluated()));
@@ -396,6 +447,7 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
                {"device_waiting_for_cpu", session.times().ffn_device_waits}}}};
   }
   return {{"ffn_mode", ffn_mode_name(session.options().ffn)},
+          {"input_sparsity", input_sparsity_json(model, session)},
           {"flash", flash},
           {"split", split},
           {"layers", layers},
@@ -404,6 +456,17 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
             {"predictor", t.predictor},
             {"ffn", t.ffn},
             {"output", t.output}}}};
+}
+
+std::string input_sparsity_line(const nlohmann::json& s) {
+  std::string kept;
+  for (const auto& [name, share] : s["density"].items())
+    kept += fmt::format("{}{} {:.1f}%", kept.empty() ? "" : ", ", name, 100 * share.get<double>());
+  return fmt::format(
+      "input sparsity {} at {:g}: values kept {}; the layers' weights with a non-zero input: "
+      "{:.1f}%",
+      s["mode"].get<std::string>(), s["level"].get<double>(), kept,
+      100 * s["layer_weights_needed"].get<double>());
 }
 
 std::string split_report_line(const nlohmann::json& split) {
@@ -447,6 +510,7 @@ void print_ffn_report(const Model& model, const Session& session, std::FILE* out
       out, "time: attention {:.1f}%, predictor {:.1f}%, FFN {:.1f}%, output {:.1f}% of {:.3f} s\n",
       pct("attention"), pct("predictor"), pct("ffn"), pct("output"), sum);
   if (!j["split"].is_null()) fmt::print(out, "{}\n", split_report_line(j["split"]));
+  if (!j["input_sparsity"].is_null()) fmt::print(out, "{}\n", input_sparsity_line(j["input_sparsity"]));
   if (!j["flash"].is_null()) {
     const auto& fl = j["flash"];
     fmt::print(out,

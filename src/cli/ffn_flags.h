@@ -34,6 +34,10 @@ struct FfnFlags {
   bool repack = true;  // interleave Q4_0/Q8_0/Q4_K matrices multiplied whole (--no-repack: off)
   // KV cache element types; empty: f32 on the CPU, f16 on a GPU.
   std::string cache_type_k, cache_type_v;
+  // Training-free activation sparsity: teal, cats or off, at the model-wide level `sparsity`
+  // (< 0: the model's only calibrated level).
+  std::string sparsity_mode = "off";
+  float sparsity = -1.0f;
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.
@@ -86,5 +90,7 @@ void print_ffn_report(const Model& model, const Session& session, std::FILE* out
 // One line of a split FFN's report (ffn_report_json's "split"): where activations were
 // computed, bytes per tier and over the link, each side's time and waits.
 std::string split_report_line(const nlohmann::json& split);
+// One line of input sparsity (ffn_report_json's "input_sparsity"): values kept per input.
+std::string input_sparsity_line(const nlohmann::json& sparsity);
 
 }  // namespace strata

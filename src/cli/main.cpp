@@ -66,7 +66,8 @@ int main(int argc, char** argv) {
       strata::add_bundle_command(app),   strata::add_probe_storage_command(app),
       strata::add_serve_command(app),    strata::add_plan_command(app),
       strata::add_quantize_command(app), strata::add_batched_command(app),
-      strata::add_chat_template_command(app), strata::add_chat_command(app)};
+      strata::add_chat_template_command(app), strata::add_chat_command(app),
+      strata::add_sparsify_command(app)};
   try {
     std::vector<char*> args = strata::with_long_names(argc, argv);
     app.parse(static_cast<int>(args.size()), args.data());

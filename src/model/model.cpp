@@ -21,6 +21,7 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
     m->file = GgufFile::open(path, mode, holes);
     m->weights = load_weights(*m->file, m->config);
   }
+  m->sparsity = read_input_thresholds(*m->file, m->config);
   // "none" / "no_vocab" (llama.cpp's names) mark a file without a vocabulary, such as
   // strata synth's benchmark models.
   const std::string vocab = m->file->get_string("tokenizer.ggml.model", "");

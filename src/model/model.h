@@ -9,6 +9,7 @@
 #include "backends/backend.h"
 #include "format/gguf.h"
 #include "model/config.h"
+#include "model/input_thresholds.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
 
@@ -19,6 +20,7 @@ struct Model {
   ModelConfig config;
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the file has no tokenizer metadata
+  InputThresholds sparsity;              // empty unless `strata sparsify` calibrated the file
 
   // Opens and validates everything; throws Error with a one-line message on any problem.
   // LoadMode::Read (the default) copies the file into huge-page memory for faster decode;

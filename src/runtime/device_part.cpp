@@ -48,9 +48,10 @@ DevicePart::DevicePart(const Model& model, Backend& backend_in, FfnMode mode,
   weights = std::make_unique<ResidentWeights>(model, backend, mode, layout_.ffn_rows,
                                               others(layout_.layers), !layout_.output,
                                               layout_.experts_held);
-  counters_ =
-      backend.allocate(static_cast<uint64_t>(c.n_layer) * sizeof(uint64_t), "the FFN's counters");
-  counts_.assign(static_cast<size_t>(c.n_layer), 0);
+  const int64_t counters = c.n_layer * kCountersPerLayer;
+  counters_ = backend.allocate(static_cast<uint64_t>(counters) * sizeof(uint64_t),
+                               "the FFN's counters");
+  counts_.assign(static_cast<size_t>(counters), 0);
 }
 
 DevicePart::~DevicePart() {
@@ -86,11 +87,15 @@ void DevicePart::copy_kv_rows(int64_t from, int64_t to, int64_t n) {
   if (kv_ != nullptr) kv_->copy_rows(from, to, n);
 }
 
-void DevicePart::collect_counts(std::vector<FfnLayerStats>& stats) {
+void DevicePart::collect_counts(std::vector<FfnLayerStats>& stats, InputSparsifier& sparsifier) {
   // Once per pass: the counters come back (after the logits' download) and start again at 0.
   const uint64_t bytes = counts_.size() * sizeof(uint64_t);
   backend.download(counts_.data(), counters_.data, bytes);
-  for (size_t l = 0; l < counts_.size(); ++l) stats[l].nonzero += counts_[l];
+  for (size_t l = 0; l < stats.size(); ++l) {
+    const uint64_t* at = counts_.data() + l * kCountersPerLayer;
+    stats[l].nonzero += at[0];
+    sparsifier.add_kept(static_cast<int64_t>(l), at + 1);
+  }
   std::fill(counts_.begin(), counts_.end(), 0);
   backend.upload(counters_.data, counts_.data(), bytes);
 }

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
+#include "runtime/input_sparsifier.h"
 #include "runtime/workspace.h"
 #include "tiers/ffn_store.h"
 
@@ -56,9 +57,14 @@ class DevicePart {
   uint64_t kv_bytes() const;
   // Positions [from, from + n) of every layer's keys and values copied to [to, to + n).
   void copy_kv_rows(int64_t from, int64_t to, int64_t n);
-  uint64_t* counter(int64_t layer) { return reinterpret_cast<uint64_t*>(counters_.data) + layer; }
-  // Adds this pass's non-zero counts to `stats` and sets the counters back to 0.
-  void collect_counts(std::vector<FfnLayerStats>& stats);
+  // Per layer: the FFN's non-zero activations, then the values each sparsity point kept.
+  uint64_t* counter(int64_t layer) {
+    return reinterpret_cast<uint64_t*>(counters_.data) + layer * kCountersPerLayer;
+  }
+  uint64_t* sparsity_counters(int64_t layer) { return counter(layer) + 1; }
+  // Adds this pass's counts to `stats` and the sparsifier's and sets the counters back to 0.
+  void collect_counts(std::vector<FfnLayerStats>& stats, InputSparsifier& sparsifier);
+  static constexpr int64_t kCountersPerLayer = 1 + kSparsityPoints;
 
   Backend& backend;
 
@@ -79,7 +85,7 @@ class DevicePart {
   std::unique_ptr<FfnStore> ram_store_;
   const Model& model_;
   FfnMode mode_;
-  Buffer counters_;  // [n_layer] in the part's memory
+  Buffer counters_;  // [n_layer][kCountersPerLayer] in the part's memory
   std::vector<uint64_t> counts_;
 };
 

@@ -53,11 +53,14 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
   const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
   backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
   if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
+  uint64_t* sparsity = sparsity_counters_ + l * sparsity_stride_;
+  if (gated) sparsifier_->apply(backend_, l, kGatePoint, ws_.gate, n, sparsity, c_.ffn);
   float* h = ws_.up;
   backend_.activation(c_.ffn, ws_.gate, ws_.up, h, total);
   stats.computed += static_cast<uint64_t>(total);
   backend_.keep_needed(h, nullptr, n, ff, 0, ff, nonzero);
   if (observer) observer(l, n, ws_.x, h);
+  sparsifier_->apply(backend_, l, static_cast<int>(MatrixInput::FfnHidden), h, n, sparsity);
   if (w.ffn_down.data != nullptr) {
     backend_.prepare(in_, h, ff, n, {w.ffn_down.type});
     const RowsJob down{&w.ffn_down, ws_.proj, c_.n_embd};
@@ -244,7 +247,7 @@ void FfnExecutor::host_segment(int64_t l, FfnSegment& s, int64_t n, float* out) 
   for (int64_t b = 0; b < n; ++b)
     cpu.activation(c_.ffn, w.gate_c + b * ff + s.begin, w.up_c + b * ff + s.begin,
                    w.h_c + b * ff + s.begin, s.end - s.begin);
-  cpu.keep_needed(w.h_c, need, n, ff, s.begin, s.end, host_.nonzero + l);
+  cpu.keep_needed(w.h_c, need, n, ff, s.begin, s.end, host_.nonzero + l * host_.nonzero_stride);
   if (c_.moe())
     cpu.scale_by_expert(w.h_c + s.begin, segment_ids(s), expert_weights_.data(), n, ff, c_.n_ff,
                         c_.n_expert);

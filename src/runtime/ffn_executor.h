@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
+#include "runtime/input_sparsifier.h"
 #include "runtime/resident_weights.h"
 #include "runtime/time_spans.h"
 #include "runtime/workspace.h"
@@ -37,7 +38,8 @@ class FfnExecutor {
     Backend* backend = nullptr;
     Workspace* ws = nullptr;
     PreparedRows* in = nullptr;
-    uint64_t* nonzero = nullptr;  // [n_layer]
+    uint64_t* nonzero = nullptr;  // layer l's at [l * nonzero_stride]
+    int64_t nonzero_stride = 1;
   };
   void set_host_side(const HostSide& host);
   // Bytes the split moved between host and device beyond the store's: the normalized input
@@ -51,6 +53,13 @@ class FfnExecutor {
   };
   const ExpertSplitCounts& expert_split() const { return expert_split_; }
 
+  // Dense mode: the session's input sparsity at the FFN's hidden values and gate, counted in
+  // layer l's at counters + l * stride (the part's memory).
+  void set_sparsifier(InputSparsifier* sparsifier, uint64_t* counters, int64_t stride) {
+    sparsifier_ = sparsifier;
+    sparsity_counters_ = counters;
+    sparsity_stride_ = stride;
+  }
   // Sparse modes: sees each layer's selection (host backends only).
   void set_selection_observer(SelectionObserver observer) { selection_ = std::move(observer); }
 
@@ -138,6 +147,9 @@ class FfnExecutor {
   uint64_t link_bytes_ = 0;
   ExpertSplitCounts expert_split_;
   SelectionObserver selection_;
+  InputSparsifier* sparsifier_ = nullptr;
+  uint64_t* sparsity_counters_ = nullptr;
+  int64_t sparsity_stride_ = 0;
 };
 
 }  // namespace strata

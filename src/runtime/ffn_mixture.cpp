@@ -79,7 +79,7 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
     link_bytes_ += static_cast<uint64_t>(n) * row_bytes;
   }
   const Side device{&backend_, &ws_, &in_, nonzero};
-  const Side host{host_.backend, host_.ws, host_.in, split ? host_.nonzero + l : nullptr};
+  const Side host{host_.backend, host_.ws, host_.in, split ? host_.nonzero + l * host_.nonzero_stride : nullptr};
   // Pass 0: the experts held here (a device queues them and computes while the CPU works);
   // pass 1, split only: the CPU's, each output uploaded to its slot. The device's part and its
   // wait for the CPU's outputs are timed on its timeline.

@@ -36,6 +36,8 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
   const bool second = parallel && w.vec(LayerVector::AttnNorm2) != nullptr;
   norm(be, ws.x, w.vec(second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm),
        w.vec(second ? LayerVector::AttnNorm2Bias : LayerVector::AttnNormBias), ws.xn, n);
+  sparsifier_->apply(be, l, static_cast<int>(MatrixInput::Attention), ws.xn, n,
+                     p.sparsity_counters(l));
   attention_block(p, l, n, parallel ? ws.attn_out : ws.proj);
   if (parallel) {
     // The FFN reads the layer's input through attn_norm (again, when attention's was it too).
@@ -44,6 +46,7 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
     be.add(ws.x, ws.proj, count);
     norm(be, ws.x, w.vec(LayerVector::FfnNorm), w.vec(LayerVector::FfnNormBias), ws.xn, n);
   }
+  sparsifier_->apply(be, l, static_cast<int>(MatrixInput::Ffn), ws.xn, n, p.sparsity_counters(l));
   spans_.add(start, be.record(), &times_.attention, 1, &be);
   start = be.record();
   p.ffn->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], p.counter(l), times_, spans_,
@@ -81,6 +84,8 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   // A sliding window is the cache rows from its first: every backend's attention as it is.
   const TokenPlaces seen{seen_pos_.data(), seen_base_.data()};
   be.attention(ws.q, n, heads, kv, seen, n_ctx_, ws.scores, ws.attn);
+  sparsifier_->apply(be, l, static_cast<int>(MatrixInput::AttentionOutput), ws.attn, n,
+                     p.sparsity_counters(l));
   be.prepare(*p.in, ws.attn, q_dim, n, {w.attn_output.type});
   const RowsJob o{&w.attn_output, out, c_.n_embd};
   be.matmul(std::span(&o, 1), *p.in);

@@ -31,6 +31,8 @@ SessionOptions base_options(const RunRequest& r) {
   o.split_reads = r.split_reads;
   o.storage = r.storage;
   o.n_seq = r.n_seq;
+  o.sparsity_mode = r.sparsity_mode;
+  o.sparsity_level = r.sparsity_level;
   return o;
 }
 

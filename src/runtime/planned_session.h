@@ -46,6 +46,9 @@ struct RunRequest {
   DeviceRequest device;
   // -ctk/-ctv were given; otherwise the KV cache is f16 on a GPU (llama.cpp's default there).
   bool kv_types_given = true;
+  // --sparsity-mode and --sparsity (runtime/input_sparsifier.h).
+  SparsityMode sparsity_mode = SparsityMode::Off;
+  float sparsity_level = -1.0f;
 };
 
 struct PlannedRun {

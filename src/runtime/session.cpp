@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "backends/cpu/attention.h"
 #include "backends/cpu/cpu_backend.h"
@@ -78,6 +79,8 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
          kMaxHeadsPerGroup);
   check_options(model, options_);
   check_layout();
+  sparsifier_ =
+      std::make_unique<InputSparsifier>(model, options_.sparsity_mode, options_.sparsity_level);
   make_parts();
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
@@ -152,13 +155,20 @@ void Session::make_parts() {
   FfnStore* store = options_.ffn != FfnMode::Dense ? make_stores() : nullptr;
   DevicePart& device = *parts_[0];
   device.make_ffn(store, options_.check_predictor);
+  device.ffn->set_sparsifier(sparsifier_.get(), device.sparsity_counters(0),
+                             DevicePart::kCountersPerLayer);
   if (DevicePart* cpu = cpu_part()) {
-    if (split) device.ffn->set_host_side({&cpu->backend, &cpu->ws, cpu->in.get(), cpu->counter(0)});
+    if (split) device.ffn->set_host_side({&cpu->backend, &cpu->ws, cpu->in.get(), cpu->counter(0),
+                                             DevicePart::kCountersPerLayer});
     // Its layers' FFN reads the model's matrices, or the flash tier's caches (the split's below).
     FfnStore* cpu_store = options_.ffn == FfnMode::Dense ? nullptr
                           : flash_                       ? flash_.get()
                                                          : &cpu->ram_store();
-    if (mixed) cpu->make_ffn(cpu_store, false);
+    if (mixed) {
+      cpu->make_ffn(cpu_store, false);
+      cpu->ffn->set_sparsifier(sparsifier_.get(), cpu->sparsity_counters(0),
+                               DevicePart::kCountersPerLayer);
+    }
   }
 }
 
@@ -295,6 +305,9 @@ uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mod
 
 void Session::check_options(const Model& model, const SessionOptions& options) {
   const ModelWeights& mw = model.weights;
+  if (options.sparsity_mode != SparsityMode::Off && options.ffn != FfnMode::Dense)
+    fail("--sparsity-mode {} thresholds the dense FFN's inputs; use --ffn dense",
+         sparsity_mode_name(options.sparsity_mode));
   for (DType t : {options.k_type, options.v_type})
     if (t != DType::F32 && t != DType::F16)
       fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
@@ -358,6 +371,43 @@ void Session::set_ffn_observer(FfnObserver observer) {
   if (observer && backend_.device() != Device::Host)
     fail("FFN observers read activations on the host; profile without a GPU");
   observer_ = std::move(observer);
+}
+
+void Session::set_input_observer(InputObserver observer) {
+  if (observer && backend_.device() != Device::Host)
+    fail("input observers read values on the host; calibrate without a GPU");
+  sparsifier_->set_observer(std::move(observer));
+}
+
+void Session::replay_layer(int64_t l, float* x, int64_t n, int64_t pos0) {
+  if (n < 1 || n > kMaxBatch || pos0 < 0 || pos0 + n > n_ctx_ || l < 0 || l >= c_.n_layer)
+    fail("replay_layer: {} tokens at position {} of layer {} do not fit the session", n, pos0, l);
+  if (parts_.size() > 1 || backend_.device() != Device::Host)
+    fail("replay_layer runs on the CPU backend alone");
+  one_seq_.assign(static_cast<size_t>(n), BatchToken{});
+  n_past_[0] = pos0;
+  place(one_seq_);
+  DevicePart& p = *parts_[0];
+  const uint64_t bytes = static_cast<uint64_t>(n * c_.n_embd) * sizeof(float);
+  std::memcpy(p.ws.x, x, bytes);
+  layer(p, l, n);
+  std::memcpy(x, p.ws.x, bytes);
+  spans_.resolve(backend_);
+  p.collect_counts(ffn_stats_, *sparsifier_);
+}
+
+void Session::embed_tokens(std::span<const int32_t> tokens, int64_t pos0, float* out) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (n < 1 || n > kMaxBatch || pos0 < 0 || pos0 + n > n_ctx_)
+    fail("embed_tokens: {} tokens at position {} do not fit the session", n, pos0);
+  if (backend_.device() != Device::Host) fail("embed_tokens runs on the CPU backend");
+  one_seq_.clear();
+  for (const int32_t t : tokens) one_seq_.push_back({t, 0, false});
+  n_past_[0] = pos0;
+  check_batch(one_seq_);
+  place(one_seq_);
+  embed(one_seq_);
+  std::memcpy(out, parts_[0]->ws.x, static_cast<size_t>(n * c_.n_embd) * sizeof(float));
 }
 
 void Session::truncate(int seq, int64_t n) {
@@ -497,7 +547,7 @@ void Session::forward(std::span<const BatchToken> batch, float* logits, float* h
   spans_.add(start, out.record(), &times_.output, 1, &out);
   backend_.synchronize();  // the logits are read by the caller
   spans_.resolve(backend_);
-  for (auto& p : parts_) p->collect_counts(ffn_stats_);
+  for (auto& p : parts_) p->collect_counts(ffn_stats_, *sparsifier_);
   clock_ += n;
 }
 

@@ -17,6 +17,7 @@
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
+#include "runtime/input_sparsifier.h"
 #include "runtime/time_spans.h"
 #include "tiers/bundle_source.h"
 #include "tiers/neuron_cache.h"
@@ -76,6 +77,10 @@ struct SessionOptions {
   // the output head too.
   std::vector<uint8_t> host_layers{};
   bool output_on_host = false;
+  // Training-free activation sparsity (runtime/input_sparsifier.h) with the model's thresholds
+  // for model-wide sparsity `sparsity_level` (< 0: the file's only level). Dense FFN only.
+  SparsityMode sparsity_mode = SparsityMode::Off;
+  float sparsity_level = -1.0f;
 };
 
 // One token of a batch: its sequence (0 .. n_seq - 1), whether its logits are wanted, and
@@ -161,6 +166,18 @@ class Session {
   NeuronCacheStats flash_stats() const;  // summed over layers
   uint64_t tokens_evaluated() const { return tokens_evaluated_; }
   void set_ffn_observer(FfnObserver observer);
+  // Every sparsity point's values before thresholding (host backends; input_sparsifier.h).
+  void set_input_observer(InputObserver observer);
+  // The thresholds in use, which calibration changes between trials, and what they kept.
+  InputSparsifier& sparsifier() { return *sparsifier_; }
+  const std::vector<InputDensity>& input_density() const { return sparsifier_->density(); }
+  // Calibration: layer l alone on n rows (at most kMaxBatch) of x (host memory, n_embd each),
+  // as the tokens at positions pos0 .. pos0 + n - 1 of sequence 0, whose cache rows of this
+  // layer before pos0 are what earlier calls wrote; x becomes the layer's output.
+  void replay_layer(int64_t l, float* x, int64_t n, int64_t pos0);
+  // Calibration: the first layer's input (the embedding rows, with learned positions where the
+  // model has them) of up to kMaxBatch tokens at positions pos0.. of sequence 0, to out (host).
+  void embed_tokens(std::span<const int32_t> tokens, int64_t pos0, float* out);
   // Sparse modes on the host: each layer's selection (forward_stats.h).
   void set_selection_observer(SelectionObserver observer);
   uint64_t kv_cache_bytes() const;
@@ -221,6 +238,7 @@ class Session {
   TimeSpans spans_;  // this pass's, resolved after its last synchronize
   std::vector<FfnLayerStats> ffn_stats_;
   FfnObserver observer_;
+  std::unique_ptr<InputSparsifier> sparsifier_;
   uint64_t ffn_activations_ = 0;
   // parts_[0]: the session's backend; parts_[1]: the CPU beside a device, when the plan puts
   // layers or the output head there or the FFN is split. layer_part_: the plan's layer->part map.

@@ -5,7 +5,9 @@ tokenizer, and saves it as a Hugging Face-style directory (config.json, model.sa
 by this script, tokenizer.model) for `strata convert`.
 
 Reproducible: fixed seeds, fixed step count, one thread order (torch deterministic on CPU).
-Usage: /usr/bin/python3 tools/train_tiny/train.py --out build/strata-tiny-hf [--steps N]
+Usage: /usr/bin/python3 tools/train_tiny/train.py --out build/strata-tiny-hf [--steps N] [--ffn F]
+--ffn swiglu trains the same model with a SwiGLU FFN (silu(gate) * up), as Llama's: the dense
+model people run, on which input sparsity (strata sparsify) is measured.
 Writes OUT/heldout.txt (the held-out text) and OUT/results.json (held-out perplexity computed
 the way `strata perplexity` does, llama.cpp-style, and per-layer FFN activation sparsity)."""
 import argparse
@@ -208,6 +210,7 @@ def main():
     ap.add_argument("--steps", type=int, default=900)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--ffn", choices=["reglu", "swiglu"], default="reglu")
     args = ap.parse_args()
     torch.manual_seed(1234)
     np.random.seed(1234)
@@ -234,7 +237,8 @@ def main():
     print(f"train {len(train_text)} bytes -> {len(train_ids)} tokens; held-out {len(held_text)} "
           f"bytes -> {len(held_ids)} tokens", flush=True)
 
-    model = Model(CONFIG)
+    hidden_act = "silu" if args.ffn == "swiglu" else "relu"
+    model = Model(dict(CONFIG, hidden_act=hidden_act))
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{n_params / 1e6:.2f}M parameters", flush=True)
     T = CONFIG["max_position_embeddings"]
@@ -266,7 +270,7 @@ def main():
     print(f"held-out perplexity {ppl:.4f} over {count} predictions; sparsity "
           + " ".join(f"{s:.3f}" for s in sp_layers), flush=True)
 
-    cfg = dict(CONFIG, architectures=["LlamaForCausalLM"], model_type="llama", hidden_act="relu",
+    cfg = dict(CONFIG, architectures=["LlamaForCausalLM"], model_type="llama", hidden_act=hidden_act,
                bos_token_id=bos, eos_token_id=sp.eos_id(), tie_word_embeddings=False,
                torch_dtype="float32")
     with open(os.path.join(args.out, "config.json"), "w") as f:

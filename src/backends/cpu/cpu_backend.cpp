@@ -11,6 +11,7 @@
 #include "backends/cpu/attention.h"
 #include "backends/cpu/matvec.h"
 #include "backends/cpu/sparse_ops.h"
+#include "tensor/input_sparsity.h"
 #include "tensor/expert_mix.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
@@ -286,6 +287,25 @@ void CpuBackend::select_columns(const float* full, std::span<const int32_t> ids,
   const int64_t n_ids = static_cast<int64_t>(ids.size());
   for (int64_t b = 0; b < n; ++b)
     for (int64_t k = 0; k < n_ids; ++k) out[b * stride + k] = full[b * stride + ids[k]];
+}
+
+void CpuBackend::sparsify(float* x, int64_t count, float threshold, uint64_t* kept) {
+  uint64_t nonzero = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    x[i] = teal_keep(x[i], threshold);
+    nonzero += x[i] != 0.0f;
+  }
+  *kept += nonzero;
+}
+
+void CpuBackend::sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold,
+                               uint64_t* kept) {
+  uint64_t nonzero = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    gate[i] = cats_keep(act, gate[i], threshold);
+    nonzero += gate[i] != 0.0f;
+  }
+  *kept += nonzero;
 }
 
 void CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,

@@ -329,6 +329,14 @@ class CudaBackend final : public Backend {
                           stream_);
   }
 
+  void sparsify(float* x, int64_t count, float threshold, uint64_t* kept) override {
+    launch_sparsify(x, count, threshold, false, FfnActivation::SwiGLU, kept, stream_);
+  }
+  void sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold,
+                     uint64_t* kept) override {
+    launch_sparsify(gate, count, threshold, true, act, kept, stream_);
+  }
+
   void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                    int64_t end, uint64_t* nonzero) override {
     launch_keep_needed(h, need, n, stride, begin, end, nonzero, stream_);

@@ -7,6 +7,7 @@
 #include "backends/cuda/block_math.h"
 #include "backends/cuda/launch.h"
 #include "tensor/expert_mix.h"
+#include "tensor/input_sparsity.h"
 
 namespace strata::STRATA_CUDA_NS {
 
@@ -316,6 +317,22 @@ __global__ void keep_needed_kernel(float* h, const uint8_t* need, int64_t n, int
     atomicAdd(nonzero, static_cast<unsigned long long>(block_sum));
 }
 
+__global__ void sparsify_kernel(float* x, int64_t count, float threshold, bool gate,
+                                FfnActivation act, unsigned long long* kept) {
+  __shared__ int block_sum;
+  if (threadIdx.x == 0) block_sum = 0;
+  __syncthreads();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) {
+    const float v = gate ? cats_keep(act, x[i], threshold) : teal_keep(x[i], threshold);
+    x[i] = v;
+    if (v != 0.0f) atomicAdd(&block_sum, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && block_sum != 0)
+    atomicAdd(kept, static_cast<unsigned long long>(block_sum));
+}
+
 __global__ void read_kernel(const float4* p, int64_t n4, float* out) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   float4 s = make_float4(0, 0, 0, 0);
@@ -461,6 +478,14 @@ void launch_select_columns(const float* full, const int32_t* ids, int64_t count,
   STRATA_LAUNCH(select_columns_kernel, blocks_for(count * n, kThreads), kThreads, stream, full, ids,
                 count, n, stride, out);
   check_launch("select_columns", stream);
+}
+
+void launch_sparsify(float* x, int64_t count, float threshold, bool gate, FfnActivation act,
+                     uint64_t* kept, cudaStream_t stream) {
+  if (count == 0) return;
+  STRATA_LAUNCH(sparsify_kernel, blocks_for(count, kThreads), kThreads, stream, x, count,
+                threshold, gate, act, reinterpret_cast<unsigned long long*>(kept));
+  check_launch("sparsify", stream);
 }
 
 void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,

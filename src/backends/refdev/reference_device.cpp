@@ -317,6 +317,19 @@ void ReferenceDevice::select_columns(const float* full, std::span<const int32_t>
   enqueue([=, this] { cpu_.select_columns(full, ids, n, stride, out); });
 }
 
+void ReferenceDevice::sparsify(float* x, int64_t count, float threshold, uint64_t* kept) {
+  check(x, static_cast<uint64_t>(count) * 4, "sparsify");
+  check(kept, sizeof(uint64_t), "sparsify");
+  enqueue([=, this] { cpu_.sparsify(x, count, threshold, kept); });
+}
+
+void ReferenceDevice::sparsify_gate(FfnActivation act, float* gate, int64_t count,
+                                    float threshold, uint64_t* kept) {
+  check(gate, static_cast<uint64_t>(count) * 4, "sparsify_gate");
+  check(kept, sizeof(uint64_t), "sparsify_gate");
+  enqueue([=, this] { cpu_.sparsify_gate(act, gate, count, threshold, kept); });
+}
+
 void ReferenceDevice::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride,
                                   int64_t begin, int64_t end, uint64_t* nonzero) {
   check(h, static_cast<uint64_t>(n * stride) * 4, "keep_needed");

@@ -1,0 +1,292 @@
+// Training-free activation sparsity (TEAL, CATS): calibration reaches its levels, the written
+// thresholds come back and apply, sparsity 0 is the dense model bit for bit, the thresholded
+// session equals the scalar rule applied to its inputs, and calibrations that do not match the
+// model are refused with one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/error.h"
+#include "format/gguf_writer.h"
+#include "offline/sparsify.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using testing::temp_file;
+using testing::tiny_model;
+
+std::vector<int32_t> random_tokens(const Model& m, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(m.config.n_vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = id(rng);
+  return t;
+}
+
+std::vector<float> logits_of(const Model& m, ThreadPool& pool, const std::vector<int32_t>& tokens,
+                             SessionOptions o) {
+  Session s(m, 64, pool, o);
+  const auto l = s.eval(tokens, true);
+  return {l.begin(), l.end()};
+}
+
+// The model again with `extra` metadata (replacing keys of the same name).
+std::string with_metadata(const Model& m, const std::string& name,
+                          const std::vector<std::pair<std::string, GgufValue>>& extra) {
+  const std::string path = temp_file(name);
+  GgufWriter w(path, m.file->alignment());
+  for (const auto& [key, value] : m.file->metadata())
+    if (key != "general.alignment") w.set(key, value);
+  for (const auto& [key, value] : extra) w.set(key, value);
+  for (const auto& t : m.file->tensors()) w.add_tensor(t.name, t.type, t.dims);
+  for (const auto& t : m.file->tensors()) w.write_tensor_data({t.data, t.n_bytes});
+  w.finish();
+  return path;
+}
+
+GgufValue floats(std::vector<float> v) {
+  std::vector<GgufValue> items;
+  for (float x : v) items.push_back(GgufValue::f32(x));
+  return GgufValue::array(GgufType::F32, std::move(items));
+}
+
+struct Calibrated {
+  std::unique_ptr<Model> model;
+  SparsifyResult result;
+};
+
+Calibrated calibrate(ThreadPool& pool, SparsityAllocation allocation) {
+  const auto dense = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);
+  SparsifyOptions o;
+  o.levels = {0.25f, 0.5f};
+  o.n_ctx = 48;
+  o.max_tokens = 192;
+  o.allocation = allocation;
+  Calibrated c;
+  c.result = calibrate_sparsity(*dense, random_tokens(*dense, 400, 7), o, pool);
+  const std::string path = temp_file(allocation == SparsityAllocation::Greedy
+                                         ? "sparsified_greedy.gguf"
+                                         : "sparsified_uniform.gguf");
+  write_model_with_thresholds(*dense, c.result.thresholds, path);
+  c.model = Model::load(path, false);
+  return c;
+}
+
+TEST(InputSparsity, CalibrationReachesEachLevelInEveryLayer) {
+  ThreadPool pool(2);
+  for (auto allocation : {SparsityAllocation::Greedy, SparsityAllocation::Uniform}) {
+    const Calibrated c = calibrate(pool, allocation);
+    const ModelConfig& cfg = c.model->config;
+    ASSERT_EQ(c.result.tokens, 192);
+    for (size_t li = 0; li < 2; ++li) {
+      const double level = c.result.thresholds.levels[li];
+      double prev_error = -1;
+      for (const LayerSparsity& s : c.result.layers[li]) {
+        double skipped = 0, all = 0;
+        for (MatrixInput k : kAllMatrixInputs) {
+          const auto w = static_cast<double>(matrix_input_weights(k, cfg));
+          skipped += w * s.sparsity[static_cast<size_t>(k)];
+          all += w;
+          // The threshold is the magnitude below which that share of the values lies.
+          EXPECT_EQ(s.threshold[static_cast<size_t>(k)] > 0, s.sparsity[static_cast<size_t>(k)] > 0);
+        }
+        EXPECT_NEAR(skipped / all, level, 1e-6);
+        EXPECT_GT(s.error, 0.0);
+        EXPECT_GT(s.cats_threshold, 0.0f);  // SwiGLU: silu(gate) is never exactly 0
+        prev_error = std::max(prev_error, s.error);
+      }
+      EXPECT_GT(prev_error, 0.0);
+    }
+    // More sparsity costs more error, layer by layer.
+    for (size_t l = 0; l < c.result.layers[0].size(); ++l)
+      EXPECT_LT(c.result.layers[0][l].error, c.result.layers[1][l].error);
+  }
+}
+
+TEST(InputSparsity, TheWrittenThresholdsComeBackAndKeepTheirShareOnTheSameText) {
+  ThreadPool pool(2);
+  const Calibrated c = calibrate(pool, SparsityAllocation::Greedy);
+  const InputThresholds& t = c.model->sparsity;
+  ASSERT_EQ(t.levels, c.result.thresholds.levels);
+  ASSERT_EQ(t.teal, c.result.thresholds.teal);
+  ASSERT_EQ(t.cats, c.result.thresholds.cats);
+  EXPECT_EQ(t.tokens, 192u);
+  // A session at level 0.5 reading the calibration text keeps what calibration said it would
+  // (calibration's windows are the text's first 4 x 48 tokens, each starting afresh).
+  SessionOptions o;
+  o.sparsity_mode = SparsityMode::Teal;
+  o.sparsity_level = 0.5f;
+  Session s(*c.model, 48, pool, o);
+  const auto tokens = random_tokens(*c.model, 400, 7);
+  s.eval(std::span(tokens).first(48), true);
+  const auto& d = s.input_density();
+  const auto& expect = c.result.layers[1];
+  // Layer 0's inputs are the calibration's exactly; the rest read a residual stream that the
+  // earlier layers' sparsity changed a little.
+  for (MatrixInput k : kAllMatrixInputs) {
+    const auto i = static_cast<size_t>(k);
+    if (d[0].seen[i] == 0) continue;
+    const double kept = static_cast<double>(d[0].kept[i]) / static_cast<double>(d[0].seen[i]);
+    if (k == MatrixInput::Attention || k == MatrixInput::Ffn) {
+      EXPECT_NEAR(kept, 1 - expect[0].sparsity[i], 0.15) << matrix_input_name(k);
+    }
+  }
+  uint64_t seen = 0;
+  for (const auto& layer : d)
+    for (uint64_t v : layer.seen) seen += v;
+  EXPECT_GT(seen, 0u);
+}
+
+TEST(InputSparsity, ZeroThresholdsAreTheDenseModelBitForBit) {
+  ThreadPool pool(2);
+  const Calibrated c = calibrate(pool, SparsityAllocation::Uniform);
+  const auto tokens = random_tokens(*c.model, 20, 11);
+  const std::vector<float> dense = logits_of(*c.model, pool, tokens, {});
+  SessionOptions o;
+  o.sparsity_mode = SparsityMode::Teal;
+  o.sparsity_level = 0.25f;
+  Session s(*c.model, 64, pool, o);
+  for (int64_t l = 0; l < c.model->config.n_layer; ++l) s.sparsifier().set_layer(l, {}, 0.0f);
+  const auto zero = s.eval(tokens, true);
+  ASSERT_EQ(std::vector<float>(zero.begin(), zero.end()), dense);
+  // The level's own thresholds change the logits, a little.
+  const std::vector<float> sparse = logits_of(*c.model, pool, tokens, o);
+  double diff = 0;
+  for (size_t i = 0; i < dense.size(); ++i) diff = std::max<double>(diff, std::abs(sparse[i] - dense[i]));
+  EXPECT_GT(diff, 0.0);
+}
+
+// One layer's attention input thresholded by the session equals the rule applied to what an
+// observer saw, and CATS zeroes the gate where |silu(gate)| is at most its threshold.
+TEST(InputSparsity, TheSessionThresholdsWhatTheObserverSees) {
+  ThreadPool pool(2);
+  const Calibrated c = calibrate(pool, SparsityAllocation::Greedy);
+  for (SparsityMode mode : {SparsityMode::Teal, SparsityMode::Cats}) {
+    SessionOptions o;
+    o.sparsity_mode = mode;
+    o.sparsity_level = 0.5f;
+    Session s(*c.model, 64, pool, o);
+    std::vector<uint64_t> expect_kept(kSparsityPoints, 0), seen(kSparsityPoints, 0);
+    s.set_input_observer([&](int64_t layer, int point, int64_t n, int64_t width, const float* x) {
+      if (layer != 1) return;
+      const InputThresholdRow& row = c.model->sparsity.teal_row(1, 1);
+      const float t = point == kGatePoint ? c.model->sparsity.cats_value(1, 1)
+                                          : row[static_cast<size_t>(point)];
+      for (int64_t i = 0; i < n * width; ++i) {
+        const double v = point == kGatePoint ? x[i] / (1.0 + std::exp(-static_cast<double>(x[i])))
+                                             : x[i];
+        expect_kept[static_cast<size_t>(point)] += std::abs(v) > t;
+        seen[static_cast<size_t>(point)] += 1;
+      }
+    });
+    s.eval(random_tokens(*c.model, 30, 13));
+    const InputDensity& d = s.input_density()[1];
+    for (int p = 0; p < kSparsityPoints; ++p) {
+      const bool applies = mode == SparsityMode::Teal ? p < kMatrixInputs : p == kGatePoint;
+      if (!applies) {
+        EXPECT_EQ(d.seen[static_cast<size_t>(p)], 0u) << p;
+        continue;
+      }
+      EXPECT_EQ(d.seen[static_cast<size_t>(p)], seen[static_cast<size_t>(p)]) << p;
+      // Float against double silu may part on a value at the threshold itself: a few at most.
+      EXPECT_NEAR(static_cast<double>(d.kept[static_cast<size_t>(p)]),
+                  static_cast<double>(expect_kept[static_cast<size_t>(p)]), 2.0)
+          << p;
+      EXPECT_LT(d.kept[static_cast<size_t>(p)], d.seen[static_cast<size_t>(p)]);
+    }
+  }
+}
+
+TEST(InputSparsity, RunsThatCannotApplyAreRefusedWithOneLine) {
+  ThreadPool pool(1);
+  const auto dense = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);
+  auto refused = [&](const Model& m, SessionOptions o, const std::string& words) {
+    try {
+      Session s(m, 16, pool, o);
+      ADD_FAILURE() << "accepted: " << words;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(words), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  };
+  SessionOptions teal;
+  teal.sparsity_mode = SparsityMode::Teal;
+  refused(*dense, teal, "carries no sparsity thresholds");
+  const Calibrated c = calibrate(pool, SparsityAllocation::Uniform);
+  refused(*c.model, teal, "choose one with --sparsity");  // two levels, none chosen
+  teal.sparsity_level = 0.3f;
+  refused(*c.model, teal, "no thresholds for sparsity 0.3 (it has 0.25, 0.5)");
+  teal.sparsity_level = 0.5f;
+  SessionOptions gate_first = teal;
+  gate_first.ffn = FfnMode::GateFirst;
+  refused(*c.model, gate_first, "use --ffn dense");
+  const auto relu = Model::load(tiny_model(DType::F32, FfnActivation::ReLU), false);
+  SessionOptions cats;
+  cats.sparsity_mode = SparsityMode::Cats;
+  refused(*relu, cats, "has none");
+  EXPECT_THROW(parse_sparsity_mode("sometimes"), Error);
+}
+
+TEST(InputSparsity, CalibrationsThatDoNotMatchTheModelAreRefused) {
+  const auto m = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);
+  const int64_t layers = m->config.n_layer;
+  const std::vector<float> teal(static_cast<size_t>(layers * kMatrixInputs), 0.1f);
+  const std::vector<float> cats(static_cast<size_t>(layers), 0.1f);
+  auto bad = [&](const std::string& name,
+                 const std::vector<std::pair<std::string, GgufValue>>& keys,
+                 const std::string& words) {
+    const std::string path = with_metadata(*m, name, keys);
+    try {
+      Model::load(path, false);
+      ADD_FAILURE() << "loaded " << name;
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(words), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  };
+  const GgufValue one_level = floats({0.5f});
+  bad("short.gguf",
+      {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats({0.1f})},
+       {kSparsityCatsKey, floats(cats)}},
+      "does not match the model");
+  std::vector<float> negative = teal;
+  negative[3] = -1.0f;
+  bad("negative.gguf",
+      {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats(negative)},
+       {kSparsityCatsKey, floats(cats)}},
+      "thresholds are finite, >= 0");
+  std::vector<float> nan = teal;
+  nan[0] = std::nanf("");
+  bad("nan.gguf",
+      {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats(nan)},
+       {kSparsityCatsKey, floats(cats)}},
+      "thresholds are finite");
+  bad("no_cats.gguf", {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats(teal)}},
+      "is missing");
+  bad("no_levels.gguf", {{kSparsityTealKey, floats(teal)}}, "without strata.sparsity.levels");
+  std::vector<float> teal2 = teal, cats2 = cats;
+  teal2.insert(teal2.end(), teal.begin(), teal.end());
+  cats2.insert(cats2.end(), cats.begin(), cats.end());
+  bad("descending.gguf",
+      {{kSparsityLevelsKey, floats({0.5f, 0.4f})}, {kSparsityTealKey, floats(teal2)},
+       {kSparsityCatsKey, floats(cats2)}},
+      "must ascend");
+  bad("text.gguf",
+      {{kSparsityLevelsKey, GgufValue::str("half")}, {kSparsityTealKey, floats(teal)},
+       {kSparsityCatsKey, floats(cats)}},
+      "non-empty array");
+  // A good one loads.
+  const std::string good = with_metadata(
+      *m, "good.gguf",
+      {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats(teal)},
+       {kSparsityCatsKey, floats(cats)}});
+  EXPECT_EQ(Model::load(good, false)->sparsity.levels, std::vector<float>{0.5f});
+}
+
+}  // namespace
+}  // namespace strata

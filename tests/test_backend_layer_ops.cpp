@@ -376,10 +376,14 @@ TEST_P(BackendOps, InputSparsityEqualsTheReference) {
     for (const float t : {0.0f, 0.3f, 1.1f}) {
       const OnDevice<float> dx(*be, x);
       const OnDevice<uint64_t> dkept(*be, 1, uint64_t{9});
-      be->sparsify(dx.get(), count, t, dkept.get());
+      const OnDevice<uint8_t> dmask(*be, static_cast<size_t>(count), uint8_t{7});
+      be->sparsify(dx.get(), count, t, dkept.get(), t == 0.3f ? nullptr : dmask.get());
       std::vector<float> expect = x;
       const uint64_t kept = reference::sparsify(expect.data(), count, t);
       ASSERT_EQ(dx.read(), expect) << name << " " << t;
+      const std::vector<uint8_t> mask = dmask.read();
+      for (int64_t i = 0; i < count; ++i)  // untouched without a mask
+        ASSERT_EQ(mask[static_cast<size_t>(i)], t == 0.3f ? 7 : expect[static_cast<size_t>(i)] != 0.0f);
       ASSERT_EQ(dkept.read()[0] - 9, kept) << name;
       if (t == 0.0f) {
         ASSERT_EQ(expect, x);

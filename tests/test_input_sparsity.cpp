@@ -58,8 +58,8 @@ struct Calibrated {
   SparsifyResult result;
 };
 
-Calibrated calibrate(ThreadPool& pool, SparsityAllocation allocation) {
-  const auto dense = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);
+Calibrated calibrate(ThreadPool& pool, SparsityAllocation allocation, DType type = DType::F32) {
+  const auto dense = Model::load(tiny_model(type, FfnActivation::SwiGLU), false);
   SparsifyOptions o;
   o.levels = {0.25f, 0.5f};
   o.n_ctx = 48;
@@ -67,9 +67,10 @@ Calibrated calibrate(ThreadPool& pool, SparsityAllocation allocation) {
   o.allocation = allocation;
   Calibrated c;
   c.result = calibrate_sparsity(*dense, random_tokens(*dense, 400, 7), o, pool);
-  const std::string path = temp_file(allocation == SparsityAllocation::Greedy
-                                         ? "sparsified_greedy.gguf"
-                                         : "sparsified_uniform.gguf");
+  const std::string path =
+      temp_file(std::string(dtype_name(type)) + (allocation == SparsityAllocation::Greedy
+                                                     ? "_sparsified_greedy.gguf"
+                                                     : "_sparsified_uniform.gguf"));
   write_model_with_thresholds(*dense, c.result.thresholds, path);
   c.model = Model::load(path, false);
   return c;
@@ -197,6 +198,52 @@ TEST(InputSparsity, TheSessionThresholdsWhatTheObserverSees) {
           << p;
       EXPECT_LT(d.kept[static_cast<size_t>(p)], d.seen[static_cast<size_t>(p)]);
     }
+  }
+}
+
+// Decode through the column copies (input-sparse products) against the thresholded row-major
+// products: equal within rounding for float weights (exact transposes; the additions run in
+// another order), a prompt's batch taking the row-major path in the same session; the same bits
+// for any thread count.
+TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
+  for (DType type : {DType::F32, DType::F16}) {
+    ThreadPool pool(2);
+    const Calibrated c = calibrate(pool, SparsityAllocation::Greedy, type);
+    auto columns = Model::load(c.model->file->path(), false);
+    EXPECT_GT(columns->ensure_input_columns(), 0u);
+    ASSERT_EQ(columns->columns.size(), static_cast<size_t>(columns->config.n_layer));
+    SessionOptions o;
+    o.sparsity_mode = SparsityMode::Teal;
+    o.sparsity_level = 0.5f;
+    const auto tokens = random_tokens(*c.model, 24, 17);
+    auto decode = [&](const Model& m, int threads) {
+      ThreadPool own(threads);
+      Session s(m, 64, own, o);
+      std::vector<float> all;
+      const auto prompt = s.eval(std::span(tokens).first(16));  // row-major: 16 > 4 tokens
+      all.insert(all.end(), prompt.begin(), prompt.end());
+      for (size_t i = 16; i < tokens.size(); ++i) {
+        const auto l = s.eval(tokens[i]);
+        all.insert(all.end(), l.begin(), l.end());
+      }
+      uint64_t kept = 0;
+      for (const InputDensity& d : s.input_density())
+        for (uint64_t k : d.kept) kept += k;
+      EXPECT_GT(kept, 0u);
+      return all;
+    };
+    const std::vector<float> rows = decode(*c.model, 2), cols = decode(*columns, 2);
+    ASSERT_EQ(rows.size(), cols.size());
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      scale = std::max<double>(scale, std::abs(rows[i]));
+      diff = std::max<double>(diff, std::abs(rows[i] - cols[i]));
+    }
+    EXPECT_LT(diff / scale, 1e-4) << dtype_name(type);
+    // The decode steps did take the other path: their sums ran in another order.
+    EXPECT_GT(diff, 0.0) << dtype_name(type);
+    EXPECT_EQ(decode(*columns, 1), cols) << dtype_name(type);
+    EXPECT_EQ(decode(*columns, 3), cols) << dtype_name(type);
   }
 }
 

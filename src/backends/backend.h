@@ -198,9 +198,11 @@ class Backend {
                            int64_t end, uint64_t* nonzero) = 0;
   // Training-free input sparsity (tensor/input_sparsity.h), in place over count values, adding
   // how many values are non-zero afterwards to *kept (a counter in this backend's memory):
-  // TEAL: x[i] = teal_keep(x[i], threshold), a product's input before it is prepared;
+  // TEAL: x[i] = teal_keep(x[i], threshold), a product's input before it is prepared, and with
+  // `mask` (else null) mask[i] = x[i] != 0 afterwards (the columns an input-sparse product reads);
   // CATS: gate[i] = cats_keep(act, gate[i], threshold), the gate before the activation.
-  virtual void sparsify(float* x, int64_t count, float threshold, uint64_t* kept) = 0;
+  virtual void sparsify(float* x, int64_t count, float threshold, uint64_t* kept,
+                        uint8_t* mask) = 0;
   virtual void sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold,
                              uint64_t* kept) = 0;
   virtual void add(float* x, const float* y, int64_t count) = 0;  // x += y

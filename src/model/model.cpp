@@ -83,6 +83,47 @@ MappedFile::Ranges Model::flash_ranges() const {
   return ranges;
 }
 
+namespace {
+
+// The members of LayerColumns and the layer's matrices they transpose.
+constexpr std::pair<MatrixView LayerColumns::*, MatrixView LayerMatrices::*> kColumnPairs[] = {
+    {&LayerColumns::attn_q, &LayerMatrices::attn_q},
+    {&LayerColumns::attn_k, &LayerMatrices::attn_k},
+    {&LayerColumns::attn_v, &LayerMatrices::attn_v},
+    {&LayerColumns::attn_output, &LayerMatrices::attn_output},
+    {&LayerColumns::ffn_gate, &LayerMatrices::ffn_gate},
+    {&LayerColumns::ffn_up, &LayerMatrices::ffn_up}};
+
+}  // namespace
+
+uint64_t Model::input_column_bytes(const LayerWeights& l) {
+  uint64_t bytes = 0;
+  for (auto [column, matrix] : kColumnPairs)
+    if ((l.*matrix).data != nullptr) bytes += transposed_down_bytes(l.*matrix);
+  if (l.ffn_down_t.data == nullptr && l.ffn_down.data != nullptr)
+    bytes += transposed_down_bytes(l.ffn_down);
+  return bytes;
+}
+
+uint64_t Model::ensure_input_columns() {
+  if (config.moe()) fail("input-sparse products: mixtures of experts are not supported");
+  if (!columns.empty()) return 0;
+  uint64_t bytes = ensure_down_t();
+  for (const LayerWeights& l : weights.layers) {
+    LayerColumns c;
+    for (auto [column, matrix] : kColumnPairs) {
+      if ((l.*matrix).data == nullptr) continue;
+      if ((l.*matrix).layout != Layout::Rows)
+        fail("input-sparse products transpose the file's rows, before any re-layout");
+      derived_.emplace_back();
+      c.*column = transpose_down(l.*matrix, derived_.back());
+      bytes += derived_.back().size();
+    }
+    columns.push_back(c);
+  }
+  return bytes;
+}
+
 uint64_t Model::ensure_down_t() {
   uint64_t bytes = 0;
   for (LayerWeights& l : weights.layers) {

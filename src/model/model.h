@@ -15,6 +15,13 @@
 
 namespace strata {
 
+// A layer's matrices transposed, so that column j of W (the weights input value j meets) is one
+// contiguous row: what input-sparse products (TEAL) read, only the rows of the non-zero inputs.
+// ffn_down's is the layer's ffn_down_t.
+struct LayerColumns {
+  MatrixView attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up;
+};
+
 struct Model {
   std::unique_ptr<GgufFile> file;
   ModelConfig config;
@@ -35,6 +42,14 @@ struct Model {
   // Gives every layer an ffn_down_t (the sparse FFN needs one), transposing ffn_down where the
   // file lacks it. Returns the bytes allocated for that (0 when the file has them).
   uint64_t ensure_down_t();
+
+  // Fills `columns` (and ffn_down_t) for input-sparse products: every layer's attention and
+  // gate/up matrices transposed (model/down_transpose.h: float types exactly, quantized ones
+  // re-quantized along the new rows). Returns the bytes allocated; before adopt_layouts.
+  uint64_t ensure_input_columns();
+  // The bytes ensure_input_columns allocates for a layer (with its ffn_down_t where it lacks one).
+  static uint64_t input_column_bytes(const LayerWeights& l);
+  std::vector<LayerColumns> columns;  // per layer; empty until ensure_input_columns
 
   // Gives each matrix the layout the backend that computes with it prefers (Backend::
   // preferred_layout), by how the run uses it: the attention projections, the predictors and

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
+#include "runtime/column_products.h"
 #include "runtime/input_sparsifier.h"
 #include "runtime/workspace.h"
 #include "tiers/ffn_store.h"
@@ -79,6 +80,7 @@ class DevicePart {
   std::unique_ptr<PreparedRows> in;
   std::unique_ptr<ResidentWeights> weights;
   std::unique_ptr<FfnExecutor> ffn;
+  std::unique_ptr<ColumnProducts> columns;  // input-sparse products (made by the session)
 
  private:
   std::vector<RamFfnLayer> ram_layers_;

@@ -48,19 +48,38 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
   const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff, total = n * ff;
   const bool gated = ffn_has_gate(c_.ffn);
-  backend_.prepare(in_, ws_.xn, c_.n_embd, n,
-                   {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
-  const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
-  backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
-  if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
   uint64_t* sparsity = sparsity_counters_ + l * sparsity_stride_;
+  const bool columns =
+      use_input_columns(sparsifier_->mode(), columns_ != nullptr, backend_.device() == Device::Host, n);
+  const int ffn_point = static_cast<int>(MatrixInput::Ffn);
+  if (columns) {
+    const LayerColumns& cols = model_.columns[static_cast<size_t>(l)];
+    const ColumnProducts::Job both[2] = {{&cols.ffn_gate, ws_.gate, ff}, {&cols.ffn_up, ws_.up, ff}};
+    columns_->run(l, ffn_point, ws_.xn, n, c_.n_embd,
+                  gated ? std::span(both, 2) : std::span(both + 1, 1));
+  } else {
+    sparsifier_->apply(backend_, l, ffn_point, ws_.xn, n, sparsity);
+    backend_.prepare(in_, ws_.xn, c_.n_embd, n,
+                     {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
+    const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
+    backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
+  }
+  if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
   if (gated) sparsifier_->apply(backend_, l, kGatePoint, ws_.gate, n, sparsity, c_.ffn);
   float* h = ws_.up;
   backend_.activation(c_.ffn, ws_.gate, ws_.up, h, total);
   stats.computed += static_cast<uint64_t>(total);
   backend_.keep_needed(h, nullptr, n, ff, 0, ff, nonzero);
   if (observer) observer(l, n, ws_.x, h);
-  sparsifier_->apply(backend_, l, static_cast<int>(MatrixInput::FfnHidden), h, n, sparsity);
+  const int hidden_point = static_cast<int>(MatrixInput::FfnHidden);
+  if (columns) {
+    const ColumnProducts::Job down{&model_.weights.layers[static_cast<size_t>(l)].ffn_down_t,
+                                   ws_.proj, c_.n_embd};
+    columns_->run(l, hidden_point, h, n, ff, std::span(&down, 1));
+    add_down_bias(w, n);
+    return;
+  }
+  sparsifier_->apply(backend_, l, hidden_point, h, n, sparsity);
   if (w.ffn_down.data != nullptr) {
     backend_.prepare(in_, h, ff, n, {w.ffn_down.type});
     const RowsJob down{&w.ffn_down, ws_.proj, c_.n_embd};

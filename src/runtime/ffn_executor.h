@@ -10,6 +10,7 @@
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
+#include "runtime/column_products.h"
 #include "runtime/input_sparsifier.h"
 #include "runtime/resident_weights.h"
 #include "runtime/time_spans.h"
@@ -55,10 +56,13 @@ class FfnExecutor {
 
   // Dense mode: the session's input sparsity at the FFN's hidden values and gate, counted in
   // layer l's at counters + l * stride (the part's memory).
-  void set_sparsifier(InputSparsifier* sparsifier, uint64_t* counters, int64_t stride) {
+  // `columns` (or null): input-sparse products for the batches that take them.
+  void set_sparsifier(InputSparsifier* sparsifier, uint64_t* counters, int64_t stride,
+                      ColumnProducts* columns) {
     sparsifier_ = sparsifier;
     sparsity_counters_ = counters;
     sparsity_stride_ = stride;
+    columns_ = columns;
   }
   // Sparse modes: sees each layer's selection (host backends only).
   void set_selection_observer(SelectionObserver observer) { selection_ = std::move(observer); }
@@ -150,6 +154,7 @@ class FfnExecutor {
   InputSparsifier* sparsifier_ = nullptr;
   uint64_t* sparsity_counters_ = nullptr;
   int64_t sparsity_stride_ = 0;
+  ColumnProducts* columns_ = nullptr;
 };
 
 }  // namespace strata

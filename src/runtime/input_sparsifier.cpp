@@ -4,6 +4,10 @@
 
 namespace strata {
 
+bool use_input_columns(SparsityMode mode, bool columns_made, bool host, int64_t n) {
+  return mode == SparsityMode::Teal && columns_made && host && n <= kColumnProductsMaxBatch;
+}
+
 InputSparsifier::InputSparsifier(const Model& model, SparsityMode mode, float level)
     : c_(model.config), mode_(mode), density_(static_cast<size_t>(model.config.n_layer)) {
   const size_t layers = static_cast<size_t>(c_.n_layer);
@@ -35,19 +39,20 @@ float InputSparsifier::threshold(int64_t layer, int point) const {
 }
 
 void InputSparsifier::apply(Backend& be, int64_t layer, int point, float* x, int64_t n,
-                            uint64_t* counters, FfnActivation act) {
+                            uint64_t* counters, FfnActivation act, uint8_t* mask) {
   const int64_t width =
       point == kGatePoint ? c_.n_ff : matrix_input_width(static_cast<MatrixInput>(point), c_);
   if (observer_) observer_(layer, point, n, width, x);
   const float t = threshold(layer, point);
-  // A zero threshold keeps every value (|x| <= 0 only for zeros): nothing to do or count.
-  if (t <= 0.0f) return;
+  // A zero threshold keeps every value (|x| <= 0 only for zeros): nothing to do or count,
+  // unless the mask is wanted.
+  if (t <= 0.0f && mask == nullptr) return;
   density_[static_cast<size_t>(layer)].seen[static_cast<size_t>(point)] +=
       static_cast<uint64_t>(n * width);
   if (point == kGatePoint)
     be.sparsify_gate(act, x, n * width, t, counters + point);
   else
-    be.sparsify(x, n * width, t, counters + point);
+    be.sparsify(x, n * width, t, counters + point, mask);
 }
 
 void InputSparsifier::add_kept(int64_t layer, const uint64_t* kept) {

@@ -28,6 +28,15 @@ struct InputDensity {
   std::array<uint64_t, kSparsityPoints> seen{}, kept{};
 };
 
+// Batches of at most this many tokens compute a thresholded input's products through the
+// model's column-major copies, reading only the columns of the non-zero values (their union
+// over the batch); larger batches (prompts: the union is nearly every column) multiply the
+// row-major matrices, whose batched kernels are faster per column read.
+inline constexpr int64_t kColumnProductsMaxBatch = 4;
+// Whether a batch of n tokens takes input-sparse products: TEAL, with the copies made
+// (Model::ensure_input_columns), on the host (the copies are host memory).
+bool use_input_columns(SparsityMode mode, bool columns_made, bool host, int64_t n);
+
 // Called with a point's n rows of `width` values (host memory) before they are thresholded.
 using InputObserver =
     std::function<void(int64_t layer, int point, int64_t n, int64_t width, const float* x)>;
@@ -47,8 +56,9 @@ class InputSparsifier {
   // Thresholds point `point` of layer l over n rows of x (the backend's memory) where the
   // mode says so; kept values are added to counters[point] (the backend's memory). For the
   // gate, `act` is the FFN's activation.
+  // With `mask` (else null): mask[i] = x[i] != 0 afterwards, whatever the threshold (0 included).
   void apply(Backend& be, int64_t layer, int point, float* x, int64_t n, uint64_t* counters,
-             FfnActivation act = FfnActivation::SwiGLU);
+             FfnActivation act = FfnActivation::SwiGLU, uint8_t* mask = nullptr);
   // Adds a pass's kept counts of layer l (downloaded from the counters).
   void add_kept(int64_t layer, const uint64_t* kept);
   const std::vector<InputDensity>& density() const { return density_; }

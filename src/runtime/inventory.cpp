@@ -145,6 +145,9 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     for (const std::vector<float>& v : lw.vectors) li.dense_bytes += norm_bytes(v);
     // A mixture's router and shared expert, read whole every token.
     li.dense_bytes += lw.ffn_gate_inp.bytes() + shared_expert_bytes(lw);
+    // Input-sparse products' column copies (and a ffn_down_t made for them): held with the
+    // layer's dense blocks, read instead of the rows by decode.
+    if (r.input_columns && model.columns.empty()) li.dense_bytes += Model::input_column_bytes(lw);
     if (r.mode == FfnMode::Predict)
       li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;
@@ -167,7 +170,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   for (const LayerWeights& lw : w.layers)
     if (!w.bundled && r.mode != FfnMode::Dense && lw.ffn_down_t.data == nullptr)
       derived += derived_down_t_bytes(lw);
-  inv.workspace_bytes = Session::workspace_bytes(model, r.n_ctx, r.mode);
+  inv.workspace_bytes = Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns);
   const uint64_t rest = resident + derived > placed ? resident + derived - placed : 0;
   // A bundled model reads its embedding a row per token into a one-row buffer: a row and a
   // page stay planned as slack for it (and, with --mmap, for the pages a row touches).

@@ -31,6 +31,9 @@ struct InventoryRequest {
   // RAM the front end holds beside the session (the server's request memory, connection
   // buffers and worker stacks: server/http_server.h's server_ram_bytes).
   uint64_t front_end_bytes = 0;
+  // TEAL's input-sparse products: the column copies Model::ensure_input_columns makes and the
+  // workspace's column buffers.
+  bool input_columns = false;
 };
 
 // Without a profile a neuron of a sparse FFN counts as firing for this share of tokens.

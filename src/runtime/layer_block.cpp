@@ -36,8 +36,6 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
   const bool second = parallel && w.vec(LayerVector::AttnNorm2) != nullptr;
   norm(be, ws.x, w.vec(second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm),
        w.vec(second ? LayerVector::AttnNorm2Bias : LayerVector::AttnNormBias), ws.xn, n);
-  sparsifier_->apply(be, l, static_cast<int>(MatrixInput::Attention), ws.xn, n,
-                     p.sparsity_counters(l));
   attention_block(p, l, n, parallel ? ws.attn_out : ws.proj);
   if (parallel) {
     // The FFN reads the layer's input through attn_norm (again, when attention's was it too).
@@ -46,7 +44,6 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
     be.add(ws.x, ws.proj, count);
     norm(be, ws.x, w.vec(LayerVector::FfnNorm), w.vec(LayerVector::FfnNormBias), ws.xn, n);
   }
-  sparsifier_->apply(be, l, static_cast<int>(MatrixInput::Ffn), ws.xn, n, p.sparsity_counters(l));
   spans_.add(start, be.record(), &times_.attention, 1, &be);
   start = be.record();
   p.ffn->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], p.counter(l), times_, spans_,
@@ -62,10 +59,22 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   const int64_t q_dim = heads.q_dim(), kv_dim = heads.kv_dim();
   Backend& be = p.backend;
   Workspace& ws = p.ws;
-  be.prepare(*p.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
-  const RowsJob qkv[3] = {
-      {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
-  be.matmul(qkv, *p.in);
+  // TEAL's points: the attention's input, then its output (the FFN's are the executor's).
+  const int input = static_cast<int>(MatrixInput::Attention);
+  const int output = static_cast<int>(MatrixInput::AttentionOutput);
+  const bool columns = p.columns != nullptr && use_columns(n);
+  if (columns) {
+    const LayerColumns& cols = model_.columns[static_cast<size_t>(l)];
+    const ColumnProducts::Job qkv[3] = {
+        {&cols.attn_q, ws.q, q_dim}, {&cols.attn_k, ws.k, kv_dim}, {&cols.attn_v, ws.v, kv_dim}};
+    p.columns->run(l, input, ws.xn, n, c_.n_embd, qkv);
+  } else {
+    sparsifier_->apply(be, l, input, ws.xn, n, p.sparsity_counters(l));
+    be.prepare(*p.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});
+    const RowsJob qkv[3] = {
+        {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
+    be.matmul(qkv, *p.in);
+  }
   for (auto [bias, y, dim] : {std::tuple{LayerVector::AttnQBias, ws.q, q_dim},
                               {LayerVector::AttnKBias, ws.k, kv_dim},
                               {LayerVector::AttnVBias, ws.v, kv_dim}})
@@ -84,11 +93,16 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   // A sliding window is the cache rows from its first: every backend's attention as it is.
   const TokenPlaces seen{seen_pos_.data(), seen_base_.data()};
   be.attention(ws.q, n, heads, kv, seen, n_ctx_, ws.scores, ws.attn);
-  sparsifier_->apply(be, l, static_cast<int>(MatrixInput::AttentionOutput), ws.attn, n,
-                     p.sparsity_counters(l));
-  be.prepare(*p.in, ws.attn, q_dim, n, {w.attn_output.type});
-  const RowsJob o{&w.attn_output, out, c_.n_embd};
-  be.matmul(std::span(&o, 1), *p.in);
+  if (columns) {
+    const ColumnProducts::Job o{&model_.columns[static_cast<size_t>(l)].attn_output, out,
+                                c_.n_embd};
+    p.columns->run(l, output, ws.attn, n, q_dim, std::span(&o, 1));
+  } else {
+    sparsifier_->apply(be, l, output, ws.attn, n, p.sparsity_counters(l));
+    be.prepare(*p.in, ws.attn, q_dim, n, {w.attn_output.type});
+    const RowsJob o{&w.attn_output, out, c_.n_embd};
+    be.matmul(std::span(&o, 1), *p.in);
+  }
   if (const float* b = w.vec(LayerVector::AttnOutputBias)) be.add_bias(out, b, n, c_.n_embd);
 }
 

@@ -101,6 +101,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
   InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
                       r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
+  ir.input_columns = r.sparsity_mode == SparsityMode::Teal;
   run.inventory = take_inventory(model, ir);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);
@@ -151,7 +152,18 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
         model.file->path(), bytes / 1048576.0,
         requantized ? "; quantized weights were re-quantized along the new rows" : ""));
   }
-  // After ensure_down_t, which reads ffn_down's rows.
+  // TEAL on the CPU: decode reads the column copies of the non-zero inputs' columns.
+  if (r.sparsity_mode == SparsityMode::Teal && run.device.kind == DeviceKind::Cpu &&
+      model.columns.empty()) {
+    const bool requantized = !is_float_type(w.layers[0].attn_q.type);
+    const uint64_t bytes = model.ensure_input_columns();
+    run.notes.push_back(fmt::format(
+        "note: input-sparse products: the attention and FFN matrices transposed at load ({:.1f} "
+        "MiB more memory{})",
+        bytes / 1048576.0,
+        requantized ? "; quantized weights were re-quantized along the new rows" : ""));
+  }
+  // After ensure_down_t and ensure_input_columns, which read the file's rows.
   // The CUDA kernels read the file's rows; the CPU and the reference device share the CPU's.
   const bool repack = r.repack && run.device.kind != DeviceKind::Cuda;
   model.adopt_layouts(

@@ -41,9 +41,10 @@ int64_t largest_predictor_rank(const ModelWeights& w) {
 
 // `split`: an FFN in two parts (a split store), whose second part's sum needs pass_out as a
 // bundled model's later passes do.
-WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode, bool split = false) {
+WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode, bool split = false,
+                               bool input_columns = false) {
   return WorkspaceShape::of(m.config, n_ctx, Session::kMaxBatch, mode, m.weights.bundled || split,
-                            largest_predictor_rank(m.weights));
+                            largest_predictor_rank(m.weights), input_columns);
 }
 
 // Seconds from `start` to now on the backend's timeline, added to `total` when resolved.
@@ -81,6 +82,8 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   check_layout();
   sparsifier_ =
       std::make_unique<InputSparsifier>(model, options_.sparsity_mode, options_.sparsity_level);
+  columns_made_ = options_.sparsity_mode == SparsityMode::Teal && !model.columns.empty() &&
+                  backend_.device() == Device::Host;
   make_parts();
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
@@ -126,7 +129,7 @@ void Session::make_parts() {
   int64_t cpu_layers = 0;
   for (uint8_t h : options_.host_layers) cpu_layers += h != 0;
   const bool mixed = cpu_layers > 0 || options_.output_on_host;
-  const WorkspaceShape shape = workspace_shape(model_, n_ctx_, options_.ffn, split);
+  const WorkspaceShape shape = workspace_shape(model_, n_ctx_, options_.ffn, split, columns_made_);
   PartLayout layout;
   layout.kv_positions = n_ctx_ * options_.n_seq;
   layout.k_type = options_.k_type;
@@ -155,8 +158,11 @@ void Session::make_parts() {
   FfnStore* store = options_.ffn != FfnMode::Dense ? make_stores() : nullptr;
   DevicePart& device = *parts_[0];
   device.make_ffn(store, options_.check_predictor);
+  if (columns_made_)
+    device.columns = std::make_unique<ColumnProducts>(
+        backend_, device.ws, *sparsifier_, device.sparsity_counters(0), DevicePart::kCountersPerLayer);
   device.ffn->set_sparsifier(sparsifier_.get(), device.sparsity_counters(0),
-                             DevicePart::kCountersPerLayer);
+                             DevicePart::kCountersPerLayer, device.columns.get());
   if (DevicePart* cpu = cpu_part()) {
     if (split) device.ffn->set_host_side({&cpu->backend, &cpu->ws, cpu->in.get(), cpu->counter(0),
                                              DevicePart::kCountersPerLayer});
@@ -167,7 +173,7 @@ void Session::make_parts() {
     if (mixed) {
       cpu->make_ffn(cpu_store, false);
       cpu->ffn->set_sparsifier(sparsifier_.get(), cpu->sparsity_counters(0),
-                               DevicePart::kCountersPerLayer);
+                               DevicePart::kCountersPerLayer, nullptr);
     }
   }
 }
@@ -299,8 +305,13 @@ void Session::move_residual(size_t to, int64_t n) {
   residual_part_ = to;
 }
 
-uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode) {
-  return Workspace::bytes(workspace_shape(model, n_ctx, mode));
+uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode,
+                                  bool input_columns) {
+  return Workspace::bytes(workspace_shape(model, n_ctx, mode, false, input_columns));
+}
+
+bool Session::use_columns(int64_t n) const {
+  return use_input_columns(sparsifier_->mode(), columns_made_, true, n);
 }
 
 void Session::check_options(const Model& model, const SessionOptions& options) {

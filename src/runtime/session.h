@@ -184,7 +184,8 @@ class Session {
   // Bytes of a KV cache for n_ctx positions (of all sequences) with these element types.
   static uint64_t kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
   // Bytes of the scratch buffers a session of this shape allocates (the placement inventory).
-  static uint64_t workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode);
+  static uint64_t workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode,
+                                  bool input_columns = false);
 
  private:
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
@@ -239,6 +240,9 @@ class Session {
   std::vector<FfnLayerStats> ffn_stats_;
   FfnObserver observer_;
   std::unique_ptr<InputSparsifier> sparsifier_;
+  // TEAL with the model's column copies on the host: small batches take input-sparse products.
+  bool columns_made_ = false;
+  bool use_columns(int64_t n) const;
   uint64_t ffn_activations_ = 0;
   // parts_[0]: the session's backend; parts_[1]: the CPU beside a device, when the plan puts
   // layers or the output head there or the FFN is split. layer_part_: the plan's layer->part map.

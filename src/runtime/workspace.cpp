@@ -8,7 +8,7 @@
 namespace strata {
 
 WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
-                                  bool bundled, int64_t predictor_rank) {
+                                  bool bundled, int64_t predictor_rank, bool input_columns) {
   WorkspaceShape s;
   s.batch = batch;
   s.n_embd = c.n_embd;
@@ -27,6 +27,7 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.n_expert = c.n_expert;
   s.n_expert_used = c.n_expert_used;
   s.shared_expert = c.n_ff_shared > 0;
+  s.input_columns = input_columns;
   return s;
 }
 
@@ -69,6 +70,13 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
     f(&Workspace::pred_scores, B * s.n_ff);
   }
   if (s.bundled) f(&Workspace::pass_out, B * s.n_embd);
+  if (s.input_columns) {
+    const int64_t widest = std::max({s.n_embd, s.q_dim, s.n_ff});
+    u8(&Workspace::col_mask, B * widest);
+    u8(&Workspace::col_need, B * widest);
+    place(widest * 4, [w](uint8_t* p) { w->col_ids = reinterpret_cast<int32_t*>(p); });
+    f(&Workspace::col_values, B * widest);
+  }
   if (s.n_expert > 0 && s.sparse) {
     f(&Workspace::router, B * s.n_expert);
     f(&Workspace::expert_weights, B * s.n_expert);

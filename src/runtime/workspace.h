@@ -18,8 +18,9 @@ struct WorkspaceShape {
   bool parallel = false;  // a parallel residual: attention's output waits beside the FFN's
   int64_t n_expert = 0, n_expert_used = 0;  // a mixture of experts
   bool shared_expert = false;               // beside the routed ones (Qwen2-MoE)
+  bool input_columns = false;  // input-sparse products (runtime/column_products.h)
   static WorkspaceShape of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
-                           bool bundled, int64_t predictor_rank);
+                           bool bundled, int64_t predictor_rank, bool input_columns = false);
 };
 
 class Workspace {
@@ -52,6 +53,12 @@ class Workspace {
   // A mixture in a sparse mode: each token's weight of every expert [batch][n_expert] (0: not
   // chosen), which masks and weighs the neurons (Backend::mask_unchosen, scale_by_expert).
   float* expert_weights = nullptr;
+  // Input-sparse products: an input's non-zero values [batch][width] (mask), the union of their
+  // columns [width] (col_ids), which token needs each [batch][width] (col_need) and their values
+  // compacted [batch][width] (col_values); width up to the widest input.
+  uint8_t *col_mask = nullptr, *col_need = nullptr;
+  int32_t* col_ids = nullptr;
+  float* col_values = nullptr;
 
  private:
   Backend& backend_;

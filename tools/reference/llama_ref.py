@@ -94,6 +94,34 @@ class LlamaReference:
         self.ffn = kv.get("strata.ffn_activation", "swiglu")
         self.window = kv.get(f"{arch}.attention.sliding_window", 0)
         self.emulate_q8 = emulate_q8
+        self.sparsity = None  # set_sparsity: (mode, teal [layer][4], cats [layer])
+
+    def set_sparsity(self, mode, level):
+        """Training-free activation sparsity as strata sparsify wrote it: TEAL zeroes the values
+        of each matrix input (attention input, attention output, FFN input, FFN activations)
+        whose magnitude is at most the layer's threshold; CATS zeroes the gate where
+        |act(gate)| is at most the layer's threshold."""
+        kv = self.g.kv
+        levels = list(kv["strata.sparsity.levels"])
+        at = min(range(len(levels)), key=lambda i: abs(levels[i] - level))
+        teal = list(kv["strata.sparsity.teal_thresholds"])
+        cats = list(kv["strata.sparsity.cats_thresholds"])
+        n = self.n_layer
+        self.sparsity = (mode, [teal[(at * n + l) * 4:(at * n + l) * 4 + 4] for l in range(n)],
+                         cats[at * n:(at + 1) * n])
+
+    def sparse_input(self, layer, which, x):
+        if self.sparsity is None or self.sparsity[0] != "teal":
+            return x
+        t = self.sparsity[1][layer][which]
+        return torch.where(x.abs() > t, x, torch.zeros_like(x))
+
+    def sparse_gate(self, layer, gate):
+        if self.sparsity is None or self.sparsity[0] != "cats" or gate is None:
+            return gate
+        g = {"swiglu": torch.nn.functional.silu, "reglu": torch.relu, "drelu": torch.relu,
+             "geglu": lambda v: torch.nn.functional.gelu(v, approximate="tanh")}[self.ffn](gate)
+        return torch.where(g.abs() > self.sparsity[2][layer], gate, torch.zeros_like(gate))
 
     def weight(self, name):
         return torch.from_numpy(self.g.tensor(name).astype(np.float64))
@@ -133,11 +161,13 @@ class LlamaReference:
             return torch.nn.functional.gelu(gate, approximate="tanh") * up
         raise ValueError(f"unknown ffn {self.ffn}")
 
-    def mlp(self, p, h):
+    def mlp(self, p, h, layer=0):
         """The layer's FFN output for its normed input h."""
+        h = self.sparse_input(layer, 2, h)
         up = self.linear(p + "ffn_up.weight", h)
         gate = None if self.ffn == "relu" else self.linear(p + "ffn_gate.weight", h)
-        a = self.activate(gate, up)
+        gate = self.sparse_gate(layer, gate)
+        a = self.sparse_input(layer, 3, self.activate(gate, up))
         if self.sparse_down:
             return a @ self.weight(p + "ffn_down_t.weight")
         return self.linear(p + "ffn_down.weight", a)
@@ -158,7 +188,7 @@ class LlamaReference:
         hd = self.head_dim
         for l in range(self.n_layer):
             p = f"blk.{l}."
-            h = self.rms_norm(x, p + "attn_norm.weight")
+            h = self.sparse_input(l, 0, self.rms_norm(x, p + "attn_norm.weight"))
             q = self.linear(p + "attn_q.weight", h).view(T, self.n_head, hd)
             k = self.linear(p + "attn_k.weight", h).view(T, self.n_head_kv, hd)
             v = self.linear(p + "attn_v.weight", h).view(T, self.n_head_kv, hd)
@@ -168,6 +198,6 @@ class LlamaReference:
             scores = torch.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
             att = torch.softmax(scores, dim=-1)
             o = torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * hd)
-            x = x + self.linear(p + "attn_output.weight", o)
-            x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"))
+            x = x + self.linear(p + "attn_output.weight", self.sparse_input(l, 1, o))
+            x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"), l)
         return self.rms_norm(x, "output_norm.weight")

@@ -289,12 +289,15 @@ void CpuBackend::select_columns(const float* full, std::span<const int32_t> ids,
     for (int64_t k = 0; k < n_ids; ++k) out[b * stride + k] = full[b * stride + ids[k]];
 }
 
-void CpuBackend::sparsify(float* x, int64_t count, float threshold, uint64_t* kept) {
+void CpuBackend::sparsify(float* x, int64_t count, float threshold, uint64_t* kept,
+                          uint8_t* mask) {
   uint64_t nonzero = 0;
   for (int64_t i = 0; i < count; ++i) {
     x[i] = teal_keep(x[i], threshold);
     nonzero += x[i] != 0.0f;
   }
+  if (mask != nullptr)
+    for (int64_t i = 0; i < count; ++i) mask[i] = x[i] != 0.0f;
   *kept += nonzero;
 }
 

@@ -72,7 +72,8 @@ class CpuBackend final : public Backend {
                        uint64_t* selected) override;
   void select_columns(const float* full, std::span<const int32_t> ids, int64_t n, int64_t stride,
                       float* out) override;
-  void sparsify(float* x, int64_t count, float threshold, uint64_t* kept) override;
+  void sparsify(float* x, int64_t count, float threshold, uint64_t* kept,
+                uint8_t* mask) override;
   void sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold,
                      uint64_t* kept) override;
   void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,

@@ -329,12 +329,13 @@ class CudaBackend final : public Backend {
                           stream_);
   }
 
-  void sparsify(float* x, int64_t count, float threshold, uint64_t* kept) override {
-    launch_sparsify(x, count, threshold, false, FfnActivation::SwiGLU, kept, stream_);
+  void sparsify(float* x, int64_t count, float threshold, uint64_t* kept,
+                uint8_t* mask) override {
+    launch_sparsify(x, count, threshold, false, FfnActivation::SwiGLU, kept, mask, stream_);
   }
   void sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold,
                      uint64_t* kept) override {
-    launch_sparsify(gate, count, threshold, true, act, kept, stream_);
+    launch_sparsify(gate, count, threshold, true, act, kept, nullptr, stream_);
   }
 
   void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,

@@ -318,7 +318,7 @@ __global__ void keep_needed_kernel(float* h, const uint8_t* need, int64_t n, int
 }
 
 __global__ void sparsify_kernel(float* x, int64_t count, float threshold, bool gate,
-                                FfnActivation act, unsigned long long* kept) {
+                                FfnActivation act, unsigned long long* kept, uint8_t* mask) {
   __shared__ int block_sum;
   if (threadIdx.x == 0) block_sum = 0;
   __syncthreads();
@@ -326,6 +326,7 @@ __global__ void sparsify_kernel(float* x, int64_t count, float threshold, bool g
   if (i < count) {
     const float v = gate ? cats_keep(act, x[i], threshold) : teal_keep(x[i], threshold);
     x[i] = v;
+    if (mask != nullptr) mask[i] = v != 0.0f;
     if (v != 0.0f) atomicAdd(&block_sum, 1);
   }
   __syncthreads();
@@ -481,10 +482,10 @@ void launch_select_columns(const float* full, const int32_t* ids, int64_t count,
 }
 
 void launch_sparsify(float* x, int64_t count, float threshold, bool gate, FfnActivation act,
-                     uint64_t* kept, cudaStream_t stream) {
+                     uint64_t* kept, uint8_t* mask, cudaStream_t stream) {
   if (count == 0) return;
   STRATA_LAUNCH(sparsify_kernel, blocks_for(count, kThreads), kThreads, stream, x, count,
-                threshold, gate, act, reinterpret_cast<unsigned long long*>(kept));
+                threshold, gate, act, reinterpret_cast<unsigned long long*>(kept), mask);
   check_launch("sparsify", stream);
 }
 

@@ -110,9 +110,9 @@ void launch_select_columns(const float* full, const int32_t* ids, int64_t count,
 void launch_read(const float* p, int64_t count, float* out, int blocks, int threads,
                  cudaStream_t stream);
 // TEAL's (or with `gate`, CATS's: act the FFN's) input sparsity over count values, in place,
-// the non-zero values left added to *kept.
+// the non-zero values left added to *kept; mask (or null): 1 where a value is left non-zero.
 void launch_sparsify(float* x, int64_t count, float threshold, bool gate, FfnActivation act,
-                     uint64_t* kept, cudaStream_t stream);
+                     uint64_t* kept, uint8_t* mask, cudaStream_t stream);
 void launch_keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                         int64_t end, uint64_t* nonzero, cudaStream_t stream);
 

@@ -317,10 +317,12 @@ void ReferenceDevice::select_columns(const float* full, std::span<const int32_t>
   enqueue([=, this] { cpu_.select_columns(full, ids, n, stride, out); });
 }
 
-void ReferenceDevice::sparsify(float* x, int64_t count, float threshold, uint64_t* kept) {
+void ReferenceDevice::sparsify(float* x, int64_t count, float threshold, uint64_t* kept,
+                               uint8_t* mask) {
   check(x, static_cast<uint64_t>(count) * 4, "sparsify");
   check(kept, sizeof(uint64_t), "sparsify");
-  enqueue([=, this] { cpu_.sparsify(x, count, threshold, kept); });
+  if (mask != nullptr) check(mask, static_cast<uint64_t>(count), "sparsify");
+  enqueue([=, this] { cpu_.sparsify(x, count, threshold, kept, mask); });
 }
 
 void ReferenceDevice::sparsify_gate(FfnActivation act, float* gate, int64_t count,

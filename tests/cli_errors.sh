@@ -3,6 +3,7 @@
 # that names the problem. Usage: cli_errors.sh STRATA_BINARY MODEL WORK_DIR
 set -u
 strata=$1 model=$2 work=$3
+text=$(dirname "$model")/strata-tiny-heldout.txt
 mkdir -p "$work"
 failures=0
 
@@ -230,6 +231,12 @@ expect_error "not a regular file" "$strata" perplexity -m "$model" -f "$work/fif
 expect_error "not a regular file" "$strata" profile -m "$model" -f "$work/fifo" -o "$work/p.gguf"
 expect_error "not a regular file" "$strata" tokenize -m "$model" --batch "$work/fifo"
 # Outputs never replace a special file (as root, rename() replaced /dev/full).
+expect_error "carries no sparsity thresholds" "$strata" run -m "$model" -p hi -n 1 --sparsity-mode teal
+expect_error "sparsity-mode" "$strata" run -m "$model" -p hi -n 1 --sparsity-mode sometimes
+expect_error "is not a number" "$strata" sparsify -m "$model" -f "$text" --sparsity 0.2,half
+expect_error "levels ascend" "$strata" sparsify -m "$model" -f "$text" --sparsity 0.5,0.25
+expect_error "levels ascend" "$strata" sparsify -m "$model" -f "$text" --sparsity 1.5
+expect_error "use --ffn dense" "$strata" run -m "$model" -p hi -n 1 --sparsity-mode teal --ffn gate-first
 expect_error "not a regular file" "$strata" synth --preset tiny -o /dev/full
 expect_error "not a regular file" "$strata" synth --preset tiny -o "$work/fifo"
 ln -sf /dev/null "$work/null-link.gguf"

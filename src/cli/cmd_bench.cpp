@@ -45,6 +45,8 @@ struct BenchResult {
   ForwardTimes decode_times;
   double decode_tokens = 0;
   NeuronCacheStats decode_flash;
+  // Input-sparse products (TEAL with column copies): each input's share of values kept.
+  std::vector<InputDensity> input_density;
   double ms_per_token(double s) const { return decode_tokens > 0 ? 1e3 * s / decode_tokens : 0.0; }
 };
 
@@ -107,6 +109,7 @@ BenchResult measure(Session& session, const BenchOptions& o, const ModelConfig& 
     add_decode(r, session, stats, times, flash);
     r.decode_tokens += o.n_gen;
   }
+  if (session.options().sparsity_mode == SparsityMode::Teal) r.input_density = session.input_density();
   return r;
 }
 
@@ -128,7 +131,9 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
   BenchFigures f;
   f.pp = r.pp.empty() ? 0 : median(r.pp);
   f.tg = r.tg.empty() ? 0 : median(r.tg);
-  f.bytes = bytes_touched_per_token(model, mode, r.decode_stats, r.decode_tokens);
+  f.bytes = r.input_density.empty() || model.columns.empty()
+                ? bytes_touched_per_token(model, mode, r.decode_stats, r.decode_tokens)
+                : input_sparse_bytes_per_token(model, r.input_density);
   // Of the neurons a dense FFN computes per token (a mixture's: its k experts').
   const double dense = static_cast<double>(model.config.n_ff) *
                        static_cast<double>(std::max<int64_t>(1, model.config.n_expert_used));

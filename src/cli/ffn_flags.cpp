@@ -349,6 +349,26 @@ uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
   return total;
 }
 
+uint64_t input_sparse_bytes_per_token(const Model& model,
+                                      const std::vector<InputDensity>& density) {
+  const ModelWeights& w = model.weights;
+  double total = static_cast<double>(w.output.bytes() + w.token_embd.row_bytes);
+  for (size_t i = 0; i < w.layers.size() && i < model.columns.size(); ++i) {
+    const LayerColumns& c = model.columns[i];
+    const InputDensity& d = density[i];
+    auto share = [&](MatrixInput k) {
+      const auto p = static_cast<size_t>(k);
+      return d.seen[p] > 0 ? static_cast<double>(d.kept[p]) / static_cast<double>(d.seen[p]) : 1.0;
+    };
+    total += share(MatrixInput::Attention) *
+             static_cast<double>(c.attn_q.bytes() + c.attn_k.bytes() + c.attn_v.bytes());
+    total += share(MatrixInput::AttentionOutput) * static_cast<double>(c.attn_output.bytes());
+    total += share(MatrixInput::Ffn) * static_cast<double>(c.ffn_gate.bytes() + c.ffn_up.bytes());
+    total += share(MatrixInput::FfnHidden) * static_cast<double>(w.layers[i].ffn_down_t.bytes());
+  }
+  return static_cast<uint64_t>(total);
+}
+
 namespace {
 // Input sparsity (--sparsity-mode): per matrix input (TEAL) or of the gate's activations (CATS)
 // the share of values kept over every layer and token (1 where a threshold of 0 drops nothing),

@@ -81,6 +81,11 @@ void print_plan_layers(const PlacementPlan& plan, const Inventory& inventory, st
 uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
                                  const std::vector<FfnLayerStats>& stats, double tokens);
 
+// Weight bytes one decode step reads through input-sparse products (TEAL's column copies): each
+// layer matrix's bytes times its input's measured share of non-zero values, the output matrix
+// and an embedding row.
+uint64_t input_sparse_bytes_per_token(const Model& model, const std::vector<InputDensity>& density);
+
 // Per-layer counts of `after` minus `before` (to isolate the decode part of a run).
 std::vector<FfnLayerStats> stats_difference(const std::vector<FfnLayerStats>& after,
                                             const std::vector<FfnLayerStats>& before);

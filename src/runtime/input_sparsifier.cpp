@@ -14,15 +14,22 @@ InputSparsifier::InputSparsifier(const Model& model, SparsityMode mode, float le
   teal_.assign(layers, InputThresholdRow{});
   cats_.assign(layers, 0.0f);
   if (mode == SparsityMode::Off) return;
-  if (c_.moe()) fail("--sparsity-mode {}: mixtures of experts are not supported", sparsity_mode_name(mode));
-  if (mode == SparsityMode::Cats && !ffn_has_gate(c_.ffn))
-    fail("--sparsity-mode cats thresholds the FFN's gate, and this model's FFN has none");
+  check(model, mode, level);
   const InputThresholds& t = model.sparsity;
   const size_t at = t.level_index(level);
   for (size_t l = 0; l < layers; ++l) {
     teal_[l] = t.teal_row(at, static_cast<int64_t>(l));
     cats_[l] = t.cats_value(at, static_cast<int64_t>(l));
   }
+}
+
+void InputSparsifier::check(const Model& model, SparsityMode mode, float level) {
+  if (mode == SparsityMode::Off) return;
+  if (model.config.moe())
+    fail("--sparsity-mode {}: mixtures of experts are not supported", sparsity_mode_name(mode));
+  if (mode == SparsityMode::Cats && !ffn_has_gate(model.config.ffn))
+    fail("--sparsity-mode cats thresholds the FFN's gate, and this model's FFN has none");
+  model.sparsity.level_index(level);
 }
 
 void InputSparsifier::set_layer(int64_t layer, const InputThresholdRow& teal, float cats) {

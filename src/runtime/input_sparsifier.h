@@ -47,6 +47,8 @@ class InputSparsifier {
   // with a one-line message where the model cannot take `mode` (no calibration, no gate for
   // CATS, a mixture of experts).
   InputSparsifier(const Model& model, SparsityMode mode, float level);
+  // The same checks alone (before a run prepares anything).
+  static void check(const Model& model, SparsityMode mode, float level);
   // The mode with explicit thresholds for every layer (calibration's trials).
   void set_layer(int64_t layer, const InputThresholdRow& teal, float cats);
   void set_mode(SparsityMode mode) { mode_ = mode; }

@@ -145,9 +145,6 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
     for (const std::vector<float>& v : lw.vectors) li.dense_bytes += norm_bytes(v);
     // A mixture's router and shared expert, read whole every token.
     li.dense_bytes += lw.ffn_gate_inp.bytes() + shared_expert_bytes(lw);
-    // Input-sparse products' column copies (and a ffn_down_t made for them): held with the
-    // layer's dense blocks, read instead of the rows by decode.
-    if (r.input_columns && model.columns.empty()) li.dense_bytes += Model::input_column_bytes(lw);
     if (r.mode == FfnMode::Predict)
       li.dense_bytes += lw.predictor.fc1.bytes() + lw.predictor.fc2.bytes();
     li.kv_bytes = kv_layer;
@@ -170,6 +167,10 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   for (const LayerWeights& lw : w.layers)
     if (!w.bundled && r.mode != FfnMode::Dense && lw.ffn_down_t.data == nullptr)
       derived += derived_down_t_bytes(lw);
+  // Input-sparse products' column copies (and a ffn_down_t made for them): held beside the rows,
+  // which decode reads instead of them (the per-token figures keep the rows' bytes).
+  if (r.input_columns && model.columns.empty())
+    for (const LayerWeights& lw : w.layers) derived += Model::input_column_bytes(lw);
   inv.workspace_bytes = Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns);
   const uint64_t rest = resident + derived > placed ? resident + derived - placed : 0;
   // A bundled model reads its embedding a row per token into a one-row buffer: a row and a

@@ -319,6 +319,7 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
   if (options.sparsity_mode != SparsityMode::Off && options.ffn != FfnMode::Dense)
     fail("--sparsity-mode {} thresholds the dense FFN's inputs; use --ffn dense",
          sparsity_mode_name(options.sparsity_mode));
+  InputSparsifier::check(model, options.sparsity_mode, options.sparsity_level);
   for (DType t : {options.k_type, options.v_type})
     if (t != DType::F32 && t != DType::F16)
       fail("the KV cache holds f32 or f16, not {}", dtype_name(t));

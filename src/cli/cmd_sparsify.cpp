@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
@@ -66,14 +67,22 @@ Command add_sparsify_command(CLI::App& app) {
   struct Options {
     std::string model = default_model_path(), file, out, html, levels = "0.25,0.4,0.5";
     std::string allocation = "greedy";
-    int64_t max_tokens = 2048, ctx = 256;
+    int64_t max_tokens = 2048, ctx = 256, random_tokens = 0;
+    uint64_t seed = 1;
     double step = 0.05;
     int threads = default_threads();
     bool json = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
-  cmd->add_option("-f,--file", o->file, "Calibration text")->required();
+  auto* file = cmd->add_option("-f,--file", o->file, "Calibration text");
+  auto* random = cmd->add_option(
+      "--random-tokens", o->random_tokens,
+      "Instead of a text: this many uniformly random token ids (models without a tokenizer, "
+      "such as strata synth's; thresholds for benchmarks, not for quality)");
+  random->check(in_range(int64_t{2}, int64_t{1} << 24));
+  file->excludes(random);
+  cmd->add_option("--seed", o->seed, "Seed of --random-tokens")->check(fits<uint64_t>());
   cmd->add_option("--sparsity", o->levels,
                   "Model-wide sparsity levels to calibrate, ascending, comma-separated (default "
                   "0.25,0.4,0.5)");
@@ -98,8 +107,22 @@ Command add_sparsify_command(CLI::App& app) {
             so.step = o->step;
             so.max_tokens = o->max_tokens;
             so.n_ctx = o->ctx;
-            const auto model = Model::load(o->model);
-            const std::vector<int32_t> tokens = tokenize_text_file(*model, o->file);
+            if (o->file.empty() && o->random_tokens == 0)
+              fail("strata sparsify needs a text (-f FILE) or --random-tokens N");
+            const auto model = Model::load(o->model, /*require_tokenizer=*/o->random_tokens == 0);
+            std::vector<int32_t> tokens;
+            if (o->random_tokens > 0) {
+              std::mt19937_64 rng(o->seed);
+              std::uniform_int_distribution<int32_t> id(
+                  0, static_cast<int32_t>(model->config.n_vocab - 1));
+              for (int64_t i = 0; i < o->random_tokens; ++i) tokens.push_back(id(rng));
+            } else {
+              tokens = tokenize_text_file(*model, o->file);
+            }
+            const std::string text =
+                o->random_tokens > 0
+                    ? fmt::format("{} random tokens (seed {})", o->random_tokens, o->seed)
+                    : o->file;
             ThreadPool pool(checked_threads(o->threads));
             ProgressBar bar("sparsify");
             Timer timer;
@@ -111,7 +134,7 @@ Command add_sparsify_command(CLI::App& app) {
             if (!o->html.empty()) write_text_file(o->html, sparsity_report_html(r, name));
             if (o->json) {
               fmt::print("{}\n", nlohmann::json{{"model", o->model},
-                                                {"text", o->file},
+                                                {"text", text},
                                                 {"tokens", r.tokens},
                                                 {"allocation", o->allocation},
                                                 {"trials", r.trials},
@@ -123,7 +146,7 @@ Command add_sparsify_command(CLI::App& app) {
               return 0;
             }
             fmt::print("calibrated {} tokens of {} ({} allocation, {} layer replays) in {:.1f} s{}\n",
-                       r.tokens, o->file, o->allocation, r.trials, timer.seconds(),
+                       r.tokens, text, o->allocation, r.trials, timer.seconds(),
                        o->out.empty() ? "" : " -> " + o->out);
             for (size_t li = 0; li < r.thresholds.levels.size(); ++li) {
               fmt::print("sparsity {:g}: layer  attn_qkv  attn_output  ffn_gate_up  ffn_down  "

@@ -1,5 +1,10 @@
 #include "model/model.h"
 
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
 #include "core/error.h"
 #include "model/down_transpose.h"
 #include "tensor/interleaved_rows.h"
@@ -109,18 +114,48 @@ uint64_t Model::ensure_input_columns() {
   if (config.moe()) fail("input-sparse products: mixtures of experts are not supported");
   if (!columns.empty()) return 0;
   uint64_t bytes = ensure_down_t();
-  for (const LayerWeights& l : weights.layers) {
-    LayerColumns c;
+  // Every matrix to transpose, each with its own storage; transposed by all cores at once
+  // (a 7B model's are minutes on one).
+  struct Task {
+    const MatrixView* from;
+    MatrixView* to;
+  };
+  std::vector<LayerColumns> made(weights.layers.size());
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < weights.layers.size(); ++i)
     for (auto [column, matrix] : kColumnPairs) {
-      if ((l.*matrix).data == nullptr) continue;
-      if ((l.*matrix).layout != Layout::Rows)
+      const MatrixView& m = weights.layers[i].*matrix;
+      if (m.data == nullptr) continue;
+      if (m.layout != Layout::Rows)
         fail("input-sparse products transpose the file's rows, before any re-layout");
-      derived_.emplace_back();
-      c.*column = transpose_down(l.*matrix, derived_.back());
-      bytes += derived_.back().size();
+      tasks.push_back({&m, &(made[i].*column)});
     }
-    columns.push_back(c);
+  // Moved into derived_ afterwards: a vector's move keeps its bytes where the views point.
+  std::vector<std::vector<uint8_t>> storage(tasks.size());
+  std::atomic<size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&] {
+    try {
+      for (size_t t = next++; t < tasks.size(); t = next++)
+        *tasks[t].to = transpose_down(*tasks[t].from, storage[t]);
+    } catch (...) {  // the first failure, rethrown once every thread stopped
+      next = tasks.size();
+      const std::lock_guard lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  const unsigned n = std::max(1u, std::min(std::thread::hardware_concurrency(), 16u));
+  for (unsigned i = 1; i < n; ++i) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+  for (std::vector<uint8_t>& s : storage) {
+    bytes += s.size();
+    derived_.push_back(std::move(s));
   }
+  columns = std::move(made);
   return bytes;
 }
 

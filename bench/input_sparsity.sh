@@ -1,0 +1,44 @@
+#!/bin/sh
+# Decode speed with training-free input sparsity (TEAL's input-sparse products) against dense
+# decode of the same file, side by side: runs alternate (dense, each level, dense, ...) so drift
+# affects all; prints medians of decode tok/s, the ratio to dense, the bytes read per token and
+# each input's share of values kept. The model must carry thresholds (strata sparsify).
+# Usage: bench/input_sparsity.sh MODEL.gguf THREADS RUNS LEVEL [LEVEL ...]
+set -eu
+model=$1 threads=$2 runs=$3
+shift 3
+strata=${STRATA:-build/bin/strata}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+one() {  # one LABEL [FLAGS...]: a decode run's tok/s, bytes per token and densities
+  label=$1
+  shift
+  "$strata" bench -m "$model" -t "$threads" -p 0 -n 64 -r 1 --no-bandwidth --json "$@" 2>/dev/null |
+    /usr/bin/python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+label, work = sys.argv[1], sys.argv[2]
+open(f"{work}/{label}.tg", "a").write(str(r["decode_tokens_per_s"]) + "\n")
+open(f"{work}/{label}.bytes", "w").write(str(r["weight_bytes_per_token"]) + "\n")
+s = r["ffn_report"]["input_sparsity"]
+open(f"{work}/{label}.kept", "w").write(
+    "-" if s is None else " ".join(f"{k} {v:.2f}" for k, v in s["density"].items()) + "\n")' \
+      "$label" "$work"
+}
+i=0
+while [ "$i" -lt "$runs" ]; do
+  one dense
+  for level in "$@"; do one "teal$level" --sparsity-mode teal --sparsity "$level"; done
+  i=$((i + 1))
+done
+dense=$(median <"$work/dense.tg")
+printf '%-10s %10s %7s %12s  %s\n' run "tok/s" ratio "MiB/token" "values kept"
+printf '%-10s %10.2f %7.2f %12.1f  %s\n' dense "$dense" 1 \
+  "$(awk '{print $1 / 1048576}' "$work/dense.bytes")" "-"
+for level in "$@"; do
+  tg=$(median <"$work/teal$level.tg")
+  printf '%-10s %10.2f %7.2f %12.1f  %s\n' "teal $level" "$tg" \
+    "$(awk -v a="$tg" -v b="$dense" 'BEGIN {print a / b}')" \
+    "$(awk '{print $1 / 1048576}' "$work/teal$level.bytes")" "$(cat "$work/teal$level.kept")"
+done

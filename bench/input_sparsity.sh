@@ -1,8 +1,10 @@
 #!/bin/sh
-# Decode speed with training-free input sparsity (TEAL's input-sparse products) against dense
-# decode of the same file, side by side: runs alternate (dense, each level, dense, ...) so drift
-# affects all; prints medians of decode tok/s, the ratio to dense, the bytes read per token and
-# each input's share of values kept. The model must carry thresholds (strata sparsify).
+# Decode speed with training-free input sparsity against dense decode of the same file, side by
+# side: runs alternate (dense, then per level TEAL with the row-major products of the
+# thresholded input, "teal", and with input-sparse products through the column copies, "cols",
+# then dense again, ...) so drift affects all; prints medians of decode tok/s, the ratio to
+# dense, the weight bytes read per token and each input's share of values kept. The model must
+# carry thresholds (strata sparsify).
 # Usage: bench/input_sparsity.sh MODEL.gguf THREADS RUNS LEVEL [LEVEL ...]
 set -eu
 model=$1 threads=$2 runs=$3
@@ -29,7 +31,10 @@ open(f"{work}/{label}.kept", "w").write(
 i=0
 while [ "$i" -lt "$runs" ]; do
   one dense
-  for level in "$@"; do one "teal$level" --sparsity-mode teal --sparsity "$level"; done
+  for level in "$@"; do
+    one "teal$level" --sparsity-mode teal --sparsity "$level"
+    one "cols$level" --sparsity-mode teal --sparsity "$level" --input-columns
+  done
   i=$((i + 1))
 done
 dense=$(median <"$work/dense.tg")
@@ -37,8 +42,10 @@ printf '%-10s %10s %7s %12s  %s\n' run "tok/s" ratio "MiB/token" "values kept"
 printf '%-10s %10.2f %7.2f %12.1f  %s\n' dense "$dense" 1 \
   "$(awk '{print $1 / 1048576}' "$work/dense.bytes")" "-"
 for level in "$@"; do
-  tg=$(median <"$work/teal$level.tg")
-  printf '%-10s %10.2f %7.2f %12.1f  %s\n' "teal $level" "$tg" \
-    "$(awk -v a="$tg" -v b="$dense" 'BEGIN {print a / b}')" \
-    "$(awk '{print $1 / 1048576}' "$work/teal$level.bytes")" "$(cat "$work/teal$level.kept")"
+  for kind in teal cols; do
+    tg=$(median <"$work/$kind$level.tg")
+    printf '%-10s %10.2f %7.2f %12.1f  %s\n' "$kind $level" "$tg" \
+      "$(awk -v a="$tg" -v b="$dense" 'BEGIN {print a / b}')" \
+      "$(awk '{print $1 / 1048576}' "$work/$kind$level.bytes")" "$(cat "$work/$kind$level.kept")"
+  done
 done

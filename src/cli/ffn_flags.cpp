@@ -31,6 +31,11 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "The model-wide sparsity level whose thresholds apply (one the model was "
                   "calibrated for; default: its only one)")
       ->check(CLI::Range(0.0f, 0.99f));
+  cmd->add_flag("--input-columns", f.input_columns,
+                "With --sparsity-mode teal on the CPU: decode reads only the columns of the "
+                "non-zero inputs, through transposed copies of the attention and FFN matrices "
+                "made at load (twice the layers' memory; measured slower than dense decode so "
+                "far: docs/INPUT_SPARSITY.md)");
   cmd->add_flag("--check-predictor", f.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");
@@ -206,6 +211,9 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
   r.split_reads = f.split_reads;
   r.sparsity_mode = parse_sparsity_mode(f.sparsity_mode);
   r.sparsity_level = f.sparsity;
+  r.input_columns = f.input_columns;
+  if (f.input_columns && r.sparsity_mode != SparsityMode::Teal)
+    fail("--input-columns reads TEAL's thresholded inputs: add --sparsity-mode teal");
   if (storage != nullptr && model.weights.bundled) {
     const std::string beside = model.file->path() + ".storage.json";
     const std::string file = !f.storage_profile.empty()

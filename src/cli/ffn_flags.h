@@ -38,6 +38,7 @@ struct FfnFlags {
   // (< 0: the model's only calibrated level).
   std::string sparsity_mode = "off";
   float sparsity = -1.0f;
+  bool input_columns = false;  // TEAL: decode through transposed copies (input-sparse products)
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.

@@ -101,7 +101,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
   InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
                       r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
-  ir.input_columns = r.sparsity_mode == SparsityMode::Teal;
+  ir.input_columns = r.input_columns && r.sparsity_mode == SparsityMode::Teal;
   run.inventory = take_inventory(model, ir);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);
@@ -153,8 +153,8 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
         requantized ? "; quantized weights were re-quantized along the new rows" : ""));
   }
   // TEAL on the CPU: decode reads the column copies of the non-zero inputs' columns.
-  if (r.sparsity_mode == SparsityMode::Teal && run.device.kind == DeviceKind::Cpu &&
-      model.columns.empty()) {
+  if (r.input_columns && r.sparsity_mode == SparsityMode::Teal &&
+      run.device.kind == DeviceKind::Cpu && model.columns.empty()) {
     const bool requantized = !is_float_type(w.layers[0].attn_q.type);
     const uint64_t bytes = model.ensure_input_columns();
     run.notes.push_back(fmt::format(

@@ -49,6 +49,8 @@ struct RunRequest {
   // --sparsity-mode and --sparsity (runtime/input_sparsifier.h).
   SparsityMode sparsity_mode = SparsityMode::Off;
   float sparsity_level = -1.0f;
+  // TEAL on the CPU: decode through the column copies (Model::ensure_input_columns).
+  bool input_columns = false;
 };
 
 struct PlannedRun {

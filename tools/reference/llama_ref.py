@@ -95,6 +95,7 @@ class LlamaReference:
         self.window = kv.get(f"{arch}.attention.sliding_window", 0)
         self.emulate_q8 = emulate_q8
         self.sparsity = None  # set_sparsity: (mode, teal [layer][4], cats [layer])
+        self.layer = 0  # the layer hidden() is computing
 
     def set_sparsity(self, mode, level):
         """Training-free activation sparsity as strata sparsify wrote it: TEAL zeroes the values
@@ -161,8 +162,9 @@ class LlamaReference:
             return torch.nn.functional.gelu(gate, approximate="tanh") * up
         raise ValueError(f"unknown ffn {self.ffn}")
 
-    def mlp(self, p, h, layer=0):
-        """The layer's FFN output for its normed input h."""
+    def mlp(self, p, h):
+        """The layer's FFN output for its normed input h (of layer self.layer, for sparsity)."""
+        layer = self.layer
         h = self.sparse_input(layer, 2, h)
         up = self.linear(p + "ffn_up.weight", h)
         gate = None if self.ffn == "relu" else self.linear(p + "ffn_gate.weight", h)
@@ -199,5 +201,6 @@ class LlamaReference:
             att = torch.softmax(scores, dim=-1)
             o = torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * hd)
             x = x + self.linear(p + "attn_output.weight", self.sparse_input(l, 1, o))
-            x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"), l)
+            self.layer = l
+            x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"))
         return self.rms_norm(x, "output_norm.weight")

@@ -4,11 +4,11 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/progress.h"
+#include "cli/token_source.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/timer.h"
@@ -20,22 +20,15 @@ namespace strata {
 Command add_profile_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("profile", "Count how often each FFN neuron fires over a text");
   struct Options {
-    std::string model = default_model_path(), file, out, html, ffn = "auto";
-    int64_t max_tokens = 0, ctx = 512, random_tokens = 0;
-    uint64_t seed = 1;
+    std::string model = default_model_path(), out, html, ffn = "auto";
+    TokenSource source;
+    int64_t max_tokens = 0, ctx = 512;
     int threads = default_threads();
     bool json = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
-  auto* file = cmd->add_option("-f,--file", o->file, "Text file to read");
-  auto* random = cmd->add_option(
-      "--random-tokens", o->random_tokens,
-      "Instead of a text: this many uniformly random token ids (models without a tokenizer, "
-      "such as strata synth's)");
-  random->check(in_range(int64_t{1}, int64_t{1} << 30));
-  file->excludes(random);
-  cmd->add_option("--seed", o->seed, "Seed of --random-tokens")->check(fits<uint64_t>());
+  o->source.add_flags(cmd, 1, "");
   cmd->add_option("-n,--n-tokens", o->max_tokens, "Tokens to read at most (default: all)")
       ->check(in_range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("-c,--ctx-size", o->ctx, "Window size in tokens")
@@ -51,18 +44,8 @@ Command add_profile_command(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "dense", "predict"}));
   return {
       cmd, [o] {
-        if (o->file.empty() && o->random_tokens == 0)
-          fail("strata profile needs a text (-f FILE) or --random-tokens N");
-        const auto model = Model::load(o->model, /*require_tokenizer=*/o->random_tokens == 0);
-        std::vector<int32_t> tokens;
-        if (o->random_tokens > 0) {
-          std::mt19937_64 rng(o->seed);
-          std::uniform_int_distribution<int32_t> id(
-              0, static_cast<int32_t>(model->config.n_vocab - 1));
-          for (int64_t i = 0; i < o->random_tokens; ++i) tokens.push_back(id(rng));
-        } else {
-          tokens = tokenize_text_file(*model, o->file);
-        }
+        const auto model = o->source.load_model(o->model, "profile");
+        const std::vector<int32_t> tokens = o->source.tokens(*model);
         const bool predict =
             o->ffn == "predict" || (o->ffn == "auto" && model->weights.has_predictors);
         if (predict && !model->weights.has_predictors)
@@ -80,9 +63,7 @@ Command add_profile_command(CLI::App& app) {
             [&](int64_t d, int64_t t) { bar.update(d, t, "tokens"); },
             predict ? FfnMode::Predict : FfnMode::Dense);
         bar.finish();
-        p.text = o->random_tokens > 0
-                     ? fmt::format("{} random tokens (seed {})", o->random_tokens, o->seed)
-                     : o->file;
+        p.text = o->source.describe();
         write_profile(p, o->out);
         std::string html = o->html;
         if (html.empty()) {

@@ -4,16 +4,15 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
 #include "cli/progress.h"
+#include "cli/token_source.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/timer.h"
 #include "offline/sparsify.h"
-#include "offline/text_windows.h"
 
 namespace strata {
 
@@ -65,24 +64,17 @@ Command add_sparsify_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "sparsify", "Calibrate training-free activation sparsity (TEAL, CATS) over a text");
   struct Options {
-    std::string model = default_model_path(), file, out, html, levels = "0.25,0.4,0.5";
+    std::string model = default_model_path(), out, html, levels = "0.25,0.4,0.5";
     std::string allocation = "greedy";
-    int64_t max_tokens = 2048, ctx = 256, random_tokens = 0;
-    uint64_t seed = 1;
+    TokenSource source;
+    int64_t max_tokens = 2048, ctx = 256;
     double step = 0.05;
     int threads = default_threads();
     bool json = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
-  auto* file = cmd->add_option("-f,--file", o->file, "Calibration text");
-  auto* random = cmd->add_option(
-      "--random-tokens", o->random_tokens,
-      "Instead of a text: this many uniformly random token ids (models without a tokenizer, "
-      "such as strata synth's; thresholds for benchmarks, not for quality)");
-  random->check(in_range(int64_t{2}, int64_t{1} << 24));
-  file->excludes(random);
-  cmd->add_option("--seed", o->seed, "Seed of --random-tokens")->check(fits<uint64_t>());
+  o->source.add_flags(cmd, 2, "; thresholds for benchmarks, not for quality");
   cmd->add_option("--sparsity", o->levels,
                   "Model-wide sparsity levels to calibrate, ascending, comma-separated (default "
                   "0.25,0.4,0.5)");
@@ -107,22 +99,9 @@ Command add_sparsify_command(CLI::App& app) {
             so.step = o->step;
             so.max_tokens = o->max_tokens;
             so.n_ctx = o->ctx;
-            if (o->file.empty() && o->random_tokens == 0)
-              fail("strata sparsify needs a text (-f FILE) or --random-tokens N");
-            const auto model = Model::load(o->model, /*require_tokenizer=*/o->random_tokens == 0);
-            std::vector<int32_t> tokens;
-            if (o->random_tokens > 0) {
-              std::mt19937_64 rng(o->seed);
-              std::uniform_int_distribution<int32_t> id(
-                  0, static_cast<int32_t>(model->config.n_vocab - 1));
-              for (int64_t i = 0; i < o->random_tokens; ++i) tokens.push_back(id(rng));
-            } else {
-              tokens = tokenize_text_file(*model, o->file);
-            }
-            const std::string text =
-                o->random_tokens > 0
-                    ? fmt::format("{} random tokens (seed {})", o->random_tokens, o->seed)
-                    : o->file;
+            const auto model = o->source.load_model(o->model, "sparsify");
+            const std::vector<int32_t> tokens = o->source.tokens(*model);
+            const std::string text = o->source.describe();
             ThreadPool pool(checked_threads(o->threads));
             ProgressBar bar("sparsify");
             Timer timer;

@@ -13,6 +13,7 @@
 #include "backends/cpu/sparse_ops.h"
 #include "bench_matrix.h"
 #include "core/thread_pool.h"
+#include "tensor/interleaved_rows.h"
 
 namespace strata {
 namespace {
@@ -241,6 +242,56 @@ void BM_ScatteredRows(benchmark::State& state) {
 
 BENCHMARK(BM_ScatteredRows)
     ->ArgsProduct({{2304, 4352, 6912}, {0, 1}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// TEAL's input-sparse product on the 7B attention shape (4096 x 4096): the dense matrix-vector
+// product of the row-major matrix (density 1000), or axpy_rows over its column-major copy at the
+// given per-mille density of the input (the columns read). >= 3 GiB of copies and a different
+// random column list per pass. GB/s of the bytes read: the input-sparse path pays off only when
+// this is close to the dense figure.
+void BM_InputColumns(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t per_mille = state.range(1);
+  const bool dense = per_mille >= 1000;
+  const int64_t n = 4096;
+  int64_t copies = 0;
+  Matrix m = make_copies(type, n, n, copies);
+  if (dense && interleavable(type)) {
+    m.view.rows = n * copies;
+    interleave_rows16(type, m.bytes.data(), m.view.rows, n);
+    m.view.layout = Layout::Interleaved16;
+  }
+  const auto lists = random_lists(std::vector<double>(n, per_mille / 1000.0), 11);
+  std::vector<float> x(n, 0.5f), coef(n, 0.25f), out(n);
+  const CpuKernels& k = best_kernels();
+  ThreadPool pool(static_cast<int>(state.range(2)));
+  int64_t bytes = 0, c = 0, pass = 0;
+  for (auto _ : state) {
+    MatrixView part = m.view;
+    part.data += static_cast<uint64_t>(c) * n * m.view.row_bytes;
+    part.rows = n;
+    if (dense) {
+      matvec(k, part, x.data(), out.data(), pool);
+      bytes += static_cast<int64_t>(part.bytes());
+    } else {
+      const std::vector<int32_t>& list = lists[static_cast<size_t>(pass % kLists)];
+      axpy_rows(k, part, list, coef.data(), n, 1, out.data(), n, pool);
+      bytes += static_cast<int64_t>(list.size() * m.view.row_bytes);
+    }
+    benchmark::DoNotOptimize(out.data());
+    c = (c + 1) % copies;
+    ++pass;
+  }
+  state.SetBytesProcessed(bytes);
+  state.SetLabel(std::string(dtype_name(type)) + (dense ? " dense matvec " : " columns ") + k.name);
+}
+
+BENCHMARK(BM_InputColumns)
+    ->ArgsProduct({{static_cast<int64_t>(DType::F16), static_cast<int64_t>(DType::Q8_0),
+                    static_cast<int64_t>(DType::Q4_K)},
+                   {400, 500, 1000},
+                   {1, 2}})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

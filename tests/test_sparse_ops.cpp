@@ -164,19 +164,23 @@ TEST(SparseOps, SimdAxpyMatchesScalarOverRowGroups) {
   if (all.size() == 1) GTEST_SKIP() << "CPU without SIMD variants";
   for (DType type : kTypes) {
     const TestMatrix wt = make_matrix(
-        type, 4, 1000 - 1000 % 32 + 32 + (type == DType::Q8_0 || type == DType::Q4_0 ? 0 : 13 - 32),
+        type, 9, 1000 - 1000 % 32 + 32 + (type == DType::Q8_0 || type == DType::Q4_0 ? 0 : 13 - 32),
         41);
-    for (const CpuKernels* k : all) {
-      std::vector<float> a(wt.view.cols, 0.5f), b(wt.view.cols, 0.5f);
-      const int64_t rows[] = {2, 0, 3};
-      const float c[] = {-1.25f, 0.5f, 2.0f};
-      axpy_row_slice(scalar_kernels(), wt.view, rows, c, 3, a.data(), 0, wt.view.cols);
-      // With rows of a next call to prefetch: the same values.
-      const int64_t next[] = {1, 3};
-      axpy_row_slice(*k, wt.view, rows, c, 3, b.data(), 0, wt.view.cols, next, 2);
-      for (int64_t j = 0; j < wt.view.cols; ++j)
-        ASSERT_NEAR(a[j], b[j], 1e-6f * (1 + std::fabs(a[j]))) << dtype_name(type) << k->name;
-    }
+    // 3, 5 and 8 rows: one partial sub-group of the float kernels' read-ahead, a full one and a
+    // partial one, a whole kAxpyGroup (two sub-groups).
+    const int64_t rows[] = {2, 0, 3, 8, 5, 1, 7, 4};
+    const float c[] = {-1.25f, 0.5f, 2.0f, 0.75f, -0.5f, 1.5f, -2.0f, 0.25f};
+    for (int n_rows : {3, 5, 8})
+      for (const CpuKernels* k : all) {
+        std::vector<float> a(wt.view.cols, 0.5f), b(wt.view.cols, 0.5f);
+        axpy_row_slice(scalar_kernels(), wt.view, rows, c, n_rows, a.data(), 0, wt.view.cols);
+        // With rows of a next call to prefetch: the same values.
+        const int64_t next[] = {1, 3, 6};
+        axpy_row_slice(*k, wt.view, rows, c, n_rows, b.data(), 0, wt.view.cols, next, 3);
+        for (int64_t j = 0; j < wt.view.cols; ++j)
+          ASSERT_NEAR(a[j], b[j], 1e-6f * (1 + std::fabs(a[j])))
+              << dtype_name(type) << k->name << " rows " << n_rows;
+      }
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "format/gguf_writer.h"
+#include "model/down_transpose.h"
 #include "offline/sparsify.h"
 #include "test_helpers.h"
 
@@ -212,6 +213,17 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
     auto columns = Model::load(c.model->file->path(), false);
     EXPECT_GT(columns->ensure_input_columns(), 0u);
     ASSERT_EQ(columns->columns.size(), static_cast<size_t>(columns->config.n_layer));
+    // q/k/v and gate/up of one type: each fused into one copy, the parts' views left empty.
+    for (const LayerColumns& lc : columns->columns) {
+      EXPECT_NE(lc.attn_qkv.data, nullptr);
+      const ModelConfig& mc = columns->config;
+      EXPECT_EQ(lc.attn_qkv.cols, (mc.n_head + 2 * mc.n_head_kv) * mc.head_dim);
+      EXPECT_EQ(lc.attn_qkv.rows, mc.n_embd);
+      EXPECT_EQ(lc.attn_q.data, nullptr);
+      EXPECT_NE(lc.ffn_gate_up.data, nullptr);
+      EXPECT_EQ(lc.ffn_gate_up.cols, 2 * columns->config.n_ff);
+      EXPECT_EQ(lc.ffn_up.data, nullptr);
+    }
     SessionOptions o;
     o.sparsity_mode = SparsityMode::Teal;
     o.sparsity_level = 0.5f;
@@ -245,6 +257,23 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
     EXPECT_EQ(decode(*columns, 1), cols) << dtype_name(type);
     EXPECT_EQ(decode(*columns, 3), cols) << dtype_name(type);
   }
+}
+
+TEST(InputSparsity, ColumnCopiesFuseOnlyWhenTheirTransposedRowsShareOneType) {
+  std::vector<uint8_t> bytes(8);
+  auto m = [&](DType type, int64_t rows) {
+    return MatrixView{type, bytes.data(), 256, rows, row_bytes(type, 256)};
+  };
+  const MatrixView f16[3] = {m(DType::F16, 4096), m(DType::F16, 1024), m(DType::F16, 1024)};
+  EXPECT_TRUE(column_copies_fuse(f16));
+  // Q4_K_M's attn_v is Q6_K: two types.
+  const MatrixView mixed[3] = {m(DType::Q4_K, 4096), m(DType::Q4_K, 1024), m(DType::Q6_K, 1024)};
+  EXPECT_FALSE(column_copies_fuse(mixed));
+  // 4096 + 32 outputs: not whole super-blocks, so that part transposes to Q8_0.
+  const MatrixView uneven[2] = {m(DType::Q4_K, 4096), m(DType::Q4_K, 4096 + 32)};
+  EXPECT_FALSE(column_copies_fuse(uneven));
+  const MatrixView missing[2] = {m(DType::F16, 4096), MatrixView{}};
+  EXPECT_FALSE(column_copies_fuse(missing));
 }
 
 TEST(InputSparsity, RunsThatCannotApplyAreRefusedWithOneLine) {

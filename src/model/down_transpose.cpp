@@ -19,6 +19,16 @@ uint64_t transposed_down_bytes(const MatrixView& down) {
          row_bytes(transposed_down_type(down), static_cast<uint64_t>(down.rows));
 }
 
+bool column_copies_fuse(std::span<const MatrixView> parts) {
+  if (parts.empty()) return false;
+  const DType type = parts[0].data != nullptr ? transposed_down_type(parts[0]) : DType::F32;
+  for (const MatrixView& m : parts)
+    if (m.data == nullptr || transposed_down_type(m) != type ||
+        m.rows % dtype_info(type).block_size != 0)
+      return false;
+  return true;
+}
+
 MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage) {
   const int64_t n_ff = down.cols, n_embd = down.rows;
   const DType type = transposed_down_type(down);

@@ -1,6 +1,9 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstring>
 #include <exception>
 #include <mutex>
 #include <thread>
@@ -90,21 +93,94 @@ MappedFile::Ranges Model::flash_ranges() const {
 
 namespace {
 
-// The members of LayerColumns and the layer's matrices they transpose.
-constexpr std::pair<MatrixView LayerColumns::*, MatrixView LayerMatrices::*> kColumnPairs[] = {
-    {&LayerColumns::attn_q, &LayerMatrices::attn_q},
-    {&LayerColumns::attn_k, &LayerMatrices::attn_k},
-    {&LayerColumns::attn_v, &LayerMatrices::attn_v},
-    {&LayerColumns::attn_output, &LayerMatrices::attn_output},
-    {&LayerColumns::ffn_gate, &LayerMatrices::ffn_gate},
-    {&LayerColumns::ffn_up, &LayerMatrices::ffn_up}};
+// The members of LayerColumns and the layer's matrices they transpose, grouped by the input
+// they read: a group's parts are fused into `fused` where they can be (fuses_columns).
+struct ColumnPart {
+  MatrixView LayerColumns::*column;
+  MatrixView LayerMatrices::*matrix;
+};
+struct ColumnGroup {
+  MatrixView LayerColumns::*fused;  // null: never fused
+  std::array<ColumnPart, 3> parts;
+  int n_parts;
+};
+constexpr ColumnGroup kColumnGroups[] = {
+    {&LayerColumns::attn_qkv,
+     {{{&LayerColumns::attn_q, &LayerMatrices::attn_q},
+       {&LayerColumns::attn_k, &LayerMatrices::attn_k},
+       {&LayerColumns::attn_v, &LayerMatrices::attn_v}}},
+     3},
+    {nullptr, {{{&LayerColumns::attn_output, &LayerMatrices::attn_output}}}, 1},
+    {&LayerColumns::ffn_gate_up,
+     {{{&LayerColumns::ffn_gate, &LayerMatrices::ffn_gate},
+       {&LayerColumns::ffn_up, &LayerMatrices::ffn_up}}},
+     2}};
+
+bool fuses_columns(const LayerWeights& l, const ColumnGroup& g) {
+  if (g.fused == nullptr) return false;
+  std::vector<MatrixView> parts;
+  for (int i = 0; i < g.n_parts; ++i) parts.push_back(l.*g.parts[static_cast<size_t>(i)].matrix);
+  return column_copies_fuse(parts);
+}
+
+// `v` (built in `bytes`) copied into huge-page memory appended to `storage`; the copy's view.
+MatrixView into_pages(MatrixView v, std::vector<AnonymousMemory>& storage) {
+  AnonymousMemory pages(std::max<uint64_t>(v.bytes(), 1));  // throws std::bad_alloc
+  std::memcpy(pages.data(), v.data, static_cast<size_t>(v.bytes()));
+  v.data = pages.data();
+  storage.push_back(std::move(pages));
+  return v;
+}
+
+// Transposes group g of layer l into `out`, its bytes appended to `storage`.
+void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& out,
+                     std::vector<AnonymousMemory>& storage) {
+  if (!fuses_columns(l, g)) {
+    for (int i = 0; i < g.n_parts; ++i) {
+      const ColumnPart& part = g.parts[static_cast<size_t>(i)];
+      const MatrixView& m = l.*part.matrix;
+      if (m.data == nullptr) continue;
+      if (m.layout != Layout::Rows)
+        fail("input-sparse products transpose the file's rows, before any re-layout");
+      std::vector<uint8_t> bytes;
+      out.*part.column = into_pages(transpose_down(m, bytes), storage);
+    }
+    return;
+  }
+  std::vector<MatrixView> parts;
+  std::vector<std::vector<uint8_t>> part_bytes(static_cast<size_t>(g.n_parts));
+  MatrixView fused{};
+  for (int i = 0; i < g.n_parts; ++i) {
+    const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
+    if (m.layout != Layout::Rows)
+      fail("input-sparse products transpose the file's rows, before any re-layout");
+    parts.push_back(transpose_down(m, part_bytes[static_cast<size_t>(i)]));
+    fused.type = parts.back().type;
+    fused.rows = parts.back().rows;  // the inputs
+    fused.cols += parts.back().cols;
+    fused.row_bytes += parts.back().row_bytes;
+  }
+  storage.emplace_back(std::max<uint64_t>(fused.bytes(), 1));  // throws std::bad_alloc
+  fused.data = storage.back().data();
+  for (int64_t j = 0; j < fused.rows; ++j) {
+    uint8_t* row = storage.back().data() + static_cast<uint64_t>(j) * fused.row_bytes;
+    for (const MatrixView& part : parts) {
+      std::memcpy(row, part.row(j), static_cast<size_t>(part.row_bytes));
+      row += part.row_bytes;
+    }
+  }
+  out.*g.fused = fused;
+}
 
 }  // namespace
 
 uint64_t Model::input_column_bytes(const LayerWeights& l) {
   uint64_t bytes = 0;
-  for (auto [column, matrix] : kColumnPairs)
-    if ((l.*matrix).data != nullptr) bytes += transposed_down_bytes(l.*matrix);
+  for (const ColumnGroup& g : kColumnGroups)
+    for (int i = 0; i < g.n_parts; ++i) {
+      const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
+      if (m.data != nullptr) bytes += transposed_down_bytes(m);
+    }
   if (l.ffn_down_t.data == nullptr && l.ffn_down.data != nullptr)
     bytes += transposed_down_bytes(l.ffn_down);
   return bytes;
@@ -114,31 +190,26 @@ uint64_t Model::ensure_input_columns() {
   if (config.moe()) fail("input-sparse products: mixtures of experts are not supported");
   if (!columns.empty()) return 0;
   uint64_t bytes = ensure_down_t();
-  // Every matrix to transpose, each with its own storage; transposed by all cores at once
-  // (a 7B model's are minutes on one).
+  // Every layer's groups to transpose, each task with its own storage; transposed by all
+  // cores at once (a 7B model's are minutes on one).
   struct Task {
-    const MatrixView* from;
-    MatrixView* to;
+    size_t layer;
+    const ColumnGroup* group;
   };
   std::vector<LayerColumns> made(weights.layers.size());
   std::vector<Task> tasks;
   for (size_t i = 0; i < weights.layers.size(); ++i)
-    for (auto [column, matrix] : kColumnPairs) {
-      const MatrixView& m = weights.layers[i].*matrix;
-      if (m.data == nullptr) continue;
-      if (m.layout != Layout::Rows)
-        fail("input-sparse products transpose the file's rows, before any re-layout");
-      tasks.push_back({&m, &(made[i].*column)});
-    }
-  // Moved into derived_ afterwards: a vector's move keeps its bytes where the views point.
-  std::vector<std::vector<uint8_t>> storage(tasks.size());
+    for (const ColumnGroup& g : kColumnGroups) tasks.push_back({i, &g});
+  // Moved into derived_ afterwards: a move keeps the bytes where the views point.
+  std::vector<std::vector<AnonymousMemory>> storage(tasks.size());
   std::atomic<size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
   auto work = [&] {
     try {
       for (size_t t = next++; t < tasks.size(); t = next++)
-        *tasks[t].to = transpose_down(*tasks[t].from, storage[t]);
+        transpose_group(weights.layers[tasks[t].layer], *tasks[t].group, made[tasks[t].layer],
+                        storage[t]);
     } catch (...) {  // the first failure, rethrown once every thread stopped
       next = tasks.size();
       const std::lock_guard lock(failure_mutex);
@@ -151,10 +222,11 @@ uint64_t Model::ensure_input_columns() {
   work();
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
-  for (std::vector<uint8_t>& s : storage) {
-    bytes += s.size();
-    derived_.push_back(std::move(s));
-  }
+  for (std::vector<AnonymousMemory>& task : storage)
+    for (AnonymousMemory& pages : task) {
+      bytes += pages.size();
+      derived_.push_back(std::move(pages));
+    }
   columns = std::move(made);
   return bytes;
 }
@@ -163,13 +235,13 @@ uint64_t Model::ensure_down_t() {
   uint64_t bytes = 0;
   for (LayerWeights& l : weights.layers) {
     if (l.ffn_down_t.data != nullptr) continue;
-    derived_.emplace_back();
+    std::vector<uint8_t> built;
     if (l.experts.empty()) {
-      l.ffn_down_t = transpose_down(l.ffn_down, derived_.back());
+      l.ffn_down_t = into_pages(transpose_down(l.ffn_down, built), derived_);
     } else {  // a mixture: every expert's neurons in one ffn_down_t (ModelConfig::ffn_neurons)
       std::vector<MatrixView> downs;
       for (const ExpertMatrices& e : l.experts) downs.push_back(e.down);
-      l.ffn_down_t = transpose_expert_downs(downs, derived_.back());
+      l.ffn_down_t = into_pages(transpose_expert_downs(downs, built), derived_);
     }
     bytes += derived_.back().size();
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "core/anonymous_memory.h"
 #include "format/gguf.h"
 #include "model/config.h"
 #include "model/input_thresholds.h"
@@ -18,8 +19,13 @@ namespace strata {
 // A layer's matrices transposed, so that column j of W (the weights input value j meets) is one
 // contiguous row: what input-sparse products (TEAL) read, only the rows of the non-zero inputs.
 // ffn_down's is the layer's ffn_down_t.
+// A layer's column-major copies for input-sparse products (Model::ensure_input_columns). The
+// matrices that read one input are fused where their transposed types allow: attn_qkv's row j
+// is column j of q, then of k, then of v (gate_up: gate's, then up's), so an input's columns are
+// one long read; the parts' own views are then empty (data null).
 struct LayerColumns {
   MatrixView attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up;
+  MatrixView attn_qkv, ffn_gate_up;
 };
 
 struct Model {
@@ -62,7 +68,9 @@ struct Model {
   int adopt_layouts(const LayoutChoice& choose, bool dense_ffn);
 
  private:
-  std::vector<std::vector<uint8_t>> derived_;  // storage of tensors built at load time
+  // Storage of tensors built at load time, in transparent huge pages as the file's weights are
+  // (decode reads them like the file's: with 4 KiB pages, TLB misses).
+  std::vector<AnonymousMemory> derived_;
 };
 
 }  // namespace strata

@@ -35,6 +35,15 @@ class ColumnProducts {
   int64_t run(int64_t layer, int point, float* x, int64_t n, int64_t width,
               std::span<const Job> jobs, FfnActivation act = FfnActivation::SwiGLU);
 
+  // The same through a fused column copy (LayerColumns::attn_qkv, ffn_gate_up), its products
+  // then split into the parts' outputs in order: part i's y[b * width_i + r].
+  struct Part {
+    float* y;
+    int64_t width;
+  };
+  int64_t run_fused(int64_t layer, int point, float* x, int64_t n, int64_t width,
+                    const MatrixView& fused, std::span<const Part> parts);
+
  private:
   Backend& be_;
   Workspace& ws_;

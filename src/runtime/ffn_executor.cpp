@@ -54,9 +54,15 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
   const int ffn_point = static_cast<int>(MatrixInput::Ffn);
   if (columns) {
     const LayerColumns& cols = model_.columns[static_cast<size_t>(l)];
-    const ColumnProducts::Job both[2] = {{&cols.ffn_gate, ws_.gate, ff}, {&cols.ffn_up, ws_.up, ff}};
-    columns_->run(l, ffn_point, ws_.xn, n, c_.n_embd,
-                  gated ? std::span(both, 2) : std::span(both + 1, 1));
+    if (gated && cols.ffn_gate_up.data != nullptr) {
+      const ColumnProducts::Part both[2] = {{ws_.gate, ff}, {ws_.up, ff}};
+      columns_->run_fused(l, ffn_point, ws_.xn, n, c_.n_embd, cols.ffn_gate_up, both);
+    } else {
+      const ColumnProducts::Job both[2] = {{&cols.ffn_gate, ws_.gate, ff},
+                                           {&cols.ffn_up, ws_.up, ff}};
+      columns_->run(l, ffn_point, ws_.xn, n, c_.n_embd,
+                    gated ? std::span(both, 2) : std::span(both + 1, 1));
+    }
   } else {
     sparsifier_->apply(backend_, l, ffn_point, ws_.xn, n, sparsity);
     backend_.prepare(in_, ws_.xn, c_.n_embd, n,

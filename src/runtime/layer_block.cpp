@@ -65,9 +65,14 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   const bool columns = p.columns != nullptr && use_columns(n);
   if (columns) {
     const LayerColumns& cols = model_.columns[static_cast<size_t>(l)];
-    const ColumnProducts::Job qkv[3] = {
-        {&cols.attn_q, ws.q, q_dim}, {&cols.attn_k, ws.k, kv_dim}, {&cols.attn_v, ws.v, kv_dim}};
-    p.columns->run(l, input, ws.xn, n, c_.n_embd, qkv);
+    if (cols.attn_qkv.data != nullptr) {
+      const ColumnProducts::Part qkv[3] = {{ws.q, q_dim}, {ws.k, kv_dim}, {ws.v, kv_dim}};
+      p.columns->run_fused(l, input, ws.xn, n, c_.n_embd, cols.attn_qkv, qkv);
+    } else {
+      const ColumnProducts::Job qkv[3] = {
+          {&cols.attn_q, ws.q, q_dim}, {&cols.attn_k, ws.k, kv_dim}, {&cols.attn_v, ws.v, kv_dim}};
+      p.columns->run(l, input, ws.xn, n, c_.n_embd, qkv);
+    }
   } else {
     sparsifier_->apply(be, l, input, ws.xn, n, p.sparsity_counters(l));
     be.prepare(*p.in, ws.xn, c_.n_embd, n, {w.attn_q.type, w.attn_k.type, w.attn_v.type});

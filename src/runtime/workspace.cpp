@@ -76,6 +76,7 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
     u8(&Workspace::col_need, B * widest);
     place(widest * 4, [w](uint8_t* p) { w->col_ids = reinterpret_cast<int32_t*>(p); });
     f(&Workspace::col_values, B * widest);
+    f(&Workspace::col_fused, B * std::max(s.q_dim + 2 * s.kv_dim, 2 * s.n_ff));
   }
   if (s.n_expert > 0 && s.sparse) {
     f(&Workspace::router, B * s.n_expert);

@@ -59,6 +59,9 @@ class Workspace {
   uint8_t *col_mask = nullptr, *col_need = nullptr;
   int32_t* col_ids = nullptr;
   float* col_values = nullptr;
+  // A fused column copy's products [batch][q_dim + 2 kv_dim, or 2 n_ff], before they are split
+  // into q/k/v or gate/up (LayerColumns).
+  float* col_fused = nullptr;
 
  private:
   Backend& backend_;

@@ -276,6 +276,39 @@ TEST(InputSparsity, ColumnCopiesFuseOnlyWhenTheirTransposedRowsShareOneType) {
   EXPECT_FALSE(column_copies_fuse(missing));
 }
 
+TEST(InputSparsity, TypesWhoseColumnProductsDoNotPayGetNoCopiesAndStayRowMajor) {
+  EXPECT_TRUE(column_products_pay(DType::F16));
+  EXPECT_TRUE(column_products_pay(DType::Q8_0));
+  EXPECT_FALSE(column_products_pay(DType::Q4_0));
+  EXPECT_FALSE(column_products_pay(DType::Q4_K));
+  ThreadPool pool(2);
+  const Calibrated c = calibrate(pool, SparsityAllocation::Uniform, DType::Q4_0);
+  auto columns = Model::load(c.model->file->path(), false);
+  EXPECT_EQ(columns->ensure_input_columns(), 0u);
+  EXPECT_EQ(Model::input_column_bytes(columns->weights.layers[0]), 0u);
+  for (const LayerColumns& lc : columns->columns) {
+    EXPECT_FALSE(lc.attention());
+    EXPECT_FALSE(lc.ffn(true));
+    EXPECT_EQ(lc.attn_output.data, nullptr);
+    EXPECT_EQ(lc.ffn_down.data, nullptr);
+  }
+  // So decode equals TEAL's row-major products bit for bit.
+  SessionOptions o;
+  o.sparsity_mode = SparsityMode::Teal;
+  o.sparsity_level = 0.5f;
+  const auto tokens = random_tokens(*c.model, 8, 3);
+  auto decode = [&](const Model& m) {
+    Session s(m, 16, pool, o);
+    std::vector<float> all;
+    for (int32_t t : tokens) {
+      const auto l = s.eval(t);
+      all.insert(all.end(), l.begin(), l.end());
+    }
+    return all;
+  };
+  EXPECT_EQ(decode(*columns), decode(*c.model));
+}
+
 TEST(InputSparsity, RunsThatCannotApplyAreRefusedWithOneLine) {
   ThreadPool pool(1);
   const auto dense = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);

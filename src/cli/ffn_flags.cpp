@@ -34,8 +34,8 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
   cmd->add_flag("--input-columns", f.input_columns,
                 "With --sparsity-mode teal on the CPU: decode reads only the columns of the "
                 "non-zero inputs, through transposed copies of the attention and FFN matrices "
-                "made at load (twice the layers' memory; measured slower than dense decode so "
-                "far: docs/INPUT_SPARSITY.md)");
+                "made at load (twice the layers' memory; F16/BF16/F32/Q8_0 matrices only: "
+                "other types' column products are slower than dense, docs/INPUT_SPARSITY.md)");
   cmd->add_flag("--check-predictor", f.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");
@@ -368,11 +368,24 @@ uint64_t input_sparse_bytes_per_token(const Model& model,
       const auto p = static_cast<size_t>(k);
       return d.seen[p] > 0 ? static_cast<double>(d.kept[p]) / static_cast<double>(d.seen[p]) : 1.0;
     };
+    // A fused copy's parts have empty views (LayerColumns): either side is the whole input's.
     total += share(MatrixInput::Attention) *
-             static_cast<double>(c.attn_q.bytes() + c.attn_k.bytes() + c.attn_v.bytes());
+             static_cast<double>(c.attn_qkv.bytes() + c.attn_q.bytes() + c.attn_k.bytes() +
+                                 c.attn_v.bytes());
     total += share(MatrixInput::AttentionOutput) * static_cast<double>(c.attn_output.bytes());
-    total += share(MatrixInput::Ffn) * static_cast<double>(c.ffn_gate.bytes() + c.ffn_up.bytes());
-    total += share(MatrixInput::FfnHidden) * static_cast<double>(w.layers[i].ffn_down_t.bytes());
+    total += share(MatrixInput::Ffn) *
+             static_cast<double>(c.ffn_gate_up.bytes() + c.ffn_gate.bytes() + c.ffn_up.bytes());
+    // Inputs without copies (column_products_pay) read their row-major matrices whole.
+    const LayerWeights& l = w.layers[i];
+    if (!c.attention())
+      total += static_cast<double>(l.attn_q.bytes() + l.attn_k.bytes() + l.attn_v.bytes());
+    if (c.attn_output.data == nullptr) total += static_cast<double>(l.attn_output.bytes());
+    if (!c.ffn(ffn_has_gate(model.config.ffn)))
+      total += static_cast<double>(l.ffn_gate.bytes() + l.ffn_up.bytes());
+    total += c.ffn_down.data != nullptr
+                 ? share(MatrixInput::FfnHidden) * static_cast<double>(c.ffn_down.bytes())
+                 : static_cast<double>(l.ffn_down.data != nullptr ? l.ffn_down.bytes()
+                                                                  : l.ffn_down_t.bytes());
   }
   return static_cast<uint64_t>(total);
 }

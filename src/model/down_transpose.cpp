@@ -19,6 +19,10 @@ uint64_t transposed_down_bytes(const MatrixView& down) {
          row_bytes(transposed_down_type(down), static_cast<uint64_t>(down.rows));
 }
 
+bool column_products_pay(DType type) {
+  return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0;
+}
+
 bool column_copies_fuse(std::span<const MatrixView> parts) {
   if (parts.empty()) return false;
   const DType type = parts[0].data != nullptr ? transposed_down_type(parts[0]) : DType::F32;

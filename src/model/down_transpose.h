@@ -27,6 +27,12 @@ uint64_t transposed_down_bytes(const MatrixView& down);
 // each other). Measured on a 1B F16 GQA model at 50% sparsity: separate q/k/v column products
 // (k and v rows of 256 values) took as long as the dense attention (8.4 against 8.2 ms a token).
 bool column_copies_fuse(std::span<const MatrixView> parts);
+// Whether input-sparse products through a column copy of `type` (transposed_down_type) beat the
+// dense product of the row-major matrix: the CPU's axpy kernels keep pace with its dot kernels
+// for float rows and Q8_0; for Q4_0 and the K-quants they dequantize value by value where the
+// dot kernels use int8 dot products, and lose more than half the bytes save (1B Q4_K_M at 50%:
+// 0.30x of dense decode, bench/input_sparsity.sh; BM_InputColumns Q4_K 6 GB/s against 37).
+bool column_products_pay(DType type);
 // A mixture's experts' down projections (each n_embd rows of n_ff) as one ffn_down_t of
 // downs.size() * n_ff rows, expert e's neurons at rows [e * n_ff, (e + 1) * n_ff): the layer
 // seen as one FFN (ModelConfig::ffn_neurons). Fails if the experts' types differ.

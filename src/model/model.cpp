@@ -120,7 +120,7 @@ bool fuses_columns(const LayerWeights& l, const ColumnGroup& g) {
   if (g.fused == nullptr) return false;
   std::vector<MatrixView> parts;
   for (int i = 0; i < g.n_parts; ++i) parts.push_back(l.*g.parts[static_cast<size_t>(i)].matrix);
-  return column_copies_fuse(parts);
+  return column_copies_fuse(parts) && column_products_pay(transposed_down_type(parts[0]));
 }
 
 // `v` (built in `bytes`) copied into huge-page memory appended to `storage`; the copy's view.
@@ -139,7 +139,7 @@ void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& 
     for (int i = 0; i < g.n_parts; ++i) {
       const ColumnPart& part = g.parts[static_cast<size_t>(i)];
       const MatrixView& m = l.*part.matrix;
-      if (m.data == nullptr) continue;
+      if (m.data == nullptr || !column_products_pay(transposed_down_type(m))) continue;
       if (m.layout != Layout::Rows)
         fail("input-sparse products transpose the file's rows, before any re-layout");
       std::vector<uint8_t> bytes;
@@ -179,9 +179,11 @@ uint64_t Model::input_column_bytes(const LayerWeights& l) {
   for (const ColumnGroup& g : kColumnGroups)
     for (int i = 0; i < g.n_parts; ++i) {
       const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
-      if (m.data != nullptr) bytes += transposed_down_bytes(m);
+      if (m.data != nullptr && column_products_pay(transposed_down_type(m)))
+        bytes += transposed_down_bytes(m);
     }
-  if (l.ffn_down_t.data == nullptr && l.ffn_down.data != nullptr)
+  if (l.ffn_down_t.data == nullptr && l.ffn_down.data != nullptr &&
+      column_products_pay(transposed_down_type(l.ffn_down)))
     bytes += transposed_down_bytes(l.ffn_down);
   return bytes;
 }
@@ -189,7 +191,13 @@ uint64_t Model::input_column_bytes(const LayerWeights& l) {
 uint64_t Model::ensure_input_columns() {
   if (config.moe()) fail("input-sparse products: mixtures of experts are not supported");
   if (!columns.empty()) return 0;
-  uint64_t bytes = ensure_down_t();
+  // ffn_down_t is the down projection's column copy: made only where its products pay.
+  const LayerWeights& first = weights.layers.front();
+  const bool down_pays =
+      first.ffn_down_t.data != nullptr
+          ? column_products_pay(first.ffn_down_t.type)
+          : first.ffn_down.data != nullptr && column_products_pay(transposed_down_type(first.ffn_down));
+  uint64_t bytes = down_pays ? ensure_down_t() : 0;
   // Every layer's groups to transpose, each task with its own storage; transposed by all
   // cores at once (a 7B model's are minutes on one).
   struct Task {
@@ -227,6 +235,10 @@ uint64_t Model::ensure_input_columns() {
       bytes += pages.size();
       derived_.push_back(std::move(pages));
     }
+  for (size_t i = 0; i < made.size(); ++i)
+    if (weights.layers[i].ffn_down_t.data != nullptr &&
+        column_products_pay(weights.layers[i].ffn_down_t.type))
+      made[i].ffn_down = weights.layers[i].ffn_down_t;
   columns = std::move(made);
   return bytes;
 }

@@ -22,10 +22,21 @@ namespace strata {
 // A layer's column-major copies for input-sparse products (Model::ensure_input_columns). The
 // matrices that read one input are fused where their transposed types allow: attn_qkv's row j
 // is column j of q, then of k, then of v (gate_up: gate's, then up's), so an input's columns are
-// one long read; the parts' own views are then empty (data null).
+// one long read; the parts' own views are then empty (data null). ffn_down is the layer's
+// ffn_down_t. A matrix whose column products do not pay (column_products_pay) has no copy: its
+// input's products stay row-major.
 struct LayerColumns {
-  MatrixView attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up;
+  MatrixView attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down;
   MatrixView attn_qkv, ffn_gate_up;
+  // Whether each input's products have their copies.
+  bool attention() const {
+    return attn_qkv.data != nullptr ||
+           (attn_q.data != nullptr && attn_k.data != nullptr && attn_v.data != nullptr);
+  }
+  bool ffn(bool gated) const {
+    return ffn_gate_up.data != nullptr ||
+           (ffn_up.data != nullptr && (!gated || ffn_gate.data != nullptr));
+  }
 };
 
 struct Model {

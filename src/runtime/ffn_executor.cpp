@@ -52,14 +52,14 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
   const bool columns =
       use_input_columns(sparsifier_->mode(), columns_ != nullptr, backend_.device() == Device::Host, n);
   const int ffn_point = static_cast<int>(MatrixInput::Ffn);
-  if (columns) {
-    const LayerColumns& cols = model_.columns[static_cast<size_t>(l)];
-    if (gated && cols.ffn_gate_up.data != nullptr) {
+  const LayerColumns* cols = columns ? &model_.columns[static_cast<size_t>(l)] : nullptr;
+  if (cols != nullptr && cols->ffn(gated)) {
+    if (gated && cols->ffn_gate_up.data != nullptr) {
       const ColumnProducts::Part both[2] = {{ws_.gate, ff}, {ws_.up, ff}};
-      columns_->run_fused(l, ffn_point, ws_.xn, n, c_.n_embd, cols.ffn_gate_up, both);
+      columns_->run_fused(l, ffn_point, ws_.xn, n, c_.n_embd, cols->ffn_gate_up, both);
     } else {
-      const ColumnProducts::Job both[2] = {{&cols.ffn_gate, ws_.gate, ff},
-                                           {&cols.ffn_up, ws_.up, ff}};
+      const ColumnProducts::Job both[2] = {{&cols->ffn_gate, ws_.gate, ff},
+                                           {&cols->ffn_up, ws_.up, ff}};
       columns_->run(l, ffn_point, ws_.xn, n, c_.n_embd,
                     gated ? std::span(both, 2) : std::span(both + 1, 1));
     }
@@ -78,9 +78,8 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
   backend_.keep_needed(h, nullptr, n, ff, 0, ff, nonzero);
   if (observer) observer(l, n, ws_.x, h);
   const int hidden_point = static_cast<int>(MatrixInput::FfnHidden);
-  if (columns) {
-    const ColumnProducts::Job down{&model_.weights.layers[static_cast<size_t>(l)].ffn_down_t,
-                                   ws_.proj, c_.n_embd};
+  if (cols != nullptr && cols->ffn_down.data != nullptr) {
+    const ColumnProducts::Job down{&cols->ffn_down, ws_.proj, c_.n_embd};
     columns_->run(l, hidden_point, h, n, ff, std::span(&down, 1));
     add_down_bias(w, n);
     return;

@@ -63,14 +63,15 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   const int input = static_cast<int>(MatrixInput::Attention);
   const int output = static_cast<int>(MatrixInput::AttentionOutput);
   const bool columns = p.columns != nullptr && use_columns(n);
-  if (columns) {
-    const LayerColumns& cols = model_.columns[static_cast<size_t>(l)];
-    if (cols.attn_qkv.data != nullptr) {
+  const LayerColumns* cols = columns ? &model_.columns[static_cast<size_t>(l)] : nullptr;
+  if (cols != nullptr && cols->attention()) {
+    if (cols->attn_qkv.data != nullptr) {
       const ColumnProducts::Part qkv[3] = {{ws.q, q_dim}, {ws.k, kv_dim}, {ws.v, kv_dim}};
-      p.columns->run_fused(l, input, ws.xn, n, c_.n_embd, cols.attn_qkv, qkv);
+      p.columns->run_fused(l, input, ws.xn, n, c_.n_embd, cols->attn_qkv, qkv);
     } else {
-      const ColumnProducts::Job qkv[3] = {
-          {&cols.attn_q, ws.q, q_dim}, {&cols.attn_k, ws.k, kv_dim}, {&cols.attn_v, ws.v, kv_dim}};
+      const ColumnProducts::Job qkv[3] = {{&cols->attn_q, ws.q, q_dim},
+                                          {&cols->attn_k, ws.k, kv_dim},
+                                          {&cols->attn_v, ws.v, kv_dim}};
       p.columns->run(l, input, ws.xn, n, c_.n_embd, qkv);
     }
   } else {
@@ -98,9 +99,8 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   // A sliding window is the cache rows from its first: every backend's attention as it is.
   const TokenPlaces seen{seen_pos_.data(), seen_base_.data()};
   be.attention(ws.q, n, heads, kv, seen, n_ctx_, ws.scores, ws.attn);
-  if (columns) {
-    const ColumnProducts::Job o{&model_.columns[static_cast<size_t>(l)].attn_output, out,
-                                c_.n_embd};
+  if (cols != nullptr && cols->attn_output.data != nullptr) {
+    const ColumnProducts::Job o{&cols->attn_output, out, c_.n_embd};
     p.columns->run(l, output, ws.attn, n, q_dim, std::span(&o, 1));
   } else {
     sparsifier_->apply(be, l, output, ws.attn, n, p.sparsity_counters(l));

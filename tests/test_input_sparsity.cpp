@@ -278,7 +278,8 @@ TEST(InputSparsity, ColumnCopiesFuseOnlyWhenTheirTransposedRowsShareOneType) {
 
 TEST(InputSparsity, TypesWhoseColumnProductsDoNotPayGetNoCopiesAndStayRowMajor) {
   EXPECT_TRUE(column_products_pay(DType::F16));
-  EXPECT_TRUE(column_products_pay(DType::Q8_0));
+  EXPECT_TRUE(column_products_pay(DType::BF16));
+  EXPECT_FALSE(column_products_pay(DType::Q8_0));
   EXPECT_FALSE(column_products_pay(DType::Q4_0));
   EXPECT_FALSE(column_products_pay(DType::Q4_K));
   ThreadPool pool(2);

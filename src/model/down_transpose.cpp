@@ -20,7 +20,7 @@ uint64_t transposed_down_bytes(const MatrixView& down) {
 }
 
 bool column_products_pay(DType type) {
-  return type == DType::F32 || type == DType::F16 || type == DType::BF16 || type == DType::Q8_0;
+  return type == DType::F32 || type == DType::F16 || type == DType::BF16;
 }
 
 bool column_copies_fuse(std::span<const MatrixView> parts) {

@@ -29,9 +29,10 @@ uint64_t transposed_down_bytes(const MatrixView& down);
 bool column_copies_fuse(std::span<const MatrixView> parts);
 // Whether input-sparse products through a column copy of `type` (transposed_down_type) beat the
 // dense product of the row-major matrix: the CPU's axpy kernels keep pace with its dot kernels
-// for float rows and Q8_0; for Q4_0 and the K-quants they dequantize value by value where the
-// dot kernels use int8 dot products, and lose more than half the bytes save (1B Q4_K_M at 50%:
-// 0.30x of dense decode, bench/input_sparsity.sh; BM_InputColumns Q4_K 6 GB/s against 37).
+// for float rows only. For the quantized types they dequantize value by value where the dot
+// kernels use int8 dot products (bench/input_sparsity.sh, 2 threads, decode at 40%/50% against
+// dense: 1B Q8_0 1.12x/1.06x and 1.04x/0.84x in two sessions' runs, 7B Q8_0 0.91x/1.06x; 1B
+// Q4_K_M 0.26x/0.30x; BM_InputColumns Q4_K 6 GB/s against 37 for its dense product).
 bool column_products_pay(DType type);
 // A mixture's experts' down projections (each n_embd rows of n_ff) as one ffn_down_t of
 // downs.size() * n_ff rows, expert e's neurons at rows [e * n_ff, (e + 1) * n_ff): the layer

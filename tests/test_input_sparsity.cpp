@@ -232,9 +232,13 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
       ThreadPool own(threads);
       Session s(m, 64, own, o);
       std::vector<float> all;
-      const auto prompt = s.eval(std::span(tokens).first(16));  // row-major: 16 > 4 tokens
+      // Row-major: 16 > kColumnProductsMaxBatch tokens.
+      const auto prompt = s.eval(std::span(tokens).first(16));
       all.insert(all.end(), prompt.begin(), prompt.end());
-      for (size_t i = 16; i < tokens.size(); ++i) {
+      // A batch of kColumnProductsMaxBatch tokens: the union of their columns.
+      const auto pair = s.eval(std::span(tokens).subspan(16, kColumnProductsMaxBatch));
+      all.insert(all.end(), pair.begin(), pair.end());
+      for (size_t i = 16 + kColumnProductsMaxBatch; i < tokens.size(); ++i) {
         const auto l = s.eval(tokens[i]);
         all.insert(all.end(), l.begin(), l.end());
       }

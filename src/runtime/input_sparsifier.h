@@ -31,8 +31,11 @@ struct InputDensity {
 // Batches of at most this many tokens compute a thresholded input's products through the
 // model's column-major copies, reading only the columns of the non-zero values (their union
 // over the batch); larger batches (prompts: the union is nearly every column) multiply the
-// row-major matrices, whose batched kernels are faster per column read.
-inline constexpr int64_t kColumnProductsMaxBatch = 4;
+// row-major matrices, whose batched kernels are faster per column read. Measured (1B F16,
+// TEAL 50%, 2 threads, `strata bench -p N -n 0 -r 7`, medians, columns against row-major in
+// turn): 2 tokens 34.3 against 24.0 tok/s; 3 tokens 40.0/34.1 and 37.9/40.0 (even); 4 tokens
+// 41.7 against 45.2 (the union of 4 tokens' halves is ~94% of the columns).
+inline constexpr int64_t kColumnProductsMaxBatch = 2;
 // Whether a batch of n tokens takes input-sparse products: TEAL, with the copies made
 // (Model::ensure_input_columns), on the host (the copies are host memory).
 bool use_input_columns(SparsityMode mode, bool columns_made, bool host, int64_t n);

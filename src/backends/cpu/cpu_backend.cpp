@@ -267,6 +267,15 @@ int64_t CpuBackend::select_union(const uint8_t* mask, int64_t n, int64_t ff, int
                                  uint8_t* need, uint64_t* selected) {
   // Ascending ids: rows are read in memory order.
   int64_t n_ids = 0;
+  if (n == 1) {  // decode: the union is the token's own marks, every listed id needed
+    for (int64_t i = 0; i < ff; ++i) {
+      ids[n_ids] = static_cast<int32_t>(i);
+      n_ids += mask[i] != 0;
+    }
+    std::fill(need, need + n_ids, uint8_t{1});
+    *selected = static_cast<uint64_t>(n_ids);
+    return n_ids;
+  }
   for (int64_t i = 0; i < ff; ++i) {
     bool any = false;
     for (int64_t b = 0; b < n && !any; ++b) any = mask[b * ff + i] != 0;
@@ -292,12 +301,18 @@ void CpuBackend::select_columns(const float* full, std::span<const int32_t> ids,
 void CpuBackend::sparsify(float* x, int64_t count, float threshold, uint64_t* kept,
                           uint8_t* mask) {
   uint64_t nonzero = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    x[i] = teal_keep(x[i], threshold);
-    nonzero += x[i] != 0.0f;
+  if (mask == nullptr) {
+    for (int64_t i = 0; i < count; ++i) {
+      x[i] = teal_keep(x[i], threshold);
+      nonzero += x[i] != 0.0f;
+    }
+  } else {
+    for (int64_t i = 0; i < count; ++i) {
+      x[i] = teal_keep(x[i], threshold);
+      mask[i] = x[i] != 0.0f;
+      nonzero += mask[i];
+    }
   }
-  if (mask != nullptr)
-    for (int64_t i = 0; i < count; ++i) mask[i] = x[i] != 0.0f;
   *kept += nonzero;
 }
 

@@ -123,7 +123,7 @@ bool fuses_columns(const LayerWeights& l, const ColumnGroup& g) {
   return column_copies_fuse(parts) && column_products_pay(transposed_down_type(parts[0]));
 }
 
-// `v` (built in `bytes`) copied into huge-page memory appended to `storage`; the copy's view.
+// `v` copied into huge-page memory appended to `storage`; the copy's view.
 MatrixView into_pages(MatrixView v, std::vector<AnonymousMemory>& storage) {
   AnonymousMemory pages(std::max<uint64_t>(v.bytes(), 1));  // throws std::bad_alloc
   std::memcpy(pages.data(), v.data, static_cast<size_t>(v.bytes()));
@@ -135,13 +135,16 @@ MatrixView into_pages(MatrixView v, std::vector<AnonymousMemory>& storage) {
 // Transposes group g of layer l into `out`, its bytes appended to `storage`.
 void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& out,
                      std::vector<AnonymousMemory>& storage) {
+  for (int i = 0; i < g.n_parts; ++i) {
+    const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
+    if (m.data != nullptr && m.layout != Layout::Rows)
+      fail("input-sparse products transpose the file's rows, before any re-layout");
+  }
   if (!fuses_columns(l, g)) {
     for (int i = 0; i < g.n_parts; ++i) {
       const ColumnPart& part = g.parts[static_cast<size_t>(i)];
       const MatrixView& m = l.*part.matrix;
       if (m.data == nullptr || !column_products_pay(transposed_down_type(m))) continue;
-      if (m.layout != Layout::Rows)
-        fail("input-sparse products transpose the file's rows, before any re-layout");
       std::vector<uint8_t> bytes;
       out.*part.column = into_pages(transpose_down(m, bytes), storage);
     }
@@ -152,8 +155,6 @@ void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& 
   MatrixView fused{};
   for (int i = 0; i < g.n_parts; ++i) {
     const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
-    if (m.layout != Layout::Rows)
-      fail("input-sparse products transpose the file's rows, before any re-layout");
     parts.push_back(transpose_down(m, part_bytes[static_cast<size_t>(i)]));
     fused.type = parts.back().type;
     fused.rows = parts.back().rows;  // the inputs
@@ -172,6 +173,11 @@ void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& 
   out.*g.fused = fused;
 }
 
+// Whether ensure_down_t's copy of this layer's ffn_down would serve input-sparse products.
+bool built_down_pays(const LayerWeights& l) {
+  return l.ffn_down.data != nullptr && column_products_pay(transposed_down_type(l.ffn_down));
+}
+
 }  // namespace
 
 uint64_t Model::input_column_bytes(const LayerWeights& l) {
@@ -182,8 +188,7 @@ uint64_t Model::input_column_bytes(const LayerWeights& l) {
       if (m.data != nullptr && column_products_pay(transposed_down_type(m)))
         bytes += transposed_down_bytes(m);
     }
-  if (l.ffn_down_t.data == nullptr && l.ffn_down.data != nullptr &&
-      column_products_pay(transposed_down_type(l.ffn_down)))
+  if (l.ffn_down_t.data == nullptr && built_down_pays(l))
     bytes += transposed_down_bytes(l.ffn_down);
   return bytes;
 }
@@ -191,13 +196,12 @@ uint64_t Model::input_column_bytes(const LayerWeights& l) {
 uint64_t Model::ensure_input_columns() {
   if (config.moe()) fail("input-sparse products: mixtures of experts are not supported");
   if (!columns.empty()) return 0;
-  // ffn_down_t is the down projection's column copy: made only where its products pay.
-  const LayerWeights& first = weights.layers.front();
-  const bool down_pays =
-      first.ffn_down_t.data != nullptr
-          ? column_products_pay(first.ffn_down_t.type)
-          : first.ffn_down.data != nullptr && column_products_pay(transposed_down_type(first.ffn_down));
-  uint64_t bytes = down_pays ? ensure_down_t() : 0;
+  // ffn_down_t is the down projection's column copy: built only where every copy it would
+  // build pays (input_column_bytes counts those that do: never less than is built).
+  const bool build_down = std::all_of(
+      weights.layers.begin(), weights.layers.end(),
+      [](const LayerWeights& l) { return l.ffn_down_t.data != nullptr || built_down_pays(l); });
+  uint64_t bytes = build_down ? ensure_down_t() : 0;
   // Every layer's groups to transpose, each task with its own storage; transposed by all
   // cores at once (a 7B model's are minutes on one).
   struct Task {

@@ -1,10 +1,12 @@
-// strata bundle: write a model with its FFN as neuron bundles, for running from flash.
+// strata bundle: write a model with its FFN as neuron bundles (predict mode) or, with
+// --columns, as column bundles (TEAL input sparsity), for running from flash.
 #include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "offline/bundle.h"
+#include "offline/column_bundle.h"
 
 namespace strata {
 
@@ -13,13 +15,30 @@ Command add_bundle_command(CLI::App& app) {
       "bundle", "Store each FFN neuron's gate, up and down weights together, for the flash tier");
   struct Options {
     std::string model, out;
+    bool columns = false;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model with predictors")->required();
   cmd->add_option("-o,--output", o->out, "Bundled GGUF file to write")->required();
+  cmd->add_flag("--columns", o->columns,
+                "Column bundles (each FFN input's gate/up columns, each neuron's down column) "
+                "for --sparsity-mode teal/cats or a dense FFN from flash; F32/F16/BF16 models");
   return {
       cmd, [o] {
         const auto model = Model::load(o->model, false, LoadMode::Map);
+        if (o->columns) {
+          ProgressBar bar("bundle");
+          const ColumnBundleLayout b = write_column_bundled_model(
+              *model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
+          bar.finish();
+          Model::load(o->out, false, LoadMode::Map);  // what was written loads
+          fmt::print(
+              "wrote {}: {} layers x ({} gate/up column bundles of {} bytes, {} down column "
+              "bundles of {} bytes), {}\n",
+              o->out, model->config.n_layer, b.n_embd, b.gate_up_bytes, b.n_ff, b.down_bytes,
+              dtype_name(b.type));
+          return 0;
+        }
         if (!model->weights.has_predictors)
           fail(
               "'{}' has no predictors; the flash tier reads only predicted neurons (run "

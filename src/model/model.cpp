@@ -17,12 +17,13 @@ namespace strata {
 std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokenizer, LoadMode mode) {
   auto m = std::make_unique<Model>();
   m->file = GgufFile::open(path, LoadMode::Map);
-  const bool bundled = m->file->find(kBundleBytesKey) != nullptr;
+  const bool bundled = m->file->find(kBundleBytesKey) != nullptr ||
+                       m->file->find(kColumnBundleKindKey) != nullptr;
   if (mode == LoadMode::Read && !bundled) m->file = GgufFile::open(path, mode);
   m->config = ModelConfig::from_gguf(*m->file);
   m->weights = load_weights(*m->file, m->config);
   if (mode == LoadMode::Read && bundled) {
-    // A bundled file's FFN bundles are read on demand (flash tier) and its embedding rows one
+    // A bundled file's FFN bundles (neuron or column bundles) are read on demand (flash tier) and its embedding rows one
     // per token (Session), never loaded whole; the rest is read into anonymous memory, which a
     // memory cgroup cannot evict the way it evicts mapped file pages under a tight budget.
     const MappedFile::Ranges holes = m->flash_ranges();
@@ -82,9 +83,15 @@ int Model::adopt_layouts(const LayoutChoice& choose, bool dense_ffn) {
 MappedFile::Ranges Model::flash_ranges() const {
   MappedFile::Ranges ranges;
   const ModelWeights& w = weights;
-  if (!w.bundled) return ranges;
+  if (!w.bundled && !w.column_bundled) return ranges;
+  const ColumnBundleLayout& cb = w.column_bundle;
   const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(config.ffn_neurons());
-  for (const LayerWeights& l : w.layers) ranges.push_back({l.bundles_offset, layer_bytes});
+  for (const LayerWeights& l : w.layers) {
+    if (w.bundled) ranges.push_back({l.bundles_offset, layer_bytes});
+    if (!w.column_bundled) continue;
+    ranges.push_back({l.gate_up_columns_offset, cb.gate_up_layer_bytes()});
+    ranges.push_back({l.down_columns_offset, cb.down_layer_bytes()});
+  }
   if (w.token_embd.data != w.output.data)
     ranges.push_back(
         {static_cast<uint64_t>(w.token_embd.data - file->bytes()), w.token_embd.bytes()});

@@ -270,12 +270,45 @@ uint64_t ModelWeights::bytes_read_per_token() const {
       if (m.role != LayerMatrix::FfnDownT || l.ffn_down.data == nullptr)
         total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
+    if (column_bundled)
+      total += (column_bundle.has_gate ? 2 : 1) * column_bundle.n_embd * column_bundle.column_bytes +
+               column_bundle.n_ff * column_bundle.down_row_bytes;
     if (l.experts.empty()) continue;
     total += l.ffn_gate_inp.bytes() + shared_expert_bytes(l) +
              expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(experts_used);
   }
   return total;
 }
+
+namespace {
+
+// The type of a column-bundled file's columns: a float type, recorded twice (id and name) so an
+// edited or damaged id is refused.
+DType column_bundle_type(const GgufFile& f) {
+  const int64_t type_id = f.get_int(kBundleTypeKey);
+  const auto info = dtype_info(static_cast<uint32_t>(type_id));
+  if (!info || !is_float_type(info->type))
+    fail("'{}': {} is not F32, F16 or BF16, the types column bundles hold", f.path(),
+         kBundleTypeKey);
+  const std::string type_name = f.get_string(kBundleTypeNameKey, "");
+  if (type_name != info->name)
+    fail("'{}': {} says {} but {} says '{}': the file was edited or damaged; bundle it again",
+         f.path(), kBundleTypeKey, info->name, kBundleTypeNameKey, type_name.substr(0, 32));
+  return info->type;
+}
+
+// The absolute offset of a layer's bundles, checked to be `count` bundles of `bytes`.
+uint64_t bundle_tensor(const GgufFile& f, const std::string& name, uint64_t bytes, int64_t count) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
+  if (t->type != DType::I8 || t->dims.size() != 2 || t->dims[0] != static_cast<int64_t>(bytes) ||
+      t->dims[1] != count)
+    fail("tensor '{}' has shape {}, expected [{}, {}] of I8", name, dims_text(t->dims), bytes,
+         count);
+  return f.data_offset() + t->offset;
+}
+
+}  // namespace
 
 ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
   // Every layer has at least 4 tensors (a norm, the fused or separate attention projections,
@@ -326,12 +359,26 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
       fail("'{}': {} is {}, expected {} for this shape and type", f.path(), kBundleBytesKey,
            bytes->as_int(kBundleBytesKey), w.bundle.bundle_bytes);
   }
+  if (const GgufValue* kind = f.find(kColumnBundleKindKey)) {
+    if (w.bundled) fail("'{}' has both neuron and column bundles", f.path());
+    if (kind->as_string(kColumnBundleKindKey) != kColumnBundleKind)
+      fail("'{}': {} is not '{}'", f.path(), kColumnBundleKindKey, kColumnBundleKind);
+    const DType type = column_bundle_type(f);
+    if (c.moe() || c.n_ff_shared > 0)
+      fail("'{}': column bundles of a mixture of experts are not supported", f.path());
+    w.column_bundled = true;
+    w.column_bundle = ColumnBundleLayout::make(type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
+  }
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights l;
     load_layer_vectors(f, *c.arch, p, c, l);
     load_attention(f, *c.arch, p, c, l);
-    if (w.bundled) {
+    if (w.column_bundled) {
+      const ColumnBundleLayout& cb = w.column_bundle;
+      l.gate_up_columns_offset = bundle_tensor(f, p + "ffn_gate_up_columns", cb.gate_up_bytes, c.n_embd);
+      l.down_columns_offset = bundle_tensor(f, p + "ffn_down_columns", cb.down_bytes, c.n_ff);
+    } else if (w.bundled) {
       const std::string name = p + "ffn_bundles";
       const GgufTensorInfo* t = f.find_tensor(name);
       if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);

@@ -13,6 +13,7 @@
 #include "model/config.h"
 #include "tensor/matrix.h"
 #include "tiers/bundle_layout.h"
+#include "tiers/column_bundle_layout.h"
 
 namespace strata {
 
@@ -120,6 +121,9 @@ struct LayerWeights : LayerMatrices {
   // Bundled files (strata bundle): gate/up/down are absent; the layer's bundles start at this
   // absolute file offset and are read on demand by the flash tier.
   uint64_t bundles_offset = 0;
+  // Column-bundled files (strata bundle --columns): the absolute file offsets of the layer's
+  // gate/up and down column bundles (tiers/column_bundle_layout.h).
+  uint64_t gate_up_columns_offset = 0, down_columns_offset = 0;
 };
 
 struct ModelWeights {
@@ -134,6 +138,8 @@ struct ModelWeights {
   bool bundled = false;         // the FFN lives in neuron bundles (flash tier)
   int64_t experts_used = 0;     // a mixture of experts: experts a token uses (of each layer's)
   BundleLayout bundle;
+  bool column_bundled = false;  // the FFN lives in column bundles (flash tier, TEAL)
+  ColumnBundleLayout column_bundle;
 
   // Bytes of weights a decode step reads: every layer matrix (of a mixture, the router and
   // experts_used experts' share of the experts), the output matrix, one embedding row (and one

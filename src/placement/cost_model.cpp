@@ -88,7 +88,7 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
 void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction& t) {
   // The model's copy in RAM holds every dense block (a GPU gets copies), and the FFN unless it
   // is bundled; KV caches live with their layer's attention.
-  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes, vram = 0;
+  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes + plan.column_cache_bytes, vram = 0;
   bool any_gpu = plan.output == Device::Cuda;
   if (plan.output == Device::Cuda) vram += inv.output_bytes;
   for (size_t l = 0; l < inv.layers.size(); ++l) {

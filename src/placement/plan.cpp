@@ -77,6 +77,8 @@ nlohmann::json plan_to_json(const PlacementPlan& p) {
           {"status", p.status},
           {"lower_bound_s", p.lower_bound_s},
           {"bundled", p.bundled},
+          {"column_share", p.column_share},
+          {"column_cache_bytes", p.column_cache_bytes},
           {"budgets", {{"ram", p.budgets.ram}, {"vram", p.budgets.vram}}},
           {"costs", costs_json(p.costs)},
           {"output", device_name(p.output)},
@@ -196,6 +198,9 @@ std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
   s += fmt::format(", RAM {}", size_text(static_cast<double>(t.ram_bytes)));
   if (inv.bundled)
     s += fmt::format(" (cache {}..{} slots per layer, {} pinned)", min_slots, max_slots, pinned);
+  if (p.column_cache_bytes > 0)
+    s += fmt::format(" (column caches {}: {:.1f}% of the FFN's columns)",
+                     size_text(static_cast<double>(p.column_cache_bytes)), 100.0 * p.column_share);
   s += fmt::format("; per token {} from RAM", size_text(t.ram_bytes_per_token));
   if (inv.bundled) s += fmt::format(", {} from flash", size_text(t.flash_bytes_per_token));
   if (gpu) s += fmt::format(", {} from VRAM", size_text(t.vram_bytes_per_token));

@@ -50,6 +50,10 @@ struct PlacementPlan {
   Device output = Device::Host;
   bool bundled = false;
   std::vector<LayerPlan> layers;
+  // Column-bundled models: the share of each layer's column bundles the RAM caches hold and
+  // their bytes (placement/column_cache.h); 0 bytes otherwise.
+  double column_share = 1.0;
+  uint64_t column_cache_bytes = 0;
   PlanPrediction predicted;
 
   // The tier of neuron `id` of layer `l`.

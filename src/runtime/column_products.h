@@ -10,20 +10,32 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backends/backend.h"
 #include "runtime/input_sparsifier.h"
 #include "runtime/workspace.h"
+#include "tiers/flash_column_store.h"
 
 namespace strata {
 
 class ColumnProducts {
  public:
-  // y[b * y_stride + r] = sum over the listed columns j of x_b[j] * columns.row(j)[r].
+  // A column-bundled model's columns on flash (tiers/flash_column_store.h): fetched into the
+  // store's cache (in passes when they outnumber it) and summed from its slots, in the order of
+  // the column ids, so one pass gives the bits the same columns in memory give.
+  struct FlashColumns {
+    FlashColumnStore* store = nullptr;
+    FlashColumnStore::Part part = FlashColumnStore::Part::GateUp;
+    int64_t token = 0;  // the batch's last token (the caches' window)
+  };
+  // y[b * y_stride + r] = sum over the listed columns j of x_b[j] * columns.row(j)[r]; the
+  // columns from memory, or from `flash` when set (columns then unused).
   struct Job {
     const MatrixView* columns;
     float* y;
     int64_t y_stride;
+    const FlashColumns* flash = nullptr;
   };
   // `counters`: the layer's sparsity counters are at counters + layer * stride.
   ColumnProducts(Backend& backend, Workspace& ws, InputSparsifier& sparsifier, uint64_t* counters,
@@ -43,13 +55,23 @@ class ColumnProducts {
   };
   int64_t run_fused(int64_t layer, int point, float* x, int64_t n, int64_t width,
                     const MatrixView& fused, std::span<const Part> parts);
+  // The same from the flash tier's gate/up column bundles (`fused` gives their width).
+  int64_t run_fused(int64_t layer, int point, float* x, int64_t n, int64_t width,
+                    const FlashColumns& flash, std::span<const Part> parts);
 
  private:
+  int64_t fused(int64_t layer, int point, float* x, int64_t n, int64_t width, const Job& job,
+                int64_t cols, std::span<const Part> parts);
+  void from_flash(int64_t layer, const Job& job, std::span<const int32_t> ids, int64_t n,
+                  int64_t width);
+
   Backend& be_;
   Workspace& ws_;
   InputSparsifier& sparsifier_;
   uint64_t* counters_;
   int64_t stride_;
+  std::vector<int32_t> slots_;  // flash: the listed columns' cache slots
+  std::vector<float> partial_;  // flash: a later pass's sums
 };
 
 }  // namespace strata

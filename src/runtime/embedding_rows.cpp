@@ -13,7 +13,7 @@ namespace strata {
 EmbeddingRows::EmbeddingRows(const Model& model) : model_(model) {
   const ModelWeights& w = model.weights;
   // Unless the output head shares it (then the table is in memory anyway).
-  if (!w.bundled || w.token_embd.data == w.output.data) return;
+  if (!(w.bundled || w.column_bundled) || w.token_embd.data == w.output.data) return;
   fd_ = ::open(model.file->path().c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) fail("cannot open '{}': {}", model.file->path(), std::strerror(errno));
   row_.resize(w.token_embd.row_bytes);

@@ -38,38 +38,21 @@ void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
   if (c_.moe() && mode_ == FfnMode::Dense)
     mixture(l, n, stats, nonzero, times, spans, observer);
   else if (mode_ == FfnMode::Dense)
-    dense(l, n, stats, nonzero, observer);
+    dense(l, n, token, stats, nonzero, observer);
   else
     sparse(l, n, token, stats, nonzero, times, spans);
 }
 
-void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
-                        const FfnObserver& observer) {
+void FfnExecutor::dense(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
+                        uint64_t* nonzero, const FfnObserver& observer) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.n_ff, total = n * ff;
   const bool gated = ffn_has_gate(c_.ffn);
   uint64_t* sparsity = sparsity_counters_ + l * sparsity_stride_;
   const bool columns =
       use_input_columns(sparsifier_->mode(), columns_ != nullptr, backend_.device() == Device::Host, n);
-  const int ffn_point = static_cast<int>(MatrixInput::Ffn);
   const LayerColumns* cols = columns ? &model_.columns[static_cast<size_t>(l)] : nullptr;
-  if (cols != nullptr && cols->ffn(gated)) {
-    if (gated && cols->ffn_gate_up.data != nullptr) {
-      const ColumnProducts::Part both[2] = {{ws_.gate, ff}, {ws_.up, ff}};
-      columns_->run_fused(l, ffn_point, ws_.xn, n, c_.n_embd, cols->ffn_gate_up, both);
-    } else {
-      const ColumnProducts::Job both[2] = {{&cols->ffn_gate, ws_.gate, ff},
-                                           {&cols->ffn_up, ws_.up, ff}};
-      columns_->run(l, ffn_point, ws_.xn, n, c_.n_embd,
-                    gated ? std::span(both, 2) : std::span(both + 1, 1));
-    }
-  } else {
-    sparsifier_->apply(backend_, l, ffn_point, ws_.xn, n, sparsity);
-    backend_.prepare(in_, ws_.xn, c_.n_embd, n,
-                     {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
-    const RowsJob both[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
-    backend_.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in_);
-  }
+  gate_up_products(l, n, token, cols);
   if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
   if (gated) sparsifier_->apply(backend_, l, kGatePoint, ws_.gate, n, sparsity, c_.ffn);
   float* h = ws_.up;
@@ -77,14 +60,55 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
   stats.computed += static_cast<uint64_t>(total);
   backend_.keep_needed(h, nullptr, n, ff, 0, ff, nonzero);
   if (observer) observer(l, n, ws_.x, h);
+  down_products(l, n, token, cols, h);
+  add_down_bias(w, n);
+}
+
+void FfnExecutor::gate_up_products(int64_t l, int64_t n, int64_t token, const LayerColumns* cols) {
+  const ResidentLayer& w = weights_.layer(l);
+  const int64_t ff = c_.n_ff;
+  const bool gated = ffn_has_gate(c_.ffn);
+  const int ffn_point = static_cast<int>(MatrixInput::Ffn);
+  const ColumnProducts::Part both[2] = {{ws_.gate, ff}, {ws_.up, ff}};
+  const auto parts = gated ? std::span(both, 2) : std::span(both + 1, 1);
+  if (flash_columns_ != nullptr) {
+    const ColumnProducts::FlashColumns flash{flash_columns_, FlashColumnStore::Part::GateUp, token};
+    columns_->run_fused(l, ffn_point, ws_.xn, n, c_.n_embd, flash, parts);
+  } else if (cols != nullptr && cols->ffn(gated)) {
+    if (gated && cols->ffn_gate_up.data != nullptr) {
+      columns_->run_fused(l, ffn_point, ws_.xn, n, c_.n_embd, cols->ffn_gate_up, parts);
+    } else {
+      const ColumnProducts::Job jobs[2] = {{&cols->ffn_gate, ws_.gate, ff},
+                                           {&cols->ffn_up, ws_.up, ff}};
+      columns_->run(l, ffn_point, ws_.xn, n, c_.n_embd,
+                    gated ? std::span(jobs, 2) : std::span(jobs + 1, 1));
+    }
+  } else {
+    sparsifier_->apply(backend_, l, ffn_point, ws_.xn, n, sparsity_counters_ + l * sparsity_stride_);
+    backend_.prepare(in_, ws_.xn, c_.n_embd, n,
+                     {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
+    const RowsJob jobs[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
+    backend_.matmul(gated ? std::span(jobs, 2) : std::span(jobs + 1, 1), in_);
+  }
+}
+
+void FfnExecutor::down_products(int64_t l, int64_t n, int64_t token, const LayerColumns* cols,
+                                float* h) {
+  const ResidentLayer& w = weights_.layer(l);
+  const int64_t ff = c_.n_ff;
   const int hidden_point = static_cast<int>(MatrixInput::FfnHidden);
+  if (flash_columns_ != nullptr) {
+    const ColumnProducts::FlashColumns flash{flash_columns_, FlashColumnStore::Part::Down, token};
+    const ColumnProducts::Job down{nullptr, ws_.proj, c_.n_embd, &flash};
+    columns_->run(l, hidden_point, h, n, ff, std::span(&down, 1));
+    return;
+  }
   if (cols != nullptr && cols->ffn_down.data != nullptr) {
     const ColumnProducts::Job down{&cols->ffn_down, ws_.proj, c_.n_embd};
     columns_->run(l, hidden_point, h, n, ff, std::span(&down, 1));
-    add_down_bias(w, n);
     return;
   }
-  sparsifier_->apply(backend_, l, hidden_point, h, n, sparsity);
+  sparsifier_->apply(backend_, l, hidden_point, h, n, sparsity_counters_ + l * sparsity_stride_);
   if (w.ffn_down.data != nullptr) {
     backend_.prepare(in_, h, ff, n, {w.ffn_down.type});
     const RowsJob down{&w.ffn_down, ws_.proj, c_.n_embd};
@@ -95,7 +119,6 @@ void FfnExecutor::dense(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* no
                                        static_cast<size_t>(ff));
     backend_.axpy(w.ffn_down_t, all, h, ff, n, ws_.proj, c_.n_embd, {}, ff);
   }
-  add_down_bias(w, n);
 }
 
 void FfnExecutor::add_down_bias(const ResidentLayer& w, int64_t n) {

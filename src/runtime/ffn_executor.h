@@ -64,6 +64,9 @@ class FfnExecutor {
     sparsity_stride_ = stride;
     columns_ = columns;
   }
+  // A column-bundled model's FFN (every batch through the columns of its non-zero inputs;
+  // set_sparsifier's ColumnProducts computes them).
+  void set_flash_columns(FlashColumnStore* store) { flash_columns_ = store; }
   // Sparse modes: sees each layer's selection (host backends only).
   void set_selection_observer(SelectionObserver observer) { selection_ = std::move(observer); }
 
@@ -72,8 +75,12 @@ class FfnExecutor {
   void prefetch(int64_t layer, int64_t token);
 
  private:
-  void dense(int64_t layer, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
+  void dense(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
              const FfnObserver& observer);
+  // The dense FFN's products, row-major, through the column copies (cols) or from the flash
+  // tier's column bundles (flash_columns_): gate/up into ws.gate/ws.up, down into ws.proj.
+  void gate_up_products(int64_t layer, int64_t n, int64_t token, const LayerColumns* cols);
+  void down_products(int64_t layer, int64_t n, int64_t token, const LayerColumns* cols, float* h);
   void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
               ForwardTimes& times, TimeSpans& spans);
   // A mixture of experts' layer (runtime/ffn_mixture.cpp): the router, each token's top k
@@ -155,6 +162,7 @@ class FfnExecutor {
   uint64_t* sparsity_counters_ = nullptr;
   int64_t sparsity_stride_ = 0;
   ColumnProducts* columns_ = nullptr;
+  FlashColumnStore* flash_columns_ = nullptr;
 };
 
 }  // namespace strata

@@ -30,6 +30,10 @@ uint64_t derived_down_t_bytes(const LayerWeights& l) {
 // sparse modes' with the ffn_down_t they read.
 uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode mode) {
   if (w.bundled) return w.bundle.bundle_bytes;
+  // Column bundles: a neuron's share of the layer's bundles (its down column, n_embd / n_ff of
+  // the gate/up columns).
+  if (w.column_bundled)
+    return w.column_bundle.layer_bytes() / static_cast<uint64_t>(w.column_bundle.n_ff);
   if (!l.experts.empty() && mode == FfnMode::Dense)
     return expert_bytes(l) / l.experts.size() / static_cast<uint64_t>(l.experts[0].up.rows);
   if (!l.experts.empty()) {
@@ -112,6 +116,11 @@ uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   const int64_t widest = std::max({c.n_embd, neurons, c.n_head * c.head_dim});
   uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd);
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
+  // Column products from flash: a later pass's sums and one pass's slots (ColumnProducts).
+  if (model.weights.column_bundled)
+    bytes += static_cast<uint64_t>(Session::kMaxBatch * std::max(2 * c.n_ff, c.n_embd)) *
+                 sizeof(float) +
+             static_cast<uint64_t>(std::max(c.n_ff, c.n_embd)) * sizeof(int32_t);
   if (model.weights.bundled)
     bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(neurons, neurons) +
              FlashFfnStore::bookkeeping_bytes(neurons, Session::kMaxBatch);

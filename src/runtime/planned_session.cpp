@@ -1,11 +1,14 @@
 #include "runtime/planned_session.h"
 
+#include "placement/column_cache.h"
+
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/refdev/reference_device.h"
 #include "core/error.h"
+#include "placement/column_cache.h"
 #include "placement/cost_model.h"
 #include "runtime/device_plan.h"
 #include "runtime/run_solver.h"
@@ -78,6 +81,28 @@ std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool,
   return std::make_unique<CpuBackend>(pool, o);
 }
 
+namespace {
+
+// A column-bundled model's caches get the RAM the rest of the plan leaves under the budget.
+void plan_columns(const Model& model, const RunRequest& r, PlannedRun& run) {
+  PlacementPlan& p = run.plan;
+  p.column_cache_bytes = 0;
+  const uint64_t rest = evaluate(p, run.inventory, r.costs).ram_bytes;
+  const uint64_t usable = r.budgets.ram > 0 ? usable_ram(r.budgets.ram) : 0;
+  if (r.budgets.ram > 0 && rest >= usable)
+    fail("--ram-budget {}: the model without its FFN already needs {} of the {} usable",
+         size_text(static_cast<double>(r.budgets.ram)), size_text(static_cast<double>(rest)),
+         size_text(static_cast<double>(usable)));
+  const ColumnCachePlan c = plan_column_caches(usable > rest ? usable - rest : 0,
+                                               r.budgets.ram > 0, model.weights.column_bundle,
+                                               model.config.n_layer);
+  p.column_share = c.share;
+  p.column_cache_bytes = c.bytes;
+  run.session.column_share = c.share;
+}
+
+}  // namespace
+
 PlannedRun make_plan(const Model& model, const RunRequest& request) {
   PlannedRun run;
   RunRequest r = request;
@@ -122,6 +147,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
     if (r.allow_vram) cpu_layers_whole(run.plan);
     if (!r.allow_vram) refuse_vram(run.plan);
   }
+  if (model.weights.column_bundled) plan_columns(model, r, run);
   run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
   return run;
 }

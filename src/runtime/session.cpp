@@ -14,6 +14,7 @@
 #include "runtime/kv_cache.h"
 #include "runtime/resident_weights.h"
 #include "runtime/workspace.h"
+#include "tiers/flash_column_store.h"
 #include "tiers/flash_ffn_store.h"
 #include "tiers/split_ffn_store.h"
 
@@ -44,7 +45,8 @@ int64_t largest_predictor_rank(const ModelWeights& w) {
 WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode, bool split = false,
                                bool input_columns = false) {
   return WorkspaceShape::of(m.config, n_ctx, Session::kMaxBatch, mode, m.weights.bundled || split,
-                            largest_predictor_rank(m.weights), input_columns);
+                            largest_predictor_rank(m.weights),
+                            input_columns || m.weights.column_bundled);
 }
 
 // Seconds from `start` to now on the backend's timeline, added to `total` when resolved.
@@ -109,6 +111,8 @@ void Session::check_layout() const {
       fail("layers on the CPU: one flag for each of the {} layers", c_.n_layer);
     if (cpu_layers == c_.n_layer) fail("every layer on the CPU: run without a GPU");
   }
+  if (mw.column_bundled && !host)
+    fail("a column-bundled model's FFN runs on the CPU from the flash tier; run it without a GPU");
   if (mw.bundled && !host && !split)
     fail("a bundled model's FFN on a device is split: its plan names the neurons in VRAM");
   if (split) {
@@ -158,7 +162,11 @@ void Session::make_parts() {
   FfnStore* store = options_.ffn != FfnMode::Dense ? make_stores() : nullptr;
   DevicePart& device = *parts_[0];
   device.make_ffn(store, options_.check_predictor);
-  if (columns_made_)
+  if (model_.weights.column_bundled) {
+    flash_columns_ = make_column_store();
+    device.ffn->set_flash_columns(flash_columns_.get());
+  }
+  if (columns_made_ || flash_columns_ != nullptr)
     device.columns = std::make_unique<ColumnProducts>(
         backend_, device.ws, *sparsifier_, device.sparsity_counters(0), DevicePart::kCountersPerLayer);
   device.ffn->set_sparsifier(sparsifier_.get(), device.sparsity_counters(0),
@@ -191,13 +199,28 @@ FfnStore* Session::make_stores() {
   return split_.get();
 }
 
+BundleSource& Session::bundle_source() {
+  if (options_.source != nullptr) return *options_.source;
+  if (own_source_ == nullptr) own_source_ = open_bundle_source(model_.file->path());
+  return *own_source_;
+}
+
+std::unique_ptr<FlashColumnStore> Session::make_column_store() {
+  std::vector<FlashColumnStore::LayerOffsets> offsets;
+  for (const LayerWeights& l : model_.weights.layers)
+    offsets.push_back({l.gate_up_columns_offset, l.down_columns_offset});
+  ColumnStoreOptions o;
+  o.share = options_.column_share;
+  o.window = options_.window;
+  o.io_threads = options_.io_threads;
+  o.storage = options_.storage;
+  return std::make_unique<FlashColumnStore>(model_.weights.column_bundle, std::move(offsets),
+                                            bundle_source(), o);
+}
+
 std::unique_ptr<FlashFfnStore> Session::make_flash_store() {
   const ModelWeights& mw = model_.weights;
-  BundleSource* source = options_.source;
-  if (source == nullptr) {
-    own_source_ = open_bundle_source(model_.file->path());
-    source = own_source_.get();
-  }
+  BundleSource* source = &bundle_source();
   FlashStoreOptions fo;
   fo.slots = options_.cache_slots;
   if (fo.slots.empty()) {
@@ -320,6 +343,14 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
     fail("--sparsity-mode {} thresholds the dense FFN's inputs; use --ffn dense",
          sparsity_mode_name(options.sparsity_mode));
   InputSparsifier::check(model, options.sparsity_mode, options.sparsity_level);
+  if (mw.column_bundled && options.ffn != FfnMode::Dense)
+    fail(
+        "'{}' is column-bundled for the flash tier: its FFN runs dense (--ffn dense), sparse "
+        "through --sparsity-mode teal or cats",
+        model.file->path());
+  if (mw.column_bundled && (!options.vram_neurons.empty() || options.check_predictor))
+    fail("'{}' is column-bundled: its FFN runs on the CPU from the flash tier",
+         model.file->path());
   for (DType t : {options.k_type, options.v_type})
     if (t != DType::F32 && t != DType::F16)
       fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
@@ -367,6 +398,7 @@ const std::vector<std::unique_ptr<NeuronCache>>& Session::neuron_caches() const 
 }
 
 NeuronCacheStats Session::flash_stats() const {
+  if (flash_columns_ != nullptr) return flash_columns_->stats();
   return flash_ != nullptr ? flash_->stats() : NeuronCacheStats{};
 }
 

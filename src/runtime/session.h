@@ -29,6 +29,7 @@ class DevicePart;
 class EmbeddingRows;
 class FfnStore;
 class FlashFfnStore;
+class FlashColumnStore;
 class SplitFfnStore;
 
 struct SessionOptions {
@@ -56,6 +57,9 @@ struct SessionOptions {
   // Same values as whole reads. Off by default: on the disk measured (docs/FLASH.md) it read
   // 23% fewer bytes but decoded 20% slower.
   bool split_reads = false;
+  // Column-bundled models (strata bundle --columns): the share of each layer's column bundles
+  // its RAM caches hold, in (0, 1] (the plan's, from --ram-budget).
+  double column_share = 1.0;
   // Bundled models: per layer, neurons to pin in the cache (sorted); empty: none.
   std::vector<std::vector<int32_t>> pinned{};
   // Element types of the KV cache (llama.cpp's -ctk / -ctv): F32 or F16.
@@ -198,6 +202,8 @@ class Session {
   // The store part 0's FFN reads in a sparse mode (the flash tier's, a split's or its RAM rows).
   FfnStore* make_stores();
   std::unique_ptr<FlashFfnStore> make_flash_store();
+  std::unique_ptr<FlashColumnStore> make_column_store();
+  BundleSource& bundle_source();  // options_.source, or the model file opened for direct I/O
   void check_batch(std::span<const BatchToken> batch) const;
   // One batch of up to kMaxBatch tokens, each at its sequence's next position; logits of the
   // marked tokens to `logits`, in order.
@@ -253,6 +259,7 @@ class Session {
   std::unique_ptr<EmbeddingRows> embedding_;
   std::unique_ptr<BundleSource> own_source_;
   std::unique_ptr<FlashFfnStore> flash_;  // a bundled model's tier
+  std::unique_ptr<FlashColumnStore> flash_columns_;  // a column-bundled model's tier
   std::unique_ptr<SplitFfnStore> split_;  // a split FFN: the device's hot rows over the rest
   uint64_t residual_link_bytes_ = 0;      // the residual stream moved between the parts
   std::vector<float> logits_;

@@ -1,0 +1,29 @@
+#include "placement/column_cache.h"
+
+#include "core/error.h"
+#include "placement/plan.h"
+#include "tiers/flash_column_store.h"
+
+namespace strata {
+
+ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBundleLayout& layout,
+                                   int64_t layers) {
+  const auto bytes = [&](double share) { return FlashColumnStore::bytes(layout, layers, share); };
+  if (!budgeted || bytes(1.0) <= room) return {1.0, bytes(1.0)};
+  // The smallest share counts: a cache never holds fewer than capacity_for's minimum.
+  constexpr double kSmallest = 1e-6;
+  if (bytes(kSmallest) > room)
+    fail(
+        "--ram-budget leaves {} for the flash tier's column caches, which need at least {} (a "
+        "pass of columns per layer)",
+        size_text(static_cast<double>(room)), size_text(static_cast<double>(bytes(kSmallest))));
+  // bytes() grows with the share: the largest share that fits, to 1e-4 (a few columns).
+  double lo = kSmallest, hi = 1.0;
+  while (hi - lo > 1e-4) {
+    const double mid = (lo + hi) / 2;
+    (bytes(mid) <= room ? lo : hi) = mid;
+  }
+  return {lo, bytes(lo)};
+}
+
+}  // namespace strata

@@ -1,0 +1,78 @@
+#include "tiers/flash_column_store.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace strata {
+
+namespace {
+// A pass of fewer columns than this costs more in per-pass overhead than the cache saves.
+constexpr int64_t kMinPassColumns = 64;
+}  // namespace
+
+int64_t FlashColumnStore::capacity_for(int64_t count, double share) {
+  const auto wanted = static_cast<int64_t>(std::ceil(share * static_cast<double>(count)));
+  return std::clamp<int64_t>(wanted, std::min(count, kMinPassColumns), count);
+}
+
+uint64_t FlashColumnStore::bytes(const ColumnBundleLayout& layout, int64_t layers, double share) {
+  const int64_t gu = capacity_for(layout.n_embd, share), down = capacity_for(layout.n_ff, share);
+  const uint64_t per_layer = static_cast<uint64_t>(gu) * layout.gate_up_bytes +
+                             static_cast<uint64_t>(down) * layout.down_bytes +
+                             NeuronCache::bookkeeping_bytes(layout.n_embd, gu) +
+                             NeuronCache::bookkeeping_bytes(layout.n_ff, down);
+  return per_layer * static_cast<uint64_t>(layers);
+}
+
+FlashColumnStore::FlashColumnStore(const ColumnBundleLayout& layout,
+                                   std::vector<LayerOffsets> offsets, BundleSource& source,
+                                   ColumnStoreOptions options)
+    : layout_(layout), offsets_(std::move(offsets)), source_(source) {
+  if (!(options.share > 0.0 && options.share <= 1.0))
+    fail("the column caches' share must be in (0, 1], got {}", options.share);
+  const bool own_queue = source_.queue_depth() > 0;
+  io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options.io_threads));
+  const int depth = own_queue ? source_.queue_depth() : io_pool_->size();
+  for (size_t l = 0; l < offsets_.size(); ++l) {
+    auto& pair = caches_.emplace_back();
+    pair[0] = std::make_unique<NeuronCache>(layout_.gate_up_cache(),
+                                            capacity_for(layout_.n_embd, options.share),
+                                            options.window);
+    pair[1] = std::make_unique<NeuronCache>(layout_.down_cache(),
+                                            capacity_for(layout_.n_ff, options.share),
+                                            options.window);
+    for (auto& c : pair) c->set_read_planning(options.storage, depth);
+  }
+}
+
+MatrixView FlashColumnStore::fetch(int64_t layer, Part part, std::span<const int32_t> ids,
+                                   int32_t* slots, int64_t token, int pass, int64_t batch) {
+  NeuronCache& c = cache(layer, part);
+  const LayerOffsets& at = offsets_[static_cast<size_t>(layer)];
+  const bool gate_up = part == Part::GateUp;
+  c.fetch(ids, slots, source_, gate_up ? at.gate_up : at.down, token, *io_pool_, pass, batch);
+  return MatrixView{layout_.type, c.data(), values(part), c.capacity(),
+                    gate_up ? layout_.gate_up_bytes : layout_.down_bytes};
+}
+
+NeuronCacheStats FlashColumnStore::stats() const {
+  NeuronCacheStats t;
+  for (const auto& pair : caches_)
+    for (const auto& c : pair) {
+      const NeuronCacheStats& s = c->stats();
+      t.hits += s.hits, t.misses += s.misses, t.bytes_read += s.bytes_read, t.reads += s.reads;
+      t.read_seconds += s.read_seconds, t.evictions += s.evictions, t.pin_bytes += s.pin_bytes;
+    }
+  return t;
+}
+
+uint64_t FlashColumnStore::cache_bytes() const {
+  uint64_t total = 0;
+  for (const auto& pair : caches_)
+    for (const auto& c : pair) total += c->bytes();
+  return total;
+}
+
+}  // namespace strata

@@ -1,0 +1,72 @@
+// The flash tier for input-sparse products (TEAL): a column-bundled model's FFN
+// (tiers/column_bundle_layout.h) read through two RAM caches per layer, one of gate/up column
+// bundles (rows: FFN inputs) and one of down column bundles (rows: neurons), each a windowed
+// NeuronCache (neuron_cache.h) whose ids are column numbers. A product fetches the columns of its
+// input's non-zero values and sums them from the cache's slots (runtime/column_products.h);
+// more columns than a cache holds are fetched in passes.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "tensor/matrix.h"
+#include "tiers/bundle_source.h"
+#include "tiers/column_bundle_layout.h"
+#include "tiers/neuron_cache.h"
+#include "tiers/storage_profile.h"
+
+namespace strata {
+
+struct ColumnStoreOptions {
+  // Share of each layer's column bundles its caches hold (gate/up and down alike), in (0, 1].
+  double share = 1.0;
+  int window = 5;
+  int io_threads = 16;  // pread threads: reads in flight (io_uring keeps its own queue)
+  const StorageProfile* storage = nullptr;
+};
+
+class FlashColumnStore {
+ public:
+  enum class Part { GateUp = 0, Down = 1 };
+  struct LayerOffsets {
+    uint64_t gate_up = 0, down = 0;  // absolute file offsets of the layer's first bundles
+  };
+  // The smallest cache of `count` bundles a share gives: a pass holds at least this many.
+  static int64_t capacity_for(int64_t count, double share);
+
+  FlashColumnStore(const ColumnBundleLayout& layout, std::vector<LayerOffsets> offsets,
+                   BundleSource& source, ColumnStoreOptions options);
+
+  // Bundles a cache holds (one pass's columns at most) and the values of each.
+  int64_t capacity(int64_t layer, Part part) const { return cache(layer, part).capacity(); }
+  int64_t values(Part part) const {
+    return part == Part::GateUp ? layout_.gate_up_values() : layout_.n_embd;
+  }
+  // Makes columns `ids` (ascending, distinct, at most capacity()) resident for the batch of
+  // `batch` tokens ending at token number `token`, in pass `pass` of that batch's product;
+  // slots[k] receives ids[k]'s slot. Returns the cache as a matrix whose rows are slots
+  // (valid until the next fetch of this layer's part).
+  MatrixView fetch(int64_t layer, Part part, std::span<const int32_t> ids, int32_t* slots,
+                   int64_t token, int pass, int64_t batch);
+
+  NeuronCacheStats stats() const;  // summed over every cache
+  uint64_t cache_bytes() const;    // the caches' buffers
+  // Bytes of the caches' buffers and bookkeeping for a model of `layers` layers at `share`.
+  static uint64_t bytes(const ColumnBundleLayout& layout, int64_t layers, double share);
+
+ private:
+  NeuronCache& cache(int64_t layer, Part part) const {
+    return *caches_[static_cast<size_t>(layer)][static_cast<size_t>(part)];
+  }
+
+  ColumnBundleLayout layout_;
+  std::vector<LayerOffsets> offsets_;
+  BundleSource& source_;
+  std::vector<std::array<std::unique_ptr<NeuronCache>, 2>> caches_;
+  std::unique_ptr<ThreadPool> io_pool_;
+};
+
+}  // namespace strata

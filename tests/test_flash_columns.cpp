@@ -1,0 +1,315 @@
+// The flash tier's column bundles (strata bundle --columns, TEAL input sparsity from flash):
+// decode from the bundles gives the bits of the same model's column copies in RAM, caches
+// smaller than the columns compute in passes within rounding and read more, a dense FFN and
+// prompts come from the same bundles, read failures are clear errors, the RAM budget sizes the
+// caches and holds, and what column bundles cannot hold is refused with one line.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "core/anonymous_memory.h"
+#include "core/error.h"
+#include "format/gguf_writer.h"
+#include "offline/column_bundle.h"
+#include "offline/sparsify.h"
+#include "placement/column_cache.h"
+#include "placement/cost_model.h"
+#include "runtime/planned_session.h"
+#include "tensor/quantize.h"
+#include "test_helpers.h"
+#include "tiers/flash_column_store.h"
+
+namespace strata {
+namespace {
+
+using testing::temp_file;
+using testing::tiny_model;
+
+std::vector<int32_t> random_tokens(const Model& m, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(m.config.n_vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = id(rng);
+  return t;
+}
+
+// A tiny SwiGLU model calibrated at 50% (written once per type), and its column-bundled copy.
+struct Files {
+  std::string ram, columns;
+};
+Files calibrated(DType type) {
+  const std::string ram = temp_file(std::string("columns_") + dtype_name(type) + ".gguf");
+  const std::string columns = temp_file(std::string("columns_") + dtype_name(type) + ".cb.gguf");
+  if (!std::filesystem::exists(columns)) {
+    const auto dense = Model::load(tiny_model(type, FfnActivation::SwiGLU), false);
+    ThreadPool pool(2);
+    SparsifyOptions o;
+    o.levels = {0.5f};
+    o.n_ctx = 48;
+    o.max_tokens = 96;
+    o.allocation = SparsityAllocation::Uniform;
+    const SparsifyResult r = calibrate_sparsity(*dense, random_tokens(*dense, 200, 3), o, pool);
+    write_model_with_thresholds(*dense, r.thresholds, ram);
+    write_column_bundled_model(*Model::load(ram, false), columns);
+  }
+  return {ram, columns};
+}
+
+SessionOptions teal(double share = 1.0) {
+  SessionOptions o;
+  o.sparsity_mode = SparsityMode::Teal;
+  o.sparsity_level = 0.5f;
+  o.column_share = share;
+  o.window = 2;
+  return o;
+}
+
+// Logits of a 12-token prompt in one batch, then 14 tokens decoded one at a time.
+std::vector<float> run(const Model& m, SessionOptions o, int threads = 2, bool prompt = true,
+                       NeuronCacheStats* flash = nullptr) {
+  ThreadPool pool(threads);
+  Session s(m, 64, pool, o);
+  const auto tokens = random_tokens(m, 26, 11);
+  std::vector<float> all;
+  size_t i = 0;
+  if (prompt) {
+    const auto l = s.eval(std::span(tokens).first(12), true);
+    all.assign(l.begin(), l.end());
+    i = 12;
+  }
+  for (; i < tokens.size(); ++i) {
+    const auto l = s.eval(tokens[i]);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  if (flash != nullptr) *flash = s.flash_stats();
+  return all;
+}
+
+double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    scale = std::max<double>(scale, std::abs(a[i]));
+    diff = std::max<double>(diff, std::abs(a[i] - b[i]));
+  }
+  return diff / scale;
+}
+
+TEST(FlashColumns, BundlesHoldEachInputsGateAndUpColumnsAndEachNeuronsDownColumn) {
+  const Files f = calibrated(DType::F16);
+  const auto ram = Model::load(f.ram, false);
+  const auto cb = Model::load(f.columns, false);
+  ASSERT_TRUE(cb->weights.column_bundled);
+  const ColumnBundleLayout& b = cb->weights.column_bundle;
+  const ModelConfig& c = ram->config;
+  EXPECT_EQ(b.gate_up_bytes % kBundleAlign, 0u);
+  EXPECT_EQ(b.down_bytes % kBundleAlign, 0u);
+  EXPECT_EQ(cb->weights.layers[1].ffn_up.data, nullptr);  // the FFN lives on flash
+  // Read back bundles of the last layer and compare with the RAM model's matrices.
+  const LayerWeights& lr = ram->weights.layers.back();
+  const LayerWeights& lc = cb->weights.layers.back();
+  FileBundleSource source(f.columns);
+  AnonymousMemory bundle(b.gate_up_bytes);  // page-aligned: the source reads with O_DIRECT
+  std::vector<float> values(static_cast<size_t>(2 * c.n_ff)), row(static_cast<size_t>(c.n_embd));
+  for (int64_t j : {int64_t{0}, c.n_embd / 2, c.n_embd - 1}) {
+    source.read(bundle.data(), b.gate_up_bytes, lc.gate_up_columns_offset + j * b.gate_up_bytes);
+    dequantize_row(b.type, bundle.data(), values.data(), 2 * c.n_ff);
+    for (int64_t i : {int64_t{0}, c.n_ff - 1}) {
+      dequantize_row(lr.ffn_gate.type, lr.ffn_gate.row(i), row.data(), c.n_embd);
+      EXPECT_EQ(values[static_cast<size_t>(i)], row[static_cast<size_t>(j)]);
+      dequantize_row(lr.ffn_up.type, lr.ffn_up.row(i), row.data(), c.n_embd);
+      EXPECT_EQ(values[static_cast<size_t>(c.n_ff + i)], row[static_cast<size_t>(j)]);
+    }
+  }
+  std::vector<float> down(static_cast<size_t>(c.n_ff));
+  for (int64_t i : {int64_t{0}, c.n_ff - 1}) {
+    source.read(bundle.data(), b.down_bytes, lc.down_columns_offset + i * b.down_bytes);
+    dequantize_row(b.type, bundle.data(), row.data(), c.n_embd);
+    for (int64_t r : {int64_t{0}, c.n_embd - 1}) {
+      dequantize_row(lr.ffn_down.type, lr.ffn_down.row(r), down.data(), c.n_ff);
+      EXPECT_EQ(row[static_cast<size_t>(r)], down[static_cast<size_t>(i)]);
+    }
+  }
+}
+
+// Decode (one token a batch) with every column cached: the products sum the same columns in
+// the same order as the RAM model's column copies, so the logits are the same bits.
+TEST(FlashColumns, DecodeFromBundlesIsTheColumnCopiesBitForBit) {
+  for (DType type : {DType::F32, DType::F16}) {
+    const Files f = calibrated(type);
+    auto ram = Model::load(f.ram, false);
+    auto cb = Model::load(f.columns, false);
+    ram->ensure_input_columns();
+    cb->ensure_input_columns();  // the attention's copies (its FFN has none: it is on flash)
+    ASSERT_EQ(cb->columns[0].ffn_gate_up.data, nullptr);
+    NeuronCacheStats stats;
+    const auto expected = run(*ram, teal(), 2, false);
+    EXPECT_EQ(run(*cb, teal(), 2, false, &stats), expected) << dtype_name(type);
+    EXPECT_GT(stats.bytes_read, 0u);
+    EXPECT_EQ(run(*cb, teal(), 1, false), expected) << dtype_name(type) << " 1 thread";
+    EXPECT_EQ(run(*cb, teal(), 3, false), expected) << dtype_name(type) << " 3 threads";
+  }
+}
+
+// Caches of a fraction of the columns: a product of more columns than a cache holds runs in
+// passes (their sums added), within rounding of one pass, reading more from flash; prompts (a
+// batch's union of columns) come from the bundles too; sparsity off is the dense FFN.
+TEST(FlashColumns, SmallCachesComputeInPassesAndPromptsAndDenseComeFromTheSameBundles) {
+  const Files f = calibrated(DType::F32);
+  const auto ram = Model::load(f.ram, false);
+  const auto cb = Model::load(f.columns, false);
+  // The tiny model: 64 inputs, 192 neurons; at 1% a cache holds the 64-column minimum, so the
+  // down products of more than 64 activations run in passes.
+  ASSERT_EQ(FlashColumnStore::capacity_for(cb->config.n_ff, 0.01), 64);
+  NeuronCacheStats whole, small;
+  const auto one_pass = run(*cb, teal(1.0), 2, true, &whole);
+  const auto passes = run(*cb, teal(0.01), 2, true, &small);
+  EXPECT_LT(relative_difference(one_pass, passes), 1e-5);
+  EXPECT_GT(small.bytes_read, whole.bytes_read);
+  // Against the thresholded row-major products of the RAM model (prompt and decode).
+  EXPECT_LT(relative_difference(run(*ram, teal()), one_pass), 1e-4);
+  // Sparsity off: every non-zero input's column, the dense model within rounding.
+  SessionOptions off = teal(0.01);
+  off.sparsity_mode = SparsityMode::Off;
+  EXPECT_LT(relative_difference(run(*ram, {}), run(*cb, off)), 1e-4);
+  // CATS: the gate thresholded, its zeros' down columns never read.
+  SessionOptions cats = teal();
+  cats.sparsity_mode = SparsityMode::Cats;
+  EXPECT_LT(relative_difference(run(*ram, cats), run(*cb, cats)), 1e-4);
+}
+
+// Fails every read after the first `good` ones.
+class FaultySource final : public BundleSource {
+ public:
+  FaultySource(const std::string& path, int good) : inner_(path), good_(good) {}
+  void read(void* dst, uint64_t bytes, uint64_t offset) override {
+    if (good_-- <= 0)
+      fail("reading bundles from '{}' at offset {} failed: Input/output error", describe(),
+           offset);
+    inner_.read(dst, bytes, offset);
+  }
+  std::string describe() const override { return "faulty"; }
+
+ private:
+  FileBundleSource inner_;
+  std::atomic<int> good_;
+};
+
+TEST(FlashColumns, ReadFailuresAreClearErrors) {
+  const Files f = calibrated(DType::F32);
+  const auto cb = Model::load(f.columns, false);
+  FaultySource source(f.columns, 3);
+  SessionOptions o = teal();
+  o.source = &source;
+  try {
+    run(*cb, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Input/output error"), std::string::npos) << e.what();
+  }
+  // The file truncated after loading.
+  const std::string copy = temp_file("columns_truncated.gguf");
+  std::filesystem::copy_file(f.columns, copy, std::filesystem::copy_options::overwrite_existing);
+  const auto mc = Model::load(copy, false);
+  ThreadPool pool(1);
+  Session s(*mc, 64, pool, teal());
+  ASSERT_EQ(::truncate(copy.c_str(),
+                       static_cast<off_t>(mc->weights.layers[0].gate_up_columns_offset)),
+            0);
+  EXPECT_THROW(s.eval(random_tokens(*mc, 4, 1)), Error);
+}
+
+TEST(FlashColumns, WhatColumnBundlesCannotHoldIsRefusedWithOneLine) {
+  auto expect_error = [](auto&& what, const std::string& text) {
+    try {
+      what();
+      ADD_FAILURE() << "no error, expected: " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  };
+  const auto q8 = Model::load(tiny_model(DType::Q8_0, FfnActivation::SwiGLU), false);
+  expect_error([&] { write_column_bundled_model(*q8, temp_file("q8.cb.gguf")); },
+               "column bundles hold F32, F16 or BF16 columns");
+  const Files f = calibrated(DType::F16);
+  const auto cb = Model::load(f.columns, false);
+  expect_error([&] { write_column_bundled_model(*cb, temp_file("twice.cb.gguf")); },
+               "already bundled");
+  ThreadPool pool(1);
+  expect_error([&] { Session(*cb, 8, pool, {FfnMode::Predict}); }, "column-bundled");
+  // The type id edited (F16 read as BF16: the same bytes per column) or a tensor missing.
+  const auto src = GgufFile::open(f.columns);
+  auto rewrite = [&](const std::string& name, auto&& edit, const std::string& drop) {
+    const std::string path = temp_file(name);
+    GgufWriter w(path, src->alignment());
+    for (const auto& [k, v] : src->metadata()) w.set(k, v);
+    edit(w);
+    for (const auto& t : src->tensors())
+      if (t.name != drop) w.add_tensor(t.name, t.type, t.dims);
+    for (const auto& t : src->tensors())
+      if (t.name != drop) w.write_tensor_data({t.data, t.n_bytes});
+    w.finish();
+    return path;
+  };
+  const std::string edited = rewrite(
+      "columns_bf16.gguf",
+      [](GgufWriter& w) { w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(DType::BF16))); },
+      "");
+  expect_error([&] { Model::load(edited, false); }, "says BF16 but");
+  const std::string missing =
+      rewrite("columns_missing.gguf", [](GgufWriter&) {}, "blk.1.ffn_down_columns");
+  expect_error([&] { Model::load(missing, false); }, "lacks the tensor 'blk.1.ffn_down_columns'");
+  const std::string kind = rewrite(
+      "columns_kind.gguf",
+      [](GgufWriter& w) { w.set(kColumnBundleKindKey, GgufValue::str("rows")); }, "");
+  expect_error([&] { Model::load(kind, false); }, "is not 'columns'");
+}
+
+TEST(FlashColumns, CachesTakeTheLargestShareTheRoomHolds) {
+  const ColumnBundleLayout l = ColumnBundleLayout::make(DType::F16, 4096, 11008, true);
+  const uint64_t whole = FlashColumnStore::bytes(l, 32, 1.0);
+  EXPECT_EQ(plan_column_caches(0, false, l, 32).share, 1.0);
+  EXPECT_EQ(plan_column_caches(whole, true, l, 32).bytes, whole);
+  for (double part : {0.3, 0.5, 0.9}) {
+    const uint64_t room = static_cast<uint64_t>(part * static_cast<double>(whole));
+    const ColumnCachePlan p = plan_column_caches(room, true, l, 32);
+    EXPECT_LE(p.bytes, room);
+    EXPECT_EQ(p.bytes, FlashColumnStore::bytes(l, 32, p.share));
+    EXPECT_GT(FlashColumnStore::bytes(l, 32, p.share + 2e-4), room) << part;
+    EXPECT_NEAR(p.share, part, 0.01);
+  }
+  EXPECT_THROW(plan_column_caches(1 << 20, true, l, 32), Error);
+}
+
+// A run under --ram-budget: the plan gives the caches what the rest leaves, the session holds
+// that share, and the plan's RAM stays within the budget.
+TEST(FlashColumns, TheRamBudgetSizesTheCachesAndHolds) {
+  const Files f = calibrated(DType::F32);
+  auto cb = Model::load(f.columns, false);
+  RunRequest r;
+  r.n_ctx = 64;
+  r.sparsity_mode = SparsityMode::Teal;
+  r.sparsity_level = 0.5f;
+  const PlannedRun free_run = make_plan(*cb, r);
+  EXPECT_EQ(free_run.session.column_share, 1.0);
+  const uint64_t caches = free_run.plan.column_cache_bytes;
+  ASSERT_GT(caches, 0u);
+  // A budget whose usable part leaves room for about half the caches.
+  uint64_t budget = free_run.plan.predicted.ram_bytes;
+  while (usable_ram(budget) < free_run.plan.predicted.ram_bytes - caches / 2) budget += 4096;
+  r.budgets.ram = budget;
+  PlannedRun tight = plan_run(*cb, r);
+  EXPECT_LT(tight.session.column_share, 1.0);
+  EXPECT_GT(tight.session.column_share, 0.2);
+  EXPECT_LE(tight.plan.predicted.ram_bytes, usable_ram(budget));
+  r.budgets.ram = free_run.plan.predicted.ram_bytes - caches;  // nothing left for caches
+  EXPECT_THROW(make_plan(*cb, r), Error);
+}
+
+}  // namespace
+}  // namespace strata

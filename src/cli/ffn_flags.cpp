@@ -214,7 +214,7 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
   r.input_columns = f.input_columns;
   if (f.input_columns && r.sparsity_mode != SparsityMode::Teal)
     fail("--input-columns reads TEAL's thresholded inputs: add --sparsity-mode teal");
-  if (storage != nullptr && model.weights.bundled) {
+  if (storage != nullptr && (model.weights.bundled || model.weights.column_bundled)) {
     const std::string beside = model.file->path() + ".storage.json";
     const std::string file = !f.storage_profile.empty()
                                  ? f.storage_profile

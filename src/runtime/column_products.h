@@ -70,8 +70,13 @@ class ColumnProducts {
   InputSparsifier& sparsifier_;
   uint64_t* counters_;
   int64_t stride_;
-  std::vector<int32_t> slots_;  // flash: the listed columns' cache slots
-  std::vector<float> partial_;  // flash: a later pass's sums
+  // Flash: one pass's cache slots, a later pass's sums, and for products in passes the columns
+  // (positions in the list, ids, values) in the order the passes take them.
+  std::vector<int32_t> slots_;
+  std::vector<float> partial_;
+  std::vector<int64_t> order_;
+  std::vector<int32_t> ordered_ids_;
+  std::vector<float> ordered_values_;
 };
 
 }  // namespace strata

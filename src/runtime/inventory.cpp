@@ -116,11 +116,15 @@ uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   const int64_t widest = std::max({c.n_embd, neurons, c.n_head * c.head_dim});
   uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd);
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
-  // Column products from flash: a later pass's sums and one pass's slots (ColumnProducts).
-  if (model.weights.column_bundled)
+  // Column products from flash (ColumnProducts): a later pass's sums, the values in the passes'
+  // order, and per column its position, id and slot.
+  if (model.weights.column_bundled) {
+    const auto widest_input = static_cast<uint64_t>(std::max(c.n_ff, c.n_embd));
     bytes += static_cast<uint64_t>(Session::kMaxBatch * std::max(2 * c.n_ff, c.n_embd)) *
                  sizeof(float) +
-             static_cast<uint64_t>(std::max(c.n_ff, c.n_embd)) * sizeof(int32_t);
+             static_cast<uint64_t>(Session::kMaxBatch) * widest_input * sizeof(float) +
+             widest_input * (sizeof(int64_t) + 2 * sizeof(int32_t));
+  }
   if (model.weights.bundled)
     bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(neurons, neurons) +
              FlashFfnStore::bookkeeping_bytes(neurons, Session::kMaxBatch);

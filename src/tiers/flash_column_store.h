@@ -52,6 +52,10 @@ class FlashColumnStore {
   MatrixView fetch(int64_t layer, Part part, std::span<const int32_t> ids, int32_t* slots,
                    int64_t token, int pass, int64_t batch);
 
+  // Whether column `id` of the layer's part is in its cache now.
+  bool resident(int64_t layer, Part part, int32_t id) const {
+    return cache(layer, part).slot_of(id) >= 0;
+  }
   NeuronCacheStats stats() const;  // summed over every cache
   uint64_t cache_bytes() const;    // the caches' buffers
   // Bytes of the caches' buffers and bookkeeping for a model of `layers` layers at `share`.

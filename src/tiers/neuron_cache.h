@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "core/anonymous_memory.h"
 #include "core/thread_pool.h"
 #include "tiers/bundle_layout.h"
 #include "tiers/bundle_source.h"
@@ -97,7 +98,8 @@ class NeuronCache {
   BundleLayout layout_;
   int64_t capacity_;
   int window_;
-  uint8_t* buffer_ = nullptr;
+  AnonymousMemory memory_;
+  uint8_t* buffer_ = nullptr;  // memory_'s, aligned to its pages (kBundleAlign at least)
   std::vector<int32_t> slot_of_;    // per neuron, -1 when absent
   std::vector<int32_t> neuron_of_;  // per slot
   std::vector<int64_t> last_used_;  // per slot: the last token that used it

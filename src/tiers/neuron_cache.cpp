@@ -112,41 +112,30 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
     }
   }
   stats_.misses += missing.size();
+  // Slots this token does not need (of older tokens, or of this token's earlier passes): what
+  // makes room when the cache is full, for the missing neurons and for gaps a merged read
+  // brings along.
+  std::vector<int32_t> victims;
   const int64_t need = live_ + static_cast<int64_t>(missing.size());
-  if (need > capacity_) {
-    // Full: of the neurons this token does not need, those with the lowest decayed use count
-    // make room (recency and frequency together).
-    std::vector<int32_t> victims;
-    for (int32_t s = 0; s < live_; ++s)
-      if (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass))
-        victims.push_back(s);
-    const int64_t excess = need - capacity_;
-    if (static_cast<int64_t>(victims.size()) < excess)
-      fail(
-          "this token needs {} neurons of a layer but the RAM budget leaves room for {}; raise "
-          "--ram-budget",
-          neurons.size(), capacity_);
-    std::vector<float> score(static_cast<size_t>(live_));
-    for (int32_t s : victims) score[static_cast<size_t>(s)] = score_now(neuron_of_[s], token);
-    std::partial_sort(victims.begin(), victims.begin() + excess, victims.end(),
-                      [&](int32_t a, int32_t b) {
-                        // A later pass of this token must not evict what an earlier one used
-                        // after what older tokens used.
-                        if ((last_used_[a] == token) != (last_used_[b] == token))
-                          return last_used_[b] == token;
-                        return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)];
-                      });
-    victims.resize(static_cast<size_t>(excess));
-    // Remove from the highest slot down so the moves never touch a victim still to remove.
-    std::sort(victims.begin(), victims.end(), std::greater<>());
-    for (int32_t s : victims) remove_slot(s);
-  }
+  for (int32_t s = 0; s < live_; ++s)
+    if (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass))
+      victims.push_back(s);
+  const int64_t excess = std::max<int64_t>(0, need - capacity_);
+  if (static_cast<int64_t>(victims.size()) < excess)
+    fail(
+        "this token needs {} neurons of a layer but the RAM budget leaves room for {}; raise "
+        "--ram-budget",
+        neurons.size(), capacity_);
   // Runs of neuron ids to read: consecutive missing neurons, joined across gaps of absent
-  // neurons when one longer read is cheaper than two (and the cache has room for the gap).
+  // neurons when one longer read is cheaper than two and the cache can make room for the gap
+  // (free slots, then slots this token does not need: a full cache of a layer whose columns
+  // are read scattered -- TEAL from column bundles -- otherwise read bundle by bundle, 31,000
+  // reads a token for a 1B model).
   const StorageProfile& sp = profile_ != nullptr ? *profile_ : no_profile_;
   const uint64_t bb = layout_.bundle_bytes;
-  int64_t spare = capacity_ - live_ - static_cast<int64_t>(missing.size());
+  int64_t spare = capacity_ - need + static_cast<int64_t>(victims.size());
   std::vector<std::pair<int32_t, int32_t>> ranges;  // [first, last]
+  int64_t gaps = 0;
   for (int32_t n : missing) {
     if (!ranges.empty()) {
       const int32_t last = ranges.back().second;
@@ -158,7 +147,7 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
           absent = slot_of_[static_cast<size_t>(g)] < 0;
         const uint64_t run = static_cast<uint64_t>(last - ranges.back().first + 1) * bb;
         join = absent && sp.merge_cheaper(run, static_cast<uint64_t>(gap) * bb, bb, depth_);
-        if (join) spare -= gap;
+        if (join) spare -= gap, gaps += gap;
       }
       if (join) {
         ranges.back().second = n;
@@ -166,6 +155,25 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
       }
     }
     ranges.push_back({n, n});
+  }
+  const int64_t evict = std::max<int64_t>(0, need + gaps - capacity_);
+  if (evict > 0) {
+    // Of the neurons this token does not need, those with the lowest decayed use count make
+    // room (recency and frequency together).
+    std::vector<float> score(static_cast<size_t>(live_));
+    for (int32_t s : victims) score[static_cast<size_t>(s)] = score_now(neuron_of_[s], token);
+    std::partial_sort(victims.begin(), victims.begin() + evict, victims.end(),
+                      [&](int32_t a, int32_t b) {
+                        // A later pass of this token must not evict what an earlier one used
+                        // after what older tokens used.
+                        if ((last_used_[a] == token) != (last_used_[b] == token))
+                          return last_used_[b] == token;
+                        return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)];
+                      });
+    victims.resize(static_cast<size_t>(evict));
+    // Remove from the highest slot down so the moves never touch a victim still to remove.
+    std::sort(victims.begin(), victims.end(), std::greater<>());
+    for (int32_t s : victims) remove_slot(s);
   }
   // Slots in order; a run's neurons take consecutive slots so it is one read.
   struct Run {

@@ -290,6 +290,16 @@ TEST(FlashColumns, CachesTakeTheLargestShareTheRoomHolds) {
     EXPECT_NEAR(p.share, part, 0.01);
   }
   EXPECT_THROW(plan_column_caches(1 << 20, true, l, 32), Error);
+  // Bytes from flash: what the caches miss of the columns a token wants (a cache holds at
+  // least 64 columns whatever the share).
+  const double gu = 32.0 * static_cast<double>(l.gate_up_layer_bytes());
+  const double down = 32.0 * static_cast<double>(l.down_layer_bytes());
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 32, 0.0, 1.0, 1.0),
+                   gu * (1 - 64.0 / 4096) + down * (1 - 64.0 / 11008));
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 32, 1.0, 1.0, 1.0), 0.0);
+  EXPECT_NEAR(column_flash_bytes_per_token(l, 32, 0.5, 0.5, 0.5), (gu + down) / 4,
+              (gu + down) * 1e-3);
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 32, 0.0, 0.5, 0.0), gu / 2 * (1 - 64.0 / 4096));
 }
 
 // A run under --ram-budget: the plan gives the caches what the rest leaves, the session holds
@@ -313,6 +323,16 @@ TEST(FlashColumns, TheRamBudgetSizesTheCachesAndHolds) {
   EXPECT_LT(tight.session.column_share, 1.0);
   EXPECT_GT(tight.session.column_share, 0.2);
   EXPECT_LE(tight.plan.predicted.ram_bytes, usable_ram(budget));
+  // The run under that plan: the bytes it reads a token against the plan's prediction.
+  ThreadPool pool(2);
+  Session s(*cb, 64, pool, tight.session);
+  const auto tokens = random_tokens(*cb, 40, 5);
+  s.eval(std::span(tokens).first(8));
+  const NeuronCacheStats before = s.flash_stats();
+  for (size_t i = 8; i < tokens.size(); ++i) s.eval(tokens[i]);
+  const double read = static_cast<double>(s.flash_stats().bytes_read - before.bytes_read) / 32;
+  const double predicted = tight.plan.predicted.flash_bytes_per_token;
+  EXPECT_NEAR(read / predicted, 1.0, 0.25) << read << " read, " << predicted << " predicted";
   r.budgets.ram = free_run.plan.predicted.ram_bytes - caches;  // nothing left for caches
   EXPECT_THROW(make_plan(*cb, r), Error);
 }

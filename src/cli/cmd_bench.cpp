@@ -238,9 +238,11 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   if (model.weights.column_bundled && r.decode_tokens > 0) {
     const NeuronCacheStats& fl = r.decode_flash;
     fmt::print(
-        "flash (column bundles): {:.2f} MiB read per decoded token in {:.1f} reads, cache hit "
-        "rate {:.3f}, the caches hold {:.1f}% of each layer's columns\n",
+        "flash (column bundles): {:.2f} MiB read per decoded token (the plan predicted {:.2f}) "
+        "in {:.1f} reads, cache hit rate {:.3f}, the caches hold {:.1f}% of each layer's "
+        "columns\n",
         fl.bytes_read / std::max(1.0, r.decode_tokens) / 1048576.0,
+        predicted_flash_bytes / 1048576.0,
         static_cast<double>(fl.reads) / std::max(1.0, r.decode_tokens),
         fl.hits + fl.misses > 0 ? static_cast<double>(fl.hits) / static_cast<double>(fl.hits + fl.misses) : 0.0,
         100.0 * session.options().column_share);

@@ -21,4 +21,11 @@ struct ColumnCachePlan {
 ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBundleLayout& layout,
                                    int64_t layers);
 
+// Bytes a token reads from flash: per layer each part's columns the token wants (its
+// density: the share of the input's values above threshold) that its cache misses. A cache is
+// taken to hold a random selection of its capacity (FlashColumnStore::capacity_for at `share`) (TEAL's columns of a random-weight model have
+// no favourites; a trained model's outlier channels make it an upper bound).
+double column_flash_bytes_per_token(const ColumnBundleLayout& layout, int64_t layers, double share,
+                                    double gate_up_density, double down_density);
+
 }  // namespace strata

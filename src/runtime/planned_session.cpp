@@ -1,8 +1,8 @@
 #include "runtime/planned_session.h"
 
-#include "placement/column_cache.h"
-
 #include <fmt/format.h>
+
+#include <utility>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
@@ -101,6 +101,17 @@ void plan_columns(const Model& model, const RunRequest& r, PlannedRun& run) {
   run.session.column_share = c.share;
 }
 
+// The densities of a column-bundled model's gate/up and down inputs under the run's mode:
+// TEAL's level is the share of the layers' weights skipped, taken for each input (exact for a
+// uniform calibration); CATS drops that share of the activations, every input read.
+std::pair<double, double> column_densities(const Model& model, const RunRequest& r) {
+  if (r.sparsity_mode == SparsityMode::Off) return {1.0, 1.0};
+  const InputThresholds& t = model.sparsity;
+  const double level = t.levels[t.level_index(r.sparsity_level)];
+  if (r.sparsity_mode == SparsityMode::Cats) return {1.0, 1.0 - level};
+  return {1.0 - level, 1.0 - level};
+}
+
 }  // namespace
 
 PlannedRun make_plan(const Model& model, const RunRequest& request) {
@@ -149,6 +160,12 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   }
   if (model.weights.column_bundled) plan_columns(model, r, run);
   run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
+  if (model.weights.column_bundled) {
+    const auto [gate_up, down] = column_densities(model, r);
+    run.plan.predicted.flash_bytes_per_token =
+        column_flash_bytes_per_token(model.weights.column_bundle, model.config.n_layer,
+                                     run.plan.column_share, gate_up, down);
+  }
   return run;
 }
 

@@ -116,6 +116,13 @@ expect_error "no predictors" "$strata" bundle -m "$model" -o "$work/b.gguf"
 expect_error "below the minimum" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ram-budget 2M
 expect_error "bundled for the flash tier" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ffn dense
 expect_error "already bundled" "$strata" bundle -m "$work/sparse.bundle.gguf" -o "$work/b.gguf"
+# Column bundles (TEAL from flash): float models only, the dense FFN's modes, a budget that
+# leaves the caches room.
+expect_error "column bundles hold F32, F16 or BF16" "$strata" bundle -m "$work/q4km.gguf" -o "$work/c.gguf" --columns
+"$strata" bundle -m "$model" -o "$work/columns.gguf" --columns >/dev/null
+expect_error "is column-bundled" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ffn predict
+expect_error "nothing left for the flash tier's column caches" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ram-budget 20M
+expect_error "already bundled" "$strata" bundle -m "$work/columns.gguf" -o "$work/c.gguf" --columns
 expect_error "needs a text" "$strata" profile -m "$work/sparse.gguf" -o "$work/p.gguf"
 "$strata" profile -m "$work/sparse.gguf" --random-tokens 64 -o "$work/sparse.profile.gguf" >/dev/null 2>&1
 "$strata" profile -m "$model" --random-tokens 16 -o "$work/other.profile.gguf" >/dev/null 2>&1

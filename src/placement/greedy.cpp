@@ -102,6 +102,12 @@ void check_minimum(const Inventory& inv, const Budgets& b) {
   const uint64_t need = before + ffn;
   if (need <= usable_ram(b.ram)) return;
   const uint64_t buffers = inv.workspace_bytes + inv.host_scratch_bytes;
+  if (inv.column_bundled)
+    fail(
+        "the model without its FFN needs {} in RAM (weights {}, KV cache {}, buffers {}), over "
+        "--ram-budget {}, with nothing left for the flash tier's column caches",
+        size_text(need), size_text(need - kv - buffers), size_text(kv), size_text(buffers),
+        size_text(b.ram));
   if (!inv.bundled)
     fail(
         "the model needs {} in RAM (weights {}, KV cache {}, buffers {}), over --ram-budget {}; "

@@ -43,6 +43,9 @@ struct Inventory {
   uint64_t host_scratch_bytes = 0;
   uint64_t embd_bytes = 0;      // n_embd * 4: the partial sum a split layer moves over the link
   bool bundled = false;         // the FFN's home is flash (strata bundle), read into RAM caches
+  // The FFN is on flash as column bundles (strata bundle --columns): its caches are planned
+  // apart (placement/column_cache.h), in none of the layers' bytes.
+  bool column_bundled = false;
   int kv_sequences = 1;         // sequences sharing kv_bytes (server slots): a token reads one
   bool sparse = true;           // neurons selected per token (predict); false: every neuron
   int64_t min_cache_slots = 0;  // bundled: the smallest cache per layer that decodes

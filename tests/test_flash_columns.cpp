@@ -291,15 +291,20 @@ TEST(FlashColumns, CachesTakeTheLargestShareTheRoomHolds) {
   }
   EXPECT_THROW(plan_column_caches(1 << 20, true, l, 32), Error);
   // Bytes from flash: what the caches miss of the columns a token wants (a cache holds at
-  // least 64 columns whatever the share).
-  const double gu = 32.0 * static_cast<double>(l.gate_up_layer_bytes());
-  const double down = 32.0 * static_cast<double>(l.down_layer_bytes());
-  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 32, 0.0, 1.0, 1.0),
-                   gu * (1 - 64.0 / 4096) + down * (1 - 64.0 / 11008));
-  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 32, 1.0, 1.0, 1.0), 0.0);
-  EXPECT_NEAR(column_flash_bytes_per_token(l, 32, 0.5, 0.5, 0.5), (gu + down) / 4,
-              (gu + down) * 1e-3);
-  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 32, 0.0, 0.5, 0.0), gu / 2 * (1 - 64.0 / 4096));
+  // least 64 columns whatever the share), layer by layer.
+  const double gu = static_cast<double>(l.gate_up_layer_bytes());
+  const double down = static_cast<double>(l.down_layer_bytes());
+  const std::vector<ColumnDensity> dense(32);
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 0.0, dense),
+                   32 * (gu * (1 - 64.0 / 4096) + down * (1 - 64.0 / 11008)));
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 1.0, dense), 0.0);
+  const std::vector<ColumnDensity> half(32, {0.5, 0.5});
+  EXPECT_NEAR(column_flash_bytes_per_token(l, 0.5, half), 32 * (gu + down) / 4,
+              32 * (gu + down) * 1e-3);
+  std::vector<ColumnDensity> mixed(2, {0.5, 0.0});
+  mixed[1] = {0.0, 0.25};
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 0.0, mixed),
+                   gu / 2 * (1 - 64.0 / 4096) + down / 4 * (1 - 64.0 / 11008));
 }
 
 // A run under --ram-budget: the plan gives the caches what the rest leaves, the session holds

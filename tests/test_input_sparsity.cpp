@@ -116,6 +116,12 @@ TEST(InputSparsity, TheWrittenThresholdsComeBackAndKeepTheirShareOnTheSameText) 
   ASSERT_EQ(t.teal, c.result.thresholds.teal);
   ASSERT_EQ(t.cats, c.result.thresholds.cats);
   EXPECT_EQ(t.tokens, 192u);
+  // The shares kept on the calibration text, per level, layer and input.
+  ASSERT_EQ(t.teal_kept.size(), t.teal.size());
+  for (size_t l = 0; l < c.result.layers[1].size(); ++l)
+    for (size_t i = 0; i < kMatrixInputs; ++i)
+      EXPECT_FLOAT_EQ(t.teal_kept[t.teal.size() / 2 + l][i],
+                      static_cast<float>(1 - c.result.layers[1][l].sparsity[i]));
   // A session at level 0.5 reading the calibration text keeps what calibration said it would
   // (calibration's windows are the text's first 4 x 48 tokens, each starting afresh).
   SessionOptions o;
@@ -394,7 +400,18 @@ TEST(InputSparsity, CalibrationsThatDoNotMatchTheModelAreRefused) {
       {{kSparsityLevelsKey, GgufValue::str("half")}, {kSparsityTealKey, floats(teal)},
        {kSparsityCatsKey, floats(cats)}},
       "non-empty array");
-  // A good one loads.
+  // The shares kept: optional, of the thresholds' length, each in [0, 1].
+  std::vector<float> over = teal;
+  over[1] = 1.5f;
+  bad("kept_over.gguf",
+      {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats(teal)},
+       {kSparsityCatsKey, floats(cats)}, {kSparsityTealKeptKey, floats(over)}},
+      "shares are at most 1");
+  bad("kept_short.gguf",
+      {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats(teal)},
+       {kSparsityCatsKey, floats(cats)}, {kSparsityTealKeptKey, floats({0.5f})}},
+      "does not match the model");
+  // A good one loads (without the shares kept: files calibrated before them).
   const std::string good = with_metadata(
       *m, "good.gguf",
       {{kSparsityLevelsKey, one_level}, {kSparsityTealKey, floats(teal)},

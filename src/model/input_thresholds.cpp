@@ -132,18 +132,33 @@ InputThresholds read_input_thresholds(const GgufFile& f, const ModelConfig& c) {
   for (size_t r = 0; r < rows; ++r)
     for (int i = 0; i < kMatrixInputs; ++i) t.teal[r][static_cast<size_t>(i)] = teal[r * kMatrixInputs + static_cast<size_t>(i)];
   t.cats = float_array(f, kSparsityCatsKey, rows);
+  if (f.find(kSparsityTealKeptKey) != nullptr) {
+    const std::vector<float> kept = float_array(f, kSparsityTealKeptKey, rows * kMatrixInputs);
+    for (float x : kept)
+      if (x > 1.0f) fail("'{}': {} holds {} (shares are at most 1)", f.path(), kSparsityTealKeptKey, x);
+    t.teal_kept.resize(rows);
+    for (size_t r = 0; r < rows; ++r)
+      for (int i = 0; i < kMatrixInputs; ++i)
+        t.teal_kept[r][static_cast<size_t>(i)] = kept[r * kMatrixInputs + static_cast<size_t>(i)];
+  }
   if (const GgufValue* tokens = f.find(kSparsityTokensKey))
     t.tokens = static_cast<uint64_t>(tokens->as_int(kSparsityTokensKey));
   return t;
 }
 
 std::vector<std::pair<std::string, GgufValue>> input_threshold_metadata(const InputThresholds& t) {
-  std::vector<float> teal;
-  for (const InputThresholdRow& row : t.teal) teal.insert(teal.end(), row.begin(), row.end());
-  return {{kSparsityLevelsKey, f32_array(t.levels)},
-          {kSparsityTealKey, f32_array(teal)},
-          {kSparsityCatsKey, f32_array(t.cats)},
-          {kSparsityTokensKey, GgufValue::u64(t.tokens)}};
+  auto flat = [](const std::vector<InputThresholdRow>& rows) {
+    std::vector<float> out;
+    for (const InputThresholdRow& row : rows) out.insert(out.end(), row.begin(), row.end());
+    return out;
+  };
+  std::vector<std::pair<std::string, GgufValue>> keys = {
+      {kSparsityLevelsKey, f32_array(t.levels)},
+      {kSparsityTealKey, f32_array(flat(t.teal))},
+      {kSparsityCatsKey, f32_array(t.cats)},
+      {kSparsityTokensKey, GgufValue::u64(t.tokens)}};
+  if (!t.teal_kept.empty()) keys.push_back({kSparsityTealKeptKey, f32_array(flat(t.teal_kept))});
+  return keys;
 }
 
 }  // namespace strata

@@ -42,6 +42,9 @@ struct InputThresholds {
   std::vector<float> levels;
   std::vector<InputThresholdRow> teal;  // [level][layer]: each input's threshold
   std::vector<float> cats;              // [level][layer]: the gate's threshold
+  // [level][layer]: each input's share of values kept on the calibration text (what a run can
+  // expect to read of its columns); empty in files calibrated before it was written.
+  std::vector<InputThresholdRow> teal_kept;
   uint64_t tokens = 0;                  // calibration tokens
   int64_t n_layer = 0;
 
@@ -57,12 +60,13 @@ struct InputThresholds {
   }
 };
 
-// The metadata keys (f32 arrays: levels, teal [level][layer][input], cats [level][layer]; u64
-// tokens).
+// The metadata keys (f32 arrays: levels, teal [level][layer][input], cats [level][layer],
+// teal_kept [level][layer][input] in [0, 1]; u64 tokens).
 inline constexpr const char* kSparsityLevelsKey = "strata.sparsity.levels";
 inline constexpr const char* kSparsityTealKey = "strata.sparsity.teal_thresholds";
 inline constexpr const char* kSparsityCatsKey = "strata.sparsity.cats_thresholds";
 inline constexpr const char* kSparsityTokensKey = "strata.sparsity.tokens";
+inline constexpr const char* kSparsityTealKeptKey = "strata.sparsity.teal_kept";  // optional
 
 // Reads and checks a file's calibration (empty when it has none): every array of the length
 // the levels and the config's layers give, thresholds finite and non-negative, levels ascending

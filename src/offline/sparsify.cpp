@@ -302,6 +302,9 @@ SparsifyResult calibrate_sparsity(const Model& model, const std::vector<int32_t>
     for (const LayerSparsity& ls : level) {
       t.teal.push_back(ls.threshold);
       t.cats.push_back(ls.cats_threshold);
+      InputThresholdRow kept{};
+      for (size_t i = 0; i < kept.size(); ++i) kept[i] = static_cast<float>(1.0 - ls.sparsity[i]);
+      t.teal_kept.push_back(kept);
     }
   return r;
 }

@@ -26,17 +26,18 @@ ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBun
   return {lo, bytes(lo)};
 }
 
-double column_flash_bytes_per_token(const ColumnBundleLayout& layout, int64_t layers, double share,
-                                    double gate_up_density, double down_density) {
+double column_flash_bytes_per_token(const ColumnBundleLayout& layout, double share,
+                                    std::span<const ColumnDensity> layers) {
   // Each cache's own share of its columns (a cache never holds fewer than a pass's minimum).
   const auto missed = [&](int64_t count) {
     return 1.0 - static_cast<double>(FlashColumnStore::capacity_for(count, share)) /
                      static_cast<double>(count);
   };
-  const double per_layer =
-      gate_up_density * missed(layout.n_embd) * static_cast<double>(layout.gate_up_layer_bytes()) +
-      down_density * missed(layout.n_ff) * static_cast<double>(layout.down_layer_bytes());
-  return static_cast<double>(layers) * per_layer;
+  const double gate_up = missed(layout.n_embd) * static_cast<double>(layout.gate_up_layer_bytes());
+  const double down = missed(layout.n_ff) * static_cast<double>(layout.down_layer_bytes());
+  double total = 0;
+  for (const ColumnDensity& d : layers) total += d.gate_up * gate_up + d.down * down;
+  return total;
 }
 
 }  // namespace strata

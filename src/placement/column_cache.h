@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "tiers/column_bundle_layout.h"
 
@@ -25,7 +26,10 @@ ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBun
 // density: the share of the input's values above threshold) that its cache misses. A cache is
 // taken to hold a random selection of its capacity (FlashColumnStore::capacity_for at `share`) (TEAL's columns of a random-weight model have
 // no favourites; a trained model's outlier channels make it an upper bound).
-double column_flash_bytes_per_token(const ColumnBundleLayout& layout, int64_t layers, double share,
-                                    double gate_up_density, double down_density);
+struct ColumnDensity {
+  double gate_up = 1.0, down = 1.0;  // share of the layer's FFN input, activations above threshold
+};
+double column_flash_bytes_per_token(const ColumnBundleLayout& layout, double share,
+                                    std::span<const ColumnDensity> layers);
 
 }  // namespace strata

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <utility>
+#include <vector>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
@@ -101,15 +101,26 @@ void plan_columns(const Model& model, const RunRequest& r, PlannedRun& run) {
   run.session.column_share = c.share;
 }
 
-// The densities of a column-bundled model's gate/up and down inputs under the run's mode:
-// TEAL's level is the share of the layers' weights skipped, taken for each input (exact for a
-// uniform calibration); CATS drops that share of the activations, every input read.
-std::pair<double, double> column_densities(const Model& model, const RunRequest& r) {
-  if (r.sparsity_mode == SparsityMode::Off) return {1.0, 1.0};
+// Per layer the densities of a column-bundled model's gate/up and down inputs under the run's
+// mode: TEAL's calibrated shares kept (files calibrated before they were recorded: the level,
+// the share of the layers' weights skipped, for every input); CATS drops the level's share of
+// the activations, every gate/up column read.
+std::vector<ColumnDensity> column_densities(const Model& model, const RunRequest& r) {
+  const auto layers = static_cast<size_t>(model.config.n_layer);
+  if (r.sparsity_mode == SparsityMode::Off) return std::vector<ColumnDensity>(layers);
   const InputThresholds& t = model.sparsity;
-  const double level = t.levels[t.level_index(r.sparsity_level)];
-  if (r.sparsity_mode == SparsityMode::Cats) return {1.0, 1.0 - level};
-  return {1.0 - level, 1.0 - level};
+  const size_t at = t.level_index(r.sparsity_level);
+  const double level = t.levels[at];
+  if (r.sparsity_mode == SparsityMode::Cats)
+    return std::vector<ColumnDensity>(layers, {1.0, 1.0 - level});
+  std::vector<ColumnDensity> d(layers, {1.0 - level, 1.0 - level});
+  if (t.teal_kept.empty()) return d;
+  for (size_t l = 0; l < layers; ++l) {
+    const InputThresholdRow& kept = t.teal_kept[at * layers + l];
+    d[l] = {kept[static_cast<size_t>(MatrixInput::Ffn)],
+            kept[static_cast<size_t>(MatrixInput::FfnHidden)]};
+  }
+  return d;
 }
 
 }  // namespace
@@ -161,10 +172,8 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   if (model.weights.column_bundled) plan_columns(model, r, run);
   run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
   if (model.weights.column_bundled) {
-    const auto [gate_up, down] = column_densities(model, r);
-    run.plan.predicted.flash_bytes_per_token =
-        column_flash_bytes_per_token(model.weights.column_bundle, model.config.n_layer,
-                                     run.plan.column_share, gate_up, down);
+    run.plan.predicted.flash_bytes_per_token = column_flash_bytes_per_token(
+        model.weights.column_bundle, run.plan.column_share, column_densities(model, r));
   }
   return run;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tensor/column_groups.h"
 #include "tensor/expert_mix.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
@@ -18,6 +19,8 @@ std::vector<float> weight_row(const MatrixView& w, int64_t r) {
     extract_row16(w.type, w.data + static_cast<uint64_t>(r / kInterleavedRows) * group_bytes,
                   w.cols, static_cast<int>(r % kInterleavedRows), plain.data());
     dequantize_row(w.type, plain.data(), out.data(), w.cols);
+  } else if (w.layout == Layout::ColumnGroups) {  // row r: input r's weights
+    for (int64_t i = 0; i < w.cols; ++i) out[static_cast<size_t>(i)] = column_group_weight(w, i, r);
   } else {
     dequantize_row(w.type, w.row(r), out.data(), w.cols);
   }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "model/column_group_copy.h"
 #include "model/down_transpose.h"
 #include "tensor/interleaved_rows.h"
 
@@ -101,7 +102,8 @@ MappedFile::Ranges Model::flash_ranges() const {
 namespace {
 
 // The members of LayerColumns and the layer's matrices they transpose, grouped by the input
-// they read: a group's parts are fused into `fused` where they can be (fuses_columns).
+// they read: a group's parts are fused into `fused` where they can be. `groups_only`: the copy
+// is made only as column groups (ffn_down's float copy is the layer's ffn_down_t).
 struct ColumnPart {
   MatrixView LayerColumns::*column;
   MatrixView LayerMatrices::*matrix;
@@ -110,6 +112,7 @@ struct ColumnGroup {
   MatrixView LayerColumns::*fused;  // null: never fused
   std::array<ColumnPart, 3> parts;
   int n_parts;
+  bool groups_only = false;
 };
 constexpr ColumnGroup kColumnGroups[] = {
     {&LayerColumns::attn_qkv,
@@ -121,13 +124,46 @@ constexpr ColumnGroup kColumnGroups[] = {
     {&LayerColumns::ffn_gate_up,
      {{{&LayerColumns::ffn_gate, &LayerMatrices::ffn_gate},
        {&LayerColumns::ffn_up, &LayerMatrices::ffn_up}}},
-     2}};
+     2},
+    {nullptr, {{{&LayerColumns::ffn_down, &LayerMatrices::ffn_down}}}, 1, true}};
 
-bool fuses_columns(const LayerWeights& l, const ColumnGroup& g) {
-  if (g.fused == nullptr) return false;
+// How the matrices that read one input (stacked) are copied for input-sparse products: float
+// rows transposed (model/down_transpose.h), Q8_0 rows as column groups (model/column_group_copy.h),
+// or not at all (their products stay row-major).
+enum class CopyKind { None, Transposed, Groups };
+
+CopyKind copy_kind(std::span<const MatrixView> parts, bool groups_only) {
+  if (column_groups_apply(parts)) return CopyKind::Groups;
+  if (!groups_only && column_copies_fuse(parts) &&
+      column_products_pay(transposed_down_type(parts[0])))
+    return CopyKind::Transposed;
+  return CopyKind::None;
+}
+
+std::vector<MatrixView> group_parts(const LayerWeights& l, const ColumnGroup& g) {
   std::vector<MatrixView> parts;
   for (int i = 0; i < g.n_parts; ++i) parts.push_back(l.*g.parts[static_cast<size_t>(i)].matrix);
-  return column_copies_fuse(parts) && column_products_pay(transposed_down_type(parts[0]));
+  return parts;
+}
+
+// The group's copies as (member, parts) pairs: one fused copy where it can be, else one per part.
+std::vector<std::pair<MatrixView LayerColumns::*, std::vector<MatrixView>>> group_copies(
+    const LayerWeights& l, const ColumnGroup& g) {
+  const std::vector<MatrixView> parts = group_parts(l, g);
+  if (g.fused != nullptr && copy_kind(parts, g.groups_only) != CopyKind::None)
+    return {{g.fused, parts}};
+  std::vector<std::pair<MatrixView LayerColumns::*, std::vector<MatrixView>>> copies;
+  for (int i = 0; i < g.n_parts; ++i)
+    if (copy_kind(std::span(&parts[static_cast<size_t>(i)], 1), g.groups_only) != CopyKind::None)
+      copies.push_back({g.parts[static_cast<size_t>(i)].column, {parts[static_cast<size_t>(i)]}});
+  return copies;
+}
+
+uint64_t copy_bytes(std::span<const MatrixView> parts, CopyKind kind) {
+  if (kind == CopyKind::Groups) return column_groups_copy_bytes(parts);
+  uint64_t bytes = 0;
+  for (const MatrixView& m : parts) bytes += transposed_down_bytes(m);
+  return bytes;
 }
 
 // `v` copied into huge-page memory appended to `storage`; the copy's view.
@@ -139,45 +175,48 @@ MatrixView into_pages(MatrixView v, std::vector<AnonymousMemory>& storage) {
   return v;
 }
 
-// Transposes group g of layer l into `out`, its bytes appended to `storage`.
-void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& out,
-                     std::vector<AnonymousMemory>& storage) {
-  for (int i = 0; i < g.n_parts; ++i) {
-    const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
-    if (m.data != nullptr && m.layout != Layout::Rows)
-      fail("input-sparse products transpose the file's rows, before any re-layout");
+// The transposed float parts as one copy (each input's row the parts' rows back to back).
+MatrixView transposed_copy(std::span<const MatrixView> parts, std::vector<AnonymousMemory>& storage) {
+  if (parts.size() == 1) {
+    std::vector<uint8_t> bytes;
+    return into_pages(transpose_down(parts[0], bytes), storage);
   }
-  if (!fuses_columns(l, g)) {
-    for (int i = 0; i < g.n_parts; ++i) {
-      const ColumnPart& part = g.parts[static_cast<size_t>(i)];
-      const MatrixView& m = l.*part.matrix;
-      if (m.data == nullptr || !column_products_pay(transposed_down_type(m))) continue;
-      std::vector<uint8_t> bytes;
-      out.*part.column = into_pages(transpose_down(m, bytes), storage);
-    }
-    return;
-  }
-  std::vector<MatrixView> parts;
-  std::vector<std::vector<uint8_t>> part_bytes(static_cast<size_t>(g.n_parts));
+  std::vector<MatrixView> transposed;
+  std::vector<std::vector<uint8_t>> part_bytes(parts.size());
   MatrixView fused{};
-  for (int i = 0; i < g.n_parts; ++i) {
-    const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
-    parts.push_back(transpose_down(m, part_bytes[static_cast<size_t>(i)]));
-    fused.type = parts.back().type;
-    fused.rows = parts.back().rows;  // the inputs
-    fused.cols += parts.back().cols;
-    fused.row_bytes += parts.back().row_bytes;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    transposed.push_back(transpose_down(parts[i], part_bytes[i]));
+    fused.type = transposed.back().type;
+    fused.rows = transposed.back().rows;  // the inputs
+    fused.cols += transposed.back().cols;
+    fused.row_bytes += transposed.back().row_bytes;
   }
   storage.emplace_back(std::max<uint64_t>(fused.bytes(), 1));  // throws std::bad_alloc
   fused.data = storage.back().data();
   for (int64_t j = 0; j < fused.rows; ++j) {
     uint8_t* row = storage.back().data() + static_cast<uint64_t>(j) * fused.row_bytes;
-    for (const MatrixView& part : parts) {
+    for (const MatrixView& part : transposed) {
       std::memcpy(row, part.row(j), static_cast<size_t>(part.row_bytes));
       row += part.row_bytes;
     }
   }
-  out.*g.fused = fused;
+  return fused;
+}
+
+// Copies group g of layer l into `out`, its bytes appended to `storage`.
+void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& out,
+                     std::vector<AnonymousMemory>& storage) {
+  for (const MatrixView& m : group_parts(l, g))
+    if (m.data != nullptr && m.layout != Layout::Rows)
+      fail("input-sparse products transpose the file's rows, before any re-layout");
+  for (const auto& [member, parts] : group_copies(l, g)) {
+    if (copy_kind(parts, g.groups_only) == CopyKind::Groups) {
+      storage.emplace_back(std::max<uint64_t>(column_groups_copy_bytes(parts), 1));
+      out.*member = build_column_groups(parts, storage.back().data());
+    } else {
+      out.*member = transposed_copy(parts, storage);
+    }
+  }
 }
 
 // Whether ensure_down_t's copy of this layer's ffn_down would serve input-sparse products.
@@ -190,11 +229,8 @@ bool built_down_pays(const LayerWeights& l) {
 uint64_t Model::input_column_bytes(const LayerWeights& l) {
   uint64_t bytes = 0;
   for (const ColumnGroup& g : kColumnGroups)
-    for (int i = 0; i < g.n_parts; ++i) {
-      const MatrixView& m = l.*g.parts[static_cast<size_t>(i)].matrix;
-      if (m.data != nullptr && column_products_pay(transposed_down_type(m)))
-        bytes += transposed_down_bytes(m);
-    }
+    for (const auto& [member, parts] : group_copies(l, g))
+      bytes += copy_bytes(parts, copy_kind(parts, g.groups_only));
   if (l.ffn_down_t.data == nullptr && built_down_pays(l))
     bytes += transposed_down_bytes(l.ffn_down);
   return bytes;
@@ -247,7 +283,7 @@ uint64_t Model::ensure_input_columns() {
       derived_.push_back(std::move(pages));
     }
   for (size_t i = 0; i < made.size(); ++i)
-    if (weights.layers[i].ffn_down_t.data != nullptr &&
+    if (made[i].ffn_down.data == nullptr && weights.layers[i].ffn_down_t.data != nullptr &&
         column_products_pay(weights.layers[i].ffn_down_t.type))
       made[i].ffn_down = weights.layers[i].ffn_down_t;
   columns = std::move(made);

@@ -207,7 +207,7 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
   // TEAL on the CPU: decode reads the column copies of the non-zero inputs' columns.
   if (r.input_columns && r.sparsity_mode == SparsityMode::Teal &&
       run.device.kind == DeviceKind::Cpu && model.columns.empty()) {
-    const bool requantized = !is_float_type(w.layers[0].attn_q.type);
+    const DType type = w.layers[0].attn_q.type;
     const uint64_t bytes = model.ensure_input_columns();
     const LayerColumns& first = model.columns[0];
     if (!first.attention() && !first.ffn(ffn_has_gate(model.config.ffn)) &&
@@ -215,13 +215,15 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
       run.notes.push_back(fmt::format(
           "note: input-sparse products: {} column products are slower than dense ones "
           "(docs/INPUT_SPARSITY.md); TEAL multiplies the row-major matrices",
-          dtype_name(w.layers[0].attn_q.type)));
+          dtype_name(type)));
     else
       run.notes.push_back(fmt::format(
           "note: input-sparse products: the attention and FFN matrices transposed at load "
           "({:.1f} MiB more memory{})",
           bytes / 1048576.0,
-          requantized ? "; quantized weights were re-quantized along the new rows" : ""));
+          type == DType::Q8_0 ? "; Q8_0 as column groups, values unchanged"
+          : !is_float_type(type) ? "; quantized weights without column kernels stay row-major"
+                                 : ""));
   }
   // After ensure_down_t and ensure_input_columns, which read the file's rows.
   // The CUDA kernels read the file's rows; the CPU and the reference device share the CPU's.

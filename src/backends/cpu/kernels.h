@@ -100,6 +100,16 @@ struct CpuKernels {
                     const void* const* next, int n_next);
   void (*axpy_q4_0)(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, int64_t n,
                     const void* const* next, int n_next);
+  // Input-sparse products through a Q8_0 column-group copy (tensor/column_groups.h), one group
+  // of 32 inputs: y[i] += float(sum over r of xq[r] * rows[r][column_group_position(i)]) *
+  // (dx * f16(scales[i])) for i in [0, n) (n a multiple of 64), rows: the group's n_rows
+  // (<= 32) kept inputs' values, xq their values of the input quantized as the dense product
+  // quantizes it (quantize_q8_0), dx its scale. The integer sum is exact and the float steps are
+  // as written, so every variant equals the scalar one bit for bit. `next` (null, or 4 rows):
+  // the first rows of the caller's next call, requested meanwhile.
+  void (*axpy_q8_0_group)(const int8_t* const* rows, const int8_t* xq, int n_rows,
+                          const uint16_t* scales, float dx, float* y, int64_t n,
+                          const int8_t* const* next);
   // K-quants (tensor/kquants.h), one entry per type at kquant_slot(type): Q2_K..Q6_K.
   // A row of n values (a multiple of 256) times the activation quantized to Q8_K: each
   // super-block's integer sums exactly as superblock_sums, then superblock_dot, added in block

@@ -7,6 +7,7 @@
 // instruction for maddubs + madd), which matters because these loops are bound by the vector
 // ALU ports. 512-bit registers were measured slower: they leave only two ALU ports.
 #include "backends/cpu/kernels.h"
+#include "tensor/column_groups.h"
 #include "tensor/half_table.h"
 #include "tensor/interleaved_rows.h"
 
@@ -303,6 +304,7 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 }
 
 #include "backends/cpu/kernels_avx2_axpy.inc"
+#include "backends/cpu/kernels_avx2_column_groups.inc"
 #include "backends/cpu/kernels_avx2_kquants.inc"
 #include "backends/cpu/kernels_avx2_tiles.inc"
 
@@ -381,6 +383,7 @@ const CpuKernels kTable{
     .axpy_bf16 = axpy_bf16,
     .axpy_q8_0 = axpy_q8_0,
     .axpy_q4_0 = axpy_q4_0,
+    .axpy_q8_0_group = axpy_q8_0_group,
     .dot_kq = {dense_dot_kquant<BlockQ2_K>, dense_dot_kquant<BlockQ3_K>,
                dense_dot_kquant<BlockQ4_K>, dense_dot_kquant<BlockQ5_K>,
                dense_dot_kquant<BlockQ6_K>},

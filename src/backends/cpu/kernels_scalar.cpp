@@ -1,5 +1,6 @@
 // Plain scalar references: the definition of what every fast path must compute.
 #include "backends/cpu/kernels.h"
+#include "tensor/column_groups.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
@@ -157,6 +158,18 @@ void axpy_q4_0(const BlockQ4_0* const* w, const float* c, int n_rows, float* y, 
     }
 }
 
+void axpy_q8_0_group(const int8_t* const* rows, const int8_t* xq, int n_rows,
+                     const uint16_t* scales, float dx, float* y, int64_t n,
+                     const int8_t* const* /*next*/) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t at = column_group_position(i);
+    int32_t sum = 0;
+    for (int r = 0; r < n_rows; ++r) sum += static_cast<int32_t>(xq[r]) * rows[r][at];
+    const float s = dx * f16_to_f32(scales[i]);
+    y[i] += static_cast<float>(sum) * s;
+  }
+}
+
 // The gather entries: the scalar code requests nothing ahead.
 float gather_f32(const float* w, const float* x, int64_t n, const void*) {
   return dot_f32(w, x, n);
@@ -260,6 +273,7 @@ const CpuKernels& scalar_kernels() {
       .axpy_bf16 = axpy_bf16,
       .axpy_q8_0 = axpy_q8_0,
       .axpy_q4_0 = axpy_q4_0,
+      .axpy_q8_0_group = axpy_q8_0_group,
       .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>, dot_kquant<BlockQ4_K>,
                  dot_kquant<BlockQ5_K>, dot_kquant<BlockQ6_K>},
       .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "tensor/column_groups.h"
 #include "tensor/dtype.h"
+#include "tensor/half.h"
 
 namespace strata {
 
@@ -180,6 +182,62 @@ int64_t axpy_items(AxpyScratch& s, std::span<const int32_t> ids, std::span<const
   return b;
 }
 
+// One group's kept rows of a column-group copy and their quantized input values.
+struct ColumnGroupTerms {
+  int64_t group = 0;
+  float dx = 0.0f;
+  int n = 0;
+  const int8_t* rows[kColumnGroup];
+  int8_t values[kColumnGroup];
+};
+
+// The terms of the group starting at rows[a] (rows ascending): its coefficients quantized as the
+// dense product quantizes its input (zeros for the inputs not listed), the rows whose value is
+// not 0. Returns the end of the group's entries.
+int64_t column_group_terms(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                           const float* c, int64_t a, int64_t count, ColumnGroupTerms& t) {
+  t.group = rows[a] / kColumnGroup;
+  float block[kColumnGroup] = {};
+  int64_t b = a;
+  for (; b < count && rows[b] / kColumnGroup == t.group; ++b) block[rows[b] % kColumnGroup] = c[b];
+  BlockQ8_0 x;
+  kernels.quantize_q8_0(block, &x, kColumnGroup);
+  t.dx = f16_to_f32(x.d);
+  t.n = 0;
+  for (int64_t k = a; k < b; ++k) {
+    const int8_t v = x.qs[rows[k] % kColumnGroup];
+    if (v == 0) continue;  // quantized to 0: adds nothing, never read
+    if (t.n == kColumnGroup) fail("axpy over column groups: an input listed twice");
+    t.rows[t.n] = column_group_row(wt.data, wt.cols, rows[k]);
+    t.values[t.n++] = v;
+  }
+  return b;
+}
+
+// y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
+// ascending inputs) with their coefficients, group by group (kernels.axpy_q8_0_group), each
+// call told the next group's first rows so it reads them ahead.
+void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                        const float* c, int64_t count, float* y) {
+  ColumnGroupTerms terms[2];
+  int cur = 0;
+  int64_t a = 0;
+  while (a < count && terms[cur].n == 0) a = column_group_terms(kernels, wt, rows, c, a, count, terms[cur]);
+  while (terms[cur].n > 0) {
+    ColumnGroupTerms& t = terms[cur];
+    ColumnGroupTerms& following = terms[1 - cur];
+    following.n = 0;
+    while (a < count && following.n == 0)
+      a = column_group_terms(kernels, wt, rows, c, a, count, following);
+    const int8_t* next[4];
+    for (int k = 0; k < 4; ++k) next[k] = following.rows[k < following.n ? k : 0];
+    kernels.axpy_q8_0_group(t.rows, t.values, t.n, column_group_scales(wt.data, wt.cols, t.group),
+                            t.dx, y, wt.cols, following.n > 0 ? next : nullptr);
+    t.n = 0;
+    cur = 1 - cur;
+  }
+}
+
 // Every item's rows summed into its partial vector (whole rows, long sequential reads).
 void axpy_partials(const CpuKernels& kernels, const MatrixView& wt, AxpyScratch& s, int64_t cols,
                    ThreadPool& pool) {
@@ -192,6 +250,11 @@ void axpy_partials(const CpuKernels& kernels, const MatrixView& wt, AxpyScratch&
       const AxpyItem& it = s.items[static_cast<size_t>(i)];
       float* p = s.partials.data() + i * cols;
       std::fill(p, p + cols, 0.0f);
+      if (wt.layout == Layout::ColumnGroups) {
+        axpy_column_groups(kernels, wt, s.rows.data() + it.first, s.coefs.data() + it.first,
+                           it.count, p);
+        continue;
+      }
       for (int64_t g = 0; g < it.count; g += kAxpyGroup) {
         const int n = static_cast<int>(std::min<int64_t>(kAxpyGroup, it.count - g));
         const int64_t at = it.first + g + n;
@@ -247,6 +310,8 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
   if (!dtype_info(wt.type).computable)
     fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   const int64_t cols = wt.cols;
+  if (wt.layout == Layout::ColumnGroups && (wt.type != DType::Q8_0 || cols % kColumnChunk != 0))
+    fail("axpy over column groups: a {} copy of {} outputs", dtype_name(wt.type), cols);
   if (!neurons.empty() && neurons.size() != ids.size())
     fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());
   const std::span<const int32_t> keys = neurons.empty() ? ids : neurons;

@@ -1,0 +1,21 @@
+// Builds the Q8_0 column-group copies (tensor/column_groups.h) input-sparse products read for
+// quantized matrices: the int8 values and scales of the file, regrouped, never re-quantized.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "tensor/matrix.h"
+
+namespace strata {
+
+// Whether `parts` (the matrices that read one input, stacked: their outputs one after the
+// other) have one column-group copy: every part Q8_0 in the file's rows, the same inputs, a
+// multiple of 32 of them and a multiple of 64 outputs in all.
+bool column_groups_apply(std::span<const MatrixView> parts);
+// The copy's bytes (column_groups_apply must hold).
+uint64_t column_groups_copy_bytes(std::span<const MatrixView> parts);
+// Writes the copy to `out` (column_groups_copy_bytes bytes) and returns its view.
+MatrixView build_column_groups(std::span<const MatrixView> parts, uint8_t* out);
+
+}  // namespace strata

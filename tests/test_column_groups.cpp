@@ -1,0 +1,194 @@
+// Q8_0 column-group copies (tensor/column_groups.h, model/column_group_copy.h): the copy holds the
+// file's values, the kernels equal the scalar one bit for bit, and input-sparse products through
+// the copy equal the dense Q8_0 product of the thresholded input (the same integer sums; only
+// the float additions in another order), the same bits for any thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cpu/kernels.h"
+#include "backends/cpu/sparse_ops.h"
+#include "core/thread_pool.h"
+#include "model/column_group_copy.h"
+#include "tensor/column_groups.h"
+#include "tensor/half.h"
+#include "tensor/quantize.h"
+
+namespace strata {
+namespace {
+
+struct Q8Matrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;  // what the stored weights represent
+  MatrixView view;
+};
+
+Q8Matrix q8_matrix(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (auto& x : v) x = dist(rng);
+  Q8Matrix m;
+  const uint64_t rb = row_bytes(DType::Q8_0, static_cast<uint64_t>(cols));
+  m.bytes.resize(rb * static_cast<uint64_t>(rows));
+  m.values.resize(v.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(DType::Q8_0, v.data() + r * cols, m.bytes.data() + r * rb, cols);
+    dequantize_row(DType::Q8_0, m.bytes.data() + r * rb, m.values.data() + r * cols, cols);
+  }
+  m.view = {DType::Q8_0, m.bytes.data(), cols, rows, rb};
+  return m;
+}
+
+TEST(ColumnGroups, PositionsAreAnInvolutionWithinEachChunk) {
+  for (int64_t i = 0; i < 3 * kColumnChunk; ++i) {
+    const int64_t p = column_group_position(i);
+    EXPECT_EQ(p / kColumnChunk, i / kColumnChunk);
+    EXPECT_EQ(column_group_position(p), i);
+  }
+  // Outputs 16k + 4l + t at 16l + 4k + t.
+  EXPECT_EQ(column_group_position(16 * 1 + 4 * 2 + 3), 16 * 2 + 4 * 1 + 3);
+}
+
+TEST(ColumnGroups, TheCopyHoldsTheFileValuesOfEveryPart) {
+  // q, k and v of one input, stacked: 128 + 64 + 64 outputs of 96 inputs.
+  const Q8Matrix q = q8_matrix(128, 96, 1), k = q8_matrix(64, 96, 2), v = q8_matrix(64, 96, 3);
+  const MatrixView parts[3] = {q.view, k.view, v.view};
+  ASSERT_TRUE(column_groups_apply(parts));
+  std::vector<uint8_t> copy(column_groups_copy_bytes(parts));
+  EXPECT_EQ(copy.size(), 3u * column_group_bytes(256));
+  const MatrixView c = build_column_groups(parts, copy.data());
+  EXPECT_EQ(c.layout, Layout::ColumnGroups);
+  EXPECT_EQ(c.rows, 96);
+  EXPECT_EQ(c.cols, 256);
+  EXPECT_EQ(c.bytes(), copy.size());
+  int64_t out = 0;
+  for (const Q8Matrix* m : {&q, &k, &v})
+    for (int64_t r = 0; r < m->view.rows; ++r, ++out)
+      for (int64_t j = 0; j < 96; ++j)
+        ASSERT_EQ(column_group_weight(c, out, j), m->values[static_cast<size_t>(r * 96 + j)])
+            << out << " " << j;
+}
+
+TEST(ColumnGroups, OnlyWholeQ8_0BlocksAndChunksHaveCopies) {
+  const Q8Matrix a = q8_matrix(64, 64, 4), b = q8_matrix(32, 64, 5);
+  EXPECT_TRUE(column_groups_apply(std::span(&a.view, 1)));
+  const MatrixView odd[2] = {a.view, b.view};  // 96 outputs: not whole chunks of 64
+  EXPECT_FALSE(column_groups_apply(odd));
+  MatrixView other = a.view;
+  other.type = DType::Q4_0;
+  EXPECT_FALSE(column_groups_apply(std::span(&other, 1)));
+  MatrixView interleaved = a.view;
+  interleaved.layout = Layout::Interleaved16;
+  EXPECT_FALSE(column_groups_apply(std::span(&interleaved, 1)));
+  const MatrixView missing[2] = {a.view, MatrixView{}};
+  EXPECT_FALSE(column_groups_apply(missing));
+  const Q8Matrix narrow = q8_matrix(64, 32, 6);  // other inputs than `a`
+  const MatrixView differ[2] = {a.view, narrow.view};
+  EXPECT_FALSE(column_groups_apply(differ));
+  EXPECT_FALSE(column_groups_apply({}));
+  EXPECT_FALSE(column_groups_fit(64, 48));
+}
+
+TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int> byte(-128, 127), value(-127, 127);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t n = 256;
+  std::vector<std::vector<int8_t>> rows(32, std::vector<int8_t>(static_cast<size_t>(n)));
+  for (auto& r : rows)
+    for (auto& q : r) q = static_cast<int8_t>(byte(rng));
+  rows[3][7] = -128;  // the extreme value counts exactly
+  std::vector<uint16_t> scales(static_cast<size_t>(n));
+  for (auto& s : scales) s = f32_to_f16(std::abs(dist(rng)) * 0.01f);
+  for (int n_rows : {1, 3, 4, 7, 32}) {
+    std::vector<const int8_t*> p;
+    std::vector<int8_t> xq;
+    for (int r = 0; r < n_rows; ++r) {
+      p.push_back(rows[static_cast<size_t>((r * 5) % 32)].data());
+      xq.push_back(static_cast<int8_t>(r == 0 ? -127 : value(rng)));
+    }
+    std::vector<float> start(static_cast<size_t>(n));
+    for (auto& y : start) y = dist(rng);
+    std::vector<float> want = start;
+    scalar_kernels().axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f,
+                                     want.data(), n, nullptr);
+    // The scalar kernel against the formula in double.
+    for (int64_t i = 0; i < n; ++i) {
+      double sum = 0;
+      for (int r = 0; r < n_rows; ++r)
+        sum += static_cast<double>(xq[static_cast<size_t>(r)]) * p[static_cast<size_t>(r)][column_group_position(i)];
+      const double expect = start[static_cast<size_t>(i)] +
+                            sum * 0.03 * static_cast<double>(f16_to_f32(scales[static_cast<size_t>(i)]));
+      EXPECT_NEAR(want[static_cast<size_t>(i)], expect, 1e-5 * (1 + std::abs(expect)));
+    }
+    for (const CpuKernels* k : supported_kernels()) {
+      std::vector<float> got = start;
+      const int8_t* next[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+      k->axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, got.data(), n, next);
+      EXPECT_EQ(got, want) << k->name << " " << n_rows;
+    }
+  }
+}
+
+// The dense Q8_0 product of x (zero outside `ids`), as the row-major kernels compute it: x
+// quantized per block of 32 (quantize_row_q8_0_activations), integer sums, scales; in double.
+std::vector<double> dense_q8_0(const Q8Matrix& w, const std::vector<int32_t>& ids, const float* c) {
+  const int64_t n_in = w.view.cols;
+  std::vector<float> x(static_cast<size_t>(n_in), 0.0f);
+  for (size_t k = 0; k < ids.size(); ++k) x[static_cast<size_t>(ids[k])] = c[k];
+  std::vector<BlockQ8_0> xq(static_cast<size_t>(n_in / kQK));
+  quantize_row_q8_0_activations(x.data(), xq.data(), n_in);
+  std::vector<double> y(static_cast<size_t>(w.view.rows), 0.0);
+  for (int64_t i = 0; i < w.view.rows; ++i) {
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(w.view.row(i));
+    for (int64_t g = 0; g < n_in / kQK; ++g) {
+      int32_t sum = 0;
+      for (int t = 0; t < kQK; ++t)
+        sum += static_cast<int32_t>(row[g].qs[t]) * xq[static_cast<size_t>(g)].qs[t];
+      y[static_cast<size_t>(i)] += double{f16_to_f32(row[g].d)} * f16_to_f32(xq[static_cast<size_t>(g)].d) * sum;
+    }
+  }
+  return y;
+}
+
+TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
+  // W: 192 outputs of 640 inputs; its copy: 640 rows of 192. Two tokens' values over a list of
+  // about half the inputs, some zero (a token's own dropped values).
+  const int64_t n_out = 192, n_in = 640, batch = 2;
+  const Q8Matrix w = q8_matrix(n_out, n_in, 21);
+  std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
+  const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
+  std::mt19937 rng(5);
+  std::bernoulli_distribution pick(0.5), zero(0.2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<int32_t> ids;
+  for (int32_t j = 0; j < n_in; ++j)
+    if (pick(rng)) ids.push_back(j);
+  std::vector<float> coef(static_cast<size_t>(batch) * ids.size());
+  for (auto& v : coef) v = zero(rng) ? 0.0f : dist(rng);
+  std::vector<float> first;
+  for (const CpuKernels* k : supported_kernels())
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> out(static_cast<size_t>(batch * n_out), -1.0f);
+      axpy_rows(*k, c, ids, coef.data(), static_cast<int64_t>(ids.size()), batch, out.data(), n_out,
+                pool);
+      for (int64_t b = 0; b < batch; ++b) {
+        const std::vector<double> want = dense_q8_0(w, ids, coef.data() + b * ids.size());
+        double scale = 0;
+        for (double v : want) scale = std::max(scale, std::abs(v));
+        for (int64_t i = 0; i < n_out; ++i)
+          ASSERT_NEAR(out[static_cast<size_t>(b * n_out + i)], want[static_cast<size_t>(i)], 1e-5 * scale)
+              << k->name << " token " << b << " output " << i;
+      }
+      // Every variant and thread count: the same bits.
+      if (first.empty()) first = out;
+      EXPECT_EQ(out, first) << k->name << " " << threads << " threads";
+    }
+}
+
+}  // namespace
+}  // namespace strata

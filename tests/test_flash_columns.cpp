@@ -26,16 +26,9 @@
 namespace strata {
 namespace {
 
+using testing::random_tokens;
 using testing::temp_file;
 using testing::tiny_model;
-
-std::vector<int32_t> random_tokens(const Model& m, int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(m.config.n_vocab - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = id(rng);
-  return t;
-}
 
 // A tiny SwiGLU model calibrated at 50% (written once per type), and its column-bundled copy.
 struct Files {

@@ -6,7 +6,9 @@
 
 #include <cstdlib>
 #include <optional>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "offline/bundle.h"
 #include "offline/profile.h"
@@ -30,6 +32,15 @@ inline std::string source_file(const std::string& relative) {
 
 inline std::string data_file(const std::string& name) {
   return std::string(STRATA_SOURCE_DIR) + "/tests/data/" + name;
+}
+
+// n token ids drawn uniformly from m's vocabulary.
+inline std::vector<int32_t> random_tokens(const Model& m, int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(m.config.n_vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = id(rng);
+  return t;
 }
 
 // A tiny random model written once per (type, ffn) and reused.

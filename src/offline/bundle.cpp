@@ -5,10 +5,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/content_hash.h"
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
+#include "offline/bundle_writing.h"
 #include "offline/quant_recipe.h"
 #include "tensor/quantize.h"
 #include "tiers/bundle_layout.h"
@@ -75,14 +75,8 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
   const BundleLayout layout = BundleLayout::make(type, c.n_embd, neurons, gated);
 
   GgufWriter w(path, kBundleAlign);
-  for (const auto& [key, value] : model.file->metadata())
-    if (key != "general.alignment") w.set(key, value);
-  w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
+  set_bundle_metadata(w, model, type);
   w.set(kBundleBytesKey, GgufValue::u64(layout.bundle_bytes));
-  w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(type)));
-  w.set(kBundleTypeNameKey, GgufValue::str(dtype_name(type)));
-  w.set(kBundleSourceHashKey,
-        GgufValue::str(content_hash_hex(model.file->bytes(), model.file->file_size())));
   if (model.file->is_powerinfer() && model.file->find(kPredictorThresholdsKey) == nullptr) {
     std::vector<GgufValue> t;
     for (const LayerWeights& l : mw.layers) t.push_back(GgufValue::f32(l.predictor.threshold));
@@ -90,28 +84,14 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
   }
   // The FFN's matrices move into the bundles (a mixture's experts, stacked or one per expert,
   // too); its router, the predictors and everything else are kept as they are.
-  auto is_ffn = [&](const GgufTensorInfo& t) {
-    const TensorRole role = classify_tensor(t.name, t.dims.size()).role;
-    return role == TensorRole::FfnGate || role == TensorRole::FfnUp || role == TensorRole::FfnDown;
-  };
-  std::vector<const GgufTensorInfo*> kept;
-  uint64_t total = 0;
-  for (const auto& t : model.file->tensors())
-    if (!is_ffn(t)) {
-      w.add_tensor(t.name, t.type, t.dims);
-      kept.push_back(&t);
-      total += t.n_bytes;
-    }
+  const KeptTensors kept = add_kept_tensors(w, model);
+  uint64_t total = kept.bytes;
   for (int64_t l = 0; l < c.n_layer; ++l)
     w.add_tensor(fmt::format("blk.{}.ffn_bundles", l), DType::I8,
                  {static_cast<int64_t>(layout.bundle_bytes), neurons});
   total += layout.bundle_bytes * static_cast<uint64_t>(neurons * c.n_layer);
 
-  uint64_t written = 0;
-  for (const GgufTensorInfo* t : kept) {
-    w.write_tensor_data({t->data, t->n_bytes});
-    written += t->n_bytes;
-  }
+  uint64_t written = write_kept_tensors(w, kept);
   std::vector<uint8_t> chunk;
   std::vector<float> scratch(static_cast<size_t>(c.n_embd));
   // One row into a bundle: copied, or through floats when its type is not the bundle's.

@@ -5,10 +5,10 @@
 #include <cstring>
 #include <vector>
 
-#include "core/content_hash.h"
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
+#include "offline/bundle_writing.h"
 #include "offline/quant_recipe.h"
 #include "tensor/quantize.h"
 
@@ -43,9 +43,9 @@ void check_columns_possible(const Model& model) {
     for (const MatrixView* m : {&l.ffn_gate, &l.ffn_up, &down})
       if (m->data != nullptr && !column_products_pay(m->type))
         fail(
-            "'{}' has {} FFN weights: column bundles hold F32, F16 or BF16 columns (quantized "
-            "columns are slower than rows on the CPU, docs/INPUT_SPARSITY.md); bundle it with "
-            "neuron bundles (strata bundle without --columns) or convert it to F16",
+            "'{}' has {} FFN weights: column bundles hold F32, F16 or BF16 columns (Q8_0's "
+            "column groups are for RAM, docs/INPUT_SPARSITY.md); bundle it with neuron bundles "
+            "(strata bundle without --columns) or convert it to F16",
             path, dtype_name(m->type));
   }
 }
@@ -63,26 +63,10 @@ ColumnBundleLayout write_column_bundled_model(
   const ColumnBundleLayout layout = ColumnBundleLayout::make(type, c.n_embd, c.n_ff, gated);
 
   GgufWriter w(path, kBundleAlign);
-  for (const auto& [key, value] : model.file->metadata())
-    if (key != "general.alignment") w.set(key, value);
-  w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
+  set_bundle_metadata(w, model, type);
   w.set(kColumnBundleKindKey, GgufValue::str(kColumnBundleKind));
-  w.set(kBundleTypeKey, GgufValue::u32(static_cast<uint32_t>(type)));
-  w.set(kBundleTypeNameKey, GgufValue::str(dtype_name(type)));
-  w.set(kBundleSourceHashKey,
-        GgufValue::str(content_hash_hex(model.file->bytes(), model.file->file_size())));
-  auto is_ffn = [&](const GgufTensorInfo& t) {
-    const TensorRole role = classify_tensor(t.name, t.dims.size()).role;
-    return role == TensorRole::FfnGate || role == TensorRole::FfnUp || role == TensorRole::FfnDown;
-  };
-  std::vector<const GgufTensorInfo*> kept;
-  uint64_t total = 0;
-  for (const auto& t : model.file->tensors())
-    if (!is_ffn(t)) {
-      w.add_tensor(t.name, t.type, t.dims);
-      kept.push_back(&t);
-      total += t.n_bytes;
-    }
+  const KeptTensors kept = add_kept_tensors(w, model);
+  uint64_t total = kept.bytes;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     w.add_tensor(fmt::format("blk.{}.ffn_gate_up_columns", l), DType::I8,
                  {static_cast<int64_t>(layout.gate_up_bytes), c.n_embd});
@@ -91,11 +75,7 @@ ColumnBundleLayout write_column_bundled_model(
   }
   total += layout.layer_bytes() * static_cast<uint64_t>(c.n_layer);
 
-  uint64_t written = 0;
-  for (const GgufTensorInfo* t : kept) {
-    w.write_tensor_data({t->data, t->n_bytes});
-    written += t->n_bytes;
-  }
+  uint64_t written = write_kept_tensors(w, kept);
   std::vector<uint8_t> chunk;
   std::vector<float> scratch;
   for (int64_t l = 0; l < c.n_layer; ++l) {

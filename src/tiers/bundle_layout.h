@@ -12,6 +12,11 @@
 namespace strata {
 
 inline constexpr uint64_t kBundleAlign = 4096;
+
+// `bytes` rounded up to a whole number of kBundleAlign (a bundle's stride).
+inline constexpr uint64_t padded_to_bundle_align(uint64_t bytes) {
+  return (bytes + kBundleAlign - 1) / kBundleAlign * kBundleAlign;
+}
 inline constexpr const char* kBundleBytesKey = "strata.bundle.bytes";
 inline constexpr const char* kBundleTypeKey = "strata.bundle.type";  // GGUF type id of the rows
 // The same type by name: a second record of it, so that an edited or damaged type id (F16 read
@@ -36,12 +41,12 @@ struct BundleLayout {
   // row that decides whether the neuron is zero. Equal to bundle_bytes when nothing is saved by
   // reading it alone.
   uint64_t head_bytes() const {
-    return (row_bytes + kBundleAlign - 1) / kBundleAlign * kBundleAlign;
+    return padded_to_bundle_align(row_bytes);
   }
 
   static BundleLayout make(DType type, int64_t n_embd, int64_t n_ff, bool has_gate) {
     BundleLayout l{type, n_embd, n_ff, has_gate, row_bytes_of(type, n_embd), 0};
-    l.bundle_bytes = (l.payload_bytes() + kBundleAlign - 1) / kBundleAlign * kBundleAlign;
+    l.bundle_bytes = padded_to_bundle_align(l.payload_bytes());
     return l;
   }
 

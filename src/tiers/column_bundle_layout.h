@@ -9,7 +9,8 @@
 // A token then reads the gate/up bundles of its FFN inputs above threshold and the down bundles
 // of its activations above threshold; neuron bundles (bundle_layout.h) would have to be read
 // whole for every neuron, since every gate/up row meets every input. Float types only (F32,
-// F16, BF16): quantized columns are slower than rows on the CPU (column_products_pay).
+// F16, BF16): column bundles of Q8_0's column groups (tensor/column_groups.h: a group's scales
+// shared by 32 inputs) are not built yet; other quantized columns are slower than rows.
 #pragma once
 
 #include <cstdint>
@@ -39,9 +40,9 @@ struct ColumnBundleLayout {
   static ColumnBundleLayout make(DType type, int64_t n_embd, int64_t n_ff, bool has_gate) {
     ColumnBundleLayout l{type, n_embd, n_ff, has_gate, 0, 0, 0, 0};
     l.column_bytes = row_bytes(type, static_cast<uint64_t>(n_ff));
-    l.gate_up_bytes = padded((has_gate ? 2 : 1) * l.column_bytes);
+    l.gate_up_bytes = padded_to_bundle_align((has_gate ? 2 : 1) * l.column_bytes);
     l.down_row_bytes = row_bytes(type, static_cast<uint64_t>(n_embd));
-    l.down_bytes = padded(l.down_row_bytes);
+    l.down_bytes = padded_to_bundle_align(l.down_row_bytes);
     return l;
   }
   // The layouts of the two caches (NeuronCache counts bundles as its n_ff).
@@ -49,9 +50,6 @@ struct ColumnBundleLayout {
   BundleLayout down_cache() const { return cache(n_ff, down_bytes); }
 
  private:
-  static uint64_t padded(uint64_t bytes) {
-    return (bytes + kBundleAlign - 1) / kBundleAlign * kBundleAlign;
-  }
   BundleLayout cache(int64_t count, uint64_t stride) const {
     BundleLayout b;
     b.type = type;

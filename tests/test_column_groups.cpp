@@ -113,15 +113,17 @@ TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
     std::vector<float> start(static_cast<size_t>(n));
     for (auto& y : start) y = dist(rng);
     std::vector<float> want = start;
-    scalar_kernels().axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f,
-                                     want.data(), n, nullptr);
+    scalar_kernels().axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, want.data(),
+                                     n, nullptr);
     // The scalar kernel against the formula in double.
     for (int64_t i = 0; i < n; ++i) {
       double sum = 0;
       for (int r = 0; r < n_rows; ++r)
-        sum += static_cast<double>(xq[static_cast<size_t>(r)]) * p[static_cast<size_t>(r)][column_group_position(i)];
-      const double expect = start[static_cast<size_t>(i)] +
-                            sum * 0.03 * static_cast<double>(f16_to_f32(scales[static_cast<size_t>(i)]));
+        sum += static_cast<double>(xq[static_cast<size_t>(r)]) *
+               p[static_cast<size_t>(r)][column_group_position(i)];
+      const double expect =
+          start[static_cast<size_t>(i)] +
+          sum * 0.03 * static_cast<double>(f16_to_f32(scales[static_cast<size_t>(i)]));
       EXPECT_NEAR(want[static_cast<size_t>(i)], expect, 1e-5 * (1 + std::abs(expect)));
     }
     for (const CpuKernels* k : supported_kernels()) {
@@ -148,7 +150,8 @@ std::vector<double> dense_q8_0(const Q8Matrix& w, const std::vector<int32_t>& id
       int32_t sum = 0;
       for (int t = 0; t < kQK; ++t)
         sum += static_cast<int32_t>(row[g].qs[t]) * xq[static_cast<size_t>(g)].qs[t];
-      y[static_cast<size_t>(i)] += double{f16_to_f32(row[g].d)} * f16_to_f32(xq[static_cast<size_t>(g)].d) * sum;
+      y[static_cast<size_t>(i)] +=
+          double{f16_to_f32(row[g].d)} * f16_to_f32(xq[static_cast<size_t>(g)].d) * sum;
     }
   }
   return y;
@@ -181,7 +184,8 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
         double scale = 0;
         for (double v : want) scale = std::max(scale, std::abs(v));
         for (int64_t i = 0; i < n_out; ++i)
-          ASSERT_NEAR(out[static_cast<size_t>(b * n_out + i)], want[static_cast<size_t>(i)], 1e-5 * scale)
+          ASSERT_NEAR(out[static_cast<size_t>(b * n_out + i)], want[static_cast<size_t>(i)],
+                      1e-5 * scale)
               << k->name << " token " << b << " output " << i;
       }
       // Every variant and thread count: the same bits.

@@ -24,9 +24,10 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
   m->config = ModelConfig::from_gguf(*m->file);
   m->weights = load_weights(*m->file, m->config);
   if (mode == LoadMode::Read && bundled) {
-    // A bundled file's FFN bundles (neuron or column bundles) are read on demand (flash tier) and its embedding rows one
-    // per token (Session), never loaded whole; the rest is read into anonymous memory, which a
-    // memory cgroup cannot evict the way it evicts mapped file pages under a tight budget.
+    // A bundled file's FFN bundles (neuron or column bundles) are read on demand (flash tier)
+    // and its embedding rows one per token (Session), never loaded whole; the rest is read into
+    // anonymous memory, which a memory cgroup cannot evict the way it evicts mapped file pages
+    // under a tight budget.
     const MappedFile::Ranges holes = m->flash_ranges();
     m->file = GgufFile::open(path, mode, holes);
     m->weights = load_weights(*m->file, m->config);
@@ -176,7 +177,8 @@ MatrixView into_pages(MatrixView v, std::vector<AnonymousMemory>& storage) {
 }
 
 // The transposed float parts as one copy (each input's row the parts' rows back to back).
-MatrixView transposed_copy(std::span<const MatrixView> parts, std::vector<AnonymousMemory>& storage) {
+MatrixView transposed_copy(std::span<const MatrixView> parts,
+                           std::vector<AnonymousMemory>& storage) {
   if (parts.size() == 1) {
     std::vector<uint8_t> bytes;
     return into_pages(transpose_down(parts[0], bytes), storage);

@@ -102,8 +102,8 @@ ColumnBundleLayout write_column_bundled_model(
       scratch.resize(static_cast<size_t>(c.n_embd));
       for (int64_t i = 0; i < c.n_ff; ++i) {
         dequantize_row(lw.ffn_down_t.type, lw.ffn_down_t.row(i), scratch.data(), c.n_embd);
-        quantize_row(type, scratch.data(), chunk.data() + static_cast<uint64_t>(i) * layout.down_bytes,
-                     c.n_embd);
+        quantize_row(type, scratch.data(),
+                     chunk.data() + static_cast<uint64_t>(i) * layout.down_bytes, c.n_embd);
       }
     }
     w.write_tensor_data(chunk);

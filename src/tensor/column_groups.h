@@ -53,14 +53,13 @@ inline MatrixView column_groups_view(const uint8_t* data, int64_t n_in, int64_t 
 
 // Group g's scales (f16, output order).
 STRATA_HD inline const uint16_t* column_group_scales(const uint8_t* data, int64_t n_out,
-                                                              int64_t g) {
-  return reinterpret_cast<const uint16_t*>(data + static_cast<uint64_t>(g) *
-                                                      column_group_bytes(n_out));
+                                                     int64_t g) {
+  return reinterpret_cast<const uint16_t*>(data +
+                                           static_cast<uint64_t>(g) * column_group_bytes(n_out));
 }
 
 // Input j's values (n_out int8, permuted within chunks).
-STRATA_HD inline const int8_t* column_group_row(const uint8_t* data, int64_t n_out,
-                                                         int64_t j) {
+STRATA_HD inline const int8_t* column_group_row(const uint8_t* data, int64_t n_out, int64_t j) {
   const int64_t g = j / kColumnGroup, r = j % kColumnGroup;
   return reinterpret_cast<const int8_t*>(
       data + static_cast<uint64_t>(g) * column_group_bytes(n_out) +

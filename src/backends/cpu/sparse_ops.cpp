@@ -222,15 +222,17 @@ void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const i
   ColumnGroupTerms terms[2];
   int cur = 0;
   int64_t a = 0;
-  while (a < count && terms[cur].n == 0) a = column_group_terms(kernels, wt, rows, c, a, count, terms[cur]);
+  while (a < count && terms[cur].n == 0)
+    a = column_group_terms(kernels, wt, rows, c, a, count, terms[cur]);
   while (terms[cur].n > 0) {
     ColumnGroupTerms& t = terms[cur];
     ColumnGroupTerms& following = terms[1 - cur];
     following.n = 0;
     while (a < count && following.n == 0)
       a = column_group_terms(kernels, wt, rows, c, a, count, following);
-    const int8_t* next[4];
-    for (int k = 0; k < 4; ++k) next[k] = following.rows[k < following.n ? k : 0];
+    const int8_t* next[4] = {};
+    for (int k = 0; k < 4 && following.n > 0; ++k)
+      next[k] = following.rows[k < following.n ? k : 0];
     kernels.axpy_q8_0_group(t.rows, t.values, t.n, column_group_scales(wt.data, wt.cols, t.group),
                             t.dx, y, wt.cols, following.n > 0 ? next : nullptr);
     t.n = 0;

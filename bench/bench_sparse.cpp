@@ -13,6 +13,7 @@
 #include "backends/cpu/sparse_ops.h"
 #include "bench_matrix.h"
 #include "core/thread_pool.h"
+#include "model/column_group_copy.h"
 #include "tensor/column_groups.h"
 #include "tensor/interleaved_rows.h"
 
@@ -251,13 +252,29 @@ BENCHMARK(BM_ScatteredRows)
 // given per-mille density of the input (the columns read). >= 3 GiB of copies and a different
 // random column list per pass. GB/s of the bytes read: the input-sparse path pays off only when
 // this is close to the dense figure.
+// Q8_0's and Q4_K's column copies are column groups (model/column_group_copy.h): one built
+// from a random n x n matrix, repeated to >= kSparseBytes; the view of the first.
+Matrix make_group_copies(DType type, int64_t n, int64_t& copies) {
+  const Matrix one = make(type, n, n);
+  const uint64_t copy_bytes = column_groups_copy_bytes(std::span(&one.view, 1));
+  copies = static_cast<int64_t>((kSparseBytes + copy_bytes - 1) / copy_bytes);
+  Matrix m;
+  m.bytes.resize(static_cast<size_t>(copy_bytes * static_cast<uint64_t>(copies)));
+  m.view = build_column_groups(std::span(&one.view, 1), m.bytes.data());
+  for (int64_t c = 1; c < copies; ++c)
+    std::memcpy(m.bytes.data() + static_cast<uint64_t>(c) * copy_bytes, m.bytes.data(),
+                static_cast<size_t>(copy_bytes));
+  return m;
+}
+
 void BM_InputColumns(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t per_mille = state.range(1);
   const bool dense = per_mille >= 1000;
+  const bool groups = !dense && (type == DType::Q8_0 || type == DType::Q4_K);
   const int64_t n = 4096;
   int64_t copies = 0;
-  Matrix m = make_copies(type, n, n, copies);
+  Matrix m = groups ? make_group_copies(type, n, copies) : make_copies(type, n, n, copies);
   if (dense && interleavable(type)) {
     m.view.rows = n * copies;
     interleave_rows16(type, m.bytes.data(), m.view.rows, n);
@@ -272,8 +289,6 @@ void BM_InputColumns(benchmark::State& state) {
     MatrixView part = m.view;
     part.data += static_cast<uint64_t>(c) * n * m.view.row_bytes;
     part.rows = n;
-    // Q8_0's column copy is column groups (as many bytes as its rows: 34 per 32 values).
-    if (!dense && type == DType::Q8_0) part = column_groups_view(part.data, n, n);
     if (dense) {
       matvec(k, part, x.data(), out.data(), pool);
       bytes += static_cast<int64_t>(part.bytes());

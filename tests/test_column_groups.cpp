@@ -1,7 +1,7 @@
-// Q8_0 column-group copies (tensor/column_groups.h, model/column_group_copy.h): the copy holds the
-// file's values, the kernels equal the scalar one bit for bit, and input-sparse products through
-// the copy equal the dense Q8_0 product of the thresholded input (the same integer sums; only
-// the float additions in another order), the same bits for any thread count.
+// Q8_0 and Q4_K column-group copies (tensor/column_groups.h, model/column_group_copy.h): the copy
+// holds the file's values, the kernels equal the scalar one bit for bit, and input-sparse
+// products through the copy equal the dense product of the thresholded input (the same integer
+// sums; only the float additions in another order), the same bits for any thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,27 +19,31 @@
 namespace strata {
 namespace {
 
-struct Q8Matrix {
+struct QuantMatrix {
   std::vector<uint8_t> bytes;
   std::vector<float> values;  // what the stored weights represent
   MatrixView view;
 };
 
-Q8Matrix q8_matrix(int64_t rows, int64_t cols, uint32_t seed) {
+QuantMatrix quantized_matrix(DType type, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> v(static_cast<size_t>(rows * cols));
   for (auto& x : v) x = dist(rng);
-  Q8Matrix m;
-  const uint64_t rb = row_bytes(DType::Q8_0, static_cast<uint64_t>(cols));
+  QuantMatrix m;
+  const uint64_t rb = row_bytes(type, static_cast<uint64_t>(cols));
   m.bytes.resize(rb * static_cast<uint64_t>(rows));
   m.values.resize(v.size());
   for (int64_t r = 0; r < rows; ++r) {
-    quantize_row(DType::Q8_0, v.data() + r * cols, m.bytes.data() + r * rb, cols);
-    dequantize_row(DType::Q8_0, m.bytes.data() + r * rb, m.values.data() + r * cols, cols);
+    quantize_row(type, v.data() + r * cols, m.bytes.data() + r * rb, cols);
+    dequantize_row(type, m.bytes.data() + r * rb, m.values.data() + r * cols, cols);
   }
-  m.view = {DType::Q8_0, m.bytes.data(), cols, rows, rb};
+  m.view = {type, m.bytes.data(), cols, rows, rb};
   return m;
+}
+
+QuantMatrix q8_matrix(int64_t rows, int64_t cols, uint32_t seed) {
+  return quantized_matrix(DType::Q8_0, rows, cols, seed);
 }
 
 TEST(ColumnGroups, PositionsAreAnInvolutionWithinEachChunk) {
@@ -54,7 +58,7 @@ TEST(ColumnGroups, PositionsAreAnInvolutionWithinEachChunk) {
 
 TEST(ColumnGroups, TheCopyHoldsTheFileValuesOfEveryPart) {
   // q, k and v of one input, stacked: 128 + 64 + 64 outputs of 96 inputs.
-  const Q8Matrix q = q8_matrix(128, 96, 1), k = q8_matrix(64, 96, 2), v = q8_matrix(64, 96, 3);
+  const QuantMatrix q = q8_matrix(128, 96, 1), k = q8_matrix(64, 96, 2), v = q8_matrix(64, 96, 3);
   const MatrixView parts[3] = {q.view, k.view, v.view};
   ASSERT_TRUE(column_groups_apply(parts));
   std::vector<uint8_t> copy(column_groups_copy_bytes(parts));
@@ -65,7 +69,7 @@ TEST(ColumnGroups, TheCopyHoldsTheFileValuesOfEveryPart) {
   EXPECT_EQ(c.cols, 256);
   EXPECT_EQ(c.bytes(), copy.size());
   int64_t out = 0;
-  for (const Q8Matrix* m : {&q, &k, &v})
+  for (const QuantMatrix* m : {&q, &k, &v})
     for (int64_t r = 0; r < m->view.rows; ++r, ++out)
       for (int64_t j = 0; j < 96; ++j)
         ASSERT_EQ(column_group_weight(c, out, j), m->values[static_cast<size_t>(r * 96 + j)])
@@ -73,7 +77,7 @@ TEST(ColumnGroups, TheCopyHoldsTheFileValuesOfEveryPart) {
 }
 
 TEST(ColumnGroups, OnlyWholeQ8_0BlocksAndChunksHaveCopies) {
-  const Q8Matrix a = q8_matrix(64, 64, 4), b = q8_matrix(32, 64, 5);
+  const QuantMatrix a = q8_matrix(64, 64, 4), b = q8_matrix(32, 64, 5);
   EXPECT_TRUE(column_groups_apply(std::span(&a.view, 1)));
   const MatrixView odd[2] = {a.view, b.view};  // 96 outputs: not whole chunks of 64
   EXPECT_FALSE(column_groups_apply(odd));
@@ -85,11 +89,14 @@ TEST(ColumnGroups, OnlyWholeQ8_0BlocksAndChunksHaveCopies) {
   EXPECT_FALSE(column_groups_apply(std::span(&interleaved, 1)));
   const MatrixView missing[2] = {a.view, MatrixView{}};
   EXPECT_FALSE(column_groups_apply(missing));
-  const Q8Matrix narrow = q8_matrix(64, 32, 6);  // other inputs than `a`
+  const QuantMatrix narrow = q8_matrix(64, 32, 6);  // other inputs than `a`
   const MatrixView differ[2] = {a.view, narrow.view};
   EXPECT_FALSE(column_groups_apply(differ));
   EXPECT_FALSE(column_groups_apply({}));
-  EXPECT_FALSE(column_groups_fit(64, 48));
+  EXPECT_FALSE(column_groups_fit(DType::Q8_0, 64, 48));
+  EXPECT_FALSE(column_groups_fit(DType::Q4_0, 64, 64));
+  EXPECT_FALSE(column_groups_fit(DType::Q4_K, 64, 128));  // not whole super-blocks
+  EXPECT_TRUE(column_groups_fit(DType::Q4_K, 64, 512));
 }
 
 TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
@@ -137,7 +144,8 @@ TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
 
 // The dense Q8_0 product of x (zero outside `ids`), as the row-major kernels compute it: x
 // quantized per block of 32 (quantize_row_q8_0_activations), integer sums, scales; in double.
-std::vector<double> dense_q8_0(const Q8Matrix& w, const std::vector<int32_t>& ids, const float* c) {
+std::vector<double> dense_q8_0(const QuantMatrix& w, const std::vector<int32_t>& ids,
+                               const float* c) {
   const int64_t n_in = w.view.cols;
   std::vector<float> x(static_cast<size_t>(n_in), 0.0f);
   for (size_t k = 0; k < ids.size(); ++k) x[static_cast<size_t>(ids[k])] = c[k];
@@ -161,7 +169,7 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
   // W: 192 outputs of 640 inputs; its copy: 640 rows of 192. Two tokens' values over a list of
   // about half the inputs, some zero (a token's own dropped values).
   const int64_t n_out = 192, n_in = 640, batch = 2;
-  const Q8Matrix w = q8_matrix(n_out, n_in, 21);
+  const QuantMatrix w = q8_matrix(n_out, n_in, 21);
   std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
   const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
   std::mt19937 rng(5);
@@ -189,6 +197,148 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
               << k->name << " token " << b << " output " << i;
       }
       // Every variant and thread count: the same bits.
+      if (first.empty()) first = out;
+      EXPECT_EQ(out, first) << k->name << " " << threads << " threads";
+    }
+}
+
+TEST(ColumnGroups, TheQ4KCopyHoldsTheFileValuesOfEveryPart) {
+  // gate and up of one input, stacked: 128 + 64 outputs of 512 inputs (two super-blocks).
+  const QuantMatrix gate = quantized_matrix(DType::Q4_K, 128, 512, 7);
+  const QuantMatrix up = quantized_matrix(DType::Q4_K, 64, 512, 8);
+  const MatrixView parts[2] = {gate.view, up.view};
+  ASSERT_TRUE(column_groups_apply(parts));
+  std::vector<uint8_t> copy(column_groups_copy_bytes(parts));
+  EXPECT_EQ(copy.size(), 2u * q4_k_column_super_bytes(192));
+  EXPECT_EQ(copy.size(), 2u * 192 * (4 + 8 * (2 + 16)));  // 4.625 bits a value (the file: 4.5)
+  const MatrixView c = build_column_groups(parts, copy.data());
+  EXPECT_EQ(c.type, DType::Q4_K);
+  EXPECT_EQ(c.layout, Layout::ColumnGroups);
+  EXPECT_EQ(c.rows, 512);
+  EXPECT_EQ(c.cols, 192);
+  EXPECT_EQ(c.bytes(), copy.size());
+  int64_t out = 0;
+  for (const QuantMatrix* m : {&gate, &up})
+    for (int64_t r = 0; r < m->view.rows; ++r, ++out)
+      for (int64_t j = 0; j < 512; ++j)
+        ASSERT_EQ(column_group_weight(c, out, j), m->values[static_cast<size_t>(r * 512 + j)])
+            << out << " " << j;
+  // Mixed types are not one copy.
+  const QuantMatrix q8 = q8_matrix(64, 512, 9);
+  const MatrixView mixed[2] = {gate.view, q8.view};
+  EXPECT_FALSE(column_groups_apply(mixed));
+}
+
+TEST(ColumnGroups, EveryQ4KKernelEqualsTheScalarOneBitForBit) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> byte(0, 255), six(0, 63), value(-127, 127);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t n = 4096 + 320;  // a whole block of sums and 5 chunks more
+  std::vector<std::vector<uint8_t>> rows(32, std::vector<uint8_t>(static_cast<size_t>(n / 2)));
+  for (auto& r : rows)
+    for (auto& q : r) q = static_cast<uint8_t>(byte(rng));
+  rows[3][7] = 0xff;  // the extreme values count exactly
+  std::vector<uint16_t> d(static_cast<size_t>(n)), dmin(d.size());
+  for (size_t i = 0; i < d.size(); ++i) {
+    d[i] = f32_to_f16(std::abs(dist(rng)) * 0.01f);
+    dmin[i] = f32_to_f16(std::abs(dist(rng)) * 0.01f);
+  }
+  std::vector<std::vector<uint8_t>> sc(kQ4KGroups, std::vector<uint8_t>(d.size()));
+  std::vector<std::vector<uint8_t>> mins = sc;
+  for (size_t g = 0; g < sc.size(); ++g)
+    for (size_t i = 0; i < d.size(); ++i) {
+      sc[g][i] = static_cast<uint8_t>(g == 0 && i == 5 ? 63 : six(rng));
+      mins[g][i] = static_cast<uint8_t>(six(rng));
+    }
+  // Super-blocks of 1, 3 and 8 groups of 1..32 kept rows each.
+  for (const std::vector<int>& sizes : {std::vector<int>{4}, std::vector<int>{1, 7, 32},
+                                        std::vector<int>{3, 4, 5, 8, 9, 2, 32, 1}}) {
+    std::vector<std::vector<const uint8_t*>> p(sizes.size());
+    std::vector<std::vector<int8_t>> xq(sizes.size());
+    std::vector<Q4KColumnTerms> groups;
+    for (size_t g = 0; g < sizes.size(); ++g) {
+      int32_t xsum = 0;
+      for (int r = 0; r < sizes[g]; ++r) {
+        p[g].push_back(rows[static_cast<size_t>((r * 7 + static_cast<int>(g)) % 32)].data());
+        xq[g].push_back(static_cast<int8_t>(r == 0 && g == 0 ? -127 : value(rng)));
+        xsum += xq[g].back();
+      }
+      groups.push_back({p[g].data(), xq[g].data(), sizes[g], sc[g].data(), mins[g].data(), xsum});
+    }
+    const int n_groups = static_cast<int>(groups.size());
+    std::vector<float> start(static_cast<size_t>(n));
+    for (auto& y : start) y = dist(rng);
+    std::vector<float> want = start;
+    scalar_kernels().axpy_q4_K_super(groups.data(), n_groups, d.data(), dmin.data(), 0.03f,
+                                     want.data(), n, nullptr);
+    // The scalar kernel against the formula in double.
+    for (int64_t i = 0; i < n; ++i) {
+      const auto u = static_cast<size_t>(i);
+      double isum = 0, imin = 0;
+      for (const Q4KColumnTerms& t : groups) {
+        double acc = 0;
+        for (int r = 0; r < t.n_rows; ++r)
+          acc += static_cast<double>(t.xq[r]) * q4_k_column_quant(t.rows[r], i);
+        isum += acc * t.sc[u];
+        imin += static_cast<double>(t.m[u]) * t.xsum;
+      }
+      const double expect =
+          start[u] + 0.03 * (isum * f16_to_f32(d[u]) - imin * f16_to_f32(dmin[u]));
+      EXPECT_NEAR(want[u], expect, 1e-5 * (1 + std::abs(expect)));
+    }
+    for (const CpuKernels* k : supported_kernels()) {
+      std::vector<float> got = start;
+      const uint8_t* next[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+      k->axpy_q4_K_super(groups.data(), n_groups, d.data(), dmin.data(), 0.03f, got.data(), n,
+                         next);
+      EXPECT_EQ(got, want) << k->name << " " << n_groups << " groups";
+    }
+  }
+}
+
+// The dense Q4_K product of x (zero outside `ids`) as the row-major kernels compute it: x
+// quantized per super-block (quantize_row_q8_K), each row's dot_kq.
+std::vector<float> dense_q4_k(const CpuKernels& k, const QuantMatrix& w,
+                              const std::vector<int32_t>& ids, const float* c) {
+  const int64_t n_in = w.view.cols;
+  std::vector<float> x(static_cast<size_t>(n_in), 0.0f);
+  for (size_t j = 0; j < ids.size(); ++j) x[static_cast<size_t>(ids[j])] = c[j];
+  std::vector<BlockQ8_K> xq(static_cast<size_t>(n_in / kQK_K));
+  quantize_row_q8_K(x.data(), xq.data(), n_in);
+  std::vector<float> y(static_cast<size_t>(w.view.rows));
+  for (int64_t i = 0; i < w.view.rows; ++i)
+    y[static_cast<size_t>(i)] = k.dot_kq[kquant_slot(DType::Q4_K)](w.view.row(i), xq.data(), n_in);
+  return y;
+}
+
+TEST(ColumnGroups, Q4KProductsAreTheRowMajorProductOfTheThresholdedInputBitForBit) {
+  // W: 192 outputs of 768 inputs (three super-blocks); two tokens over about half the inputs,
+  // some values zero; one super-block with no listed input at all.
+  const int64_t n_out = 192, n_in = 768, batch = 2;
+  const QuantMatrix w = quantized_matrix(DType::Q4_K, n_out, n_in, 22);
+  std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
+  const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
+  std::mt19937 rng(6);
+  std::bernoulli_distribution pick(0.5), zero(0.2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<int32_t> ids;
+  for (int32_t j = 0; j < n_in; ++j)
+    if ((j < 256 || j >= 512) && pick(rng)) ids.push_back(j);
+  std::vector<float> coef(static_cast<size_t>(batch) * ids.size());
+  for (auto& v : coef) v = zero(rng) ? 0.0f : dist(rng);
+  std::vector<float> first;
+  for (const CpuKernels* k : supported_kernels())
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> out(static_cast<size_t>(batch * n_out), -1.0f);
+      axpy_rows(*k, c, ids, coef.data(), static_cast<int64_t>(ids.size()), batch, out.data(), n_out,
+                pool);
+      // The same bits as the row-major product: the same integers, the same float steps.
+      for (int64_t b = 0; b < batch; ++b) {
+        const std::vector<float> want = dense_q4_k(*k, w, ids, coef.data() + b * ids.size());
+        const std::vector<float> got(out.begin() + b * n_out, out.begin() + (b + 1) * n_out);
+        ASSERT_EQ(got, want) << k->name << " token " << b;
+      }
       if (first.empty()) first = out;
       EXPECT_EQ(out, first) << k->name << " " << threads << " threads";
     }

@@ -11,11 +11,13 @@
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
 #include "offline/sparsify.h"
+#include "tensor/kquants.h"
 #include "test_helpers.h"
 
 namespace strata {
 namespace {
 
+using testing::kquant_tiny_model;
 using testing::random_tokens;
 using testing::temp_file;
 using testing::tiny_model;
@@ -53,7 +55,10 @@ struct Calibrated {
 };
 
 Calibrated calibrate(ThreadPool& pool, SparsityAllocation allocation, DType type = DType::F32) {
-  const auto dense = Model::load(tiny_model(type, FfnActivation::SwiGLU), false);
+  // K-quants: rows of whole super-blocks (256 inputs), the tiny shape widened.
+  const auto dense = Model::load(
+      is_kquant(type) ? kquant_tiny_model(type) : tiny_model(type, FfnActivation::SwiGLU), false);
+  EXPECT_EQ(dense->config.ffn, FfnActivation::SwiGLU);
   SparsifyOptions o;
   o.levels = {0.25f, 0.5f};
   o.n_ctx = 48;
@@ -206,15 +211,16 @@ TEST(InputSparsity, TheSessionThresholdsWhatTheObserverSees) {
 // another order), a prompt's batch taking the row-major path in the same session; the same bits
 // for any thread count.
 TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
-  // Q8_0: column groups (tensor/column_groups.h), the file's values regrouped.
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+  // Q8_0 and Q4_K: column groups (tensor/column_groups.h), the file's values regrouped.
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K}) {
+    const bool groups = type == DType::Q8_0 || type == DType::Q4_K;
     ThreadPool pool(2);
     const Calibrated c = calibrate(pool, SparsityAllocation::Greedy, type);
     auto columns = Model::load(c.model->file->path(), false);
     EXPECT_GT(columns->ensure_input_columns(), 0u);
     ASSERT_EQ(columns->columns.size(), static_cast<size_t>(columns->config.n_layer));
     // q/k/v and gate/up of one type: each fused into one copy, the parts' views left empty.
-    const Layout layout = type == DType::Q8_0 ? Layout::ColumnGroups : Layout::Rows;
+    const Layout layout = groups ? Layout::ColumnGroups : Layout::Rows;
     for (const LayerColumns& lc : columns->columns) {
       EXPECT_EQ(lc.attn_qkv.layout, layout);
       EXPECT_EQ(lc.ffn_gate_up.layout, layout);
@@ -264,10 +270,11 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
     EXPECT_LT(diff / scale, 1e-4) << dtype_name(type);
     EXPECT_EQ(decode(*columns, 1), cols) << dtype_name(type);
     EXPECT_EQ(decode(*columns, 3), cols) << dtype_name(type);
-    // The decode steps did take the other path: their sums ran in another order (Q8_0's
-    // column groups sum a tiny model's few blocks as the row-major kernels do, so there the
-    // proof is that a changed copy changes the result).
-    if (type != DType::Q8_0) {
+    // The decode steps did take the other path: their sums ran in another order (column
+    // groups compute the row-major kernels' integers and float steps: Q4_K's always, Q8_0's on
+    // a tiny model's few blocks, bit for bit; there the proof is that a changed copy changes
+    // the result: its first scales zeroed).
+    if (!groups) {
       EXPECT_GT(diff, 0.0) << dtype_name(type);
     } else {
       auto* scales = const_cast<uint8_t*>(columns->columns[0].ffn_down.data);

@@ -221,7 +221,8 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
           "note: input-sparse products: the attention and FFN matrices transposed at load "
           "({:.1f} MiB more memory{})",
           bytes / 1048576.0,
-          type == DType::Q8_0 ? "; Q8_0 as column groups, values unchanged"
+          type == DType::Q8_0 || type == DType::Q4_K
+              ? "; Q8_0 and Q4_K as column groups, values unchanged (other types row-major)"
           : !is_float_type(type) ? "; quantized weights without column kernels stay row-major"
                                  : ""));
   }

@@ -12,7 +12,7 @@ namespace strata {
 // Rows: the file's layout. Interleaved16: Q4_0/Q8_0/Q4_K rows interleaved by groups of 16
 // (tensor/interleaved_rows.h),
 // done at load for matrices that are only multiplied whole (row() is then meaningless; the
-// kernels in matvec.h handle both layouts). ColumnGroups: a Q8_0 matrix's copy for
+// kernels in matvec.h handle both layouts). ColumnGroups: a Q8_0 or Q4_K matrix's copy for
 // input-sparse products, by blocks of 32 inputs (tensor/column_groups.h; row() meaningless).
 enum class Layout { Rows, Interleaved16, ColumnGroups };
 

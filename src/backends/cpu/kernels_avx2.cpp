@@ -384,6 +384,7 @@ const CpuKernels kTable{
     .axpy_q8_0 = axpy_q8_0,
     .axpy_q4_0 = axpy_q4_0,
     .axpy_q8_0_group = axpy_q8_0_group,
+    .axpy_q4_K_super = axpy_q4_K_super,
     .dot_kq = {dense_dot_kquant<BlockQ2_K>, dense_dot_kquant<BlockQ3_K>,
                dense_dot_kquant<BlockQ4_K>, dense_dot_kquant<BlockQ5_K>,
                dense_dot_kquant<BlockQ6_K>},

@@ -170,6 +170,24 @@ void axpy_q8_0_group(const int8_t* const* rows, const int8_t* xq, int n_rows,
   }
 }
 
+void axpy_q4_K_super(const Q4KColumnTerms* groups, int n_groups, const uint16_t* d,
+                     const uint16_t* dmin, float dx, float* y, int64_t n,
+                     const uint8_t* const* /*next*/) {
+  if (n_groups <= 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t isum = 0, imin = 0;
+    for (int g = 0; g < n_groups; ++g) {
+      const Q4KColumnTerms& t = groups[g];
+      int32_t acc = 0;
+      for (int r = 0; r < t.n_rows; ++r)
+        acc += static_cast<int32_t>(t.xq[r]) * q4_k_column_quant(t.rows[r], i);
+      isum += static_cast<int32_t>(t.sc[i]) * acc;
+      imin += static_cast<int32_t>(t.m[i]) * t.xsum;
+    }
+    y[i] += superblock_dot<BlockQ4_K>(dx, f16_to_f32(d[i]), f16_to_f32(dmin[i]), isum, imin);
+  }
+}
+
 // The gather entries: the scalar code requests nothing ahead.
 float gather_f32(const float* w, const float* x, int64_t n, const void*) {
   return dot_f32(w, x, n);
@@ -274,6 +292,7 @@ const CpuKernels& scalar_kernels() {
       .axpy_q8_0 = axpy_q8_0,
       .axpy_q4_0 = axpy_q4_0,
       .axpy_q8_0_group = axpy_q8_0_group,
+      .axpy_q4_K_super = axpy_q4_K_super,
       .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>, dot_kquant<BlockQ4_K>,
                  dot_kquant<BlockQ5_K>, dot_kquant<BlockQ6_K>},
       .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,

@@ -6,6 +6,7 @@
 #include "tensor/column_groups.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
+#include "tensor/kquants.h"
 
 namespace strata {
 
@@ -186,16 +187,24 @@ int64_t axpy_items(AxpyScratch& s, std::span<const int32_t> ids, std::span<const
 struct ColumnGroupTerms {
   int64_t group = 0;
   float dx = 0.0f;
+  int32_t xsum = 0;  // Q4_K: the sum of the group's quantized values
   int n = 0;
-  const int8_t* rows[kColumnGroup];
+  const uint8_t* rows[kColumnGroup];
   int8_t values[kColumnGroup];
+
+  void add(const uint8_t* row, int8_t v) {
+    if (n == kColumnGroup) fail("axpy over column groups: an input listed twice");
+    rows[n] = row;
+    values[n++] = v;
+  }
 };
 
-// The terms of the group starting at rows[a] (rows ascending): its coefficients quantized as the
-// dense product quantizes its input (zeros for the inputs not listed), the rows whose value is
-// not 0. Returns the end of the group's entries.
-int64_t column_group_terms(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                           const float* c, int64_t a, int64_t count, ColumnGroupTerms& t) {
+// The terms of the Q8_0 group starting at rows[a] (rows ascending): its coefficients quantized as
+// the dense product quantizes its input (zeros for the inputs not listed), the rows whose value
+// is not 0 (a value quantized to 0 adds nothing: its row is never read). Returns the end of the
+// group's entries.
+int64_t q8_0_group_terms(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                         const float* c, int64_t a, int64_t count, ColumnGroupTerms& t) {
   t.group = rows[a] / kColumnGroup;
   float block[kColumnGroup] = {};
   int64_t b = a;
@@ -204,40 +213,111 @@ int64_t column_group_terms(const CpuKernels& kernels, const MatrixView& wt, cons
   kernels.quantize_q8_0(block, &x, kColumnGroup);
   t.dx = f16_to_f32(x.d);
   t.n = 0;
+  for (int64_t k = a; k < b; ++k)
+    if (const int8_t v = x.qs[rows[k] % kColumnGroup]; v != 0)
+      t.add(reinterpret_cast<const uint8_t*>(column_group_row(wt.data, wt.cols, rows[k])), v);
+  return b;
+}
+
+// A Q4_K super-block's groups with kept rows, its coefficients quantized as the dense product
+// quantizes its input (quantize_row_q8_K).
+struct SuperTerms {
+  int64_t super = 0;
+  float dx = 0.0f;
+  int n = 0;  // groups with kept rows (one without is left out)
+  ColumnGroupTerms groups[kQ4KGroups];
+};
+
+int64_t q4_k_super_terms(const MatrixView& wt, const int64_t* rows, const float* c, int64_t a,
+                         int64_t count, SuperTerms& t) {
+  t.super = rows[a] / kQK_K;
+  float block[kQK_K] = {};
+  int64_t b = a;
+  for (; b < count && rows[b] / kQK_K == t.super; ++b) block[rows[b] % kQK_K] = c[b];
+  BlockQ8_K x;
+  quantize_row_q8_K(block, &x, kQK_K);
+  t.dx = x.d;
+  t.n = 0;
   for (int64_t k = a; k < b; ++k) {
-    const int8_t v = x.qs[rows[k] % kColumnGroup];
-    if (v == 0) continue;  // quantized to 0: adds nothing, never read
-    if (t.n == kColumnGroup) fail("axpy over column groups: an input listed twice");
-    t.rows[t.n] = column_group_row(wt.data, wt.cols, rows[k]);
-    t.values[t.n++] = v;
+    const int64_t group = rows[k] / kColumnGroup, s = group % kQ4KGroups;
+    const int8_t v = x.qs[rows[k] % kQK_K];
+    if (v == 0) continue;
+    if (t.n == 0 || t.groups[t.n - 1].group != group) {
+      ColumnGroupTerms& g = t.groups[t.n++];
+      g.group = group, g.n = 0;
+      g.xsum = int32_t{x.bsums[2 * s]} + x.bsums[2 * s + 1];
+    }
+    t.groups[t.n - 1].add(q4_k_column_row(wt.data, wt.cols, rows[k]), v);
   }
   return b;
 }
 
-// y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
-// ascending inputs) with their coefficients, group by group (kernels.axpy_q8_0_group), each
-// call told the next group's first rows so it reads them ahead.
-void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                        const float* c, int64_t count, float* y) {
-  ColumnGroupTerms terms[2];
+// `read(a, terms)` fills terms from entry a and returns the end of its entries (terms.n == 0:
+// nothing to compute); run(terms, following) computes one with the next one that has work (or
+// null) known, so its rows can be read ahead.
+template <class Terms, class Read, class Run>
+void in_turn(int64_t count, Read read, Run run) {
+  Terms terms[2];
   int cur = 0;
   int64_t a = 0;
-  while (a < count && terms[cur].n == 0)
-    a = column_group_terms(kernels, wt, rows, c, a, count, terms[cur]);
+  while (a < count && terms[cur].n == 0) a = read(a, terms[cur]);
   while (terms[cur].n > 0) {
-    ColumnGroupTerms& t = terms[cur];
-    ColumnGroupTerms& following = terms[1 - cur];
+    Terms& following = terms[1 - cur];
     following.n = 0;
-    while (a < count && following.n == 0)
-      a = column_group_terms(kernels, wt, rows, c, a, count, following);
-    const int8_t* next[4] = {};
-    for (int k = 0; k < 4 && following.n > 0; ++k)
-      next[k] = following.rows[k < following.n ? k : 0];
-    kernels.axpy_q8_0_group(t.rows, t.values, t.n, column_group_scales(wt.data, wt.cols, t.group),
-                            t.dx, y, wt.cols, following.n > 0 ? next : nullptr);
-    t.n = 0;
+    while (a < count && following.n == 0) a = read(a, following);
+    run(terms[cur], following.n > 0 ? &following : nullptr);
+    terms[cur].n = 0;
     cur = 1 - cur;
   }
+}
+
+// The first four rows of `t` (repeated if fewer), for reading ahead.
+void first_rows(const ColumnGroupTerms& t, const uint8_t** out) {
+  for (int k = 0; k < 4; ++k) out[k] = t.rows[k < t.n ? k : 0];
+}
+
+// y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
+// ascending inputs) with their coefficients: Q8_0 group by group (kernels.axpy_q8_0_group),
+// Q4_K super-block by super-block (axpy_q4_K_super), each call told the next one's first rows
+// so it reads them ahead.
+void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                        const float* c, int64_t count, float* y) {
+  if (wt.type == DType::Q4_K) {
+    in_turn<SuperTerms>(
+        count, [&](int64_t a, SuperTerms& t) { return q4_k_super_terms(wt, rows, c, a, count, t); },
+        [&](const SuperTerms& t, const SuperTerms* following) {
+          const uint8_t* next[4];
+          if (following != nullptr) first_rows(following->groups[0], next);
+          Q4KColumnTerms groups[kQ4KGroups];
+          for (int g = 0; g < t.n; ++g) {
+            const ColumnGroupTerms& x = t.groups[g];
+            const Q4KColumnScales s = q4_k_column_scales(wt.data, wt.cols, x.group);
+            groups[g] = {x.rows, x.values, x.n, s.sc, s.m, x.xsum};
+          }
+          const Q4KColumnScales s = q4_k_column_scales(wt.data, wt.cols, t.super * kQ4KGroups);
+          kernels.axpy_q4_K_super(groups, t.n, s.d, s.dmin, t.dx, y, wt.cols,
+                                  following != nullptr ? next : nullptr);
+        });
+    return;
+  }
+  in_turn<ColumnGroupTerms>(
+      count,
+      [&](int64_t a, ColumnGroupTerms& t) {
+        return q8_0_group_terms(kernels, wt, rows, c, a, count, t);
+      },
+      [&](const ColumnGroupTerms& t, const ColumnGroupTerms* following) {
+        // The same pointers as int8_t's.
+        const int8_t* q8_rows[kColumnGroup];
+        const int8_t* q8_next[4];
+        const uint8_t* next[4];
+        if (following != nullptr) first_rows(*following, next);
+        for (int k = 0; k < t.n; ++k) q8_rows[k] = reinterpret_cast<const int8_t*>(t.rows[k]);
+        for (int k = 0; k < 4 && following != nullptr; ++k)
+          q8_next[k] = reinterpret_cast<const int8_t*>(next[k]);
+        kernels.axpy_q8_0_group(q8_rows, t.values, t.n,
+                                column_group_scales(wt.data, wt.cols, t.group), t.dx, y, wt.cols,
+                                following != nullptr ? q8_next : nullptr);
+      });
 }
 
 // Every item's rows summed into its partial vector (whole rows, long sequential reads).
@@ -312,7 +392,8 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
   if (!dtype_info(wt.type).computable)
     fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   const int64_t cols = wt.cols;
-  if (wt.layout == Layout::ColumnGroups && (wt.type != DType::Q8_0 || cols % kColumnChunk != 0))
+  if (wt.layout == Layout::ColumnGroups &&
+      ((wt.type != DType::Q8_0 && wt.type != DType::Q4_K) || cols % kColumnChunk != 0))
     fail("axpy over column groups: a {} copy of {} outputs", dtype_name(wt.type), cols);
   if (!neurons.empty() && neurons.size() != ids.size())
     fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());

@@ -1,5 +1,5 @@
-// Q8_0 and Q4_K column-group copies (tensor/column_groups.h, model/column_group_copy.h): the copy
-// holds the file's values, the kernels equal the scalar one bit for bit, and input-sparse
+// Q8_0, Q4_K and Q6_K column-group copies (tensor/column_groups.h, model/column_group_copy.h): the
+// copy holds the file's values, the kernels equal the scalar one bit for bit, and input-sparse
 // products through the copy equal the dense product of the thresholded input (the same integer
 // sums; only the float additions in another order), the same bits for any thread count.
 #include <gtest/gtest.h>
@@ -97,6 +97,8 @@ TEST(ColumnGroups, OnlyWholeQ8_0BlocksAndChunksHaveCopies) {
   EXPECT_FALSE(column_groups_fit(DType::Q4_0, 64, 64));
   EXPECT_FALSE(column_groups_fit(DType::Q4_K, 64, 128));  // not whole super-blocks
   EXPECT_TRUE(column_groups_fit(DType::Q4_K, 64, 512));
+  EXPECT_TRUE(column_groups_fit(DType::Q6_K, 128, 256));
+  EXPECT_FALSE(column_groups_fit(DType::Q5_K, 64, 256));  // no kernels
 }
 
 TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
@@ -202,104 +204,125 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
     }
 }
 
-TEST(ColumnGroups, TheQ4KCopyHoldsTheFileValuesOfEveryPart) {
-  // gate and up of one input, stacked: 128 + 64 outputs of 512 inputs (two super-blocks).
-  const QuantMatrix gate = quantized_matrix(DType::Q4_K, 128, 512, 7);
-  const QuantMatrix up = quantized_matrix(DType::Q4_K, 64, 512, 8);
-  const MatrixView parts[2] = {gate.view, up.view};
-  ASSERT_TRUE(column_groups_apply(parts));
-  std::vector<uint8_t> copy(column_groups_copy_bytes(parts));
-  EXPECT_EQ(copy.size(), 2u * q4_k_column_super_bytes(192));
-  EXPECT_EQ(copy.size(), 2u * 192 * (4 + 8 * (2 + 16)));  // 4.625 bits a value (the file: 4.5)
-  const MatrixView c = build_column_groups(parts, copy.data());
-  EXPECT_EQ(c.type, DType::Q4_K);
-  EXPECT_EQ(c.layout, Layout::ColumnGroups);
-  EXPECT_EQ(c.rows, 512);
-  EXPECT_EQ(c.cols, 192);
-  EXPECT_EQ(c.bytes(), copy.size());
-  int64_t out = 0;
-  for (const QuantMatrix* m : {&gate, &up})
-    for (int64_t r = 0; r < m->view.rows; ++r, ++out)
-      for (int64_t j = 0; j < 512; ++j)
-        ASSERT_EQ(column_group_weight(c, out, j), m->values[static_cast<size_t>(r * 512 + j)])
-            << out << " " << j;
-  // Mixed types are not one copy.
-  const QuantMatrix q8 = q8_matrix(64, 512, 9);
-  const MatrixView mixed[2] = {gate.view, q8.view};
+TEST(ColumnGroups, KQuantCopiesHoldTheFileValuesOfEveryPart) {
+  // Q4_K: 148 bytes per 256 weights (the file: 144); Q6_K: 210, as the file.
+  for (const auto& [type, bytes] : {std::pair{DType::Q4_K, 148u}, std::pair{DType::Q6_K, 210u}}) {
+    // gate and up of one input, stacked: 128 + 64 outputs (Q6_K: 128 + 128, outputs by 128) of
+    // 512 inputs (two super-blocks).
+    const int64_t n_up = type == DType::Q6_K ? 128 : 64, n_out = 128 + n_up;
+    const QuantMatrix gate = quantized_matrix(type, 128, 512, 7);
+    const QuantMatrix up = quantized_matrix(type, n_up, 512, 8);
+    const MatrixView parts[2] = {gate.view, up.view};
+    ASSERT_TRUE(column_groups_apply(parts));
+    std::vector<uint8_t> copy(column_groups_copy_bytes(parts));
+    EXPECT_EQ(copy.size(), 2u * static_cast<uint64_t>(n_out) * bytes) << dtype_name(type);
+    const MatrixView c = build_column_groups(parts, copy.data());
+    EXPECT_EQ(c.type, type);
+    EXPECT_EQ(c.layout, Layout::ColumnGroups);
+    EXPECT_EQ(c.rows, 512);
+    EXPECT_EQ(c.cols, n_out);
+    EXPECT_EQ(c.bytes(), copy.size());
+    int64_t out = 0;
+    for (const QuantMatrix* m : {&gate, &up})
+      for (int64_t r = 0; r < m->view.rows; ++r, ++out)
+        for (int64_t j = 0; j < 512; ++j)
+          ASSERT_EQ(column_group_weight(c, out, j), m->values[static_cast<size_t>(r * 512 + j)])
+              << dtype_name(type) << " " << out << " " << j;
+  }
+  // Mixed types are not one copy; Q6_K's outputs go by 128.
+  const QuantMatrix q4 = quantized_matrix(DType::Q4_K, 64, 512, 9);
+  const QuantMatrix q6 = quantized_matrix(DType::Q6_K, 64, 512, 9);
+  const MatrixView mixed[2] = {q4.view, q6.view};
   EXPECT_FALSE(column_groups_apply(mixed));
+  EXPECT_FALSE(column_groups_apply(std::span(&q6.view, 1)));
 }
 
-TEST(ColumnGroups, EveryQ4KKernelEqualsTheScalarOneBitForBit) {
-  std::mt19937 rng(12);
-  std::uniform_int_distribution<int> byte(0, 255), six(0, 63), value(-127, 127);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  const int64_t n = 4096 + 320;  // a whole block of sums and 5 chunks more
-  std::vector<std::vector<uint8_t>> rows(32, std::vector<uint8_t>(static_cast<size_t>(n / 2)));
-  for (auto& r : rows)
-    for (auto& q : r) q = static_cast<uint8_t>(byte(rng));
-  rows[3][7] = 0xff;  // the extreme values count exactly
-  std::vector<uint16_t> d(static_cast<size_t>(n)), dmin(d.size());
-  for (size_t i = 0; i < d.size(); ++i) {
-    d[i] = f32_to_f16(std::abs(dist(rng)) * 0.01f);
-    dmin[i] = f32_to_f16(std::abs(dist(rng)) * 0.01f);
-  }
-  std::vector<std::vector<uint8_t>> sc(kQ4KGroups, std::vector<uint8_t>(d.size()));
-  std::vector<std::vector<uint8_t>> mins = sc;
-  for (size_t g = 0; g < sc.size(); ++g)
+TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
+  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    const KColumnLayout layout = k_column_layout(type);
+    const bool q6 = type == DType::Q6_K;
+    auto axpy = [&](const CpuKernels& k) { return q6 ? k.axpy_q6_K_super : k.axpy_q4_K_super; };
+    std::mt19937 rng(12);
+    std::uniform_int_distribution<int> byte(0, 255), six(0, 63), value(-127, 127);
+    std::uniform_int_distribution<int> signed_scale(-128, 127);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const int64_t n = 4096 + 320;  // a whole block of sums and 5 chunks more
+    const auto row_bytes = static_cast<size_t>(layout.row_bytes(n));
+    std::vector<std::vector<uint8_t>> rows(32, std::vector<uint8_t>(row_bytes));
+    for (auto& r : rows)
+      for (auto& q : r) q = static_cast<uint8_t>(byte(rng));
+    std::fill(rows[3].begin(), rows[3].begin() + 48, uint8_t{0xff});  // the largest values
+    std::vector<uint16_t> d(static_cast<size_t>(n)), dmin(d.size());
     for (size_t i = 0; i < d.size(); ++i) {
-      sc[g][i] = static_cast<uint8_t>(g == 0 && i == 5 ? 63 : six(rng));
-      mins[g][i] = static_cast<uint8_t>(six(rng));
+      d[i] = f32_to_f16(std::abs(dist(rng)) * 0.01f);
+      dmin[i] = f32_to_f16(std::abs(dist(rng)) * 0.01f);
     }
-  // Super-blocks of 1, 3 and 8 groups of 1..32 kept rows each.
-  for (const std::vector<int>& sizes : {std::vector<int>{4}, std::vector<int>{1, 7, 32},
-                                        std::vector<int>{3, 4, 5, 8, 9, 2, 32, 1}}) {
-    std::vector<std::vector<const uint8_t*>> p(sizes.size());
-    std::vector<std::vector<int8_t>> xq(sizes.size());
-    std::vector<Q4KColumnTerms> groups;
-    for (size_t g = 0; g < sizes.size(); ++g) {
-      int32_t xsum = 0;
-      for (int r = 0; r < sizes[g]; ++r) {
-        p[g].push_back(rows[static_cast<size_t>((r * 7 + static_cast<int>(g)) % 32)].data());
-        xq[g].push_back(static_cast<int8_t>(r == 0 && g == 0 ? -127 : value(rng)));
-        xsum += xq[g].back();
+    const auto n_groups_max = static_cast<size_t>(layout.groups());
+    std::vector<std::vector<uint8_t>> sc(n_groups_max, std::vector<uint8_t>(d.size()));
+    std::vector<std::vector<uint8_t>> mins = sc;
+    for (size_t g = 0; g < sc.size(); ++g)
+      for (size_t i = 0; i < d.size(); ++i) {
+        sc[g][i] = static_cast<uint8_t>(q6 ? signed_scale(rng) : six(rng));
+        if (g == 0 && i == 5) sc[g][i] = q6 ? 0x80 : 63;  // the extreme scales
+        mins[g][i] = static_cast<uint8_t>(six(rng));
       }
-      groups.push_back({p[g].data(), xq[g].data(), sizes[g], sc[g].data(), mins[g].data(), xsum});
-    }
-    const int n_groups = static_cast<int>(groups.size());
-    std::vector<float> start(static_cast<size_t>(n));
-    for (auto& y : start) y = dist(rng);
-    std::vector<float> want = start;
-    scalar_kernels().axpy_q4_K_super(groups.data(), n_groups, d.data(), dmin.data(), 0.03f,
-                                     want.data(), n, nullptr);
-    // The scalar kernel against the formula in double.
-    for (int64_t i = 0; i < n; ++i) {
-      const auto u = static_cast<size_t>(i);
-      double isum = 0, imin = 0;
-      for (const Q4KColumnTerms& t : groups) {
-        double acc = 0;
-        for (int r = 0; r < t.n_rows; ++r)
-          acc += static_cast<double>(t.xq[r]) * q4_k_column_quant(t.rows[r], i);
-        isum += acc * t.sc[u];
-        imin += static_cast<double>(t.m[u]) * t.xsum;
+    // Super-blocks of 1, 3 and all groups of 1..group size kept rows each.
+    std::vector<int> all;
+    for (size_t g = 0; g < n_groups_max; ++g)
+      all.push_back(1 + static_cast<int>(g * 5) % static_cast<int>(layout.group));
+    all.back() = static_cast<int>(layout.group);
+    for (const std::vector<int>& sizes : {std::vector<int>{4}, std::vector<int>{1, 7, 16}, all}) {
+      std::vector<std::vector<const uint8_t*>> p(sizes.size());
+      std::vector<std::vector<int8_t>> xq(sizes.size());
+      std::vector<KColumnTerms> groups;
+      for (size_t g = 0; g < sizes.size(); ++g) {
+        int32_t xsum = 0;
+        for (int r = 0; r < sizes[g]; ++r) {
+          p[g].push_back(rows[static_cast<size_t>((r * 7 + static_cast<int>(g)) % 32)].data());
+          xq[g].push_back(static_cast<int8_t>(r == 0 && g == 0 ? -127 : value(rng)));
+          xsum += xq[g].back();
+        }
+        groups.push_back({p[g].data(), xq[g].data(), sizes[g], sc[g].data(),
+                          q6 ? nullptr : mins[g].data(), xsum});
       }
-      const double expect =
-          start[u] + 0.03 * (isum * f16_to_f32(d[u]) - imin * f16_to_f32(dmin[u]));
-      EXPECT_NEAR(want[u], expect, 1e-5 * (1 + std::abs(expect)));
-    }
-    for (const CpuKernels* k : supported_kernels()) {
-      std::vector<float> got = start;
-      const uint8_t* next[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
-      k->axpy_q4_K_super(groups.data(), n_groups, d.data(), dmin.data(), 0.03f, got.data(), n,
-                         next);
-      EXPECT_EQ(got, want) << k->name << " " << n_groups << " groups";
+      const int n_groups = static_cast<int>(groups.size());
+      std::vector<float> start(static_cast<size_t>(n));
+      for (auto& y : start) y = dist(rng);
+      std::vector<float> want = start;
+      axpy(scalar_kernels())(groups.data(), n_groups, d.data(), q6 ? nullptr : dmin.data(), 0.03f,
+                             want.data(), n, nullptr);
+      // The scalar kernel against the formula in double.
+      for (int64_t i = 0; i < n; ++i) {
+        const auto u = static_cast<size_t>(i);
+        double isum = 0, imin = 0;
+        for (const KColumnTerms& t : groups) {
+          double acc = 0;
+          for (int r = 0; r < t.n_rows; ++r)
+            acc += static_cast<double>(t.xq[r]) * k_column_quant(type, t.rows[r], i);
+          const double scale = q6 ? static_cast<int8_t>(t.sc[u]) : t.sc[u];
+          isum += acc * scale;
+          imin += (q6 ? 32 * scale : static_cast<double>(t.m[u])) * t.xsum;
+        }
+        const double expect =
+            start[u] +
+            0.03 * (isum * f16_to_f32(d[u]) - imin * (q6 ? f16_to_f32(d[u]) : f16_to_f32(dmin[u])));
+        EXPECT_NEAR(want[u], expect, 1e-5 * (1 + std::abs(expect))) << dtype_name(type);
+      }
+      for (const CpuKernels* k : supported_kernels()) {
+        std::vector<float> got = start;
+        const uint8_t* next[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+        axpy (*k)(groups.data(), n_groups, d.data(), q6 ? nullptr : dmin.data(), 0.03f, got.data(),
+                  n, next);
+        EXPECT_EQ(got, want) << k->name << " " << dtype_name(type) << " " << n_groups << " groups";
+      }
     }
   }
 }
 
-// The dense Q4_K product of x (zero outside `ids`) as the row-major kernels compute it: x
+// The dense K-quant product of x (zero outside `ids`) as the row-major kernels compute it: x
 // quantized per super-block (quantize_row_q8_K), each row's dot_kq.
-std::vector<float> dense_q4_k(const CpuKernels& k, const QuantMatrix& w,
-                              const std::vector<int32_t>& ids, const float* c) {
+std::vector<float> dense_kquant(const CpuKernels& k, const QuantMatrix& w,
+                                const std::vector<int32_t>& ids, const float* c) {
   const int64_t n_in = w.view.cols;
   std::vector<float> x(static_cast<size_t>(n_in), 0.0f);
   for (size_t j = 0; j < ids.size(); ++j) x[static_cast<size_t>(ids[j])] = c[j];
@@ -307,41 +330,43 @@ std::vector<float> dense_q4_k(const CpuKernels& k, const QuantMatrix& w,
   quantize_row_q8_K(x.data(), xq.data(), n_in);
   std::vector<float> y(static_cast<size_t>(w.view.rows));
   for (int64_t i = 0; i < w.view.rows; ++i)
-    y[static_cast<size_t>(i)] = k.dot_kq[kquant_slot(DType::Q4_K)](w.view.row(i), xq.data(), n_in);
+    y[static_cast<size_t>(i)] = k.dot_kq[kquant_slot(w.view.type)](w.view.row(i), xq.data(), n_in);
   return y;
 }
 
-TEST(ColumnGroups, Q4KProductsAreTheRowMajorProductOfTheThresholdedInputBitForBit) {
-  // W: 192 outputs of 768 inputs (three super-blocks); two tokens over about half the inputs,
-  // some values zero; one super-block with no listed input at all.
-  const int64_t n_out = 192, n_in = 768, batch = 2;
-  const QuantMatrix w = quantized_matrix(DType::Q4_K, n_out, n_in, 22);
-  std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
-  const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
-  std::mt19937 rng(6);
-  std::bernoulli_distribution pick(0.5), zero(0.2);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<int32_t> ids;
-  for (int32_t j = 0; j < n_in; ++j)
-    if ((j < 256 || j >= 512) && pick(rng)) ids.push_back(j);
-  std::vector<float> coef(static_cast<size_t>(batch) * ids.size());
-  for (auto& v : coef) v = zero(rng) ? 0.0f : dist(rng);
-  std::vector<float> first;
-  for (const CpuKernels* k : supported_kernels())
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      std::vector<float> out(static_cast<size_t>(batch * n_out), -1.0f);
-      axpy_rows(*k, c, ids, coef.data(), static_cast<int64_t>(ids.size()), batch, out.data(), n_out,
-                pool);
-      // The same bits as the row-major product: the same integers, the same float steps.
-      for (int64_t b = 0; b < batch; ++b) {
-        const std::vector<float> want = dense_q4_k(*k, w, ids, coef.data() + b * ids.size());
-        const std::vector<float> got(out.begin() + b * n_out, out.begin() + (b + 1) * n_out);
-        ASSERT_EQ(got, want) << k->name << " token " << b;
+TEST(ColumnGroups, KQuantProductsAreTheRowMajorProductOfTheThresholdedInputBitForBit) {
+  // W: 192 (Q6_K 256) outputs of 768 inputs (three super-blocks); two tokens over about half the
+  // inputs, some values zero; one super-block with no listed input at all.
+  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    const int64_t n_out = type == DType::Q6_K ? 256 : 192, n_in = 768, batch = 2;
+    const QuantMatrix w = quantized_matrix(type, n_out, n_in, 22);
+    std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
+    const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
+    std::mt19937 rng(6);
+    std::bernoulli_distribution pick(0.5), zero(0.2);
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    std::vector<int32_t> ids;
+    for (int32_t j = 0; j < n_in; ++j)
+      if ((j < 256 || j >= 512) && pick(rng)) ids.push_back(j);
+    std::vector<float> coef(static_cast<size_t>(batch) * ids.size());
+    for (auto& v : coef) v = zero(rng) ? 0.0f : dist(rng);
+    std::vector<float> first;
+    for (const CpuKernels* k : supported_kernels())
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> out(static_cast<size_t>(batch * n_out), -1.0f);
+        axpy_rows(*k, c, ids, coef.data(), static_cast<int64_t>(ids.size()), batch, out.data(),
+                  n_out, pool);
+        // The same bits as the row-major product: the same integers, the same float steps.
+        for (int64_t b = 0; b < batch; ++b) {
+          const std::vector<float> want = dense_kquant(*k, w, ids, coef.data() + b * ids.size());
+          const std::vector<float> got(out.begin() + b * n_out, out.begin() + (b + 1) * n_out);
+          ASSERT_EQ(got, want) << k->name << " " << dtype_name(type) << " token " << b;
+        }
+        if (first.empty()) first = out;
+        EXPECT_EQ(out, first) << k->name << " " << threads << " threads";
       }
-      if (first.empty()) first = out;
-      EXPECT_EQ(out, first) << k->name << " " << threads << " threads";
-    }
+  }
 }
 
 }  // namespace

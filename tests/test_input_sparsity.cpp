@@ -211,9 +211,9 @@ TEST(InputSparsity, TheSessionThresholdsWhatTheObserverSees) {
 // another order), a prompt's batch taking the row-major path in the same session; the same bits
 // for any thread count.
 TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
-  // Q8_0 and Q4_K: column groups (tensor/column_groups.h), the file's values regrouped.
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K}) {
-    const bool groups = type == DType::Q8_0 || type == DType::Q4_K;
+  // Q8_0, Q4_K and Q6_K: column groups (tensor/column_groups.h), the file's values regrouped.
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+    const bool groups = type == DType::Q8_0 || is_kquant(type);
     ThreadPool pool(2);
     const Calibrated c = calibrate(pool, SparsityAllocation::Greedy, type);
     auto columns = Model::load(c.model->file->path(), false);
@@ -271,7 +271,7 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
     EXPECT_EQ(decode(*columns, 1), cols) << dtype_name(type);
     EXPECT_EQ(decode(*columns, 3), cols) << dtype_name(type);
     // The decode steps did take the other path: their sums ran in another order (column
-    // groups compute the row-major kernels' integers and float steps: Q4_K's always, Q8_0's on
+    // groups compute the row-major kernels' integers and float steps: K-quants' always, Q8_0's on
     // a tiny model's few blocks, bit for bit; there the proof is that a changed copy changes
     // the result: its first scales zeroed).
     if (!groups) {

@@ -30,41 +30,50 @@ bool column_groups_apply(std::span<const MatrixView> parts) {
 
 uint64_t column_groups_copy_bytes(std::span<const MatrixView> parts) {
   const int64_t n_out = stacked_outputs(parts), n_in = parts[0].cols;
-  if (parts[0].type == DType::Q4_K)
-    return static_cast<uint64_t>(n_in / kQK_K) * q4_k_column_super_bytes(n_out);
+  if (parts[0].type != DType::Q8_0)
+    return static_cast<uint64_t>(n_in / kQK_K) * k_column_layout(parts[0].type).super_bytes(n_out);
   return static_cast<uint64_t>(n_in / kColumnGroup) * column_group_bytes(n_out);
 }
 
 namespace {
 
-// Q4_K: each super-block's d and dmin, each sub-block's scales and mins, each value's nibble
-// (the layout of tensor/column_groups.h, which reads it back: q4_k_column_scales, _row).
-void build_q4_k_groups(std::span<const MatrixView> parts, int64_t n_out, int64_t n_in,
-                       uint8_t* out) {
-  using K = KQuant<BlockQ4_K>;
-  const uint64_t n = static_cast<uint64_t>(n_out), row_bytes = n / 2;
+// Output i's super-block of a K-quant row, regrouped (the layout of tensor/column_groups.h,
+// which reads it back: k_column_scales, k_column_row): d (and dmin), each group's scale (and
+// min), each value.
+template <class Block>
+void copy_k_super(const Block& block, const KColumnLayout& k, int64_t n_out, int64_t i,
+                  uint8_t* super) {
+  using K = KQuant<Block>;
+  const uint64_t n = static_cast<uint64_t>(n_out), at = static_cast<uint64_t>(i);
+  auto* d = reinterpret_cast<uint16_t*>(super);
+  d[at] = K::d_bits(block);
+  if (k.has_min) d[n + at] = K::dmin_bits(block);
+  const int64_t p = column_group_position(i), c = p % kColumnChunk;
+  const uint64_t chunk = static_cast<uint64_t>((p - c) / kColumnChunk * k.chunk_bytes);
+  const int groups_per_16 = static_cast<int>(k.group / 16);  // K's scales are per 16 values
+  for (int s = 0; s < k.groups(); ++s) {
+    uint8_t* group = super + n * sizeof(uint16_t) * (k.has_min ? 2 : 1) + s * k.group_bytes(n_out);
+    group[at] = static_cast<uint8_t>(K::scale(block, s * groups_per_16));
+    if (k.has_min) group[n + at] = static_cast<uint8_t>(K::min(block, s * groups_per_16));
+    uint8_t* rows = group + n * (k.has_min ? 2 : 1);
+    for (int t = 0; t < k.group; ++t) {
+      uint8_t* row = rows + static_cast<uint64_t>(t) * k.row_bytes(n_out) + chunk;
+      const int q = K::quant(block, static_cast<int>(k.group) * s + t);
+      row[c % 32] |= static_cast<uint8_t>((q & 15) << (c < 32 ? 0 : 4));
+      if (!k.has_min) row[32 + c % 16] |= static_cast<uint8_t>((q >> 4) << (2 * (c / 16)));
+    }
+  }
+}
+
+template <class Block>
+void build_k_groups(std::span<const MatrixView> parts, int64_t n_out, int64_t n_in, uint8_t* out) {
+  const KColumnLayout k = k_column_layout(parts[0].type);
   for (int64_t b = 0; b < n_in / kQK_K; ++b) {
-    uint8_t* super = out + static_cast<uint64_t>(b) * q4_k_column_super_bytes(n_out);
-    auto* d = reinterpret_cast<uint16_t*>(super);
+    uint8_t* super = out + static_cast<uint64_t>(b) * k.super_bytes(n_out);
     int64_t i = 0;  // the output in the stacked order
     for (const MatrixView& m : parts)
-      for (int64_t r = 0; r < m.rows; ++r, ++i) {
-        const BlockQ4_K& block = reinterpret_cast<const BlockQ4_K*>(m.row(r))[b];
-        d[i] = block.d;
-        d[n + static_cast<uint64_t>(i)] = block.dmin;
-        const int64_t at = column_group_position(i), k = at % kColumnChunk;
-        const uint64_t byte = static_cast<uint64_t>((at - k) / 2 + k % 32);
-        const int shift = k < 32 ? 0 : 4;
-        for (int s = 0; s < kQ4KGroups; ++s) {
-          uint8_t* group = super + 2 * n * sizeof(uint16_t) + s * q4_k_column_group_bytes(n_out);
-          group[i] = static_cast<uint8_t>(K::scale(block, 2 * s));  // its 16-value group 2s
-          group[n + static_cast<uint64_t>(i)] = static_cast<uint8_t>(K::min(block, 2 * s));
-          uint8_t* rows = group + 2 * n;
-          for (int t = 0; t < kColumnGroup; ++t)
-            rows[static_cast<uint64_t>(t) * row_bytes + byte] |=
-                static_cast<uint8_t>(K::quant(block, kColumnGroup * s + t) << shift);
-        }
-      }
+      for (int64_t r = 0; r < m.rows; ++r, ++i)
+        copy_k_super(reinterpret_cast<const Block*>(m.row(r))[b], k, n_out, i, super);
   }
 }
 
@@ -73,10 +82,13 @@ void build_q4_k_groups(std::span<const MatrixView> parts, int64_t n_out, int64_t
 MatrixView build_column_groups(std::span<const MatrixView> parts, uint8_t* out) {
   if (!column_groups_apply(parts)) fail("column-group copy: the matrices do not fit the layout");
   const int64_t n_out = stacked_outputs(parts), n_in = parts[0].cols;
-  if (parts[0].type == DType::Q4_K) {
-    std::memset(out, 0, column_groups_copy_bytes(parts));  // nibbles are or-ed in
-    build_q4_k_groups(parts, n_out, n_in, out);
-    return column_groups_view(DType::Q4_K, out, n_in, n_out);
+  if (parts[0].type != DType::Q8_0) {
+    std::memset(out, 0, column_groups_copy_bytes(parts));  // the values' bits are or-ed in
+    if (parts[0].type == DType::Q4_K)
+      build_k_groups<BlockQ4_K>(parts, n_out, n_in, out);
+    else
+      build_k_groups<BlockQ6_K>(parts, n_out, n_in, out);
+    return column_groups_view(parts[0].type, out, n_in, n_out);
   }
   for (int64_t g = 0; g < n_in / kColumnGroup; ++g) {
     uint8_t* group = out + static_cast<uint64_t>(g) * column_group_bytes(n_out);

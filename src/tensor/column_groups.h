@@ -1,4 +1,4 @@
-// The column-group layouts of Q8_0 and Q4_K matrices (Layout::ColumnGroups): the copies
+// The column-group layouts of Q8_0, Q4_K and Q6_K matrices (Layout::ColumnGroups): the copies
 // input-sparse products (TEAL) read for quantized matrices, with their values and scales unchanged.
 //
 // A row-major Q8_0 matrix W (n_out rows of n_in inputs) holds, per output i and block g of 32
@@ -34,11 +34,15 @@ STRATA_HD inline int64_t column_group_position(int64_t i) {
   return base + 16 * l + 4 * k + t;
 }
 
-// Whether a matrix of `type` (Q8_0 or Q4_K), n_out outputs and n_in inputs has a column-group
-// copy: whole chunks of outputs, whole blocks (Q4_K: super-blocks) of inputs.
+// Whether a matrix of `type` (Q8_0, Q4_K or Q6_K), n_out outputs and n_in inputs has a column-group
+// copy: whole chunks of outputs, whole blocks (K-quants: super-blocks) of inputs.
 inline bool column_groups_fit(DType type, int64_t n_out, int64_t n_in) {
-  const int64_t block = type == DType::Q8_0 ? kColumnGroup : type == DType::Q4_K ? kQK_K : 0;
-  return block > 0 && n_out > 0 && n_in > 0 && n_out % kColumnChunk == 0 && n_in % block == 0;
+  const int64_t block = type == DType::Q8_0                          ? kColumnGroup
+                        : type == DType::Q4_K || type == DType::Q6_K ? kQK_K
+                                                                     : 0;
+  // Q6_K: 210 bytes per 256 weights, so whole bytes per input need outputs by 128.
+  const int64_t chunk = type == DType::Q6_K ? 2 * kColumnChunk : kColumnChunk;
+  return block > 0 && n_out > 0 && n_in > 0 && n_out % chunk == 0 && n_in % block == 0;
 }
 
 // Bytes of one group: n_out f16 scales, then 32 rows of n_out int8 values.
@@ -46,28 +50,41 @@ STRATA_HD inline uint64_t column_group_bytes(int64_t n_out) {
   return static_cast<uint64_t>(n_out) * (sizeof(uint16_t) + kColumnGroup);
 }
 
-// Q4_K copies keep the file's 4-bit values, 6-bit scales and mins and f16 super-block scales,
-// regrouped: per super-block of 256 inputs, the n_out d then the n_out dmin (f16); then per
-// sub-block of 32 inputs (a "group", kColumnGroup) the n_out scales and the n_out mins (u8), then
-// for each of its 32 inputs a row of n_out 4-bit values. A row's 32 bytes per chunk of 64
-// outputs hold positions 0..31 in their low nibbles and 32..63 in their high nibbles: unpacked,
-// the two halves of a Q8_0 row's chunk.
-inline constexpr int64_t kQ4KGroups = kQK_K / kColumnGroup;  // groups per super-block
+// K-quant copies (Q4_K, Q6_K) keep the file's values, sub-block scales (and mins) and f16
+// super-block scales, regrouped: per super-block of 256 inputs the n_out d (then, Q4_K, the n_out
+// dmin); then per group of inputs (a sub-block: Q4_K 32, Q6_K 16) the n_out scales (Q4_K u8,
+// Q6_K int8; then, Q4_K, the n_out mins), then for each of its inputs a row of n_out values.
+// A row's bytes per chunk of 64 outputs: 32 whose low nibbles hold positions 0..31 and high
+// nibbles 32..63 (unpacked: the two halves of a Q8_0 row's chunk); Q6_K then 16 more whose bits
+// 2h..2h+1 of byte k hold the top two bits of position 16h + k.
+struct KColumnLayout {
+  int64_t group;        // inputs per group
+  int64_t chunk_bytes;  // a row's bytes per 64 outputs
+  bool has_min;
+  STRATA_HD int64_t groups() const { return kQK_K / group; }
+  STRATA_HD uint64_t row_bytes(int64_t n_out) const {
+    return static_cast<uint64_t>(n_out / kColumnChunk * chunk_bytes);
+  }
+  // A group's scales (and mins) and rows.
+  STRATA_HD uint64_t group_bytes(int64_t n_out) const {
+    return static_cast<uint64_t>(n_out) * (has_min ? 2 : 1) + group * row_bytes(n_out);
+  }
+  STRATA_HD uint64_t super_bytes(int64_t n_out) const {
+    return static_cast<uint64_t>(n_out) * sizeof(uint16_t) * (has_min ? 2 : 1) +
+           groups() * group_bytes(n_out);
+  }
+};
 
-STRATA_HD inline uint64_t q4_k_column_group_bytes(int64_t n_out) {
-  return static_cast<uint64_t>(n_out) * (2 + kColumnGroup / 2);
-}
-STRATA_HD inline uint64_t q4_k_column_super_bytes(int64_t n_out) {
-  return static_cast<uint64_t>(n_out) * 2 * sizeof(uint16_t) +
-         kQ4KGroups * q4_k_column_group_bytes(n_out);
+STRATA_HD inline KColumnLayout k_column_layout(DType type) {
+  return type == DType::Q6_K ? KColumnLayout{16, 48, false} : KColumnLayout{32, 32, true};
 }
 
-// The view of a copy at `data`: rows = inputs, cols = outputs; row_bytes is a group's (Q4_K: a
-// super-block's) bytes per input, so bytes() is the copy's size (row() is meaningless: use the
+// The view of a copy at `data`: rows = inputs, cols = outputs; row_bytes is a group's (K-quants:
+// a super-block's) bytes per input, so bytes() is the copy's size (row() is meaningless: use the
 // functions below).
 inline MatrixView column_groups_view(DType type, const uint8_t* data, int64_t n_in, int64_t n_out) {
-  const uint64_t per_input = type == DType::Q4_K ? q4_k_column_super_bytes(n_out) / kQK_K
-                                                 : column_group_bytes(n_out) / kColumnGroup;
+  const uint64_t per_input = type == DType::Q8_0 ? column_group_bytes(n_out) / kColumnGroup
+                                                 : k_column_layout(type).super_bytes(n_out) / kQK_K;
   MatrixView v{type, data, n_out, n_in, per_input};
   v.layout = Layout::ColumnGroups;
   return v;
@@ -88,26 +105,29 @@ STRATA_HD inline const int8_t* column_group_row(const uint8_t* data, int64_t n_o
       static_cast<uint64_t>(n_out) * sizeof(uint16_t) + static_cast<uint64_t>(r * n_out));
 }
 
-// The scales a Q4_K group's products need, each in output order.
-struct Q4KColumnScales {
+// The scales a K-quant group's products need, each in output order.
+struct KColumnScales {
   const uint16_t* d;     // the super-block's f16 scales of the scales
-  const uint16_t* dmin;  // and of the mins
-  const uint8_t* sc;     // the group's 6-bit scales
-  const uint8_t* m;      // and mins
+  const uint16_t* dmin;  // and of the mins (null for Q6_K)
+  const uint8_t* sc;     // the group's scales (Q6_K: int8)
+  const uint8_t* m;      // and mins (null for Q6_K)
 };
 
-STRATA_HD inline Q4KColumnScales q4_k_column_scales(const uint8_t* data, int64_t n_out, int64_t g) {
-  const uint8_t* super =
-      data + static_cast<uint64_t>(g / kQ4KGroups) * q4_k_column_super_bytes(n_out);
-  const uint8_t* group = super + static_cast<uint64_t>(n_out) * 2 * sizeof(uint16_t) +
-                         static_cast<uint64_t>(g % kQ4KGroups) * q4_k_column_group_bytes(n_out);
+STRATA_HD inline KColumnScales k_column_scales(DType type, const uint8_t* data, int64_t n_out,
+                                               int64_t g) {
+  const KColumnLayout k = k_column_layout(type);
+  const uint8_t* super = data + static_cast<uint64_t>(g / k.groups()) * k.super_bytes(n_out);
+  const uint64_t n = static_cast<uint64_t>(n_out);
+  const uint8_t* group = super + n * sizeof(uint16_t) * (k.has_min ? 2 : 1) +
+                         static_cast<uint64_t>(g % k.groups()) * k.group_bytes(n_out);
   const auto* d = reinterpret_cast<const uint16_t*>(super);
+  if (!k.has_min) return {d, nullptr, group, nullptr};
   return {d, d + n_out, group, group + n_out};
 }
 
-// One group's share of a Q4_K input-sparse product: its kept rows and their quantized input
-// values, its scales and mins, and the sum of its quantized values.
-struct Q4KColumnTerms {
+// One group's share of a K-quant input-sparse product: its kept rows and their quantized input
+// values, its scales (and mins), and the sum of its quantized input values.
+struct KColumnTerms {
   const uint8_t* const* rows;
   const int8_t* xq;
   int n_rows;
@@ -116,25 +136,33 @@ struct Q4KColumnTerms {
   int32_t xsum;
 };
 
-// Input j's 4-bit values (n_out / 2 bytes).
-STRATA_HD inline const uint8_t* q4_k_column_row(const uint8_t* data, int64_t n_out, int64_t j) {
-  return q4_k_column_scales(data, n_out, j / kColumnGroup).sc + 2 * static_cast<uint64_t>(n_out) +
-         static_cast<uint64_t>(j % kColumnGroup) * static_cast<uint64_t>(n_out / 2);
+// Input j's values.
+STRATA_HD inline const uint8_t* k_column_row(DType type, const uint8_t* data, int64_t n_out,
+                                             int64_t j) {
+  const KColumnLayout k = k_column_layout(type);
+  return k_column_scales(type, data, n_out, j / k.group).sc +
+         static_cast<uint64_t>(n_out) * (k.has_min ? 2 : 1) +
+         static_cast<uint64_t>(j % k.group) * k.row_bytes(n_out);
 }
 
-// Output i's value in a Q4_K row.
-STRATA_HD inline int q4_k_column_quant(const uint8_t* row, int64_t i) {
+// Output i's value in a row (Q4_K 0..15, Q6_K 0..63: the file's stored quant).
+STRATA_HD inline int k_column_quant(DType type, const uint8_t* row, int64_t i) {
   const int64_t p = column_group_position(i), k = p % kColumnChunk;
-  const uint8_t byte = row[(p - k) / 2 + k % 32];
-  return k < 32 ? byte & 15 : byte >> 4;
+  const uint8_t* chunk = row + (p - k) / kColumnChunk * k_column_layout(type).chunk_bytes;
+  const int low = k < 32 ? chunk[k % 32] & 15 : chunk[k % 32] >> 4;
+  if (type != DType::Q6_K) return low;
+  return low | (((chunk[32 + k % 16] >> (2 * (k / 16))) & 3) << 4);
 }
 
 // W[i][j] as the copy holds it (as the file's rows dequantize).
 inline float column_group_weight(const MatrixView& v, int64_t i, int64_t j) {
-  if (v.type == DType::Q4_K) {
-    const Q4KColumnScales s = q4_k_column_scales(v.data, v.cols, j / kColumnGroup);
-    return kquant_value<BlockQ4_K>(f16_to_f32(s.d[i]), f16_to_f32(s.dmin[i]), s.sc[i], s.m[i],
-                                   q4_k_column_quant(q4_k_column_row(v.data, v.cols, j), i));
+  if (v.type == DType::Q4_K || v.type == DType::Q6_K) {
+    const KColumnScales s =
+        k_column_scales(v.type, v.data, v.cols, j / k_column_layout(v.type).group);
+    const int q = k_column_quant(v.type, k_column_row(v.type, v.data, v.cols, j), i);
+    if (v.type == DType::Q6_K)
+      return kquant_value<BlockQ6_K>(f16_to_f32(s.d[i]), 0.0f, static_cast<int8_t>(s.sc[i]), 0, q);
+    return kquant_value<BlockQ4_K>(f16_to_f32(s.d[i]), f16_to_f32(s.dmin[i]), s.sc[i], s.m[i], q);
   }
   const int8_t q = column_group_row(v.data, v.cols, j)[column_group_position(i)];
   return f16_to_f32(column_group_scales(v.data, v.cols, j / kColumnGroup)[i]) *

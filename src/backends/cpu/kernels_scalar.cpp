@@ -170,21 +170,24 @@ void axpy_q8_0_group(const int8_t* const* rows, const int8_t* xq, int n_rows,
   }
 }
 
-void axpy_q4_K_super(const Q4KColumnTerms* groups, int n_groups, const uint16_t* d,
-                     const uint16_t* dmin, float dx, float* y, int64_t n,
-                     const uint8_t* const* /*next*/) {
+template <class Block>
+void axpy_k_super(const KColumnTerms* groups, int n_groups, const uint16_t* d, const uint16_t* dmin,
+                  float dx, float* y, int64_t n, const uint8_t* const* /*next*/) {
+  using K = KQuant<Block>;
   if (n_groups <= 0) return;
   for (int64_t i = 0; i < n; ++i) {
     int32_t isum = 0, imin = 0;
     for (int g = 0; g < n_groups; ++g) {
-      const Q4KColumnTerms& t = groups[g];
+      const KColumnTerms& t = groups[g];
       int32_t acc = 0;
       for (int r = 0; r < t.n_rows; ++r)
-        acc += static_cast<int32_t>(t.xq[r]) * q4_k_column_quant(t.rows[r], i);
-      isum += static_cast<int32_t>(t.sc[i]) * acc;
-      imin += static_cast<int32_t>(t.m[i]) * t.xsum;
+        acc += static_cast<int32_t>(t.xq[r]) * k_column_quant(K::type, t.rows[r], i);
+      const int32_t scale = K::has_min ? t.sc[i] : static_cast<int8_t>(t.sc[i]);
+      isum += scale * acc;
+      imin += (K::has_min ? static_cast<int32_t>(t.m[i]) : K::offset * scale) * t.xsum;
     }
-    y[i] += superblock_dot<BlockQ4_K>(dx, f16_to_f32(d[i]), f16_to_f32(dmin[i]), isum, imin);
+    const float m = K::has_min ? f16_to_f32(dmin[i]) : 0.0f;
+    y[i] += superblock_dot<Block>(dx, f16_to_f32(d[i]), m, isum, imin);
   }
 }
 
@@ -292,7 +295,8 @@ const CpuKernels& scalar_kernels() {
       .axpy_q8_0 = axpy_q8_0,
       .axpy_q4_0 = axpy_q4_0,
       .axpy_q8_0_group = axpy_q8_0_group,
-      .axpy_q4_K_super = axpy_q4_K_super,
+      .axpy_q4_K_super = axpy_k_super<BlockQ4_K>,
+      .axpy_q6_K_super = axpy_k_super<BlockQ6_K>,
       .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>, dot_kquant<BlockQ4_K>,
                  dot_kquant<BlockQ5_K>, dot_kquant<BlockQ6_K>},
       .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,

@@ -219,17 +219,18 @@ int64_t q8_0_group_terms(const CpuKernels& kernels, const MatrixView& wt, const 
   return b;
 }
 
-// A Q4_K super-block's groups with kept rows, its coefficients quantized as the dense product
+// A K-quant super-block's groups with kept rows, its coefficients quantized as the dense product
 // quantizes its input (quantize_row_q8_K).
 struct SuperTerms {
   int64_t super = 0;
   float dx = 0.0f;
   int n = 0;  // groups with kept rows (one without is left out)
-  ColumnGroupTerms groups[kQ4KGroups];
+  ColumnGroupTerms groups[kQK_K / 16];
 };
 
-int64_t q4_k_super_terms(const MatrixView& wt, const int64_t* rows, const float* c, int64_t a,
-                         int64_t count, SuperTerms& t) {
+int64_t k_super_terms(const MatrixView& wt, const int64_t* rows, const float* c, int64_t a,
+                      int64_t count, SuperTerms& t) {
+  const KColumnLayout layout = k_column_layout(wt.type);
   t.super = rows[a] / kQK_K;
   float block[kQK_K] = {};
   int64_t b = a;
@@ -239,15 +240,17 @@ int64_t q4_k_super_terms(const MatrixView& wt, const int64_t* rows, const float*
   t.dx = x.d;
   t.n = 0;
   for (int64_t k = a; k < b; ++k) {
-    const int64_t group = rows[k] / kColumnGroup, s = group % kQ4KGroups;
+    const int64_t group = rows[k] / layout.group;
     const int8_t v = x.qs[rows[k] % kQK_K];
     if (v == 0) continue;
     if (t.n == 0 || t.groups[t.n - 1].group != group) {
       ColumnGroupTerms& g = t.groups[t.n++];
-      g.group = group, g.n = 0;
-      g.xsum = int32_t{x.bsums[2 * s]} + x.bsums[2 * s + 1];
+      g.group = group, g.n = 0, g.xsum = 0;
+      // The input's sums per 16 values that make up this group.
+      const int64_t first = (group % layout.groups()) * (layout.group / 16);
+      for (int64_t h = first; h < first + layout.group / 16; ++h) g.xsum += x.bsums[h];
     }
-    t.groups[t.n - 1].add(q4_k_column_row(wt.data, wt.cols, rows[k]), v);
+    t.groups[t.n - 1].add(k_column_row(wt.type, wt.data, wt.cols, rows[k]), v);
   }
   return b;
 }
@@ -278,25 +281,28 @@ void first_rows(const ColumnGroupTerms& t, const uint8_t** out) {
 
 // y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
 // ascending inputs) with their coefficients: Q8_0 group by group (kernels.axpy_q8_0_group),
-// Q4_K super-block by super-block (axpy_q4_K_super), each call told the next one's first rows
-// so it reads them ahead.
+// K-quants super-block by super-block (axpy_q4_K_super, axpy_q6_K_super), each call told the
+// next one's first rows so it reads them ahead.
 void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
                         const float* c, int64_t count, float* y) {
-  if (wt.type == DType::Q4_K) {
+  if (wt.type != DType::Q8_0) {
+    const auto axpy_super =
+        wt.type == DType::Q4_K ? kernels.axpy_q4_K_super : kernels.axpy_q6_K_super;
     in_turn<SuperTerms>(
-        count, [&](int64_t a, SuperTerms& t) { return q4_k_super_terms(wt, rows, c, a, count, t); },
+        count, [&](int64_t a, SuperTerms& t) { return k_super_terms(wt, rows, c, a, count, t); },
         [&](const SuperTerms& t, const SuperTerms* following) {
           const uint8_t* next[4];
           if (following != nullptr) first_rows(following->groups[0], next);
-          Q4KColumnTerms groups[kQ4KGroups];
+          KColumnTerms groups[kQK_K / 16];
           for (int g = 0; g < t.n; ++g) {
             const ColumnGroupTerms& x = t.groups[g];
-            const Q4KColumnScales s = q4_k_column_scales(wt.data, wt.cols, x.group);
+            const KColumnScales s = k_column_scales(wt.type, wt.data, wt.cols, x.group);
             groups[g] = {x.rows, x.values, x.n, s.sc, s.m, x.xsum};
           }
-          const Q4KColumnScales s = q4_k_column_scales(wt.data, wt.cols, t.super * kQ4KGroups);
-          kernels.axpy_q4_K_super(groups, t.n, s.d, s.dmin, t.dx, y, wt.cols,
-                                  following != nullptr ? next : nullptr);
+          const KColumnScales s = k_column_scales(wt.type, wt.data, wt.cols,
+                                                  t.super * k_column_layout(wt.type).groups());
+          axpy_super(groups, t.n, s.d, s.dmin, t.dx, y, wt.cols,
+                     following != nullptr ? next : nullptr);
         });
     return;
   }
@@ -393,7 +399,8 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
     fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   const int64_t cols = wt.cols;
   if (wt.layout == Layout::ColumnGroups &&
-      ((wt.type != DType::Q8_0 && wt.type != DType::Q4_K) || cols % kColumnChunk != 0))
+      ((wt.type != DType::Q8_0 && wt.type != DType::Q4_K && wt.type != DType::Q6_K) ||
+       cols % kColumnChunk != 0))
     fail("axpy over column groups: a {} copy of {} outputs", dtype_name(wt.type), cols);
   if (!neurons.empty() && neurons.size() != ids.size())
     fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());

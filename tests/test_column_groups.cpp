@@ -137,7 +137,8 @@ TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
     }
     for (const CpuKernels* k : supported_kernels()) {
       std::vector<float> got = start;
-      const int8_t* next[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+      const int8_t* next[8];
+      for (int r = 0; r < 8; ++r) next[r] = rows[static_cast<size_t>(r)].data();
       k->axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, got.data(), n, next);
       EXPECT_EQ(got, want) << k->name << " " << n_rows;
     }
@@ -310,7 +311,8 @@ TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
       }
       for (const CpuKernels* k : supported_kernels()) {
         std::vector<float> got = start;
-        const uint8_t* next[4] = {rows[0].data(), rows[1].data(), rows[2].data(), rows[3].data()};
+        const uint8_t* next[8];
+        for (int r = 0; r < 8; ++r) next[r] = rows[static_cast<size_t>(r)].data();
         axpy (*k)(groups.data(), n_groups, d.data(), q6 ? nullptr : dmin.data(), 0.03f, got.data(),
                   n, next);
         EXPECT_EQ(got, want) << k->name << " " << dtype_name(type) << " " << n_groups << " groups";

@@ -31,12 +31,13 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "The model-wide sparsity level whose thresholds apply (one the model was "
                   "calibrated for; default: its only one)")
       ->check(CLI::Range(0.0f, 0.99f));
-  cmd->add_flag("--input-columns", f.input_columns,
-                "With --sparsity-mode teal on the CPU: decode reads only the columns of the "
-                "non-zero inputs, through transposed copies of the attention and FFN matrices "
-                "made at load (twice the layers' memory; F16/BF16/F32 matrices, and Q8_0 and "
-                "Q4_K as column groups: other types' column products are slower than dense, "
-                "docs/INPUT_SPARSITY.md)");
+  cmd->add_flag(
+      "--input-columns", f.input_columns,
+      "With --sparsity-mode teal on the CPU: decode reads only the columns of the "
+      "non-zero inputs, through transposed copies of the attention and FFN matrices "
+      "made at load (twice the layers' memory; F16/BF16/F32 matrices, and Q8_0, "
+      "Q4_K and Q6_K as column groups: other types' column products are slower than dense, "
+      "docs/INPUT_SPARSITY.md)");
   cmd->add_flag("--check-predictor", f.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");
@@ -370,9 +371,9 @@ uint64_t input_sparse_bytes_per_token(const Model& model,
       return d.seen[p] > 0 ? static_cast<double>(d.kept[p]) / static_cast<double>(d.seen[p]) : 1.0;
     };
     // A fused copy's parts have empty views (LayerColumns): either side is the whole input's.
-    total += share(MatrixInput::Attention) *
-             static_cast<double>(c.attn_qkv.bytes() + c.attn_q.bytes() + c.attn_k.bytes() +
-                                 c.attn_v.bytes());
+    total +=
+        share(MatrixInput::Attention) * static_cast<double>(c.attn_qkv.bytes() + c.attn_q.bytes() +
+                                                            c.attn_k.bytes() + c.attn_v.bytes());
     total += share(MatrixInput::AttentionOutput) * static_cast<double>(c.attn_output.bytes());
     total += share(MatrixInput::Ffn) *
              static_cast<double>(c.ffn_gate_up.bytes() + c.ffn_gate.bytes() + c.ffn_up.bytes());
@@ -552,7 +553,8 @@ void print_ffn_report(const Model& model, const Session& session, std::FILE* out
       out, "time: attention {:.1f}%, predictor {:.1f}%, FFN {:.1f}%, output {:.1f}% of {:.3f} s\n",
       pct("attention"), pct("predictor"), pct("ffn"), pct("output"), sum);
   if (!j["split"].is_null()) fmt::print(out, "{}\n", split_report_line(j["split"]));
-  if (!j["input_sparsity"].is_null()) fmt::print(out, "{}\n", input_sparsity_line(j["input_sparsity"]));
+  if (!j["input_sparsity"].is_null())
+    fmt::print(out, "{}\n", input_sparsity_line(j["input_sparsity"]));
   if (!j["flash"].is_null()) {
     const auto& fl = j["flash"];
     fmt::print(out,

@@ -33,7 +33,8 @@ bool column_copies_fuse(std::span<const MatrixView> parts);
 // dot kernels use int8 dot products (bench/input_sparsity.sh, 2 threads, decode at 40%/50%
 // against dense: 1B Q8_0 1.12x/1.06x and 1.04x/0.84x in two sessions' runs, 7B Q8_0
 // 0.91x/1.06x; 1B Q4_K_M 0.26x/0.30x; BM_InputColumns Q4_K 6 GB/s against 37 for its dense
-// product). Q8_0 and Q4_K get column groups instead (model/column_group_copy.h: int8 products).
+// product). Q8_0, Q4_K and Q6_K get column groups instead (model/column_group_copy.h: int8
+// products).
 bool column_products_pay(DType type);
 // A mixture's experts' down projections (each n_embd rows of n_ff) as one ffn_down_t of
 // downs.size() * n_ff rows, expert e's neurons at rows [e * n_ff, (e + 1) * n_ff): the layer

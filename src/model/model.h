@@ -23,7 +23,7 @@ namespace strata {
 // matrices that read one input are fused where their transposed types allow: attn_qkv's row j
 // is column j of q, then of k, then of v (gate_up: gate's, then up's), so an input's columns are
 // one long read; the parts' own views are then empty (data null). ffn_down is the layer's
-// ffn_down_t (float types). Q8_0 and Q4_K matrices' copies are column groups
+// ffn_down_t (float types). Q8_0, Q4_K and Q6_K matrices' copies are column groups
 // (Layout::ColumnGroups, tensor/column_groups.h: the file's values and scales regrouped by 32
 // inputs, ffn_down's too; a q/k/v of two types, as Q4_K_M's Q6_K attn_v, one copy per part that
 // has one). A matrix whose column products do not pay (column_products_pay: the other quantized
@@ -64,8 +64,8 @@ struct Model {
   uint64_t ensure_down_t();
 
   // Fills `columns` (and ffn_down_t) for input-sparse products: every layer's attention and
-  // gate/up matrices transposed (model/down_transpose.h: float types exactly), Q8_0 and Q4_K ones
-  // (and ffn_down) as column groups (model/column_group_copy.h). Returns the bytes allocated;
+  // gate/up matrices transposed (model/down_transpose.h: float types exactly), Q8_0, Q4_K, Q6_K
+  // ones (and ffn_down) as column groups (model/column_group_copy.h). Returns the bytes allocated;
   // before adopt_layouts.
   uint64_t ensure_input_columns();
   // The bytes ensure_input_columns allocates for a layer (with its ffn_down_t where it lacks one).

@@ -93,9 +93,8 @@ void plan_columns(const Model& model, const RunRequest& r, PlannedRun& run) {
     fail("--ram-budget {}: the model without its FFN already needs {} of the {} usable",
          size_text(static_cast<double>(r.budgets.ram)), size_text(static_cast<double>(rest)),
          size_text(static_cast<double>(usable)));
-  const ColumnCachePlan c = plan_column_caches(usable > rest ? usable - rest : 0,
-                                               r.budgets.ram > 0, model.weights.column_bundle,
-                                               model.config.n_layer);
+  const ColumnCachePlan c = plan_column_caches(usable > rest ? usable - rest : 0, r.budgets.ram > 0,
+                                               model.weights.column_bundle, model.config.n_layer);
   p.column_share = c.share;
   p.column_cache_bytes = c.bytes;
   run.session.column_share = c.share;
@@ -212,17 +211,17 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
     const LayerColumns& first = model.columns[0];
     if (!first.attention() && !first.ffn(ffn_has_gate(model.config.ffn)) &&
         first.ffn_down.data == nullptr)
-      run.notes.push_back(fmt::format(
-          "note: input-sparse products: {} column products are slower than dense ones "
-          "(docs/INPUT_SPARSITY.md); TEAL multiplies the row-major matrices",
-          dtype_name(type)));
+      run.notes.push_back(
+          fmt::format("note: input-sparse products: {} column products are slower than dense ones "
+                      "(docs/INPUT_SPARSITY.md); TEAL multiplies the row-major matrices",
+                      dtype_name(type)));
     else
       run.notes.push_back(fmt::format(
           "note: input-sparse products: the attention and FFN matrices transposed at load "
           "({:.1f} MiB more memory{})",
           bytes / 1048576.0,
-          type == DType::Q8_0 || type == DType::Q4_K
-              ? "; Q8_0 and Q4_K as column groups, values unchanged (other types row-major)"
+          type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q6_K
+              ? "; Q8_0, Q4_K and Q6_K as column groups, values unchanged (other types row-major)"
           : !is_float_type(type) ? "; quantized weights without column kernels stay row-major"
                                  : ""));
   }

@@ -106,8 +106,8 @@ struct CpuKernels {
   // (dx * f16(scales[i])) for i in [0, n) (n a multiple of 64), rows: the group's n_rows
   // (<= 32) kept inputs' values, xq their values of the input quantized as the dense product
   // quantizes it (quantize_q8_0), dx its scale. The integer sum is exact and the float steps are
-  // as written, so every variant equals the scalar one bit for bit. `next` (null, or 4 rows):
-  // the first rows of the caller's next call, requested meanwhile.
+  // as written, so every variant equals the scalar one bit for bit. `next` (null, or 8 rows):
+  // the first rows of the caller's next call (the first repeated if fewer), requested meanwhile.
   void (*axpy_q8_0_group)(const int8_t* const* rows, const int8_t* xq, int n_rows,
                           const uint16_t* scales, float dx, float* y, int64_t n,
                           const int8_t* const* next);

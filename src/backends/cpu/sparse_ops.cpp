@@ -274,9 +274,9 @@ void in_turn(int64_t count, Read read, Run run) {
   }
 }
 
-// The first four rows of `t` (repeated if fewer), for reading ahead.
+// The first eight rows of `t` (the first repeated if fewer), for reading ahead.
 void first_rows(const ColumnGroupTerms& t, const uint8_t** out) {
-  for (int k = 0; k < 4; ++k) out[k] = t.rows[k < t.n ? k : 0];
+  for (int k = 0; k < 8; ++k) out[k] = t.rows[k < t.n ? k : 0];
 }
 
 // y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
@@ -291,7 +291,7 @@ void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const i
     in_turn<SuperTerms>(
         count, [&](int64_t a, SuperTerms& t) { return k_super_terms(wt, rows, c, a, count, t); },
         [&](const SuperTerms& t, const SuperTerms* following) {
-          const uint8_t* next[4];
+          const uint8_t* next[8];
           if (following != nullptr) first_rows(following->groups[0], next);
           KColumnTerms groups[kQK_K / 16];
           for (int g = 0; g < t.n; ++g) {
@@ -314,11 +314,11 @@ void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const i
       [&](const ColumnGroupTerms& t, const ColumnGroupTerms* following) {
         // The same pointers as int8_t's.
         const int8_t* q8_rows[kColumnGroup];
-        const int8_t* q8_next[4];
-        const uint8_t* next[4];
+        const int8_t* q8_next[8];
+        const uint8_t* next[8];
         if (following != nullptr) first_rows(*following, next);
         for (int k = 0; k < t.n; ++k) q8_rows[k] = reinterpret_cast<const int8_t*>(t.rows[k]);
-        for (int k = 0; k < 4 && following != nullptr; ++k)
+        for (int k = 0; k < 8 && following != nullptr; ++k)
           q8_next[k] = reinterpret_cast<const int8_t*>(next[k]);
         kernels.axpy_q8_0_group(q8_rows, t.values, t.n,
                                 column_group_scales(wt.data, wt.cols, t.group), t.dx, y, wt.cols,

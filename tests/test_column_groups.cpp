@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels.h"
@@ -168,6 +169,22 @@ std::vector<double> dense_q8_0(const QuantMatrix& w, const std::vector<int32_t>&
   return y;
 }
 
+// About half the inputs that `may` allows, ascending, and `batch` tokens' values over them, a
+// fifth of them zero (a token's own dropped values).
+template <class May>
+std::pair<std::vector<int32_t>, std::vector<float>> half_the_inputs(int64_t n_in, int64_t batch,
+                                                                    uint32_t seed, May may) {
+  std::mt19937 rng(seed);
+  std::bernoulli_distribution pick(0.5), zero(0.2);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<int32_t> ids;
+  for (int32_t j = 0; j < n_in; ++j)
+    if (may(j) && pick(rng)) ids.push_back(j);
+  std::vector<float> coef(static_cast<size_t>(batch) * ids.size());
+  for (auto& v : coef) v = zero(rng) ? 0.0f : dist(rng);
+  return {ids, coef};
+}
+
 TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
   // W: 192 outputs of 640 inputs; its copy: 640 rows of 192. Two tokens' values over a list of
   // about half the inputs, some zero (a token's own dropped values).
@@ -175,14 +192,7 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
   const QuantMatrix w = q8_matrix(n_out, n_in, 21);
   std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
   const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
-  std::mt19937 rng(5);
-  std::bernoulli_distribution pick(0.5), zero(0.2);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<int32_t> ids;
-  for (int32_t j = 0; j < n_in; ++j)
-    if (pick(rng)) ids.push_back(j);
-  std::vector<float> coef(static_cast<size_t>(batch) * ids.size());
-  for (auto& v : coef) v = zero(rng) ? 0.0f : dist(rng);
+  const auto [ids, coef] = half_the_inputs(n_in, batch, 5, [](int32_t) { return true; });
   std::vector<float> first;
   for (const CpuKernels* k : supported_kernels())
     for (int threads : {1, 2, 3}) {
@@ -344,14 +354,8 @@ TEST(ColumnGroups, KQuantProductsAreTheRowMajorProductOfTheThresholdedInputBitFo
     const QuantMatrix w = quantized_matrix(type, n_out, n_in, 22);
     std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
     const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
-    std::mt19937 rng(6);
-    std::bernoulli_distribution pick(0.5), zero(0.2);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<int32_t> ids;
-    for (int32_t j = 0; j < n_in; ++j)
-      if ((j < 256 || j >= 512) && pick(rng)) ids.push_back(j);
-    std::vector<float> coef(static_cast<size_t>(batch) * ids.size());
-    for (auto& v : coef) v = zero(rng) ? 0.0f : dist(rng);
+    const auto [ids, coef] =
+        half_the_inputs(n_in, batch, 6, [](int32_t j) { return j < 256 || j >= 512; });
     std::vector<float> first;
     for (const CpuKernels* k : supported_kernels())
       for (int threads : {1, 2, 3}) {

@@ -187,7 +187,7 @@ int64_t axpy_items(AxpyScratch& s, std::span<const int32_t> ids, std::span<const
 struct ColumnGroupTerms {
   int64_t group = 0;
   float dx = 0.0f;
-  int32_t xsum = 0;  // Q4_K: the sum of the group's quantized values
+  int32_t xsum = 0;  // K-quants: the sum of the group's quantized input values
   int n = 0;
   const uint8_t* rows[kColumnGroup];
   int8_t values[kColumnGroup];

@@ -9,7 +9,9 @@ failures=0
 
 expect_error() {  # expect_error NEEDLE COMMAND...
   needle=$1; shift
-  timeout 60 "$@" >"$work/out" 2>"$work/err" </dev/null  # a hang is a failure, not a stall
+  # A hang is a failure, not a stall; -k: a process that outlives SIGTERM (serve drains on it)
+  # is killed too.
+  timeout -k 10 60 "$@" >"$work/out" 2>"$work/err" </dev/null
   rc=$?
   lines=$(wc -l <"$work/err")
   if [ "$rc" -eq 0 ]; then
@@ -177,7 +179,7 @@ expect_error "pin-share" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1
 expect_error "cannot open" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/missing.gguf"
 expect_error "excludes" "$strata" profile -m "$work/sparse.gguf" -f "$work/out" --random-tokens 5 -o "$work/p.gguf"
 # The profile of the file a bundle was made from pins neurons in the bundle's caches.
-if "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 2 --ram-budget 40M \
+if timeout -k 10 120 "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 2 --ram-budget 40M \
     --profile "$work/sparse.profile.gguf" >"$work/out" 2>"$work/err" &&
     grep -q "[1-9][0-9]* pinned" "$work/err"; then
   echo "ok: $(grep pinned "$work/err")"
@@ -195,7 +197,7 @@ expect_error "needs --sparsity" "$strata" synth --preset tiny --context 0.5 -o "
 rm -f "$work/port"
 /usr/bin/python3 -c 'import socket, sys, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
-open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(20)' "$work/port" &
+open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(20)' "$work/port" >/dev/null 2>&1 &
 holder=$!
 for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$work/port" ] && break; sleep 0.2; done
 expect_error "cannot listen" "$strata" serve -m "$model" --port "$(cat "$work/port")"

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <future>
 #include <thread>
 
 #include "core/error.h"
@@ -57,6 +58,22 @@ TEST(ServerLoading, HealthSaysLoadingUntilTheModelIsAttached) {
   EXPECT_THROW(server.attach(*model, session), Error);
   server.stop();
   listening.join();
+}
+
+// strata serve stops the server when the model fails to load, often before the listening
+// thread has reached httplib's accept loop, whose own stop() acts only on a running loop: the
+// process then waited for listen() for ever (CI's cli_bad_input hung on a loaded machine).
+TEST(ServerLoading, AStopBeforeListenEndsListen) {
+  ServerOptions o;
+  o.port = 0;
+  o.log_requests = false;
+  HttpServer server(o);
+  server.bind();
+  server.stop();
+  auto listened = std::async(std::launch::async, [&] { server.listen(); });
+  const bool ended = listened.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  EXPECT_TRUE(ended) << "listen() still runs 20 s after a stop() that came before it";
+  if (!ended) server.stop();  // the loop runs now: this one reaches it
 }
 
 class ServerDrain : public ServerHttp {

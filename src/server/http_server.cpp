@@ -67,6 +67,7 @@ struct HttpServer::Impl {
   std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
   std::atomic<bool> draining{false};  // drain() was called: new requests get 503
   std::atomic<bool> listening{false};
+  std::atomic<bool> stop_reached_loop{false};  // a stop() found httplib's accept loop running
   // API requests being served (their handler runs, or their stream is being written).
   std::atomic<int> in_flight{0};
   struct InFlight {
@@ -782,6 +783,12 @@ void HttpServer::listen() {
     std::optional<std::chrono::steady_clock::time_point> since;
     while (s.listening) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      // httplib's stop() acts only once its accept loop runs: a stop() that came before (a
+      // load that failed at once, a signal at start) did nothing, and listen() never returned.
+      if (s.stopping && !s.stop_reached_loop && s.http.is_running()) {
+        s.stop_reached_loop = true;
+        s.http.stop();
+      }
       if (!s.draining || s.stopping) continue;
       const auto now = std::chrono::steady_clock::now();
       if (!since) {
@@ -810,8 +817,12 @@ int HttpServer::in_flight() const { return impl_->in_flight; }
 
 void HttpServer::stop() {
   // Only an atomic store and httplib's stop: this runs in a signal handler.
-  impl_->stopping = true;
-  impl_->http.stop();
+  Impl& s = *impl_;
+  s.stopping = true;
+  // Set only when httplib's loop already ran (then its stop() closes the socket); the listen()
+  // watcher stops a loop that began after this.
+  if (s.http.is_running()) s.stop_reached_loop = true;
+  s.http.stop();
 }
 
 void HttpServer::serve_connection(int sock) {

@@ -70,7 +70,8 @@ class HttpServer {
   int bind();
   void listen();  // serves until stop(); call after bind()
   // Ends listen(): requests still generating are cancelled at their next step (their clients'
-  // connections close), so this returns promptly. Safe from a signal handler.
+  // connections close), so this returns promptly; a stop() before listen() makes listen()
+  // return as soon as it begins. Safe from a signal handler.
   void stop();
   // Graceful shutdown (SIGTERM): from now on new requests get 503 and /health answers 503
   // {"status":"draining"} (a load balancer takes the replica out); listen() returns once the

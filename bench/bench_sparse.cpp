@@ -252,7 +252,7 @@ BENCHMARK(BM_ScatteredRows)
 // given per-mille density of the input (the columns read). >= 3 GiB of copies and a different
 // random column list per pass. GB/s of the bytes read: the input-sparse path pays off only when
 // this is close to the dense figure.
-// Q8_0's, Q4_K's and Q6_K's column copies are column groups (model/column_group_copy.h): one built
+// Q8_0's and the K-quants' column copies are column groups (model/column_group_copy.h): one built
 // from a random n x n matrix, repeated to >= kSparseBytes; the view of the first.
 Matrix make_group_copies(DType type, int64_t n, int64_t& copies) {
   const Matrix one = make(type, n, n);
@@ -271,7 +271,7 @@ void BM_InputColumns(benchmark::State& state) {
   const auto type = static_cast<DType>(state.range(0));
   const int64_t per_mille = state.range(1);
   const bool dense = per_mille >= 1000;
-  const bool groups = !dense && (type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q6_K);
+  const bool groups = !dense && has_column_groups(type);
   const int64_t n = 4096;
   int64_t copies = 0;
   Matrix m = groups ? make_group_copies(type, n, copies) : make_copies(type, n, n, copies);
@@ -307,7 +307,8 @@ void BM_InputColumns(benchmark::State& state) {
 
 BENCHMARK(BM_InputColumns)
     ->ArgsProduct({{static_cast<int64_t>(DType::F16), static_cast<int64_t>(DType::Q8_0),
-                    static_cast<int64_t>(DType::Q4_K), static_cast<int64_t>(DType::Q6_K)},
+                    static_cast<int64_t>(DType::Q4_K), static_cast<int64_t>(DType::Q5_K),
+                    static_cast<int64_t>(DType::Q6_K)},
                    {400, 500, 1000},
                    {1, 2}})
     ->UseRealTime()

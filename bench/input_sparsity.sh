@@ -4,8 +4,10 @@
 # thresholded input, "teal", and with input-sparse products through the column copies, "cols",
 # then dense again, ...) so drift affects all; prints medians of decode tok/s, the ratio to
 # dense, the weight bytes read per token and each input's share of values kept. The model must
-# carry thresholds (strata sparsify).
-# Usage: bench/input_sparsity.sh MODEL.gguf THREADS RUNS LEVEL [LEVEL ...]
+# carry thresholds (strata sparsify). With LLAMA_BENCH set to a llama-bench binary (llama.cpp,
+# built outside this repository), llama.cpp's dense decode of the same file runs in each round
+# too, and each row's ratio to it is printed.
+# Usage: [LLAMA_BENCH=.../llama-bench] bench/input_sparsity.sh MODEL.gguf THREADS RUNS LEVEL...
 set -eu
 model=$1 threads=$2 runs=$3
 shift 3
@@ -28,8 +30,15 @@ open(f"{work}/{label}.kept", "w").write(
     "-" if s is None else " ".join(f"{k} {v:.2f}" for k, v in s["density"].items()) + "\n")' \
       "$label" "$work"
 }
+llama() {  # llama.cpp's dense decode of the same file, as `one` measures strata's
+  "$LLAMA_BENCH" -m "$model" -t "$threads" -p 0 -n 64 -r 1 -o json 2>/dev/null |
+    /usr/bin/python3 -c '
+import json, sys
+open(sys.argv[1], "a").write(str(json.load(sys.stdin)[0]["avg_ts"]) + "\n")' "$work/llama.tg"
+}
 i=0
 while [ "$i" -lt "$runs" ]; do
+  [ -z "${LLAMA_BENCH:-}" ] || llama
   one dense
   for level in "$@"; do
     one "teal$level" --sparsity-mode teal --sparsity "$level"
@@ -49,3 +58,13 @@ for level in "$@"; do
       "$(awk '{print $1 / 1048576}' "$work/$kind$level.bytes")" "$(cat "$work/$kind$level.kept")"
   done
 done
+if [ -n "${LLAMA_BENCH:-}" ]; then
+  lt=$(median <"$work/llama.tg")
+  printf 'llama.cpp dense %.2f tok/s; strata / llama.cpp: dense %.2f' "$lt" \
+    "$(awk -v a="$dense" -v b="$lt" 'BEGIN {print a / b}')"
+  for level in "$@"; do
+    printf ', cols %s %.2f' "$level" \
+      "$(awk -v a="$(median <"$work/cols$level.tg")" -v b="$lt" 'BEGIN {print a / b}')"
+  done
+  echo
+fi

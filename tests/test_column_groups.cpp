@@ -1,4 +1,4 @@
-// Q8_0, Q4_K and Q6_K column-group copies (tensor/column_groups.h, model/column_group_copy.h): the
+// Q8_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h, model/column_group_copy.h): the
 // copy holds the file's values, the kernels equal the scalar one bit for bit, and input-sparse
 // products through the copy equal the dense product of the thresholded input (the same integer
 // sums; only the float additions in another order), the same bits for any thread count.
@@ -99,7 +99,9 @@ TEST(ColumnGroups, OnlyWholeQ8_0BlocksAndChunksHaveCopies) {
   EXPECT_FALSE(column_groups_fit(DType::Q4_K, 64, 128));  // not whole super-blocks
   EXPECT_TRUE(column_groups_fit(DType::Q4_K, 64, 512));
   EXPECT_TRUE(column_groups_fit(DType::Q6_K, 128, 256));
-  EXPECT_FALSE(column_groups_fit(DType::Q5_K, 64, 256));  // no kernels
+  EXPECT_TRUE(column_groups_fit(DType::Q5_K, 64, 256));
+  EXPECT_FALSE(column_groups_fit(DType::Q6_K, 64, 256));  // Q6_K's outputs go by 128
+  EXPECT_FALSE(column_groups_fit(DType::Q3_K, 64, 256));  // no kernels
 }
 
 TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
@@ -216,8 +218,9 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
 }
 
 TEST(ColumnGroups, KQuantCopiesHoldTheFileValuesOfEveryPart) {
-  // Q4_K: 148 bytes per 256 weights (the file: 144); Q6_K: 210, as the file.
-  for (const auto& [type, bytes] : {std::pair{DType::Q4_K, 148u}, std::pair{DType::Q6_K, 210u}}) {
+  // Q4_K: 148 bytes per 256 weights (the file: 144); Q5_K: 180 (176); Q6_K: 210, as the file.
+  for (const auto& [type, bytes] : {std::pair{DType::Q4_K, 148u}, std::pair{DType::Q5_K, 180u},
+                                    std::pair{DType::Q6_K, 210u}}) {
     // gate and up of one input, stacked: 128 + 64 outputs (Q6_K: 128 + 128, outputs by 128) of
     // 512 inputs (two super-blocks).
     const int64_t n_up = type == DType::Q6_K ? 128 : 64, n_out = 128 + n_up;
@@ -249,10 +252,12 @@ TEST(ColumnGroups, KQuantCopiesHoldTheFileValuesOfEveryPart) {
 }
 
 TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
-  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const KColumnLayout layout = k_column_layout(type);
     const bool q6 = type == DType::Q6_K;
-    auto axpy = [&](const CpuKernels& k) { return q6 ? k.axpy_q6_K_super : k.axpy_q4_K_super; };
+    auto axpy = [&](const CpuKernels& k) {
+      return q6 ? k.axpy_q6_K_super : type == DType::Q5_K ? k.axpy_q5_K_super : k.axpy_q4_K_super;
+    };
     std::mt19937 rng(12);
     std::uniform_int_distribution<int> byte(0, 255), six(0, 63), value(-127, 127);
     std::uniform_int_distribution<int> signed_scale(-128, 127);
@@ -349,7 +354,7 @@ std::vector<float> dense_kquant(const CpuKernels& k, const QuantMatrix& w,
 TEST(ColumnGroups, KQuantProductsAreTheRowMajorProductOfTheThresholdedInputBitForBit) {
   // W: 192 (Q6_K 256) outputs of 768 inputs (three super-blocks); two tokens over about half the
   // inputs, some values zero; one super-block with no listed input at all.
-  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t n_out = type == DType::Q6_K ? 256 : 192, n_in = 768, batch = 2;
     const QuantMatrix w = quantized_matrix(type, n_out, n_in, 22);
     std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));

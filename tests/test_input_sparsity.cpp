@@ -211,8 +211,8 @@ TEST(InputSparsity, TheSessionThresholdsWhatTheObserverSees) {
 // another order), a prompt's batch taking the row-major path in the same session; the same bits
 // for any thread count.
 TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
-  // Q8_0, Q4_K and Q6_K: column groups (tensor/column_groups.h), the file's values regrouped.
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  // Q8_0 and Q4_K/Q5_K/Q6_K: column groups (tensor/column_groups.h), the file's values regrouped.
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const bool groups = type == DType::Q8_0 || is_kquant(type);
     ThreadPool pool(2);
     const Calibrated c = calibrate(pool, SparsityAllocation::Greedy, type);

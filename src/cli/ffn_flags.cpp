@@ -36,7 +36,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
       "With --sparsity-mode teal on the CPU: decode reads only the columns of the "
       "non-zero inputs, through transposed copies of the attention and FFN matrices "
       "made at load (twice the layers' memory; F16/BF16/F32 matrices, and Q8_0, "
-      "Q4_K and Q6_K as column groups: other types' column products are slower than dense, "
+      "Q4_K, Q5_K and Q6_K as column groups: other types' column products are slower than dense, "
       "docs/INPUT_SPARSITY.md)");
   cmd->add_flag("--check-predictor", f.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "

@@ -60,7 +60,10 @@ void copy_k_super(const Block& block, const KColumnLayout& k, int64_t n_out, int
       uint8_t* row = rows + static_cast<uint64_t>(t) * k.row_bytes(n_out) + chunk;
       const int q = K::quant(block, static_cast<int>(k.group) * s + t);
       row[c % 32] |= static_cast<uint8_t>((q & 15) << (c < 32 ? 0 : 4));
-      if (!k.has_min) row[32 + c % 16] |= static_cast<uint8_t>((q >> 4) << (2 * (c / 16)));
+      if constexpr (K::type == DType::Q5_K)
+        row[32 + c % 8] |= static_cast<uint8_t>((q >> 4) << (c / 8));
+      if constexpr (K::type == DType::Q6_K)
+        row[32 + c % 16] |= static_cast<uint8_t>((q >> 4) << (2 * (c / 16)));
     }
   }
 }
@@ -86,6 +89,8 @@ MatrixView build_column_groups(std::span<const MatrixView> parts, uint8_t* out) 
     std::memset(out, 0, column_groups_copy_bytes(parts));  // the values' bits are or-ed in
     if (parts[0].type == DType::Q4_K)
       build_k_groups<BlockQ4_K>(parts, n_out, n_in, out);
+    else if (parts[0].type == DType::Q5_K)
+      build_k_groups<BlockQ5_K>(parts, n_out, n_in, out);
     else
       build_k_groups<BlockQ6_K>(parts, n_out, n_in, out);
     return column_groups_view(parts[0].type, out, n_in, n_out);

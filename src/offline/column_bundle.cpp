@@ -43,7 +43,7 @@ void check_columns_possible(const Model& model) {
     for (const MatrixView* m : {&l.ffn_gate, &l.ffn_up, &down})
       if (m->data != nullptr && !column_products_pay(m->type))
         fail(
-            "'{}' has {} FFN weights: column bundles hold F32, F16 or BF16 columns (Q8_0's "
+            "'{}' has {} FFN weights: column bundles hold F32, F16 or BF16 columns (quantized "
             "column groups are for RAM, docs/INPUT_SPARSITY.md); bundle it with neuron bundles "
             "(strata bundle without --columns) or convert it to F16",
             path, dtype_name(m->type));

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "placement/column_cache.h"
 #include "placement/cost_model.h"
+#include "tensor/column_groups.h"
 #include "runtime/device_plan.h"
 #include "runtime/run_solver.h"
 
@@ -220,8 +221,9 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
           "note: input-sparse products: the attention and FFN matrices transposed at load "
           "({:.1f} MiB more memory{})",
           bytes / 1048576.0,
-          type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q6_K
-              ? "; Q8_0, Q4_K and Q6_K as column groups, values unchanged (other types row-major)"
+          has_column_groups(type)
+              ? "; Q8_0 and Q4_K/Q5_K/Q6_K as column groups, values unchanged (other types "
+                "row-major)"
           : !is_float_type(type) ? "; quantized weights without column kernels stay row-major"
                                  : ""));
   }

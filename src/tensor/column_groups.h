@@ -1,4 +1,4 @@
-// The column-group layouts of Q8_0, Q4_K and Q6_K matrices (Layout::ColumnGroups): the copies
+// The column-group layouts of Q8_0, Q4_K, Q5_K and Q6_K matrices (Layout::ColumnGroups): the copies
 // input-sparse products (TEAL) read for quantized matrices, with their values and scales unchanged.
 //
 // A row-major Q8_0 matrix W (n_out rows of n_in inputs) holds, per output i and block g of 32
@@ -34,12 +34,16 @@ STRATA_HD inline int64_t column_group_position(int64_t i) {
   return base + 16 * l + 4 * k + t;
 }
 
-// Whether a matrix of `type` (Q8_0, Q4_K or Q6_K), n_out outputs and n_in inputs has a column-group
-// copy: whole chunks of outputs, whole blocks (K-quants: super-blocks) of inputs.
+// The types with column-group copies and kernels (the other quantized types' input-sparse
+// products read their rows: column products of them were slower than dense, docs/INPUT_SPARSITY.md).
+STRATA_HD constexpr bool has_column_groups(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+}
+
+// Whether a matrix of `type`, n_out outputs and n_in inputs has a column-group copy: whole chunks
+// of outputs, whole blocks (K-quants: super-blocks) of inputs.
 inline bool column_groups_fit(DType type, int64_t n_out, int64_t n_in) {
-  const int64_t block = type == DType::Q8_0                          ? kColumnGroup
-                        : type == DType::Q4_K || type == DType::Q6_K ? kQK_K
-                                                                     : 0;
+  const int64_t block = !has_column_groups(type) ? 0 : type == DType::Q8_0 ? kColumnGroup : kQK_K;
   // Q6_K: 210 bytes per 256 weights, so whole bytes per input need outputs by 128.
   const int64_t chunk = type == DType::Q6_K ? 2 * kColumnChunk : kColumnChunk;
   return block > 0 && n_out > 0 && n_in > 0 && n_out % chunk == 0 && n_in % block == 0;
@@ -50,13 +54,14 @@ STRATA_HD inline uint64_t column_group_bytes(int64_t n_out) {
   return static_cast<uint64_t>(n_out) * (sizeof(uint16_t) + kColumnGroup);
 }
 
-// K-quant copies (Q4_K, Q6_K) keep the file's values, sub-block scales (and mins) and f16
+// K-quant copies (Q4_K, Q5_K, Q6_K) keep the file's values, sub-block scales (and mins) and f16
 // super-block scales, regrouped: per super-block of 256 inputs the n_out d (then, Q4_K, the n_out
 // dmin); then per group of inputs (a sub-block: Q4_K 32, Q6_K 16) the n_out scales (Q4_K u8,
-// Q6_K int8; then, Q4_K, the n_out mins), then for each of its inputs a row of n_out values.
-// A row's bytes per chunk of 64 outputs: 32 whose low nibbles hold positions 0..31 and high
-// nibbles 32..63 (unpacked: the two halves of a Q8_0 row's chunk); Q6_K then 16 more whose bits
-// 2h..2h+1 of byte k hold the top two bits of position 16h + k.
+// Q6_K int8; then, Q4_K and Q5_K, the n_out mins), then for each of its inputs a row of n_out
+// values. A row's bytes per chunk of 64 outputs: 32 whose low nibbles hold positions 0..31 and
+// high nibbles 32..63 (unpacked: the two halves of a Q8_0 row's chunk); Q5_K then 8 more whose
+// bit h of byte k is the fifth bit of position 8h + k; Q6_K 16 more whose bits 2h..2h+1 of byte k
+// hold the top two bits of position 16h + k.
 struct KColumnLayout {
   int64_t group;        // inputs per group
   int64_t chunk_bytes;  // a row's bytes per 64 outputs
@@ -76,7 +81,9 @@ struct KColumnLayout {
 };
 
 STRATA_HD inline KColumnLayout k_column_layout(DType type) {
-  return type == DType::Q6_K ? KColumnLayout{16, 48, false} : KColumnLayout{32, 32, true};
+  return type == DType::Q6_K   ? KColumnLayout{16, 48, false}
+         : type == DType::Q5_K ? KColumnLayout{32, 40, true}
+                               : KColumnLayout{32, 32, true};
 }
 
 // The view of a copy at `data`: rows = inputs, cols = outputs; row_bytes is a group's (K-quants:
@@ -145,24 +152,27 @@ STRATA_HD inline const uint8_t* k_column_row(DType type, const uint8_t* data, in
          static_cast<uint64_t>(j % k.group) * k.row_bytes(n_out);
 }
 
-// Output i's value in a row (Q4_K 0..15, Q6_K 0..63: the file's stored quant).
+// Output i's value in a row (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63: the file's stored quant).
 STRATA_HD inline int k_column_quant(DType type, const uint8_t* row, int64_t i) {
   const int64_t p = column_group_position(i), k = p % kColumnChunk;
   const uint8_t* chunk = row + (p - k) / kColumnChunk * k_column_layout(type).chunk_bytes;
   const int low = k < 32 ? chunk[k % 32] & 15 : chunk[k % 32] >> 4;
+  if (type == DType::Q5_K) return low | (((chunk[32 + k % 8] >> (k / 8)) & 1) << 4);
   if (type != DType::Q6_K) return low;
   return low | (((chunk[32 + k % 16] >> (2 * (k / 16))) & 3) << 4);
 }
 
 // W[i][j] as the copy holds it (as the file's rows dequantize).
 inline float column_group_weight(const MatrixView& v, int64_t i, int64_t j) {
-  if (v.type == DType::Q4_K || v.type == DType::Q6_K) {
+  if (v.type != DType::Q8_0) {
     const KColumnScales s =
         k_column_scales(v.type, v.data, v.cols, j / k_column_layout(v.type).group);
     const int q = k_column_quant(v.type, k_column_row(v.type, v.data, v.cols, j), i);
     if (v.type == DType::Q6_K)
       return kquant_value<BlockQ6_K>(f16_to_f32(s.d[i]), 0.0f, static_cast<int8_t>(s.sc[i]), 0, q);
-    return kquant_value<BlockQ4_K>(f16_to_f32(s.d[i]), f16_to_f32(s.dmin[i]), s.sc[i], s.m[i], q);
+    const float d = f16_to_f32(s.d[i]), dmin = f16_to_f32(s.dmin[i]);
+    if (v.type == DType::Q5_K) return kquant_value<BlockQ5_K>(d, dmin, s.sc[i], s.m[i], q);
+    return kquant_value<BlockQ4_K>(d, dmin, s.sc[i], s.m[i], q);
   }
   const int8_t q = column_group_row(v.data, v.cols, j)[column_group_position(i)];
   return f16_to_f32(column_group_scales(v.data, v.cols, j / kColumnGroup)[i]) *

@@ -111,14 +111,17 @@ struct CpuKernels {
   void (*axpy_q8_0_group)(const int8_t* const* rows, const int8_t* xq, int n_rows,
                           const uint16_t* scales, float dx, float* y, int64_t n,
                           const int8_t* const* next);
-  // The same through a Q4_K (Q6_K) copy, one super-block of 256 inputs: its groups (of 32; Q6_K
-  // 16 inputs) that have kept rows, the input quantized as the dense product quantizes it
+  // The same through a Q4_K (Q5_K, Q6_K) copy, one super-block of 256 inputs: its groups (of 32;
+  // Q6_K 16 inputs) that have kept rows, the input quantized as the dense product quantizes it
   // (quantize_row_q8_K of the super-block, dx its scale). With acc_g[i] the sum over group g's
   // rows r of xq[r] * k_column_quant(rows[r], i), isum[i] = sum over g of sc_g[i] * acc_g[i]
   // and imin[i] = sum over g of m_g[i] * xsum_g (Q6_K: 32 * sc_g[i] * xsum_g): superblock_sums'
   // integers, exact; then y[i] += superblock_dot(dx, f16(d[i]), f16(dmin[i]), isum, imin): the
   // dense product's float steps, so the products equal the row-major kernels' bit for bit.
   void (*axpy_q4_K_super)(const KColumnTerms* groups, int n_groups, const uint16_t* d,
+                          const uint16_t* dmin, float dx, float* y, int64_t n,
+                          const uint8_t* const* next);
+  void (*axpy_q5_K_super)(const KColumnTerms* groups, int n_groups, const uint16_t* d,
                           const uint16_t* dmin, float dx, float* y, int64_t n,
                           const uint8_t* const* next);
   void (*axpy_q6_K_super)(const KColumnTerms* groups, int n_groups, const uint16_t* d,

@@ -385,6 +385,7 @@ const CpuKernels kTable{
     .axpy_q4_0 = axpy_q4_0,
     .axpy_q8_0_group = axpy_q8_0_group,
     .axpy_q4_K_super = axpy_k_super<BlockQ4_K, Q4ColumnRows>,
+    .axpy_q5_K_super = axpy_k_super<BlockQ5_K, Q5ColumnRows>,
     .axpy_q6_K_super = axpy_k_super<BlockQ6_K, Q6ColumnRows>,
     .dot_kq = {dense_dot_kquant<BlockQ2_K>, dense_dot_kquant<BlockQ3_K>,
                dense_dot_kquant<BlockQ4_K>, dense_dot_kquant<BlockQ5_K>,

@@ -296,6 +296,7 @@ const CpuKernels& scalar_kernels() {
       .axpy_q4_0 = axpy_q4_0,
       .axpy_q8_0_group = axpy_q8_0_group,
       .axpy_q4_K_super = axpy_k_super<BlockQ4_K>,
+      .axpy_q5_K_super = axpy_k_super<BlockQ5_K>,
       .axpy_q6_K_super = axpy_k_super<BlockQ6_K>,
       .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>, dot_kquant<BlockQ4_K>,
                  dot_kquant<BlockQ5_K>, dot_kquant<BlockQ6_K>},

@@ -281,13 +281,14 @@ void first_rows(const ColumnGroupTerms& t, const uint8_t** out) {
 
 // y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
 // ascending inputs) with their coefficients: Q8_0 group by group (kernels.axpy_q8_0_group),
-// K-quants super-block by super-block (axpy_q4_K_super, axpy_q6_K_super), each call told the
+// K-quants super-block by super-block (axpy_q4_K_super, _q5_K_, _q6_K_), each call told the
 // next one's first rows so it reads them ahead.
 void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
                         const float* c, int64_t count, float* y) {
   if (wt.type != DType::Q8_0) {
-    const auto axpy_super =
-        wt.type == DType::Q4_K ? kernels.axpy_q4_K_super : kernels.axpy_q6_K_super;
+    const auto axpy_super = wt.type == DType::Q4_K   ? kernels.axpy_q4_K_super
+                            : wt.type == DType::Q5_K ? kernels.axpy_q5_K_super
+                                                     : kernels.axpy_q6_K_super;
     in_turn<SuperTerms>(
         count, [&](int64_t a, SuperTerms& t) { return k_super_terms(wt, rows, c, a, count, t); },
         [&](const SuperTerms& t, const SuperTerms* following) {
@@ -399,8 +400,7 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
     fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   const int64_t cols = wt.cols;
   if (wt.layout == Layout::ColumnGroups &&
-      ((wt.type != DType::Q8_0 && wt.type != DType::Q4_K && wt.type != DType::Q6_K) ||
-       cols % kColumnChunk != 0))
+      (!has_column_groups(wt.type) || cols % kColumnChunk != 0))
     fail("axpy over column groups: a {} copy of {} outputs", dtype_name(wt.type), cols);
   if (!neurons.empty() && neurons.size() != ids.size())
     fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());

@@ -1,7 +1,8 @@
-// Q8_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h, model/column_group_copy.h): the
-// copy holds the file's values, the kernels equal the scalar one bit for bit, and input-sparse
-// products through the copy equal the dense product of the thresholded input (the same integer
-// sums; only the float additions in another order), the same bits for any thread count.
+// Q8_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h,
+// model/column_group_copy.h): the copy holds the file's values, the kernels equal the scalar one
+// bit for bit, and input-sparse products through the copy equal the dense product of the
+// thresholded input (the same integer sums; only the float additions in another order), the
+// same bits for any thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -255,9 +256,7 @@ TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
   for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const KColumnLayout layout = k_column_layout(type);
     const bool q6 = type == DType::Q6_K;
-    auto axpy = [&](const CpuKernels& k) {
-      return q6 ? k.axpy_q6_K_super : type == DType::Q5_K ? k.axpy_q5_K_super : k.axpy_q4_K_super;
-    };
+    auto axpy = [&](const CpuKernels& k) { return k.axpy_k_super(type); };
     std::mt19937 rng(12);
     std::uniform_int_distribution<int> byte(0, 255), six(0, 63), value(-127, 127);
     std::uniform_int_distribution<int> signed_scale(-128, 127);

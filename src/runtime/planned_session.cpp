@@ -10,9 +10,9 @@
 #include "core/error.h"
 #include "placement/column_cache.h"
 #include "placement/cost_model.h"
-#include "tensor/column_groups.h"
 #include "runtime/device_plan.h"
 #include "runtime/run_solver.h"
+#include "tensor/column_groups.h"
 
 namespace strata {
 

@@ -147,6 +147,13 @@ struct CpuKernels {
   // row after row, so equal to the scalar reference bit for bit.
   void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,
                                 int64_t n, const void* const* next, int n_next);
+
+  // The axpy_q*_K_super entry of a K-quant type with column groups (Q4_K, Q5_K, Q6_K).
+  using AxpyKSuper = decltype(axpy_q4_K_super);
+  AxpyKSuper axpy_k_super(DType type) const {
+    return type == DType::Q4_K ? axpy_q4_K_super : type == DType::Q5_K ? axpy_q5_K_super
+                                                                      : axpy_q6_K_super;
+  }
 };
 
 const CpuKernels& scalar_kernels();

@@ -286,9 +286,7 @@ void first_rows(const ColumnGroupTerms& t, const uint8_t** out) {
 void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
                         const float* c, int64_t count, float* y) {
   if (wt.type != DType::Q8_0) {
-    const auto axpy_super = wt.type == DType::Q4_K   ? kernels.axpy_q4_K_super
-                            : wt.type == DType::Q5_K ? kernels.axpy_q5_K_super
-                                                     : kernels.axpy_q6_K_super;
+    const auto axpy_super = kernels.axpy_k_super(wt.type);
     in_turn<SuperTerms>(
         count, [&](int64_t a, SuperTerms& t) { return k_super_terms(wt, rows, c, a, count, t); },
         [&](const SuperTerms& t, const SuperTerms* following) {

@@ -8,7 +8,8 @@ text, perplexity (bench/compare_llama_families.sh). The tokenizer is copied from
            2 per token, 4 query heads per KV head, rope base 1e6 (Mixtral-8x7B's layout)
   qwen2    q/k/v biases, NeoX rotation, KV groups (Qwen2.5's layout)
   llama    the mixtral shape with one dense FFN (a control: what the experts add)
-Usage: llama_family_gguf.py LLAMA_CPP_DIR SHAPE OUT.gguf TOKENIZER.gguf [--layers N]"""
+Usage: llama_family_gguf.py LLAMA_CPP_DIR SHAPE OUT.gguf TOKENIZER.gguf [--layers N] [--seed S]
+       [--router-scale X] [--experts-used K]"""
 import argparse
 import os
 import sys
@@ -24,6 +25,8 @@ ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--seed", type=int, default=1)
 ap.add_argument("--router-scale", type=float, default=4.0,
                 help="router logits' scale: larger, fewer near-ties between experts")
+ap.add_argument("--experts-used", type=int, default=2,
+                help="experts per token (8: every expert, so no routing choice to flip)")
 a = ap.parse_args()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_gguf_py import add_tokenizer, import_gguf, tokenizer_reader  # noqa: E402
@@ -32,7 +35,8 @@ gguf = import_gguf(a.llama_cpp)
 field = tokenizer_reader(gguf, a.tokenizer)
 tokens = field("tokenizer.ggml.tokens")
 n_vocab = len(tokens)
-n_embd, n_head, n_head_kv, n_ff, n_expert, n_used = 256, 8, 2, 512, 8, 2
+n_embd, n_head, n_head_kv, n_ff, n_expert = 256, 8, 2, 512, 8
+n_used = a.experts_used
 hd = n_embd // n_head
 rng = np.random.default_rng(a.seed)
 

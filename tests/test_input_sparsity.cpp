@@ -7,6 +7,8 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
@@ -282,6 +284,93 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
       EXPECT_NE(decode(*columns, 2), cols);
     }
   }
+}
+
+// TEAL's column products on a GPU: the device uploads its layers' float column copies and runs
+// the same ops (sparsify with a mask, select_union, select_columns, axpy) in its memory. Decode
+// through them equals the CPU's column products and the device's own row-major products within
+// rounding, in another order of sums than the latter (so the path was taken), with the copies'
+// bytes held on the device. Quantized matrices get no copies there (the device's kernels read
+// rows, not column groups): their products stay row-major, bit for bit; column groups handed to
+// a device are refused with one line.
+void expect_device_columns(Backend& gpu) {
+  ThreadPool pool(2);
+  SessionOptions o;
+  o.sparsity_mode = SparsityMode::Teal;
+  o.sparsity_level = 0.5f;
+  struct Run {
+    std::vector<float> logits;
+    uint64_t held = 0;  // the device's bytes while the session lives
+  };
+  auto decode = [&](const Model& m, Backend& be, const std::vector<int32_t>& tokens) {
+    const uint64_t before = be.allocated();
+    Session s(m, 64, be, o);
+    Run r;
+    r.held = be.allocated() - before;
+    const auto prompt = s.eval(std::span(tokens).first(8));  // row-major: a batch of 8
+    r.logits.assign(prompt.begin(), prompt.end());
+    for (size_t i = 8; i < tokens.size(); ++i) {
+      const auto l = s.eval(tokens[i]);
+      r.logits.insert(r.logits.end(), l.begin(), l.end());
+    }
+    return r;
+  };
+  auto relative = [](const std::vector<float>& a, const std::vector<float>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double scale = 0, diff = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+      scale = std::max<double>(scale, std::abs(a[i]));
+      diff = std::max<double>(diff, std::abs(a[i] - b[i]));
+    }
+    return diff / scale;
+  };
+  for (DType type : {DType::F32, DType::F16}) {
+    const Calibrated c = calibrate(pool, SparsityAllocation::Uniform, type);
+    auto columns = Model::load(c.model->file->path(), false);
+    uint64_t copies = 0;
+    for (const LayerWeights& l : columns->weights.layers)
+      copies += Model::column_copies_bytes(l, /*column_groups=*/false);
+    EXPECT_GT(columns->ensure_input_columns(/*column_groups=*/false), 0u);
+    const auto tokens = random_tokens(*c.model, 14, 5);
+    CpuBackend cpu(pool);
+    const Run on_cpu = decode(*columns, cpu, tokens);
+    const Run gpu_columns = decode(*columns, gpu, tokens);
+    const Run gpu_rows = decode(*c.model, gpu, tokens);
+    EXPECT_LT(relative(gpu_columns.logits, on_cpu.logits), 1e-4) << dtype_name(type);
+    EXPECT_LT(relative(gpu_columns.logits, gpu_rows.logits), 1e-4) << dtype_name(type);
+    EXPECT_GT(relative(gpu_columns.logits, gpu_rows.logits), 0.0) << dtype_name(type);
+    // The copies, and the workspace's column buffers.
+    const uint64_t buffers = Session::workspace_bytes(*columns, 64, FfnMode::Dense, true) -
+                             Session::workspace_bytes(*columns, 64, FfnMode::Dense, false);
+    EXPECT_EQ(gpu_columns.held - gpu_rows.held, copies + buffers) << dtype_name(type);
+    EXPECT_EQ(decode(*columns, gpu, tokens).logits, gpu_columns.logits) << dtype_name(type);
+  }
+  const Calibrated q = calibrate(pool, SparsityAllocation::Uniform, DType::Q8_0);
+  auto rows_only = Model::load(q.model->file->path(), false);
+  EXPECT_EQ(rows_only->ensure_input_columns(/*column_groups=*/false), 0u);
+  const auto tokens = random_tokens(*q.model, 10, 9);
+  EXPECT_EQ(decode(*rows_only, gpu, tokens).logits, decode(*q.model, gpu, tokens).logits);
+  auto groups = Model::load(q.model->file->path(), false);
+  EXPECT_GT(groups->ensure_input_columns(), 0u);
+  try {
+    Session s(*groups, 64, gpu, o);
+    ADD_FAILURE() << "column groups uploaded to " << gpu.name();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("column groups, which only the CPU's kernels read"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(InputSparsity, ColumnProductsOnTheEmulatedGpuAreTheCpusAndItsRowMajorOnes) {
+  auto gpu = make_cuda_emu_backend({});
+  expect_device_columns(*gpu);
+}
+
+TEST(InputSparsity, ColumnProductsOnAGpuAreTheCpusAndItsRowMajorOnes) {
+  if (cuda_device_count() == 0) GTEST_SKIP() << cuda_unavailable_reason();
+  auto gpu = make_cuda_backend({});
+  expect_device_columns(*gpu);
 }
 
 TEST(InputSparsity, ColumnCopiesFuseOnlyWhenTheirTransposedRowsShareOneType) {

@@ -46,6 +46,9 @@ struct Inventory {
   // The FFN is on flash as column bundles (strata bundle --columns): its caches are planned
   // apart (placement/column_cache.h), in none of the layers' bytes.
   bool column_bundled = false;
+  // TEAL's input-sparse products (--input-columns): a device holds its layers' column copies
+  // beside their rows (float types; counted in the device's session bytes).
+  bool input_columns = false;
   int kv_sequences = 1;         // sequences sharing kv_bytes (server slots): a token reads one
   bool sparse = true;           // neurons selected per token (predict); false: every neuron
   int64_t min_cache_slots = 0;  // bundled: the smallest cache per layer that decodes

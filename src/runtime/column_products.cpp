@@ -83,11 +83,11 @@ int64_t ColumnProducts::fused(int64_t layer, int point, float* x, int64_t n, int
   for (const Part& part : parts) total += part.width;
   if (total != cols) fail("fused column products: parts of {} values for a copy of {}", total, cols);
   const int64_t count = run(layer, point, x, n, width, std::span(&job, 1));
-  // Host memory (the column path runs on the CPU backend only: use_input_columns).
+  // In the backend's memory (a device's, where its layers take the column path).
   for (int64_t b = 0; b < n; ++b) {
     const float* from = ws_.col_fused + b * cols;
     for (const Part& part : parts) {
-      std::copy(from, from + part.width, part.y + b * part.width);
+      be_.copy(part.y + b * part.width, from, static_cast<uint64_t>(part.width) * sizeof(float));
       from += part.width;
     }
   }

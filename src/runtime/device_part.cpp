@@ -47,7 +47,7 @@ DevicePart::DevicePart(const Model& model, Backend& backend_in, FfnMode mode,
   // A device gets the matrices of its own layers only; on the host every entry is a view.
   weights = std::make_unique<ResidentWeights>(model, backend, mode, layout_.ffn_rows,
                                               others(layout_.layers), !layout_.output,
-                                              layout_.experts_held);
+                                              layout_.experts_held, layout_.columns);
   const int64_t counters = c.n_layer * kCountersPerLayer;
   counters_ = backend.allocate(static_cast<uint64_t>(counters) * sizeof(uint64_t),
                                "the FFN's counters");

@@ -49,11 +49,10 @@ void FfnExecutor::dense(int64_t l, int64_t n, int64_t token, FfnLayerStats& stat
   const int64_t ff = c_.n_ff, total = n * ff;
   const bool gated = ffn_has_gate(c_.ffn);
   uint64_t* sparsity = sparsity_counters_ + l * sparsity_stride_;
-  // The model's column copies (a column-bundled model's FFN has none: it reads flash).
-  const bool columns = !model_.columns.empty() &&
-                       use_input_columns(sparsifier_->mode(), columns_ != nullptr,
-                                         backend_.device() == Device::Host, n);
-  const LayerColumns* cols = columns ? &model_.columns[static_cast<size_t>(l)] : nullptr;
+  // The layer's column copies in this backend's memory (a column-bundled model's FFN has none:
+  // it reads flash).
+  const bool columns = use_input_columns(sparsifier_->mode(), columns_ != nullptr, n);
+  const LayerColumns* cols = columns ? &w.columns : nullptr;
   gate_up_products(l, n, token, cols);
   if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
   if (gated) sparsifier_->apply(backend_, l, kGatePoint, ws_.gate, n, sparsity, c_.ffn);

@@ -4,8 +4,8 @@
 
 namespace strata {
 
-bool use_input_columns(SparsityMode mode, bool columns_made, bool host, int64_t n) {
-  return mode == SparsityMode::Teal && columns_made && host && n <= kColumnProductsMaxBatch;
+bool use_input_columns(SparsityMode mode, bool columns_made, int64_t n) {
+  return mode == SparsityMode::Teal && columns_made && n <= kColumnProductsMaxBatch;
 }
 
 InputSparsifier::InputSparsifier(const Model& model, SparsityMode mode, float level)

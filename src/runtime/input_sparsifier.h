@@ -37,8 +37,8 @@ struct InputDensity {
 // 41.7 against 45.2 (the union of 4 tokens' halves is ~94% of the columns).
 inline constexpr int64_t kColumnProductsMaxBatch = 2;
 // Whether a batch of n tokens takes input-sparse products: TEAL, with the copies made
-// (Model::ensure_input_columns), on the host (the copies are host memory).
-bool use_input_columns(SparsityMode mode, bool columns_made, bool host, int64_t n);
+// (Model::ensure_input_columns) and in the memory of the backend that computes the layer.
+bool use_input_columns(SparsityMode mode, bool columns_made, int64_t n);
 
 // Called with a point's n rows of `width` values (host memory) before they are thresholded.
 using InputObserver =

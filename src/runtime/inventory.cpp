@@ -139,6 +139,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   Inventory inv;
   inv.bundled = w.bundled;
   inv.column_bundled = w.column_bundled;
+  inv.input_columns = r.input_columns;
   inv.sparse = r.mode != FfnMode::Dense;
   inv.kv_sequences = r.n_seq;
   inv.embd_bytes = static_cast<uint64_t>(c.n_embd) * sizeof(float);

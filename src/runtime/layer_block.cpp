@@ -63,7 +63,7 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   const int input = static_cast<int>(MatrixInput::Attention);
   const int output = static_cast<int>(MatrixInput::AttentionOutput);
   const bool columns = p.columns != nullptr && use_columns(n);
-  const LayerColumns* cols = columns ? &model_.columns[static_cast<size_t>(l)] : nullptr;
+  const LayerColumns* cols = columns ? &w.columns : nullptr;
   if (cols != nullptr && cols->attention()) {
     if (cols->attn_qkv.data != nullptr) {
       const ColumnProducts::Part qkv[3] = {{ws.q, q_dim}, {ws.k, kv_dim}, {ws.v, kv_dim}};

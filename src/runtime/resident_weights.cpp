@@ -57,7 +57,19 @@ uint64_t vector_bytes(const LayerWeights& l) {
 
 }  // namespace
 
-uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool with_ffn) {
+// The copies of TEAL's columns a layer has (LayerColumns' views), by name.
+template <typename Each>
+void each_column_copy(LayerColumns& c, Each&& each) {
+  for (auto [m, name] : {std::pair{&c.attn_q, "attn_q columns"}, {&c.attn_k, "attn_k columns"},
+                         {&c.attn_v, "attn_v columns"}, {&c.attn_output, "attn_output columns"},
+                         {&c.ffn_gate, "ffn_gate columns"}, {&c.ffn_up, "ffn_up columns"},
+                         {&c.ffn_down, "ffn_down columns"}, {&c.attn_qkv, "attn_qkv columns"},
+                         {&c.ffn_gate_up, "ffn_gate_up columns"}})
+    if (m->data != nullptr) each(*m, name);
+}
+
+uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool with_ffn,
+                                       bool with_columns) {
   const ModelWeights& w = model.weights;
   uint64_t total = w.output.bytes() + (w.output_norm.size() + w.output_norm_bias.size()) * 4;
   for (const LayerWeights& l : w.layers) {
@@ -65,13 +77,15 @@ uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool wi
     if (!with_ffn) drop_ffn(r);
     each_matrix(r, [&](const MatrixView& m, const char*) { total += m.bytes(); });
     total += vector_bytes(l);
+    if (with_columns) total += Model::column_copies_bytes(l, /*column_groups=*/false);
   }
   return total;
 }
 
 ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn,
                                  const std::vector<uint8_t>& host_layers, bool output_on_host,
-                                 const std::vector<std::vector<uint8_t>>& experts_held)
+                                 const std::vector<std::vector<uint8_t>>& experts_held,
+                                 bool with_columns)
     : backend_(backend) {
   const ModelWeights& w = model.weights;
   const bool host = backend.device() == Device::Host;
@@ -79,6 +93,7 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
     for (size_t i = 0; i < w.layers.size(); ++i) {
       ResidentLayer r = host_layer(w.layers[i], mode);
       const bool on_cpu = i < host_layers.size() && host_layers[i] != 0;
+      if (with_columns && i < model.columns.size()) r.columns = model.columns[i];
       if (!host && !with_ffn && !on_cpu) drop_ffn(r);
       if (!host && !on_cpu && i < experts_held.size())
         for (size_t e = 0; e < r.experts.size(); ++e)
@@ -86,6 +101,13 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
       if (!host && !on_cpu) {
         const std::string layer = fmt::format("layer {} ", i);
         each_matrix(r, [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });
+        each_column_copy(r.columns, [&](MatrixView& m, const char* name) {
+          if (m.layout != Layout::Rows)
+            fail("TEAL's input-sparse products on {}: the {} of layer {} are {} column groups, "
+                 "which only the CPU's kernels read",
+                 backend.name(), name, i, dtype_name(m.type));
+          m = upload(m, layer + name);
+        });
         for (int v = 0; v < kLayerVectors; ++v) {
           const std::vector<float>& values = w.layers[i].vectors[static_cast<size_t>(v)];
           if (!values.empty())

@@ -20,6 +20,9 @@ struct ResidentLayer : LayerMatrices {
   std::array<const float*, kLayerVectors> vectors{};
   const float* vec(LayerVector v) const { return vectors[static_cast<size_t>(v)]; }
   LayerPredictor predictor;  // predict mode
+  // TEAL's column copies (Model::columns) where the session reads them: views of the model's on
+  // the host, uploaded copies on a device (empty views: none).
+  LayerColumns columns;
 };
 
 class ResidentWeights {
@@ -28,15 +31,20 @@ class ResidentWeights {
   // `host_layers[l]` != 0: layer l computes on the CPU, so a device gets none of its matrices
   // (its entries stay views of the model). `experts_held` (a dense mixture split by expert; empty:
   // none): per layer, 1 for each expert the device holds; the others' entries are empty views.
+  // `with_columns`: the model's column copies too (Model::ensure_input_columns; a device fails
+  // with one line on a copy in a layout its kernels do not read, column groups).
   ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn = true,
                   const std::vector<uint8_t>& host_layers = {}, bool output_on_host = false,
-                  const std::vector<std::vector<uint8_t>>& experts_held = {});
+                  const std::vector<std::vector<uint8_t>>& experts_held = {},
+                  bool with_columns = false);
   ~ResidentWeights();
   ResidentWeights(const ResidentWeights&) = delete;
   ResidentWeights& operator=(const ResidentWeights&) = delete;
 
-  // Bytes a device copy of the model for `mode` holds (the placement inventory's figure).
-  static uint64_t device_bytes(const Model& model, FfnMode mode, bool with_ffn = true);
+  // Bytes a device copy of the model for `mode` holds (the placement inventory's figure); with
+  // `with_columns`, TEAL's column copies a device reads (float types: Model::column_copies_bytes).
+  static uint64_t device_bytes(const Model& model, FfnMode mode, bool with_ffn = true,
+                               bool with_columns = false);
 
   const ResidentLayer& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
   const float* output_norm() const { return output_norm_; }

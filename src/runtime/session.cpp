@@ -84,8 +84,9 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   check_layout();
   sparsifier_ =
       std::make_unique<InputSparsifier>(model, options_.sparsity_mode, options_.sparsity_level);
-  columns_made_ = options_.sparsity_mode == SparsityMode::Teal && !model.columns.empty() &&
-                  backend_.device() == Device::Host;
+  // On a device its copies are uploaded with its layers (float copies: Model::
+  // ensure_input_columns without column groups).
+  columns_made_ = options_.sparsity_mode == SparsityMode::Teal && !model.columns.empty();
   make_parts();
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
@@ -143,6 +144,7 @@ void Session::make_parts() {
     layout.layers.push_back(on_cpu(l) ? 0 : 1);
   }
   layout.output = !options_.output_on_host;
+  layout.columns = columns_made_;
   // A split FFN's device holds only its hot rows (the split store copies them); a dense
   // mixture's, its own experts.
   layout.ffn_rows = !split || experts_split();
@@ -180,8 +182,12 @@ void Session::make_parts() {
                                                          : &cpu->ram_store();
     if (mixed) {
       cpu->make_ffn(cpu_store, false);
+      if (columns_made_)
+        cpu->columns = std::make_unique<ColumnProducts>(cpu->backend, cpu->ws, *sparsifier_,
+                                                        cpu->sparsity_counters(0),
+                                                        DevicePart::kCountersPerLayer);
       cpu->ffn->set_sparsifier(sparsifier_.get(), cpu->sparsity_counters(0),
-                               DevicePart::kCountersPerLayer, nullptr);
+                               DevicePart::kCountersPerLayer, cpu->columns.get());
     }
   }
 }
@@ -279,7 +285,7 @@ uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mod
 }
 
 bool Session::use_columns(int64_t n) const {
-  return use_input_columns(sparsifier_->mode(), columns_made_, true, n);
+  return use_input_columns(sparsifier_->mode(), columns_made_, n);
 }
 
 void Session::check_options(const Model& model, const SessionOptions& options) {

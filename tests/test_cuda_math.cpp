@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cuda/block_math.h"
+#include "model/column_group_copy.h"
 #include "tensor/half.h"
 #include "tensor/quantize.h"
 
@@ -51,6 +52,42 @@ TEST(CudaMath, EveryTypeDecodesAsDequantization) {
   expect_decoding_matches_dequantize<DType::Q4_K>();
   expect_decoding_matches_dequantize<DType::Q5_K>();
   expect_decoding_matches_dequantize<DType::Q6_K>();
+}
+
+// The axpy's weight of a column-group copy (TEAL's copies of quantized matrices, whose rows are
+// the inputs) is the file's row-major value, read through the rows' own decoder.
+template <DType T>
+void expect_column_group_weights_are_the_rows() {
+  const int64_t n_out = 128, n_in = 512;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const uint64_t rb = row_bytes(T, n_in);
+  std::vector<uint8_t> rows(rb * n_out);
+  std::vector<float> x(n_in);
+  for (int64_t r = 0; r < n_out; ++r) {
+    for (float& v : x) v = d(rng);
+    quantize_row(T, x.data(), rows.data() + r * rb, n_in);
+  }
+  const MatrixView w{T, rows.data(), n_in, n_out, rb};
+  std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w, 1)));
+  const MatrixView c = build_column_groups(std::span(&w, 1), copy.data());
+  for (int64_t j = 0; j < n_in; ++j)
+    for (int64_t i = 0; i < n_out; ++i) {
+      ASSERT_EQ(axpy_weight<T>(c.data, c.row_bytes, c.cols, true, j, i),
+                Decode<T>::value(rows.data() + i * rb, j))
+          << dtype_name(T) << " input " << j << " output " << i;
+      if (j < 2 && i < 2) {  // rows read as rows
+        ASSERT_EQ(axpy_weight<T>(rows.data(), rb, n_in, false, i, j),
+                  Decode<T>::value(rows.data() + i * rb, j));
+      }
+    }
+}
+
+TEST(CudaMath, ColumnGroupCopiesDecodeToTheFileRowsValues) {
+  expect_column_group_weights_are_the_rows<DType::Q8_0>();
+  expect_column_group_weights_are_the_rows<DType::Q4_K>();
+  expect_column_group_weights_are_the_rows<DType::Q5_K>();
+  expect_column_group_weights_are_the_rows<DType::Q6_K>();
 }
 
 TEST(CudaMath, TheButterflySumPairsLanesInAFixedOrder) {

@@ -286,13 +286,13 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
   }
 }
 
-// TEAL's column products on a GPU: the device uploads its layers' float column copies and runs
-// the same ops (sparsify with a mask, select_union, select_columns, axpy) in its memory. Decode
-// through them equals the CPU's column products and the device's own row-major products within
-// rounding, in another order of sums than the latter (so the path was taken), with the copies'
-// bytes held on the device. Quantized matrices get no copies there (the device's kernels read
-// rows, not column groups): their products stay row-major, bit for bit; column groups handed to
-// a device are refused with one line.
+// TEAL's column products on a GPU: the device uploads its layers' column copies (float types
+// transposed, Q8_0 and K-quants as column groups, which its axpy decodes: block_math.h's
+// axpy_weight) and runs the same ops (sparsify with a mask, select_union, select_columns, axpy)
+// in its memory. Decode through them equals the device's own row-major products within rounding,
+// in another order of sums (so the path was taken), and the CPU's column products within 1e-4
+// (float types; quantized ones as far as the two devices' row-major runs are apart); the copies'
+// bytes are held on the device; the same bits every run.
 void expect_device_columns(Backend& gpu) {
   ThreadPool pool(2);
   SessionOptions o;
@@ -324,19 +324,25 @@ void expect_device_columns(Backend& gpu) {
     }
     return diff / scale;
   };
-  for (DType type : {DType::F32, DType::F16}) {
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     const Calibrated c = calibrate(pool, SparsityAllocation::Uniform, type);
     auto columns = Model::load(c.model->file->path(), false);
     uint64_t copies = 0;
-    for (const LayerWeights& l : columns->weights.layers)
-      copies += Model::column_copies_bytes(l, /*column_groups=*/false);
-    EXPECT_GT(columns->ensure_input_columns(/*column_groups=*/false), 0u);
+    for (const LayerWeights& l : columns->weights.layers) copies += Model::column_copies_bytes(l);
+    EXPECT_GT(columns->ensure_input_columns(), 0u);
+    EXPECT_EQ(columns->columns[0].ffn_gate_up.layout,
+              is_float_type(type) ? Layout::Rows : Layout::ColumnGroups);
     const auto tokens = random_tokens(*c.model, 14, 5);
     CpuBackend cpu(pool);
     const Run on_cpu = decode(*columns, cpu, tokens);
     const Run gpu_columns = decode(*columns, gpu, tokens);
     const Run gpu_rows = decode(*c.model, gpu, tokens);
-    EXPECT_LT(relative(gpu_columns.logits, on_cpu.logits), 1e-4) << dtype_name(type);
+    // Quantized: the CPU's 8-bit activations move values across the thresholds, so the two
+    // devices' TEAL runs part by 0.14-0.34 of the logits' scale whatever reads the weights (rows
+    // 1.391e-1/3.442e-1/3.328e-1 for Q8_0/Q4_K/Q6_K, columns the same): the columns add nothing.
+    const double rows_gap = relative(gpu_rows.logits, decode(*c.model, cpu, tokens).logits);
+    const double cpu_tolerance = is_float_type(type) ? 1e-4 : 1.01 * rows_gap + 1e-4;
+    EXPECT_LT(relative(gpu_columns.logits, on_cpu.logits), cpu_tolerance) << dtype_name(type);
     EXPECT_LT(relative(gpu_columns.logits, gpu_rows.logits), 1e-4) << dtype_name(type);
     EXPECT_GT(relative(gpu_columns.logits, gpu_rows.logits), 0.0) << dtype_name(type);
     // The copies, and the workspace's column buffers.
@@ -344,21 +350,6 @@ void expect_device_columns(Backend& gpu) {
                              Session::workspace_bytes(*columns, 64, FfnMode::Dense, false);
     EXPECT_EQ(gpu_columns.held - gpu_rows.held, copies + buffers) << dtype_name(type);
     EXPECT_EQ(decode(*columns, gpu, tokens).logits, gpu_columns.logits) << dtype_name(type);
-  }
-  const Calibrated q = calibrate(pool, SparsityAllocation::Uniform, DType::Q8_0);
-  auto rows_only = Model::load(q.model->file->path(), false);
-  EXPECT_EQ(rows_only->ensure_input_columns(/*column_groups=*/false), 0u);
-  const auto tokens = random_tokens(*q.model, 10, 9);
-  EXPECT_EQ(decode(*rows_only, gpu, tokens).logits, decode(*q.model, gpu, tokens).logits);
-  auto groups = Model::load(q.model->file->path(), false);
-  EXPECT_GT(groups->ensure_input_columns(), 0u);
-  try {
-    Session s(*groups, 64, gpu, o);
-    ADD_FAILURE() << "column groups uploaded to " << gpu.name();
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("column groups, which only the CPU's kernels read"),
-              std::string::npos)
-        << e.what();
   }
 }
 

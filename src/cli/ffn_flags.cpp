@@ -33,9 +33,10 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
       ->check(CLI::Range(0.0f, 0.99f));
   cmd->add_flag(
       "--input-columns", f.input_columns,
-      "With --sparsity-mode teal on the CPU: decode reads only the columns of the "
+      "With --sparsity-mode teal: decode reads only the columns of the "
       "non-zero inputs, through transposed copies of the attention and FFN matrices "
-      "made at load (twice the layers' memory; F16/BF16/F32 matrices, and Q8_0, "
+      "made at load (twice the layers' memory, a GPU's layers' in its memory too; "
+      "F16/BF16/F32 matrices, and Q8_0, "
       "Q4_K, Q5_K and Q6_K as column groups: other types' column products are slower than dense, "
       "docs/INPUT_SPARSITY.md)");
   cmd->add_flag("--check-predictor", f.check_predictor,

@@ -130,12 +130,11 @@ constexpr ColumnGroup kColumnGroups[] = {
 
 // How the matrices that read one input (stacked) are copied for input-sparse products: float
 // rows transposed (model/down_transpose.h), Q8_0 and K-quant rows as column groups
-// (model/column_group_copy.h; only where `column_groups`: the CPU's kernels read them), or not at
-// all (their products stay row-major).
+// (model/column_group_copy.h), or not at all (their products stay row-major).
 enum class CopyKind { None, Transposed, Groups };
 
-CopyKind copy_kind(std::span<const MatrixView> parts, bool groups_only, bool column_groups) {
-  if (column_groups && column_groups_apply(parts)) return CopyKind::Groups;
+CopyKind copy_kind(std::span<const MatrixView> parts, bool groups_only) {
+  if (column_groups_apply(parts)) return CopyKind::Groups;
   if (!groups_only && column_copies_fuse(parts) &&
       column_products_pay(transposed_down_type(parts[0])))
     return CopyKind::Transposed;
@@ -150,14 +149,13 @@ std::vector<MatrixView> group_parts(const LayerWeights& l, const ColumnGroup& g)
 
 // The group's copies as (member, parts) pairs: one fused copy where it can be, else one per part.
 std::vector<std::pair<MatrixView LayerColumns::*, std::vector<MatrixView>>> group_copies(
-    const LayerWeights& l, const ColumnGroup& g, bool column_groups) {
+    const LayerWeights& l, const ColumnGroup& g) {
   const std::vector<MatrixView> parts = group_parts(l, g);
-  if (g.fused != nullptr && copy_kind(parts, g.groups_only, column_groups) != CopyKind::None)
+  if (g.fused != nullptr && copy_kind(parts, g.groups_only) != CopyKind::None)
     return {{g.fused, parts}};
   std::vector<std::pair<MatrixView LayerColumns::*, std::vector<MatrixView>>> copies;
   for (int i = 0; i < g.n_parts; ++i)
-    if (copy_kind(std::span(&parts[static_cast<size_t>(i)], 1), g.groups_only, column_groups) !=
-        CopyKind::None)
+    if (copy_kind(std::span(&parts[static_cast<size_t>(i)], 1), g.groups_only) != CopyKind::None)
       copies.push_back({g.parts[static_cast<size_t>(i)].column, {parts[static_cast<size_t>(i)]}});
   return copies;
 }
@@ -208,13 +206,13 @@ MatrixView transposed_copy(std::span<const MatrixView> parts,
 }
 
 // Copies group g of layer l into `out`, its bytes appended to `storage`.
-void transpose_group(const LayerWeights& l, const ColumnGroup& g, bool column_groups,
-                     LayerColumns& out, std::vector<AnonymousMemory>& storage) {
+void transpose_group(const LayerWeights& l, const ColumnGroup& g, LayerColumns& out,
+                     std::vector<AnonymousMemory>& storage) {
   for (const MatrixView& m : group_parts(l, g))
     if (m.data != nullptr && m.layout != Layout::Rows)
       fail("input-sparse products transpose the file's rows, before any re-layout");
-  for (const auto& [member, parts] : group_copies(l, g, column_groups)) {
-    if (copy_kind(parts, g.groups_only, column_groups) == CopyKind::Groups) {
+  for (const auto& [member, parts] : group_copies(l, g)) {
+    if (copy_kind(parts, g.groups_only) == CopyKind::Groups) {
       storage.emplace_back(std::max<uint64_t>(column_groups_copy_bytes(parts), 1));
       out.*member = build_column_groups(parts, storage.back().data());
     } else {
@@ -230,18 +228,18 @@ bool built_down_pays(const LayerWeights& l) {
 
 }  // namespace
 
-uint64_t Model::input_column_bytes(const LayerWeights& l, bool column_groups) {
+uint64_t Model::input_column_bytes(const LayerWeights& l) {
   uint64_t bytes = 0;
   for (const ColumnGroup& g : kColumnGroups)
-    for (const auto& [member, parts] : group_copies(l, g, column_groups))
-      bytes += copy_bytes(parts, copy_kind(parts, g.groups_only, column_groups));
+    for (const auto& [member, parts] : group_copies(l, g))
+      bytes += copy_bytes(parts, copy_kind(parts, g.groups_only));
   if (l.ffn_down_t.data == nullptr && built_down_pays(l))
     bytes += transposed_down_bytes(l.ffn_down);
   return bytes;
 }
 
-uint64_t Model::column_copies_bytes(const LayerWeights& l, bool column_groups) {
-  uint64_t bytes = input_column_bytes(l, column_groups);
+uint64_t Model::column_copies_bytes(const LayerWeights& l) {
+  uint64_t bytes = input_column_bytes(l);
   // The float ffn_down_t the copies name as their down projection's (input_column_bytes counts
   // only one built for them).
   if (l.ffn_down_t.data != nullptr && column_products_pay(l.ffn_down_t.type))
@@ -249,7 +247,7 @@ uint64_t Model::column_copies_bytes(const LayerWeights& l, bool column_groups) {
   return bytes;
 }
 
-uint64_t Model::ensure_input_columns(bool column_groups) {
+uint64_t Model::ensure_input_columns() {
   if (config.moe()) fail("input-sparse products: mixtures of experts are not supported");
   if (!columns.empty()) return 0;
   // ffn_down_t is the down projection's column copy: built only where every copy it would
@@ -276,8 +274,8 @@ uint64_t Model::ensure_input_columns(bool column_groups) {
   auto work = [&] {
     try {
       for (size_t t = next++; t < tasks.size(); t = next++)
-        transpose_group(weights.layers[tasks[t].layer], *tasks[t].group, column_groups,
-                        made[tasks[t].layer], storage[t]);
+        transpose_group(weights.layers[tasks[t].layer], *tasks[t].group, made[tasks[t].layer],
+                        storage[t]);
     } catch (...) {  // the first failure, rethrown once every thread stopped
       next = tasks.size();
       const std::lock_guard lock(failure_mutex);

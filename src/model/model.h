@@ -65,15 +65,14 @@ struct Model {
 
   // Fills `columns` (and ffn_down_t) for input-sparse products: every layer's attention and
   // gate/up matrices transposed (model/down_transpose.h: float types exactly), Q8_0, Q4_K, Q6_K
-  // ones (and ffn_down) as column groups (model/column_group_copy.h) where `column_groups` (the
-  // CPU's kernels read them; a GPU's do not, and there those matrices stay row-major). Returns
-  // the bytes allocated; before adopt_layouts.
-  uint64_t ensure_input_columns(bool column_groups = true);
+  // ones (and ffn_down) as column groups (model/column_group_copy.h). Returns the bytes allocated;
+  // before adopt_layouts.
+  uint64_t ensure_input_columns();
   // The bytes ensure_input_columns allocates for a layer (with its ffn_down_t where it lacks one).
-  static uint64_t input_column_bytes(const LayerWeights& l, bool column_groups = true);
+  static uint64_t input_column_bytes(const LayerWeights& l);
   // The bytes of every copy a layer's LayerColumns names (a file's ffn_down_t included): what a
   // device that computes the layer uploads.
-  static uint64_t column_copies_bytes(const LayerWeights& l, bool column_groups);
+  static uint64_t column_copies_bytes(const LayerWeights& l);
   std::vector<LayerColumns> columns;  // per layer; empty until ensure_input_columns
 
   // Gives each matrix the layout the backend that computes with it prefers (Backend::

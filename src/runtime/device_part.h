@@ -32,7 +32,7 @@ struct PartLayout {
   bool ffn_rows = true;
   // A dense mixture split by expert: per layer, 1 for each expert this part holds (empty: all).
   std::vector<std::vector<uint8_t>> experts_held;
-  bool columns = false;       // TEAL's column copies of its layers (Model::columns)
+  bool columns = false;      // TEAL's column copies of its layers (Model::columns)
   int64_t kv_positions = 0;  // per layer, all sequences
   DType k_type = DType::F32, v_type = DType::F32;
 };

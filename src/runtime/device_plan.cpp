@@ -31,8 +31,9 @@ uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKi
   if (with_ffn && bundled)
     for (const LayerInventory& l : inv.layers)
       neurons += static_cast<uint64_t>(l.n_neurons) * l.device_neuron_bytes();
-  return ResidentWeights::device_bytes(model, mode, with_ffn, inv.input_columns) + neurons + kv + inv.workspace_bytes +
-         logits + counters + static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) + own + split;
+  return ResidentWeights::device_bytes(model, mode, with_ffn, inv.input_columns) + neurons + kv +
+         inv.workspace_bytes + logits + counters + static_cast<uint64_t>(c.n_ff) * sizeof(int32_t) +
+         own + split;
 }
 
 uint64_t bytes_beside_the_plan(const Model& model, const Inventory& inv, DeviceKind kind) {

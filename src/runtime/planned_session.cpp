@@ -204,31 +204,30 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
         model.file->path(), bytes / 1048576.0,
         requantized ? "; quantized weights were re-quantized along the new rows" : ""));
   }
-  // TEAL: decode reads the column copies of the non-zero inputs' columns. A device uploads the
-  // copies of its layers; its kernels read float copies only, so there quantized matrices have
-  // none and stay row-major.
+  // TEAL: decode reads the column copies of the non-zero inputs' columns (a device uploads the
+  // copies of its layers).
   if (r.input_columns && r.sparsity_mode == SparsityMode::Teal && model.columns.empty()) {
     const DType type = w.layers[0].attn_q.type;
-    const bool groups = run.device.kind == DeviceKind::Cpu;
-    const uint64_t bytes = model.ensure_input_columns(groups);
+    const bool device = run.device.kind != DeviceKind::Cpu;
+    const uint64_t bytes = model.ensure_input_columns();
     const LayerColumns& first = model.columns[0];
     if (!first.attention() && !first.ffn(ffn_has_gate(model.config.ffn)) &&
         first.ffn_down.data == nullptr)
-      run.notes.push_back(fmt::format(
-          "note: input-sparse products: {} has no {} column kernels (docs/INPUT_SPARSITY.md); "
-          "TEAL multiplies the row-major matrices",
-          groups ? "the CPU" : "the GPU", dtype_name(type)));
+      run.notes.push_back(
+          fmt::format("note: input-sparse products: {} column products are slower than dense ones "
+                      "(docs/INPUT_SPARSITY.md); TEAL multiplies the row-major matrices",
+                      dtype_name(type)));
     else
       run.notes.push_back(fmt::format(
           "note: input-sparse products: the attention and FFN matrices transposed at load "
           "({:.1f} MiB more memory{}{})",
           bytes / 1048576.0,
-          groups && has_column_groups(type)
+          has_column_groups(type)
               ? "; Q8_0 and Q4_K/Q5_K/Q6_K as column groups, values unchanged (other types "
                 "row-major)"
           : !is_float_type(type) ? "; quantized weights without column kernels stay row-major"
                                  : "",
-          groups ? "" : "; the device's layers hold their copies in its memory too"));
+          device ? "; the device's layers hold their copies in its memory too" : ""));
   }
   // After ensure_down_t and ensure_input_columns, which read the file's rows.
   // The CUDA kernels read the file's rows; the CPU and the reference device share the CPU's.

@@ -60,10 +60,14 @@ uint64_t vector_bytes(const LayerWeights& l) {
 // The copies of TEAL's columns a layer has (LayerColumns' views), by name.
 template <typename Each>
 void each_column_copy(LayerColumns& c, Each&& each) {
-  for (auto [m, name] : {std::pair{&c.attn_q, "attn_q columns"}, {&c.attn_k, "attn_k columns"},
-                         {&c.attn_v, "attn_v columns"}, {&c.attn_output, "attn_output columns"},
-                         {&c.ffn_gate, "ffn_gate columns"}, {&c.ffn_up, "ffn_up columns"},
-                         {&c.ffn_down, "ffn_down columns"}, {&c.attn_qkv, "attn_qkv columns"},
+  for (auto [m, name] : {std::pair{&c.attn_q, "attn_q columns"},
+                         {&c.attn_k, "attn_k columns"},
+                         {&c.attn_v, "attn_v columns"},
+                         {&c.attn_output, "attn_output columns"},
+                         {&c.ffn_gate, "ffn_gate columns"},
+                         {&c.ffn_up, "ffn_up columns"},
+                         {&c.ffn_down, "ffn_down columns"},
+                         {&c.attn_qkv, "attn_qkv columns"},
                          {&c.ffn_gate_up, "ffn_gate_up columns"}})
     if (m->data != nullptr) each(*m, name);
 }
@@ -77,7 +81,7 @@ uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool wi
     if (!with_ffn) drop_ffn(r);
     each_matrix(r, [&](const MatrixView& m, const char*) { total += m.bytes(); });
     total += vector_bytes(l);
-    if (with_columns) total += Model::column_copies_bytes(l, /*column_groups=*/false);
+    if (with_columns) total += Model::column_copies_bytes(l);
   }
   return total;
 }
@@ -101,13 +105,8 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
       if (!host && !on_cpu) {
         const std::string layer = fmt::format("layer {} ", i);
         each_matrix(r, [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });
-        each_column_copy(r.columns, [&](MatrixView& m, const char* name) {
-          if (m.layout != Layout::Rows)
-            fail("TEAL's input-sparse products on {}: the {} of layer {} are {} column groups, "
-                 "which only the CPU's kernels read",
-                 backend.name(), name, i, dtype_name(m.type));
-          m = upload(m, layer + name);
-        });
+        each_column_copy(r.columns,
+                         [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });
         for (int v = 0; v < kLayerVectors; ++v) {
           const std::vector<float>& values = w.layers[i].vectors[static_cast<size_t>(v)];
           if (!values.empty())

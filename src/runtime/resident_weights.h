@@ -31,8 +31,7 @@ class ResidentWeights {
   // `host_layers[l]` != 0: layer l computes on the CPU, so a device gets none of its matrices
   // (its entries stay views of the model). `experts_held` (a dense mixture split by expert; empty:
   // none): per layer, 1 for each expert the device holds; the others' entries are empty views.
-  // `with_columns`: the model's column copies too (Model::ensure_input_columns; a device fails
-  // with one line on a copy in a layout its kernels do not read, column groups).
+  // `with_columns`: the model's column copies too (Model::ensure_input_columns).
   ResidentWeights(const Model& model, Backend& backend, FfnMode mode, bool with_ffn = true,
                   const std::vector<uint8_t>& host_layers = {}, bool output_on_host = false,
                   const std::vector<std::vector<uint8_t>>& experts_held = {},
@@ -42,7 +41,7 @@ class ResidentWeights {
   ResidentWeights& operator=(const ResidentWeights&) = delete;
 
   // Bytes a device copy of the model for `mode` holds (the placement inventory's figure); with
-  // `with_columns`, TEAL's column copies a device reads (float types: Model::column_copies_bytes).
+  // `with_columns`, TEAL's column copies (Model::column_copies_bytes).
   static uint64_t device_bytes(const Model& model, FfnMode mode, bool with_ffn = true,
                                bool with_columns = false);
 

@@ -162,21 +162,25 @@ STRATA_HD inline int k_column_quant(DType type, const uint8_t* row, int64_t i) {
   return low | (((chunk[32 + k % 16] >> (2 * (k / 16))) & 3) << 4);
 }
 
-// W[i][j] as the copy holds it (as the file's rows dequantize).
-inline float column_group_weight(const MatrixView& v, int64_t i, int64_t j) {
-  if (v.type != DType::Q8_0) {
-    const KColumnScales s =
-        k_column_scales(v.type, v.data, v.cols, j / k_column_layout(v.type).group);
-    const int q = k_column_quant(v.type, k_column_row(v.type, v.data, v.cols, j), i);
-    if (v.type == DType::Q6_K)
+// W[i][j] of a copy of `type` at `data` with n_out outputs, as the file's rows dequantize: the
+// CPU's reference and the CUDA axpy's decoder of a copy.
+STRATA_HD inline float column_group_value(DType type, const uint8_t* data, int64_t n_out, int64_t i,
+                                          int64_t j) {
+  if (type != DType::Q8_0) {
+    const KColumnScales s = k_column_scales(type, data, n_out, j / k_column_layout(type).group);
+    const int q = k_column_quant(type, k_column_row(type, data, n_out, j), i);
+    if (type == DType::Q6_K)
       return kquant_value<BlockQ6_K>(f16_to_f32(s.d[i]), 0.0f, static_cast<int8_t>(s.sc[i]), 0, q);
     const float d = f16_to_f32(s.d[i]), dmin = f16_to_f32(s.dmin[i]);
-    if (v.type == DType::Q5_K) return kquant_value<BlockQ5_K>(d, dmin, s.sc[i], s.m[i], q);
+    if (type == DType::Q5_K) return kquant_value<BlockQ5_K>(d, dmin, s.sc[i], s.m[i], q);
     return kquant_value<BlockQ4_K>(d, dmin, s.sc[i], s.m[i], q);
   }
-  const int8_t q = column_group_row(v.data, v.cols, j)[column_group_position(i)];
-  return f16_to_f32(column_group_scales(v.data, v.cols, j / kColumnGroup)[i]) *
-         static_cast<float>(q);
+  const int8_t q = column_group_row(data, n_out, j)[column_group_position(i)];
+  return f16_to_f32(column_group_scales(data, n_out, j / kColumnGroup)[i]) * static_cast<float>(q);
+}
+
+inline float column_group_weight(const MatrixView& v, int64_t i, int64_t j) {
+  return column_group_value(v.type, v.data, v.cols, i, j);
 }
 
 }  // namespace strata

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "core/host_device.h"
+#include "tensor/column_groups.h"
 #include "tensor/dtype.h"
 #include "tensor/ffn_activation.h"
 #include "tensor/half.h"
@@ -145,6 +146,17 @@ template <>
 struct Decode<DType::Q5_K> : DecodeKQuant<BlockQ5_K> {};
 template <>
 struct Decode<DType::Q6_K> : DecodeKQuant<BlockQ6_K> {};
+
+// The weight an axpy term multiplies: value j of row `row` of the file's rows, or of a column-group
+// copy (tensor/column_groups.h: TEAL's copies of Q8_0 and K-quant matrices, whose rows are the
+// inputs) input `row`'s weight of output j.
+template <DType T>
+STRATA_HD inline float axpy_weight(const uint8_t* wt, uint64_t row_bytes, int64_t cols,
+                                   bool column_groups, int64_t row, int64_t j) {
+  if constexpr (has_column_groups(T))
+    if (column_groups) return column_group_value(T, wt, cols, j, row);
+  return Decode<T>::value(wt + static_cast<uint64_t>(row) * row_bytes, j);
+}
 
 // The types the CUDA kernels compute with.
 inline bool cuda_weight_type(DType t) {

@@ -132,12 +132,15 @@ class CudaPrepared final : public PreparedRows {
   int64_t dim = 0, n = 0;
 };
 
-Rows rows_of(const MatrixView& w, const char* op) {
+// `column_groups`: the op reads a column-group copy too (the axpy: TEAL's input-sparse products).
+Rows rows_of(const MatrixView& w, const char* op, bool column_groups = false) {
   if (w.device != Device::Cuda) fail("CUDA {}: a weight in {} memory", op, device_name(w.device));
-  if (w.layout != Layout::Rows) fail("CUDA {}: the CUDA kernels read weights in rows", op);
+  const bool groups = w.layout == Layout::ColumnGroups && has_column_groups(w.type);
+  if (w.layout != Layout::Rows && !(column_groups && groups))
+    fail("CUDA {}: the CUDA kernels read weights in rows", op);
   if (!cuda_math::cuda_weight_type(w.type))
     fail("the CUDA backend has no kernels for {} weights", dtype_name(w.type));
-  return Rows{w.type, w.data, w.rows, w.cols, w.row_bytes};
+  return Rows{w.type, w.data, w.rows, w.cols, w.row_bytes, groups};
 }
 
 class CudaBackend final : public Backend {
@@ -270,8 +273,9 @@ class CudaBackend final : public Backend {
             int64_t n, float* out, int64_t out_stride, std::span<const int32_t> neurons,
             int64_t id_bound) override {
     // Rows that are slots (a VRAM store) carry their neuron ids, which fix the buckets.
-    launch_axpy(rows_of(wt, "axpy"), rows.data(), neurons.empty() ? nullptr : neurons.data(),
-                id_bound, static_cast<int64_t>(rows.size()), c, c_stride, n, out, out_stride,
+    const Rows w = rows_of(wt, "axpy", /*column_groups=*/true);
+    launch_axpy(w, rows.data(), neurons.empty() ? nullptr : neurons.data(), id_bound,
+                static_cast<int64_t>(rows.size()), c, c_stride, n, out, out_stride,
                 reinterpret_cast<float*>(axpy_scratch_.data), axpy_scratch_.bytes, stream_);
   }
 

@@ -11,6 +11,7 @@ namespace strata::STRATA_CUDA_NS {
 
 namespace {
 
+using cuda_math::axpy_weight;
 using cuda_math::Decode;
 using cuda_math::kUnit;
 
@@ -110,9 +111,9 @@ __global__ void run_split_kernel(const int32_t* ids, int64_t count, int64_t* spl
 // terms of the first run, then of the second, each in list order.
 template <DType T>
 __global__ void axpy_partial_kernel(const uint8_t* wt, uint64_t row_bytes, int64_t cols,
-                                    const int32_t* rows, const int32_t* neurons, int64_t count,
-                                    const int64_t* split, const float* c, int64_t c_stride, int nt,
-                                    float* partial) {
+                                    bool column_groups, const int32_t* rows, const int32_t* neurons,
+                                    int64_t count, const int64_t* split, const float* c,
+                                    int64_t c_stride, int nt, float* partial) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t bucket = blockIdx.y;
   const int32_t* ids = neurons != nullptr ? neurons : rows;
@@ -135,7 +136,7 @@ __global__ void axpy_partial_kernel(const uint8_t* wt, uint64_t row_bytes, int64
           any = any || coef[t] != 0.0f;
         }
         if (!any) continue;  // the row is not read
-        const float v = Decode<T>::value(wt + static_cast<uint64_t>(rows[k]) * row_bytes, j);
+        const float v = axpy_weight<T>(wt, row_bytes, cols, column_groups, rows[k], j);
 #pragma unroll
         for (int t = 0; t < kTile; ++t)
           if (coef[t] != 0.0f) acc[t] += coef[t] * v;
@@ -278,7 +279,8 @@ void launch_axpy(const Rows& wt, const int32_t* rows, const int32_t* neurons, in
     const dim3 grid(blocks_for(wt.cols, kThreads), static_cast<unsigned>(buckets));
     with_type(wt.type, [&]<DType T>() {
       STRATA_LAUNCH(axpy_partial_kernel<T>, grid, kThreads, stream, wt.data, wt.row_bytes, wt.cols,
-                    rows, neurons, count, split, c + t0 * c_stride, c_stride, nt, partial);
+                    wt.column_groups, rows, neurons, count, split, c + t0 * c_stride, c_stride, nt,
+                    partial);
     });
     STRATA_LAUNCH(axpy_sum_kernel, dim3(blocks_for(wt.cols, kThreads), static_cast<unsigned>(nt)),
                   kThreads, stream, partial, buckets, nt, wt.cols, out + t0 * out_stride,

@@ -24,12 +24,14 @@ namespace strata::STRATA_CUDA_NS {
 // launched it, instead of by a later call (a debugging mode: it serialises host and device).
 void check_launch(const char* what, cudaStream_t stream);
 
-// A weight matrix in device memory, in the file's rows.
+// A weight matrix in device memory, in the file's rows, or (`column_groups`, the axpy only) a
+// column-group copy of one (tensor/column_groups.h: rows are inputs, cols outputs).
 struct Rows {
   DType type = DType::F32;
   const uint8_t* data = nullptr;
   int64_t rows = 0, cols = 0;
   uint64_t row_bytes = 0;
+  bool column_groups = false;
 };
 
 inline constexpr int kTile = 8;                 // tokens one pass of a product kernel computes
@@ -48,7 +50,8 @@ struct Places {
 void launch_products(const Rows& w, const int32_t* ids, int64_t count, const float* x, int64_t n,
                      const uint8_t* need, int64_t need_stride, float* y, int64_t y_stride,
                      cudaStream_t stream);
-// out[b] = sum over k of c[b * c_stride + k] * wt.row(rows[k]) (c == 0 skipped), summed per
+// out[b] = sum over k of c[b * c_stride + k] * wt.row(rows[k]) (c == 0 skipped; a column-group
+// copy's row: its input's weights, block_math.h's axpy_weight), summed per
 // bucket of kBucket neuron ids (neurons[k]; null: the rows are the ids) in list order, the
 // buckets' partials in bucket order. The ids are ascending or two ascending runs (a neuron
 // cache's passes; more is a contract violation and traps). `id_bound`: the ids are below it.

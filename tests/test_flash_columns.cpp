@@ -27,6 +27,7 @@ namespace strata {
 namespace {
 
 using testing::random_tokens;
+using testing::relative_difference;
 using testing::temp_file;
 using testing::tiny_model;
 
@@ -80,16 +81,6 @@ std::vector<float> run(const Model& m, SessionOptions o, int threads = 2, bool p
   }
   if (flash != nullptr) *flash = s.flash_stats();
   return all;
-}
-
-double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double scale = 0, diff = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    scale = std::max<double>(scale, std::abs(a[i]));
-    diff = std::max<double>(diff, std::abs(a[i] - b[i]));
-  }
-  return diff / scale;
 }
 
 TEST(FlashColumns, BundlesHoldEachInputsGateAndUpColumnsAndEachNeuronsDownColumn) {

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <random>
@@ -12,8 +14,8 @@
 
 #include "offline/bundle.h"
 #include "offline/profile.h"
-#include "runtime/inventory.h"
 #include "offline/synth.h"
+#include "runtime/inventory.h"
 #include "runtime/session.h"
 
 namespace strata::testing {
@@ -32,6 +34,17 @@ inline std::string source_file(const std::string& relative) {
 
 inline std::string data_file(const std::string& name) {
   return std::string(STRATA_SOURCE_DIR) + "/tests/data/" + name;
+}
+
+// max |a - b| / max |a| over two runs' logits (sizes must agree).
+inline double relative_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double scale = 0, diff = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    scale = std::max<double>(scale, std::abs(a[i]));
+    diff = std::max<double>(diff, std::abs(a[i] - b[i]));
+  }
+  return diff / scale;
 }
 
 // n token ids drawn uniformly from m's vocabulary.

@@ -21,6 +21,7 @@ namespace {
 
 using testing::kquant_tiny_model;
 using testing::random_tokens;
+using testing::relative_difference;
 using testing::temp_file;
 using testing::tiny_model;
 
@@ -315,15 +316,6 @@ void expect_device_columns(Backend& gpu) {
     }
     return r;
   };
-  auto relative = [](const std::vector<float>& a, const std::vector<float>& b) {
-    EXPECT_EQ(a.size(), b.size());
-    double scale = 0, diff = 0;
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-      scale = std::max<double>(scale, std::abs(a[i]));
-      diff = std::max<double>(diff, std::abs(a[i] - b[i]));
-    }
-    return diff / scale;
-  };
   for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     const Calibrated c = calibrate(pool, SparsityAllocation::Uniform, type);
     auto columns = Model::load(c.model->file->path(), false);
@@ -340,11 +332,13 @@ void expect_device_columns(Backend& gpu) {
     // Quantized: the CPU's 8-bit activations move values across the thresholds, so the two
     // devices' TEAL runs part by 0.14-0.34 of the logits' scale whatever reads the weights (rows
     // 1.391e-1/3.442e-1/3.328e-1 for Q8_0/Q4_K/Q6_K, columns the same): the columns add nothing.
-    const double rows_gap = relative(gpu_rows.logits, decode(*c.model, cpu, tokens).logits);
+    const double rows_gap =
+        relative_difference(gpu_rows.logits, decode(*c.model, cpu, tokens).logits);
     const double cpu_tolerance = is_float_type(type) ? 1e-4 : 1.01 * rows_gap + 1e-4;
-    EXPECT_LT(relative(gpu_columns.logits, on_cpu.logits), cpu_tolerance) << dtype_name(type);
-    EXPECT_LT(relative(gpu_columns.logits, gpu_rows.logits), 1e-4) << dtype_name(type);
-    EXPECT_GT(relative(gpu_columns.logits, gpu_rows.logits), 0.0) << dtype_name(type);
+    EXPECT_LT(relative_difference(gpu_columns.logits, on_cpu.logits), cpu_tolerance)
+        << dtype_name(type);
+    EXPECT_LT(relative_difference(gpu_columns.logits, gpu_rows.logits), 1e-4) << dtype_name(type);
+    EXPECT_GT(relative_difference(gpu_columns.logits, gpu_rows.logits), 0.0) << dtype_name(type);
     // The copies, and the workspace's column buffers.
     const uint64_t buffers = Session::workspace_bytes(*columns, 64, FfnMode::Dense, true) -
                              Session::workspace_bytes(*columns, 64, FfnMode::Dense, false);

@@ -6,8 +6,14 @@
 # dense, the weight bytes read per token and each input's share of values kept. The model must
 # carry thresholds (strata sparsify). With LLAMA_BENCH set to a llama-bench binary (llama.cpp,
 # built outside this repository), llama.cpp's dense decode of the same file runs in each round
-# too, and each row's ratio to it is printed.
-# Usage: [LLAMA_BENCH=.../llama-bench] bench/input_sparsity.sh MODEL.gguf THREADS RUNS LEVEL...
+# too, and each row's ratio to it is printed. KINDS picks the TEAL runs (default "teal cols"; a
+# 7B F16 model's column copies do not fit in 24 GiB beside it: KINDS=teal). With COLUMN_BUNDLE
+# set to the model's column-bundled file (strata bundle --columns), each level also runs from it
+# with every column cached and the attention through its copies ("bundle": --input-columns
+# --window 100000, no budget; 3 repetitions, the first reading the columns from disk, the
+# median kept).
+# Usage: [LLAMA_BENCH=.../llama-bench] [KINDS=...] [COLUMN_BUNDLE=...] bench/input_sparsity.sh
+#        MODEL.gguf THREADS RUNS LEVEL...
 set -eu
 model=$1 threads=$2 runs=$3
 shift 3
@@ -15,10 +21,12 @@ strata=${STRATA:-build/bin/strata}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 median() { sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
+kinds=${KINDS:-teal cols}
 one() {  # one LABEL [FLAGS...]: a decode run's tok/s, bytes per token and densities
   label=$1
   shift
-  "$strata" bench -m "$model" -t "$threads" -p 0 -n 64 -r 1 --no-bandwidth --json "$@" 2>/dev/null |
+  "$strata" bench -m "${RUN_MODEL:-$model}" -t "$threads" -p 0 -n 64 --no-bandwidth --json \
+    -r "${REPS:-1}" "$@" 2>/dev/null |
     /usr/bin/python3 -c '
 import json, sys
 r = json.load(sys.stdin)
@@ -41,8 +49,14 @@ while [ "$i" -lt "$runs" ]; do
   [ -z "${LLAMA_BENCH:-}" ] || llama
   one dense
   for level in "$@"; do
-    one "teal$level" --sparsity-mode teal --sparsity "$level"
-    one "cols$level" --sparsity-mode teal --sparsity "$level" --input-columns
+    for kind in $kinds; do
+      case $kind in
+        teal) one "teal$level" --sparsity-mode teal --sparsity "$level" ;;
+        cols) one "cols$level" --sparsity-mode teal --sparsity "$level" --input-columns ;;
+      esac
+    done
+    [ -z "${COLUMN_BUNDLE:-}" ] || RUN_MODEL=$COLUMN_BUNDLE REPS=3 one "bundle$level" \
+      --sparsity-mode teal --sparsity "$level" --input-columns --window 100000
   done
   i=$((i + 1))
 done
@@ -50,8 +64,9 @@ dense=$(median <"$work/dense.tg")
 printf '%-10s %10s %7s %12s  %s\n' run "tok/s" ratio "MiB/token" "values kept"
 printf '%-10s %10.2f %7.2f %12.1f  %s\n' dense "$dense" 1 \
   "$(awk '{print $1 / 1048576}' "$work/dense.bytes")" "-"
+[ -z "${COLUMN_BUNDLE:-}" ] || kinds="$kinds bundle"
 for level in "$@"; do
-  for kind in teal cols; do
+  for kind in $kinds; do
     tg=$(median <"$work/$kind$level.tg")
     printf '%-10s %10.2f %7.2f %12.1f  %s\n' "$kind $level" "$tg" \
       "$(awk -v a="$tg" -v b="$dense" 'BEGIN {print a / b}')" \
@@ -63,8 +78,10 @@ if [ -n "${LLAMA_BENCH:-}" ]; then
   printf 'llama.cpp dense %.2f tok/s; strata / llama.cpp: dense %.2f' "$lt" \
     "$(awk -v a="$dense" -v b="$lt" 'BEGIN {print a / b}')"
   for level in "$@"; do
-    printf ', cols %s %.2f' "$level" \
-      "$(awk -v a="$(median <"$work/cols$level.tg")" -v b="$lt" 'BEGIN {print a / b}')"
+    for kind in $kinds; do
+      printf ', %s %s %.2f' "$kind" "$level" \
+        "$(awk -v a="$(median <"$work/$kind$level.tg")" -v b="$lt" 'BEGIN {print a / b}')"
+    done
   done
   echo
 fi

@@ -344,6 +344,21 @@ void expect_device_columns(Backend& gpu) {
                              Session::workspace_bytes(*columns, 64, FfnMode::Dense, false);
     EXPECT_EQ(gpu_columns.held - gpu_rows.held, copies + buffers) << dtype_name(type);
     EXPECT_EQ(decode(*columns, gpu, tokens).logits, gpu_columns.logits) << dtype_name(type);
+    // Layer 0 on the CPU beside the device: its own column products over the model's copies.
+    if (is_float_type(type)) {
+      const SessionOptions whole = o;
+      o.host_backend = &cpu;
+      o.host_layers.assign(static_cast<size_t>(columns->config.n_layer), 0);
+      o.host_layers[0] = 1;
+      const Run mixed = decode(*columns, gpu, tokens);
+      EXPECT_LT(relative_difference(mixed.logits, gpu_columns.logits), 1e-4) << dtype_name(type);
+      // It read layer 0's copies: zeroing one changes its logits.
+      const MatrixView& down = columns->columns[0].ffn_down;
+      std::fill_n(const_cast<uint8_t*>(down.data), down.bytes(), uint8_t{0});
+      EXPECT_GT(relative_difference(decode(*columns, gpu, tokens).logits, mixed.logits), 1e-3)
+          << dtype_name(type);
+      o = whole;
+    }
   }
 }
 

@@ -84,8 +84,8 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   check_layout();
   sparsifier_ =
       std::make_unique<InputSparsifier>(model, options_.sparsity_mode, options_.sparsity_level);
-  // On a device its copies are uploaded with its layers (float copies: Model::
-  // ensure_input_columns without column groups).
+  // On a device the copies are uploaded with its layers (its axpy reads float copies and column
+  // groups alike); layers on the CPU beside it read the model's.
   columns_made_ = options_.sparsity_mode == SparsityMode::Teal && !model.columns.empty();
   make_parts();
   embedding_ = std::make_unique<EmbeddingRows>(model);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "chat/jinja_builtins.h"
 
@@ -41,6 +42,8 @@ std::string strip(const std::string& s, const Value* chars, bool left, bool righ
 List split(const std::string& s, const Value* sep, const Value* maxsplit);
 std::string replace(const std::string& s, const std::string& old, const std::string& with,
                     int64_t count);
+// str.splitlines() for \n, \r and \r\n: the lines without their breaks, no empty last line.
+std::vector<std::string> split_lines(const std::string& s);
 inline char32_t to_upper(char32_t c) { return c >= 'a' && c <= 'z' ? c - 32 : c; }
 inline char32_t to_lower(char32_t c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }
 inline bool is_alpha(char32_t c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }

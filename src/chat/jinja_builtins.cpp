@@ -92,17 +92,7 @@ Value string_method(const std::string& s, const std::string& name) {
   if (name == "splitlines")
     return bound(name, [s](const CallArgs&) {
       List out;
-      std::string cur;
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (s[i] == '\n' || s[i] == '\r') {
-          out.emplace_back(cur);
-          cur.clear();
-          if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-        } else {
-          cur += s[i];
-        }
-      }
-      if (!cur.empty()) out.emplace_back(cur);
+      for (std::string& line : split_lines(s)) out.emplace_back(std::move(line));
       return Value(std::move(out));
     });
   if (name == "isdigit" || name == "isspace" || name == "isalpha" || name == "isalnum" ||

@@ -93,19 +93,8 @@ std::string indent(const std::string& text, const Value* width_v, bool first, bo
     if (width_v->is_string()) pad = width_v->as_string();
     else if (is_int_like(*width_v)) pad = std::string(static_cast<size_t>(std::clamp<int64_t>(int_of(*width_v), 0, 4096)), ' ');
   }
-  std::vector<std::string> lines;
-  std::string cur;
-  const std::string s = text + "\n";
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\n' || s[i] == '\r') {
-      lines.push_back(cur);
-      cur.clear();
-      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-    } else {
-      cur += s[i];
-    }
-  }
-  if (!cur.empty()) lines.push_back(cur);
+  // A trailing line break keeps its (empty) last line, as Jinja's indent does.
+  const std::vector<std::string> lines = split_lines(text + "\n");
   std::string rv;
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + pad : "") + lines[i];

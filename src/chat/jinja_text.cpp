@@ -65,6 +65,22 @@ List split(const std::string& s, const Value* sep, const Value* maxsplit_v) {
   return out;
 }
 
+std::vector<std::string> split_lines(const std::string& s) {
+  std::vector<std::string> lines;
+  std::string cur;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\n' || s[i] == '\r') {
+      lines.push_back(cur);
+      cur.clear();
+      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
+    } else {
+      cur += s[i];
+    }
+  }
+  if (!cur.empty()) lines.push_back(cur);
+  return lines;
+}
+
 std::string replace(const std::string& s, const std::string& old, const std::string& with,
                     int64_t count) {
   std::string out;

@@ -117,6 +117,8 @@ expect_error "no predictors" "$strata" bundle -m "$model" -o "$work/b.gguf"
 "$strata" bundle -m "$work/sparse.gguf" -o "$work/sparse.bundle.gguf" >/dev/null
 expect_error "below the minimum" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ram-budget 2M
 expect_error "bundled for the flash tier" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --ffn dense
+expect_error "records decode" "$strata" bench -m "$work/sparse.bundle.gguf" -p 4 -n 0 --timeline "$work/t.html"
+expect_error "contradict" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --lookahead --no-lookahead
 expect_error "already bundled" "$strata" bundle -m "$work/sparse.bundle.gguf" -o "$work/b.gguf"
 # Column bundles (TEAL from flash): float models only, the dense FFN's modes, a budget that
 # leaves the caches room.

@@ -12,9 +12,11 @@
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
 #include "core/error.h"
+#include "core/input_file.h"
 #include "core/timer.h"
 #include "runtime/bandwidth.h"
 #include "runtime/session.h"
+#include "runtime/timeline_report.h"
 
 namespace strata {
 
@@ -35,6 +37,7 @@ struct BenchOptions {
   int threads = default_threads();
   bool json = false;
   bool skip_bandwidth = false;
+  std::string timeline_html;  // --timeline: the drawing's file
   FfnFlags ffn;
 };
 
@@ -86,7 +89,9 @@ void add_decode(BenchResult& r, const Session& session, const std::vector<FfnLay
   r.decode_flash.read_seconds += f.read_seconds - flash.read_seconds;
 }
 
-BenchResult measure(Session& session, const BenchOptions& o, const ModelConfig& c) {
+// `timeline` (null: none) keeps the last repetition's decode tokens.
+BenchResult measure(Session& session, const BenchOptions& o, const ModelConfig& c,
+                    Timeline* timeline) {
   BenchResult r;
   r.decode_stats.resize(static_cast<size_t>(c.n_layer));
   const std::vector<int32_t> prompt = bench_prompt(o.n_prompt, c.n_vocab);
@@ -103,8 +108,11 @@ BenchResult measure(Session& session, const BenchOptions& o, const ModelConfig& 
     const auto stats = session.ffn_stats();
     const ForwardTimes times = session.times();
     const NeuronCacheStats flash = session.flash_stats();
+    if (timeline != nullptr) timeline->clear();
+    session.set_timeline(timeline);
     Timer t;
     for (int i = 0; i < o.n_gen; ++i) next = greedy_token(session.eval(next));
+    session.set_timeline(nullptr);
     r.tg.push_back(o.n_gen / t.seconds());
     add_decode(r, session, stats, times, flash);
     r.decode_tokens += o.n_gen;
@@ -156,10 +164,10 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
 
 nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const BenchFigures& f,
                           const Model& model, const Session& session, const PlannedRun& planned,
-                          double load_s) {
+                          double load_s, const TimelineSummary* timeline) {
   const NeuronCacheStats& fl = r.decode_flash;
   const double tokens = std::max(1.0, r.decode_tokens);
-  return {
+  nlohmann::json j = {
       {"model", o.model},
       {"type", f.type},
       {"threads", o.threads},
@@ -204,6 +212,8 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
         {"predictor", r.ms_per_token(r.decode_times.predictor)},
         {"ffn", r.ms_per_token(r.decode_times.ffn)},
         {"output", r.ms_per_token(r.decode_times.output)}}}};
+  if (timeline != nullptr) j["decode_timeline"] = timeline_json(*timeline);
+  return j;
 }
 
 void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures& f,
@@ -274,8 +284,23 @@ int run_bench(BenchOptions& o) {
   ThreadPool pool(checked_threads(o.threads));
   const auto backend = make_session_backend(planned, pool, o.ffn.repack);
   Session session(*model, n_ctx, *backend, planned.session);
+  // The timeline of the CPU's runs (a device's work is not on the host's clock).
+  const bool cpu_alone = backend->device() == Device::Host && planned.session.vram_neurons.empty();
+  if (!o.timeline_html.empty() && !cpu_alone)
+    fail("--timeline records runs the CPU computes alone; run without a GPU");
+  if (!o.timeline_html.empty() && o.n_gen == 0) fail("--timeline records decode: -n must be > 0");
   announce_plan(planned, o.ffn);
-  const BenchResult r = measure(session, o, model->config);
+  Timeline timeline;
+  const BenchResult r = measure(session, o, model->config, cpu_alone ? &timeline : nullptr);
+  // Reads at the disk's measured rate, 64 in flight (the io_uring queue's depth).
+  const DiskSeconds disk = [&storage](uint64_t bytes, uint64_t requests) {
+    return static_cast<double>(requests) * storage.read_seconds(bytes / requests, 64);
+  };
+  const TimelineSummary summary =
+      summarize_timeline(timeline, storage.points.empty() ? DiskSeconds{} : disk);
+  if (!o.timeline_html.empty())
+    write_text_file(o.timeline_html,
+                    timeline_html(timeline, summary, fmt::format("strata bench: {}", o.model)));
   // The limit is the memory the weights are read from: the GPU's when it computes (the
   // emulated GPU's memory is the host's).
   const bool gpu = planned.device.kind == DeviceKind::Cuda && !planned.device.emulated;
@@ -293,10 +318,14 @@ int run_bench(BenchOptions& o) {
   }
   const BenchFigures f = figures(r, *model, planned.session.ffn, probe);
   if (o.json)
-    fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, load_s).dump(2));
+    fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, load_s,
+                                  cpu_alone && o.n_gen > 0 ? &summary : nullptr)
+                           .dump(2));
   else
     print_bench(o, r, f, *model, session, planned.session.ffn,
                 planned.plan.predicted.flash_bytes_per_token);
+  if (!o.json && cpu_alone && o.n_gen > 0 && (model->weights.bundled || !o.timeline_html.empty()))
+    fmt::print("{}", timeline_table(summary));
   return 0;
 }
 
@@ -316,6 +345,9 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print JSON");
   cmd->add_flag("--no-bandwidth", o->skip_bandwidth, "Skip the memory bandwidth measurement");
+  cmd->add_option("--timeline", o->timeline_html,
+                  "Draw where the last repetition's decode time went, token by token (HTML page "
+                  "with an SVG: each layer's parts and the flash reads in flight)");
   add_ffn_flags(cmd, o->ffn);
   add_gpu_flags(cmd, o->ffn);
   return {cmd, [o] { return run_bench(*o); }};

@@ -83,7 +83,11 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
                   "KV cache type for values: f32 or f16 (half the memory); default f32, f16 on "
                   "a GPU");
   cmd->add_flag("--lookahead", f.lookahead,
-                "Bundled models: read the next layer's guessed neurons during its attention");
+                "Bundled models: read the next layer's guessed neurons while this layer's FFN "
+                "and the next attention compute (the default for a flash tier the CPU computes "
+                "alone)");
+  cmd->add_flag("--no-lookahead", f.no_lookahead,
+                "Bundled models: read each layer's neurons only once its predictor has run");
   cmd->add_flag("--split-reads", f.split_reads,
                 "Bundled models: read a missing neuron's gate row first and the rest only if it "
                 "fires (fewer bytes, one more round of reads per layer)");
@@ -210,7 +214,9 @@ RunRequest run_request(const FfnFlags& f, const Model& model, int64_t n_ctx,
   if (f.link_bandwidth > 0) r.costs.link_bytes_per_s = f.link_bandwidth * 1e9;
   r.repack = f.repack;
   r.window = f.window;
-  r.lookahead = f.lookahead;
+  if (f.lookahead && f.no_lookahead) fail("--lookahead and --no-lookahead contradict each other");
+  r.lookahead = !f.no_lookahead;
+  r.lookahead_asked = f.lookahead;
   r.split_reads = f.split_reads;
   r.sparsity_mode = parse_sparsity_mode(f.sparsity_mode);
   r.sparsity_level = f.sparsity;

@@ -20,7 +20,8 @@ struct FfnFlags {
   std::string ram_budget;  // bytes, with an optional K/M/G suffix (powers of 1024); empty: none
   int window = 5;          // flash tier: tokens a neuron stays cached after its last use
   std::string storage_profile;  // flash tier: strata probe-storage output
-  bool lookahead = false;       // flash tier: look-ahead reads during attention
+  bool lookahead = false;       // flash tier: look-ahead reads (asked for; on by default)
+  bool no_lookahead = false;    // flash tier: no look-ahead reads
   bool split_reads = false;     // flash tier: deciding row first, the rest if non-zero
   std::string profile;          // strata profile output: activation frequencies for the solver
   std::string plan;             // strata plan -o output, used instead of solving

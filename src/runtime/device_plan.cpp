@@ -216,7 +216,7 @@ bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
   } else {
     run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
   }
-  if (run.device.split && r.lookahead)
+  if (run.device.split && r.lookahead_asked)
     run.notes.push_back(
         "note: --lookahead reads ahead for a flash tier that computes alone; below a GPU's "
         "part it does nothing");

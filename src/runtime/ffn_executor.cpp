@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "core/error.h"
 #include "core/timer.h"
 
 namespace strata {
@@ -35,12 +36,14 @@ FfnExecutor::~FfnExecutor() {
 
 void FfnExecutor::run(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
                       ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
+  const double start = timeline_now(timeline_);
   if (c_.moe() && mode_ == FfnMode::Dense)
     mixture(l, n, stats, nonzero, times, spans, observer);
   else if (mode_ == FfnMode::Dense)
     dense(l, n, token, stats, nonzero, observer);
   else
-    sparse(l, n, token, stats, nonzero, times, spans);
+    sparse(l, n, token, stats, nonzero, times, spans);  // records its own parts
+  if (mode_ == FfnMode::Dense) timeline_span(timeline_, TimelinePart::Ffn, l, start);
 }
 
 void FfnExecutor::dense(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
@@ -127,21 +130,45 @@ void FfnExecutor::add_down_bias(const ResidentLayer& w, int64_t n) {
     backend_.add_bias(ws_.proj, b, n, c_.n_embd);
 }
 
-void FfnExecutor::predict(int64_t l, int64_t n) {
+void FfnExecutor::predict(int64_t l, int64_t n, PreparedRows& in, float* hidden, float* scores,
+                          uint8_t* mask) {
   const LayerPredictor& p = weights_.layer(l).predictor;
   const int64_t rank = p.rank(), ff = c_.ffn_neurons();
   // The predictor reads the residual stream before ffn_norm, as PowerInfer's do.
-  backend_.prepare(in_, ws_.x, c_.n_embd, n, {p.fc1.type});
-  const RowsJob fc1{&p.fc1, ws_.pred_hidden, rank};
-  backend_.matmul(std::span(&fc1, 1), in_);
-  backend_.relu(ws_.pred_hidden, n * rank);
-  backend_.prepare(in_, ws_.pred_hidden, rank, n, {p.fc2.type});
-  const RowsJob fc2{&p.fc2, ws_.pred_scores, ff};
+  backend_.prepare(in, ws_.x, c_.n_embd, n, {p.fc1.type});
+  const RowsJob fc1{&p.fc1, hidden, rank};
+  backend_.matmul(std::span(&fc1, 1), in);
+  backend_.relu(hidden, n * rank);
+  backend_.prepare(in, hidden, rank, n, {p.fc2.type});
+  const RowsJob fc2{&p.fc2, scores, ff};
   if (c_.moe())
-    chosen_expert_rows(p.fc2, ws_.pred_scores);  // the chosen experts' neurons only
+    chosen_expert_rows(p.fc2, scores);  // the chosen experts' neurons only
   else
-    backend_.matmul(std::span(&fc2, 1), in_);
-  backend_.threshold(ws_.pred_scores, p.threshold, false, ws_.mask, n * ff);
+    backend_.matmul(std::span(&fc2, 1), in);
+  backend_.threshold(scores, p.threshold, false, mask, n * ff);
+}
+
+void FfnExecutor::set_lookahead(bool on) {
+  if (!on) {
+    ahead_.reset();
+    return;
+  }
+  if (backend_.device() != Device::Host || c_.moe() || mode_ != FfnMode::Predict ||
+      store_ == nullptr || !store_->can_prefetch())
+    fail(
+        "look-ahead reads a flash tier's predicted neurons for the CPU (predict mode, no "
+        "mixture)");
+  int64_t rank = 1;
+  for (int64_t l = 0; l < c_.n_layer; ++l)
+    rank = std::max(rank, weights_.layer(l).predictor.rank());
+  const auto ff = static_cast<size_t>(c_.ffn_neurons());
+  ahead_ = std::make_unique<LookAhead>();
+  ahead_->in = backend_.make_prepared(1);
+  ahead_->hidden.resize(static_cast<size_t>(rank));
+  ahead_->scores.resize(ff);
+  ahead_->mask.resize(ff);
+  ahead_->need.resize(ff);
+  ahead_->ids.resize(ff);
 }
 
 void FfnExecutor::chosen_expert_rows(const MatrixView& m, float* y) {
@@ -174,11 +201,12 @@ void FfnExecutor::gate_first(int64_t l, int64_t n) {
 }
 
 void FfnExecutor::prefetch(int64_t l, int64_t token) {
-  predict(l, 1);
+  LookAhead& a = *ahead_;
+  predict(l, 1, *a.in, a.hidden.data(), a.scores.data(), a.mask.data());
   uint64_t selected = 0;
-  const int64_t n_ids =
-      backend_.select_union(ws_.mask, 1, c_.ffn_neurons(), ws_.ids, ws_.need, &selected);
-  store_->prefetch(l, std::span<const int32_t>(ws_.ids, static_cast<size_t>(n_ids)), token);
+  const int64_t n_ids = backend_.select_union(a.mask.data(), 1, c_.ffn_neurons(), a.ids.data(),
+                                              a.need.data(), &selected);
+  store_->prefetch(l, std::span<const int32_t>(a.ids.data(), static_cast<size_t>(n_ids)), token);
 }
 
 void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& stats,
@@ -186,12 +214,14 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   const ResidentLayer& w = weights_.layer(l);
   const int64_t ff = c_.ffn_neurons();
   if (c_.moe()) route_to_neurons(l, n);  // the first selection, before the predictor's
+  double mark = timeline_now(timeline_);
   if (mode_ == FfnMode::Predict) {
     const Event start = backend_.record();
     predict(l, n);
     const Event end = backend_.record();
     spans.add(start, end, &times.predictor, 1, &backend_);
     spans.add(start, end, &times.ffn, -1, &backend_);
+    mark = timeline_span(timeline_, TimelinePart::Predictor, l, mark);
   }
   const FfnStore::RowTypes rows = store_->row_types(l);
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
@@ -204,6 +234,7 @@ void FfnExecutor::sparse(int64_t l, int64_t n, int64_t token, FfnLayerStats& sta
   list.count = backend_.select_union(ws_.mask, n, ff, ws_.ids, ws_.need, &selected);
   stats.computed += selected;
   stats.rows_read += static_cast<uint64_t>(list.count);
+  timeline_span(timeline_, TimelinePart::Selection, l, mark);
   compute_segments(l, list, n, token, nonzero, times, spans);
   add_down_bias(w, n);
   if (check_predictor_) check_prediction(l, n, stats);
@@ -239,6 +270,19 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
   Event device_idle{};  // a split: the device's part done (its timeline), the CPU's begins
   bool host_part = false;
   for (int pass = 0; store_->next(s); ++pass) {
+    if (pass == 0 && ahead_ && n == 1 && l + 1 < c_.n_layer) {
+      // This layer's reads are in: the next layer's go out while this one computes. Marked as
+      // used by the previous token, so wrong guesses stay evictable.
+      const double mark = timeline_now(timeline_);
+      const Event start = backend_.record();
+      prefetch(l + 1, token - 1);
+      const Event end = backend_.record();
+      spans.add(start, end, &times.predictor, 1, &backend_);
+      spans.add(start, end, &times.ffn, -1, &backend_);
+      timeline_span(timeline_, TimelinePart::Ahead, l + 1, mark);
+    }
+    // The store records its lookups and waits; from here to the next segment: products.
+    const double products = timeline_now(timeline_);
     float* out = pass == 0 ? ws_.proj : ws_.pass_out;
     if (split && s.device != backend_.device()) {
       if (!host_part) device_idle = backend_.record();
@@ -269,6 +313,7 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons, ff);
     if (split) spans.add(device_start, backend_.record(), &times.ffn_device_part, 1, &backend_);
     if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
+    timeline_span(timeline_, TimelinePart::Ffn, l, products);
   }
   // The device from the end of its own part to the arrival of the CPU's sum: idle.
   if (host_part) spans.add(device_idle, backend_.record(), &times.ffn_device_waits, 1, &backend_);

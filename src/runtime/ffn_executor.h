@@ -7,10 +7,11 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "core/timeline.h"
 #include "model/model.h"
+#include "runtime/column_products.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
-#include "runtime/column_products.h"
 #include "runtime/input_sparsifier.h"
 #include "runtime/resident_weights.h"
 #include "runtime/time_spans.h"
@@ -67,12 +68,16 @@ class FfnExecutor {
   // A column-bundled model's FFN (every batch through the columns of its non-zero inputs;
   // set_sparsifier's ColumnProducts computes them).
   void set_flash_columns(FlashColumnStore* store) { flash_columns_ = store; }
+  // Records the predictor, selection and products of each layer (null: none).
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   // Sparse modes: sees each layer's selection (host backends only).
   void set_selection_observer(SelectionObserver observer) { selection_ = std::move(observer); }
 
-  // Look-ahead (decode of a bundled model): the predictor of `layer` on the residual as it is,
-  // its neurons handed to the store to read in the background.
-  void prefetch(int64_t layer, int64_t token);
+  // Look-ahead (decode of a bundled model on the CPU): as soon as a layer's own reads are in,
+  // the next layer's predictor runs on the residual as it stands (after this layer's
+  // attention, before its FFN: Deja Vu's look-ahead, one step earlier) and the store reads
+  // those neurons in the background while this layer's products and the next attention run.
+  void set_lookahead(bool on);
 
  private:
   void dense(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
@@ -114,7 +119,15 @@ class FfnExecutor {
   void expert_ffn(const Side& side, const ExpertMatrices& e, const float* x, int64_t count,
                   float* out, FfnLayerStats& stats, float* observed = nullptr,
                   const int64_t* rows = nullptr, int64_t stride = 0);
-  void predict(int64_t layer, int64_t n);  // ws.mask from the predictor on ws.x
+  // The predictor of `layer` on ws.x for n rows, prepared in `in`, into hidden/scores/mask.
+  void predict(int64_t layer, int64_t n, PreparedRows& in, float* hidden, float* scores,
+               uint8_t* mask);
+  void predict(int64_t layer, int64_t n) {  // into ws.mask
+    predict(layer, n, in_, ws_.pred_hidden, ws_.pred_scores, ws_.mask);
+  }
+  // Look-ahead: layer's predicted neurons to the store (its own buffers: the current layer's
+  // selection and prepared input stay as they are).
+  void prefetch(int64_t layer, int64_t token);
   // A mixture: y = the rows of m (one per neuron of every expert) of the chosen experts only,
   // for the prepared batch, into their places of a [n][ffn_neurons] output.
   void chosen_expert_rows(const MatrixView& m, float* y);
@@ -163,6 +176,15 @@ class FfnExecutor {
   int64_t sparsity_stride_ = 0;
   ColumnProducts* columns_ = nullptr;
   FlashColumnStore* flash_columns_ = nullptr;
+  Timeline* timeline_ = nullptr;
+  // Look-ahead's own predictor buffers (host memory: look-ahead runs on the CPU).
+  struct LookAhead {
+    std::unique_ptr<PreparedRows> in;
+    std::vector<float> hidden, scores;
+    std::vector<uint8_t> mask, need;
+    std::vector<int32_t> ids;
+  };
+  std::unique_ptr<LookAhead> ahead_;
 };
 
 }  // namespace strata

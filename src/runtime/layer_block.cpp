@@ -31,6 +31,7 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
   Backend& be = p.backend;
   const int64_t count = n * c_.n_embd;
   const bool parallel = c_.arch->residual == ResidualKind::Parallel;
+  const double mark = timeline_now(timeline_);
   Event start = be.record();
   // A parallel layer's attention reads attn_norm_2 where there is one; everything else attn_norm.
   const bool second = parallel && w.vec(LayerVector::AttnNorm2) != nullptr;
@@ -45,6 +46,7 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
     norm(be, ws.x, w.vec(LayerVector::FfnNorm), w.vec(LayerVector::FfnNormBias), ws.xn, n);
   }
   spans_.add(start, be.record(), &times_.attention, 1, &be);
+  timeline_span(timeline_, TimelinePart::Attention, l, mark);
   start = be.record();
   p.ffn->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], p.counter(l), times_, spans_,
              observer_);

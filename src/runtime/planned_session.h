@@ -40,7 +40,9 @@ struct RunRequest {
   const nlohmann::json* plan = nullptr;  // a saved plan (strata plan -o) instead of solving
   bool repack = true;                    // CPU backend: interleave Q4_0/Q8_0/Q4_K multiplied whole
   int window = 5;
-  bool lookahead = false, split_reads = false;
+  // Look-ahead where the session's store reads flash for the CPU (on unless turned off);
+  // lookahead_asked: named on the command line (a split run notes that it does not apply).
+  bool lookahead = true, lookahead_asked = false, split_reads = false;
   bool allow_vram = false;  // `strata plan`: hybrid plans for a GPU this machine may lack
   // Runs: which device computes (-ngl, --vram-budget, --device; runtime/device_choice.h).
   DeviceRequest device;

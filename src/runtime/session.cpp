@@ -49,11 +49,6 @@ WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode, bool
                             input_columns || m.weights.column_bundled);
 }
 
-// Seconds from `start` to now on the backend's timeline, added to `total` when resolved.
-void add_elapsed(Backend& b, const Event& start, double& total, TimeSpans& spans) {
-  spans.add(start, b.record(), &total);
-}
-
 }  // namespace
 
 Session::Session(const Model& model, int64_t n_ctx, ThreadPool& pool, SessionOptions options)
@@ -88,6 +83,12 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   // groups alike); layers on the CPU beside it read the model's.
   columns_made_ = options_.sparsity_mode == SparsityMode::Teal && !model.columns.empty();
   make_parts();
+  // Look-ahead where the session's store reads flash itself (not below a device's part); not
+  // for a mixture: the next layer's experts are the router's to choose, on an input that does
+  // not exist yet.
+  if (options_.lookahead && flash_ != nullptr && split_ == nullptr && !c_.moe() &&
+      options_.ffn == FfnMode::Predict)
+    parts_[0]->ffn->set_lookahead(true);
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
   if (backend_.device() != Device::Host && !options_.output_on_host)
@@ -360,6 +361,14 @@ void Session::set_selection_observer(SelectionObserver observer) {
   parts_[0]->ffn->set_selection_observer(std::move(observer));
 }
 
+void Session::set_timeline(Timeline* timeline) {
+  if (timeline != nullptr && (backend_.device() != Device::Host || cpu_part() != nullptr))
+    fail("the timeline records runs the CPU computes alone; run without a GPU");
+  timeline_ = timeline;
+  parts_[0]->ffn->set_timeline(timeline);
+  if (flash_) flash_->set_timeline(timeline);
+}
+
 void Session::set_ffn_observer(FfnObserver observer) {
   if (observer && options_.ffn != FfnMode::Dense)
     fail("FFN observers need the dense FFN (they see every activation)");
@@ -514,36 +523,29 @@ void Session::embed(std::span<const BatchToken> batch) {
 
 void Session::forward(std::span<const BatchToken> batch, float* logits, float* hidden) {
   const int64_t n = static_cast<int64_t>(batch.size());
+  if (timeline_ != nullptr) timeline_->begin_token();
   place(batch);
   embed(batch);
   residual_part_ = 0;
-  // Look-ahead reads where the session's store reads flash itself (not below a device's part).
-  FfnExecutor& ffn = *parts_[0]->ffn;
-  // Not for a mixture: the next layer's experts are the router's to choose, on an input that
-  // does not exist yet.
-  const bool lookahead =
-      flash_ != nullptr && split_ == nullptr && options_.lookahead && n == 1 && !c_.moe();
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     move_residual(layer_part_[static_cast<size_t>(l)], n);
     layer(part_of(l), l, n);
     if (l == 0)  // a token's: its k experts' neurons and a shared expert's
       ffn_activations_ += static_cast<uint64_t>(
           n * (c_.n_ff * std::max<int64_t>(1, c_.n_expert_used) + c_.n_ff_shared));
-    if (lookahead && l + 1 < c_.n_layer) {
-      const Event ahead = backend_.record();
-      ffn.prefetch(l + 1, clock_ - 1);
-      add_elapsed(backend_, ahead, times_.predictor, spans_);
-    }
   }
   move_residual(output_part_, n);
   Backend& out = output_part().backend;
+  const double mark = timeline_now(timeline_);
   const Event start = out.record();
   output(batch, logits, hidden);
   spans_.add(start, out.record(), &times_.output, 1, &out);
   backend_.synchronize();  // the logits are read by the caller
+  timeline_span(timeline_, TimelinePart::Output, c_.n_layer, mark);
   spans_.resolve(backend_);
   for (auto& p : parts_) p->collect_counts(ffn_stats_, *sparsifier_);
   clock_ += n;
+  if (timeline_ != nullptr) timeline_->end_token();
 }
 
 void Session::output(std::span<const BatchToken> batch, float* logits, float* hidden) {

@@ -14,6 +14,7 @@
 
 #include "backends/backend.h"
 #include "core/thread_pool.h"
+#include "core/timeline.h"
 #include "model/model.h"
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
@@ -184,6 +185,8 @@ class Session {
   void embed_tokens(std::span<const int32_t> tokens, int64_t pos0, float* out);
   // Sparse modes on the host: each layer's selection (forward_stats.h).
   void set_selection_observer(SelectionObserver observer);
+  // Records where each forward pass's time goes (core/timeline.h; CPU runs only; null: none).
+  void set_timeline(Timeline* timeline);
   uint64_t kv_cache_bytes() const;
   // Bytes of a KV cache for n_ctx positions (of all sequences) with these element types.
   static uint64_t kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
@@ -245,6 +248,7 @@ class Session {
   TimeSpans spans_;  // this pass's, resolved after its last synchronize
   std::vector<FfnLayerStats> ffn_stats_;
   FfnObserver observer_;
+  Timeline* timeline_ = nullptr;
   std::unique_ptr<InputSparsifier> sparsifier_;
   // TEAL with the model's column copies on the host: small batches take input-sparse products.
   bool columns_made_ = false;

@@ -5,6 +5,7 @@
 // fault-injecting source.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -18,6 +19,12 @@ struct ReadRequest {
   void* dst;
   uint64_t bytes;
   uint64_t offset;
+  // Scattered (pieces > 0): the bytes land in `pieces` equal parts at piece_dst[0 .. pieces)
+  // instead of at dst: adjacent bundles on flash read in one request into cache slots that
+  // are not adjacent. At most kMaxPieces.
+  uint32_t pieces = 0;
+  void* const* piece_dst = nullptr;
+  static constexpr uint32_t kMaxPieces = 256;
 };
 
 class BundleSource {
@@ -26,11 +33,26 @@ class BundleSource {
   // Reads exactly `bytes` at `offset` into dst (dst, bytes and offset 4 KiB-aligned).
   virtual void read(void* dst, uint64_t bytes, uint64_t offset) = 0;
   // Every request, in any order. The default spreads `read` calls over the pool's threads
-  // (each blocks in its read: the pool size is the number of reads in flight).
+  // (each blocks in its read: the pool size is the number of reads in flight); a scattered
+  // request is read piece by piece.
   virtual void read_batch(std::span<const ReadRequest> requests, ThreadPool& pool);
   virtual std::string describe() const = 0;
   // Reads in flight in read_batch; 0: as many as the pool has threads.
   virtual int queue_depth() const { return 0; }
+
+  // Reads that go on while the caller computes (look-ahead): submit() puts them in flight and
+  // returns a ticket; wait(ticket) returns once they have all landed (rethrowing a failure,
+  // as read_batch would) with the time the last one was seen to land; poll() notes what has
+  // landed without blocking. Issued and collected on the caller's thread (no thread needs the
+  // CPU to start them). The default reads in submit() (asynchronous() is false).
+  using Clock = std::chrono::steady_clock;
+  virtual bool asynchronous() const { return false; }
+  virtual uint64_t submit(std::span<const ReadRequest> requests, ThreadPool& pool) {
+    read_batch(requests, pool);
+    return 0;
+  }
+  virtual Clock::time_point wait(uint64_t ticket) { return Clock::now(); }
+  virtual void poll() {}
 };
 
 // The model file through io_uring (many reads in flight from one thread) where the kernel and

@@ -56,14 +56,46 @@ MatrixView FlashFfnStore::view(const NeuronCache& cache, uint64_t offset) const 
                     layout_.bundle_bytes};
 }
 
+template <class Work>
+void FlashFfnStore::recorded(const NeuronCache& cache, int64_t layer, bool ahead, Work&& work) {
+  if (timeline_ == nullptr) {
+    work();
+    return;
+  }
+  const NeuronCacheStats before = cache.stats();
+  const double start = timeline_->now();
+  work();
+  const double end = timeline_->now();
+  const NeuronCacheStats& after = cache.stats();
+  // A fetch does its bookkeeping, then waits for its reads (read_seconds).
+  const double reading = std::min(end - start, after.read_seconds - before.read_seconds);
+  if (after.reads > before.reads)
+    timeline_->read(layer, ahead, end - reading, end, after.bytes_read - before.bytes_read,
+                    after.reads - before.reads);
+  if (ahead) return;
+  timeline_->span(TimelinePart::CacheLookup, layer, start, end - reading);
+  if (reading > 0) timeline_->span(TimelinePart::ReadWait, layer, end - reading, end);
+}
+
 void FlashFfnStore::finish_prefetch() {
   if (prefetch_layer_ < 0) return;
+  const int64_t layer = prefetch_layer_;
   prefetch_layer_ = -1;
+  NeuronCache& cache = *caches_[static_cast<size_t>(layer)];
+  const double start = timeline_now(timeline_);
   try {
-    transfers_.wait(prefetch_ticket_);
+    if (source_.asynchronous()) {
+      const BundleSource::Clock::time_point landed = cache.settle();
+      if (timeline_ != nullptr && prefetch_reads_ > 0)
+        timeline_->read(layer, true, prefetch_issued_, timeline_->at(landed), prefetch_bytes_,
+                        prefetch_reads_);
+    } else {
+      transfers_.wait(prefetch_ticket_);
+    }
   } catch (const std::exception&) {
     // A failed guess is harmless: the layer's own fetch reads again and reports failures.
   }
+  timeline_span(timeline_, TimelinePart::ReadWait, layer, start);
 }
 
 void FlashFfnStore::prefetch(int64_t layer, std::span<const int32_t> ids, int64_t token) {
@@ -75,8 +107,23 @@ void FlashFfnStore::prefetch(int64_t layer, std::span<const int32_t> ids, int64_
   prefetch_slots_.resize(prefetch_ids_.size());
   const uint64_t offset = offsets_[static_cast<size_t>(layer)];
   prefetch_layer_ = layer;
-  prefetch_ticket_ = transfers_.submit([this, &cache, offset, token] {
-    cache.fetch(prefetch_ids_, prefetch_slots_.data(), source_, offset, token, *io_pool_);
+  if (source_.asynchronous()) {
+    // Issued from this thread: a helper thread would wait for a core while the products run.
+    const NeuronCacheStats before = cache.stats();
+    prefetch_issued_ = timeline_now(timeline_);
+    try {
+      cache.fetch_ahead(prefetch_ids_, prefetch_slots_.data(), source_, offset, token, *io_pool_);
+    } catch (const std::exception&) {
+      prefetch_layer_ = -1;  // a failed guess is harmless (the layer's fetch reports it)
+    }
+    prefetch_bytes_ = cache.stats().bytes_read - before.bytes_read;
+    prefetch_reads_ = cache.stats().reads - before.reads;
+    return;
+  }
+  prefetch_ticket_ = transfers_.submit([this, &cache, offset, token, layer] {
+    recorded(cache, layer, true, [&] {
+      cache.fetch(prefetch_ids_, prefetch_slots_.data(), source_, offset, token, *io_pool_);
+    });
   });
 }
 
@@ -122,6 +169,10 @@ void FlashFfnStore::begin(int64_t layer, NeuronList& list, int64_t token) {
 
 bool FlashFfnStore::next(FfnSegment& s) {
   if (end_ >= list_.count && (pass_ > 0 || list_.count > 0)) return false;
+  // One reader of the source at a time (a later pass after a look-ahead); an asynchronous
+  // source is read by this thread alone, and its look-ahead settles when its layer begins.
+  if (!source_.asynchronous()) finish_prefetch();
+  source_.poll();  // notes look-ahead reads that have landed (the timeline's end of them)
   NeuronCache& cache = *caches_[static_cast<size_t>(layer_)];
   const int64_t begin = end_, room = cache.capacity() - cache.pinned();
   // A pass takes neurons in order while the unpinned ones fit in the room (pinned ones are
@@ -136,8 +187,10 @@ bool FlashFfnStore::next(FfnSegment& s) {
          layer_, cache.capacity(), cache.pinned());
   const std::span<const int32_t> part(list_.ids + begin, static_cast<size_t>(end_ - begin));
   const bool split = options_.split_reads && layout_.head_bytes() < layout_.bundle_bytes;
-  cache.fetch(part, slots_.data() + begin, source_, offsets_[static_cast<size_t>(layer_)], token_,
-              *io_pool_, static_cast<int>(pass_), list_.tokens, split ? layout_.head_bytes() : 0);
+  recorded(cache, layer_, false, [&] {
+    cache.fetch(part, slots_.data() + begin, source_, offsets_[static_cast<size_t>(layer_)], token_,
+                *io_pool_, static_cast<int>(pass_), list_.tokens, split ? layout_.head_bytes() : 0);
+  });
   s = FfnSegment{Device::Host,
                  view(cache, layout_.gate_offset()),
                  view(cache, layout_.up_offset()),
@@ -152,8 +205,11 @@ bool FlashFfnStore::next(FfnSegment& s) {
 }
 
 void FlashFfnStore::refine(FfnSegment& s, std::span<const int32_t> active) {
+  if (!source_.asynchronous()) finish_prefetch();
   NeuronCache& cache = *caches_[static_cast<size_t>(layer_)];
-  cache.complete(active, source_, offsets_[static_cast<size_t>(layer_)], *io_pool_);
+  recorded(cache, layer_, false, [&] {
+    cache.complete(active, source_, offsets_[static_cast<size_t>(layer_)], *io_pool_);
+  });
   for (int64_t k = s.begin; k < s.end; ++k) {  // slots moved; dropped neurons: any slot
     const int32_t slot = cache.slot_of(list_.ids[k]);
     slots_[static_cast<size_t>(k)] = slot >= 0 ? slot : 0;
@@ -169,6 +225,7 @@ NeuronRowShapes FlashFfnStore::row_shapes(int64_t) const {
 void FlashFfnStore::copy_rows(int64_t layer, std::span<const int32_t> ids, uint8_t* gate,
                               uint8_t* up, uint8_t* down_t) {
   const uint64_t bundle = layout_.bundle_bytes, row = layout_.row_bytes;
+  finish_prefetch();
   const uint64_t staging_bytes = copy_staging_bytes(bundle);
   const size_t chunk = static_cast<size_t>(staging_bytes / bundle);
   // O_DIRECT reads need aligned memory.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "core/timeline.h"
 #include "tiers/bundle_source.h"
 #include "tiers/ffn_store.h"
 #include "tiers/neuron_cache.h"
@@ -58,10 +59,16 @@ class FlashFfnStore final : public FfnStore {
     return static_cast<uint64_t>(n_ff) * (4 + 4 + 4 + 4) + static_cast<uint64_t>(batch * n_ff);
   }
   NeuronCacheStats stats() const;  // summed over layers
+  // Records the store's lookups, waits and reads (null: none).
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
 
  private:
   void cached_first(NeuronCache& cache);  // multi-pass lists: cached neurons to the front
   void finish_prefetch();
+  // Runs `work` (a fetch or completion in `cache`) and records it on the timeline: the
+  // bookkeeping before its reads, the reads, and (on the main thread) the wait for them.
+  template <class Work>
+  void recorded(const NeuronCache& cache, int64_t layer, bool ahead, Work&& work);
   MatrixView view(const NeuronCache& cache, uint64_t offset) const;
 
   BundleLayout layout_;
@@ -77,10 +84,14 @@ class FlashFfnStore final : public FfnStore {
   NeuronList list_;
   std::vector<int32_t> slots_, reordered_ids_;
   std::vector<uint8_t> reordered_need_;
-  // Look-ahead in flight: its layer (-1: none), ticket and buffers.
+  // Look-ahead in flight: its layer (-1: none), ticket (a transfer-queue job where the source
+  // is not asynchronous), when it was issued (timeline) and buffers.
   int64_t prefetch_layer_ = -1;
   TransferQueue::Ticket prefetch_ticket_ = 0;
+  double prefetch_issued_ = 0;
+  uint64_t prefetch_bytes_ = 0, prefetch_reads_ = 0;
   std::vector<int32_t> prefetch_ids_, prefetch_slots_;
+  Timeline* timeline_ = nullptr;
 };
 
 }  // namespace strata

@@ -14,10 +14,11 @@
 namespace strata {
 
 uint64_t NeuronCache::bookkeeping_bytes(int64_t n_ff, int64_t capacity) {
-  // slot_of_, use_score_, use_token_ per neuron; neuron_of_, last_used_, last_pass_, partial_
-  // per slot; a fetch's lists (missing, victims, scores, runs, requests) at most ~64 B a slot.
+  // slot_of_, use_score_, use_token_ per neuron; neuron_of_, last_used_, last_pass_, partial_,
+  // free_, pieces_ per slot; a fetch's lists (missing, victims, scores, runs, requests) at most
+  // ~64 B a slot.
   return static_cast<uint64_t>(n_ff) * (4 + 4 + 8) +
-         static_cast<uint64_t>(capacity) * (4 + 8 + 4 + 1 + 64);
+         static_cast<uint64_t>(capacity) * (4 + 8 + 4 + 1 + 4 + 8 + 64);
 }
 
 NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int window)
@@ -42,28 +43,33 @@ NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int windo
   last_used_.assign(static_cast<size_t>(capacity), -1);
   last_pass_.assign(static_cast<size_t>(capacity), 0);
   partial_.assign(static_cast<size_t>(capacity), 0);
+  free_.resize(static_cast<size_t>(capacity));
+  for (int64_t k = 0; k < capacity; ++k)
+    free_[static_cast<size_t>(k)] = static_cast<int32_t>(capacity - 1 - k);
 }
 
-NeuronCache::~NeuronCache() = default;
+NeuronCache::~NeuronCache() {
+  try {  // nothing may land in the buffer after it is freed
+    settle();
+  } catch (const std::exception&) {
+  }
+}
 
 void NeuronCache::remove_slot(int32_t slot) {
-  // Move the last live bundle into the hole: live bundles stay packed at the front.
-  const int32_t last = static_cast<int32_t>(live_ - 1);
   slot_of_[static_cast<size_t>(neuron_of_[slot])] = -1;
-  if (slot != last) {
-    std::memcpy(buffer_ + static_cast<uint64_t>(slot) * layout_.bundle_bytes,
-                buffer_ + static_cast<uint64_t>(last) * layout_.bundle_bytes, layout_.bundle_bytes);
-    neuron_of_[slot] = neuron_of_[last];
-    last_used_[slot] = last_used_[last];
-    last_pass_[slot] = last_pass_[last];
-    partial_[slot] = partial_[last];
-    slot_of_[static_cast<size_t>(neuron_of_[slot])] = slot;
-  }
-  neuron_of_[last] = -1;
-  last_used_[last] = -1;
-  partial_[last] = 0;
+  neuron_of_[slot] = -1;
+  last_used_[slot] = -1;
+  partial_[slot] = 0;
+  free_.push_back(slot);
   --live_;
   ++stats_.evictions;
+}
+
+int32_t NeuronCache::take_free_slot() {
+  const int32_t s = free_.back();
+  free_.pop_back();
+  ++live_;
+  return s;
 }
 
 float NeuronCache::score_now(int32_t neuron, int64_t token) const {
@@ -84,6 +90,59 @@ float NeuronCache::score_now(int32_t neuron, int64_t token) const {
 void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
                         uint64_t base_offset, int64_t token, ThreadPool& pool, int pass,
                         int64_t batch_tokens, uint64_t head_bytes) {
+  settle();
+  plan_reads(neurons, slots, base_offset, token, pass, batch_tokens, head_bytes);
+  if (!requests_.empty()) read_or_forget(requests_, read_, source, pool);
+}
+
+bool NeuronCache::fetch_ahead(std::span<const int32_t> neurons, int32_t* slots,
+                              BundleSource& source, uint64_t base_offset, int64_t token,
+                              ThreadPool& pool) {
+  settle();
+  plan_reads(neurons, slots, base_offset, token, 0, 1, 0);
+  if (requests_.empty()) return false;
+  try {
+    pending_ticket_ = source.submit(requests_, pool);
+  } catch (...) {
+    forget(read_);
+    throw;
+  }
+  pending_source_ = &source;
+  pending_ = read_;
+  count_reads(requests_);
+  return true;
+}
+
+BundleSource::Clock::time_point NeuronCache::settle() {
+  if (pending_source_ == nullptr) return BundleSource::Clock::now();
+  BundleSource& source = *pending_source_;
+  pending_source_ = nullptr;
+  Timer t;
+  try {
+    const BundleSource::Clock::time_point landed = source.wait(pending_ticket_);
+    stats_.read_seconds += t.seconds();
+    return landed;
+  } catch (...) {
+    stats_.read_seconds += t.seconds();
+    forget(pending_);
+    throw;
+  }
+}
+
+void NeuronCache::forget(std::span<const int32_t> neurons) {
+  for (int32_t n : neurons)
+    if (slot_of_[static_cast<size_t>(n)] >= 0) remove_slot(slot_of_[static_cast<size_t>(n)]);
+}
+
+void NeuronCache::count_reads(std::span<const ReadRequest> requests) {
+  stats_.reads += requests.size();
+  for (const ReadRequest& r : requests) stats_.bytes_read += r.bytes;
+}
+
+void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, uint64_t base_offset,
+                             int64_t token, int pass, int64_t batch_tokens, uint64_t head_bytes) {
+  requests_.clear();
+  read_.clear();
   const bool split = head_bytes > 0 && head_bytes < layout_.bundle_bytes;
   if (split && head_bytes % kBundleAlign != 0) fail("split reads need an aligned head");
   if (static_cast<int64_t>(neurons.size()) > capacity_)
@@ -91,8 +150,9 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
   if (token < 0) fail("token numbers start at 0");
   // Windowing: neurons not used in the last `window` tokens leave.
   if (token > expired_through_) {
-    for (int32_t s = static_cast<int32_t>(live_) - 1; s >= 0; --s)
-      if (last_used_[s] <= token - (batch_tokens - 1) - window_) remove_slot(s);
+    for (int32_t s = 0; s < capacity_; ++s)
+      if (neuron_of_[s] >= 0 && last_used_[s] <= token - (batch_tokens - 1) - window_)
+        remove_slot(s);
     expired_through_ = token;
   }
   std::vector<int32_t> missing;
@@ -118,8 +178,9 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
   // brings along.
   std::vector<int32_t> victims;
   const int64_t need = live_ + static_cast<int64_t>(missing.size());
-  for (int32_t s = 0; s < live_; ++s)
-    if (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass))
+  for (int32_t s = 0; s < capacity_; ++s)
+    if (neuron_of_[s] >= 0 &&
+        (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass)))
       victims.push_back(s);
   const int64_t excess = std::max<int64_t>(0, need - capacity_);
   if (static_cast<int64_t>(victims.size()) < excess)
@@ -161,7 +222,7 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
   if (evict > 0) {
     // Of the neurons this token does not need, those with the lowest decayed use count make
     // room (recency and frequency together).
-    std::vector<float> score(static_cast<size_t>(live_));
+    std::vector<float> score(static_cast<size_t>(capacity_));
     for (int32_t s : victims) score[static_cast<size_t>(s)] = score_now(neuron_of_[s], token);
     std::partial_sort(victims.begin(), victims.begin() + evict, victims.end(),
                       [&](int32_t a, int32_t b) {
@@ -172,40 +233,44 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
                         return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)];
                       });
     victims.resize(static_cast<size_t>(evict));
-    // Remove from the highest slot down so the moves never touch a victim still to remove.
+    // Highest first onto the free list: the lowest slots are taken first.
     std::sort(victims.begin(), victims.end(), std::greater<>());
     for (int32_t s : victims) remove_slot(s);
   }
-  // Slots in order; a run's neurons take consecutive slots so it is one read.
-  struct Run {
-    int32_t first_neuron, first_slot, count;
-  };
-  std::vector<Run> runs;
-  for (const auto& [first, last] : ranges) {
-    runs.push_back({first, static_cast<int32_t>(live_), last - first + 1});
-    for (int32_t n = first; n <= last; ++n) {
-      const int32_t s = static_cast<int32_t>(live_++);
-      slot_of_[static_cast<size_t>(n)] = s;
-      neuron_of_[s] = n;
-      last_used_[s] = token;
-      last_pass_[s] = pass;
-    }
-  }
-  if (!runs.empty()) {
-    std::vector<ReadRequest> requests;
-    std::vector<int32_t> read;
-    for (const Run& run : runs) {
-      requests.push_back(
-          {buffer_ + static_cast<uint64_t>(run.first_slot) * layout_.bundle_bytes,
-           split ? head_bytes : static_cast<uint64_t>(run.count) * layout_.bundle_bytes,
-           base_offset + static_cast<uint64_t>(run.first_neuron) * layout_.bundle_bytes});
-      for (int32_t n = run.first_neuron; n < run.first_neuron + run.count; ++n) {
-        read.push_back(n);
-        partial_[static_cast<size_t>(slot_of_[static_cast<size_t>(n)])] = split;
+  // Each run is one read: into consecutive slots where the free list gives them, else
+  // scattered into its slots (ReadRequest::pieces).
+  if (!ranges.empty()) {
+    std::vector<ReadRequest>& requests = requests_;
+    std::vector<int32_t>& read = read_;
+    std::vector<void*>& pieces = pieces_;
+    pieces.clear();
+    size_t total = 0;
+    for (const auto& [first, last] : ranges) total += static_cast<size_t>(last - first + 1);
+    pieces.reserve(total);  // requests point into it
+    for (const auto& [first, last] : ranges) {
+      for (int32_t start = first; start <= last; start += ReadRequest::kMaxPieces) {
+        const int32_t end = std::min<int32_t>(last, start + ReadRequest::kMaxPieces - 1);
+        const size_t first_piece = pieces.size();
+        bool consecutive = true;
+        for (int32_t n = start; n <= end; ++n) {
+          const int32_t s = take_free_slot();
+          slot_of_[static_cast<size_t>(n)] = s;
+          neuron_of_[s] = n;
+          last_used_[s] = token;
+          last_pass_[s] = pass;
+          partial_[static_cast<size_t>(s)] = split;
+          consecutive &= n == start || s == slot_of_[static_cast<size_t>(n - 1)] + 1;
+          pieces.push_back(buffer_ + static_cast<uint64_t>(s) * layout_.bundle_bytes);
+          read.push_back(n);
+        }
+        const auto count = static_cast<uint32_t>(end - start + 1);
+        ReadRequest q{pieces[first_piece], split ? head_bytes : count * layout_.bundle_bytes,
+                      base_offset + static_cast<uint64_t>(start) * layout_.bundle_bytes};
+        if (!consecutive) q.pieces = count, q.piece_dst = pieces.data() + first_piece;
+        requests.push_back(q);
       }
     }
     if (split) head_bytes_ = head_bytes;
-    read_or_forget(requests, read, source, pool);
   }
   for (size_t k = 0; k < neurons.size(); ++k) slots[k] = slot_of_[static_cast<size_t>(neurons[k])];
 }
@@ -221,19 +286,15 @@ void NeuronCache::read_or_forget(std::vector<ReadRequest>& requests,
     error = std::current_exception();
   }
   stats_.read_seconds += t.seconds();
-  stats_.reads += requests.size();
-  for (const ReadRequest& r : requests) stats_.bytes_read += r.bytes;
+  count_reads(requests);
   if (!error) return;
-  // Forget them from the highest slot down, so no move touches one still to forget.
-  std::vector<int32_t> forget;
-  for (int32_t n : neurons) forget.push_back(slot_of_[static_cast<size_t>(n)]);
-  std::sort(forget.begin(), forget.end(), std::greater<>());
-  for (int32_t s : forget) remove_slot(s);
+  forget(neurons);
   std::rethrow_exception(error);
 }
 
 void NeuronCache::complete(std::span<const int32_t> active, BundleSource& source,
                            uint64_t base_offset, ThreadPool& pool) {
+  settle();
   std::vector<ReadRequest> requests;
   std::vector<int32_t> read;
   const uint64_t tail = layout_.bundle_bytes - head_bytes_;
@@ -247,8 +308,8 @@ void NeuronCache::complete(std::span<const int32_t> active, BundleSource& source
     partial_[static_cast<size_t>(s)] = 0;
   }
   if (!requests.empty()) read_or_forget(requests, read, source, pool);
-  // The rest of the partial neurons were zero: they leave (highest slot first).
-  for (int32_t s = static_cast<int32_t>(live_) - 1; s >= 0; --s)
+  // The rest of the partial neurons were zero: they leave.
+  for (int32_t s = 0; s < capacity_; ++s)
     if (partial_[static_cast<size_t>(s)] != 0) {
       remove_slot(s);
       --stats_.evictions;  // not an eviction: never completed
@@ -265,9 +326,10 @@ void NeuronCache::pin(std::span<const int32_t> neurons, BundleSource& source, ui
   std::vector<int32_t> slots(neurons.size());
   fetch(neurons, slots.data(), source, base_offset, 0, pool);
   for (int32_t s : slots) last_used_[static_cast<size_t>(s)] = kPinned;
-  // Gap neurons count as unused: the first token may evict them.
-  for (int64_t s = 0; s < live_; ++s)
-    if (last_used_[static_cast<size_t>(s)] != kPinned) last_used_[static_cast<size_t>(s)] = -1;
+  // Gap neurons count as unused (the first token may evict them): last used "before token 0".
+  for (int64_t s = 0; s < capacity_; ++s)
+    if (neuron_of_[static_cast<size_t>(s)] >= 0 && last_used_[static_cast<size_t>(s)] != kPinned)
+      last_used_[static_cast<size_t>(s)] = -1;
   pinned_ = static_cast<int64_t>(neurons.size());
   // Load-time reads, not a token's: counted apart.
   const uint64_t pin_bytes = stats_.bytes_read;

@@ -1,9 +1,10 @@
 // One layer's RAM cache of neuron bundles with windowing (LLM in a Flash): neurons used in the
-// last `window` tokens stay; a missing neuron is read from flash into the next free slot;
-// expired ones are deleted by moving the last live bundle into the hole, so the live bundles
-// stay packed at the front of one preallocated buffer. The sparse operators run straight from
-// the buffer: it is a matrix whose rows are slots (row stride = bundle size), and the slot list
-// replaces the neuron list.
+// last `window` tokens stay; a missing neuron is read from flash into a free slot of one
+// preallocated buffer; expired and evicted ones free their slot in place. (The paper moves the
+// last live bundle into each hole to keep them packed: a 7B token evicts thousands of 24 KiB
+// bundles, and those copies were 40-50 ms a token; strata's operators take slot lists, so
+// holes cost nothing.) The sparse operators run straight from the buffer: it is a matrix whose
+// rows are slots (row stride = bundle size), and the slot list replaces the neuron list.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +48,16 @@ class NeuronCache {
              uint64_t base_offset, int64_t token, ThreadPool& pool, int pass = 0,
              int64_t batch_tokens = 1, uint64_t head_bytes = 0);
 
+  // Look-ahead through an asynchronous source: fetch()'s bookkeeping now, its reads put in
+  // flight (BundleSource::submit); the slots hold their bundles once settle() has returned.
+  // Any other call settles first. Returns whether any read was issued.
+  bool fetch_ahead(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
+                   uint64_t base_offset, int64_t token, ThreadPool& pool);
+  // Waits for fetch_ahead's reads (none pending: returns at once); on failure forgets their
+  // neurons and rethrows. Returns when they were seen to land.
+  BundleSource::Clock::time_point settle();
+  bool unsettled() const { return pending_source_ != nullptr; }
+
   // Split reads, second step: reads the rest of the partial neurons among `active` (the
   // neurons whose deciding row came out non-zero), and drops the other partial neurons, whose
   // output is zero whatever the rest holds. Slots move: look them up again afterwards.
@@ -89,6 +100,12 @@ class NeuronCache {
 
  private:
   void remove_slot(int32_t slot);
+  int32_t take_free_slot();
+  // fetch()'s bookkeeping: slots assigned, the reads to issue in requests_ (neurons in read_).
+  void plan_reads(std::span<const int32_t> neurons, int32_t* slots, uint64_t base_offset,
+                  int64_t token, int pass, int64_t batch_tokens, uint64_t head_bytes);
+  void forget(std::span<const int32_t> neurons);
+  void count_reads(std::span<const ReadRequest> requests);
   // Reads the requests; on failure forgets `neurons` (their slots hold nothing valid).
   void read_or_forget(std::vector<ReadRequest>& requests, std::span<const int32_t> neurons,
                       BundleSource& source, ThreadPool& pool);
@@ -105,6 +122,15 @@ class NeuronCache {
   std::vector<int64_t> last_used_;  // per slot: the last token that used it
   std::vector<int32_t> last_pass_;  // per slot: the pass of that token
   std::vector<uint8_t> partial_;    // per slot: only the head has been read (split reads)
+  std::vector<int32_t> free_;       // free slots, the lowest on top (a cold run reads into
+                                    // consecutive slots)
+  std::vector<void*> pieces_;       // a fetch's scattered destinations (kept between fetches)
+  std::vector<ReadRequest> requests_;  // the last plan's reads, of these neurons:
+  std::vector<int32_t> read_;
+  // fetch_ahead's reads in flight: their source (null: none), ticket and neurons.
+  BundleSource* pending_source_ = nullptr;
+  uint64_t pending_ticket_ = 0;
+  std::vector<int32_t> pending_;
   uint64_t head_bytes_ = 0;         // of the partial slots
   // Per neuron, kept after eviction: uses decayed by kDecay per token since, as of use_token_.
   // Eviction takes the lowest first, so a neuron used by many recent tokens outlasts one a

@@ -47,12 +47,31 @@ for mode in ("predict", "dense"):
     cli("profile", "-m", model, "--random-tokens", "64", "--ffn", mode, "-o", profiles[mode])
 
 
-def bench(budget, profile):
-    extra = ["--profile", profiles[profile]] if profile else []
+def bench(budget, profile, *extra):
+    if profile:
+        extra = ("--profile", profiles[profile], *extra)
     j = json.loads(cli("bench", "-m", bundle, "--ram-budget", budget, "-p", "0", "-n", "32",
                        "-r", "1", "-t", "2", "--no-bandwidth", "--json", *extra))
     f = j["decode_flash"]
-    return f["bytes_read_per_token"], f["plan_predicted_bytes_per_token"], j["plan"]
+    return f["bytes_read_per_token"], f["plan_predicted_bytes_per_token"], j
+
+
+# The timeline (issue 30, item 1): every byte read is on it, its parts add up to the token, and
+# look-ahead (on by default) reads ahead of the layers without reading much more.
+html = os.path.join(work, "timeline.html")
+ahead, _, j = bench("115M", None, "--timeline", html)
+t = j["decode_timeline"]
+parts = sum(t["mean_ms_per_token"].values())
+check(t["tokens_recorded"] == 32 and abs(parts - t["mean_total_ms"]) < 1e-3 * t["mean_total_ms"],
+      f"timeline: 32 tokens, parts {parts:.2f} ms = total {t['mean_total_ms']:.2f} ms")
+check(abs(t["bytes_read_per_token"] - ahead) <= 1 + 1e-9 * ahead,
+      f"timeline: {t['bytes_read_per_token'] / 2**20:.3f} MiB read a token = the caches' {ahead / 2**20:.3f}")
+check(t["mean_ms_per_token"]["lookahead"] > 0, "timeline: look-ahead on by default")
+page = open(html).read()
+check("<svg" in page and "look-ahead reads" in page, "timeline: the page draws the tokens")
+alone, _, _ = bench("115M", None, "--no-lookahead")
+check(ahead <= 1.25 * alone,
+      f"look-ahead reads {ahead / 2**20:.2f} MiB a token, without {alone / 2**20:.2f}")
 
 
 print(f"{'budget':>7} {'plan':34} {'predicted MiB':>13} {'read MiB':>9} {'error':>7}")
@@ -60,7 +79,7 @@ for budget in ("115M", "130M"):
     read = {}
     for label, profile in [("greedy, no profile", None), ("ilp, predict-mode profile", "predict"),
                            ("ilp, dense profile", "dense")]:
-        got, predicted, plan = bench(budget, profile)
+        got, predicted, _ = bench(budget, profile)
         read[label] = got
         print(f"{budget:>7} {label:34} {predicted / 2**20:13.2f} {got / 2**20:9.2f} "
               f"{100 * (predicted / got - 1):+6.0f}%")

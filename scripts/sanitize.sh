@@ -70,7 +70,7 @@ if [ "$what" = all ] || [ "$what" = tsan ]; then
   scripts/build.sh build-tsan strata_tests
   step "tsan: threaded tests"
   build-tsan/tests/strata_tests \
-    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:ServerLoading.*:ServerDrain*:ServerEmbeddings.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*:CudaEmu.*:*CudaSession.*:InputSparsity.InputSparseProducts*'
+    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:ServerLoading.*:ServerDrain*:ServerEmbeddings.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:FlashOverlap.*:Timeline.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*:CudaEmu.*:*CudaSession.*:InputSparsity.InputSparseProducts*'
 fi
 step "done"
 cd "$root"

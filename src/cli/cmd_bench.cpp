@@ -218,7 +218,8 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
 
 void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures& f,
                  const Model& model, const Session& session, FfnMode mode,
-                 double predicted_flash_bytes) {
+                 const PlanPrediction& predicted) {
+  const double predicted_flash_bytes = predicted.flash_bytes_per_token;
   fmt::print("model: {} ({}, {} layers, {:.3f} GB read per token), {} threads, {} kernels\n",
              o.model, f.type, model.config.n_layer, f.bytes / 1e9, o.threads, best_kernels().name);
   if (session.backend().device() != Device::Host)
@@ -242,9 +243,11 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
     fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
   if (model.weights.bundled && r.decode_tokens > 0)
-    fmt::print("flash: {:.2f} MiB read per decoded token, the plan predicted {:.2f} MiB\n",
-               r.decode_flash.bytes_read / std::max(1.0, r.decode_tokens) / 1048576.0,
-               predicted_flash_bytes / 1048576.0);
+    fmt::print(
+        "flash: {:.2f} MiB read per decoded token, the plan predicted {:.2f} MiB; decode {:.2f} "
+        "tok/s, the plan predicted {:.2f}\n",
+        r.decode_flash.bytes_read / std::max(1.0, r.decode_tokens) / 1048576.0,
+        predicted_flash_bytes / 1048576.0, f.tg, predicted.tokens_per_s());
   if (model.weights.column_bundled && r.decode_tokens > 0) {
     const NeuronCacheStats& fl = r.decode_flash;
     fmt::print(
@@ -322,8 +325,7 @@ int run_bench(BenchOptions& o) {
                                   cpu_alone && o.n_gen > 0 ? &summary : nullptr)
                            .dump(2));
   else
-    print_bench(o, r, f, *model, session, planned.session.ffn,
-                planned.plan.predicted.flash_bytes_per_token);
+    print_bench(o, r, f, *model, session, planned.session.ffn, planned.plan.predicted);
   if (!o.json && cpu_alone && o.n_gen > 0 && (model->weights.bundled || !o.timeline_html.empty()))
     fmt::print("{}", timeline_table(summary));
   return 0;

@@ -28,6 +28,15 @@ std::string bundled_sparse(DType type) {
       strata::testing::sparse_tiny_model(type, FfnActivation::ReGLU, 9));
 }
 
+// Predict mode with caches that evict every token.
+SessionOptions evicting(bool lookahead) {
+  SessionOptions o{FfnMode::Predict};
+  o.cache_neurons = 110;
+  o.window = 2;
+  o.lookahead = lookahead;
+  return o;
+}
+
 std::vector<std::vector<float>> decode(const Model& m, SessionOptions o,
                                        Timeline* timeline = nullptr) {
   ThreadPool pool(2);
@@ -59,12 +68,9 @@ TEST(FlashOverlap, LookAheadThroughEitherSourceGivesTheSameLogits) {
   for (DType type : {DType::F16, DType::Q4_0}) {
     const std::string path = bundled_sparse(type);
     const auto m = Model::load(path, false);
-    SessionOptions plain{FfnMode::Predict};
-    plain.cache_neurons = 110;  // evictions every token
-    plain.window = 2;
+    const SessionOptions plain = evicting(false);
     const auto expected = decode(*m, plain);
-    SessionOptions ahead = plain;
-    ahead.lookahead = true;
+    SessionOptions ahead = evicting(true);
     // The model's own source (io_uring: issued from the main thread) and pread threads behind
     // the transfer queue.
     EXPECT_EQ(decode(*m, ahead), expected) << dtype_name(type);
@@ -91,11 +97,7 @@ TEST(FlashOverlap, LookAheadReadsAheadOfTheLayersOwnFetch) {
   const auto m = Model::load(path, false);
   auto stats = [&](bool lookahead) {
     ThreadPool pool(2);
-    SessionOptions o{FfnMode::Predict};
-    o.cache_neurons = 110;
-    o.window = 2;
-    o.lookahead = lookahead;
-    Session s(*m, 64, pool, o);
+    Session s(*m, 64, pool, evicting(lookahead));
     for (int32_t t : kTokens) s.eval(t);
     return s.flash_stats();
   };
@@ -222,11 +224,7 @@ TEST(Timeline, ASessionRecordsEachLayersPartsAndItsReads) {
   for (bool lookahead : {false, true}) {
     Timeline timeline;
     ThreadPool pool(2);
-    SessionOptions o{FfnMode::Predict};
-    o.cache_neurons = 110;
-    o.window = 2;
-    o.lookahead = lookahead;
-    Session s(*m, 64, pool, o);
+    Session s(*m, 64, pool, evicting(lookahead));
     s.set_timeline(&timeline);
     for (int32_t t : kTokens) s.eval(t);
     const NeuronCacheStats flash = s.flash_stats();

@@ -115,7 +115,11 @@ inline ActivationCounts profile_counts(const Model& m) {
   std::vector<int32_t> tokens;
   for (int i = 0; i < 96; ++i) tokens.push_back((i * 37 + 11) % static_cast<int>(m.config.n_vocab));
   NeuronProfile p = profile_model(m, tokens, 32, 96, pool);
-  return {p.tokens, std::move(p.counts), std::move(p.window_reuse)};
+  ActivationCounts a;
+  a.tokens = p.tokens;
+  a.counts = std::move(p.counts);
+  a.window_reuse = std::move(p.window_reuse);
+  return a;
 }
 
 // A TurboSparse-like tiny mixture: 3 layers of 4 dReLU experts (n_ff 256), 2 a token, sparse

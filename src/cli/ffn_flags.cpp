@@ -171,8 +171,12 @@ ActivationCounts read_counts(const Model& model, const std::string& path) {
          model.file->path());
   if (hash.empty()) hash = model_hash(model);
   NeuronProfile p = read_profile(path, hash);
-  return ActivationCounts{p.tokens, std::move(p.counts), std::move(p.window_reuse),
-                          p.ffn_mode == "predict" ? FfnMode::Predict : FfnMode::Dense};
+  return ActivationCounts{p.tokens,
+                          std::move(p.counts),
+                          std::move(p.window_reuse),
+                          p.ffn_mode == "predict" ? FfnMode::Predict : FfnMode::Dense,
+                          std::move(p.selections),
+                          p.selected_tokens};
 }
 
 // A profile counts what one mode reads; a run of another reads other neurons (predict mode

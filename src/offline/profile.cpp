@@ -41,16 +41,25 @@ NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& toke
   std::vector<std::vector<int64_t>> last(c.n_layer, std::vector<int64_t>(neurons, INT64_MIN / 2));
   std::vector<int64_t> seen(c.n_layer, 0);
   std::vector<uint64_t> active(c.n_layer, 0), reused(c.n_layer, 0);
+  const size_t row = static_cast<size_t>((neurons + 7) / 8);
+  p.selections.assign(c.n_layer, {});
   auto count_token = [&](int64_t l, auto&& used) {
     uint32_t* count = p.counts[l].data();
     int64_t* last_used = last[l].data();
     const int64_t t = seen[l]++;
+    uint8_t* bits = nullptr;
+    if (static_cast<uint64_t>(t) < kSelectedTokens) {
+      std::vector<uint8_t>& sel = p.selections[static_cast<size_t>(l)];
+      sel.resize(sel.size() + row, 0);
+      bits = sel.data() + sel.size() - row;
+    }
     for (int64_t i = 0; i < neurons; ++i) {
       if (!used(i)) continue;
       ++count[i];
       ++active[l];
       reused[l] += last_used[i] >= t - kReuseWindow;
       last_used[i] = t;
+      if (bits != nullptr) bits[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
     }
   };
   if (options.ffn == FfnMode::Dense)
@@ -66,6 +75,7 @@ NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& toke
   const int32_t bos =
       model.tokenizer && model.tokenizer->add_bos_default() ? model.tokenizer->bos() : -1;
   p.tokens = static_cast<uint64_t>(run_text_windows(session, tokens, bos, max_tokens, progress));
+  p.selected_tokens = std::min<uint64_t>(p.tokens, kSelectedTokens);
   for (int64_t l = 0; l < c.n_layer; ++l)
     p.window_reuse.push_back(active[l] > 0 ? static_cast<double>(reused[l]) / active[l] : 0.0);
   return p;
@@ -109,14 +119,20 @@ void write_profile(const NeuronProfile& p, const std::string& path) {
     w.set("strata.profile.window_reuse", GgufValue::array(GgufType::F32, std::move(reuse)));
     w.set("strata.profile.reuse_window", GgufValue::u32(kReuseWindow));
   }
+  const bool selections = p.selected_tokens > 0 && p.selections.size() == p.counts.size();
+  if (selections) w.set("strata.profile.selected_tokens", GgufValue::u64(p.selected_tokens));
   for (size_t l = 0; l < p.counts.size(); ++l)
     w.add_tensor(fmt::format("blk.{}.ffn_act_count", l), DType::I32,
                  {static_cast<int64_t>(p.counts[l].size())});
+  for (size_t l = 0; selections && l < p.counts.size(); ++l)
+    w.add_tensor(fmt::format("blk.{}.ffn_selected", l), DType::I8,
+                 {static_cast<int64_t>(p.selections[l].size())});
   for (const auto& layer : p.counts) {
     std::vector<uint8_t> bytes(layer.size() * 4);
     std::memcpy(bytes.data(), layer.data(), bytes.size());
     w.write_tensor_data(bytes);
   }
+  for (size_t l = 0; selections && l < p.counts.size(); ++l) w.write_tensor_data(p.selections[l]);
   w.finish();
 }
 
@@ -155,6 +171,27 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
         fail("'{}': neuron {} of layer {} fired {} times in {} tokens", path, i, l, counts[i],
              p.tokens);
     p.counts.push_back(std::move(counts));
+  }
+  // The selections (optional): each layer's rows of its neurons' bits, nothing past n_ff set.
+  p.selected_tokens = static_cast<uint64_t>(f->get_int("strata.profile.selected_tokens", 0));
+  if (p.selected_tokens > std::min(p.tokens, kSelectedTokens))
+    fail("'{}': strata.profile.selected_tokens is {} of {} tokens (at most {})", path,
+         p.selected_tokens, p.tokens, kSelectedTokens);
+  for (int64_t l = 0; p.selected_tokens > 0 && l < layers; ++l) {
+    const std::string name = fmt::format("blk.{}.ffn_selected", l);
+    const GgufTensorInfo* t = f->find_tensor(name);
+    const size_t n = p.counts[static_cast<size_t>(l)].size(), row = (n + 7) / 8;
+    if (t == nullptr || t->type != DType::I8 || t->dims.size() != 1 ||
+        static_cast<uint64_t>(t->dims[0]) != row * p.selected_tokens)
+      fail("'{}' lacks a valid tensor '{}' ({} tokens of {} bytes)", path, name, p.selected_tokens,
+           row);
+    std::vector<uint8_t> bits(static_cast<size_t>(t->dims[0]));
+    std::memcpy(bits.data(), t->data, bits.size());
+    if (n % 8 != 0)
+      for (size_t k = row - 1; k < bits.size(); k += row)
+        if ((bits[k] >> (n % 8)) != 0)
+          fail("'{}': '{}' selects neurons past the layer's {}", path, name, n);
+    p.selections.push_back(std::move(bits));
   }
   if (const GgufValue* reuse = f->find("strata.profile.window_reuse")) {
     if (reuse->items.size() != p.counts.size())

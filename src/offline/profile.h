@@ -28,9 +28,15 @@ struct NeuronProfile {
   // The FFN mode profiled: "dense" (every neuron computed: the activations that fire; the same
   // counts as gate-first) or "predict" (the predictor's selections). Older files: "dense".
   std::string ffn_mode = "dense";
+  // The first kSelectedTokens tokens' own neurons, bit-packed: [layer][token * row + i / 8],
+  // bit i % 8, row = (n_ff + 7) / 8 (the placement plan replays the flash caches over them).
+  // Empty in profiles written before they were recorded.
+  std::vector<std::vector<uint8_t>> selections;
+  uint64_t selected_tokens = 0;
 };
 
 constexpr int kReuseWindow = 5;  // LLM in a Flash's window
+constexpr uint64_t kSelectedTokens = 128;
 
 // The hot-neuron curve of one layer: neurons sorted by count, share of all activations covered
 // by the hottest x% of them.

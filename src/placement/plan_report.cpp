@@ -2,6 +2,7 @@
 // device, inline SVG, no scripts or external files.
 #include <fmt/format.h>
 
+#include "core/html_escape.h"
 #include "placement/plan.h"
 
 namespace strata {
@@ -17,21 +18,6 @@ constexpr TierStyle kStyles[] = {{Tier::Vram, "#2e7d32", "VRAM"},
                                  {Tier::RamPinned, "#1565c0", "RAM, pinned"},
                                  {Tier::Ram, "#64b5f6", "RAM"},
                                  {Tier::Flash, "#ffb74d", "flash (window cache)"}};
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else
-      out += c;
-  }
-  return out;
-}
 
 }  // namespace
 

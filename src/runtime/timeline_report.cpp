@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "core/html_escape.h"
+
 namespace strata {
 
 namespace {
@@ -34,21 +36,6 @@ constexpr const char* kPartColour[kTimelineParts] = {"#4e79a7", "#f28e2b", "#edc
                                                      "#e15759", "#59a14f", "#ff9da7", "#9c755f"};
 constexpr const char* kReadColour = "#76b7b2";
 constexpr const char* kAheadColour = "#bab0ac";
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else
-      out += c;
-  }
-  return out;
-}
 
 }  // namespace
 

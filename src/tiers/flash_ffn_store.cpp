@@ -20,7 +20,8 @@ FlashFfnStore::FlashFfnStore(const BundleLayout& layout, int64_t n_embd,
   if (options_.slots.size() != layers)
     fail("neuron cache slots for {} layers given, the model has {}", options_.slots.size(), layers);
   for (size_t l = 0; l < layers; ++l)
-    caches_.push_back(std::make_unique<NeuronCache>(layout_, options_.slots[l], options_.window));
+    caches_.push_back(std::make_unique<NeuronCache>(layout_, options_.slots[l], options_.window,
+                                                    options_.keeps_data));
   // Blocking reads need threads to be in flight together; io_uring keeps its own queue.
   const bool own_queue = source_.queue_depth() > 0;
   io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options_.io_threads));
@@ -52,8 +53,8 @@ NeuronCacheStats FlashFfnStore::stats() const {
 
 MatrixView FlashFfnStore::view(const NeuronCache& cache, uint64_t offset) const {
   // The cache's buffer as a matrix whose rows are slots (stride: one bundle).
-  return MatrixView{layout_.type, cache.data() + offset, n_embd_, cache.capacity(),
-                    layout_.bundle_bytes};
+  const uint8_t* data = cache.data() == nullptr ? nullptr : cache.data() + offset;  // no data
+  return MatrixView{layout_.type, data, n_embd_, cache.capacity(), layout_.bundle_bytes};
 }
 
 template <class Work>
@@ -122,7 +123,8 @@ void FlashFfnStore::prefetch(int64_t layer, std::span<const int32_t> ids, int64_
   }
   prefetch_ticket_ = transfers_.submit([this, &cache, offset, token, layer] {
     recorded(cache, layer, true, [&] {
-      cache.fetch(prefetch_ids_, prefetch_slots_.data(), source_, offset, token, *io_pool_);
+      cache.fetch(cache.fitting(prefetch_ids_, token), prefetch_slots_.data(), source_, offset,
+                  token, *io_pool_);
     });
   });
 }

@@ -26,6 +26,9 @@ struct FlashStoreOptions {
   const StorageProfile* storage = nullptr;
   bool split_reads = false;  // deciding row first (ReLU-family models only; the caller checks)
   std::vector<std::vector<int32_t>> pinned;  // per layer, sorted; empty: none
+  // False: the caches' bookkeeping alone, nothing read (what a run would read is counted:
+  // the placement plan's replay, runtime/plan_replay.h).
+  bool keeps_data = true;
 };
 
 class FlashFfnStore final : public FfnStore {

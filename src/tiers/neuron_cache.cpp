@@ -21,7 +21,7 @@ uint64_t NeuronCache::bookkeeping_bytes(int64_t n_ff, int64_t capacity) {
          static_cast<uint64_t>(capacity) * (4 + 8 + 4 + 1 + 4 + 8 + 64);
 }
 
-NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int window)
+NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int window, bool keeps_data)
     : layout_(layout), capacity_(capacity), window_(window) {
   if (capacity <= 0) fail("a neuron cache needs at least one slot");
   if (window <= 0) fail("the neuron cache window must be at least one token");
@@ -30,12 +30,14 @@ NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int windo
   // matrix, and with 4 KiB pages their TLB misses made a column-bundled 1B model's FFN 86 ms a
   // token with every column cached after the first tokens, 33 in huge pages (`strata bench -n 32
   // -r 3 --window 1000`, TEAL 50%).
-  try {
-    memory_ = AnonymousMemory(bytes);
-  } catch (const std::bad_alloc&) {
-    fail("cannot allocate a neuron cache of {} bytes", bytes);
+  if (keeps_data) {
+    try {
+      memory_ = AnonymousMemory(bytes);
+    } catch (const std::bad_alloc&) {
+      fail("cannot allocate a neuron cache of {} bytes", bytes);
+    }
+    buffer_ = memory_.data();
   }
-  buffer_ = memory_.data();
   slot_of_.assign(static_cast<size_t>(layout.n_ff), -1);
   use_score_.assign(static_cast<size_t>(layout.n_ff), 0.0f);
   use_token_.assign(static_cast<size_t>(layout.n_ff), 0);
@@ -92,13 +94,19 @@ void NeuronCache::fetch(std::span<const int32_t> neurons, int32_t* slots, Bundle
                         int64_t batch_tokens, uint64_t head_bytes) {
   settle();
   plan_reads(neurons, slots, base_offset, token, pass, batch_tokens, head_bytes);
-  if (!requests_.empty()) read_or_forget(requests_, read_, source, pool);
+  if (requests_.empty()) return;
+  if (buffer_ == nullptr)
+    count_reads(requests_);  // bookkeeping alone: what would be read
+  else
+    read_or_forget(requests_, read_, source, pool);
 }
 
 bool NeuronCache::fetch_ahead(std::span<const int32_t> neurons, int32_t* slots,
                               BundleSource& source, uint64_t base_offset, int64_t token,
                               ThreadPool& pool) {
+  if (buffer_ == nullptr) fail("a neuron cache without data reads nothing ahead");
   settle();
+  neurons = fitting(neurons, token);
   plan_reads(neurons, slots, base_offset, token, 0, 1, 0);
   if (requests_.empty()) return false;
   try {
@@ -111,6 +119,21 @@ bool NeuronCache::fetch_ahead(std::span<const int32_t> neurons, int32_t* slots,
   pending_ = read_;
   count_reads(requests_);
   return true;
+}
+
+std::span<const int32_t> NeuronCache::fitting(std::span<const int32_t> neurons, int64_t token) {
+  settle();
+  int64_t room = capacity_ - live_;
+  for (int32_t s = 0; s < capacity_; ++s) room += neuron_of_[s] >= 0 && last_used_[s] < token;
+  ahead_.clear();
+  for (int32_t n : neurons) {
+    if (slot_of_[static_cast<size_t>(n)] < 0) {
+      if (room == 0) continue;
+      --room;
+    }
+    ahead_.push_back(n);
+  }
+  return ahead_;
 }
 
 BundleSource::Clock::time_point NeuronCache::settle() {
@@ -260,7 +283,9 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
           last_pass_[s] = pass;
           partial_[static_cast<size_t>(s)] = split;
           consecutive &= n == start || s == slot_of_[static_cast<size_t>(n - 1)] + 1;
-          pieces.push_back(buffer_ + static_cast<uint64_t>(s) * layout_.bundle_bytes);
+          pieces.push_back(buffer_ == nullptr
+                               ? nullptr
+                               : buffer_ + static_cast<uint64_t>(s) * layout_.bundle_bytes);
           read.push_back(n);
         }
         const auto count = static_cast<uint32_t>(end - start + 1);
@@ -294,6 +319,7 @@ void NeuronCache::read_or_forget(std::vector<ReadRequest>& requests,
 
 void NeuronCache::complete(std::span<const int32_t> active, BundleSource& source,
                            uint64_t base_offset, ThreadPool& pool) {
+  if (buffer_ == nullptr) fail("a neuron cache without data reads no second steps");
   settle();
   std::vector<ReadRequest> requests;
   std::vector<int32_t> read;

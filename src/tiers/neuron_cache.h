@@ -29,7 +29,9 @@ struct NeuronCacheStats {
 
 class NeuronCache {
  public:
-  NeuronCache(const BundleLayout& layout, int64_t capacity, int window);
+  // keeps_data false: the bookkeeping alone, no buffer and no reads (the decisions and the
+  // reads a cache would make, counted in stats(): the placement plan's replay).
+  NeuronCache(const BundleLayout& layout, int64_t capacity, int window, bool keeps_data = true);
   ~NeuronCache();
   NeuronCache(const NeuronCache&) = delete;
   NeuronCache& operator=(const NeuronCache&) = delete;
@@ -50,9 +52,15 @@ class NeuronCache {
 
   // Look-ahead through an asynchronous source: fetch()'s bookkeeping now, its reads put in
   // flight (BundleSource::submit); the slots hold their bundles once settle() has returned.
-  // Any other call settles first. Returns whether any read was issued.
+  // Any other call settles first. Best effort: only fitting(neurons, token) are fetched (slots
+  // receives theirs). Returns whether any read was issued.
   bool fetch_ahead(std::span<const int32_t> neurons, int32_t* slots, BundleSource& source,
                    uint64_t base_offset, int64_t token, ThreadPool& pool);
+  // Look-ahead's guesses that a fetch as `token` can take: the resident ones, and as many
+  // missing ones as free slots and slots no token since `token` used make room for (what the
+  // window keeps stays; pinned neurons take a cache's room, and a guess would otherwise be
+  // refused whole). A view into the cache, valid until the next call.
+  std::span<const int32_t> fitting(std::span<const int32_t> neurons, int64_t token);
   // Waits for fetch_ahead's reads (none pending: returns at once); on failure forgets their
   // neurons and rethrows. Returns when they were seen to land.
   BundleSource::Clock::time_point settle();
@@ -127,6 +135,7 @@ class NeuronCache {
   std::vector<void*> pieces_;       // a fetch's scattered destinations (kept between fetches)
   std::vector<ReadRequest> requests_;  // the last plan's reads, of these neurons:
   std::vector<int32_t> read_;
+  std::vector<int32_t> ahead_;  // fetch_ahead's guesses that fit
   // fetch_ahead's reads in flight: their source (null: none), ticket and neurons.
   BundleSource* pending_source_ = nullptr;
   uint64_t pending_ticket_ = 0;

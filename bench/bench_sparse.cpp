@@ -302,7 +302,8 @@ void BM_InputColumns(benchmark::State& state) {
     ++pass;
   }
   state.SetBytesProcessed(bytes);
-  state.SetLabel(std::string(dtype_name(type)) + (dense ? " dense matvec " : " columns ") + k.name);
+  state.SetLabel(std::string(dtype_name(type)) + (dense ? " dense matvec " : " columns ") +
+                 kernels_label(k));
 }
 
 BENCHMARK(BM_InputColumns)

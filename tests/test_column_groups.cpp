@@ -1,10 +1,11 @@
-// Q8_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h,
+// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h,
 // model/column_group_copy.h): the copy holds the file's values, the kernels equal the scalar one
 // bit for bit, and input-sparse products through the copy equal the dense product of the
 // thresholded input (the same integer sums; only the float additions in another order), the
 // same bits for any thread count.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <utility>
@@ -59,33 +60,42 @@ TEST(ColumnGroups, PositionsAreAnInvolutionWithinEachChunk) {
 }
 
 TEST(ColumnGroups, TheCopyHoldsTheFileValuesOfEveryPart) {
-  // q, k and v of one input, stacked: 128 + 64 + 64 outputs of 96 inputs.
-  const QuantMatrix q = q8_matrix(128, 96, 1), k = q8_matrix(64, 96, 2), v = q8_matrix(64, 96, 3);
-  const MatrixView parts[3] = {q.view, k.view, v.view};
-  ASSERT_TRUE(column_groups_apply(parts));
-  std::vector<uint8_t> copy(column_groups_copy_bytes(parts));
-  EXPECT_EQ(copy.size(), 3u * column_group_bytes(256));
-  const MatrixView c = build_column_groups(parts, copy.data());
-  EXPECT_EQ(c.layout, Layout::ColumnGroups);
-  EXPECT_EQ(c.rows, 96);
-  EXPECT_EQ(c.cols, 256);
-  EXPECT_EQ(c.bytes(), copy.size());
-  int64_t out = 0;
-  for (const QuantMatrix* m : {&q, &k, &v})
-    for (int64_t r = 0; r < m->view.rows; ++r, ++out)
-      for (int64_t j = 0; j < 96; ++j)
-        ASSERT_EQ(column_group_weight(c, out, j), m->values[static_cast<size_t>(r * 96 + j)])
-            << out << " " << j;
+  // Q8_0: 34 bytes per 32 weights, Q4_0: 18, as the file.
+  for (const auto& [type, bytes] : {std::pair{DType::Q8_0, 34u}, std::pair{DType::Q4_0, 18u}}) {
+    // q, k and v of one input, stacked: 128 + 64 + 64 outputs of 96 inputs.
+    const QuantMatrix q = quantized_matrix(type, 128, 96, 1), k = quantized_matrix(type, 64, 96, 2),
+                      v = quantized_matrix(type, 64, 96, 3);
+    const MatrixView parts[3] = {q.view, k.view, v.view};
+    ASSERT_TRUE(column_groups_apply(parts));
+    std::vector<uint8_t> copy(column_groups_copy_bytes(parts));
+    EXPECT_EQ(copy.size(), 3u * column_group_bytes(type, 256));
+    EXPECT_EQ(copy.size(), 256u * 96 / 32 * bytes);
+    const MatrixView c = build_column_groups(parts, copy.data());
+    EXPECT_EQ(c.layout, Layout::ColumnGroups);
+    EXPECT_EQ(c.rows, 96);
+    EXPECT_EQ(c.cols, 256);
+    EXPECT_EQ(c.bytes(), copy.size());
+    int64_t out = 0;
+    for (const QuantMatrix* m : {&q, &k, &v})
+      for (int64_t r = 0; r < m->view.rows; ++r, ++out)
+        for (int64_t j = 0; j < 96; ++j)
+          ASSERT_EQ(column_group_weight(c, out, j), m->values[static_cast<size_t>(r * 96 + j)])
+              << dtype_name(type) << " " << out << " " << j;
+  }
 }
 
-TEST(ColumnGroups, OnlyWholeQ8_0BlocksAndChunksHaveCopies) {
+TEST(ColumnGroups, OnlyWholeBlocksAndChunksHaveCopies) {
   const QuantMatrix a = q8_matrix(64, 64, 4), b = q8_matrix(32, 64, 5);
   EXPECT_TRUE(column_groups_apply(std::span(&a.view, 1)));
   const MatrixView odd[2] = {a.view, b.view};  // 96 outputs: not whole chunks of 64
   EXPECT_FALSE(column_groups_apply(odd));
   MatrixView other = a.view;
-  other.type = DType::Q4_0;
+  other.type = DType::Q3_K;  // no column kernels
   EXPECT_FALSE(column_groups_apply(std::span(&other, 1)));
+  const QuantMatrix q4 = quantized_matrix(DType::Q4_0, 64, 64, 7);
+  EXPECT_TRUE(column_groups_apply(std::span(&q4.view, 1)));
+  const MatrixView mixed[2] = {a.view, q4.view};  // one type per copy
+  EXPECT_FALSE(column_groups_apply(mixed));
   MatrixView interleaved = a.view;
   interleaved.layout = Layout::Interleaved16;
   EXPECT_FALSE(column_groups_apply(std::span(&interleaved, 1)));
@@ -96,7 +106,9 @@ TEST(ColumnGroups, OnlyWholeQ8_0BlocksAndChunksHaveCopies) {
   EXPECT_FALSE(column_groups_apply(differ));
   EXPECT_FALSE(column_groups_apply({}));
   EXPECT_FALSE(column_groups_fit(DType::Q8_0, 64, 48));
-  EXPECT_FALSE(column_groups_fit(DType::Q4_0, 64, 64));
+  EXPECT_TRUE(column_groups_fit(DType::Q4_0, 64, 64));
+  EXPECT_FALSE(column_groups_fit(DType::Q4_0, 64, 48));
+  EXPECT_FALSE(column_groups_fit(DType::Q4_0, 32, 64));
   EXPECT_FALSE(column_groups_fit(DType::Q4_K, 64, 128));  // not whole super-blocks
   EXPECT_TRUE(column_groups_fit(DType::Q4_K, 64, 512));
   EXPECT_TRUE(column_groups_fit(DType::Q6_K, 128, 256));
@@ -144,12 +156,75 @@ TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
       const int8_t* next[8];
       for (int r = 0; r < 8; ++r) next[r] = rows[static_cast<size_t>(r)].data();
       k->axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, got.data(), n, next);
-      EXPECT_EQ(got, want) << k->name << " " << n_rows;
+      EXPECT_EQ(got, want) << kernels_label(*k) << " " << n_rows;
     }
   }
 }
 
-// The dense Q8_0 product of x (zero outside `ids`), as the row-major kernels compute it: x
+TEST(ColumnGroups, EveryQ4_0KernelEqualsTheScalarOneBitForBit) {
+  std::mt19937 rng(12);
+  std::uniform_int_distribution<int> byte(0, 255), value(-127, 127);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t n = 256;
+  std::vector<std::vector<uint8_t>> rows(32, std::vector<uint8_t>(static_cast<size_t>(n / 2)));
+  for (auto& r : rows)
+    for (auto& q : r) q = static_cast<uint8_t>(byte(rng));
+  rows[3][7] = 0xf0;  // the extreme quants (0: -8, 15: +7) count exactly
+  std::vector<uint16_t> scales(static_cast<size_t>(n));
+  for (auto& s : scales) s = f32_to_f16(std::abs(dist(rng)) * 0.01f);
+  for (int n_rows : {1, 3, 4, 7, 32}) {
+    std::vector<const uint8_t*> p;
+    std::vector<int8_t> xq;
+    for (int r = 0; r < n_rows; ++r) {
+      p.push_back(rows[static_cast<size_t>((r * 5) % 32)].data());
+      xq.push_back(static_cast<int8_t>(r == 0 ? -127 : value(rng)));
+    }
+    std::vector<float> start(static_cast<size_t>(n));
+    for (auto& y : start) y = dist(rng);
+    std::vector<float> want = start;
+    scalar_kernels().axpy_q4_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, want.data(),
+                                     n, nullptr);
+    // The scalar kernel against the formula in double, the quants unpacked here by hand: output
+    // i's position p within its chunk of 64 is the low nibble of the chunk's byte p (p < 32) or
+    // the high nibble of byte p - 32.
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t pos = column_group_position(i), c = pos % kColumnChunk;
+      double sum = 0;
+      for (int r = 0; r < n_rows; ++r) {
+        const uint8_t b = p[static_cast<size_t>(r)][(pos - c) / 2 + c % 32];
+        const int q = (c < 32 ? b & 15 : b >> 4) - 8;
+        sum += static_cast<double>(xq[static_cast<size_t>(r)]) * q;
+      }
+      const double expect =
+          start[static_cast<size_t>(i)] +
+          sum * 0.03 * static_cast<double>(f16_to_f32(scales[static_cast<size_t>(i)]));
+      EXPECT_NEAR(want[static_cast<size_t>(i)], expect, 1e-5 * (1 + std::abs(expect)));
+    }
+    for (const CpuKernels* k : supported_kernels()) {
+      std::vector<float> got = start;
+      const uint8_t* next[8];
+      for (int r = 0; r < 8; ++r) next[r] = rows[static_cast<size_t>(r)].data();
+      k->axpy_q4_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, got.data(), n, next);
+      EXPECT_EQ(got, want) << kernels_label(*k) << " " << n_rows;
+    }
+  }
+}
+
+// Block b's 32 quants of a Q8_0 or Q4_0 row as the weights' integers (Q4_0: q - 8) and its scale.
+std::pair<std::array<int, kQK>, float> block_quants(const QuantMatrix& w, int64_t row, int64_t b) {
+  std::array<int, kQK> q{};
+  if (w.view.type == DType::Q8_0) {
+    const BlockQ8_0& blk = reinterpret_cast<const BlockQ8_0*>(w.view.row(row))[b];
+    for (int t = 0; t < kQK; ++t) q[static_cast<size_t>(t)] = blk.qs[t];
+    return {q, f16_to_f32(blk.d)};
+  }
+  const BlockQ4_0& blk = reinterpret_cast<const BlockQ4_0*>(w.view.row(row))[b];
+  for (int t = 0; t < kQK; ++t)
+    q[static_cast<size_t>(t)] = (t < 16 ? blk.qs[t] & 15 : blk.qs[t - 16] >> 4) - 8;
+  return {q, f16_to_f32(blk.d)};
+}
+
+// The dense Q8_0 (Q4_0) product of x (zero outside `ids`), as the row-major kernels compute it: x
 // quantized per block of 32 (quantize_row_q8_0_activations), integer sums, scales; in double.
 std::vector<double> dense_q8_0(const QuantMatrix& w, const std::vector<int32_t>& ids,
                                const float* c) {
@@ -159,16 +234,14 @@ std::vector<double> dense_q8_0(const QuantMatrix& w, const std::vector<int32_t>&
   std::vector<BlockQ8_0> xq(static_cast<size_t>(n_in / kQK));
   quantize_row_q8_0_activations(x.data(), xq.data(), n_in);
   std::vector<double> y(static_cast<size_t>(w.view.rows), 0.0);
-  for (int64_t i = 0; i < w.view.rows; ++i) {
-    const auto* row = reinterpret_cast<const BlockQ8_0*>(w.view.row(i));
+  for (int64_t i = 0; i < w.view.rows; ++i)
     for (int64_t g = 0; g < n_in / kQK; ++g) {
+      const auto [q, d] = block_quants(w, i, g);
       int32_t sum = 0;
       for (int t = 0; t < kQK; ++t)
-        sum += static_cast<int32_t>(row[g].qs[t]) * xq[static_cast<size_t>(g)].qs[t];
-      y[static_cast<size_t>(i)] +=
-          double{f16_to_f32(row[g].d)} * f16_to_f32(xq[static_cast<size_t>(g)].d) * sum;
+        sum += q[static_cast<size_t>(t)] * xq[static_cast<size_t>(g)].qs[t];
+      y[static_cast<size_t>(i)] += double{d} * f16_to_f32(xq[static_cast<size_t>(g)].d) * sum;
     }
-  }
   return y;
 }
 
@@ -192,30 +265,34 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
   // W: 192 outputs of 640 inputs; its copy: 640 rows of 192. Two tokens' values over a list of
   // about half the inputs, some zero (a token's own dropped values).
   const int64_t n_out = 192, n_in = 640, batch = 2;
-  const QuantMatrix w = q8_matrix(n_out, n_in, 21);
-  std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
-  const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
-  const auto [ids, coef] = half_the_inputs(n_in, batch, 5, [](int32_t) { return true; });
-  std::vector<float> first;
-  for (const CpuKernels* k : supported_kernels())
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      std::vector<float> out(static_cast<size_t>(batch * n_out), -1.0f);
-      axpy_rows(*k, c, ids, coef.data(), static_cast<int64_t>(ids.size()), batch, out.data(), n_out,
-                pool);
-      for (int64_t b = 0; b < batch; ++b) {
-        const std::vector<double> want = dense_q8_0(w, ids, coef.data() + b * ids.size());
-        double scale = 0;
-        for (double v : want) scale = std::max(scale, std::abs(v));
-        for (int64_t i = 0; i < n_out; ++i)
-          ASSERT_NEAR(out[static_cast<size_t>(b * n_out + i)], want[static_cast<size_t>(i)],
-                      1e-5 * scale)
-              << k->name << " token " << b << " output " << i;
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    const QuantMatrix w = quantized_matrix(type, n_out, n_in, 21);
+    std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
+    const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());
+    const auto [ids, coef] = half_the_inputs(n_in, batch, 5, [](int32_t) { return true; });
+    std::vector<float> first;
+    for (const CpuKernels* k : supported_kernels())
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> out(static_cast<size_t>(batch * n_out), -1.0f);
+        axpy_rows(*k, c, ids, coef.data(), static_cast<int64_t>(ids.size()), batch, out.data(),
+                  n_out, pool);
+        for (int64_t b = 0; b < batch; ++b) {
+          const std::vector<double> want = dense_q8_0(w, ids, coef.data() + b * ids.size());
+          double scale = 0;
+          for (double v : want) scale = std::max(scale, std::abs(v));
+          for (int64_t i = 0; i < n_out; ++i)
+            ASSERT_NEAR(out[static_cast<size_t>(b * n_out + i)], want[static_cast<size_t>(i)],
+                        1e-5 * scale)
+                << dtype_name(type) << " " << kernels_label(*k) << " token " << b << " output "
+                << i;
+        }
+        // Every variant and thread count: the same bits.
+        if (first.empty()) first = out;
+        EXPECT_EQ(out, first) << dtype_name(type) << " " << kernels_label(*k) << " " << threads
+                              << " threads";
       }
-      // Every variant and thread count: the same bits.
-      if (first.empty()) first = out;
-      EXPECT_EQ(out, first) << k->name << " " << threads << " threads";
-    }
+  }
 }
 
 TEST(ColumnGroups, KQuantCopiesHoldTheFileValuesOfEveryPart) {

@@ -85,6 +85,7 @@ void expect_column_group_weights_are_the_rows() {
 
 TEST(CudaMath, ColumnGroupCopiesDecodeToTheFileRowsValues) {
   expect_column_group_weights_are_the_rows<DType::Q8_0>();
+  expect_column_group_weights_are_the_rows<DType::Q4_0>();
   expect_column_group_weights_are_the_rows<DType::Q4_K>();
   expect_column_group_weights_are_the_rows<DType::Q5_K>();
   expect_column_group_weights_are_the_rows<DType::Q6_K>();

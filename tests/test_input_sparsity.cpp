@@ -214,9 +214,11 @@ TEST(InputSparsity, TheSessionThresholdsWhatTheObserverSees) {
 // another order), a prompt's batch taking the row-major path in the same session; the same bits
 // for any thread count.
 TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
-  // Q8_0 and Q4_K/Q5_K/Q6_K: column groups (tensor/column_groups.h), the file's values regrouped.
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const bool groups = type == DType::Q8_0 || is_kquant(type);
+  // Q8_0, Q4_0 and Q4_K/Q5_K/Q6_K: column groups (tensor/column_groups.h), the file's values
+  // regrouped.
+  for (DType type :
+       {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const bool groups = has_column_groups(type);
     ThreadPool pool(2);
     const Calibrated c = calibrate(pool, SparsityAllocation::Greedy, type);
     auto columns = Model::load(c.model->file->path(), false);
@@ -274,9 +276,9 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
     EXPECT_EQ(decode(*columns, 1), cols) << dtype_name(type);
     EXPECT_EQ(decode(*columns, 3), cols) << dtype_name(type);
     // The decode steps did take the other path: their sums ran in another order (column
-    // groups compute the row-major kernels' integers and float steps: K-quants' always, Q8_0's on
-    // a tiny model's few blocks, bit for bit; there the proof is that a changed copy changes
-    // the result: its first scales zeroed).
+    // groups compute the row-major kernels' integers and float steps: K-quants' always, Q8_0's and
+    // Q4_0's on a tiny model's few blocks, bit for bit; there the proof is that a changed copy
+    // changes the result: its first scales zeroed).
     if (!groups) {
       EXPECT_GT(diff, 0.0) << dtype_name(type);
     } else {
@@ -316,7 +318,7 @@ void expect_device_columns(Backend& gpu) {
     }
     return r;
   };
-  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     const Calibrated c = calibrate(pool, SparsityAllocation::Uniform, type);
     auto columns = Model::load(c.model->file->path(), false);
     uint64_t copies = 0;
@@ -394,10 +396,12 @@ TEST(InputSparsity, TypesWhoseColumnProductsDoNotPayGetNoCopiesAndStayRowMajor) 
   EXPECT_TRUE(column_products_pay(DType::F16));
   EXPECT_TRUE(column_products_pay(DType::BF16));
   EXPECT_FALSE(column_products_pay(DType::Q8_0));  // transposed rows: Q8_0 has column groups
-  EXPECT_FALSE(column_products_pay(DType::Q4_0));
+  EXPECT_FALSE(column_products_pay(DType::Q4_0));  // Q4_0 too
   EXPECT_FALSE(column_products_pay(DType::Q4_K));
+  EXPECT_FALSE(column_products_pay(DType::Q3_K));
   ThreadPool pool(2);
-  const Calibrated c = calibrate(pool, SparsityAllocation::Uniform, DType::Q4_0);
+  // Q3_K: no column kernels (its transposed rows would be dequantized value by value).
+  const Calibrated c = calibrate(pool, SparsityAllocation::Uniform, DType::Q3_K);
   auto columns = Model::load(c.model->file->path(), false);
   EXPECT_EQ(columns->ensure_input_columns(), 0u);
   EXPECT_EQ(Model::input_column_bytes(columns->weights.layers[0]), 0u);

@@ -172,6 +172,9 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"type", f.type},
       {"threads", o.threads},
       {"kernels", best_kernels().name},
+      {"read_ahead", std::string(best_kernels().name) == "scalar"
+                         ? "none"
+                         : column_read_ahead_name(best_kernels().read_ahead)},
       {"backend", session.backend().name()},
       {"device", planned.device.emulated ? "cuda-emu" : device_kind_name(planned.device.kind)},
       {"device_peak_bytes_per_s", planned.device.kind != DeviceKind::Cuda ? 0.0
@@ -221,7 +224,8 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
                  const PlanPrediction& predicted) {
   const double predicted_flash_bytes = predicted.flash_bytes_per_token;
   fmt::print("model: {} ({}, {} layers, {:.3f} GB read per token), {} threads, {} kernels\n",
-             o.model, f.type, model.config.n_layer, f.bytes / 1e9, o.threads, best_kernels().name);
+             o.model, f.type, model.config.n_layer, f.bytes / 1e9, o.threads,
+             kernels_label(best_kernels()));
   if (session.backend().device() != Device::Host)
     fmt::print("device: {}\n", session.backend().name());
   if (session.backend().device() == Device::Cuda && f.bandwidth > 0 &&

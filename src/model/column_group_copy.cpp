@@ -1,6 +1,7 @@
 #include "model/column_group_copy.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "core/error.h"
 #include "tensor/column_groups.h"
@@ -30,9 +31,10 @@ bool column_groups_apply(std::span<const MatrixView> parts) {
 
 uint64_t column_groups_copy_bytes(std::span<const MatrixView> parts) {
   const int64_t n_out = stacked_outputs(parts), n_in = parts[0].cols;
-  if (parts[0].type != DType::Q8_0)
-    return static_cast<uint64_t>(n_in / kQK_K) * k_column_layout(parts[0].type).super_bytes(n_out);
-  return static_cast<uint64_t>(n_in / kColumnGroup) * column_group_bytes(n_out);
+  const DType type = parts[0].type;
+  if (!has_block_column_groups(type))
+    return static_cast<uint64_t>(n_in / kQK_K) * k_column_layout(type).super_bytes(n_out);
+  return static_cast<uint64_t>(n_in / kColumnGroup) * column_group_bytes(type, n_out);
 }
 
 namespace {
@@ -80,35 +82,68 @@ void build_k_groups(std::span<const MatrixView> parts, int64_t n_out, int64_t n_
   }
 }
 
+// Output i's block g of a Q8_0 or Q4_0 row into its group: the scale and each input's quant.
+void copy_q8_0_block(const BlockQ8_0& block, int64_t n_out, int64_t i, uint8_t* group) {
+  reinterpret_cast<uint16_t*>(group)[i] = block.d;
+  const int64_t at = column_group_position(i);
+  uint8_t* rows = group + n_out * sizeof(uint16_t);
+  for (int64_t t = 0; t < kColumnGroup; ++t)
+    rows[t * n_out + at] = static_cast<uint8_t>(block.qs[t]);
+}
+
+void copy_q4_0_block(const BlockQ4_0& block, int64_t n_out, int64_t i, uint8_t* group) {
+  reinterpret_cast<uint16_t*>(group)[i] = block.d;
+  const int64_t p = column_group_position(i), c = p % kColumnChunk;
+  const uint64_t row_bytes = column_group_row_bytes(DType::Q4_0, n_out);
+  uint8_t* rows = group + n_out * sizeof(uint16_t) + (p - c) / 2 + c % 32;
+  for (int64_t t = 0; t < kColumnGroup; ++t) {
+    const int q = t < 16 ? block.qs[t] & 15 : block.qs[t - 16] >> 4;
+    rows[static_cast<uint64_t>(t) * row_bytes] |= static_cast<uint8_t>(q << (c < 32 ? 0 : 4));
+  }
+}
+
+template <class Block>
+void build_block_groups(std::span<const MatrixView> parts, int64_t n_out, int64_t n_in,
+                        uint8_t* out) {
+  const DType type = parts[0].type;
+  for (int64_t g = 0; g < n_in / kColumnGroup; ++g) {
+    uint8_t* group = out + static_cast<uint64_t>(g) * column_group_bytes(type, n_out);
+    int64_t i = 0;  // the output in the stacked order
+    for (const MatrixView& m : parts)
+      for (int64_t r = 0; r < m.rows; ++r, ++i) {
+        const Block& block = reinterpret_cast<const Block*>(m.row(r))[g];
+        if constexpr (std::is_same_v<Block, BlockQ8_0>)
+          copy_q8_0_block(block, n_out, i, group);
+        else
+          copy_q4_0_block(block, n_out, i, group);
+      }
+  }
+}
+
 }  // namespace
 
 MatrixView build_column_groups(std::span<const MatrixView> parts, uint8_t* out) {
   if (!column_groups_apply(parts)) fail("column-group copy: the matrices do not fit the layout");
   const int64_t n_out = stacked_outputs(parts), n_in = parts[0].cols;
-  if (parts[0].type != DType::Q8_0) {
-    std::memset(out, 0, column_groups_copy_bytes(parts));  // the values' bits are or-ed in
-    if (parts[0].type == DType::Q4_K)
+  const DType type = parts[0].type;
+  std::memset(out, 0, column_groups_copy_bytes(parts));  // 4-bit values are or-ed in
+  switch (type) {
+    case DType::Q8_0:
+      build_block_groups<BlockQ8_0>(parts, n_out, n_in, out);
+      break;
+    case DType::Q4_0:
+      build_block_groups<BlockQ4_0>(parts, n_out, n_in, out);
+      break;
+    case DType::Q4_K:
       build_k_groups<BlockQ4_K>(parts, n_out, n_in, out);
-    else if (parts[0].type == DType::Q5_K)
+      break;
+    case DType::Q5_K:
       build_k_groups<BlockQ5_K>(parts, n_out, n_in, out);
-    else
+      break;
+    default:
       build_k_groups<BlockQ6_K>(parts, n_out, n_in, out);
-    return column_groups_view(parts[0].type, out, n_in, n_out);
   }
-  for (int64_t g = 0; g < n_in / kColumnGroup; ++g) {
-    uint8_t* group = out + static_cast<uint64_t>(g) * column_group_bytes(n_out);
-    auto* scales = reinterpret_cast<uint16_t*>(group);
-    int8_t* values = reinterpret_cast<int8_t*>(group + n_out * sizeof(uint16_t));
-    int64_t i = 0;  // the output in the stacked order
-    for (const MatrixView& m : parts)
-      for (int64_t r = 0; r < m.rows; ++r, ++i) {
-        const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(m.row(r))[g];
-        scales[i] = block.d;
-        const int64_t at = column_group_position(i);
-        for (int64_t t = 0; t < kColumnGroup; ++t) values[t * n_out + at] = block.qs[t];
-      }
-  }
-  return column_groups_view(DType::Q8_0, out, n_in, n_out);
+  return column_groups_view(type, out, n_in, n_out);
 }
 
 }  // namespace strata

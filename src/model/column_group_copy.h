@@ -1,5 +1,6 @@
-// Builds the Q8_0, Q4_K and Q6_K column-group copies (tensor/column_groups.h) input-sparse products
-// read for quantized matrices: the values and scales of the file, regrouped, never re-quantized.
+// Builds the Q8_0, Q4_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h)
+// input-sparse products read for quantized matrices: the values and scales of the file, regrouped,
+// never re-quantized.
 #pragma once
 
 #include <cstdint>
@@ -10,9 +11,9 @@
 namespace strata {
 
 // Whether `parts` (the matrices that read one input, stacked: their outputs one after the
-// other) have one column-group copy: every part Q8_0 (or every part Q4_K, or Q6_K) in the
-// file's rows, the same inputs, a multiple of 32 (K-quants: 256) of them and a multiple of 64
-// outputs in all.
+// other) have one column-group copy: every part of one type with column groups (Q8_0, Q4_0,
+// Q4_K, Q5_K, Q6_K) in the file's rows, the same inputs, a multiple of 32 (K-quants: 256) of them
+// and a multiple of 64 outputs in all.
 bool column_groups_apply(std::span<const MatrixView> parts);
 // The copy's bytes (column_groups_apply must hold).
 uint64_t column_groups_copy_bytes(std::span<const MatrixView> parts);

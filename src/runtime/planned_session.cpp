@@ -271,8 +271,8 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
           "({:.1f} MiB more memory{}{})",
           bytes / 1048576.0,
           has_column_groups(type)
-              ? "; Q8_0 and Q4_K/Q5_K/Q6_K as column groups, values unchanged (other types "
-                "row-major)"
+              ? "; Q8_0, Q4_0 and Q4_K/Q5_K/Q6_K as column groups, values unchanged (other "
+                "types row-major)"
           : !is_float_type(type) ? "; quantized weights without column kernels stay row-major"
                                  : "",
           device ? "; the device's layers hold their copies in its memory too" : ""));

@@ -1,12 +1,16 @@
-// The column-group layouts of Q8_0, Q4_K, Q5_K and Q6_K matrices (Layout::ColumnGroups): the copies
-// input-sparse products (TEAL) read for quantized matrices, with their values and scales unchanged.
+// The column-group layouts of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices (Layout::ColumnGroups): the
+// copies input-sparse products (TEAL) read for quantized matrices, with their values and scales
+// unchanged.
 //
 // A row-major Q8_0 matrix W (n_out rows of n_in inputs) holds, per output i and block g of 32
 // inputs, a scale d[i][g] and 32 int8 values. Its column-group copy stores per block g of inputs
 // (a "group") the n_out scales d[.][g] (f16), then for each of the group's 32 inputs j the n_out
 // values W[.][j] as one contiguous row: what a kept input reads is one long read, and its
 // products with the input, quantized per block of 32 exactly as the dense product quantizes it,
-// are the dense product's integer sums (only the float additions run in another order).
+// are the dense product's integer sums (only the float additions run in another order). A Q4_0
+// copy is the same with rows of n_out / 2 bytes holding the file's 4-bit quants q (the weight is
+// d * (q - 8)), packed as the K-quants' rows below: per chunk of 64 outputs 32 bytes whose low
+// nibbles hold positions 0..31 and high nibbles 32..63.
 //
 // Within each chunk of 64 outputs a row stores output i at position column_group_position(i):
 // the kernels interleave four rows byte by byte (unpack 8 then 16 bits within 128-bit lanes),
@@ -37,21 +41,36 @@ STRATA_HD inline int64_t column_group_position(int64_t i) {
 // The types with column-group copies and kernels (the other quantized types' input-sparse
 // products read their rows: column products of them were slower than dense, docs/INPUT_SPARSITY.md).
 STRATA_HD constexpr bool has_column_groups(DType type) {
-  return type == DType::Q8_0 || type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q5_K ||
+         type == DType::Q6_K;
+}
+
+// The types whose copies are groups of 32 inputs with one scale each (the rest: K-quant
+// super-blocks).
+STRATA_HD constexpr bool has_block_column_groups(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_0;
 }
 
 // Whether a matrix of `type`, n_out outputs and n_in inputs has a column-group copy: whole chunks
 // of outputs, whole blocks (K-quants: super-blocks) of inputs.
 inline bool column_groups_fit(DType type, int64_t n_out, int64_t n_in) {
-  const int64_t block = !has_column_groups(type) ? 0 : type == DType::Q8_0 ? kColumnGroup : kQK_K;
+  const int64_t block = !has_column_groups(type)        ? 0
+                        : has_block_column_groups(type) ? kColumnGroup
+                                                        : kQK_K;
   // Q6_K: 210 bytes per 256 weights, so whole bytes per input need outputs by 128.
   const int64_t chunk = type == DType::Q6_K ? 2 * kColumnChunk : kColumnChunk;
   return block > 0 && n_out > 0 && n_in > 0 && n_out % chunk == 0 && n_in % block == 0;
 }
 
-// Bytes of one group: n_out f16 scales, then 32 rows of n_out int8 values.
-STRATA_HD inline uint64_t column_group_bytes(int64_t n_out) {
-  return static_cast<uint64_t>(n_out) * (sizeof(uint16_t) + kColumnGroup);
+// A Q8_0 or Q4_0 copy's row: n_out int8 values, or n_out / 2 bytes of 4-bit quants.
+STRATA_HD inline uint64_t column_group_row_bytes(DType type, int64_t n_out) {
+  return static_cast<uint64_t>(type == DType::Q4_0 ? n_out / 2 : n_out);
+}
+
+// Bytes of one group: n_out f16 scales, then 32 rows.
+STRATA_HD inline uint64_t column_group_bytes(DType type, int64_t n_out) {
+  return static_cast<uint64_t>(n_out) * sizeof(uint16_t) +
+         kColumnGroup * column_group_row_bytes(type, n_out);
 }
 
 // K-quant copies (Q4_K, Q5_K, Q6_K) keep the file's values, sub-block scales (and mins) and f16
@@ -90,26 +109,37 @@ STRATA_HD inline KColumnLayout k_column_layout(DType type) {
 // a super-block's) bytes per input, so bytes() is the copy's size (row() is meaningless: use the
 // functions below).
 inline MatrixView column_groups_view(DType type, const uint8_t* data, int64_t n_in, int64_t n_out) {
-  const uint64_t per_input = type == DType::Q8_0 ? column_group_bytes(n_out) / kColumnGroup
-                                                 : k_column_layout(type).super_bytes(n_out) / kQK_K;
+  const uint64_t per_input = has_block_column_groups(type)
+                                 ? column_group_bytes(type, n_out) / kColumnGroup
+                                 : k_column_layout(type).super_bytes(n_out) / kQK_K;
   MatrixView v{type, data, n_out, n_in, per_input};
   v.layout = Layout::ColumnGroups;
   return v;
 }
 
-// Group g's scales (f16, output order).
-STRATA_HD inline const uint16_t* column_group_scales(const uint8_t* data, int64_t n_out,
+// Group g's scales (f16, output order) of a Q8_0 or Q4_0 copy.
+STRATA_HD inline const uint16_t* column_group_scales(DType type, const uint8_t* data, int64_t n_out,
                                                      int64_t g) {
-  return reinterpret_cast<const uint16_t*>(data +
-                                           static_cast<uint64_t>(g) * column_group_bytes(n_out));
+  return reinterpret_cast<const uint16_t*>(data + static_cast<uint64_t>(g) *
+                                                      column_group_bytes(type, n_out));
 }
 
-// Input j's values (n_out int8, permuted within chunks).
-STRATA_HD inline const int8_t* column_group_row(const uint8_t* data, int64_t n_out, int64_t j) {
+// Input j's row of a Q8_0 or Q4_0 copy (permuted within chunks).
+STRATA_HD inline const uint8_t* column_group_row(DType type, const uint8_t* data, int64_t n_out,
+                                                 int64_t j) {
   const int64_t g = j / kColumnGroup, r = j % kColumnGroup;
-  return reinterpret_cast<const int8_t*>(
-      data + static_cast<uint64_t>(g) * column_group_bytes(n_out) +
-      static_cast<uint64_t>(n_out) * sizeof(uint16_t) + static_cast<uint64_t>(r * n_out));
+  return data + static_cast<uint64_t>(g) * column_group_bytes(type, n_out) +
+         static_cast<uint64_t>(n_out) * sizeof(uint16_t) +
+         static_cast<uint64_t>(r) * column_group_row_bytes(type, n_out);
+}
+
+// Output i's quant in a Q8_0 row (int8) or a Q4_0 row (0..15, the weight's q - 8 times d).
+STRATA_HD inline int column_group_quant(DType type, const uint8_t* row, int64_t i) {
+  const int64_t p = column_group_position(i);
+  if (type == DType::Q8_0) return static_cast<int8_t>(row[p]);
+  const int64_t k = p % kColumnChunk;
+  const uint8_t byte = row[(p - k) / 2 + k % 32];
+  return k < 32 ? byte & 15 : byte >> 4;
 }
 
 // The scales a K-quant group's products need, each in output order.
@@ -166,17 +196,19 @@ STRATA_HD inline int k_column_quant(DType type, const uint8_t* row, int64_t i) {
 // CPU's reference and the CUDA axpy's decoder of a copy.
 STRATA_HD inline float column_group_value(DType type, const uint8_t* data, int64_t n_out, int64_t i,
                                           int64_t j) {
-  if (type != DType::Q8_0) {
-    const KColumnScales s = k_column_scales(type, data, n_out, j / k_column_layout(type).group);
-    const int q = k_column_quant(type, k_column_row(type, data, n_out, j), i);
-    if (type == DType::Q6_K)
-      return kquant_value<BlockQ6_K>(f16_to_f32(s.d[i]), 0.0f, static_cast<int8_t>(s.sc[i]), 0, q);
-    const float d = f16_to_f32(s.d[i]), dmin = f16_to_f32(s.dmin[i]);
-    if (type == DType::Q5_K) return kquant_value<BlockQ5_K>(d, dmin, s.sc[i], s.m[i], q);
-    return kquant_value<BlockQ4_K>(d, dmin, s.sc[i], s.m[i], q);
+  if (has_block_column_groups(type)) {
+    const int q = column_group_quant(type, column_group_row(type, data, n_out, j), i) -
+                  (type == DType::Q4_0 ? 8 : 0);
+    return f16_to_f32(column_group_scales(type, data, n_out, j / kColumnGroup)[i]) *
+           static_cast<float>(q);
   }
-  const int8_t q = column_group_row(data, n_out, j)[column_group_position(i)];
-  return f16_to_f32(column_group_scales(data, n_out, j / kColumnGroup)[i]) * static_cast<float>(q);
+  const KColumnScales s = k_column_scales(type, data, n_out, j / k_column_layout(type).group);
+  const int q = k_column_quant(type, k_column_row(type, data, n_out, j), i);
+  if (type == DType::Q6_K)
+    return kquant_value<BlockQ6_K>(f16_to_f32(s.d[i]), 0.0f, static_cast<int8_t>(s.sc[i]), 0, q);
+  const float d = f16_to_f32(s.d[i]), dmin = f16_to_f32(s.dmin[i]);
+  if (type == DType::Q5_K) return kquant_value<BlockQ5_K>(d, dmin, s.sc[i], s.m[i], q);
+  return kquant_value<BlockQ4_K>(d, dmin, s.sc[i], s.m[i], q);
 }
 
 inline float column_group_weight(const MatrixView& v, int64_t i, int64_t j) {

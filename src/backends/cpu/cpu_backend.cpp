@@ -50,7 +50,7 @@ CpuBackend::CpuBackend(ThreadPool& pool, CpuBackendOptions options)
 CpuBackend::~CpuBackend() = default;
 
 std::string CpuBackend::name() const {
-  return fmt::format("cpu {}, {} threads", kernels_.name, pool_.size());
+  return fmt::format("cpu {}, {} threads", kernels_label(kernels_), pool_.size());
 }
 
 Buffer CpuBackend::allocate(uint64_t bytes, std::string_view) {

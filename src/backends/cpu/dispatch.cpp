@@ -10,8 +10,8 @@
 
 namespace strata {
 
-const CpuKernels* avx2_kernels_unchecked();
-const CpuKernels* avx512vnni_kernels_unchecked();
+const CpuKernels* avx2_kernels_unchecked(ColumnReadAhead r);
+const CpuKernels* avx512vnni_kernels_unchecked(ColumnReadAhead r);
 
 #if defined(__x86_64__)
 // CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c").
@@ -21,28 +21,42 @@ bool cpu_has_f16c() {
 }
 #endif
 
-const CpuKernels* avx2_kernels() {
+const CpuKernels* avx2_kernels(ColumnReadAhead r) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
-    return avx2_kernels_unchecked();
+    return avx2_kernels_unchecked(r);
 #endif
+  (void)r;
   return nullptr;
 }
 
-const CpuKernels* avx512vnni_kernels() {
+const CpuKernels* avx512vnni_kernels(ColumnReadAhead r) {
 #if defined(__x86_64__)
   if (avx2_kernels() != nullptr && __builtin_cpu_supports("avx512f") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
-    return avx512vnni_kernels_unchecked();
+    return avx512vnni_kernels_unchecked(r);
 #endif
+  (void)r;
   return nullptr;
 }
 
-std::vector<const CpuKernels*> supported_kernels() {
+namespace {
+
+// Scalar, then the instruction sets this CPU has with read-ahead r, fastest last.
+std::vector<const CpuKernels*> instruction_sets(ColumnReadAhead r) {
   std::vector<const CpuKernels*> all = {&scalar_kernels()};
-  if (const CpuKernels* k = avx2_kernels()) all.push_back(k);
-  if (const CpuKernels* k = avx512vnni_kernels()) all.push_back(k);
+  if (const CpuKernels* k = avx2_kernels(r)) all.push_back(k);
+  if (const CpuKernels* k = avx512vnni_kernels(r)) all.push_back(k);
+  return all;
+}
+
+}  // namespace
+
+std::vector<const CpuKernels*> supported_kernels() {
+  std::vector<const CpuKernels*> all = instruction_sets(ColumnReadAhead::Far);
+  const std::vector<const CpuKernels*> near = instruction_sets(ColumnReadAhead::Near);
+  all.insert(all.end(), near.begin() + 1, near.end());
   return all;
 }
 
@@ -50,13 +64,18 @@ const CpuKernels& best_kernels() {
   static const CpuKernels* chosen = [] {
     const char* force = std::getenv("STRATA_CPU");
     const std::string want = force ? force : "";
-    const auto all = supported_kernels();
+    const auto all = instruction_sets(chosen_column_read_ahead());
     if (want.empty()) return all.back();
     for (const CpuKernels* k : all)
       if (want == k->name) return k;
     fail("STRATA_CPU='{}' is not available on this CPU (scalar, avx2, avx512vnni)", want);
   }();
   return *chosen;
+}
+
+std::string kernels_label(const CpuKernels& k) {
+  if (std::string(k.name) == "scalar") return k.name;
+  return std::string(k.name) + " " + column_read_ahead_name(k.read_ahead);
 }
 
 }  // namespace strata

@@ -1,11 +1,15 @@
 // The CPU kernel table. Every entry has a plain scalar reference (kernels_scalar.cpp); SIMD
 // variants implement the same functions and are chosen once at run time from the CPU's
-// features (dispatch.cpp). Setting STRATA_CPU=scalar|avx2|avx512vnni forces a variant.
+// features (dispatch.cpp). Setting STRATA_CPU=scalar|avx2|avx512vnni forces a variant. Each SIMD
+// variant comes with two read-aheads for its column products (read_ahead.h), chosen by the CPU's
+// identity or STRATA_READ_AHEAD=far|near; they give the same bits.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "backends/cpu/read_ahead.h"
 #include "tensor/column_groups.h"
 #include "tensor/dtype.h"
 #include "tensor/kquants.h"
@@ -32,7 +36,11 @@ struct Q8Activation {
 inline constexpr int kGroupTokens = 8;
 
 struct CpuKernels {
-  const char* name;
+  const char* name;  // the instruction set: scalar, avx2, avx512vnni
+  // How the axpy_f32/_f16/_bf16, axpy_q8_0_group and axpy_q4_0_group kernels read rows ahead
+  // (read_ahead.h;
+  // the scalar kernels read none).
+  ColumnReadAhead read_ahead = ColumnReadAhead::Far;
   // Dot products of one weight row with the activation vector, n elements. Q8_0 and Q4_0
   // rows are multiplied with the activation quantized to Q8_0 blocks.
   float (*dot_f32)(const float* w, const float* x, int64_t n);
@@ -111,6 +119,11 @@ struct CpuKernels {
   void (*axpy_q8_0_group)(const int8_t* const* rows, const int8_t* xq, int n_rows,
                           const uint16_t* scales, float dx, float* y, int64_t n,
                           const int8_t* const* next);
+  // The same through a Q4_0 copy: rows[r][column_group_position(i)] replaced by the row's 4-bit
+  // quant q of output i (column_group_quant) minus 8, the file's Q4_0 weight over its scale.
+  void (*axpy_q4_0_group)(const uint8_t* const* rows, const int8_t* xq, int n_rows,
+                          const uint16_t* scales, float dx, float* y, int64_t n,
+                          const uint8_t* const* next);
   // The same through a Q4_K (Q5_K, Q6_K) copy, one super-block of 256 inputs: its groups (of 32;
   // Q6_K 16 inputs) that have kept rows, the input quantized as the dense product quantizes it
   // (quantize_row_q8_K of the super-block, dx its scale). With acc_g[i] the sum over group g's
@@ -157,9 +170,17 @@ struct CpuKernels {
 };
 
 const CpuKernels& scalar_kernels();
-const CpuKernels* avx2_kernels();        // nullptr when not built for this target or CPU lacks it
-const CpuKernels* avx512vnni_kernels();  // AVX2 + AVX-512 VL/VNNI int8 products; likewise
-std::vector<const CpuKernels*> supported_kernels();  // scalar first, fastest last
-const CpuKernels& best_kernels();  // the variant used by the engine (STRATA_CPU overrides)
+// nullptr when not built for this target or the CPU lacks it; the Far read-ahead unless asked.
+const CpuKernels* avx2_kernels(ColumnReadAhead r = ColumnReadAhead::Far);
+// AVX2 + AVX-512 VL/VNNI int8 products; likewise.
+const CpuKernels* avx512vnni_kernels(ColumnReadAhead r = ColumnReadAhead::Far);
+// Scalar first, then each instruction set this CPU has, fastest last (Far read-ahead), then
+// the same with the Near read-ahead: every table a test compares with the scalar one.
+std::vector<const CpuKernels*> supported_kernels();
+// The variant the engine uses: the fastest instruction set (STRATA_CPU overrides) with this
+// CPU's read-ahead (chosen_column_read_ahead).
+const CpuKernels& best_kernels();
+// A table's name with its read-ahead where it has one ("avx512vnni near"), for reports.
+std::string kernels_label(const CpuKernels& k);
 
 }  // namespace strata

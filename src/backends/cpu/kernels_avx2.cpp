@@ -378,12 +378,13 @@ const CpuKernels kTable{
     .matmat_q4_0x16 = matmat_q4_0x16,
     .matmat_q8_0x16 = matmat_q8_0x16,
     .quantize_q8_0 = quantize_q8_0,
-    .axpy_f32 = axpy_f32,
-    .axpy_f16 = axpy_f16,
-    .axpy_bf16 = axpy_bf16,
+    .axpy_f32 = axpy_f32<ColumnReadAhead::Far>,
+    .axpy_f16 = axpy_f16<ColumnReadAhead::Far>,
+    .axpy_bf16 = axpy_bf16<ColumnReadAhead::Far>,
     .axpy_q8_0 = axpy_q8_0,
     .axpy_q4_0 = axpy_q4_0,
-    .axpy_q8_0_group = axpy_q8_0_group,
+    .axpy_q8_0_group = axpy_q8_0_group<ColumnReadAhead::Far>,
+    .axpy_q4_0_group = axpy_q4_0_group<ColumnReadAhead::Far>,
     .axpy_q4_K_super = axpy_k_super<BlockQ4_K, Q4ColumnRows>,
     .axpy_q5_K_super = axpy_k_super<BlockQ5_K, Q5ColumnRows>,
     .axpy_q6_K_super = axpy_k_super<BlockQ6_K, Q6ColumnRows>,
@@ -399,14 +400,30 @@ const CpuKernels kTable{
     .matvec_q4_Kx16 = matvec_q4_Kx16,
     .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
                 axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>}};
+
+// The same table with the Near read-ahead's column products.
+CpuKernels near_table(CpuKernels t) {
+  t.read_ahead = ColumnReadAhead::Near;
+  t.axpy_f32 = axpy_f32<ColumnReadAhead::Near>;
+  t.axpy_f16 = axpy_f16<ColumnReadAhead::Near>;
+  t.axpy_bf16 = axpy_bf16<ColumnReadAhead::Near>;
+  t.axpy_q8_0_group = axpy_q8_0_group<ColumnReadAhead::Near>;
+  t.axpy_q4_0_group = axpy_q4_0_group<ColumnReadAhead::Near>;
+  return t;
+}
+const CpuKernels kNearTable = near_table(kTable);
+
+const CpuKernels* table(ColumnReadAhead r) {
+  return r == ColumnReadAhead::Near ? &kNearTable : &kTable;
+}
 }  // namespace
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels* avx512vnni_kernels_unchecked() {
-  return &kTable;
+const CpuKernels* avx512vnni_kernels_unchecked(ColumnReadAhead r) {
+  return table(r);
 }
 #else
-const CpuKernels* avx2_kernels_unchecked() {
-  return &kTable;
+const CpuKernels* avx2_kernels_unchecked(ColumnReadAhead r) {
+  return table(r);
 }
 #endif
 
@@ -415,11 +432,11 @@ const CpuKernels* avx2_kernels_unchecked() {
 #else  // not x86-64: no SIMD tables
 namespace strata {
 #if defined(STRATA_KERNELS_VNNI)
-const CpuKernels* avx512vnni_kernels_unchecked() {
+const CpuKernels* avx512vnni_kernels_unchecked(ColumnReadAhead) {
   return nullptr;
 }
 #else
-const CpuKernels* avx2_kernels_unchecked() {
+const CpuKernels* avx2_kernels_unchecked(ColumnReadAhead) {
   return nullptr;
 }
 #endif

@@ -170,6 +170,18 @@ void axpy_q8_0_group(const int8_t* const* rows, const int8_t* xq, int n_rows,
   }
 }
 
+void axpy_q4_0_group(const uint8_t* const* rows, const int8_t* xq, int n_rows,
+                     const uint16_t* scales, float dx, float* y, int64_t n,
+                     const uint8_t* const* /*next*/) {
+  for (int64_t i = 0; i < n; ++i) {
+    int32_t sum = 0;
+    for (int r = 0; r < n_rows; ++r)
+      sum += static_cast<int32_t>(xq[r]) * (column_group_quant(DType::Q4_0, rows[r], i) - 8);
+    const float s = dx * f16_to_f32(scales[i]);
+    y[i] += static_cast<float>(sum) * s;
+  }
+}
+
 template <class Block>
 void axpy_k_super(const KColumnTerms* groups, int n_groups, const uint16_t* d, const uint16_t* dmin,
                   float dx, float* y, int64_t n, const uint8_t* const* /*next*/) {
@@ -295,6 +307,7 @@ const CpuKernels& scalar_kernels() {
       .axpy_q8_0 = axpy_q8_0,
       .axpy_q4_0 = axpy_q4_0,
       .axpy_q8_0_group = axpy_q8_0_group,
+      .axpy_q4_0_group = axpy_q4_0_group,
       .axpy_q4_K_super = axpy_k_super<BlockQ4_K>,
       .axpy_q5_K_super = axpy_k_super<BlockQ5_K>,
       .axpy_q6_K_super = axpy_k_super<BlockQ6_K>,

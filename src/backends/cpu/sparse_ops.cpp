@@ -199,12 +199,12 @@ struct ColumnGroupTerms {
   }
 };
 
-// The terms of the Q8_0 group starting at rows[a] (rows ascending): its coefficients quantized as
-// the dense product quantizes its input (zeros for the inputs not listed), the rows whose value
-// is not 0 (a value quantized to 0 adds nothing: its row is never read). Returns the end of the
-// group's entries.
-int64_t q8_0_group_terms(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                         const float* c, int64_t a, int64_t count, ColumnGroupTerms& t) {
+// The terms of the Q8_0 or Q4_0 group starting at rows[a] (rows ascending): its coefficients
+// quantized as the dense product quantizes its input (zeros for the inputs not listed), the rows
+// whose value is not 0 (a value quantized to 0 adds nothing: its row is never read). Returns the
+// end of the group's entries.
+int64_t block_group_terms(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
+                          const float* c, int64_t a, int64_t count, ColumnGroupTerms& t) {
   t.group = rows[a] / kColumnGroup;
   float block[kColumnGroup] = {};
   int64_t b = a;
@@ -215,7 +215,7 @@ int64_t q8_0_group_terms(const CpuKernels& kernels, const MatrixView& wt, const 
   t.n = 0;
   for (int64_t k = a; k < b; ++k)
     if (const int8_t v = x.qs[rows[k] % kColumnGroup]; v != 0)
-      t.add(reinterpret_cast<const uint8_t*>(column_group_row(wt.data, wt.cols, rows[k])), v);
+      t.add(column_group_row(wt.type, wt.data, wt.cols, rows[k]), v);
   return b;
 }
 
@@ -280,12 +280,13 @@ void first_rows(const ColumnGroupTerms& t, const uint8_t** out) {
 }
 
 // y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
-// ascending inputs) with their coefficients: Q8_0 group by group (kernels.axpy_q8_0_group),
+// ascending inputs) with their coefficients: Q8_0 and Q4_0 group by group
+// (kernels.axpy_q8_0_group, axpy_q4_0_group),
 // K-quants super-block by super-block (axpy_q4_K_super, _q5_K_, _q6_K_), each call told the
 // next one's first rows so it reads them ahead.
 void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
                         const float* c, int64_t count, float* y) {
-  if (wt.type != DType::Q8_0) {
+  if (!has_block_column_groups(wt.type)) {
     const auto axpy_super = kernels.axpy_k_super(wt.type);
     in_turn<SuperTerms>(
         count, [&](int64_t a, SuperTerms& t) { return k_super_terms(wt, rows, c, a, count, t); },
@@ -308,19 +309,24 @@ void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const i
   in_turn<ColumnGroupTerms>(
       count,
       [&](int64_t a, ColumnGroupTerms& t) {
-        return q8_0_group_terms(kernels, wt, rows, c, a, count, t);
+        return block_group_terms(kernels, wt, rows, c, a, count, t);
       },
       [&](const ColumnGroupTerms& t, const ColumnGroupTerms* following) {
+        const uint8_t* next[8];
+        if (following != nullptr) first_rows(*following, next);
+        const uint16_t* scales = column_group_scales(wt.type, wt.data, wt.cols, t.group);
+        const uint8_t* const* ahead = following != nullptr ? next : nullptr;
+        if (wt.type == DType::Q4_0) {
+          kernels.axpy_q4_0_group(t.rows, t.values, t.n, scales, t.dx, y, wt.cols, ahead);
+          return;
+        }
         // The same pointers as int8_t's.
         const int8_t* q8_rows[kColumnGroup];
         const int8_t* q8_next[8];
-        const uint8_t* next[8];
-        if (following != nullptr) first_rows(*following, next);
         for (int k = 0; k < t.n; ++k) q8_rows[k] = reinterpret_cast<const int8_t*>(t.rows[k]);
         for (int k = 0; k < 8 && following != nullptr; ++k)
           q8_next[k] = reinterpret_cast<const int8_t*>(next[k]);
-        kernels.axpy_q8_0_group(q8_rows, t.values, t.n,
-                                column_group_scales(wt.data, wt.cols, t.group), t.dx, y, wt.cols,
+        kernels.axpy_q8_0_group(q8_rows, t.values, t.n, scales, t.dx, y, wt.cols,
                                 following != nullptr ? q8_next : nullptr);
       });
 }

@@ -1,4 +1,4 @@
-// Q8_0, Q4_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h,
+// Q8_0, Q4_0 and K-quant (Q2_K..Q6_K) column-group copies (tensor/column_groups.h,
 // model/column_group_copy.h): the copy holds the file's values, the kernels equal the scalar one
 // bit for bit, and input-sparse products through the copy equal the dense product of the
 // thresholded input (the same integer sums; only the float additions in another order), the
@@ -90,7 +90,7 @@ TEST(ColumnGroups, OnlyWholeBlocksAndChunksHaveCopies) {
   const MatrixView odd[2] = {a.view, b.view};  // 96 outputs: not whole chunks of 64
   EXPECT_FALSE(column_groups_apply(odd));
   MatrixView other = a.view;
-  other.type = DType::Q3_K;  // no column kernels
+  other.type = DType::Q4_1;  // not computed at all
   EXPECT_FALSE(column_groups_apply(std::span(&other, 1)));
   const QuantMatrix q4 = quantized_matrix(DType::Q4_0, 64, 64, 7);
   EXPECT_TRUE(column_groups_apply(std::span(&q4.view, 1)));
@@ -114,7 +114,10 @@ TEST(ColumnGroups, OnlyWholeBlocksAndChunksHaveCopies) {
   EXPECT_TRUE(column_groups_fit(DType::Q6_K, 128, 256));
   EXPECT_TRUE(column_groups_fit(DType::Q5_K, 64, 256));
   EXPECT_FALSE(column_groups_fit(DType::Q6_K, 64, 256));  // Q6_K's outputs go by 128
-  EXPECT_FALSE(column_groups_fit(DType::Q3_K, 64, 256));  // no kernels
+  EXPECT_FALSE(column_groups_fit(DType::Q3_K, 64, 256));  // Q3_K's outputs go by 128
+  EXPECT_TRUE(column_groups_fit(DType::Q3_K, 128, 256));
+  EXPECT_TRUE(column_groups_fit(DType::Q2_K, 64, 256));
+  EXPECT_FALSE(column_groups_fit(DType::Q2_K, 64, 128));
 }
 
 TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
@@ -297,11 +300,14 @@ TEST(ColumnGroups, ProductsEqualTheDenseProductOfTheThresholdedInput) {
 
 TEST(ColumnGroups, KQuantCopiesHoldTheFileValuesOfEveryPart) {
   // Q4_K: 148 bytes per 256 weights (the file: 144); Q5_K: 180 (176); Q6_K: 210, as the file.
-  for (const auto& [type, bytes] : {std::pair{DType::Q4_K, 148u}, std::pair{DType::Q5_K, 180u},
-                                    std::pair{DType::Q6_K, 210u}}) {
-    // gate and up of one input, stacked: 128 + 64 outputs (Q6_K: 128 + 128, outputs by 128) of
-    // 512 inputs (two super-blocks).
-    const int64_t n_up = type == DType::Q6_K ? 128 : 64, n_out = 128 + n_up;
+  // Q2_K: 100 (84); Q3_K: 114 (110).
+  for (const auto& [type, bytes] :
+       {std::pair{DType::Q4_K, 148u}, std::pair{DType::Q5_K, 180u}, std::pair{DType::Q6_K, 210u},
+        std::pair{DType::Q2_K, 100u}, std::pair{DType::Q3_K, 114u}}) {
+    // gate and up of one input, stacked: 128 + 64 outputs (Q6_K, Q3_K: 128 + 128, outputs by 128)
+    // of 512 inputs (two super-blocks).
+    const bool by_128 = type == DType::Q6_K || type == DType::Q3_K;
+    const int64_t n_up = by_128 ? 128 : 64, n_out = 128 + n_up;
     const QuantMatrix gate = quantized_matrix(type, 128, 512, 7);
     const QuantMatrix up = quantized_matrix(type, n_up, 512, 8);
     const MatrixView parts[2] = {gate.view, up.view};
@@ -327,12 +333,16 @@ TEST(ColumnGroups, KQuantCopiesHoldTheFileValuesOfEveryPart) {
   const MatrixView mixed[2] = {q4.view, q6.view};
   EXPECT_FALSE(column_groups_apply(mixed));
   EXPECT_FALSE(column_groups_apply(std::span(&q6.view, 1)));
+  const QuantMatrix q3 = quantized_matrix(DType::Q3_K, 64, 512, 9);
+  EXPECT_FALSE(column_groups_apply(std::span(&q3.view, 1)));  // Q3_K's too
 }
 
 TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
-  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K}) {
     const KColumnLayout layout = k_column_layout(type);
-    const bool q6 = type == DType::Q6_K;
+    // Q6_K and Q3_K: signed scales, no mins, values offset by 32 and 4.
+    const bool no_min = !layout.has_min;
+    const int offset = type == DType::Q6_K ? 32 : type == DType::Q3_K ? 4 : 0;
     auto axpy = [&](const CpuKernels& k) { return k.axpy_k_super(type); };
     std::mt19937 rng(12);
     std::uniform_int_distribution<int> byte(0, 255), six(0, 63), value(-127, 127);
@@ -354,8 +364,8 @@ TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
     std::vector<std::vector<uint8_t>> mins = sc;
     for (size_t g = 0; g < sc.size(); ++g)
       for (size_t i = 0; i < d.size(); ++i) {
-        sc[g][i] = static_cast<uint8_t>(q6 ? signed_scale(rng) : six(rng));
-        if (g == 0 && i == 5) sc[g][i] = q6 ? 0x80 : 63;  // the extreme scales
+        sc[g][i] = static_cast<uint8_t>(no_min ? signed_scale(rng) : six(rng));
+        if (g == 0 && i == 5) sc[g][i] = no_min ? 0x80 : 63;  // the extreme scales
         mins[g][i] = static_cast<uint8_t>(six(rng));
       }
     // Super-blocks of 1, 3 and all groups of 1..group size kept rows each.
@@ -375,14 +385,14 @@ TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
           xsum += xq[g].back();
         }
         groups.push_back({p[g].data(), xq[g].data(), sizes[g], sc[g].data(),
-                          q6 ? nullptr : mins[g].data(), xsum});
+                          no_min ? nullptr : mins[g].data(), xsum});
       }
       const int n_groups = static_cast<int>(groups.size());
       std::vector<float> start(static_cast<size_t>(n));
       for (auto& y : start) y = dist(rng);
       std::vector<float> want = start;
-      axpy(scalar_kernels())(groups.data(), n_groups, d.data(), q6 ? nullptr : dmin.data(), 0.03f,
-                             want.data(), n, nullptr);
+      axpy(scalar_kernels())(groups.data(), n_groups, d.data(), no_min ? nullptr : dmin.data(),
+                             0.03f, want.data(), n, nullptr);
       // The scalar kernel against the formula in double.
       for (int64_t i = 0; i < n; ++i) {
         const auto u = static_cast<size_t>(i);
@@ -391,22 +401,23 @@ TEST(ColumnGroups, EveryKQuantKernelEqualsTheScalarOneBitForBit) {
           double acc = 0;
           for (int r = 0; r < t.n_rows; ++r)
             acc += static_cast<double>(t.xq[r]) * k_column_quant(type, t.rows[r], i);
-          const double scale = q6 ? static_cast<int8_t>(t.sc[u]) : t.sc[u];
+          const double scale = no_min ? static_cast<int8_t>(t.sc[u]) : t.sc[u];
           isum += acc * scale;
-          imin += (q6 ? 32 * scale : static_cast<double>(t.m[u])) * t.xsum;
+          imin += (no_min ? offset * scale : static_cast<double>(t.m[u])) * t.xsum;
         }
         const double expect =
-            start[u] +
-            0.03 * (isum * f16_to_f32(d[u]) - imin * (q6 ? f16_to_f32(d[u]) : f16_to_f32(dmin[u])));
+            start[u] + 0.03 * (isum * f16_to_f32(d[u]) -
+                               imin * (no_min ? f16_to_f32(d[u]) : f16_to_f32(dmin[u])));
         EXPECT_NEAR(want[u], expect, 1e-5 * (1 + std::abs(expect))) << dtype_name(type);
       }
       for (const CpuKernels* k : supported_kernels()) {
         std::vector<float> got = start;
         const uint8_t* next[8];
         for (int r = 0; r < 8; ++r) next[r] = rows[static_cast<size_t>(r)].data();
-        axpy (*k)(groups.data(), n_groups, d.data(), q6 ? nullptr : dmin.data(), 0.03f, got.data(),
-                  n, next);
-        EXPECT_EQ(got, want) << k->name << " " << dtype_name(type) << " " << n_groups << " groups";
+        axpy (*k)(groups.data(), n_groups, d.data(), no_min ? nullptr : dmin.data(), 0.03f,
+                  got.data(), n, next);
+        EXPECT_EQ(got, want) << kernels_label(*k) << " " << dtype_name(type) << " " << n_groups
+                             << " groups";
       }
     }
   }
@@ -428,10 +439,11 @@ std::vector<float> dense_kquant(const CpuKernels& k, const QuantMatrix& w,
 }
 
 TEST(ColumnGroups, KQuantProductsAreTheRowMajorProductOfTheThresholdedInputBitForBit) {
-  // W: 192 (Q6_K 256) outputs of 768 inputs (three super-blocks); two tokens over about half the
-  // inputs, some values zero; one super-block with no listed input at all.
-  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const int64_t n_out = type == DType::Q6_K ? 256 : 192, n_in = 768, batch = 2;
+  // W: 192 (Q6_K, Q3_K 256) outputs of 768 inputs (three super-blocks); two tokens over about half
+  // the inputs, some values zero; one super-block with no listed input at all.
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K}) {
+    const bool by_128 = type == DType::Q6_K || type == DType::Q3_K;
+    const int64_t n_out = by_128 ? 256 : 192, n_in = 768, batch = 2;
     const QuantMatrix w = quantized_matrix(type, n_out, n_in, 22);
     std::vector<uint8_t> copy(column_groups_copy_bytes(std::span(&w.view, 1)));
     const MatrixView c = build_column_groups(std::span(&w.view, 1), copy.data());

@@ -89,6 +89,8 @@ TEST(CudaMath, ColumnGroupCopiesDecodeToTheFileRowsValues) {
   expect_column_group_weights_are_the_rows<DType::Q4_K>();
   expect_column_group_weights_are_the_rows<DType::Q5_K>();
   expect_column_group_weights_are_the_rows<DType::Q6_K>();
+  expect_column_group_weights_are_the_rows<DType::Q2_K>();
+  expect_column_group_weights_are_the_rows<DType::Q3_K>();
 }
 
 TEST(CudaMath, TheButterflySumPairsLanesInAFixedOrder) {

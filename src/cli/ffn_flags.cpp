@@ -36,9 +36,8 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
       "With --sparsity-mode teal: decode reads only the columns of the "
       "non-zero inputs, through transposed copies of the attention and FFN matrices "
       "made at load (twice the layers' memory, a GPU's layers' in its memory too; "
-      "F16/BF16/F32 matrices, and Q8_0, "
-      "Q4_K, Q5_K and Q6_K as column groups: other types' column products are slower than dense, "
-      "docs/INPUT_SPARSITY.md)");
+      "F16/BF16/F32 matrices transposed, quantized ones (Q8_0, Q4_0, Q2_K..Q6_K) as column "
+      "groups of the file's values, docs/INPUT_SPARSITY.md)");
   cmd->add_flag("--check-predictor", f.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");

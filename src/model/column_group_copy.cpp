@@ -61,6 +61,12 @@ void copy_k_super(const Block& block, const KColumnLayout& k, int64_t n_out, int
     for (int t = 0; t < k.group; ++t) {
       uint8_t* row = rows + static_cast<uint64_t>(t) * k.row_bytes(n_out) + chunk;
       const int q = K::quant(block, static_cast<int>(k.group) * s + t);
+      if constexpr (K::type == DType::Q2_K || K::type == DType::Q3_K) {
+        row[c % 16] |= static_cast<uint8_t>((q & 3) << (2 * (c / 16)));
+        if constexpr (K::type == DType::Q3_K)
+          row[16 + c % 8] |= static_cast<uint8_t>((q >> 2) << (c / 8));
+        continue;
+      }
       row[c % 32] |= static_cast<uint8_t>((q & 15) << (c < 32 ? 0 : 4));
       if constexpr (K::type == DType::Q5_K)
         row[32 + c % 8] |= static_cast<uint8_t>((q >> 4) << (c / 8));
@@ -133,6 +139,12 @@ MatrixView build_column_groups(std::span<const MatrixView> parts, uint8_t* out) 
       break;
     case DType::Q4_0:
       build_block_groups<BlockQ4_0>(parts, n_out, n_in, out);
+      break;
+    case DType::Q2_K:
+      build_k_groups<BlockQ2_K>(parts, n_out, n_in, out);
+      break;
+    case DType::Q3_K:
+      build_k_groups<BlockQ3_K>(parts, n_out, n_in, out);
       break;
     case DType::Q4_K:
       build_k_groups<BlockQ4_K>(parts, n_out, n_in, out);

@@ -1,4 +1,4 @@
-// Builds the Q8_0, Q4_0, Q4_K, Q5_K and Q6_K column-group copies (tensor/column_groups.h)
+// Builds the Q8_0, Q4_0 and K-quant (Q2_K..Q6_K) column-group copies (tensor/column_groups.h)
 // input-sparse products read for quantized matrices: the values and scales of the file, regrouped,
 // never re-quantized.
 #pragma once
@@ -12,7 +12,7 @@ namespace strata {
 
 // Whether `parts` (the matrices that read one input, stacked: their outputs one after the
 // other) have one column-group copy: every part of one type with column groups (Q8_0, Q4_0,
-// Q4_K, Q5_K, Q6_K) in the file's rows, the same inputs, a multiple of 32 (K-quants: 256) of them
+// Q2_K..Q6_K) in the file's rows, the same inputs, a multiple of 32 (K-quants: 256) of them
 // and a multiple of 64 outputs in all.
 bool column_groups_apply(std::span<const MatrixView> parts);
 // The copy's bytes (column_groups_apply must hold).

@@ -261,20 +261,17 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
     const LayerColumns& first = model.columns[0];
     if (!first.attention() && !first.ffn(ffn_has_gate(model.config.ffn)) &&
         first.ffn_down.data == nullptr)
-      run.notes.push_back(
-          fmt::format("note: input-sparse products: {} column products are slower than dense ones "
-                      "(docs/INPUT_SPARSITY.md); TEAL multiplies the row-major matrices",
-                      dtype_name(type)));
+      run.notes.push_back(fmt::format(
+          "note: input-sparse products: no {} matrix fits a column copy (quantized copies need "
+          "outputs by 64, Q3_K and Q6_K by 128, and whole blocks of inputs); TEAL multiplies the "
+          "row-major matrices",
+          dtype_name(type)));
     else
       run.notes.push_back(fmt::format(
           "note: input-sparse products: the attention and FFN matrices transposed at load "
           "({:.1f} MiB more memory{}{})",
           bytes / 1048576.0,
-          has_column_groups(type)
-              ? "; Q8_0, Q4_0 and Q4_K/Q5_K/Q6_K as column groups, values unchanged (other "
-                "types row-major)"
-          : !is_float_type(type) ? "; quantized weights without column kernels stay row-major"
-                                 : "",
+          has_column_groups(type) ? "; quantized matrices as column groups, values unchanged" : "",
           device ? "; the device's layers hold their copies in its memory too" : ""));
   }
   // After ensure_down_t and ensure_input_columns, which read the file's rows.

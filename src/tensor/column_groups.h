@@ -1,5 +1,5 @@
-// The column-group layouts of Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices (Layout::ColumnGroups): the
-// copies input-sparse products (TEAL) read for quantized matrices, with their values and scales
+// The column-group layouts of Q8_0, Q4_0 and K-quant (Q2_K..Q6_K) matrices (Layout::ColumnGroups):
+// the copies input-sparse products (TEAL) read for quantized matrices, with their values and scales
 // unchanged.
 //
 // A row-major Q8_0 matrix W (n_out rows of n_in inputs) holds, per output i and block g of 32
@@ -38,11 +38,11 @@ STRATA_HD inline int64_t column_group_position(int64_t i) {
   return base + 16 * l + 4 * k + t;
 }
 
-// The types with column-group copies and kernels (the other quantized types' input-sparse
-// products read their rows: column products of them were slower than dense, docs/INPUT_SPARSITY.md).
+// The types with column-group copies and kernels: every quantized type strata computes (float
+// matrices are transposed instead; a matrix that fits no copy keeps its rows).
 STRATA_HD constexpr bool has_column_groups(DType type) {
-  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q5_K ||
-         type == DType::Q6_K;
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q2_K || type == DType::Q3_K ||
+         type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
 }
 
 // The types whose copies are groups of 32 inputs with one scale each (the rest: K-quant
@@ -57,8 +57,10 @@ inline bool column_groups_fit(DType type, int64_t n_out, int64_t n_in) {
   const int64_t block = !has_column_groups(type)        ? 0
                         : has_block_column_groups(type) ? kColumnGroup
                                                         : kQK_K;
-  // Q6_K: 210 bytes per 256 weights, so whole bytes per input need outputs by 128.
-  const int64_t chunk = type == DType::Q6_K ? 2 * kColumnChunk : kColumnChunk;
+  // Q6_K's and Q3_K's copies (210 and 114 bytes per 256 weights) have whole bytes per input
+  // only with outputs by 128.
+  const int64_t chunk =
+      type == DType::Q6_K || type == DType::Q3_K ? 2 * kColumnChunk : kColumnChunk;
   return block > 0 && n_out > 0 && n_in > 0 && n_out % chunk == 0 && n_in % block == 0;
 }
 
@@ -73,14 +75,17 @@ STRATA_HD inline uint64_t column_group_bytes(DType type, int64_t n_out) {
          kColumnGroup * column_group_row_bytes(type, n_out);
 }
 
-// K-quant copies (Q4_K, Q5_K, Q6_K) keep the file's values, sub-block scales (and mins) and f16
-// super-block scales, regrouped: per super-block of 256 inputs the n_out d (then, Q4_K, the n_out
-// dmin); then per group of inputs (a sub-block: Q4_K 32, Q6_K 16) the n_out scales (Q4_K u8,
-// Q6_K int8; then, Q4_K and Q5_K, the n_out mins), then for each of its inputs a row of n_out
-// values. A row's bytes per chunk of 64 outputs: 32 whose low nibbles hold positions 0..31 and
-// high nibbles 32..63 (unpacked: the two halves of a Q8_0 row's chunk); Q5_K then 8 more whose
-// bit h of byte k is the fifth bit of position 8h + k; Q6_K 16 more whose bits 2h..2h+1 of byte k
-// hold the top two bits of position 16h + k.
+// K-quant copies (Q2_K..Q6_K) keep the file's values, sub-block scales (and mins) and f16
+// super-block scales, regrouped: per super-block of 256 inputs the n_out d (then, Q2_K, Q4_K and
+// Q5_K, the n_out dmin); then per group of inputs (a sub-block: Q4_K and Q5_K 32, Q2_K, Q3_K and
+// Q6_K 16) the n_out scales (u8 with mins, Q3_K and Q6_K int8; then the n_out mins where there
+// are), then for each of its inputs a row of n_out values. A row's bytes per chunk of 64
+// outputs: Q4_K, Q5_K and Q6_K 32 whose low nibbles hold positions 0..31 and high nibbles 32..63
+// (unpacked: the two halves of a Q8_0 row's chunk); Q5_K then 8 more whose bit h of byte k is the
+// fifth bit of position 8h + k; Q6_K 16 more whose bits 2h..2h+1 of byte k hold the top two bits
+// of position 16h + k. Q2_K and Q3_K 16 whose bits 2h..2h+1 of byte k hold the low two bits of
+// position 16h + k (Q6_K's top bits' packing); Q3_K then 8 more whose bit h of byte k is the
+// third bit of position 8h + k (Q5_K's fifth bits' packing).
 struct KColumnLayout {
   int64_t group;        // inputs per group
   int64_t chunk_bytes;  // a row's bytes per 64 outputs
@@ -102,6 +107,8 @@ struct KColumnLayout {
 STRATA_HD inline KColumnLayout k_column_layout(DType type) {
   return type == DType::Q6_K   ? KColumnLayout{16, 48, false}
          : type == DType::Q5_K ? KColumnLayout{32, 40, true}
+         : type == DType::Q3_K ? KColumnLayout{16, 24, false}
+         : type == DType::Q2_K ? KColumnLayout{16, 16, true}
                                : KColumnLayout{32, 32, true};
 }
 
@@ -182,10 +189,16 @@ STRATA_HD inline const uint8_t* k_column_row(DType type, const uint8_t* data, in
          static_cast<uint64_t>(j % k.group) * k.row_bytes(n_out);
 }
 
-// Output i's value in a row (Q4_K 0..15, Q5_K 0..31, Q6_K 0..63: the file's stored quant).
+// Output i's value in a row (Q2_K 0..3, Q3_K, Q4_K 0..15, Q5_K 0..31, Q6_K 0..63: the file's
+// stored quant; Q3_K's 0..7 is the value + 4).
 STRATA_HD inline int k_column_quant(DType type, const uint8_t* row, int64_t i) {
   const int64_t p = column_group_position(i), k = p % kColumnChunk;
   const uint8_t* chunk = row + (p - k) / kColumnChunk * k_column_layout(type).chunk_bytes;
+  if (type == DType::Q2_K || type == DType::Q3_K) {
+    const int two = (chunk[k % 16] >> (2 * (k / 16))) & 3;
+    if (type == DType::Q2_K) return two;
+    return two | (((chunk[16 + k % 8] >> (k / 8)) & 1) << 2);
+  }
   const int low = k < 32 ? chunk[k % 32] & 15 : chunk[k % 32] >> 4;
   if (type == DType::Q5_K) return low | (((chunk[32 + k % 8] >> (k / 8)) & 1) << 4);
   if (type != DType::Q6_K) return low;
@@ -206,8 +219,11 @@ STRATA_HD inline float column_group_value(DType type, const uint8_t* data, int64
   const int q = k_column_quant(type, k_column_row(type, data, n_out, j), i);
   if (type == DType::Q6_K)
     return kquant_value<BlockQ6_K>(f16_to_f32(s.d[i]), 0.0f, static_cast<int8_t>(s.sc[i]), 0, q);
+  if (type == DType::Q3_K)
+    return kquant_value<BlockQ3_K>(f16_to_f32(s.d[i]), 0.0f, static_cast<int8_t>(s.sc[i]), 0, q);
   const float d = f16_to_f32(s.d[i]), dmin = f16_to_f32(s.dmin[i]);
   if (type == DType::Q5_K) return kquant_value<BlockQ5_K>(d, dmin, s.sc[i], s.m[i], q);
+  if (type == DType::Q2_K) return kquant_value<BlockQ2_K>(d, dmin, s.sc[i], s.m[i], q);
   return kquant_value<BlockQ4_K>(d, dmin, s.sc[i], s.m[i], q);
 }
 

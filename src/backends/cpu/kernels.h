@@ -140,6 +140,13 @@ struct CpuKernels {
   void (*axpy_q6_K_super)(const KColumnTerms* groups, int n_groups, const uint16_t* d,
                           const uint16_t* dmin, float dx, float* y, int64_t n,
                           const uint8_t* const* next);
+  // Q2_K (with mins, as Q4_K) and Q3_K (offset 4: imin = 4 * sc_g[i] * xsum_g, as Q6_K's 32).
+  void (*axpy_q2_K_super)(const KColumnTerms* groups, int n_groups, const uint16_t* d,
+                          const uint16_t* dmin, float dx, float* y, int64_t n,
+                          const uint8_t* const* next);
+  void (*axpy_q3_K_super)(const KColumnTerms* groups, int n_groups, const uint16_t* d,
+                          const uint16_t* dmin, float dx, float* y, int64_t n,
+                          const uint8_t* const* next);
   // K-quants (tensor/kquants.h), one entry per type at kquant_slot(type): Q2_K..Q6_K.
   // A row of n values (a multiple of 256) times the activation quantized to Q8_K: each
   // super-block's integer sums exactly as superblock_sums, then superblock_dot, added in block
@@ -161,11 +168,21 @@ struct CpuKernels {
   void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,
                                 int64_t n, const void* const* next, int n_next);
 
-  // The axpy_q*_K_super entry of a K-quant type with column groups (Q4_K, Q5_K, Q6_K).
+  // The axpy_q*_K_super entry of a K-quant type (Q2_K..Q6_K).
   using AxpyKSuper = decltype(axpy_q4_K_super);
   AxpyKSuper axpy_k_super(DType type) const {
-    return type == DType::Q4_K ? axpy_q4_K_super : type == DType::Q5_K ? axpy_q5_K_super
-                                                                      : axpy_q6_K_super;
+    switch (type) {
+      case DType::Q2_K:
+        return axpy_q2_K_super;
+      case DType::Q3_K:
+        return axpy_q3_K_super;
+      case DType::Q4_K:
+        return axpy_q4_K_super;
+      case DType::Q5_K:
+        return axpy_q5_K_super;
+      default:
+        return axpy_q6_K_super;
+    }
   }
 };
 

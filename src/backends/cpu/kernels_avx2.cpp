@@ -388,6 +388,8 @@ const CpuKernels kTable{
     .axpy_q4_K_super = axpy_k_super<BlockQ4_K, Q4ColumnRows>,
     .axpy_q5_K_super = axpy_k_super<BlockQ5_K, Q5ColumnRows>,
     .axpy_q6_K_super = axpy_k_super<BlockQ6_K, Q6ColumnRows>,
+    .axpy_q2_K_super = axpy_k_super<BlockQ2_K, Q2ColumnRows>,
+    .axpy_q3_K_super = axpy_k_super<BlockQ3_K, Q3ColumnRows>,
     .dot_kq = {dense_dot_kquant<BlockQ2_K>, dense_dot_kquant<BlockQ3_K>,
                dense_dot_kquant<BlockQ4_K>, dense_dot_kquant<BlockQ5_K>,
                dense_dot_kquant<BlockQ6_K>},

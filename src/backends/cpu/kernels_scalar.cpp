@@ -311,6 +311,8 @@ const CpuKernels& scalar_kernels() {
       .axpy_q4_K_super = axpy_k_super<BlockQ4_K>,
       .axpy_q5_K_super = axpy_k_super<BlockQ5_K>,
       .axpy_q6_K_super = axpy_k_super<BlockQ6_K>,
+      .axpy_q2_K_super = axpy_k_super<BlockQ2_K>,
+      .axpy_q3_K_super = axpy_k_super<BlockQ3_K>,
       .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>, dot_kquant<BlockQ4_K>,
                  dot_kquant<BlockQ5_K>, dot_kquant<BlockQ6_K>},
       .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,

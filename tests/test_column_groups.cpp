@@ -120,59 +120,39 @@ TEST(ColumnGroups, OnlyWholeBlocksAndChunksHaveCopies) {
   EXPECT_FALSE(column_groups_fit(DType::Q2_K, 64, 128));
 }
 
-TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
-  std::mt19937 rng(11);
-  std::uniform_int_distribution<int> byte(-128, 127), value(-127, 127);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  const int64_t n = 256;
-  std::vector<std::vector<int8_t>> rows(32, std::vector<int8_t>(static_cast<size_t>(n)));
-  for (auto& r : rows)
-    for (auto& q : r) q = static_cast<int8_t>(byte(rng));
-  rows[3][7] = -128;  // the extreme value counts exactly
-  std::vector<uint16_t> scales(static_cast<size_t>(n));
-  for (auto& s : scales) s = f32_to_f16(std::abs(dist(rng)) * 0.01f);
-  for (int n_rows : {1, 3, 4, 7, 32}) {
-    std::vector<const int8_t*> p;
-    std::vector<int8_t> xq;
-    for (int r = 0; r < n_rows; ++r) {
-      p.push_back(rows[static_cast<size_t>((r * 5) % 32)].data());
-      xq.push_back(static_cast<int8_t>(r == 0 ? -127 : value(rng)));
-    }
-    std::vector<float> start(static_cast<size_t>(n));
-    for (auto& y : start) y = dist(rng);
-    std::vector<float> want = start;
-    scalar_kernels().axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, want.data(),
-                                     n, nullptr);
-    // The scalar kernel against the formula in double.
-    for (int64_t i = 0; i < n; ++i) {
-      double sum = 0;
-      for (int r = 0; r < n_rows; ++r)
-        sum += static_cast<double>(xq[static_cast<size_t>(r)]) *
-               p[static_cast<size_t>(r)][column_group_position(i)];
-      const double expect =
-          start[static_cast<size_t>(i)] +
-          sum * 0.03 * static_cast<double>(f16_to_f32(scales[static_cast<size_t>(i)]));
-      EXPECT_NEAR(want[static_cast<size_t>(i)], expect, 1e-5 * (1 + std::abs(expect)));
-    }
-    for (const CpuKernels* k : supported_kernels()) {
-      std::vector<float> got = start;
-      const int8_t* next[8];
-      for (int r = 0; r < 8; ++r) next[r] = rows[static_cast<size_t>(r)].data();
-      k->axpy_q8_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, got.data(), n, next);
-      EXPECT_EQ(got, want) << kernels_label(*k) << " " << n_rows;
-    }
-  }
-}
-
-TEST(ColumnGroups, EveryQ4_0KernelEqualsTheScalarOneBitForBit) {
-  std::mt19937 rng(12);
+// Q8_0 or Q4_0 group kernels over rows of random bytes: the scalar one against the formula in
+// double (the quants unpacked here by hand: Q8_0's int8 at output i's position p, Q4_0's low
+// nibble of the chunk's byte p for p < 32 or the high one of byte p - 32, minus 8), every table
+// against the scalar one bit for bit.
+void expect_group_kernels_equal_the_scalar_one(DType type) {
+  const bool q4 = type == DType::Q4_0;
+  std::mt19937 rng(q4 ? 12 : 11);
   std::uniform_int_distribution<int> byte(0, 255), value(-127, 127);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int64_t n = 256;
-  std::vector<std::vector<uint8_t>> rows(32, std::vector<uint8_t>(static_cast<size_t>(n / 2)));
+  std::vector<std::vector<uint8_t>> rows(32,
+                                         std::vector<uint8_t>(static_cast<size_t>(q4 ? n / 2 : n)));
   for (auto& r : rows)
     for (auto& q : r) q = static_cast<uint8_t>(byte(rng));
-  rows[3][7] = 0xf0;  // the extreme quants (0: -8, 15: +7) count exactly
+  rows[3][7] = q4 ? 0xf0 : 0x80;  // the extreme quants (Q8_0 -128; Q4_0 0 and 15) count exactly
+  auto quant = [&](const uint8_t* row, int64_t i) {
+    const int64_t pos = column_group_position(i), c = pos % kColumnChunk;
+    if (!q4) return static_cast<int>(static_cast<int8_t>(row[pos]));
+    const uint8_t b = row[(pos - c) / 2 + c % 32];
+    return (c < 32 ? b & 15 : b >> 4) - 8;
+  };
+  auto axpy = [&](const CpuKernels& k, const std::vector<const uint8_t*>& p,
+                  const std::vector<int8_t>& xq, const uint16_t* scales, float* y,
+                  const uint8_t* const* next) {
+    const int n_rows = static_cast<int>(p.size());
+    if (q4) return k.axpy_q4_0_group(p.data(), xq.data(), n_rows, scales, 0.03f, y, n, next);
+    std::vector<const int8_t*> p8, next8;
+    for (const uint8_t* r : p) p8.push_back(reinterpret_cast<const int8_t*>(r));
+    for (int r = 0; next != nullptr && r < 8; ++r)
+      next8.push_back(reinterpret_cast<const int8_t*>(next[r]));
+    k.axpy_q8_0_group(p8.data(), xq.data(), n_rows, scales, 0.03f, y, n,
+                      next != nullptr ? next8.data() : nullptr);
+  };
   std::vector<uint16_t> scales(static_cast<size_t>(n));
   for (auto& s : scales) s = f32_to_f16(std::abs(dist(rng)) * 0.01f);
   for (int n_rows : {1, 3, 4, 7, 32}) {
@@ -185,32 +165,31 @@ TEST(ColumnGroups, EveryQ4_0KernelEqualsTheScalarOneBitForBit) {
     std::vector<float> start(static_cast<size_t>(n));
     for (auto& y : start) y = dist(rng);
     std::vector<float> want = start;
-    scalar_kernels().axpy_q4_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, want.data(),
-                                     n, nullptr);
-    // The scalar kernel against the formula in double, the quants unpacked here by hand: output
-    // i's position p within its chunk of 64 is the low nibble of the chunk's byte p (p < 32) or
-    // the high nibble of byte p - 32.
+    axpy(scalar_kernels(), p, xq, scales.data(), want.data(), nullptr);
     for (int64_t i = 0; i < n; ++i) {
-      const int64_t pos = column_group_position(i), c = pos % kColumnChunk;
       double sum = 0;
-      for (int r = 0; r < n_rows; ++r) {
-        const uint8_t b = p[static_cast<size_t>(r)][(pos - c) / 2 + c % 32];
-        const int q = (c < 32 ? b & 15 : b >> 4) - 8;
-        sum += static_cast<double>(xq[static_cast<size_t>(r)]) * q;
-      }
+      for (int r = 0; r < n_rows; ++r)
+        sum +=
+            static_cast<double>(xq[static_cast<size_t>(r)]) * quant(p[static_cast<size_t>(r)], i);
       const double expect =
           start[static_cast<size_t>(i)] +
           sum * 0.03 * static_cast<double>(f16_to_f32(scales[static_cast<size_t>(i)]));
-      EXPECT_NEAR(want[static_cast<size_t>(i)], expect, 1e-5 * (1 + std::abs(expect)));
+      EXPECT_NEAR(want[static_cast<size_t>(i)], expect, 1e-5 * (1 + std::abs(expect)))
+          << dtype_name(type);
     }
     for (const CpuKernels* k : supported_kernels()) {
       std::vector<float> got = start;
       const uint8_t* next[8];
       for (int r = 0; r < 8; ++r) next[r] = rows[static_cast<size_t>(r)].data();
-      k->axpy_q4_0_group(p.data(), xq.data(), n_rows, scales.data(), 0.03f, got.data(), n, next);
-      EXPECT_EQ(got, want) << kernels_label(*k) << " " << n_rows;
+      axpy(*k, p, xq, scales.data(), got.data(), next);
+      EXPECT_EQ(got, want) << dtype_name(type) << " " << kernels_label(*k) << " " << n_rows;
     }
   }
+}
+
+TEST(ColumnGroups, EveryKernelEqualsTheScalarOneBitForBit) {
+  expect_group_kernels_equal_the_scalar_one(DType::Q8_0);
+  expect_group_kernels_equal_the_scalar_one(DType::Q4_0);
 }
 
 // Block b's 32 quants of a Q8_0 or Q4_0 row as the weights' integers (Q4_0: q - 8) and its scale.

@@ -112,7 +112,10 @@ TEST(Flash, SplitReadsGiveTheSameLogitsWithFewerBytes) {
         for (int32_t n = 0; n < s.shape.n_ff; ++n) EXPECT_FALSE(cache->is_partial(n));
       return out;
     };
-    for (int64_t slots : {int64_t{0}, int64_t{120}}) {
+    // Caches short of every neuron (300 and 120 of 384 slots), where the window makes neurons
+    // leave and come back: a cache with a slot for every neuron keeps them, and a bundle read
+    // whole once costs less than a head now and the rest later.
+    for (int64_t slots : {int64_t{300}, int64_t{120}}) {
       uint64_t whole_bytes = 0, split_bytes = 0;
       EXPECT_EQ(flash_run(false, slots, &whole_bytes), expected);
       EXPECT_EQ(flash_run(true, slots, &split_bytes), expected)
@@ -250,6 +253,48 @@ TEST(Flash, CacheKeepsBookkeepingAndContentsRight) {
   EXPECT_EQ(cache.slot_of(100), -1);
   EXPECT_EQ(cache.slot_of(60), -1);
   EXPECT_NE(cache.slot_of(200), -1);
+}
+
+TEST(Flash, ACacheWithASlotForEveryNeuronKeepsEachInItsOwnSlot) {
+  const std::string path = bundled(sparse_model(DType::F16, FfnActivation::ReGLU));
+  const auto m = Model::load(path, false);
+  const BundleLayout& bl = m->weights.bundle;
+  FileBundleSource source(path);
+  ThreadPool pool(2);
+  NeuronCache cache(bl, bl.n_ff, 1);  // window 1: a short cache would forget every token
+  ASSERT_TRUE(cache.holds_every_neuron());
+  const uint64_t base = m->weights.layers[1].bundles_offset;
+  const auto file = GgufFile::open(path, LoadMode::Map);
+  std::vector<int32_t> slots(64);
+  const std::vector<std::vector<int32_t>> tokens = {{7, 8, 9, 30}, {2, 40, 41}, {8, 9, 41, 60}};
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    const std::vector<int32_t>& need = tokens[t];
+    cache.fetch(need, slots.data(), source, base, static_cast<int64_t>(t), pool);
+    for (size_t k = 0; k < need.size(); ++k) {
+      // Neuron n in slot n: runs land in consecutive slots, products walk the buffer in order.
+      ASSERT_EQ(slots[k], need[k]);
+      ASSERT_EQ(std::memcmp(cache.data() + need[k] * bl.bundle_bytes,
+                            file->bytes() + base + need[k] * bl.bundle_bytes, bl.bundle_bytes),
+                0)
+          << "neuron " << need[k] << ", token " << t;
+    }
+  }
+  // Nothing expired (window 1) or was evicted: every neuron read once, each run in one read.
+  for (int32_t n : {7, 8, 9, 30, 2, 40, 41, 60}) EXPECT_EQ(cache.slot_of(n), n);
+  EXPECT_EQ(cache.live(), 8);
+  EXPECT_EQ(cache.stats().evictions, 0u);
+  EXPECT_EQ(cache.stats().misses, 8u);
+  EXPECT_EQ(cache.stats().hits, 3u);
+  EXPECT_EQ(cache.stats().bytes_read % bl.bundle_bytes, 0u);
+  EXPECT_GE(cache.stats().bytes_read, 8u * bl.bundle_bytes);  // merged reads bring gaps along
+  // Every neuron at once fits; more cannot be asked for.
+  std::vector<int32_t> all(static_cast<size_t>(bl.n_ff));
+  for (int32_t n = 0; n < bl.n_ff; ++n) all[static_cast<size_t>(n)] = n;
+  slots.resize(all.size());
+  cache.fetch(all, slots.data(), source, base, 3, pool);
+  EXPECT_EQ(slots, all);
+  EXPECT_EQ(std::memcmp(cache.data(), file->bytes() + base, bl.n_ff * bl.bundle_bytes), 0);
+  EXPECT_EQ(cache.stats().bytes_read, static_cast<uint64_t>(bl.n_ff) * bl.bundle_bytes);
 }
 
 TEST(Flash, FullCacheEvictsTheNeuronsRecentTokensUsedLeast) {

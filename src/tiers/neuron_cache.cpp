@@ -45,9 +45,11 @@ NeuronCache::NeuronCache(const BundleLayout& layout, int64_t capacity, int windo
   last_used_.assign(static_cast<size_t>(capacity), -1);
   last_pass_.assign(static_cast<size_t>(capacity), 0);
   partial_.assign(static_cast<size_t>(capacity), 0);
-  free_.resize(static_cast<size_t>(capacity));
-  for (int64_t k = 0; k < capacity; ++k)
-    free_[static_cast<size_t>(k)] = static_cast<int32_t>(capacity - 1 - k);
+  if (!holds_every_neuron()) {
+    free_.resize(static_cast<size_t>(capacity));
+    for (int64_t k = 0; k < capacity; ++k)
+      free_[static_cast<size_t>(k)] = static_cast<int32_t>(capacity - 1 - k);
+  }
 }
 
 NeuronCache::~NeuronCache() {
@@ -62,15 +64,16 @@ void NeuronCache::remove_slot(int32_t slot) {
   neuron_of_[slot] = -1;
   last_used_[slot] = -1;
   partial_[slot] = 0;
-  free_.push_back(slot);
+  if (!holds_every_neuron()) free_.push_back(slot);
   --live_;
   ++stats_.evictions;
 }
 
-int32_t NeuronCache::take_free_slot() {
+int32_t NeuronCache::take_free_slot(int32_t neuron) {
+  ++live_;
+  if (holds_every_neuron()) return neuron;
   const int32_t s = free_.back();
   free_.pop_back();
-  ++live_;
   return s;
 }
 
@@ -172,7 +175,7 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
     fail("{} neurons requested at once from a cache of {}", neurons.size(), capacity_);
   if (token < 0) fail("token numbers start at 0");
   // Windowing: neurons not used in the last `window` tokens leave.
-  if (token > expired_through_) {
+  if (token > expired_through_ && !holds_every_neuron()) {
     for (int32_t s = 0; s < capacity_; ++s)
       if (neuron_of_[s] >= 0 && last_used_[s] <= token - (batch_tokens - 1) - window_)
         remove_slot(s);
@@ -276,7 +279,7 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
         const size_t first_piece = pieces.size();
         bool consecutive = true;
         for (int32_t n = start; n <= end; ++n) {
-          const int32_t s = take_free_slot();
+          const int32_t s = take_free_slot(n);
           slot_of_[static_cast<size_t>(n)] = s;
           neuron_of_[s] = n;
           last_used_[s] = token;

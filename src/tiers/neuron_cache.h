@@ -97,6 +97,10 @@ class NeuronCache {
 
   const uint8_t* data() const { return buffer_; }
   int64_t capacity() const { return capacity_; }
+  // A slot for every neuron: neuron n lives in slot n (a run of neurons is read into
+  // consecutive slots, and the products walk the buffer in address order), and nothing
+  // expires (a freed slot could serve no other neuron; expiry would only read it again).
+  bool holds_every_neuron() const { return capacity_ >= layout_.n_ff; }
   int64_t live() const { return live_; }
   const NeuronCacheStats& stats() const { return stats_; }
   uint64_t bytes() const { return static_cast<uint64_t>(capacity_) * layout_.bundle_bytes; }
@@ -108,7 +112,7 @@ class NeuronCache {
 
  private:
   void remove_slot(int32_t slot);
-  int32_t take_free_slot();
+  int32_t take_free_slot(int32_t neuron);
   // fetch()'s bookkeeping: slots assigned, the reads to issue in requests_ (neurons in read_).
   void plan_reads(std::span<const int32_t> neurons, int32_t* slots, uint64_t base_offset,
                   int64_t token, int pass, int64_t batch_tokens, uint64_t head_bytes);

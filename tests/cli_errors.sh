@@ -123,7 +123,7 @@ expect_error "contradict" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 
 expect_error "already bundled" "$strata" bundle -m "$work/sparse.bundle.gguf" -o "$work/b.gguf"
 # Column bundles (TEAL from flash): float models only, the dense FFN's modes, a budget that
 # leaves the caches room.
-expect_error "column bundles hold F32, F16 or BF16" "$strata" bundle -m "$work/q4km.gguf" -o "$work/c.gguf" --columns
+expect_error "mixes Q4_K and Q6_K FFN weights" "$strata" bundle -m "$work/q4km.gguf" -o "$work/c.gguf" --columns
 "$strata" bundle -m "$model" -o "$work/columns.gguf" --columns >/dev/null
 expect_error "is column-bundled" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ffn predict
 expect_error "nothing left for the flash tier's column caches" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ram-budget 20M

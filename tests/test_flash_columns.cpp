@@ -14,8 +14,10 @@
 #include "core/anonymous_memory.h"
 #include "core/error.h"
 #include "format/gguf_writer.h"
+#include "model/column_group_copy.h"
 #include "offline/column_bundle.h"
 #include "offline/sparsify.h"
+#include "offline/synth.h"
 #include "placement/column_cache.h"
 #include "placement/cost_model.h"
 #include "runtime/planned_session.h"
@@ -26,12 +28,14 @@
 namespace strata {
 namespace {
 
+using testing::kquant_tiny_model;
 using testing::random_tokens;
 using testing::relative_difference;
 using testing::temp_file;
 using testing::tiny_model;
 
 // A tiny SwiGLU model calibrated at 50% (written once per type), and its column-bundled copy.
+// K-quants: 256 inputs and 512 neurons (whole super-blocks both ways).
 struct Files {
   std::string ram, columns;
 };
@@ -39,7 +43,9 @@ Files calibrated(DType type) {
   const std::string ram = temp_file(std::string("columns_") + dtype_name(type) + ".gguf");
   const std::string columns = temp_file(std::string("columns_") + dtype_name(type) + ".cb.gguf");
   if (!std::filesystem::exists(columns)) {
-    const auto dense = Model::load(tiny_model(type, FfnActivation::SwiGLU), false);
+    const bool k = is_kquant(type);
+    const auto dense =
+        Model::load(k ? kquant_tiny_model(type) : tiny_model(type, FfnActivation::SwiGLU), false);
     ThreadPool pool(2);
     SparsifyOptions o;
     o.levels = {0.5f};
@@ -139,6 +145,63 @@ TEST(FlashColumns, DecodeFromBundlesIsTheColumnCopiesBitForBit) {
   }
 }
 
+// Quantized FFNs: input j's bundle is input j's row of the RAM model's column-group copy (gate/up
+// stacked), the copies' scales stay in RAM as their planes; decode from the bundles with every
+// column cached is the RAM copies' bits. Caches of a fraction compute in passes, within the
+// input's quantization of one pass (a group's inputs split between passes are quantized apart).
+TEST(FlashColumns, QuantizedBundlesAreTheColumnGroupCopiesBitForBit) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                     DType::Q6_K}) {
+    const Files f = calibrated(type);
+    auto ram = Model::load(f.ram, false);
+    auto cb = Model::load(f.columns, false);
+    ASSERT_TRUE(cb->weights.column_bundled) << dtype_name(type);
+    const ColumnBundleLayout& b = cb->weights.column_bundle;
+    EXPECT_EQ(b.type, type);
+    ram->ensure_input_columns();
+    cb->ensure_input_columns();
+    const LayerColumns& copies = ram->columns.back();
+    const LayerWeights& lc = cb->weights.layers.back();
+    ASSERT_EQ(copies.ffn_gate_up.layout, Layout::ColumnGroups);
+    ASSERT_EQ(copies.ffn_down.layout, Layout::ColumnGroups);
+    FileBundleSource source(f.columns);
+    AnonymousMemory bundle(b.gate_up_bytes);
+    const ModelConfig& c = ram->config;
+    for (int64_t j : {int64_t{0}, c.n_embd / 2 + 1, c.n_embd - 1}) {
+      source.read(bundle.data(), b.gate_up_bytes, lc.gate_up_columns_offset + j * b.gate_up_bytes);
+      EXPECT_EQ(std::memcmp(bundle.data(), column_group_input_row(copies.ffn_gate_up, j),
+                            2 * b.column_bytes),
+                0)
+          << dtype_name(type) << " input " << j;
+    }
+    for (int64_t i : {int64_t{0}, c.n_ff - 1}) {
+      source.read(bundle.data(), b.down_bytes, lc.down_columns_offset + i * b.down_bytes);
+      EXPECT_EQ(
+          std::memcmp(bundle.data(), column_group_input_row(copies.ffn_down, i), b.down_row_bytes),
+          0)
+          << dtype_name(type) << " neuron " << i;
+    }
+    for (const auto& [copy, plane, bytes] :
+         {std::tuple{&copies.ffn_gate_up, lc.gate_up_column_scales, b.gate_up_plane_bytes},
+          std::tuple{&copies.ffn_down, lc.down_column_scales, b.down_plane_bytes}}) {
+      std::vector<uint8_t> expected(bytes);
+      write_scale_plane(*copy, expected.data());
+      ASSERT_NE(plane, nullptr);
+      EXPECT_EQ(std::memcmp(plane, expected.data(), bytes), 0) << dtype_name(type);
+    }
+    NeuronCacheStats whole, small;
+    const auto expected = run(*ram, teal(), 2, false);
+    EXPECT_EQ(run(*cb, teal(), 2, false, &whole), expected) << dtype_name(type);
+    EXPECT_EQ(run(*cb, teal(), 1, false), expected) << dtype_name(type) << " 1 thread";
+    EXPECT_EQ(run(*cb, teal(), 3, false), expected) << dtype_name(type) << " 3 threads";
+    const auto passes = run(*cb, teal(0.01), 2, false, &small);
+    EXPECT_LT(relative_difference(expected, passes), 1e-4) << dtype_name(type);
+    EXPECT_GT(small.bytes_read, whole.bytes_read) << dtype_name(type);
+    // A prompt's batch reads its union of columns from the same bundles.
+    EXPECT_LT(relative_difference(run(*ram, teal()), run(*cb, teal())), 1e-4) << dtype_name(type);
+  }
+}
+
 // Caches of a fraction of the columns: a product of more columns than a cache holds runs in
 // passes (their sums added), within rounding of one pass, reading more from flash; prompts (a
 // batch's union of columns) come from the bundles too; sparsity off is the dense FFN.
@@ -149,6 +212,7 @@ TEST(FlashColumns, SmallCachesComputeInPassesAndPromptsAndDenseComeFromTheSameBu
   // The tiny model: 64 inputs, 192 neurons; at 1% a cache holds the 64-column minimum, so the
   // down products of more than 64 activations run in passes.
   ASSERT_EQ(FlashColumnStore::capacity_for(cb->config.n_ff, 0.01), 64);
+  EXPECT_EQ(FlashColumnStore::capacity_for(512, 0.01, 256), 256);  // a pass holds a unit
   NeuronCacheStats whole, small;
   const auto one_pass = run(*cb, teal(1.0), 2, true, &whole);
   const auto passes = run(*cb, teal(0.01), 2, true, &small);
@@ -223,9 +287,43 @@ TEST(FlashColumns, WhatColumnBundlesCannotHoldIsRefusedWithOneLine) {
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     }
   };
-  const auto q8 = Model::load(tiny_model(DType::Q8_0, FfnActivation::SwiGLU), false);
-  expect_error([&] { write_column_bundled_model(*q8, temp_file("q8.cb.gguf")); },
-               "column bundles hold F32, F16 or BF16 columns");
+  // Quantized FFNs of two types (llama.cpp's _M mixtures): layer 1's down made Q4_0.
+  const auto q8 = GgufFile::open(tiny_model(DType::Q8_0, FfnActivation::SwiGLU));
+  const std::string mixed_path = temp_file("columns_mixed.gguf");
+  {
+    GgufWriter w(mixed_path, q8->alignment());
+    for (const auto& [k, v] : q8->metadata()) w.set(k, v);
+    const std::string down = "blk.1.ffn_down.weight";
+    std::vector<uint8_t> q4;
+    for (const auto& t : q8->tensors()) {
+      if (t.name != down) {
+        w.add_tensor(t.name, t.type, t.dims);
+        continue;
+      }
+      std::vector<float> values(static_cast<size_t>(t.dims[0] * t.dims[1]));
+      dequantize_row(t.type, t.data, values.data(), static_cast<int64_t>(values.size()));
+      q4.resize(row_bytes(DType::Q4_0, values.size()));
+      quantize_row(DType::Q4_0, values.data(), q4.data(), static_cast<int64_t>(values.size()));
+      w.add_tensor(t.name, DType::Q4_0, t.dims);
+    }
+    for (const auto& t : q8->tensors())
+      w.write_tensor_data(t.name == down ? std::span<const uint8_t>(q4)
+                                         : std::span<const uint8_t>(t.data, t.n_bytes));
+    w.finish();
+  }
+  const auto mixed = Model::load(mixed_path, false);
+  expect_error([&] { write_column_bundled_model(*mixed, temp_file("mixed.cb.gguf")); },
+               "mixes Q8_0 and Q4_0 FFN weights");
+  // A shape the copies do not fit: 96 inputs (down's outputs not whole chunks of 64).
+  SynthSpec odd = synth_preset("tiny");
+  odd.type = DType::Q8_0;
+  odd.shape.ffn = FfnActivation::SwiGLU;
+  odd.shape.n_embd = 96, odd.shape.n_head = 3, odd.shape.n_head_kv = 3, odd.shape.n_ff = 256;
+  const std::string odd_path = temp_file("columns_odd_shape.gguf");
+  write_synthetic_model(odd, odd_path);
+  expect_error(
+      [&] { write_column_bundled_model(*Model::load(odd_path, false), temp_file("odd.cb.gguf")); },
+      "in whole chunks of the type's column groups");
   const Files f = calibrated(DType::F16);
   const auto cb = Model::load(f.columns, false);
   expect_error([&] { write_column_bundled_model(*cb, temp_file("twice.cb.gguf")); },

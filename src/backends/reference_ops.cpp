@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
 #include "tensor/column_groups.h"
 #include "tensor/expert_mix.h"
 #include "tensor/half.h"
@@ -21,6 +22,8 @@ std::vector<float> weight_row(const MatrixView& w, int64_t r) {
     dequantize_row(w.type, plain.data(), out.data(), w.cols);
   } else if (w.layout == Layout::ColumnGroups) {  // row r: input r's weights
     for (int64_t i = 0; i < w.cols; ++i) out[static_cast<size_t>(i)] = column_group_weight(w, i, r);
+  } else if (w.layout == Layout::ColumnGroupSlots) {
+    fail("the reference ops read no split column-group rows (the flash tier's, CPU only)");
   } else {
     dequantize_row(w.type, w.row(r), out.data(), w.cols);
   }

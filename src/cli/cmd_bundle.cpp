@@ -22,7 +22,8 @@ Command add_bundle_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->out, "Bundled GGUF file to write")->required();
   cmd->add_flag("--columns", o->columns,
                 "Column bundles (each FFN input's gate/up columns, each neuron's down column) "
-                "for --sparsity-mode teal/cats or a dense FFN from flash; F32/F16/BF16 models");
+                "for --sparsity-mode teal/cats or a dense FFN from flash; F32/F16/BF16 models, and "
+                "Q8_0/Q4_0/Q2_K..Q6_K models of one FFN type");
   return {
       cmd, [o] {
         const auto model = Model::load(o->model, false, LoadMode::Map);

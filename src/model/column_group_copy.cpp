@@ -158,4 +158,34 @@ MatrixView build_column_groups(std::span<const MatrixView> parts, uint8_t* out) 
   return column_groups_view(type, out, n_in, n_out);
 }
 
+const uint8_t* column_group_input_row(const MatrixView& copy, int64_t j) {
+  return has_block_column_groups(copy.type) ? column_group_row(copy.type, copy.data, copy.cols, j)
+                                            : k_column_row(copy.type, copy.data, copy.cols, j);
+}
+
+void write_scale_plane(const MatrixView& copy, uint8_t* plane) {
+  const auto n = static_cast<uint64_t>(copy.cols);
+  if (has_block_column_groups(copy.type)) {
+    for (int64_t g = 0; g < copy.rows / kColumnGroup; ++g)
+      std::memcpy(plane + static_cast<uint64_t>(g) * n * sizeof(uint16_t),
+                  column_group_scales(copy.type, copy.data, copy.cols, g), n * sizeof(uint16_t));
+    return;
+  }
+  const KColumnLayout k = k_column_layout(copy.type);
+  for (int64_t g = 0; g < copy.rows / k.group; ++g) {
+    const KColumnScales from = k_column_scales(copy.type, copy.data, copy.cols, g);
+    const KColumnScales to = k_column_plane_scales(copy.type, plane, copy.cols, g);
+    // The plane's pointers, written through (its layout is the copy's without rows).
+    const auto put = [&](const void* dst, const void* src, uint64_t bytes) {
+      std::memcpy(const_cast<void*>(dst), src, bytes);
+    };
+    if (g % k.groups() == 0) {  // the super-block's d (and dmin), once
+      put(to.d, from.d, n * sizeof(uint16_t));
+      if (k.has_min) put(to.dmin, from.dmin, n * sizeof(uint16_t));
+    }
+    put(to.sc, from.sc, n);
+    if (k.has_min) put(to.m, from.m, n);
+  }
+}
+
 }  // namespace strata

@@ -20,4 +20,10 @@ uint64_t column_groups_copy_bytes(std::span<const MatrixView> parts);
 // Writes the copy to `out` (column_groups_copy_bytes bytes) and returns its view.
 MatrixView build_column_groups(std::span<const MatrixView> parts, uint8_t* out);
 
+// A copy split in two (tensor/column_groups.h, the flash tier's quantized column bundles):
+// input j's row (column_group_input_bytes) and the scale plane (column_group_plane_bytes),
+// written to `plane`.
+const uint8_t* column_group_input_row(const MatrixView& copy, int64_t j);
+void write_scale_plane(const MatrixView& copy, uint8_t* plane);
+
 }  // namespace strata

@@ -271,8 +271,9 @@ uint64_t ModelWeights::bytes_read_per_token() const {
         total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
     if (column_bundled)
-      total += (column_bundle.has_gate ? 2 : 1) * column_bundle.n_embd * column_bundle.column_bytes +
-               column_bundle.n_ff * column_bundle.down_row_bytes;
+      total +=
+          (column_bundle.has_gate ? 2 : 1) * column_bundle.n_embd * column_bundle.column_bytes +
+          column_bundle.n_ff * column_bundle.down_row_bytes + column_bundle.plane_bytes();
     if (l.experts.empty()) continue;
     total += l.ffn_gate_inp.bytes() + shared_expert_bytes(l) +
              expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(experts_used);
@@ -282,14 +283,14 @@ uint64_t ModelWeights::bytes_read_per_token() const {
 
 namespace {
 
-// The type of a column-bundled file's columns: a float type, recorded twice (id and name) so an
-// edited or damaged id is refused.
+// The type of a column-bundled file's columns: a float type or one with column groups, recorded
+// twice (id and name) so an edited or damaged id is refused.
 DType column_bundle_type(const GgufFile& f) {
   const int64_t type_id = f.get_int(kBundleTypeKey);
   const auto info = dtype_info(static_cast<uint32_t>(type_id));
-  if (!info || !is_float_type(info->type))
-    fail("'{}': {} is not F32, F16 or BF16, the types column bundles hold", f.path(),
-         kBundleTypeKey);
+  if (!info || !(is_float_type(info->type) || has_column_groups(info->type)))
+    fail("'{}': {} is not a type column bundles hold (F32, F16, BF16, Q8_0, Q4_0, Q2_K..Q6_K)",
+         f.path(), kBundleTypeKey);
   const std::string type_name = f.get_string(kBundleTypeNameKey, "");
   if (type_name != info->name)
     fail("'{}': {} says {} but {} says '{}': the file was edited or damaged; bundle it again",
@@ -306,6 +307,16 @@ uint64_t bundle_tensor(const GgufFile& f, const std::string& name, uint64_t byte
     fail("tensor '{}' has shape {}, expected [{}, {}] of I8", name, dims_text(t->dims), bytes,
          count);
   return f.data_offset() + t->offset;
+}
+
+// A quantized column bundle's scale plane (tiers/column_bundle_layout.h): `bytes` of I8, read
+// in place.
+const uint8_t* plane_tensor(const GgufFile& f, const std::string& name, uint64_t bytes) {
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
+  if (t->type != DType::I8 || t->dims.size() != 1 || t->dims[0] != static_cast<int64_t>(bytes))
+    fail("tensor '{}' has shape {}, expected [{}] of I8", name, dims_text(t->dims), bytes);
+  return t->data;
 }
 
 }  // namespace
@@ -366,6 +377,9 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     const DType type = column_bundle_type(f);
     if (c.moe() || c.n_ff_shared > 0)
       fail("'{}': column bundles of a mixture of experts are not supported", f.path());
+    if (!ColumnBundleLayout::holds(type, c.n_embd, c.n_ff))
+      fail("'{}': {} column bundles cannot hold an FFN of {} x {}", f.path(), dtype_name(type),
+           c.n_embd, c.n_ff);
     w.column_bundled = true;
     w.column_bundle = ColumnBundleLayout::make(type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
   }
@@ -378,6 +392,11 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
       const ColumnBundleLayout& cb = w.column_bundle;
       l.gate_up_columns_offset = bundle_tensor(f, p + "ffn_gate_up_columns", cb.gate_up_bytes, c.n_embd);
       l.down_columns_offset = bundle_tensor(f, p + "ffn_down_columns", cb.down_bytes, c.n_ff);
+      if (cb.groups()) {
+        l.gate_up_column_scales =
+            plane_tensor(f, p + "ffn_gate_up_column_scales", cb.gate_up_plane_bytes);
+        l.down_column_scales = plane_tensor(f, p + "ffn_down_column_scales", cb.down_plane_bytes);
+      }
     } else if (w.bundled) {
       const std::string name = p + "ffn_bundles";
       const GgufTensorInfo* t = f.find_tensor(name);

@@ -124,6 +124,9 @@ struct LayerWeights : LayerMatrices {
   // Column-bundled files (strata bundle --columns): the absolute file offsets of the layer's
   // gate/up and down column bundles (tiers/column_bundle_layout.h).
   uint64_t gate_up_columns_offset = 0, down_columns_offset = 0;
+  // Quantized column bundles: the scale planes of the layer's copies, in the file (RAM).
+  const uint8_t* gate_up_column_scales = nullptr;
+  const uint8_t* down_column_scales = nullptr;
 };
 
 struct ModelWeights {

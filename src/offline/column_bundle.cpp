@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "format/gguf_writer.h"
+#include "model/column_group_copy.h"
 #include "model/down_transpose.h"
 #include "offline/bundle_writing.h"
 #include "offline/quant_recipe.h"
@@ -31,6 +32,9 @@ void put_column(const std::vector<float>& m, int64_t rows, int64_t cols, int64_t
   quantize_row(type, scratch.data(), dst, rows);
 }
 
+// Float FFNs (any mixture of F32, F16, BF16) are bundled as columns of the up projection's
+// type; quantized ones as rows of their column-group copies, which keep the file's values: every
+// FFN matrix of one type with column groups, ffn_down in rows, shapes the copies fit.
 void check_columns_possible(const Model& model) {
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
@@ -38,16 +42,62 @@ void check_columns_possible(const Model& model) {
   if (w.bundled || w.column_bundled) fail("'{}' is already bundled", path);
   if (c.moe() || c.n_ff_shared > 0)
     fail("'{}' is a mixture of experts: column bundles hold a dense FFN", path);
+  const DType type = w.layers[0].ffn_up.type;
+  const bool quantized = !column_products_pay(type);
   for (const LayerWeights& l : w.layers) {
     const MatrixView& down = l.ffn_down.data != nullptr ? l.ffn_down : l.ffn_down_t;
-    for (const MatrixView* m : {&l.ffn_gate, &l.ffn_up, &down})
-      if (m->data != nullptr && !column_products_pay(m->type))
+    for (const MatrixView* m : {&l.ffn_gate, &l.ffn_up, &down}) {
+      if (m->data == nullptr) continue;
+      if (!quantized && !column_products_pay(m->type))
+        fail("'{}' mixes {} and {} FFN weights: column bundles hold one kind (convert it to F16)",
+             path, dtype_name(type), dtype_name(m->type));
+      if (quantized && m->type != type)
         fail(
-            "'{}' has {} FFN weights: column bundles hold F32, F16 or BF16 columns (quantized "
-            "column groups are for RAM, docs/INPUT_SPARSITY.md); bundle it with neuron bundles "
-            "(strata bundle without --columns) or convert it to F16",
-            path, dtype_name(m->type));
+            "'{}' mixes {} and {} FFN weights: quantized column bundles hold one type (quantize "
+            "it to one type, or bundle it with neuron bundles: strata bundle without --columns)",
+            path, dtype_name(type), dtype_name(m->type));
+    }
+    if (quantized && l.ffn_down.data == nullptr)
+      fail("'{}' has ffn_down only as ffn_down_t: quantized column bundles need ffn_down's rows",
+           path);
   }
+  if (quantized && !has_column_groups(type))
+    fail("'{}' has {} FFN weights: column bundles hold F32, F16, BF16, Q8_0, Q4_0 or Q2_K..Q6_K",
+         path, dtype_name(type));
+  if (!ColumnBundleLayout::holds(type, c.n_embd, c.n_ff))
+    fail(
+        "'{}': {} column bundles need n_ff ({}) and n_embd ({}) in whole chunks of the type's "
+        "column groups (by 64 or 128 outputs, by 32 or 256 inputs); bundle it with neuron bundles",
+        path, dtype_name(type), c.n_ff, c.n_embd);
+}
+
+// A quantized layer's bundles and planes: input j's row of the stacked gate/up copy and of
+// down's copy, each in its own bundle (padded), the copies' scale planes apart.
+struct GroupLayer {
+  std::vector<uint8_t> gate_up, down, gate_up_plane, down_plane;
+};
+
+GroupLayer group_layer(const LayerWeights& lw, const ColumnBundleLayout& layout) {
+  GroupLayer out;
+  const auto split = [](std::span<const MatrixView> parts, int64_t count, uint64_t stride,
+                        std::vector<uint8_t>& bundles, std::vector<uint8_t>& plane) {
+    if (!column_groups_apply(parts)) fail("column bundles: the FFN's copies do not fit");
+    std::vector<uint8_t> bytes(column_groups_copy_bytes(parts));
+    const MatrixView copy = build_column_groups(parts, bytes.data());
+    const uint64_t row = column_group_input_bytes(copy.type, copy.cols);
+    bundles.assign(stride * static_cast<uint64_t>(count), 0);
+    for (int64_t j = 0; j < count; ++j)
+      std::memcpy(bundles.data() + static_cast<uint64_t>(j) * stride,
+                  column_group_input_row(copy, j), row);
+    plane.assign(column_group_plane_bytes(copy.type, copy.rows, copy.cols), 0);
+    write_scale_plane(copy, plane.data());
+  };
+  std::vector<MatrixView> gate_up;
+  if (layout.has_gate) gate_up.push_back(lw.ffn_gate);
+  gate_up.push_back(lw.ffn_up);
+  split(gate_up, layout.n_embd, layout.gate_up_bytes, out.gate_up, out.gate_up_plane);
+  split(std::span(&lw.ffn_down, 1), layout.n_ff, layout.down_bytes, out.down, out.down_plane);
+  return out;
 }
 
 }  // namespace
@@ -72,14 +122,29 @@ ColumnBundleLayout write_column_bundled_model(
                  {static_cast<int64_t>(layout.gate_up_bytes), c.n_embd});
     w.add_tensor(fmt::format("blk.{}.ffn_down_columns", l), DType::I8,
                  {static_cast<int64_t>(layout.down_bytes), c.n_ff});
+    if (!layout.groups()) continue;
+    w.add_tensor(fmt::format("blk.{}.ffn_gate_up_column_scales", l), DType::I8,
+                 {static_cast<int64_t>(layout.gate_up_plane_bytes)});
+    w.add_tensor(fmt::format("blk.{}.ffn_down_column_scales", l), DType::I8,
+                 {static_cast<int64_t>(layout.down_plane_bytes)});
   }
-  total += layout.layer_bytes() * static_cast<uint64_t>(c.n_layer);
+  total += (layout.layer_bytes() + layout.plane_bytes()) * static_cast<uint64_t>(c.n_layer);
 
   uint64_t written = write_kept_tensors(w, kept);
   std::vector<uint8_t> chunk;
   std::vector<float> scratch;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = mw.layers[l];
+    if (layout.groups()) {
+      const GroupLayer g = group_layer(lw, layout);
+      for (const std::vector<uint8_t>* data :
+           {&g.gate_up, &g.down, &g.gate_up_plane, &g.down_plane}) {
+        w.write_tensor_data(*data);
+        written += data->size();
+      }
+      if (progress) progress(written, total);
+      continue;
+    }
     // gate and up: n_ff rows of n_embd; input j's bundle is their column j.
     const std::vector<float> up = as_floats(lw.ffn_up);
     const std::vector<float> gate = gated ? as_floats(lw.ffn_gate) : std::vector<float>{};

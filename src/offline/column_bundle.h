@@ -12,9 +12,11 @@
 
 namespace strata {
 
-// Fails with one line for what column bundles cannot hold: a mixture of experts, quantized FFN
-// weights (their columns are slower than rows on the CPU), a file already bundled. Returns the
-// layout written.
+// Float FFNs become columns, quantized ones (Q8_0, Q4_0, Q2_K..Q6_K) rows of their column-group
+// copies with the copies' scale planes beside them (tiers/column_bundle_layout.h). Fails with
+// one line for what column bundles cannot hold: a mixture of experts, FFN weights of several
+// quantized types (llama.cpp's _M mixtures), a shape the copies do not fit, a file already
+// bundled. Returns the layout written.
 ColumnBundleLayout write_column_bundled_model(
     const Model& model, const std::string& path,
     const std::function<void(uint64_t, uint64_t)>& progress = {});

@@ -30,8 +30,9 @@ double column_flash_bytes_per_token(const ColumnBundleLayout& layout, double sha
                                     std::span<const ColumnDensity> layers) {
   // Each cache's own share of its columns (a cache never holds fewer than a pass's minimum).
   const auto missed = [&](int64_t count) {
-    return 1.0 - static_cast<double>(FlashColumnStore::capacity_for(count, share)) /
-                     static_cast<double>(count);
+    return 1.0 -
+           static_cast<double>(FlashColumnStore::capacity_for(count, share, layout.pass_unit())) /
+               static_cast<double>(count);
   };
   const double gate_up = missed(layout.n_embd) * static_cast<double>(layout.gate_up_layer_bytes());
   const double down = missed(layout.n_ff) * static_cast<double>(layout.down_layer_bytes());

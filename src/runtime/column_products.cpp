@@ -40,16 +40,31 @@ void ColumnProducts::from_flash(int64_t layer, const Job& job, std::span<const i
              job.y, job.y_stride, ids, width);
     return;
   }
-  // Passes: the columns the cache holds first, then the others, each run ascending in chunks of
-  // the cache's size. In id order every pass would evict the columns the next token's first
+  // Passes: the columns the cache holds first, then the others, each ascending, cut into passes
+  // of the cache's size. In id order every pass would evict the columns the next token's first
   // passes want (a scan longer than the cache: a dense FFN from a 35% cache hit none); this way
-  // a token starts with what the last one left.
+  // a token starts with what the last one left. A pass never splits the columns of one pass
+  // unit (quantized bundles: the inputs the products quantize together), so the input is
+  // quantized as in one pass; a unit counts as held when any of its columns is.
+  const int64_t unit = store.pass_unit();
   order_.clear();
-  for (int64_t k = 0; k < count; ++k)
-    if (store.resident(layer, part, ids[static_cast<size_t>(k)])) order_.push_back(k);
-  const auto held = static_cast<int64_t>(order_.size());
-  for (int64_t k = 0; k < count; ++k)
-    if (!store.resident(layer, part, ids[static_cast<size_t>(k)])) order_.push_back(k);
+  units_.clear();  // where each unit starts in order_, and whether it is held
+  for (const bool held : {true, false})
+    for (int64_t k = 0; k < count;) {
+      int64_t end = k + 1;
+      while (end < count &&
+             ids[static_cast<size_t>(end)] / unit == ids[static_cast<size_t>(k)] / unit)
+        ++end;
+      bool any = false;
+      for (int64_t i = k; i < end && !any; ++i)
+        any = store.resident(layer, part, ids[static_cast<size_t>(i)]);
+      if (any == held) {
+        units_.push_back({static_cast<int64_t>(order_.size()), held});
+        for (int64_t i = k; i < end; ++i) order_.push_back(i);
+      }
+      k = end;
+    }
+  units_.push_back({count, false});
   ordered_ids_.resize(static_cast<size_t>(count));
   ordered_values_.resize(static_cast<size_t>(n * count));
   for (int64_t i = 0; i < count; ++i) {
@@ -59,22 +74,28 @@ void ColumnProducts::from_flash(int64_t layer, const Job& job, std::span<const i
   }
   partial_.resize(static_cast<size_t>(n * cols));
   int pass = 0;
-  for (const auto& [begin, end] : {std::pair{int64_t{0}, held}, std::pair{held, count}})
-    for (int64_t k0 = begin; k0 < end; k0 += capacity, ++pass) {
-      const int64_t m = std::min(capacity, end - k0);
-      const std::span<const int32_t> chunk(ordered_ids_.data() + k0, static_cast<size_t>(m));
-      const MatrixView view =
-          store.fetch(layer, part, chunk, slots_.data(), job.flash->token, pass, n);
-      const std::span<const int32_t> slots(slots_.data(), static_cast<size_t>(m));
-      float* out = pass == 0 ? job.y : partial_.data();
-      const int64_t out_stride = pass == 0 ? job.y_stride : cols;
-      be_.axpy(view, slots, ordered_values_.data() + k0, count, n, out, out_stride, chunk, width);
-      // A later pass's sums added to the earlier ones' (host memory: the flash tier's products
-      // run on the CPU backend).
-      if (pass > 0)
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t r = 0; r < cols; ++r) job.y[b * job.y_stride + r] += partial_[b * cols + r];
-    }
+  for (size_t u = 0; u + 1 < units_.size(); ++pass) {
+    // Whole units while they fit, none from both the held and the other columns.
+    const int64_t k0 = units_[u].first;
+    size_t v = u + 1;
+    while (v + 1 < units_.size() && units_[v].held == units_[u].held &&
+           units_[v + 1].first - k0 <= capacity)
+      ++v;
+    const int64_t m = units_[v].first - k0;
+    u = v;
+    const std::span<const int32_t> chunk(ordered_ids_.data() + k0, static_cast<size_t>(m));
+    const MatrixView view =
+        store.fetch(layer, part, chunk, slots_.data(), job.flash->token, pass, n);
+    const std::span<const int32_t> slots(slots_.data(), static_cast<size_t>(m));
+    float* out = pass == 0 ? job.y : partial_.data();
+    const int64_t out_stride = pass == 0 ? job.y_stride : cols;
+    be_.axpy(view, slots, ordered_values_.data() + k0, count, n, out, out_stride, chunk, width);
+    // A later pass's sums added to the earlier ones' (host memory: the flash tier's products
+    // run on the CPU backend).
+    if (pass > 0)
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t r = 0; r < cols; ++r) job.y[b * job.y_stride + r] += partial_[b * cols + r];
+  }
 }
 
 int64_t ColumnProducts::fused(int64_t layer, int point, float* x, int64_t n, int64_t width,

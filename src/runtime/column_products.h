@@ -75,6 +75,11 @@ class ColumnProducts {
   std::vector<int32_t> slots_;
   std::vector<float> partial_;
   std::vector<int64_t> order_;
+  struct Unit {
+    int64_t first;  // in order_
+    bool held;
+  };
+  std::vector<Unit> units_;
   std::vector<int32_t> ordered_ids_;
   std::vector<float> ordered_values_;
 };

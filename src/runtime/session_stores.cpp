@@ -33,7 +33,8 @@ BundleSource& Session::bundle_source() {
 std::unique_ptr<FlashColumnStore> Session::make_column_store() {
   std::vector<FlashColumnStore::LayerOffsets> offsets;
   for (const LayerWeights& l : model_.weights.layers)
-    offsets.push_back({l.gate_up_columns_offset, l.down_columns_offset});
+    offsets.push_back({l.gate_up_columns_offset, l.down_columns_offset, l.gate_up_column_scales,
+                       l.down_column_scales});
   ColumnStoreOptions o;
   o.share = options_.column_share;
   o.window = options_.window;

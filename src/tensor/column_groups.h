@@ -157,9 +157,9 @@ struct KColumnScales {
   const uint8_t* m;      // and mins (null for Q6_K)
 };
 
-STRATA_HD inline KColumnScales k_column_scales(DType type, const uint8_t* data, int64_t n_out,
-                                               int64_t g) {
-  const KColumnLayout k = k_column_layout(type);
+// The scales of group g in a copy laid out as `k` says (a scale plane: rows of 0 bytes).
+STRATA_HD inline KColumnScales k_column_scales_in(const KColumnLayout& k, const uint8_t* data,
+                                                  int64_t n_out, int64_t g) {
   const uint8_t* super = data + static_cast<uint64_t>(g / k.groups()) * k.super_bytes(n_out);
   const uint64_t n = static_cast<uint64_t>(n_out);
   const uint8_t* group = super + n * sizeof(uint16_t) * (k.has_min ? 2 : 1) +
@@ -167,6 +167,11 @@ STRATA_HD inline KColumnScales k_column_scales(DType type, const uint8_t* data, 
   const auto* d = reinterpret_cast<const uint16_t*>(super);
   if (!k.has_min) return {d, nullptr, group, nullptr};
   return {d, d + n_out, group, group + n_out};
+}
+
+STRATA_HD inline KColumnScales k_column_scales(DType type, const uint8_t* data, int64_t n_out,
+                                               int64_t g) {
+  return k_column_scales_in(k_column_layout(type), data, n_out, g);
 }
 
 // One group's share of a K-quant input-sparse product: its kept rows and their quantized input
@@ -225,6 +230,42 @@ STRATA_HD inline float column_group_value(DType type, const uint8_t* data, int64
   if (type == DType::Q5_K) return kquant_value<BlockQ5_K>(d, dmin, s.sc[i], s.m[i], q);
   if (type == DType::Q2_K) return kquant_value<BlockQ2_K>(d, dmin, s.sc[i], s.m[i], q);
   return kquant_value<BlockQ4_K>(d, dmin, s.sc[i], s.m[i], q);
+}
+
+// A copy split in two (Layout::ColumnGroupSlots, the flash tier's quantized column bundles):
+// each input's row stored apart, and the scale plane, the copy without its rows (per group of a
+// Q8_0/Q4_0 copy its n_out scales; per K-quant super-block d (and dmin), then per group its
+// scales (and mins)), in the copy's order.
+
+// Bytes of one input's row in a copy with n_out outputs.
+STRATA_HD inline uint64_t column_group_input_bytes(DType type, int64_t n_out) {
+  return has_block_column_groups(type) ? column_group_row_bytes(type, n_out)
+                                       : k_column_layout(type).row_bytes(n_out);
+}
+
+STRATA_HD inline KColumnLayout k_column_plane_layout(DType type) {
+  KColumnLayout k = k_column_layout(type);
+  k.chunk_bytes = 0;
+  return k;
+}
+
+STRATA_HD inline uint64_t column_group_plane_bytes(DType type, int64_t n_in, int64_t n_out) {
+  if (has_block_column_groups(type))
+    return static_cast<uint64_t>(n_in / kColumnGroup) * static_cast<uint64_t>(n_out) *
+           sizeof(uint16_t);
+  return static_cast<uint64_t>(n_in / kQK_K) * k_column_plane_layout(type).super_bytes(n_out);
+}
+
+// Group g's scales in a scale plane: a Q8_0/Q4_0 group's f16 scales.
+STRATA_HD inline const uint16_t* column_group_plane_scales(const uint8_t* plane, int64_t n_out,
+                                                           int64_t g) {
+  return reinterpret_cast<const uint16_t*>(plane) + static_cast<uint64_t>(g) * n_out;
+}
+
+// A K-quant group's scales (and its super-block's d, dmin) in a scale plane.
+STRATA_HD inline KColumnScales k_column_plane_scales(DType type, const uint8_t* plane,
+                                                     int64_t n_out, int64_t g) {
+  return k_column_scales_in(k_column_plane_layout(type), plane, n_out, g);
 }
 
 inline float column_group_weight(const MatrixView& v, int64_t i, int64_t j) {

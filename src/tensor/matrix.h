@@ -12,9 +12,12 @@ namespace strata {
 // Rows: the file's layout. Interleaved16: Q4_0/Q8_0/Q4_K rows interleaved by groups of 16
 // (tensor/interleaved_rows.h),
 // done at load for matrices that are only multiplied whole (row() is then meaningless; the
-// kernels in matvec.h handle both layouts). ColumnGroups: a Q8_0 or Q4_K matrix's copy for
-// input-sparse products, by blocks of 32 inputs (tensor/column_groups.h; row() meaningless).
-enum class Layout { Rows, Interleaved16, ColumnGroups };
+// kernels in matvec.h handle both layouts). ColumnGroups: a quantized matrix's copy for
+// input-sparse products, by groups of inputs (tensor/column_groups.h; row() meaningless).
+// ColumnGroupSlots: such a copy split in two, as the flash tier keeps a column-bundled model's
+// quantized FFN: row r (a cache slot, row_bytes apart) holds one input's row of the copy, and
+// `scales` the copy's scales (its scale plane); an axpy names each row's input.
+enum class Layout { Rows, Interleaved16, ColumnGroups, ColumnGroupSlots };
 
 struct MatrixView {
   DType type = DType::F32;
@@ -24,6 +27,7 @@ struct MatrixView {
   uint64_t row_bytes = 0;
   Layout layout = Layout::Rows;
   Device device = Device::Host;  // where `data` lives
+  const uint8_t* scales = nullptr;  // Layout::ColumnGroupSlots: the copy's scale plane
 
   const uint8_t* row(int64_t r) const { return data + static_cast<uint64_t>(r) * row_bytes; }
   uint64_t bytes() const { return row_bytes * static_cast<uint64_t>(rows); }

@@ -8,13 +8,18 @@
 //            `blk.N.ffn_down_columns`, [down_bytes, n_ff] of I8.
 // A token then reads the gate/up bundles of its FFN inputs above threshold and the down bundles
 // of its activations above threshold; neuron bundles (bundle_layout.h) would have to be read
-// whole for every neuron, since every gate/up row meets every input. Float types only (F32,
-// F16, BF16): column bundles of Q8_0's column groups (tensor/column_groups.h: a group's scales
-// shared by 32 inputs) are not built yet; other quantized columns are slower than rows.
+// whole for every neuron, since every gate/up row meets every input.
+// Float types hold plain columns. Quantized types (those with column groups, Q8_0, Q4_0,
+// Q2_K..Q6_K) hold rows of the matrices' column-group copies (tensor/column_groups.h): gate/up's
+// bundle j is input j's row of the stacked gate/up copy (gate's outputs, then up's), down's
+// bundle i input i's row of down's copy; their scales, shared by a group of inputs, stay in RAM
+// as each copy's scale plane (`blk.N.ffn_gate_up_column_scales`, `blk.N.ffn_down_column_scales`,
+// I8 of plane bytes), so a bundle holds only what its own input needs.
 #pragma once
 
 #include <cstdint>
 
+#include "tensor/column_groups.h"
 #include "tensor/dtype.h"
 #include "tiers/bundle_layout.h"
 
@@ -32,17 +37,41 @@ struct ColumnBundleLayout {
   uint64_t gate_up_bytes = 0;   // stride between gate/up bundles
   uint64_t down_row_bytes = 0;  // one column of down (n_embd values)
   uint64_t down_bytes = 0;      // stride between down bundles
+  // Quantized types: the scale planes' bytes (0 for float types).
+  uint64_t gate_up_plane_bytes = 0, down_plane_bytes = 0;
+  bool groups() const { return !is_float_type(type); }  // rows of column-group copies
+  // Inputs quantized together by the products (a Q8_0/Q4_0 group, a K-quant super-block; a
+  // float type's columns each on their own): a pass of the products never splits them, so a
+  // product in passes quantizes its input as one pass does.
+  int64_t pass_unit() const {
+    return !groups() ? 1 : has_block_column_groups(type) ? kColumnGroup : kQK_K;
+  }
   int64_t gate_up_values() const { return (has_gate ? 2 : 1) * n_ff; }
   uint64_t gate_up_layer_bytes() const { return gate_up_bytes * static_cast<uint64_t>(n_embd); }
   uint64_t down_layer_bytes() const { return down_bytes * static_cast<uint64_t>(n_ff); }
   uint64_t layer_bytes() const { return gate_up_layer_bytes() + down_layer_bytes(); }
+  uint64_t plane_bytes() const { return gate_up_plane_bytes + down_plane_bytes; }
 
+  // Whether column bundles can hold an FFN of `type` and this shape: a float type, or one with
+  // column groups whose copies fit both matrices (outputs by 64 or 128 per part, inputs by the
+  // type's block).
+  static bool holds(DType type, int64_t n_embd, int64_t n_ff) {
+    return is_float_type(type) ||
+           (column_groups_fit(type, n_ff, n_embd) && column_groups_fit(type, n_embd, n_ff));
+  }
   static ColumnBundleLayout make(DType type, int64_t n_embd, int64_t n_ff, bool has_gate) {
-    ColumnBundleLayout l{type, n_embd, n_ff, has_gate, 0, 0, 0, 0};
-    l.column_bytes = row_bytes(type, static_cast<uint64_t>(n_ff));
+    ColumnBundleLayout l{type, n_embd, n_ff, has_gate};
+    const bool groups = !is_float_type(type);
+    l.column_bytes = groups ? column_group_input_bytes(type, n_ff)
+                            : row_bytes(type, static_cast<uint64_t>(n_ff));
     l.gate_up_bytes = padded_to_bundle_align((has_gate ? 2 : 1) * l.column_bytes);
-    l.down_row_bytes = row_bytes(type, static_cast<uint64_t>(n_embd));
+    l.down_row_bytes = groups ? column_group_input_bytes(type, n_embd)
+                              : row_bytes(type, static_cast<uint64_t>(n_embd));
     l.down_bytes = padded_to_bundle_align(l.down_row_bytes);
+    if (groups) {
+      l.gate_up_plane_bytes = column_group_plane_bytes(type, n_embd, l.gate_up_values());
+      l.down_plane_bytes = column_group_plane_bytes(type, n_ff, n_embd);
+    }
     return l;
   }
   // The layouts of the two caches (NeuronCache counts bundles as its n_ff).

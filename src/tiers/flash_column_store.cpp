@@ -12,13 +12,14 @@ namespace {
 constexpr int64_t kMinPassColumns = 64;
 }  // namespace
 
-int64_t FlashColumnStore::capacity_for(int64_t count, double share) {
+int64_t FlashColumnStore::capacity_for(int64_t count, double share, int64_t unit) {
   const auto wanted = static_cast<int64_t>(std::ceil(share * static_cast<double>(count)));
-  return std::clamp<int64_t>(wanted, std::min(count, kMinPassColumns), count);
+  return std::clamp<int64_t>(wanted, std::min(count, std::max(kMinPassColumns, unit)), count);
 }
 
 uint64_t FlashColumnStore::bytes(const ColumnBundleLayout& layout, int64_t layers, double share) {
-  const int64_t gu = capacity_for(layout.n_embd, share), down = capacity_for(layout.n_ff, share);
+  const int64_t gu = capacity_for(layout.n_embd, share, layout.pass_unit());
+  const int64_t down = capacity_for(layout.n_ff, share, layout.pass_unit());
   const uint64_t per_layer = static_cast<uint64_t>(gu) * layout.gate_up_bytes +
                              static_cast<uint64_t>(down) * layout.down_bytes +
                              NeuronCache::bookkeeping_bytes(layout.n_embd, gu) +
@@ -32,17 +33,21 @@ FlashColumnStore::FlashColumnStore(const ColumnBundleLayout& layout,
     : layout_(layout), offsets_(std::move(offsets)), source_(source) {
   if (!(options.share > 0.0 && options.share <= 1.0))
     fail("the column caches' share must be in (0, 1], got {}", options.share);
+  if (layout_.groups())
+    for (const LayerOffsets& at : offsets_)
+      if (at.gate_up_scales == nullptr || at.down_scales == nullptr)
+        fail("quantized column bundles need their layer's scale planes");
   const bool own_queue = source_.queue_depth() > 0;
   io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options.io_threads));
   const int depth = own_queue ? source_.queue_depth() : io_pool_->size();
   for (size_t l = 0; l < offsets_.size(); ++l) {
     auto& pair = caches_.emplace_back();
-    pair[0] = std::make_unique<NeuronCache>(layout_.gate_up_cache(),
-                                            capacity_for(layout_.n_embd, options.share),
-                                            options.window);
-    pair[1] = std::make_unique<NeuronCache>(layout_.down_cache(),
-                                            capacity_for(layout_.n_ff, options.share),
-                                            options.window);
+    pair[0] = std::make_unique<NeuronCache>(
+        layout_.gate_up_cache(), capacity_for(layout_.n_embd, options.share, layout_.pass_unit()),
+        options.window);
+    pair[1] = std::make_unique<NeuronCache>(
+        layout_.down_cache(), capacity_for(layout_.n_ff, options.share, layout_.pass_unit()),
+        options.window);
     for (auto& c : pair) c->set_read_planning(options.storage, depth);
   }
 }
@@ -53,8 +58,13 @@ MatrixView FlashColumnStore::fetch(int64_t layer, Part part, std::span<const int
   const LayerOffsets& at = offsets_[static_cast<size_t>(layer)];
   const bool gate_up = part == Part::GateUp;
   c.fetch(ids, slots, source_, gate_up ? at.gate_up : at.down, token, *io_pool_, pass, batch);
-  return MatrixView{layout_.type, c.data(), values(part), c.capacity(),
-                    gate_up ? layout_.gate_up_bytes : layout_.down_bytes};
+  MatrixView v{layout_.type, c.data(), values(part), c.capacity(),
+               gate_up ? layout_.gate_up_bytes : layout_.down_bytes};
+  if (layout_.groups()) {
+    v.layout = Layout::ColumnGroupSlots;
+    v.scales = gate_up ? at.gate_up_scales : at.down_scales;
+  }
+  return v;
 }
 
 NeuronCacheStats FlashColumnStore::stats() const {

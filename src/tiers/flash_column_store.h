@@ -33,9 +33,14 @@ class FlashColumnStore {
   enum class Part { GateUp = 0, Down = 1 };
   struct LayerOffsets {
     uint64_t gate_up = 0, down = 0;  // absolute file offsets of the layer's first bundles
+    // Quantized bundles: the scale planes of the layer's copies (in RAM; null for float types).
+    const uint8_t* gate_up_scales = nullptr;
+    const uint8_t* down_scales = nullptr;
   };
-  // The smallest cache of `count` bundles a share gives: a pass holds at least this many.
-  static int64_t capacity_for(int64_t count, double share);
+  // The smallest cache of `count` bundles a share gives: a pass holds at least this many, and
+  // at least a pass unit (ColumnBundleLayout::pass_unit).
+  static int64_t capacity_for(int64_t count, double share, int64_t unit = 1);
+  int64_t pass_unit() const { return layout_.pass_unit(); }
 
   FlashColumnStore(const ColumnBundleLayout& layout, std::vector<LayerOffsets> offsets,
                    BundleSource& source, ColumnStoreOptions options);
@@ -48,7 +53,8 @@ class FlashColumnStore {
   // Makes columns `ids` (ascending, distinct, at most capacity()) resident for the batch of
   // `batch` tokens ending at token number `token`, in pass `pass` of that batch's product;
   // slots[k] receives ids[k]'s slot. Returns the cache as a matrix whose rows are slots
-  // (valid until the next fetch of this layer's part).
+  // (valid until the next fetch of this layer's part): columns of a float type, or rows of a
+  // column-group copy with its scale plane (Layout::ColumnGroupSlots).
   MatrixView fetch(int64_t layer, Part part, std::span<const int32_t> ids, int32_t* slots,
                    int64_t token, int pass, int64_t batch);
 

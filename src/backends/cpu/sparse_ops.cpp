@@ -137,7 +137,7 @@ struct AxpyItem {
 // Scratch of the calling thread, reused across calls. Named through a reference inside the
 // lambdas (run by pool threads): a thread_local name there would mean the worker's own copy.
 struct AxpyScratch {
-  std::vector<int64_t> rows, token_items, cumulative;
+  std::vector<int64_t> rows, keys, token_items, cumulative;
   std::vector<float> coefs, partials;
   std::vector<AxpyItem> items;
 };
@@ -151,7 +151,8 @@ AxpyScratch& axpy_scratch() {
 // chunk's partials and pairs fit kAxpyScratchBytes (at least one token). Returns the chunk's end.
 int64_t axpy_items(AxpyScratch& s, std::span<const int32_t> ids, std::span<const int32_t> keys,
                    const float* c, int64_t c_stride, int64_t t0, int64_t batch, int64_t cols) {
-  s.rows.clear(), s.coefs.clear(), s.items.clear(), s.cumulative.clear(), s.token_items.clear();
+  s.rows.clear(), s.keys.clear(), s.coefs.clear(), s.items.clear(), s.cumulative.clear();
+  s.token_items.clear();
   const int64_t n_ids = static_cast<int64_t>(ids.size());
   int64_t b = t0;
   for (; b < batch; ++b) {
@@ -163,6 +164,7 @@ int64_t axpy_items(AxpyScratch& s, std::span<const int32_t> ids, std::span<const
       if (s.items.size() == items_before || s.items.back().bucket != bucket)
         s.items.push_back({b - t0, bucket, static_cast<int64_t>(s.rows.size()), 0});
       s.rows.push_back(ids[static_cast<size_t>(k)]);
+      s.keys.push_back(keys[static_cast<size_t>(k)]);
       s.coefs.push_back(cb[k]);
       ++s.items.back().count;
     }
@@ -171,6 +173,7 @@ int64_t axpy_items(AxpyScratch& s, std::span<const int32_t> ids, std::span<const
     if (bytes > kAxpyScratchBytes && b > t0) {  // this token starts the next chunk
       s.items.resize(items_before);
       s.rows.resize(rows_before);
+      s.keys.resize(rows_before);
       s.coefs.resize(rows_before);
       break;
     }
@@ -199,23 +202,44 @@ struct ColumnGroupTerms {
   }
 };
 
-// The terms of the Q8_0 or Q4_0 group starting at rows[a] (rows ascending): its coefficients
+// Where a column-group matrix keeps a list entry's row: in a copy (ColumnGroups) its input's,
+// in split rows (ColumnGroupSlots) row `row`; and group g's scales, in the copy or its plane.
+const uint8_t* group_row(const MatrixView& wt, int64_t row, int64_t input) {
+  if (wt.layout == Layout::ColumnGroupSlots) return wt.row(row);
+  return has_block_column_groups(wt.type) ? column_group_row(wt.type, wt.data, wt.cols, input)
+                                          : k_column_row(wt.type, wt.data, wt.cols, input);
+}
+
+const uint16_t* block_group_scales(const MatrixView& wt, int64_t g) {
+  return wt.layout == Layout::ColumnGroupSlots ? column_group_plane_scales(wt.scales, wt.cols, g)
+                                               : column_group_scales(wt.type, wt.data, wt.cols, g);
+}
+
+KColumnScales k_group_scales(const MatrixView& wt, int64_t g) {
+  return wt.layout == Layout::ColumnGroupSlots
+             ? k_column_plane_scales(wt.type, wt.scales, wt.cols, g)
+             : k_column_scales(wt.type, wt.data, wt.cols, g);
+}
+
+// The terms of the Q8_0 or Q4_0 group starting at inputs[a] (inputs ascending): its coefficients
 // quantized as the dense product quantizes its input (zeros for the inputs not listed), the rows
 // whose value is not 0 (a value quantized to 0 adds nothing: its row is never read). Returns the
 // end of the group's entries.
 int64_t block_group_terms(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                          const float* c, int64_t a, int64_t count, ColumnGroupTerms& t) {
-  t.group = rows[a] / kColumnGroup;
+                          const int64_t* inputs, const float* c, int64_t a, int64_t count,
+                          ColumnGroupTerms& t) {
+  t.group = inputs[a] / kColumnGroup;
   float block[kColumnGroup] = {};
   int64_t b = a;
-  for (; b < count && rows[b] / kColumnGroup == t.group; ++b) block[rows[b] % kColumnGroup] = c[b];
+  for (; b < count && inputs[b] / kColumnGroup == t.group; ++b)
+    block[inputs[b] % kColumnGroup] = c[b];
   BlockQ8_0 x;
   kernels.quantize_q8_0(block, &x, kColumnGroup);
   t.dx = f16_to_f32(x.d);
   t.n = 0;
   for (int64_t k = a; k < b; ++k)
-    if (const int8_t v = x.qs[rows[k] % kColumnGroup]; v != 0)
-      t.add(column_group_row(wt.type, wt.data, wt.cols, rows[k]), v);
+    if (const int8_t v = x.qs[inputs[k] % kColumnGroup]; v != 0)
+      t.add(group_row(wt, rows[k], inputs[k]), v);
   return b;
 }
 
@@ -228,20 +252,20 @@ struct SuperTerms {
   ColumnGroupTerms groups[kQK_K / 16];
 };
 
-int64_t k_super_terms(const MatrixView& wt, const int64_t* rows, const float* c, int64_t a,
-                      int64_t count, SuperTerms& t) {
+int64_t k_super_terms(const MatrixView& wt, const int64_t* rows, const int64_t* inputs,
+                      const float* c, int64_t a, int64_t count, SuperTerms& t) {
   const KColumnLayout layout = k_column_layout(wt.type);
-  t.super = rows[a] / kQK_K;
+  t.super = inputs[a] / kQK_K;
   float block[kQK_K] = {};
   int64_t b = a;
-  for (; b < count && rows[b] / kQK_K == t.super; ++b) block[rows[b] % kQK_K] = c[b];
+  for (; b < count && inputs[b] / kQK_K == t.super; ++b) block[inputs[b] % kQK_K] = c[b];
   BlockQ8_K x;
   quantize_row_q8_K(block, &x, kQK_K);
   t.dx = x.d;
   t.n = 0;
   for (int64_t k = a; k < b; ++k) {
-    const int64_t group = rows[k] / layout.group;
-    const int8_t v = x.qs[rows[k] % kQK_K];
+    const int64_t group = inputs[k] / layout.group;
+    const int8_t v = x.qs[inputs[k] % kQK_K];
     if (v == 0) continue;
     if (t.n == 0 || t.groups[t.n - 1].group != group) {
       ColumnGroupTerms& g = t.groups[t.n++];
@@ -250,7 +274,7 @@ int64_t k_super_terms(const MatrixView& wt, const int64_t* rows, const float* c,
       const int64_t first = (group % layout.groups()) * (layout.group / 16);
       for (int64_t h = first; h < first + layout.group / 16; ++h) g.xsum += x.bsums[h];
     }
-    t.groups[t.n - 1].add(k_column_row(wt.type, wt.data, wt.cols, rows[k]), v);
+    t.groups[t.n - 1].add(group_row(wt, rows[k], inputs[k]), v);
   }
   return b;
 }
@@ -280,27 +304,27 @@ void first_rows(const ColumnGroupTerms& t, const uint8_t** out) {
 }
 
 // y[0, wt.cols) += the products of `count` rows of a column-group copy (tensor/column_groups.h;
-// ascending inputs) with their coefficients: Q8_0 and Q4_0 group by group
-// (kernels.axpy_q8_0_group, axpy_q4_0_group),
-// K-quants super-block by super-block (axpy_q4_K_super, _q5_K_, _q6_K_), each call told the
-// next one's first rows so it reads them ahead.
+// rows[k] input inputs[k]'s, ascending inputs) with their coefficients: Q8_0 and Q4_0 group by
+// group (kernels.axpy_q8_0_group, axpy_q4_0_group), K-quants super-block by super-block
+// (axpy_q4_K_super, _q5_K_, _q6_K_), each call told the next one's first rows so it reads them
+// ahead.
 void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const int64_t* rows,
-                        const float* c, int64_t count, float* y) {
+                        const int64_t* inputs, const float* c, int64_t count, float* y) {
   if (!has_block_column_groups(wt.type)) {
     const auto axpy_super = kernels.axpy_k_super(wt.type);
     in_turn<SuperTerms>(
-        count, [&](int64_t a, SuperTerms& t) { return k_super_terms(wt, rows, c, a, count, t); },
+        count,
+        [&](int64_t a, SuperTerms& t) { return k_super_terms(wt, rows, inputs, c, a, count, t); },
         [&](const SuperTerms& t, const SuperTerms* following) {
           const uint8_t* next[8];
           if (following != nullptr) first_rows(following->groups[0], next);
           KColumnTerms groups[kQK_K / 16];
           for (int g = 0; g < t.n; ++g) {
             const ColumnGroupTerms& x = t.groups[g];
-            const KColumnScales s = k_column_scales(wt.type, wt.data, wt.cols, x.group);
+            const KColumnScales s = k_group_scales(wt, x.group);
             groups[g] = {x.rows, x.values, x.n, s.sc, s.m, x.xsum};
           }
-          const KColumnScales s = k_column_scales(wt.type, wt.data, wt.cols,
-                                                  t.super * k_column_layout(wt.type).groups());
+          const KColumnScales s = k_group_scales(wt, t.super * k_column_layout(wt.type).groups());
           axpy_super(groups, t.n, s.d, s.dmin, t.dx, y, wt.cols,
                      following != nullptr ? next : nullptr);
         });
@@ -309,12 +333,12 @@ void axpy_column_groups(const CpuKernels& kernels, const MatrixView& wt, const i
   in_turn<ColumnGroupTerms>(
       count,
       [&](int64_t a, ColumnGroupTerms& t) {
-        return block_group_terms(kernels, wt, rows, c, a, count, t);
+        return block_group_terms(kernels, wt, rows, inputs, c, a, count, t);
       },
       [&](const ColumnGroupTerms& t, const ColumnGroupTerms* following) {
         const uint8_t* next[8];
         if (following != nullptr) first_rows(*following, next);
-        const uint16_t* scales = column_group_scales(wt.type, wt.data, wt.cols, t.group);
+        const uint16_t* scales = block_group_scales(wt, t.group);
         const uint8_t* const* ahead = following != nullptr ? next : nullptr;
         if (wt.type == DType::Q4_0) {
           kernels.axpy_q4_0_group(t.rows, t.values, t.n, scales, t.dx, y, wt.cols, ahead);
@@ -343,9 +367,12 @@ void axpy_partials(const CpuKernels& kernels, const MatrixView& wt, AxpyScratch&
       const AxpyItem& it = s.items[static_cast<size_t>(i)];
       float* p = s.partials.data() + i * cols;
       std::fill(p, p + cols, 0.0f);
-      if (wt.layout == Layout::ColumnGroups) {
-        axpy_column_groups(kernels, wt, s.rows.data() + it.first, s.coefs.data() + it.first,
-                           it.count, p);
+      if (wt.layout == Layout::ColumnGroups || wt.layout == Layout::ColumnGroupSlots) {
+        // A copy's rows are its inputs; split rows name theirs (the neuron list).
+        const std::vector<int64_t>& inputs =
+            wt.layout == Layout::ColumnGroupSlots ? s.keys : s.rows;
+        axpy_column_groups(kernels, wt, s.rows.data() + it.first, inputs.data() + it.first,
+                           s.coefs.data() + it.first, it.count, p);
         continue;
       }
       for (int64_t g = 0; g < it.count; g += kAxpyGroup) {
@@ -403,9 +430,11 @@ void axpy_rows(const CpuKernels& kernels, const MatrixView& wt, std::span<const 
   if (!dtype_info(wt.type).computable)
     fail("axpy over a {} matrix is not supported", dtype_name(wt.type));
   const int64_t cols = wt.cols;
-  if (wt.layout == Layout::ColumnGroups &&
-      (!has_column_groups(wt.type) || cols % kColumnChunk != 0))
+  const bool groups = wt.layout == Layout::ColumnGroups || wt.layout == Layout::ColumnGroupSlots;
+  if (groups && (!has_column_groups(wt.type) || cols % kColumnChunk != 0))
     fail("axpy over column groups: a {} copy of {} outputs", dtype_name(wt.type), cols);
+  if (wt.layout == Layout::ColumnGroupSlots && (wt.scales == nullptr || neurons.empty()))
+    fail("axpy over split column-group rows needs their scale plane and each row's input");
   if (!neurons.empty() && neurons.size() != ids.size())
     fail("axpy_rows: {} neuron ids for {} rows", neurons.size(), ids.size());
   const std::span<const int32_t> keys = neurons.empty() ? ids : neurons;

@@ -121,9 +121,13 @@ expect_error "bundled for the flash tier" "$strata" bench -m "$work/sparse.bundl
 expect_error "records decode" "$strata" bench -m "$work/sparse.bundle.gguf" -p 4 -n 0 --timeline "$work/t.html"
 expect_error "contradict" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --lookahead --no-lookahead
 expect_error "already bundled" "$strata" bundle -m "$work/sparse.bundle.gguf" -o "$work/b.gguf"
-# Column bundles (TEAL from flash): float models only, the dense FFN's modes, a budget that
-# leaves the caches room.
-expect_error "mixes Q4_K and Q6_K FFN weights" "$strata" bundle -m "$work/q4km.gguf" -o "$work/c.gguf" --columns
+# Column bundles (TEAL from flash): shapes the quantized copies fit, the dense FFN's modes, a
+# budget that leaves the caches room. (Q4_K_M, down Q6_K in some layers, bundles.)
+"$strata" bundle -m "$work/q4km.gguf" -o "$work/q4km.columns.gguf" --columns >/dev/null
+"$strata" synth --preset tiny --type q8_0 --ffn swiglu --embd 96 --heads 3 --kv-heads 3 --ff 256 \
+  -o "$work/q8-odd.gguf" >/dev/null
+expect_error "in whole chunks of the types' column groups" "$strata" bundle -m "$work/q8-odd.gguf" \
+  -o "$work/c.gguf" --columns
 "$strata" bundle -m "$model" -o "$work/columns.gguf" --columns >/dev/null
 expect_error "is column-bundled" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ffn predict
 expect_error "nothing left for the flash tier's column caches" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ram-budget 20M

@@ -34,18 +34,41 @@ using testing::relative_difference;
 using testing::temp_file;
 using testing::tiny_model;
 
-// A tiny SwiGLU model calibrated at 50% (written once per type), and its column-bundled copy.
-// K-quants: 256 inputs and 512 neurons (whole super-blocks both ways).
+// The tiny Q8_0 SwiGLU model with one tensor re-quantized to Q4_0 (written once per tensor).
+std::string q8_with_q4_0(const std::string& tensor) {
+  const std::string path = temp_file("columns_q8_with_q4_0_" + tensor + ".gguf");
+  if (std::filesystem::exists(path)) return path;
+  const auto q8 = GgufFile::open(tiny_model(DType::Q8_0, FfnActivation::SwiGLU));
+  GgufWriter w(path, q8->alignment());
+  for (const auto& [k, v] : q8->metadata()) w.set(k, v);
+  std::vector<uint8_t> q4;
+  for (const auto& t : q8->tensors()) {
+    if (t.name != tensor) {
+      w.add_tensor(t.name, t.type, t.dims);
+      continue;
+    }
+    std::vector<float> values(static_cast<size_t>(t.dims[0] * t.dims[1]));
+    dequantize_row(t.type, t.data, values.data(), static_cast<int64_t>(values.size()));
+    q4.resize(row_bytes(DType::Q4_0, values.size()));
+    quantize_row(DType::Q4_0, values.data(), q4.data(), static_cast<int64_t>(values.size()));
+    w.add_tensor(t.name, DType::Q4_0, t.dims);
+  }
+  for (const auto& t : q8->tensors())
+    w.write_tensor_data(t.name == tensor ? std::span<const uint8_t>(q4)
+                                         : std::span<const uint8_t>(t.data, t.n_bytes));
+  w.finish();
+  return path;
+}
+
+// A SwiGLU model calibrated at 50% (written once per name), and its column-bundled copy.
 struct Files {
   std::string ram, columns;
 };
-Files calibrated(DType type) {
-  const std::string ram = temp_file(std::string("columns_") + dtype_name(type) + ".gguf");
-  const std::string columns = temp_file(std::string("columns_") + dtype_name(type) + ".cb.gguf");
+Files calibrated(const std::string& dense_path, const std::string& name) {
+  const std::string ram = temp_file("columns_" + name + ".gguf");
+  const std::string columns = temp_file("columns_" + name + ".cb.gguf");
   if (!std::filesystem::exists(columns)) {
-    const bool k = is_kquant(type);
-    const auto dense =
-        Model::load(k ? kquant_tiny_model(type) : tiny_model(type, FfnActivation::SwiGLU), false);
+    const auto dense = Model::load(dense_path, false);
     ThreadPool pool(2);
     SparsifyOptions o;
     o.levels = {0.5f};
@@ -57,6 +80,14 @@ Files calibrated(DType type) {
     write_column_bundled_model(*Model::load(ram, false), columns);
   }
   return {ram, columns};
+}
+
+// The tiny SwiGLU model of `type` (K-quants: 256 inputs and 512 neurons, whole super-blocks
+// both ways), calibrated and column-bundled.
+Files calibrated(DType type) {
+  const std::string dense =
+      is_kquant(type) ? kquant_tiny_model(type) : tiny_model(type, FfnActivation::SwiGLU);
+  return calibrated(dense, dtype_name(type));
 }
 
 SessionOptions teal(double share = 1.0) {
@@ -94,7 +125,7 @@ TEST(FlashColumns, BundlesHoldEachInputsGateAndUpColumnsAndEachNeuronsDownColumn
   const auto ram = Model::load(f.ram, false);
   const auto cb = Model::load(f.columns, false);
   ASSERT_TRUE(cb->weights.column_bundled);
-  const ColumnBundleLayout& b = cb->weights.column_bundle;
+  const ColumnBundleLayout& b = cb->weights.layers[0].column_bundle;
   const ModelConfig& c = ram->config;
   EXPECT_EQ(b.gate_up_bytes % kBundleAlign, 0u);
   EXPECT_EQ(b.down_bytes % kBundleAlign, 0u);
@@ -156,8 +187,9 @@ TEST(FlashColumns, QuantizedBundlesAreTheColumnGroupCopiesBitForBit) {
     auto ram = Model::load(f.ram, false);
     auto cb = Model::load(f.columns, false);
     ASSERT_TRUE(cb->weights.column_bundled) << dtype_name(type);
-    const ColumnBundleLayout& b = cb->weights.column_bundle;
+    const ColumnBundleLayout& b = cb->weights.layers.back().column_bundle;
     EXPECT_EQ(b.type, type);
+    EXPECT_EQ(b.down_type, type);
     ram->ensure_input_columns();
     cb->ensure_input_columns();
     const LayerColumns& copies = ram->columns.back();
@@ -199,6 +231,43 @@ TEST(FlashColumns, QuantizedBundlesAreTheColumnGroupCopiesBitForBit) {
     EXPECT_GT(small.bytes_read, whole.bytes_read) << dtype_name(type);
     // A prompt's batch reads its union of columns from the same bundles.
     EXPECT_LT(relative_difference(run(*ram, teal()), run(*cb, teal())), 1e-4) << dtype_name(type);
+  }
+}
+
+// A layer's down of another type than its gate/up (llama.cpp's _M mixtures give some layers'
+// ffn_down Q6_K): each layer has its own layout, and decode is still the RAM copies' bits.
+TEST(FlashColumns, ALayersDownMayHaveItsOwnType) {
+  const Files f = calibrated(q8_with_q4_0("blk.1.ffn_down.weight"), "q8_down1_q4_0");
+  auto ram = Model::load(f.ram, false);
+  auto cb = Model::load(f.columns, false);
+  const ColumnBundleLayout& l0 = cb->weights.layers[0].column_bundle;
+  const ColumnBundleLayout& l1 = cb->weights.layers[1].column_bundle;
+  EXPECT_EQ(l0.type, DType::Q8_0);
+  EXPECT_EQ(l0.down_type, DType::Q8_0);
+  EXPECT_EQ(l1.type, DType::Q8_0);
+  EXPECT_EQ(l1.down_type, DType::Q4_0);
+  EXPECT_LT(l1.down_row_bytes, l0.down_row_bytes);
+  ram->ensure_input_columns();
+  cb->ensure_input_columns();
+  EXPECT_EQ(ram->columns[1].ffn_down.type, DType::Q4_0);
+  EXPECT_EQ(run(*cb, teal(), 2, false), run(*ram, teal(), 2, false));
+  // The per-layer types are recorded; a list of the wrong length is refused.
+  const auto src = GgufFile::open(f.columns);
+  const std::string cut = temp_file("columns_types_cut.gguf");
+  {
+    GgufWriter w(cut, src->alignment());
+    for (const auto& [k, v] : src->metadata()) w.set(k, v);
+    w.set(kColumnBundleTypesKey,
+          GgufValue::array(GgufType::U32, {GgufValue::u32(static_cast<uint32_t>(DType::Q8_0))}));
+    for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.dims);
+    for (const auto& t : src->tensors()) w.write_tensor_data({t.data, t.n_bytes});
+    w.finish();
+  }
+  try {
+    Model::load(cut, false);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("two type ids per layer"), std::string::npos) << e.what();
   }
 }
 
@@ -287,33 +356,10 @@ TEST(FlashColumns, WhatColumnBundlesCannotHoldIsRefusedWithOneLine) {
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     }
   };
-  // Quantized FFNs of two types (llama.cpp's _M mixtures): layer 1's down made Q4_0.
-  const auto q8 = GgufFile::open(tiny_model(DType::Q8_0, FfnActivation::SwiGLU));
-  const std::string mixed_path = temp_file("columns_mixed.gguf");
-  {
-    GgufWriter w(mixed_path, q8->alignment());
-    for (const auto& [k, v] : q8->metadata()) w.set(k, v);
-    const std::string down = "blk.1.ffn_down.weight";
-    std::vector<uint8_t> q4;
-    for (const auto& t : q8->tensors()) {
-      if (t.name != down) {
-        w.add_tensor(t.name, t.type, t.dims);
-        continue;
-      }
-      std::vector<float> values(static_cast<size_t>(t.dims[0] * t.dims[1]));
-      dequantize_row(t.type, t.data, values.data(), static_cast<int64_t>(values.size()));
-      q4.resize(row_bytes(DType::Q4_0, values.size()));
-      quantize_row(DType::Q4_0, values.data(), q4.data(), static_cast<int64_t>(values.size()));
-      w.add_tensor(t.name, DType::Q4_0, t.dims);
-    }
-    for (const auto& t : q8->tensors())
-      w.write_tensor_data(t.name == down ? std::span<const uint8_t>(q4)
-                                         : std::span<const uint8_t>(t.data, t.n_bytes));
-    w.finish();
-  }
-  const auto mixed = Model::load(mixed_path, false);
+  // A layer's gate and up of two types (its copy stacks them).
+  const auto mixed = Model::load(q8_with_q4_0("blk.1.ffn_gate.weight"), false);
   expect_error([&] { write_column_bundled_model(*mixed, temp_file("mixed.cb.gguf")); },
-               "mixes Q8_0 and Q4_0 FFN weights");
+               "has Q4_0 gate and Q8_0 up weights in one layer");
   // A shape the copies do not fit: 96 inputs (down's outputs not whole chunks of 64).
   SynthSpec odd = synth_preset("tiny");
   odd.type = DType::Q8_0;
@@ -323,7 +369,7 @@ TEST(FlashColumns, WhatColumnBundlesCannotHoldIsRefusedWithOneLine) {
   write_synthetic_model(odd, odd_path);
   expect_error(
       [&] { write_column_bundled_model(*Model::load(odd_path, false), temp_file("odd.cb.gguf")); },
-      "in whole chunks of the type's column groups");
+      "in whole chunks of the types' column groups");
   const Files f = calibrated(DType::F16);
   const auto cb = Model::load(f.columns, false);
   expect_error([&] { write_column_bundled_model(*cb, temp_file("twice.cb.gguf")); },
@@ -360,33 +406,49 @@ TEST(FlashColumns, WhatColumnBundlesCannotHoldIsRefusedWithOneLine) {
 
 TEST(FlashColumns, CachesTakeTheLargestShareTheRoomHolds) {
   const ColumnBundleLayout l = ColumnBundleLayout::make(DType::F16, 4096, 11008, true);
-  const uint64_t whole = FlashColumnStore::bytes(l, 32, 1.0);
-  EXPECT_EQ(plan_column_caches(0, false, l, 32).share, 1.0);
-  EXPECT_EQ(plan_column_caches(whole, true, l, 32).bytes, whole);
+  const std::vector<ColumnBundleLayout> layers(32, l);
+  const uint64_t whole = FlashColumnStore::bytes(layers, 1.0);
+  EXPECT_EQ(plan_column_caches(0, false, layers).share, 1.0);
+  EXPECT_EQ(plan_column_caches(whole, true, layers).bytes, whole);
   for (double part : {0.3, 0.5, 0.9}) {
     const uint64_t room = static_cast<uint64_t>(part * static_cast<double>(whole));
-    const ColumnCachePlan p = plan_column_caches(room, true, l, 32);
+    const ColumnCachePlan p = plan_column_caches(room, true, layers);
     EXPECT_LE(p.bytes, room);
-    EXPECT_EQ(p.bytes, FlashColumnStore::bytes(l, 32, p.share));
-    EXPECT_GT(FlashColumnStore::bytes(l, 32, p.share + 2e-4), room) << part;
+    EXPECT_EQ(p.bytes, FlashColumnStore::bytes(layers, p.share));
+    EXPECT_GT(FlashColumnStore::bytes(layers, p.share + 2e-4), room) << part;
     EXPECT_NEAR(p.share, part, 0.01);
   }
-  EXPECT_THROW(plan_column_caches(1 << 20, true, l, 32), Error);
+  EXPECT_THROW(plan_column_caches(1 << 20, true, layers), Error);
   // Bytes from flash: what the caches miss of the columns a token wants (a cache holds at
   // least 64 columns whatever the share), layer by layer.
   const double gu = static_cast<double>(l.gate_up_layer_bytes());
   const double down = static_cast<double>(l.down_layer_bytes());
   const std::vector<ColumnDensity> dense(32);
-  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 0.0, dense),
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(layers, 0.0, dense),
                    32 * (gu * (1 - 64.0 / 4096) + down * (1 - 64.0 / 11008)));
-  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 1.0, dense), 0.0);
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(layers, 1.0, dense), 0.0);
   const std::vector<ColumnDensity> half(32, {0.5, 0.5});
-  EXPECT_NEAR(column_flash_bytes_per_token(l, 0.5, half), 32 * (gu + down) / 4,
+  EXPECT_NEAR(column_flash_bytes_per_token(layers, 0.5, half), 32 * (gu + down) / 4,
               32 * (gu + down) * 1e-3);
   std::vector<ColumnDensity> mixed(2, {0.5, 0.0});
   mixed[1] = {0.0, 0.25};
-  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(l, 0.0, mixed),
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(std::span(layers).first(2), 0.0, mixed),
                    gu / 2 * (1 - 64.0 / 4096) + down / 4 * (1 - 64.0 / 11008));
+  EXPECT_THROW(column_flash_bytes_per_token(layers, 0.0, mixed), Error);  // 32 layouts, 2 layers
+  // Quantized layers: a pass holds at least a quantization unit (K-quants: 256 inputs), and a
+  // layer's down of another type has its own bundles.
+  const std::vector<ColumnBundleLayout> q4km = {
+      ColumnBundleLayout::make(DType::Q4_K, DType::Q6_K, 4096, 11008, true),
+      ColumnBundleLayout::make(DType::Q4_K, DType::Q4_K, 4096, 11008, true)};
+  EXPECT_EQ(q4km[0].down_row_bytes, 4096u / 64 * 48);
+  EXPECT_EQ(q4km[1].down_row_bytes, 4096u / 64 * 32);
+  EXPECT_GT(q4km[0].down_plane_bytes, 0u);
+  const std::vector<ColumnDensity> two(2);
+  EXPECT_DOUBLE_EQ(column_flash_bytes_per_token(q4km, 0.0, two),
+                   2 * static_cast<double>(q4km[0].gate_up_layer_bytes()) * (1 - 256.0 / 4096) +
+                       (static_cast<double>(q4km[0].down_layer_bytes()) +
+                        static_cast<double>(q4km[1].down_layer_bytes())) *
+                           (1 - 256.0 / 11008));
 }
 
 // A run under --ram-budget: the plan gives the caches what the rest leaves, the session holds

@@ -29,15 +29,24 @@ Command add_bundle_command(CLI::App& app) {
         const auto model = Model::load(o->model, false, LoadMode::Map);
         if (o->columns) {
           ProgressBar bar("bundle");
-          const ColumnBundleLayout b = write_column_bundled_model(
+          const std::vector<ColumnBundleLayout> layers = write_column_bundled_model(
               *model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });
           bar.finish();
           Model::load(o->out, false, LoadMode::Map);  // what was written loads
+          const ColumnBundleLayout& b = layers[0];
+          uint64_t planes = 0;
+          std::string downs;  // the down types of a mixture, by layer
+          for (const ColumnBundleLayout& l : layers) {
+            planes += l.plane_bytes();
+            if (l.down_type != b.type) downs = " (down types differ by layer)";
+          }
           fmt::print(
               "wrote {}: {} layers x ({} gate/up column bundles of {} bytes, {} down column "
-              "bundles of {} bytes), {}\n",
+              "bundles of {} bytes), {}{}{}\n",
               o->out, model->config.n_layer, b.n_embd, b.gate_up_bytes, b.n_ff, b.down_bytes,
-              dtype_name(b.type));
+              dtype_name(b.type), downs,
+              planes > 0 ? fmt::format("; scale planes in RAM {:.1f} MiB", planes / 1048576.0)
+                         : "");
           return 0;
         }
         if (!model->weights.has_predictors)

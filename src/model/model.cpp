@@ -86,11 +86,11 @@ MappedFile::Ranges Model::flash_ranges() const {
   MappedFile::Ranges ranges;
   const ModelWeights& w = weights;
   if (!w.bundled && !w.column_bundled) return ranges;
-  const ColumnBundleLayout& cb = w.column_bundle;
   const uint64_t layer_bytes = w.bundle.bundle_bytes * static_cast<uint64_t>(config.ffn_neurons());
   for (const LayerWeights& l : w.layers) {
     if (w.bundled) ranges.push_back({l.bundles_offset, layer_bytes});
     if (!w.column_bundled) continue;
+    const ColumnBundleLayout& cb = l.column_bundle;
     ranges.push_back({l.gate_up_columns_offset, cb.gate_up_layer_bytes()});
     ranges.push_back({l.down_columns_offset, cb.down_layer_bytes()});
   }

@@ -263,6 +263,12 @@ int64_t layer_vector_length(LayerVector role, const ModelConfig& c) {
   }
 }
 
+std::vector<ColumnBundleLayout> ModelWeights::column_layouts() const {
+  std::vector<ColumnBundleLayout> out;
+  for (const LayerWeights& l : layers) out.push_back(l.column_bundle);
+  return out;
+}
+
 uint64_t ModelWeights::bytes_read_per_token() const {
   uint64_t total = output.bytes() + token_embd.row_bytes + position_embd.row_bytes;
   for (const auto& l : layers) {
@@ -270,10 +276,11 @@ uint64_t ModelWeights::bytes_read_per_token() const {
       if (m.role != LayerMatrix::FfnDownT || l.ffn_down.data == nullptr)
         total += (l.*m.member).bytes();
     if (bundled) total += bundle.payload_bytes() * static_cast<uint64_t>(bundle.n_ff);
-    if (column_bundled)
-      total +=
-          (column_bundle.has_gate ? 2 : 1) * column_bundle.n_embd * column_bundle.column_bytes +
-          column_bundle.n_ff * column_bundle.down_row_bytes + column_bundle.plane_bytes();
+    if (column_bundled) {
+      const ColumnBundleLayout& cb = l.column_bundle;
+      total += (cb.has_gate ? 2 : 1) * cb.n_embd * cb.column_bytes + cb.n_ff * cb.down_row_bytes +
+               cb.plane_bytes();
+    }
     if (l.experts.empty()) continue;
     total += l.ffn_gate_inp.bytes() + shared_expert_bytes(l) +
              expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(experts_used);
@@ -309,6 +316,35 @@ uint64_t bundle_tensor(const GgufFile& f, const std::string& name, uint64_t byte
   return f.data_offset() + t->offset;
 }
 
+// Each layer's gate/up and down types in a column-bundled file: strata.bundle.column_types (two
+// type ids a layer) where the file has it (quantized bundles), else the bundle type for all.
+std::vector<std::pair<DType, DType>> column_bundle_types(const GgufFile& f, const ModelConfig& c) {
+  const DType type = column_bundle_type(f);
+  std::vector<std::pair<DType, DType>> types(static_cast<size_t>(c.n_layer), {type, type});
+  if (const GgufValue* v = f.find(kColumnBundleTypesKey)) {
+    if (v->type != GgufType::Array || v->items.size() != 2 * types.size())
+      fail("'{}': {} must hold two type ids per layer ({})", f.path(), kColumnBundleTypesKey,
+           2 * types.size());
+    for (size_t l = 0; l < types.size(); ++l) {
+      const auto id = [&](size_t k) {
+        const auto info =
+            dtype_info(static_cast<uint32_t>(v->items[2 * l + k].as_int(kColumnBundleTypesKey)));
+        if (!info) fail("'{}': {} names an unknown type", f.path(), kColumnBundleTypesKey);
+        return info->type;
+      };
+      types[l] = {id(0), id(1)};
+    }
+    if (types[0].first != type)
+      fail("'{}': {} and {} disagree on layer 0: the file was edited or damaged; bundle it again",
+           f.path(), kColumnBundleTypesKey, kBundleTypeKey);
+  }
+  for (const auto& [gate_up, down] : types)
+    if (!ColumnBundleLayout::holds(gate_up, down, c.n_embd, c.n_ff))
+      fail("'{}': column bundles of {} gate/up and {} down cannot hold an FFN of {} x {}", f.path(),
+           dtype_name(gate_up), dtype_name(down), c.n_embd, c.n_ff);
+  return types;
+}
+
 // A quantized column bundle's scale plane (tiers/column_bundle_layout.h): `bytes` of I8, read
 // in place.
 const uint8_t* plane_tensor(const GgufFile& f, const std::string& name, uint64_t bytes) {
@@ -332,6 +368,7 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
          c.n_layer * kLeastPerLayer, f.tensors().size());
   ModelWeights w;
   w.experts_used = c.n_expert_used;
+  std::vector<std::pair<DType, DType>> column_types;  // per layer, column-bundled files
   const GgufTensorInfo& embd = require(f, "token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != c.n_embd)
     fail("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", dims_text(embd.dims),
@@ -374,14 +411,10 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     if (w.bundled) fail("'{}' has both neuron and column bundles", f.path());
     if (kind->as_string(kColumnBundleKindKey) != kColumnBundleKind)
       fail("'{}': {} is not '{}'", f.path(), kColumnBundleKindKey, kColumnBundleKind);
-    const DType type = column_bundle_type(f);
     if (c.moe() || c.n_ff_shared > 0)
       fail("'{}': column bundles of a mixture of experts are not supported", f.path());
-    if (!ColumnBundleLayout::holds(type, c.n_embd, c.n_ff))
-      fail("'{}': {} column bundles cannot hold an FFN of {} x {}", f.path(), dtype_name(type),
-           c.n_embd, c.n_ff);
     w.column_bundled = true;
-    w.column_bundle = ColumnBundleLayout::make(type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
+    column_types = column_bundle_types(f, c);
   }
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
@@ -389,7 +422,10 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     load_layer_vectors(f, *c.arch, p, c, l);
     load_attention(f, *c.arch, p, c, l);
     if (w.column_bundled) {
-      const ColumnBundleLayout& cb = w.column_bundle;
+      const auto [gate_up_type, down_type] = column_types[static_cast<size_t>(i)];
+      l.column_bundle =
+          ColumnBundleLayout::make(gate_up_type, down_type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
+      const ColumnBundleLayout& cb = l.column_bundle;
       l.gate_up_columns_offset = bundle_tensor(f, p + "ffn_gate_up_columns", cb.gate_up_bytes, c.n_embd);
       l.down_columns_offset = bundle_tensor(f, p + "ffn_down_columns", cb.down_bytes, c.n_ff);
       if (cb.groups()) {

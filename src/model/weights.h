@@ -124,6 +124,7 @@ struct LayerWeights : LayerMatrices {
   // Column-bundled files (strata bundle --columns): the absolute file offsets of the layer's
   // gate/up and down column bundles (tiers/column_bundle_layout.h).
   uint64_t gate_up_columns_offset = 0, down_columns_offset = 0;
+  ColumnBundleLayout column_bundle;  // the layer's (types may differ between layers)
   // Quantized column bundles: the scale planes of the layer's copies, in the file (RAM).
   const uint8_t* gate_up_column_scales = nullptr;
   const uint8_t* down_column_scales = nullptr;
@@ -142,7 +143,8 @@ struct ModelWeights {
   int64_t experts_used = 0;     // a mixture of experts: experts a token uses (of each layer's)
   BundleLayout bundle;
   bool column_bundled = false;  // the FFN lives in column bundles (flash tier, TEAL)
-  ColumnBundleLayout column_bundle;
+  // Every layer's column-bundle layout (LayerWeights::column_bundle), in layer order.
+  std::vector<ColumnBundleLayout> column_layouts() const;
 
   // Bytes of weights a decode step reads: every layer matrix (of a mixture, the router and
   // experts_used experts' share of the experts), the output matrix, one embedding row (and one

@@ -33,42 +33,52 @@ void put_column(const std::vector<float>& m, int64_t rows, int64_t cols, int64_t
 }
 
 // Float FFNs (any mixture of F32, F16, BF16) are bundled as columns of the up projection's
-// type; quantized ones as rows of their column-group copies, which keep the file's values: every
-// FFN matrix of one type with column groups, ffn_down in rows, shapes the copies fit.
-void check_columns_possible(const Model& model) {
+// type; quantized ones as rows of their column-group copies, which keep the file's values: per
+// layer gate and up of one type with column groups, down of one too (it may differ: llama.cpp's
+// _M mixtures), ffn_down in rows, shapes the copies fit. Returns each layer's layout.
+std::vector<ColumnBundleLayout> column_layouts(const Model& model) {
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
   const std::string& path = model.file->path();
   if (w.bundled || w.column_bundled) fail("'{}' is already bundled", path);
   if (c.moe() || c.n_ff_shared > 0)
     fail("'{}' is a mixture of experts: column bundles hold a dense FFN", path);
-  const DType type = w.layers[0].ffn_up.type;
-  const bool quantized = !column_products_pay(type);
+  const DType first = w.layers[0].ffn_up.type;
+  const bool quantized = !column_products_pay(first);
+  const bool gated = ffn_has_gate(c.ffn);
+  std::vector<ColumnBundleLayout> layouts;
   for (const LayerWeights& l : w.layers) {
     const MatrixView& down = l.ffn_down.data != nullptr ? l.ffn_down : l.ffn_down_t;
-    for (const MatrixView* m : {&l.ffn_gate, &l.ffn_up, &down}) {
-      if (m->data == nullptr) continue;
-      if (!quantized && !column_products_pay(m->type))
-        fail("'{}' mixes {} and {} FFN weights: column bundles hold one kind (convert it to F16)",
-             path, dtype_name(type), dtype_name(m->type));
-      if (quantized && m->type != type)
-        fail(
-            "'{}' mixes {} and {} FFN weights: quantized column bundles hold one type (quantize "
-            "it to one type, or bundle it with neuron bundles: strata bundle without --columns)",
-            path, dtype_name(type), dtype_name(m->type));
+    if (!quantized) {
+      for (const MatrixView* m : {&l.ffn_gate, &l.ffn_up, &down})
+        if (m->data != nullptr && !column_products_pay(m->type))
+          fail("'{}' mixes {} and {} FFN weights: column bundles hold one kind (convert it to F16)",
+               path, dtype_name(first), dtype_name(m->type));
+      layouts.push_back(ColumnBundleLayout::make(first, c.n_embd, c.n_ff, gated));
+      continue;
     }
-    if (quantized && l.ffn_down.data == nullptr)
+    const DType type = l.ffn_up.type, down_type = down.type;
+    if (gated && l.ffn_gate.type != type)
+      fail("'{}' has {} gate and {} up weights in one layer: quantized column bundles stack them",
+           path, dtype_name(l.ffn_gate.type), dtype_name(type));
+    if (l.ffn_down.data == nullptr)
       fail("'{}' has ffn_down only as ffn_down_t: quantized column bundles need ffn_down's rows",
            path);
+    for (DType t : {type, down_type})
+      if (!has_column_groups(t))
+        fail(
+            "'{}' has {} FFN weights: column bundles hold F32, F16, BF16, Q8_0, Q4_0 or Q2_K..Q6_K "
+            "(one kind in a model)",
+            path, dtype_name(t));
+    if (!ColumnBundleLayout::holds(type, down_type, c.n_embd, c.n_ff))
+      fail(
+          "'{}': column bundles of {} gate/up and {} down need n_ff ({}) and n_embd ({}) in whole "
+          "chunks of the types' column groups (by 64 or 128 outputs, by 32 or 256 inputs); bundle "
+          "it with neuron bundles",
+          path, dtype_name(type), dtype_name(down_type), c.n_ff, c.n_embd);
+    layouts.push_back(ColumnBundleLayout::make(type, down_type, c.n_embd, c.n_ff, gated));
   }
-  if (quantized && !has_column_groups(type))
-    fail("'{}' has {} FFN weights: column bundles hold F32, F16, BF16, Q8_0, Q4_0 or Q2_K..Q6_K",
-         path, dtype_name(type));
-  if (!ColumnBundleLayout::holds(type, c.n_embd, c.n_ff))
-    fail(
-        "'{}': {} column bundles need n_ff ({}) and n_embd ({}) in whole chunks of the type's "
-        "column groups (by 64 or 128 outputs, by 32 or 256 inputs); bundle it with neuron bundles",
-        path, dtype_name(type), c.n_ff, c.n_embd);
+  return layouts;
 }
 
 // A quantized layer's bundles and planes: input j's row of the stacked gate/up copy and of
@@ -102,39 +112,48 @@ GroupLayer group_layer(const LayerWeights& lw, const ColumnBundleLayout& layout)
 
 }  // namespace
 
-ColumnBundleLayout write_column_bundled_model(
+std::vector<ColumnBundleLayout> write_column_bundled_model(
     const Model& model, const std::string& path,
     const std::function<void(uint64_t, uint64_t)>& progress) {
-  check_columns_possible(model);
+  const std::vector<ColumnBundleLayout> layouts = column_layouts(model);
   const ModelConfig& c = model.config;
   const ModelWeights& mw = model.weights;
   const bool gated = ffn_has_gate(c.ffn);
-  const DType type = mw.layers[0].ffn_up.type;
-  const ColumnBundleLayout layout = ColumnBundleLayout::make(type, c.n_embd, c.n_ff, gated);
+  const DType type = layouts[0].type;
 
   GgufWriter w(path, kBundleAlign);
   set_bundle_metadata(w, model, type);
   w.set(kColumnBundleKindKey, GgufValue::str(kColumnBundleKind));
+  if (layouts[0].groups()) {
+    std::vector<GgufValue> types;
+    for (const ColumnBundleLayout& l : layouts) {
+      types.push_back(GgufValue::u32(static_cast<uint32_t>(l.type)));
+      types.push_back(GgufValue::u32(static_cast<uint32_t>(l.down_type)));
+    }
+    w.set(kColumnBundleTypesKey, GgufValue::array(GgufType::U32, std::move(types)));
+  }
   const KeptTensors kept = add_kept_tensors(w, model);
   uint64_t total = kept.bytes;
   for (int64_t l = 0; l < c.n_layer; ++l) {
+    const ColumnBundleLayout& layout = layouts[static_cast<size_t>(l)];
     w.add_tensor(fmt::format("blk.{}.ffn_gate_up_columns", l), DType::I8,
                  {static_cast<int64_t>(layout.gate_up_bytes), c.n_embd});
     w.add_tensor(fmt::format("blk.{}.ffn_down_columns", l), DType::I8,
                  {static_cast<int64_t>(layout.down_bytes), c.n_ff});
+    total += layout.layer_bytes() + layout.plane_bytes();
     if (!layout.groups()) continue;
     w.add_tensor(fmt::format("blk.{}.ffn_gate_up_column_scales", l), DType::I8,
                  {static_cast<int64_t>(layout.gate_up_plane_bytes)});
     w.add_tensor(fmt::format("blk.{}.ffn_down_column_scales", l), DType::I8,
                  {static_cast<int64_t>(layout.down_plane_bytes)});
   }
-  total += (layout.layer_bytes() + layout.plane_bytes()) * static_cast<uint64_t>(c.n_layer);
 
   uint64_t written = write_kept_tensors(w, kept);
   std::vector<uint8_t> chunk;
   std::vector<float> scratch;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& lw = mw.layers[l];
+    const ColumnBundleLayout& layout = layouts[static_cast<size_t>(l)];
     if (layout.groups()) {
       const GroupLayer g = group_layer(lw, layout);
       for (const std::vector<uint8_t>* data :
@@ -176,7 +195,7 @@ ColumnBundleLayout write_column_bundled_model(
     if (progress) progress(written, total);
   }
   w.finish();
-  return layout;
+  return layouts;
 }
 
 }  // namespace strata

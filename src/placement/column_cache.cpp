@@ -6,9 +6,9 @@
 
 namespace strata {
 
-ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBundleLayout& layout,
-                                   int64_t layers) {
-  const auto bytes = [&](double share) { return FlashColumnStore::bytes(layout, layers, share); };
+ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted,
+                                   std::span<const ColumnBundleLayout> layers) {
+  const auto bytes = [&](double share) { return FlashColumnStore::bytes(layers, share); };
   if (!budgeted || bytes(1.0) <= room) return {1.0, bytes(1.0)};
   // The smallest share counts: a cache never holds fewer than capacity_for's minimum.
   constexpr double kSmallest = 1e-6;
@@ -26,18 +26,23 @@ ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBun
   return {lo, bytes(lo)};
 }
 
-double column_flash_bytes_per_token(const ColumnBundleLayout& layout, double share,
+double column_flash_bytes_per_token(std::span<const ColumnBundleLayout> layouts, double share,
                                     std::span<const ColumnDensity> layers) {
+  if (layouts.size() != layers.size())
+    fail("column flash bytes: {} layouts for {} layers", layouts.size(), layers.size());
   // Each cache's own share of its columns (a cache never holds fewer than a pass's minimum).
-  const auto missed = [&](int64_t count) {
-    return 1.0 -
-           static_cast<double>(FlashColumnStore::capacity_for(count, share, layout.pass_unit())) /
-               static_cast<double>(count);
+  const auto missed = [&](int64_t count, int64_t unit) {
+    return 1.0 - static_cast<double>(FlashColumnStore::capacity_for(count, share, unit)) /
+                     static_cast<double>(count);
   };
-  const double gate_up = missed(layout.n_embd) * static_cast<double>(layout.gate_up_layer_bytes());
-  const double down = missed(layout.n_ff) * static_cast<double>(layout.down_layer_bytes());
   double total = 0;
-  for (const ColumnDensity& d : layers) total += d.gate_up * gate_up + d.down * down;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const ColumnBundleLayout& b = layouts[l];
+    total += layers[l].gate_up * missed(b.n_embd, b.gate_up_pass_unit()) *
+                 static_cast<double>(b.gate_up_layer_bytes()) +
+             layers[l].down * missed(b.n_ff, b.down_pass_unit()) *
+                 static_cast<double>(b.down_layer_bytes());
+  }
   return total;
 }
 

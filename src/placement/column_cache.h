@@ -19,8 +19,8 @@ struct ColumnCachePlan {
 
 // room == 0: no budget (every column cached once read). Fails with one line naming the bytes
 // when even the smallest caches (FlashColumnStore::capacity_for) do not fit.
-ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBundleLayout& layout,
-                                   int64_t layers);
+ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted,
+                                   std::span<const ColumnBundleLayout> layers);
 
 // Bytes a token reads from flash: per layer each part's columns the token wants (its
 // density: the share of the input's values above threshold) that its cache misses. A cache is
@@ -29,7 +29,7 @@ ColumnCachePlan plan_column_caches(uint64_t room, bool budgeted, const ColumnBun
 struct ColumnDensity {
   double gate_up = 1.0, down = 1.0;  // share of the layer's FFN input, activations above threshold
 };
-double column_flash_bytes_per_token(const ColumnBundleLayout& layout, double share,
+double column_flash_bytes_per_token(std::span<const ColumnBundleLayout> layouts, double share,
                                     std::span<const ColumnDensity> layers);
 
 }  // namespace strata

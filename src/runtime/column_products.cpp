@@ -46,7 +46,7 @@ void ColumnProducts::from_flash(int64_t layer, const Job& job, std::span<const i
   // a token starts with what the last one left. A pass never splits the columns of one pass
   // unit (quantized bundles: the inputs the products quantize together), so the input is
   // quantized as in one pass; a unit counts as held when any of its columns is.
-  const int64_t unit = store.pass_unit();
+  const int64_t unit = store.pass_unit(layer, part);
   order_.clear();
   units_.clear();  // where each unit starts in order_, and whether it is held
   for (const bool held : {true, false})

@@ -33,7 +33,7 @@ uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode
   // Column bundles: a neuron's share of the layer's bundles (its down column, n_embd / n_ff of
   // the gate/up columns).
   if (w.column_bundled)
-    return w.column_bundle.layer_bytes() / static_cast<uint64_t>(w.column_bundle.n_ff);
+    return l.column_bundle.layer_bytes() / static_cast<uint64_t>(l.column_bundle.n_ff);
   if (!l.experts.empty() && mode == FfnMode::Dense)
     return expert_bytes(l) / l.experts.size() / static_cast<uint64_t>(l.experts[0].up.rows);
   if (!l.experts.empty()) {

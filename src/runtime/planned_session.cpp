@@ -96,7 +96,7 @@ void plan_columns(const Model& model, const RunRequest& r, PlannedRun& run) {
          size_text(static_cast<double>(r.budgets.ram)), size_text(static_cast<double>(rest)),
          size_text(static_cast<double>(usable)));
   const ColumnCachePlan c = plan_column_caches(usable > rest ? usable - rest : 0, r.budgets.ram > 0,
-                                               model.weights.column_bundle, model.config.n_layer);
+                                               model.weights.column_layouts());
   p.column_share = c.share;
   p.column_cache_bytes = c.bytes;
   run.session.column_share = c.share;
@@ -221,7 +221,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   if (replayable(model, r, run.plan)) choose_by_replay(model, r, run);
   if (model.weights.column_bundled) {
     run.plan.predicted.flash_bytes_per_token = column_flash_bytes_per_token(
-        model.weights.column_bundle, run.plan.column_share, column_densities(model, r));
+        model.weights.column_layouts(), run.plan.column_share, column_densities(model, r));
   }
   return run;
 }

@@ -31,17 +31,16 @@ BundleSource& Session::bundle_source() {
 }
 
 std::unique_ptr<FlashColumnStore> Session::make_column_store() {
-  std::vector<FlashColumnStore::LayerOffsets> offsets;
+  std::vector<FlashColumnStore::Layer> layers;
   for (const LayerWeights& l : model_.weights.layers)
-    offsets.push_back({l.gate_up_columns_offset, l.down_columns_offset, l.gate_up_column_scales,
-                       l.down_column_scales});
+    layers.push_back({l.column_bundle, l.gate_up_columns_offset, l.down_columns_offset,
+                      l.gate_up_column_scales, l.down_column_scales});
   ColumnStoreOptions o;
   o.share = options_.column_share;
   o.window = options_.window;
   o.io_threads = options_.io_threads;
   o.storage = options_.storage;
-  return std::make_unique<FlashColumnStore>(model_.weights.column_bundle, std::move(offsets),
-                                            bundle_source(), o);
+  return std::make_unique<FlashColumnStore>(std::move(layers), bundle_source(), o);
 }
 
 std::unique_ptr<FlashFfnStore> Session::make_flash_store() {

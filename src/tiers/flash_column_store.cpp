@@ -17,37 +17,38 @@ int64_t FlashColumnStore::capacity_for(int64_t count, double share, int64_t unit
   return std::clamp<int64_t>(wanted, std::min(count, std::max(kMinPassColumns, unit)), count);
 }
 
-uint64_t FlashColumnStore::bytes(const ColumnBundleLayout& layout, int64_t layers, double share) {
-  const int64_t gu = capacity_for(layout.n_embd, share, layout.pass_unit());
-  const int64_t down = capacity_for(layout.n_ff, share, layout.pass_unit());
-  const uint64_t per_layer = static_cast<uint64_t>(gu) * layout.gate_up_bytes +
-                             static_cast<uint64_t>(down) * layout.down_bytes +
-                             NeuronCache::bookkeeping_bytes(layout.n_embd, gu) +
-                             NeuronCache::bookkeeping_bytes(layout.n_ff, down);
-  return per_layer * static_cast<uint64_t>(layers);
+uint64_t FlashColumnStore::bytes(std::span<const ColumnBundleLayout> layers, double share) {
+  uint64_t total = 0;
+  for (const ColumnBundleLayout& l : layers) {
+    const int64_t gu = capacity_for(l.n_embd, share, l.gate_up_pass_unit());
+    const int64_t down = capacity_for(l.n_ff, share, l.down_pass_unit());
+    total +=
+        static_cast<uint64_t>(gu) * l.gate_up_bytes + static_cast<uint64_t>(down) * l.down_bytes +
+        NeuronCache::bookkeeping_bytes(l.n_embd, gu) + NeuronCache::bookkeeping_bytes(l.n_ff, down);
+  }
+  return total;
 }
 
-FlashColumnStore::FlashColumnStore(const ColumnBundleLayout& layout,
-                                   std::vector<LayerOffsets> offsets, BundleSource& source,
+FlashColumnStore::FlashColumnStore(std::vector<Layer> layers, BundleSource& source,
                                    ColumnStoreOptions options)
-    : layout_(layout), offsets_(std::move(offsets)), source_(source) {
+    : layers_(std::move(layers)), source_(source) {
   if (!(options.share > 0.0 && options.share <= 1.0))
     fail("the column caches' share must be in (0, 1], got {}", options.share);
-  if (layout_.groups())
-    for (const LayerOffsets& at : offsets_)
-      if (at.gate_up_scales == nullptr || at.down_scales == nullptr)
-        fail("quantized column bundles need their layer's scale planes");
+  if (layers_.empty()) fail("a column store needs layers");
+  for (const Layer& at : layers_)
+    if (at.layout.groups() && (at.gate_up_scales == nullptr || at.down_scales == nullptr))
+      fail("quantized column bundles need their layer's scale planes");
   const bool own_queue = source_.queue_depth() > 0;
   io_pool_ = std::make_unique<ThreadPool>(own_queue ? 1 : std::max(1, options.io_threads));
   const int depth = own_queue ? source_.queue_depth() : io_pool_->size();
-  for (size_t l = 0; l < offsets_.size(); ++l) {
+  for (const Layer& at : layers_) {
+    const ColumnBundleLayout& l = at.layout;
     auto& pair = caches_.emplace_back();
     pair[0] = std::make_unique<NeuronCache>(
-        layout_.gate_up_cache(), capacity_for(layout_.n_embd, options.share, layout_.pass_unit()),
+        l.gate_up_cache(), capacity_for(l.n_embd, options.share, l.gate_up_pass_unit()),
         options.window);
     pair[1] = std::make_unique<NeuronCache>(
-        layout_.down_cache(), capacity_for(layout_.n_ff, options.share, layout_.pass_unit()),
-        options.window);
+        l.down_cache(), capacity_for(l.n_ff, options.share, l.down_pass_unit()), options.window);
     for (auto& c : pair) c->set_read_planning(options.storage, depth);
   }
 }
@@ -55,12 +56,13 @@ FlashColumnStore::FlashColumnStore(const ColumnBundleLayout& layout,
 MatrixView FlashColumnStore::fetch(int64_t layer, Part part, std::span<const int32_t> ids,
                                    int32_t* slots, int64_t token, int pass, int64_t batch) {
   NeuronCache& c = cache(layer, part);
-  const LayerOffsets& at = offsets_[static_cast<size_t>(layer)];
+  const Layer& at = layers_[static_cast<size_t>(layer)];
+  const ColumnBundleLayout& l = at.layout;
   const bool gate_up = part == Part::GateUp;
   c.fetch(ids, slots, source_, gate_up ? at.gate_up : at.down, token, *io_pool_, pass, batch);
-  MatrixView v{layout_.type, c.data(), values(part), c.capacity(),
-               gate_up ? layout_.gate_up_bytes : layout_.down_bytes};
-  if (layout_.groups()) {
+  MatrixView v{gate_up ? l.type : l.down_type, c.data(), values(part), c.capacity(),
+               gate_up ? l.gate_up_bytes : l.down_bytes};
+  if (l.groups()) {
     v.layout = Layout::ColumnGroupSlots;
     v.scales = gate_up ? at.gate_up_scales : at.down_scales;
   }

@@ -31,7 +31,8 @@ struct ColumnStoreOptions {
 class FlashColumnStore {
  public:
   enum class Part { GateUp = 0, Down = 1 };
-  struct LayerOffsets {
+  struct Layer {
+    ColumnBundleLayout layout;       // the layer's (types may differ between layers)
     uint64_t gate_up = 0, down = 0;  // absolute file offsets of the layer's first bundles
     // Quantized bundles: the scale planes of the layer's copies (in RAM; null for float types).
     const uint8_t* gate_up_scales = nullptr;
@@ -40,15 +41,19 @@ class FlashColumnStore {
   // The smallest cache of `count` bundles a share gives: a pass holds at least this many, and
   // at least a pass unit (ColumnBundleLayout::pass_unit).
   static int64_t capacity_for(int64_t count, double share, int64_t unit = 1);
-  int64_t pass_unit() const { return layout_.pass_unit(); }
+  // Inputs of a layer's part that a pass never splits (ColumnBundleLayout::pass_unit).
+  int64_t pass_unit(int64_t layer, Part part) const {
+    const ColumnBundleLayout& l = layers_[static_cast<size_t>(layer)].layout;
+    return part == Part::GateUp ? l.gate_up_pass_unit() : l.down_pass_unit();
+  }
 
-  FlashColumnStore(const ColumnBundleLayout& layout, std::vector<LayerOffsets> offsets,
-                   BundleSource& source, ColumnStoreOptions options);
+  FlashColumnStore(std::vector<Layer> layers, BundleSource& source, ColumnStoreOptions options);
 
   // Bundles a cache holds (one pass's columns at most) and the values of each.
   int64_t capacity(int64_t layer, Part part) const { return cache(layer, part).capacity(); }
   int64_t values(Part part) const {
-    return part == Part::GateUp ? layout_.gate_up_values() : layout_.n_embd;
+    const ColumnBundleLayout& l = layers_[0].layout;
+    return part == Part::GateUp ? l.gate_up_values() : l.n_embd;
   }
   // Makes columns `ids` (ascending, distinct, at most capacity()) resident for the batch of
   // `batch` tokens ending at token number `token`, in pass `pass` of that batch's product;
@@ -64,16 +69,15 @@ class FlashColumnStore {
   }
   NeuronCacheStats stats() const;  // summed over every cache
   uint64_t cache_bytes() const;    // the caches' buffers
-  // Bytes of the caches' buffers and bookkeeping for a model of `layers` layers at `share`.
-  static uint64_t bytes(const ColumnBundleLayout& layout, int64_t layers, double share);
+  // Bytes of the caches' buffers and bookkeeping for layers of these layouts at `share`.
+  static uint64_t bytes(std::span<const ColumnBundleLayout> layers, double share);
 
  private:
   NeuronCache& cache(int64_t layer, Part part) const {
     return *caches_[static_cast<size_t>(layer)][static_cast<size_t>(part)];
   }
 
-  ColumnBundleLayout layout_;
-  std::vector<LayerOffsets> offsets_;
+  std::vector<Layer> layers_;
   BundleSource& source_;
   std::vector<std::array<std::unique_ptr<NeuronCache>, 2>> caches_;
   std::unique_ptr<ThreadPool> io_pool_;

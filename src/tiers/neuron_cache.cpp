@@ -181,9 +181,12 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
         remove_slot(s);
     expired_through_ = token;
   }
+  // A cache with a slot for every neuron never evicts: no use counts, no victims.
+  const bool every = holds_every_neuron();
   std::vector<int32_t> missing;
   for (int32_t n : neurons) {
-    if (use_token_[static_cast<size_t>(n)] != token || use_score_[static_cast<size_t>(n)] == 0) {
+    if (!every &&
+        (use_token_[static_cast<size_t>(n)] != token || use_score_[static_cast<size_t>(n)] == 0)) {
       use_score_[static_cast<size_t>(n)] = score_now(n, token) + 1.0f;
       use_token_[static_cast<size_t>(n)] = token;
     }
@@ -204,7 +207,7 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
   // brings along.
   std::vector<int32_t> victims;
   const int64_t need = live_ + static_cast<int64_t>(missing.size());
-  for (int32_t s = 0; s < capacity_; ++s)
+  for (int32_t s = 0; s < capacity_ && !every; ++s)
     if (neuron_of_[s] >= 0 &&
         (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass)))
       victims.push_back(s);
@@ -221,7 +224,8 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
   // reads a token for a 1B model).
   const StorageProfile& sp = profile_ != nullptr ? *profile_ : no_profile_;
   const uint64_t bb = layout_.bundle_bytes;
-  int64_t spare = capacity_ - need + static_cast<int64_t>(victims.size());
+  // (Every absent neuron of a cache with a slot for every neuron has its own.)
+  int64_t spare = every ? INT64_MAX : capacity_ - need + static_cast<int64_t>(victims.size());
   std::vector<std::pair<int32_t, int32_t>> ranges;  // [first, last]
   int64_t gaps = 0;
   for (int32_t n : missing) {

@@ -202,7 +202,8 @@ std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
     s += fmt::format(" (column caches {}: {:.1f}% of the FFN's columns)",
                      size_text(static_cast<double>(p.column_cache_bytes)), 100.0 * p.column_share);
   s += fmt::format("; per token {} from RAM", size_text(t.ram_bytes_per_token));
-  if (inv.bundled) s += fmt::format(", {} from flash", size_text(t.flash_bytes_per_token));
+  if (inv.bundled || inv.column_bundled)
+    s += fmt::format(", {} from flash", size_text(t.flash_bytes_per_token));
   if (gpu) s += fmt::format(", {} from VRAM", size_text(t.vram_bytes_per_token));
   s += fmt::format("; predicted {:.1f} tok/s", t.tokens_per_s());
   return s;

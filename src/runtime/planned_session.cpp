@@ -220,8 +220,14 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   run.plan.predicted = evaluate(run.plan, run.inventory, r.costs);
   if (replayable(model, r, run.plan)) choose_by_replay(model, r, run);
   if (model.weights.column_bundled) {
-    run.plan.predicted.flash_bytes_per_token = column_flash_bytes_per_token(
+    PlanPrediction& p = run.plan.predicted;
+    p.flash_bytes_per_token = column_flash_bytes_per_token(
         model.weights.column_layouts(), run.plan.column_share, column_densities(model, r));
+    // The reads' time, at the disk's rate for reads of a gate/up bundle (most of the bytes),
+    // added to the token's: a layer's column reads and its products do not overlap.
+    const uint64_t bundle = model.weights.layers[0].column_bundle.gate_up_bytes;
+    p.seconds_per_token += p.flash_bytes_per_token * flash_neuron_seconds(bundle, r.storage, 16) /
+                           static_cast<double>(bundle);
   }
   return run;
 }

@@ -132,6 +132,8 @@ expect_error "in whole chunks of the types' column groups" "$strata" bundle -m "
 expect_error "is column-bundled" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ffn predict
 expect_error "nothing left for the flash tier's column caches" "$strata" bench -m "$work/columns.gguf" -p 0 -n 1 --ram-budget 20M
 expect_error "already bundled" "$strata" bundle -m "$work/columns.gguf" -o "$work/c.gguf" --columns
+expect_error "is column-bundled: quantize the model it was bundled from" \
+  "$strata" quantize "$work/columns.gguf" "$work/q.gguf" Q8_0
 expect_error "needs a text" "$strata" profile -m "$work/sparse.gguf" -o "$work/p.gguf"
 "$strata" profile -m "$work/sparse.gguf" --random-tokens 64 -o "$work/sparse.profile.gguf" >/dev/null 2>&1
 "$strata" profile -m "$model" --random-tokens 16 -o "$work/other.profile.gguf" >/dev/null 2>&1

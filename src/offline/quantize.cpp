@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "tensor/quantize.h"
 #include "tiers/bundle_layout.h"
+#include "tiers/column_bundle_layout.h"
 
 namespace strata {
 
@@ -105,6 +106,11 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
   auto in = GgufFile::open(o.input);
   GgufFile& f = *in;
   const RecipeOptions ro = recipe_options(f, o);
+  if (f.find(kColumnBundleKindKey) != nullptr)
+    fail(
+        "'{}' is column-bundled: quantize the model it was bundled from, then bundle that "
+        "(strata bundle --columns holds quantized FFNs too)",
+        o.input);
   const bool bundled = f.find(kBundleBytesKey) != nullptr;
   BundleLayout from_bundle, to_bundle;
   if (bundled) {

@@ -19,7 +19,7 @@
 
 #include "core/thread_pool.h"
 #include "model/model.h"
-#include "runtime/generator.h"
+#include "generation/generator.h"
 #include "runtime/session.h"
 #include "server/http_server.h"
 

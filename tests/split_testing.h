@@ -11,7 +11,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/refdev/reference_device.h"
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 

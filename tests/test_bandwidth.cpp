@@ -5,7 +5,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "runtime/bandwidth.h"
+#include "planning/bandwidth.h"
 #include "test_helpers.h"
 
 namespace strata {

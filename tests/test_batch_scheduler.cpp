@@ -6,9 +6,9 @@
 
 #include "core/error.h"
 #include "offline/quantize.h"
-#include "runtime/batch_scheduler.h"
-#include "runtime/pooling.h"
-#include "runtime/slot_context.h"
+#include "generation/batch_scheduler.h"
+#include "generation/pooling.h"
+#include "generation/slot_context.h"
 #include "server_fixture.h"
 #include "test_helpers.h"
 

@@ -22,7 +22,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
 #include "core/error.h"
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 #include "runtime/session.h"
 #include "split_testing.h"
 #include "tensor/kquants.h"

@@ -1,11 +1,11 @@
-// The device decision (runtime/device_choice.h) as a pure function: nothing asked means the
+// The device decision (planning/device_choice.h) as a pure function: nothing asked means the
 // CPU; a GPU asked and absent means the CPU with a note naming why; the whole model on the GPU
 // when it fits (from -ngl or from --vram-budget alone); errors before any work where running
 // elsewhere would defy the request.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
-#include "runtime/device_choice.h"
+#include "planning/device_choice.h"
 
 namespace strata {
 namespace {

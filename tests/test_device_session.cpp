@@ -11,7 +11,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/refdev/reference_device.h"
 #include "core/error.h"
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 #include "runtime/session.h"
 #include "tensor/kquants.h"
 #include "test_helpers.h"
@@ -160,9 +160,9 @@ TEST_F(DeviceSession, APlannedRunOnTheDeviceGivesTheCpuText) {
   PlannedRun dev_run = plan_run(*m, r);
   EXPECT_EQ(dev_run.device.kind, DeviceKind::Reference);
   EXPECT_EQ(dev_run.session.k_type, DType::F16);
-  EXPECT_EQ(dev_run.plan.output, Device::Cuda);
+  EXPECT_EQ(dev_run.plan.output, Device::Accelerator);
   EXPECT_GT(dev_run.plan.predicted.vram_bytes, 0u);
-  for (const LayerPlan& l : dev_run.plan.layers) EXPECT_EQ(l.attention, Device::Cuda);
+  for (const LayerPlan& l : dev_run.plan.layers) EXPECT_EQ(l.attention, Device::Accelerator);
   RunRequest cpu_req = r;
   cpu_req.device = {};
   cpu_req.kv_types_given = true;
@@ -171,7 +171,7 @@ TEST_F(DeviceSession, APlannedRunOnTheDeviceGivesTheCpuText) {
   EXPECT_EQ(cpu_run.device.kind, DeviceKind::Cpu);
   auto dev = make_session_backend(dev_run, pool);
   auto cpu = make_session_backend(cpu_run, pool);
-  EXPECT_EQ(dev->device(), Device::Cuda);
+  EXPECT_EQ(dev->device(), Device::Accelerator);
   EXPECT_EQ(run(*m, *dev, dev_run.session), run(*m, *cpu, cpu_run.session));
 
   r.device.vram_budget = 1 << 20;

@@ -20,7 +20,7 @@
 #include "offline/synth.h"
 #include "placement/column_cache.h"
 #include "placement/cost_model.h"
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 #include "tensor/quantize.h"
 #include "test_helpers.h"
 #include "tiers/flash_column_store.h"

@@ -10,9 +10,9 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "model/unicode.h"
-#include "runtime/grammar.h"
-#include "runtime/grammar_constraint.h"
-#include "runtime/sampler.h"
+#include "generation/grammar.h"
+#include "generation/grammar_constraint.h"
+#include "generation/sampler.h"
 
 namespace strata {
 namespace {

@@ -15,7 +15,7 @@
 #include "offline/bundle.h"
 #include "offline/profile.h"
 #include "offline/synth.h"
-#include "runtime/inventory.h"
+#include "planning/model_inventory.h"
 #include "runtime/session.h"
 
 namespace strata::testing {

@@ -106,8 +106,8 @@ double brute_force(const Inventory& inv, const Budgets& b, const CostModel& c, b
     if (l == L) {
       for (int d = 0; d < (1 << (L + 1)) && (d == 0 || devices == 2); ++d) {
         for (int k = 0; k < L; ++k)
-          p.layers[k].attention = (d >> k) & 1 ? Device::Cuda : Device::Host;
-        p.output = (d >> L) & 1 ? Device::Cuda : Device::Host;
+          p.layers[k].attention = (d >> k) & 1 ? Device::Accelerator : Device::Host;
+        p.output = (d >> L) & 1 ? Device::Accelerator : Device::Host;
         if (!fits(p, inv)) continue;
         best = std::min(best, evaluate(p, inv, c).seconds_per_token);
       }
@@ -233,9 +233,9 @@ TEST(Placement, NeuronsGoToVramOnlyWithTheirLayersAttention) {
           ilp ? plan_ilp(inv, {ram, vram}, costs(), o) : plan_greedy(inv, {ram, vram}, costs(), o);
       size_t on_gpu = 0, neurons = 0;
       for (const LayerPlan& l : p.layers) {
-        on_gpu += l.attention == Device::Cuda;
+        on_gpu += l.attention == Device::Accelerator;
         neurons += l.vram.size();
-        if (l.attention != Device::Cuda) {
+        if (l.attention != Device::Accelerator) {
           EXPECT_TRUE(l.vram.empty()) << (ilp ? "ilp" : "greedy") << (bundled ? " bundled" : "");
         }
       }
@@ -474,8 +474,8 @@ TEST(ExpertSplit, EvenSharesSpreadWholeExpertsOverTheLayersWithinTheBudget) {
   const Inventory inv = mixture_inventory(3, {0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25});
   // Workspace 1 + output 1 + 3 x (dense 1 + KV 1) = 8 MiB, then 1 MiB an expert: 5 experts.
   const PlacementPlan p = plan_expert_split(inv, {0, 13u << 20}, costs());
-  EXPECT_EQ(p.output, Device::Cuda);
-  for (const LayerPlan& lp : p.layers) EXPECT_EQ(lp.attention, Device::Cuda);
+  EXPECT_EQ(p.output, Device::Accelerator);
+  for (const LayerPlan& lp : p.layers) EXPECT_EQ(lp.attention, Device::Accelerator);
   EXPECT_EQ(experts_in_vram(p, 0, 8), (std::vector<int64_t>{4, 4, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(experts_in_vram(p, 1, 8), (std::vector<int64_t>{4, 4, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(experts_in_vram(p, 2, 8), (std::vector<int64_t>{4, 0, 0, 0, 0, 0, 0, 0}));
@@ -507,7 +507,7 @@ TEST(ExpertSplit, ATightBudgetLeavesTheFirstLayersOnTheCpu) {
   EXPECT_EQ(p.output, Device::Host);
   EXPECT_EQ(p.layers[0].attention, Device::Host);
   EXPECT_TRUE(p.layers[0].vram.empty());
-  EXPECT_EQ(p.layers[2].attention, Device::Cuda);
+  EXPECT_EQ(p.layers[2].attention, Device::Accelerator);
   EXPECT_LE(p.predicted.vram_bytes, 5u << 20);
   EXPECT_THROW(plan_expert_split(inv, {0, 2u << 20}, costs()), Error);
   Inventory dense = inv;

@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "offline/bundle.h"
 #include "offline/profile.h"
-#include "runtime/plan_replay.h"
-#include "runtime/planned_session.h"
+#include "planning/plan_replay.h"
+#include "planning/planned_session.h"
 #include "test_helpers.h"
 
 namespace strata {

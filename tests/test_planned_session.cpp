@@ -14,7 +14,7 @@
 #include "offline/profile.h"
 #include "placement/cost_model.h"
 #include "runtime/kv_cache.h"
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 #include "runtime/workspace.h"
 #include "test_helpers.h"
 #include "tiers/transfer_queue.h"

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "runtime/sampler.h"
-#include "runtime/token_logprobs.h"
+#include "generation/sampler.h"
+#include "generation/token_logprobs.h"
 
 namespace strata {
 namespace {

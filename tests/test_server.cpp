@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "runtime/generator.h"
+#include "generation/generator.h"
 #include "server/http_server.h"
 #include "server/openai_api.h"
 #include "server_fixture.h"

@@ -1,7 +1,6 @@
 #include "backends/registry.h"
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cuda/cuda_backend.h"
 #include "backends/refdev/reference_device.h"
 
 namespace strata {
@@ -19,13 +18,18 @@ std::unique_ptr<Backend> make_backend(const std::string& name, ThreadPool& pool,
     return std::make_unique<CpuBackend>(pool, scalar);
   }
   if (name == "reference-device") return std::make_unique<ReferenceDevice>();
-  if (name == "cuda-emu") return make_cuda_emu_backend({});
-  if (name == "cuda") {
-    if (cuda_device_count() > 0) return make_cuda_backend({});
-    *why_not = cuda_unavailable_reason();
+  if (const AcceleratorProvider* a = find_accelerator(name)) {
+    if (a->device_count() > 0) return a->make({});
+    *why_not = a->unavailable_reason();
     return nullptr;
   }
   *why_not = "no backend is called '" + name + "'";
+  return nullptr;
+}
+
+const AcceleratorProvider* find_accelerator(const std::string& name) {
+  if (name == "cuda") return &cuda_accelerator();
+  if (name == "cuda-emu") return &cuda_emu_accelerator();
   return nullptr;
 }
 

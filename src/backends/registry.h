@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/accelerator.h"
 #include "backends/backend.h"
 #include "core/thread_pool.h"
 
@@ -26,6 +27,8 @@ std::vector<std::string> backend_names();
 // The backend of that name, or null with *why_not saying why this build or machine has none.
 std::unique_ptr<Backend> make_backend(const std::string& name, ThreadPool& pool,
                                       std::string* why_not);
+// The accelerator of that backend name ("cuda", "cuda-emu"), or null for a name that is none.
+const AcceleratorProvider* find_accelerator(const std::string& name);
 // Those this machine can make.
 std::vector<NamedBackend> available_backends(ThreadPool& pool);
 

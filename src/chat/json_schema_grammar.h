@@ -1,4 +1,4 @@
-// A JSON Schema to a GBNF grammar (runtime/grammar.h) whose every sentence is a JSON text that
+// A JSON Schema to a GBNF grammar (generation/grammar.h) whose every sentence is a JSON text that
 // the schema accepts: response_format's json_schema and llama.cpp's json_schema field.
 // Supported: type (one or a list), object (properties in the schema's order, required ones
 // always, optional ones maybe; additionalProperties false, or a schema for an object without

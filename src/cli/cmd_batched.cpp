@@ -13,7 +13,7 @@
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "runtime/batch_scheduler.h"
+#include "generation/batch_scheduler.h"
 
 namespace strata {
 
@@ -56,18 +56,16 @@ void add_batched_flags(CLI::App* cmd, BatchedOptions& o) {
 }
 
 int batched(const BatchedOptions& o) {
-  auto model = Model::load(o.model, true, o.mmap ? LoadMode::Map : LoadMode::Read);
+  EngineOptions eo = engine_options(o.ffn, o.model, o.mmap, o.threads);
+  eo.run.logits_rows = eo.run.n_seq = o.parallel;
+  Engine engine(std::move(eo), print_note);
+  const Model* model = &engine.model();
   const Tokenizer& tok = *model->tokenizer;
   const auto prompt = tok.encode(o.prompt, tok.add_bos_default());
   if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
   const int64_t n_ctx = o.ctx > 0 ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict + 1;
-  StorageProfile storage;
-  PlannedRun planned =
-      resolve_ffn_flags(o.ffn, *model, n_ctx, &storage, /*logits_rows=*/o.parallel, o.parallel);
-  ThreadPool pool(checked_threads(o.threads));
-  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
-  Session session(*model, n_ctx, *backend, planned.session);
-  announce_plan(planned, o.ffn);
+  Session& session = engine.start(n_ctx);
+  announce_plan(engine.planned(), o.ffn);
   SchedulerOptions so;
   so.max_queue = 1;
   BatchScheduler scheduler(*model, session, so);

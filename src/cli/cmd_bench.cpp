@@ -7,14 +7,13 @@
 #include <numeric>
 
 #include "backends/cpu/kernels.h"
-#include "backends/cuda/cuda_backend.h"
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/timer.h"
-#include "runtime/bandwidth.h"
+#include "planning/bandwidth.h"
 #include "runtime/session.h"
 #include "runtime/timeline_report.h"
 
@@ -177,10 +176,9 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
                          : column_read_ahead_name(best_kernels().read_ahead)},
       {"backend", session.backend().name()},
       {"device", planned.device.emulated ? "cuda-emu" : device_kind_name(planned.device.kind)},
-      {"device_peak_bytes_per_s", planned.device.kind != DeviceKind::Cuda ? 0.0
-                                  : planned.device.emulated
-                                      ? cuda_emu_device_info().peak_bytes_per_s
-                                      : cuda_device_info(0).peak_bytes_per_s},
+      {"device_peak_bytes_per_s", accelerator_of(planned.device) == nullptr
+                                      ? 0.0
+                                      : accelerator_of(planned.device)->info(0).peak_bytes_per_s},
       {"n_prompt", o.n_prompt},
       {"n_gen", o.n_gen},
       {"repetitions", o.reps},
@@ -228,10 +226,10 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
              kernels_label(best_kernels()));
   if (session.backend().device() != Device::Host)
     fmt::print("device: {}\n", session.backend().name());
-  if (session.backend().device() == Device::Cuda && f.bandwidth > 0 &&
+  if (session.backend().device() == Device::Accelerator && f.bandwidth > 0 &&
       session.backend().name().starts_with("cuda "))
     fmt::print("GPU memory: {:.0f} GB/s read measured, {:.0f} GB/s peak (memory clock x bus)\n",
-               f.bandwidth / 1e9, cuda_device_info(0).peak_bytes_per_s / 1e9);
+               f.bandwidth / 1e9, cuda_accelerator().info(0).peak_bytes_per_s / 1e9);
   if (r.decode_tokens > 0)
     fmt::print(
         "FFN {}: density {:.3f}; decode ms/token: attention {:.2f}, predictor {:.2f}, FFN {:.2f}, "
@@ -281,16 +279,16 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
 
 int run_bench(BenchOptions& o) {
   if (o.n_prompt + o.n_gen == 0) fail("nothing to measure: -p and -n are both 0");
-  Timer load_timer;
-  const auto model =
-      Model::load(o.model, /*require_tokenizer=*/false, o.mmap ? LoadMode::Map : LoadMode::Read);
-  const double load_s = load_timer.seconds();
+  EngineOptions eo = engine_options(o.ffn, o.model, o.mmap, o.threads);
+  eo.require_tokenizer = false;
+  Engine engine(std::move(eo), print_note);
+  const double load_s = engine.load_seconds();
   const int64_t n_ctx = o.n_prompt + o.n_gen + 1;
-  StorageProfile storage;
-  PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
-  ThreadPool pool(checked_threads(o.threads));
-  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
-  Session session(*model, n_ctx, *backend, planned.session);
+  Session& session = engine.start(n_ctx);
+  const Model* model = &engine.model();
+  const PlannedRun& planned = engine.planned();
+  const StorageProfile& storage = engine.storage();
+  Backend* backend = &engine.backend();
   // The timeline of the CPU's runs (a device's work is not on the host's clock).
   const bool cpu_alone = backend->device() == Device::Host && planned.session.vram_neurons.empty();
   if (!o.timeline_html.empty() && !cpu_alone)
@@ -313,7 +311,8 @@ int run_bench(BenchOptions& o) {
   const bool gpu = planned.device.kind == DeviceKind::Cuda && !planned.device.emulated;
   BandwidthProbe probe;
   if (gpu && !o.skip_bandwidth) {
-    probe.bytes_per_s = probe.memory_bytes_per_s = cuda_read_bandwidth(*backend);
+    probe.bytes_per_s = probe.memory_bytes_per_s =
+        accelerator_of(planned.device)->read_bandwidth(*backend);
     probe.note = probe.memory_note = "a read kernel over GPU memory";
   } else if (!o.skip_bandwidth) {
     // The probe stays inside --ram-budget: it reads the model's own matrices, or a buffer only
@@ -321,7 +320,7 @@ int run_bench(BenchOptions& o) {
     const Budgets& b = planned.plan.budgets;
     const uint64_t held = planned.plan.predicted.ram_bytes;
     const uint64_t ram_left = b.ram == 0 ? UINT64_MAX : (b.ram > held ? b.ram - held : 0);
-    probe = probe_bandwidth(*backend, pool, *model, ram_left);
+    probe = probe_bandwidth(*backend, engine.pool(), *model, ram_left);
   }
   const BenchFigures f = figures(r, *model, planned.session.ffn, probe);
   if (o.json)

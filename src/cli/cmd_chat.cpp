@@ -19,7 +19,7 @@
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/input_file.h"
-#include "runtime/generator.h"
+#include "generation/generator.h"
 
 namespace strata {
 
@@ -54,7 +54,8 @@ void save(const std::vector<ChatMessage>& history, const std::string& path) {
 }
 
 int run_chat(const ChatOptions& o) {
-  const auto model = Model::load(o.model, true, o.mmap ? LoadMode::Map : LoadMode::Read);
+  Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
+  const Model* model = &engine.model();
   const Tokenizer& tok = *model->tokenizer;
   auto text_of = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
   std::optional<ChatTemplate> tmpl;
@@ -65,11 +66,7 @@ int run_chat(const ChatOptions& o) {
     fail("{}", e.what());
   }
   const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
-  StorageProfile storage;
-  PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
-  ThreadPool pool(checked_threads(o.threads));
-  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
-  Session session(*model, n_ctx, *backend, planned.session);
+  Session& session = engine.start(n_ctx);
   Generator generator(*model, session);
   GenerationParams params;
   params.max_tokens = o.n_predict;

@@ -34,15 +34,12 @@ Command add_logits_command(CLI::App& app) {
   add_ffn_flags(cmd, o->ffn);
   add_gpu_flags(cmd, o->ffn);
   return {cmd, [o] {
-            const auto model = Model::load(o->model, /*require_tokenizer=*/false,
-                                           o->mmap ? LoadMode::Map : LoadMode::Read);
-            PlannedRun planned =
-                resolve_ffn_flags(o->ffn, *model, static_cast<int64_t>(o->tokens.size()), nullptr,
-                                  static_cast<int64_t>(o->tokens.size()));
-            ThreadPool pool(checked_threads(o->threads));
-            const auto backend = make_session_backend(planned, pool, o->ffn.repack);
-            Session session(*model, static_cast<int64_t>(o->tokens.size()), *backend,
-                            planned.session);
+            const auto n_tokens = static_cast<int64_t>(o->tokens.size());
+            EngineOptions eo = engine_options(o->ffn, o->model, o->mmap, o->threads);
+            eo.require_tokenizer = false;
+            eo.run.logits_rows = n_tokens;  // every token's logits
+            Engine engine(std::move(eo), print_note);
+            Session& session = engine.start(n_tokens);
             nlohmann::json out = nlohmann::json::array();
             const auto all = session.eval(o->tokens, /*all_logits=*/true);
             const size_t n_vocab = all.size() / o->tokens.size();
@@ -50,7 +47,7 @@ Command add_logits_command(CLI::App& app) {
               out.push_back(
                   std::vector<float>(all.begin() + i * n_vocab, all.begin() + (i + 1) * n_vocab));
             fmt::print("{}\n", out.dump());
-            if (o->ffn.verbose) announce_plan(planned, o->ffn);
+            if (o->ffn.verbose) announce_plan(engine.planned(), o->ffn);
             return 0;
           }};
 }

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/timer.h"
-#include "runtime/perplexity.h"
+#include "generation/perplexity.h"
 
 namespace strata {
 
@@ -39,7 +39,9 @@ Command add_perplexity_command(CLI::App& app) {
   return {
       cmd, [o] {
         const std::string text = read_regular_file(o->file, kMaxTextFileBytes, "text");
-        const auto model = Model::load(o->model, true, o->mmap ? LoadMode::Map : LoadMode::Read);
+        EngineOptions eo = engine_options(o->ffn, o->model, o->mmap, o->threads);
+        Engine engine(std::move(eo), print_note);
+        const Model* model = &engine.model();
         const Tokenizer& tok = *model->tokenizer;
         const int64_t n_ctx =
             o->ctx > 0 ? o->ctx : std::min<int64_t>(512, model->config.n_ctx_train);
@@ -48,12 +50,9 @@ Command add_perplexity_command(CLI::App& app) {
         if (static_cast<int64_t>(tokens.size()) < n_ctx)
           fail("the text has {} tokens, fewer than one window of {} (lower -c)", tokens.size(),
                n_ctx);
-        StorageProfile storage;
-        PlannedRun planned = resolve_ffn_flags(o->ffn, *model, n_ctx, &storage, n_ctx);
-        ThreadPool pool(checked_threads(o->threads));
-        const auto backend = make_session_backend(planned, pool, o->ffn.repack);
-        Session session(*model, n_ctx, *backend, planned.session);
-        announce_plan(planned, o->ffn);
+        engine.request().logits_rows = n_ctx;  // every token's logits
+        Session& session = engine.start(n_ctx);
+        announce_plan(engine.planned(), o->ffn);
         ProgressBar bar("perplexity");
         Timer timer;
         const auto r =
@@ -84,8 +83,8 @@ Command add_perplexity_command(CLI::App& app) {
                      r.perplexity, r.windows, n_ctx, r.predictions, seconds);
           fmt::print("FFN activation sparsity per layer (exact zeros): {:.3f}\n",
                      fmt::join(sparsity, " "));
-          if (planned.session.ffn != FfnMode::Dense ||
-              planned.session.sparsity_mode != SparsityMode::Off)
+          if (session.options().ffn != FfnMode::Dense ||
+              session.options().sparsity_mode != SparsityMode::Off)
             print_ffn_report(*model, session, stdout);
         }
         return 0;

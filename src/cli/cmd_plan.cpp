@@ -13,7 +13,7 @@
 #include "core/input_file.h"
 #include "core/timer.h"
 #include "placement/cost_model.h"
-#include "runtime/bandwidth.h"
+#include "planning/bandwidth.h"
 
 namespace strata {
 
@@ -43,17 +43,20 @@ Command add_plan_command(CLI::App& app) {
   return {cmd, [o] {
             for (const std::string& path : {o->out, o->html})
               if (!path.empty()) refuse_special_output(path);
-            auto model = Model::load(o->model, /*require_tokenizer=*/false, LoadMode::Map);
+            EngineOptions eo = engine_options(o->ffn, o->model, /*mmap=*/true, o->threads);
+            eo.require_tokenizer = false;
+            eo.run.allow_vram = true;  // hybrid plans for a GPU this machine may lack
+            Engine engine(std::move(eo), print_note);
             if (o->ffn.ram_bandwidth <= 0) {
-              ThreadPool pool(checked_threads(o->threads));
+              ThreadPool pool(engine.options().threads);
               // A scratch buffer, not the model: the file is mapped, and reading it whole
               // would measure the disk.
-              o->ffn.ram_bandwidth = measure_read_bandwidth(pool, kMinProbeBytes) / 1e9;
-              fmt::print(stderr, "RAM bandwidth measured: {:.1f} GB/s\n", o->ffn.ram_bandwidth);
+              const double measured = measure_read_bandwidth(pool, kMinProbeBytes);
+              engine.request().costs.ram_bytes_per_s = measured;
+              fmt::print(stderr, "RAM bandwidth measured: {:.1f} GB/s\n", measured / 1e9);
             }
-            StorageProfile storage;
             Timer solve;
-            const PlannedRun run = plan_from_flags(o->ffn, *model, o->n_ctx, &storage, true);
+            const PlannedRun& run = engine.plan_only(o->n_ctx);
             const double solve_s = solve.seconds();
             const nlohmann::json j = plan_to_json(run.plan);
             if (!o->out.empty()) write_text_file(o->out, j.dump(1) + "\n");

@@ -74,17 +74,17 @@ Command add_profile_command(CLI::App& app) {
         }
         write_text_file(html, profile_report_html(
                                   p, model->config.name.empty() ? o->model : model->config.name));
-        nlohmann::json layers = nlohmann::json::array();
-        for (size_t l = 0; l < p.counts.size(); ++l) {
-          const auto s = summarize_layer(p.counts[l], p.tokens);
-          layers.push_back({{"layer", l},
-                            {"sparsity", s.sparsity},
-                            {"neurons_for_50", s.neurons_for_50},
-                            {"neurons_for_80", s.neurons_for_80},
-                            {"neurons_for_95", s.neurons_for_95},
-                            {"window_reuse", p.window_reuse.at(l)}});
-        }
+        std::vector<LayerProfileSummary> summaries;
+        for (const auto& counts : p.counts) summaries.push_back(summarize_layer(counts, p.tokens));
         if (o->json) {
+          nlohmann::json layers = nlohmann::json::array();
+          for (size_t l = 0; l < summaries.size(); ++l)
+            layers.push_back({{"layer", l},
+                              {"sparsity", summaries[l].sparsity},
+                              {"neurons_for_50", summaries[l].neurons_for_50},
+                              {"neurons_for_80", summaries[l].neurons_for_80},
+                              {"neurons_for_95", summaries[l].neurons_for_95},
+                              {"window_reuse", p.window_reuse.at(l)}});
           fmt::print("{}\n", nlohmann::json{{"model", o->model},
                                             {"model_hash", p.model_hash},
                                             {"text", p.text},
@@ -105,12 +105,11 @@ Command add_profile_command(CLI::App& app) {
             "layer  sparsity  hottest neurons covering 50% / 80% / 95% of activations  active "
             "in the last {} tokens\n",
             kReuseWindow);
-        for (const auto& l : layers)
-          fmt::print(
-              "{:>5}  {:>8.3f}  {:>6.1f}% / {:>5.1f}% / {:>5.1f}%  {:>40.1f}%\n",
-              l["layer"].get<int>(), l["sparsity"].get<double>(),
-              100 * l["neurons_for_50"].get<double>(), 100 * l["neurons_for_80"].get<double>(),
-              100 * l["neurons_for_95"].get<double>(), 100 * l["window_reuse"].get<double>());
+        for (size_t l = 0; l < summaries.size(); ++l)
+          fmt::print("{:>5}  {:>8.3f}  {:>6.1f}% / {:>5.1f}% / {:>5.1f}%  {:>40.1f}%\n", l,
+                     summaries[l].sparsity, 100 * summaries[l].neurons_for_50,
+                     100 * summaries[l].neurons_for_80, 100 * summaries[l].neurons_for_95,
+                     100 * p.window_reuse.at(l));
         return 0;
       }};
 }

@@ -12,10 +12,10 @@
 #include "cli/sampling_flags.h"
 #include "core/input_file.h"
 #include "core/json_limits.h"
-#include "runtime/grammar_constraint.h"
+#include "generation/grammar_constraint.h"
 #include "core/error.h"
 #include "core/timer.h"
-#include "runtime/sampler.h"
+#include "generation/sampler.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -160,11 +160,10 @@ std::shared_ptr<const Grammar> output_grammar(const RunOptions& o) {
 
 int run_generation(const RunOptions& o) {
   const auto grammar = output_grammar(o);  // a bad grammar or schema fails before any loading
-  Timer load_timer;
-  const auto model = Model::load(o.model, true, o.mmap ? LoadMode::Map : LoadMode::Read);
-  const double load_s = load_timer.seconds();
-  const Tokenizer& tok = *model->tokenizer;
-  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
+  const Model& model = engine.model();
+  const Tokenizer& tok = *model.tokenizer;
+  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model.config.n_ctx_train, 4096);
   const auto prompt = tok.encode(o.prompt, tok.add_bos_default() && !o.no_bos);
   if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
@@ -174,17 +173,13 @@ int run_generation(const RunOptions& o) {
       o.seed >= 0
           ? static_cast<uint64_t>(o.seed)
           : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  StorageProfile storage;
-  PlannedRun planned = resolve_ffn_flags(o.ffn, *model, n_ctx, &storage);
-  ThreadPool pool(checked_threads(o.threads));
-  const auto backend = make_session_backend(planned, pool, o.ffn.repack);
-  Session session(*model, n_ctx, *backend, planned.session);
-  announce_plan(planned, o.ffn);
+  Session& session = engine.start(n_ctx);
+  announce_plan(engine.planned(), o.ffn);
   Sampler sampler(sp);
   std::unique_ptr<GrammarConstraint> constraint;
   if (grammar) constraint = std::make_unique<GrammarConstraint>(grammar, tok);
   const Generation g = generate(session, sampler, constraint.get(), tok, prompt, o);
-  report(g, prompt.size(), load_s, sp.seed, *model, session, o.json);
+  report(g, prompt.size(), engine.load_seconds(), sp.seed, model, session, o.json);
   return 0;
 }
 

@@ -15,7 +15,7 @@
 #include "cli/sampling_flags.h"
 #include "core/anonymous_memory.h"
 #include "core/error.h"
-#include "runtime/slot_context.h"
+#include "generation/slot_context.h"
 #include "server/http_server.h"
 
 namespace strata {
@@ -37,32 +37,32 @@ extern "C" void drain_on_signal(int) {
     g_server->stop();
 }
 
+// The flags: the server's own options bound where they are its fields (host, port, key,
+// template, defaults, queue), the rest converted once by server_options and engine_options.
 struct ServeOptions {
   bool mmap = false;
   std::string model = default_model_path();
-  std::string host = "127.0.0.1", api_key, alias, chat_template, pooling;
-  int port = 8080;
+  std::string alias, pooling;
   int threads = default_threads();
   int64_t ctx = 0;
-  int64_t n_predict = -1;
-  SamplerParams sampling;
   FfnFlags ffn;
   double timeout_s = 10;
   double drain_timeout_s = 30;  // Kubernetes' default grace period
   int threads_http = 0;  // 0: slots + queue + 32
   int parallel = 4;
-  int max_queue = 256;
   std::string request_memory = "64M";
+  ServerOptions server;
 };
 
 void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
   cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)");
   cmd->add_flag("--mmap", o.mmap, "Use the model file in place (memory map)");
-  cmd->add_option("--host", o.host, "Address to listen on");
-  cmd->add_option("--port", o.port, "Port to listen on")->check(in_range(1, 65535));
-  cmd->add_option("--api-key", o.api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("--host", o.server.host, "Address to listen on");
+  cmd->add_option("--port", o.server.port, "Port to listen on")->check(in_range(1, 65535));
+  cmd->add_option("--api-key", o.server.api_key,
+                  "Require \"Authorization: Bearer KEY\" on /v1/*");
   cmd->add_option("-a,--alias", o.alias, "Model name the API reports (default: the file's)");
-  cmd->add_option("--chat-template", o.chat_template,
+  cmd->add_option("--chat-template", o.server.chat_template,
                   "Chat template for /v1/chat/completions: a built-in name (strata chat-template "
                   "--list) or a Jinja file (default: the model's tokenizer.chat_template, else "
                   "the plain transcript)");
@@ -78,13 +78,13 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
   cmd->add_option("--parallel", o.parallel,
                   "Sequence slots (-np): requests generating at once, batched in each step")
       ->check(in_range(1, 256));
-  cmd->add_option("--max-queue", o.max_queue,
+  cmd->add_option("--max-queue", o.server.scheduler.max_queue,
                   "Requests that may wait for a slot; more are answered 503 with Retry-After")
       ->check(in_range(0, 65536));
-  cmd->add_option("-n,--n-predict", o.n_predict,
+  cmd->add_option("-n,--n-predict", o.server.defaults.max_tokens,
                   "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
       ->check(in_range(int64_t{-1}, int64_t{1} << 30));
-  add_sampling_flags(cmd, o.sampling, "Default");
+  add_sampling_flags(cmd, o.server.defaults.sampling, "Default");
   cmd->add_option("--drain-timeout", o.drain_timeout_s,
                   "On SIGTERM, seconds requests in flight may take to finish (new ones get 503) "
                   "before they are cancelled; a second SIGTERM, or SIGINT, stops at once")
@@ -113,23 +113,17 @@ std::string model_name(const ServeOptions& o, const Model* model) {
   return std::filesystem::path(o.model).filename().string();
 }
 
+// The server's options: those the flags bound, and the ones converted here.
 ServerOptions server_options(const ServeOptions& o) {
-  ServerOptions so;
-  so.host = o.host;
-  so.port = o.port;
-  so.api_key = o.api_key;
-  so.chat_template = o.chat_template;
+  ServerOptions so = o.server;
   if (!o.pooling.empty()) so.pooling = parse_pooling(o.pooling);
   so.model_name = model_name(o, nullptr);  // until the model is loaded (attach names it)
-  so.defaults.max_tokens = o.n_predict;
-  so.defaults.sampling = o.sampling;
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
   so.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1e3));
   so.connections.receive_timeout = timeout;
   so.connections.idle_timeout = std::min(timeout, so.connections.idle_timeout);
   so.connections.worker_threads =
-      o.threads_http > 0 ? o.threads_http : o.parallel + o.max_queue + 32;
-  so.scheduler.max_queue = o.max_queue;
+      o.threads_http > 0 ? o.threads_http : o.parallel + so.scheduler.max_queue + 32;
   so.request_memory_bytes = parse_bytes(o.request_memory, "--request-memory");
   if (so.request_memory_bytes < 2 * so.max_body_bytes)
     fail("--request-memory {} holds less than two bodies of the largest size ({} MiB each); give "
@@ -148,29 +142,12 @@ void return_large_blocks_to_the_system() {
   ::mallopt(M_TRIM_THRESHOLD, 1 << 20);
 }
 
-// What the server serves, loaded while it already listens. Declared before the server, so that
-// it outlives the server's scheduler (which runs on the session).
-struct Loaded {
-  std::unique_ptr<Model> model;
-  StorageProfile storage;
-  PlannedRun planned;
-  std::unique_ptr<ThreadPool> pool;
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<Session> session;
-  int64_t n_ctx = 0;
-};
-
-void load(const ServeOptions& o, const ServerOptions& so, Loaded& out) {
-  out.model =
-      Model::load(o.model, /*require_tokenizer=*/true, o.mmap ? LoadMode::Map : LoadMode::Read);
-  Model& model = *out.model;  // planning may rewrite its layouts
-  // llama-server's rule: -c is shared by the slots. Without it, each slot gets the model's
-  // context unless the KV cache of all slots would not fit (runtime/slot_context.h).
-  const uint64_t kv_per_position = Session::kv_cache_bytes(
-      model.config, 1, kv_type_or_f32(o.ffn.cache_type_k, "--cache-type-k"),
-      kv_type_or_f32(o.ffn.cache_type_v, "--cache-type-v"));
-  const uint64_t memory = !o.ffn.ram_budget.empty() ? parse_bytes(o.ffn.ram_budget, "--ram-budget")
-                                                    : AnonymousMemory::available();
+// The slots' context: llama-server's rule, -c shared by the slots. Without it, each slot gets
+// the model's context unless the KV cache of all slots would not fit
+// (generation/slot_context.h).
+int64_t slot_context(const ServeOptions& o, const Model& model, const RunRequest& r) {
+  const uint64_t kv_per_position = Session::kv_cache_bytes(model.config, 1, r.k_type, r.v_type);
+  const uint64_t memory = r.budgets.ram > 0 ? r.budgets.ram : AnonymousMemory::available();
   const int64_t model_ctx = std::min<int64_t>(model.config.n_ctx_train, 4096);
   const int64_t n_ctx = o.ctx > 0 ? o.ctx / o.parallel
                                   : default_slot_context(model.config.n_ctx_train, o.parallel,
@@ -184,20 +161,28 @@ void load(const ServeOptions& o, const ServerOptions& so, Loaded& out) {
   if (n_ctx < 2)
     fail("-c {} split among {} slots (--parallel) leaves {} positions each; raise -c", o.ctx,
          o.parallel, n_ctx);
-  // The HTTP side's memory is planned inside --ram-budget with the model's.
-  out.planned = resolve_ffn_flags(o.ffn, model, n_ctx, &out.storage,
-                                  /*logits_rows=*/o.parallel, o.parallel, server_ram_bytes(so));
-  out.pool = std::make_unique<ThreadPool>(checked_threads(o.threads));
-  out.backend = make_session_backend(out.planned, *out.pool, o.ffn.repack);
-  out.session = std::make_unique<Session>(model, n_ctx, *out.backend, out.planned.session);
-  out.n_ctx = n_ctx;
-  announce_plan(out.planned, o.ffn);
+  return n_ctx;
+}
+
+// The engine the server serves, opened while the server already listens.
+std::unique_ptr<Engine> load(const ServeOptions& o, EngineOptions options) {
+  auto engine = std::make_unique<Engine>(std::move(options), print_note);
+  const int64_t n_ctx = slot_context(o, engine->model(), engine->request());
+  engine->start(n_ctx);
+  announce_plan(engine->planned(), o.ffn);
+  return engine;
 }
 
 int serve(const ServeOptions& o) {
   return_large_blocks_to_the_system();
   const ServerOptions so = server_options(o);
-  Loaded loaded;
+  // Every flag the engine reads is checked before the port is bound.
+  EngineOptions eo = engine_options(o.ffn, o.model, o.mmap, o.threads);
+  eo.run.logits_rows = eo.run.n_seq = o.parallel;
+  eo.run.front_end_bytes = server_ram_bytes(so);  // the HTTP side, inside --ram-budget
+  // Declared before the server, so that it outlives the server's scheduler (which runs on the
+  // engine's session).
+  std::unique_ptr<Engine> engine;
   // The port answers before the model is loaded (/health: 503 "loading"), so a load balancer
   // or a readiness probe sees a replica that is starting, and a busy port fails at once.
   HttpServer server(so);
@@ -214,8 +199,8 @@ int serve(const ServeOptions& o) {
   std::thread notice([&] {
     std::unique_lock lock(m);
     if (!loaded_cv.wait_for(lock, std::chrono::seconds(1), [&] { return load_ended; })) {
-      fmt::print(stderr, "listening on http://{}:{} (/health: loading) while {} loads\n", o.host,
-                 port, o.model);
+      fmt::print(stderr, "listening on http://{}:{} (/health: loading) while {} loads\n",
+                 so.host, port, o.model);
       std::fflush(stderr);
     }
   });
@@ -228,8 +213,8 @@ int serve(const ServeOptions& o) {
     notice.join();
   };
   try {
-    load(o, so, loaded);
-    server.attach(*loaded.model, *loaded.session, model_name(o, loaded.model.get()));
+    engine = load(o, std::move(eo));
+    server.attach(engine->model(), engine->session(), model_name(o, &engine->model()));
   } catch (...) {
     end_notice();
     server.stop();
@@ -242,8 +227,9 @@ int serve(const ServeOptions& o) {
              "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads, chat "
              "template {}, {} pooling): POST /v1/completions, /v1/chat/completions, "
              "/v1/embeddings; GET /v1/models, /health, /metrics, /slots\n",
-             model_name(o, loaded.model.get()), o.host, port, o.parallel, loaded.n_ctx,
-             o.max_queue, o.threads, server.chat_template_name(), pooling_name(server.pooling()));
+             model_name(o, &engine->model()), so.host, port, o.parallel, engine->session().n_ctx(),
+             so.scheduler.max_queue, engine->options().threads, server.chat_template_name(),
+             pooling_name(server.pooling()));
   std::fflush(stderr);
   http.join();
   g_server = nullptr;

@@ -1,5 +1,6 @@
-// The --ffn / --check-predictor flags shared by run, bench and perplexity, and the per-run FFN
-// report (density per layer, predictor recall, time split) they print.
+// The flags shared by the commands that run a model (run, bench, perplexity, logits, chat,
+// batched, serve, plan: FFN mode, budgets, files, flash reads, devices), turned once into the
+// engine's options (engine/engine.h), and the plan and per-run FFN report they print.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,10 +8,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "engine/engine.h"
 #include "model/model.h"
-#include "runtime/planned_session.h"
+#include "runtime/bytes_per_token.h"
+#include "runtime/ffn_report.h"
 #include "runtime/session.h"
-#include "tiers/storage_profile.h"
 
 namespace strata {
 
@@ -53,46 +55,18 @@ void add_gpu_flags(CLI::App* cmd, FfnFlags& flags);
 // The KV cache's element types as flagged (empty: the CPU's f32).
 DType kv_type_or_f32(const std::string& name, const char* flag);
 
-// The flags as a RunRequest (runtime/planned_session.h). The storage profile (--storage-profile,
-// or MODEL.storage.json next to a bundled model) is read into `storage`, which the request and
-// the sessions point at.
-RunRequest run_request(const FfnFlags& flags, const Model& model, int64_t n_ctx,
-                       StorageProfile* storage);
-// Reads --profile and --plan and plans (allow_vram: plan only, for `strata plan`; otherwise
-// plan_run, which prepares the model). Prints the notes.
-PlannedRun plan_from_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
-                           StorageProfile* storage, bool allow_vram, int64_t logits_rows = 1,
-                           int n_seq = 1, uint64_t front_end_bytes = 0);
-// plan_from_flags for run, bench, perplexity, serve and logits (run.session: the sessions'
-// options). announce_plan prints the plan in one line (layer by layer with --verbose) once the
-// session exists, so a run that fails before prints only its error.
-// logits_rows: rows of logits one call returns (perplexity and logits: every token's); n_seq:
-// sequences held at once (serve, batched: --parallel), each with n_ctx positions;
-// front_end_bytes: RAM the front end holds beside the session (serve's HTTP side), planned
-// inside --ram-budget.
-PlannedRun resolve_ffn_flags(const FfnFlags& flags, Model& model, int64_t n_ctx,
-                             StorageProfile* storage = nullptr, int64_t logits_rows = 1,
-                             int n_seq = 1, uint64_t front_end_bytes = 0);
+// The flags as the engine's options, parsed once: sizes, KV types, modes and their conflicts
+// fail here with one line, before any model is read. `threads` is checked (a warning past the
+// machine's hardware threads).
+EngineOptions engine_options(const FfnFlags& flags, const std::string& model, bool mmap,
+                             int threads);
+// The engine's notes, one line each on stderr.
+void print_note(const std::string& note);
+// announce_plan prints the plan in one line (layer by layer with --verbose) once the session
+// exists, so a run that fails before prints only its error.
 void announce_plan(const PlannedRun& run, const FfnFlags& flags);
 void print_plan_layers(const PlacementPlan& plan, const Inventory& inventory, std::FILE* out);
 
-// Weight bytes one decode step reads in this session's mode, from its measured densities:
-// attention, output and embedding row, the predictors, and per layer the gate/up/down rows of
-// the neurons computed (the whole FFN in dense mode, the dense gate in gate-first mode).
-// `stats` are counts over `tokens` tokens.
-uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
-                                 const std::vector<FfnLayerStats>& stats, double tokens);
-
-// Weight bytes one decode step reads through input-sparse products (TEAL's column copies): each
-// layer matrix's bytes times its input's measured share of non-zero values, the output matrix
-// and an embedding row.
-uint64_t input_sparse_bytes_per_token(const Model& model, const std::vector<InputDensity>& density);
-
-// Per-layer counts of `after` minus `before` (to isolate the decode part of a run).
-std::vector<FfnLayerStats> stats_difference(const std::vector<FfnLayerStats>& after,
-                                            const std::vector<FfnLayerStats>& before);
-
-nlohmann::json ffn_report_json(const Model& model, const Session& session);
 void print_ffn_report(const Model& model, const Session& session, std::FILE* out);
 // One line of a split FFN's report (ffn_report_json's "split"): where activations were
 // computed, bytes per tier and over the link, each side's time and waits.

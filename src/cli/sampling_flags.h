@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli/flag_checks.h"
-#include "runtime/sampler.h"
+#include "generation/sampler.h"
 
 namespace strata {
 

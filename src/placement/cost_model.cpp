@@ -21,7 +21,7 @@ uint64_t usable_ram(uint64_t budget) {
 }
 
 double bandwidth(const CostModel& c, Device d) {
-  return d == Device::Cuda ? c.vram_bytes_per_s : c.ram_bytes_per_s;
+  return d == Device::Accelerator ? c.vram_bytes_per_s : c.ram_bytes_per_s;
 }
 
 double attention_bytes(const Inventory& inv, const LayerInventory& l) {
@@ -38,7 +38,7 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
                      int64_t l, PlanPrediction* t) {
   const LayerInventory& li = inv.layers[static_cast<size_t>(l)];
   const LayerPlan& lp = plan.layers[static_cast<size_t>(l)];
-  const bool attention_gpu = lp.attention == Device::Cuda;
+  const bool attention_gpu = lp.attention == Device::Accelerator;
   LayerCost c;
   const double dense = attention_bytes(inv, li);
   c.attention_s = dense / bandwidth(cost, lp.attention);
@@ -89,13 +89,13 @@ void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction&
   // The model's copy in RAM holds every dense block (a GPU gets copies), and the FFN unless it
   // is bundled; KV caches live with their layer's attention.
   uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes + plan.column_cache_bytes, vram = 0;
-  bool any_gpu = plan.output == Device::Cuda;
-  if (plan.output == Device::Cuda) vram += inv.output_bytes;
+  bool any_gpu = plan.output == Device::Accelerator;
+  if (plan.output == Device::Accelerator) vram += inv.output_bytes;
   for (size_t l = 0; l < inv.layers.size(); ++l) {
     const LayerInventory& li = inv.layers[l];
     const LayerPlan& lp = plan.layers[l];
     ram += li.dense_bytes;
-    if (lp.attention == Device::Cuda) {
+    if (lp.attention == Device::Accelerator) {
       vram += li.dense_bytes + li.kv_bytes;
       any_gpu = true;
     } else {
@@ -115,7 +115,7 @@ PlanPrediction evaluate(const PlacementPlan& plan, const Inventory& inv, const C
   for (size_t l = 0; l < inv.layers.size(); ++l)
     t.seconds_per_token += layer_cost(plan, inv, cost, static_cast<int64_t>(l), &t).seconds();
   t.seconds_per_token += static_cast<double>(inv.output_bytes) / bandwidth(cost, plan.output);
-  (plan.output == Device::Cuda ? t.vram_bytes_per_token : t.ram_bytes_per_token) +=
+  (plan.output == Device::Accelerator ? t.vram_bytes_per_token : t.ram_bytes_per_token) +=
       static_cast<double>(inv.output_bytes);
   held_bytes(plan, inv, t);
   return t;

@@ -32,21 +32,21 @@ PlacementPlan plan_expert_split(const Inventory& inv, const Budgets& budgets,
   p.status = "whole experts";
   p.budgets = budgets;
   p.costs = cost;
-  p.output = Device::Cuda;
+  p.output = Device::Accelerator;
   p.layers.resize(inv.layers.size());
-  for (LayerPlan& lp : p.layers) lp.attention = Device::Cuda;
+  for (LayerPlan& lp : p.layers) lp.attention = Device::Accelerator;
   if (vram_held(p, inv) > budgets.vram) p.output = Device::Host;
   for (LayerPlan& lp : p.layers) {
     if (vram_held(p, inv) <= budgets.vram) break;
     lp.attention = Device::Host;
   }
-  if (p.layers.empty() || p.layers.back().attention != Device::Cuda)
+  if (p.layers.empty() || p.layers.back().attention != Device::Accelerator)
     fail("not one layer's attention fits the {} VRAM budget with its KV cache and buffers",
          size_text(static_cast<double>(budgets.vram)));
   const int64_t ff = inv.expert_neurons;
   std::vector<ExpertChoice> choices;
   for (size_t l = 0; l < inv.layers.size(); ++l) {
-    if (p.layers[l].attention != Device::Cuda) continue;  // a CPU layer computes there whole
+    if (p.layers[l].attention != Device::Accelerator) continue;  // a CPU layer computes there whole
     const LayerInventory& li = inv.layers[l];
     for (int64_t e = 0; e < li.n_neurons / ff; ++e)
       choices.push_back({li.activation.at(static_cast<size_t>(e * ff)), e,

@@ -57,11 +57,11 @@ void place_vram_greedy(const Inventory& inv, const Budgets& b, const SolverOptio
   for (size_t l = 0; l < inv.layers.size() && o.dense_on_gpu; ++l) {
     const uint64_t need = inv.layers[l].dense_bytes + inv.layers[l].kv_bytes;
     if (need > left) break;
-    p.layers[l].attention = Device::Cuda;
+    p.layers[l].attention = Device::Accelerator;
     left -= need;
   }
   if (o.dense_on_gpu && inv.output_bytes <= left) {
-    p.output = Device::Cuda;
+    p.output = Device::Accelerator;
     left -= inv.output_bytes;
   }
   struct Candidate {
@@ -78,7 +78,7 @@ void place_vram_greedy(const Inventory& inv, const Budgets& b, const SolverOptio
                    [](const Candidate& a, const Candidate& c) { return a.p > c.p; });
   for (const Candidate& c : all) {
     if (o.neurons_with_attention &&
-        p.layers[static_cast<size_t>(c.layer)].attention != Device::Cuda)
+        p.layers[static_cast<size_t>(c.layer)].attention != Device::Accelerator)
       continue;
     const uint64_t bytes = inv.layers[static_cast<size_t>(c.layer)].device_neuron_bytes();
     if (bytes > left) break;
@@ -161,10 +161,10 @@ PlacementPlan plan_whole_gpu(const Inventory& inv, const Budgets& budgets, const
   p.budgets = budgets;
   p.costs = cost;
   p.bundled = inv.bundled;
-  p.output = Device::Cuda;
+  p.output = Device::Accelerator;
   for (const LayerInventory& li : inv.layers) {
     LayerPlan lp;
-    lp.attention = Device::Cuda;
+    lp.attention = Device::Accelerator;
     lp.vram.resize(static_cast<size_t>(li.n_neurons));
     for (int32_t i = 0; i < li.n_neurons; ++i) lp.vram[static_cast<size_t>(i)] = i;
     p.layers.push_back(std::move(lp));

@@ -89,7 +89,8 @@ constexpr double kMicro = 1e6;            // objective in microseconds
 constexpr double kMiB = 1.0 / 1048576.0;  // budget rows in MiB
 const double kInf = std::numeric_limits<double>::infinity();
 
-struct LayerColumns {
+// One layer's columns of the integer program (GLPK's variable indices; 0: absent).
+struct LayerVariables {
   std::vector<int> v, r;  // per group (0: absent)
   int room = 0, misses = 0, t = 0, a = 0, u = 0, c = 0, s = 0;
   std::vector<int> t_rows;  // the rows that bound t from below
@@ -109,7 +110,7 @@ struct Builder {
   const SolverOptions& o;
   std::vector<std::vector<Group>> groups;
   Program prog;
-  std::vector<LayerColumns> cols;
+  std::vector<LayerVariables> cols;
   int output_gpu = 0, any_gpu = 0;
   bool gpu = false;
 
@@ -117,15 +118,15 @@ struct Builder {
     return attention_bytes(inv, inv.layers[l]) / bandwidth(cost, d);
   }
   void add_layer(size_t l);
-  void add_groups(size_t l, LayerColumns& lc, LayerTerms& t);
-  void add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t);
-  void add_devices(size_t l, LayerColumns& lc, const LayerTerms& t);
+  void add_groups(size_t l, LayerVariables& lc, LayerTerms& t);
+  void add_window_cache(size_t l, LayerVariables& lc, LayerTerms& t);
+  void add_devices(size_t l, LayerVariables& lc, const LayerTerms& t);
   void add_budgets();
   std::vector<double> columns_of(const PlacementPlan& p,
                                  const std::vector<std::vector<int32_t>>& order);
 };
 
-void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
+void Builder::add_groups(size_t l, LayerVariables& lc, LayerTerms& t) {
   const LayerInventory& li = inv.layers[l];
   const double bytes = static_cast<double>(li.neuron_bytes);
   const double R = cost.ram_bytes_per_s, V = cost.vram_bytes_per_s;
@@ -152,7 +153,7 @@ void Builder::add_groups(size_t l, LayerColumns& lc, LayerTerms& t) {
   }
 }
 
-void Builder::add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t) {
+void Builder::add_window_cache(size_t l, LayerVariables& lc, LayerTerms& t) {
   // misses >= (1 - h) d and misses >= d - a (room - d), a = h / (k - 1) (cost_model.h), with
   // d = demand0 - sum(demand terms): each row as misses + ... >= constant.
   const LayerInventory& li = inv.layers[l];
@@ -172,7 +173,7 @@ void Builder::add_window_cache(size_t l, LayerColumns& lc, LayerTerms& t) {
   prog.row(t.slots, static_cast<double>(li.n_neurons), true);  // a cache of n_ff at most
 }
 
-void Builder::add_devices(size_t l, LayerColumns& lc, const LayerTerms& t) {
+void Builder::add_devices(size_t l, LayerVariables& lc, const LayerTerms& t) {
   const LayerInventory& li = inv.layers[l];
   const double a_cpu = attention_s(l, Device::Host);
   lc.t = prog.column(0, kInf, GLP_CV, kMicro);
@@ -183,7 +184,7 @@ void Builder::add_devices(size_t l, LayerColumns& lc, const LayerTerms& t) {
   const double sg = sync_seconds(inv, cost);
   // t - (A + C + sigma s) >= 0, t - (A + G + sigma s) >= 0, A = a_cpu + (a_gpu - a_cpu) a;
   // in microseconds, like the objective (GLPK's tolerances are absolute).
-  const double da = attention_s(l, Device::Cuda) - a_cpu;
+  const double da = attention_s(l, Device::Accelerator) - a_cpu;
   for (const auto* part : {&t.cpu, &t.gpu}) {
     std::vector<std::pair<int, double>> row{{lc.t, kMicro}, {lc.s, -sg * kMicro}};
     if (lc.a) row.push_back({lc.a, -da * kMicro});
@@ -214,7 +215,7 @@ void Builder::add_devices(size_t l, LayerColumns& lc, const LayerTerms& t) {
 }
 
 void Builder::add_layer(size_t l) {
-  LayerColumns lc;
+  LayerVariables lc;
   LayerTerms t;
   add_groups(l, lc, t);
   if (inv.bundled) add_window_cache(l, lc, t);
@@ -237,7 +238,7 @@ void Builder::add_budgets() {
   double ram_const = static_cast<double>(fixed);
   for (size_t l = 0; l < inv.layers.size(); ++l) {
     const LayerInventory& li = inv.layers[l];
-    const LayerColumns& lc = cols[l];
+    const LayerVariables& lc = cols[l];
     ram_const += static_cast<double>(li.kv_bytes);
     if (lc.a) {
       ram.push_back({lc.a, -static_cast<double>(li.kv_bytes) * kMiB});
@@ -279,11 +280,11 @@ std::vector<double> Builder::columns_of(const PlacementPlan& p,
   auto set = [&](int j, double v) {
     if (j) x[static_cast<size_t>(j)] = v;
   };
-  bool any = p.output == Device::Cuda;
+  bool any = p.output == Device::Accelerator;
   set(output_gpu, any);
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const LayerPlan& lp_ = p.layers[l];
-    const LayerColumns& lc = cols[l];
+    const LayerVariables& lc = cols[l];
     const std::vector<Group>& gs = groups[l];
     std::vector<size_t> group_of(order[l].size());
     for (size_t g = 0; g < gs.size(); ++g)
@@ -302,7 +303,7 @@ std::vector<double> Builder::columns_of(const PlacementPlan& p,
         static_cast<double>(lp_.cache_slots) - static_cast<double>(lp_.pinned.size());
     set(lc.room, room);
     set(lc.misses, window_misses(demand, room, inv.layers[l].window_hit_rate) * (1 + 1e-12));
-    const bool a = lp_.attention == Device::Cuda, u = !lp_.vram.empty();
+    const bool a = lp_.attention == Device::Accelerator, u = !lp_.vram.empty();
     const bool c = static_cast<int64_t>(lp_.vram.size()) < inv.layers[l].n_neurons;
     set(lc.a, a);
     set(lc.u, u);
@@ -314,7 +315,7 @@ std::vector<double> Builder::columns_of(const PlacementPlan& p,
   // Each layer's time: the largest of what its rows require.
   std::vector<int> ind(x.size());
   std::vector<double> val(x.size());
-  for (const LayerColumns& lc : cols) {
+  for (const LayerVariables& lc : cols) {
     double t = 0;
     for (int i : lc.t_rows) {
       const int len = glp_get_mat_row(lp, i, ind.data(), val.data());
@@ -345,12 +346,12 @@ PlacementPlan read_solution(Builder& bld, const std::vector<std::vector<int32_t>
   p.solver = "ilp";
   p.bundled = bld.inv.bundled;
   p.layers.resize(bld.inv.layers.size());
-  p.output = binary(bld.output_gpu) ? Device::Cuda : Device::Host;
+  p.output = binary(bld.output_gpu) ? Device::Accelerator : Device::Host;
   for (size_t l = 0; l < p.layers.size(); ++l) {
     LayerPlan& lp_ = p.layers[l];
-    const LayerColumns& lc = bld.cols[l];
+    const LayerVariables& lc = bld.cols[l];
     const int64_t n = bld.inv.layers[l].n_neurons;
-    lp_.attention = binary(lc.a) ? Device::Cuda : Device::Host;
+    lp_.attention = binary(lc.a) ? Device::Accelerator : Device::Host;
     for (size_t g = 0; g < bld.groups[l].size(); ++g) {
       const Group& gr = bld.groups[l][g];
       const int64_t v = std::min(count(lc.v[g]), gr.size),
@@ -377,12 +378,12 @@ void fix_devices(Builder& bld, const PlacementPlan& p) {
   auto fix = [&](int j, bool on) {
     if (j) glp_set_col_bnds(lp, j, GLP_FX, on ? 1.0 : 0.0, on ? 1.0 : 0.0);
   };
-  bool any = p.output == Device::Cuda;
+  bool any = p.output == Device::Accelerator;
   fix(bld.output_gpu, any);
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const LayerPlan& lp_ = p.layers[l];
-    const LayerColumns& lc = bld.cols[l];
-    const bool a = lp_.attention == Device::Cuda, u = !lp_.vram.empty();
+    const LayerVariables& lc = bld.cols[l];
+    const bool a = lp_.attention == Device::Accelerator, u = !lp_.vram.empty();
     const bool c = static_cast<int64_t>(lp_.vram.size()) < bld.inv.layers[l].n_neurons;
     fix(lc.a, a);
     fix(lc.u, u);

@@ -1,7 +1,7 @@
 // What a placement plan places, as plain data: per layer the bytes of its dense blocks, its KV
 // cache and one FFN neuron, each neuron's activation frequency; the model-wide fixed parts; the
 // machine's speeds (the cost model's inputs) and the budgets. Filled by the code that allocates
-// (runtime/inventory.h: KvCache::bytes, Workspace::bytes, the weights' views), never re-derived
+// (planning/model_inventory.h: KvCache::bytes, Workspace::bytes, the weights' views), never re-derived
 // here, so a plan's byte counts are the bytes the run will hold.
 #pragma once
 

@@ -42,10 +42,16 @@ std::vector<int32_t> id_list(const nlohmann::json& j, int64_t n, const char* wha
   return ids;
 }
 
+// The plan format's names of where a block lives: "host", and "cuda" for a device's memory
+// (the word saved plans carry since version 1).
+const char* plan_device_name(Device d) {
+  return d == Device::Host ? "host" : "cuda";
+}
+
 Device device_from(const nlohmann::json& j, const std::string& what) {
   const std::string name = j.is_string() ? j.get<std::string>() : "";
   if (name == "host") return Device::Host;
-  if (name == "cuda") return Device::Cuda;
+  if (name == "cuda") return Device::Accelerator;
   fail("plan: '{}' must be \"host\" or \"cuda\"", what);
 }
 
@@ -64,8 +70,8 @@ nlohmann::json plan_to_json(const PlacementPlan& p) {
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const LayerPlan& lp = p.layers[l];
     layers.push_back({{"layer", l},
-                      {"attention", device_name(lp.attention)},
-                      {"kv", device_name(lp.attention)},
+                      {"attention", plan_device_name(lp.attention)},
+                      {"kv", plan_device_name(lp.attention)},
                       {"vram", lp.vram},
                       {"pinned", lp.pinned},
                       {"cache_slots", lp.cache_slots}});
@@ -81,7 +87,7 @@ nlohmann::json plan_to_json(const PlacementPlan& p) {
           {"column_cache_bytes", p.column_cache_bytes},
           {"budgets", {{"ram", p.budgets.ram}, {"vram", p.budgets.vram}}},
           {"costs", costs_json(p.costs)},
-          {"output", device_name(p.output)},
+          {"output", plan_device_name(p.output)},
           {"predicted",
            {{"tokens_per_s", t.tokens_per_s()},
             {"seconds_per_token", t.seconds_per_token},
@@ -136,7 +142,8 @@ PlacementPlan plan_from_json(const nlohmann::json& j, const Inventory& inv) {
                                fmt::format("layer {}'s attention", l));
     // The KV cache lives where the attention runs; the field only says so.
     if (jl.contains("kv") && device_from(jl["kv"], fmt::format("layer {}'s kv", l)) != lp.attention)
-      fail("plan: layer {}'s kv must be where its attention is ({})", l, device_name(lp.attention));
+      fail("plan: layer {}'s kv must be where its attention is ({})", l,
+           plan_device_name(lp.attention));
     lp.vram = id_list(jl.value("vram", nlohmann::json::array()), n, "vram", l);
     lp.pinned = id_list(jl.value("pinned", nlohmann::json::array()), n, "pinned", l);
     const nlohmann::json slots = jl.value("cache_slots", nlohmann::json(0));
@@ -185,7 +192,7 @@ std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
   for (const LayerPlan& lp : p.layers) {
     vram += static_cast<int64_t>(lp.vram.size());
     pinned += static_cast<int64_t>(lp.pinned.size());
-    gpu_layers += lp.attention == Device::Cuda;
+    gpu_layers += lp.attention == Device::Accelerator;
     min_slots = std::min(min_slots, lp.cache_slots);
     max_slots = std::max(max_slots, lp.cache_slots);
   }

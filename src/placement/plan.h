@@ -1,7 +1,7 @@
 // A placement plan as plain data: for every layer where its dense blocks run and where each of
 // its FFN neurons lives, the KV cache's and output head's device, the flash tier's cache slots,
 // the budgets it was made for and what the cost model predicts. Solvers (greedy.h, ilp.h) make
-// plans; runtime/planned_session.h applies one; `strata plan` prints and saves them.
+// plans; planning/planned_session.h applies one; `strata plan` prints and saves them.
 #pragma once
 
 #include <cstdint>

@@ -37,7 +37,7 @@ std::string plan_report_html(const PlacementPlan& p, const Inventory& inv,
     const int64_t rest = inv.layers[l].n_neurons - vram - pinned;
     const int y = static_cast<int>(l) * kRow + 10;
     svg += fmt::format("<text x='0' y='{}'>layer {} ({})</text>\n", y + 12, l,
-                       lp.attention == Device::Cuda ? "GPU" : "CPU");
+                       lp.attention == Device::Accelerator ? "GPU" : "CPU");
     double x = kLeft;
     const std::pair<Tier, int64_t> parts[] = {
         {Tier::Vram, vram}, {Tier::RamPinned, pinned}, {p.bundled ? Tier::Flash : Tier::Ram, rest}};

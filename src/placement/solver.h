@@ -37,7 +37,7 @@ PlacementPlan plan_ilp(const Inventory& inv, const Budgets& budgets, const CostM
                        const SolverOptions& options = {});
 
 // The whole model on the GPU (full offload): every layer's dense blocks and neurons in VRAM,
-// the output head too. The budgets are recorded, not checked (runtime/device_choice.h decides
+// the output head too. The budgets are recorded, not checked (planning/device_choice.h decides
 // whether the model fits).
 PlacementPlan plan_whole_gpu(const Inventory& inv, const Budgets& budgets, const CostModel& cost);
 

@@ -4,7 +4,7 @@
 // (ffn_executor.h: the mode's neuron selection, gate/up/down from the FFN store), every op on one
 // backend (backends/backend.h). Where the FFN's neurons live (RAM matrices, the flash tier's
 // caches) is the store's business, what goes where the placement plan's (placement/plan.h, applied
-// by runtime/planned_session.h).
+// by planning/planned_session.h).
 #pragma once
 
 #include <cstdint>

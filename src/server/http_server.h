@@ -2,7 +2,7 @@
 // /v1/chat/completions (whole or streamed as server-sent events), /v1/embeddings (pooled final
 // hidden states, computed in the same batches as generation), GET /v1/models, /health,
 // /metrics (Prometheus) and /slots. Requests generate at once on the session's sequence slots
-// through the batch scheduler (continuous batching, runtime/batch_scheduler.h); each slot keeps
+// through the batch scheduler (continuous batching, generation/batch_scheduler.h); each slot keeps
 // the KV entries of its last conversation, and a request goes to the slot sharing the longest
 // prefix with it, so a follow-up evaluates only the new part. Requests beyond the slots wait in
 // a bounded queue; past it they get 503 with Retry-After.
@@ -16,8 +16,8 @@
 
 #include "chat/chat_template.h"
 #include "model/model.h"
-#include "runtime/batch_scheduler.h"
-#include "runtime/pooling.h"
+#include "generation/batch_scheduler.h"
+#include "generation/pooling.h"
 #include "runtime/session.h"
 #include "server/guarded_http.h"
 #include "server/openai_api.h"

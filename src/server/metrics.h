@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/batch_scheduler.h"
+#include "generation/batch_scheduler.h"
 #include "server/guarded_http.h"
 
 namespace strata {

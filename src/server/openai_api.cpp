@@ -1,7 +1,7 @@
 #include "server/openai_api.h"
 
 #include "chat/json_schema_grammar.h"
-#include "runtime/grammar.h"
+#include "generation/grammar.h"
 
 #include <fmt/format.h>
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/generator.h"
+#include "generation/generator.h"
 #include "chat/chat_template.h"
 #include "chat/tool_calls.h"
 

@@ -7,12 +7,12 @@
 namespace strata {
 
 enum class Device : uint8_t {
-  Host,  // RAM the CPU addresses (the model file's copy, its mapping, heap, huge pages)
-  Cuda,  // an NVIDIA GPU's memory (the CUDA backend, next)
+  Host,         // RAM the CPU addresses (the model file's copy, its mapping, heap, huge pages)
+  Accelerator,  // a device's own memory: a GPU's (the CUDA backend), the reference device's
 };
 
 inline const char* device_name(Device d) {
-  return d == Device::Host ? "host" : "cuda";
+  return d == Device::Host ? "host" : "accelerator";
 }
 
 // A block of memory on one device, owned by the backend that allocated it.

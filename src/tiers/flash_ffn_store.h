@@ -27,7 +27,7 @@ struct FlashStoreOptions {
   bool split_reads = false;  // deciding row first (ReLU-family models only; the caller checks)
   std::vector<std::vector<int32_t>> pinned;  // per layer, sorted; empty: none
   // False: the caches' bookkeeping alone, nothing read (what a run would read is counted:
-  // the placement plan's replay, runtime/plan_replay.h).
+  // the placement plan's replay, planning/plan_replay.h).
   bool keeps_data = true;
 };
 

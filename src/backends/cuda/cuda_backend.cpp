@@ -134,7 +134,7 @@ class CudaPrepared final : public PreparedRows {
 
 // `column_groups`: the op reads a column-group copy too (the axpy: TEAL's input-sparse products).
 Rows rows_of(const MatrixView& w, const char* op, bool column_groups = false) {
-  if (w.device != Device::Cuda) fail("CUDA {}: a weight in {} memory", op, device_name(w.device));
+  if (w.device != Device::Accelerator) fail("CUDA {}: a weight in {} memory", op, device_name(w.device));
   const bool groups = w.layout == Layout::ColumnGroups && has_column_groups(w.type);
   if (w.layout != Layout::Rows && !(column_groups && groups))
     fail("CUDA {}: the CUDA kernels read weights in rows", op);
@@ -156,7 +156,7 @@ class CudaBackend final : public Backend {
 
   ~CudaBackend() override { free_all(); }
 
-  Device device() const override { return Device::Cuda; }
+  Device device() const override { return Device::Accelerator; }
   std::string name() const override {
     return fmt::format("{} {} (sm_{}{}, {} free of {}), budget {}", kName, info_.name, info_.major,
                        info_.minor, mib(info_.free_bytes), mib(info_.total_bytes), mib(budget_));
@@ -172,7 +172,7 @@ class CudaBackend final : public Backend {
            mib(budget_));
     }
     check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemset");
-    return Buffer{Device::Cuda, p, bytes};
+    return Buffer{Device::Accelerator, p, bytes};
   }
 
   void release(const Buffer& b) override {

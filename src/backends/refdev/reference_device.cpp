@@ -104,7 +104,7 @@ Buffer ReferenceDevice::allocate(uint64_t bytes, std::string_view what) {
            mib(options_.budget - allocated_), mib(options_.budget));
   }
   Buffer b = cpu_.allocate(bytes, what);
-  b.device = Device::Cuda;
+  b.device = Device::Accelerator;
   const std::lock_guard lock(mutex_);
   allocated_ += bytes;
   peak_ = std::max(peak_, allocated_);
@@ -148,7 +148,7 @@ void ReferenceDevice::check(const void* p, uint64_t bytes, const char* op) const
 }
 
 void ReferenceDevice::check(const MatrixView& w, const char* op) const {
-  if (w.device != Device::Cuda) fail("{}: a weight in {} memory", op, device_name(w.device));
+  if (w.device != Device::Accelerator) fail("{}: a weight in {} memory", op, device_name(w.device));
   check(w.data, w.bytes(), op);
 }
 

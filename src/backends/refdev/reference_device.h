@@ -8,7 +8,7 @@
 //     results before synchronize() or download() sees a race (TSan) or stale values;
 //   - it computes with the CPU backend's kernels and layouts, so a session on it gives the
 //     CPU-only session's logits bit for bit (what the device tests hold it to).
-// It poses as the GPU (Device::Cuda) in plans. Selected only by tests and the hidden
+// It poses as the GPU (Device::Accelerator) in plans. Selected only by tests and the hidden
 // `--device reference` flag.
 #pragma once
 
@@ -37,7 +37,7 @@ class ReferenceDevice final : public Backend {
   explicit ReferenceDevice(ReferenceDeviceOptions options = {});
   ~ReferenceDevice() override;
 
-  Device device() const override { return Device::Cuda; }
+  Device device() const override { return Device::Accelerator; }
   std::string name() const override;
   using Backend::allocate;
   Buffer allocate(uint64_t bytes, std::string_view what) override;

@@ -1,4 +1,4 @@
-#include "runtime/completion_text.h"
+#include "generation/completion_text.h"
 
 #include <algorithm>
 

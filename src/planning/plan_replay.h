@@ -10,7 +10,7 @@
 
 #include "model/model.h"
 #include "placement/plan.h"
-#include "runtime/inventory.h"
+#include "planning/model_inventory.h"
 #include "tiers/storage_profile.h"
 
 namespace strata {

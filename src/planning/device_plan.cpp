@@ -1,13 +1,16 @@
-#include "runtime/device_plan.h"
+#include "planning/device_plan.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
-#include "backends/cuda/cuda_backend.h"
+#include <algorithm>
+
+#include "backends/registry.h"
 #include "core/error.h"
 #include "placement/cost_model.h"
 #include "placement/solver.h"
 #include "runtime/resident_weights.h"
-#include "runtime/run_solver.h"
+#include "planning/run_solver.h"
 
 namespace strata {
 
@@ -19,7 +22,7 @@ uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKi
   const FfnMode mode = inv.sparse ? FfnMode::Predict : FfnMode::Dense;
   const uint64_t logits = static_cast<uint64_t>(Session::kMaxBatch * c.n_vocab) * sizeof(float);
   const uint64_t counters = static_cast<uint64_t>(c.n_layer) * sizeof(uint64_t);
-  const uint64_t own = kind == DeviceKind::Cuda ? cuda_backend_overhead_bytes() : 0;
+  const uint64_t own = kind == DeviceKind::Cuda ? cuda_accelerator().overhead_bytes() : 0;
   // A split adds the slots of its device part and the second part's sum (pass_out; a bundled
   // model's workspace has it already). A bundled model's FFN is always a split's, and whole it
   // is every neuron's rows.
@@ -44,15 +47,50 @@ uint64_t bytes_beside_the_plan(const Model& model, const Inventory& inv, DeviceK
 }
 
 bool uses_device(const PlacementPlan& p) {
-  if (p.output == Device::Cuda) return true;
+  if (p.output == Device::Accelerator) return true;
   for (const LayerPlan& l : p.layers)
-    if (l.attention == Device::Cuda || !l.vram.empty()) return true;
+    if (l.attention == Device::Accelerator || !l.vram.empty()) return true;
   return false;
 }
 
 void cpu_layers_whole(PlacementPlan& p) {
   for (LayerPlan& l : p.layers)
-    if (l.attention != Device::Cuda) l.vram.clear();
+    if (l.attention != Device::Accelerator) l.vram.clear();
+}
+
+std::vector<uint8_t> declined_layers(const ModelWeights& w, const std::function<bool(DType)>& reads,
+                                     std::vector<std::string>* types) {
+  std::vector<uint8_t> declined(w.layers.size(), 0);
+  auto check = [&](size_t l, const MatrixView& m) {
+    if (m.data == nullptr || reads(m.type)) return;
+    declined[l] = 1;
+    const std::string name = dtype_name(m.type);
+    if (types != nullptr && std::find(types->begin(), types->end(), name) == types->end())
+      types->push_back(name);
+  };
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const LayerWeights& layer = w.layers[l];
+    for (const LayerMatrixSlot& slot : kLayerMatrixSlots) check(l, layer.*slot.member);
+    for_each_expert_matrix(layer, [&](const MatrixView& m, const std::string&) { check(l, m); });
+  }
+  return declined;
+}
+
+bool keep_declined_on_host(PlacementPlan& p, const std::vector<uint8_t>& declined,
+                           bool output_declined) {
+  bool changed = false;
+  for (size_t l = 0; l < p.layers.size() && l < declined.size(); ++l) {
+    LayerPlan& lp = p.layers[l];
+    if (declined[l] == 0 || (lp.attention == Device::Host && lp.vram.empty())) continue;
+    lp.attention = Device::Host;
+    lp.vram.clear();
+    changed = true;
+  }
+  if (output_declined && p.output != Device::Host) {
+    p.output = Device::Host;
+    changed = true;
+  }
+  return changed;
 }
 
 namespace {
@@ -82,15 +120,15 @@ DeviceFacts device_facts(const Model& model, const Inventory& inv, const RunRequ
   DeviceFacts f;
   f.n_layer = model.config.n_layer;
   f.bundled = model.weights.bundled;
-  const bool emulated = d.device == "cuda-emu";
-  f.gpu_present = d.device != "reference" && (emulated || cuda_device_count() > 0);
+  const AcceleratorProvider& gpu = *find_accelerator(d.device == "cuda-emu" ? "cuda-emu" : "cuda");
+  f.gpu_present = d.device != "reference" && gpu.device_count() > 0;
   if (f.gpu_present) {
-    const CudaDeviceInfo info = emulated ? cuda_emu_device_info() : cuda_device_info(0);
+    const AcceleratorInfo info = gpu.info(0);
     const uint64_t reserve = uint64_t{512} << 20;  // the CUDA context and cuBLAS's handle
     f.gpu_free_bytes = info.free_bytes > reserve ? info.free_bytes - reserve : 0;
     f.gpu_peak_bytes_per_s = info.peak_bytes_per_s;
   } else if (d.device != "reference") {
-    f.no_gpu_reason = cuda_unavailable_reason();
+    f.no_gpu_reason = gpu.unavailable_reason();
   }
   const DeviceKind kind = d.device == "reference" ? DeviceKind::Reference : DeviceKind::Cuda;
   f.needed_bytes = device_session_bytes(model, inv, kind);
@@ -120,7 +158,7 @@ PlacementPlan plan_split(const Model& model, const Inventory& inv, const RunRequ
   PlacementPlan p = solve_run(inv, req, model.weights.bundled);
   cpu_layers_whole(p);
   int64_t gpu_blocks = 0;
-  for (const LayerPlan& l : p.layers) gpu_blocks += l.attention == Device::Cuda;
+  for (const LayerPlan& l : p.layers) gpu_blocks += l.attention == Device::Accelerator;
   if (gpu_blocks == 0 && p.solver != "ilp")
     fail(
         "not one layer's attention fits the {} budget with its KV cache; raise --vram-budget or "
@@ -174,6 +212,36 @@ PlacementPlan plan_gpu_layers(const Model& model, const Inventory& inv, const Ru
 
 }  // namespace
 
+namespace {
+
+// The layers whose weights the run's device declines, kept on the CPU, with a note naming them.
+// The reference device reads every type the CPU does.
+bool keep_what_the_device_declines(const Model& model, PlannedRun& run) {
+  const AcceleratorProvider* device = accelerator_of(run.device);
+  if (device == nullptr) return false;
+  std::vector<std::string> types;
+  const auto reads = [device](DType t) { return device->reads_weights(t); };
+  const std::vector<uint8_t> declined = declined_layers(model.weights, reads, &types);
+  const bool output = !reads(model.weights.output.type);
+  if (output) types.push_back(dtype_name(model.weights.output.type));
+  if (!keep_declined_on_host(run.plan, declined, output)) return false;
+  const auto n = std::count(declined.begin(), declined.end(), uint8_t{1});
+  run.notes.push_back(fmt::format("note: the {} backend has no kernels for {} weights: {} layer{}{} "
+                                  "computed on the CPU",
+                                  device->name(), fmt::join(types, ", "), n, n == 1 ? "" : "s",
+                                  output ? " and the output head" : ""));
+  return true;
+}
+
+// The session's layer->part map from the plan: 1 for each layer on the CPU.
+void host_layers_of(const PlacementPlan& p, SessionOptions& o) {
+  o.host_layers.clear();
+  for (const LayerPlan& l : p.layers) o.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
+  o.output_on_host = p.output == Device::Host;
+}
+
+}  // namespace
+
 bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
   const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
                             r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
@@ -196,14 +264,15 @@ bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
     run.plan = saved_device_plan(model, inv, r, run.device);
     run.device.split = true;
     run.device.gpu_layers = 0;
+    keep_what_the_device_declines(model, run);
     apply_device_plan(run.plan, run.session);
   } else if (run.device.gpu_layers > 0) {
     run.plan = plan_gpu_layers(model, inv, r, run.device);
-    for (const LayerPlan& l : run.plan.layers)
-      run.session.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
-    run.session.output_on_host = true;
+    keep_what_the_device_declines(model, run);
+    host_layers_of(run.plan, run.session);
   } else if (run.device.split) {
     run.plan = plan_split(model, inv, r, run.device);
+    keep_what_the_device_declines(model, run);
     if (!uses_device(run.plan)) {
       run.device = {};
       run.notes.push_back(fmt::format(
@@ -215,6 +284,13 @@ bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
     apply_device_plan(run.plan, run.session);
   } else {
     run.plan = plan_whole_gpu(inv, {r.budgets.ram, run.device.budget}, r.costs);
+    if (keep_what_the_device_declines(model, run)) host_layers_of(run.plan, run.session);
+  }
+  if (!uses_device(run.plan)) {  // the device declined every layer and the output head
+    run.device = {};
+    run.session.host_layers.clear();
+    run.session.output_on_host = false;
+    return false;
   }
   if (run.device.split && r.lookahead_asked)
     run.notes.push_back(

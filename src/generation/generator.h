@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "model/model.h"
-#include "runtime/completion_text.h"
-#include "runtime/grammar.h"
-#include "runtime/sampler.h"
-#include "runtime/token_logprobs.h"
+#include "generation/completion_text.h"
+#include "generation/grammar.h"
+#include "generation/sampler.h"
+#include "generation/token_logprobs.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -26,7 +26,7 @@ struct GenerationParams {
   SamplerParams sampling;
   std::vector<std::string> stop;  // the text ends before the first one generated
   // >= 0: each generated token's log-probability and this many alternatives
-  // (runtime/token_logprobs.h; the batch scheduler reports them); -1: none.
+  // (generation/token_logprobs.h; the batch scheduler reports them); -1: none.
   int logprobs = -1;
   // Set: every token keeps the text within this grammar (response_format, grammar), EOS only
   // where the grammar may end; generation stops where it must end.

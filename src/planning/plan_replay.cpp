@@ -1,4 +1,4 @@
-#include "runtime/plan_replay.h"
+#include "planning/plan_replay.h"
 
 #include "core/error.h"
 #include "tiers/flash_ffn_store.h"
@@ -17,6 +17,13 @@ class NoReads final : public BundleSource {
   std::string describe() const override { return "a replay"; }
   int queue_depth() const override { return 64; }
 };
+
+// Takes every segment of the layer begun: handing one out is where the store looks up its
+// neurons, counts the misses as reads and evicts (what the replay measures); the segments'
+// rows themselves are not read.
+void hand_out_segments(FfnStore& store, FfnSegment& segment) {
+  while (store.next(segment)) continue;
+}
 
 }  // namespace
 
@@ -48,7 +55,7 @@ double replayed_flash_bytes(const Model& model, const PlacementPlan& plan,
                       std::move(o));
   std::vector<int32_t> ids;
   std::vector<uint8_t> need;
-  FfnSegment segment;
+  FfnSegment segment;  // reused: its views are never read here
   for (uint64_t t = 0; t < tokens; ++t)
     for (size_t l = 0; l < layers; ++l) {
       const uint8_t* bits = profile.selections[l].data() + t * row;
@@ -59,8 +66,7 @@ double replayed_flash_bytes(const Model& model, const PlacementPlan& plan,
       NeuronList list{ids.data(), static_cast<int64_t>(ids.size()), need.data(),
                       static_cast<int64_t>(ids.size()), 1};
       store.begin(static_cast<int64_t>(l), list, static_cast<int64_t>(t));
-      while (store.next(segment)) {
-      }
+      hand_out_segments(store, segment);
     }
   return static_cast<double>(store.stats().bytes_read) / static_cast<double>(tokens);
 }

@@ -1,12 +1,12 @@
-#include "runtime/batch_scheduler.h"
+#include "generation/batch_scheduler.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "runtime/completion_text.h"
-#include "runtime/grammar_constraint.h"
-#include "runtime/sampler.h"
+#include "generation/completion_text.h"
+#include "generation/grammar_constraint.h"
+#include "generation/sampler.h"
 
 namespace strata {
 

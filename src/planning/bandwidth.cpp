@@ -1,4 +1,4 @@
-#include "runtime/bandwidth.h"
+#include "planning/bandwidth.h"
 
 #include <fmt/format.h>
 #include <sys/mman.h>

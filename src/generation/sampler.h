@@ -25,7 +25,7 @@ struct SamplerParams {
   uint64_t seed = 0;
 };
 
-// Which tokens may come next (a grammar: runtime/grammar_constraint.h).
+// Which tokens may come next (a grammar: generation/grammar_constraint.h).
 class TokenConstraint {
  public:
   virtual ~TokenConstraint() = default;

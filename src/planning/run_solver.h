@@ -6,7 +6,7 @@
 #pragma once
 
 #include "placement/plan.h"
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 
 namespace strata {
 

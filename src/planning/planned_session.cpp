@@ -1,18 +1,18 @@
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 
 #include <fmt/format.h>
 
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cuda/cuda_backend.h"
+#include "backends/registry.h"
 #include "backends/refdev/reference_device.h"
 #include "core/error.h"
 #include "placement/column_cache.h"
 #include "placement/cost_model.h"
-#include "runtime/device_plan.h"
-#include "runtime/plan_replay.h"
-#include "runtime/run_solver.h"
+#include "planning/device_plan.h"
+#include "planning/plan_replay.h"
+#include "planning/run_solver.h"
 #include "tensor/column_groups.h"
 
 namespace strata {
@@ -45,7 +45,7 @@ void refuse_vram(const PlacementPlan& p) {
   int64_t neurons = 0, layers = 0;
   for (const LayerPlan& l : p.layers) {
     neurons += static_cast<int64_t>(l.vram.size());
-    layers += l.attention == Device::Cuda;
+    layers += l.attention == Device::Accelerator;
   }
   if (uses_device(p))
     fail(
@@ -56,6 +56,11 @@ void refuse_vram(const PlacementPlan& p) {
 
 }  // namespace
 
+const AcceleratorProvider* accelerator_of(const DeviceChoice& choice) {
+  if (choice.kind != DeviceKind::Cuda) return nullptr;
+  return find_accelerator(choice.emulated ? "cuda-emu" : "cuda");
+}
+
 std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool, bool repack) {
   const bool cpu_part = run.device.split || !run.session.host_layers.empty();
   if (cpu_part && run.device.kind != DeviceKind::Cpu) {
@@ -65,9 +70,9 @@ std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool,
   }
   switch (run.device.kind) {
     case DeviceKind::Cuda: {
-      CudaOptions o;
+      AcceleratorOptions o;
       o.budget = run.device.budget;
-      return run.device.emulated ? make_cuda_emu_backend(o) : make_cuda_backend(o);
+      return accelerator_of(run.device)->make(o);
     }
     case DeviceKind::Reference: {
       ReferenceDeviceOptions o;

@@ -1,4 +1,4 @@
-#include "runtime/run_solver.h"
+#include "planning/run_solver.h"
 
 #include "core/error.h"
 #include "placement/expert_split.h"

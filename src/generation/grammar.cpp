@@ -1,4 +1,4 @@
-#include "runtime/grammar.h"
+#include "generation/grammar.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/grammar_constraint.h"
+#include "generation/grammar_constraint.h"
 
 #include <algorithm>
 #include <map>

@@ -21,7 +21,7 @@ struct ActivationCounts {
   FfnMode mode = FfnMode::Dense;
   // The first tokens' own selections in order, bit-packed ([layer][token * row + i / 8], bit
   // i % 8; row = (n_ff + 7) / 8): what the flash tier's caches are replayed over
-  // (runtime/plan_replay.h). Empty in profiles written before they were recorded.
+  // (planning/plan_replay.h). Empty in profiles written before they were recorded.
   std::vector<std::vector<uint8_t>> selections;
   uint64_t selected_tokens = 0;
 };

@@ -12,8 +12,8 @@
 #include <string_view>
 
 #include "model/tokenizer.h"
-#include "runtime/grammar.h"
-#include "runtime/sampler.h"
+#include "generation/grammar.h"
+#include "generation/sampler.h"
 
 namespace strata {
 

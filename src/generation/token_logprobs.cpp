@@ -1,4 +1,4 @@
-#include "runtime/token_logprobs.h"
+#include "generation/token_logprobs.h"
 
 #include <algorithm>
 #include <cmath>

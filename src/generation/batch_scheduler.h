@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "model/model.h"
-#include "runtime/generator.h"
-#include "runtime/pooling.h"
+#include "generation/generator.h"
+#include "generation/pooling.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -63,7 +63,7 @@ struct JobRequest {
   GenerationParams params;
   int n = 1;  // choices (OpenAI's n); choice i samples with seed + i
   // An embedding: the prompt is read (beside other requests' tokens, as a prompt is), its final
-  // hidden states pooled (runtime/pooling.h) into JobHandle::embedding(); nothing is generated,
+  // hidden states pooled (generation/pooling.h) into JobHandle::embedding(); nothing is generated,
   // n is 1. Mean and cls pooling need every token's state, so such a job reuses no cached prefix.
   std::optional<Pooling> embed = std::nullopt;
 };

@@ -1,4 +1,4 @@
-#include "runtime/sampler.h"
+#include "generation/sampler.h"
 
 #include <algorithm>
 #include <cmath>

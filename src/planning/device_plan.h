@@ -1,14 +1,17 @@
 // A run's planning on a device (a GPU, or the reference device): the facts the device decision
-// needs (runtime/device_choice.h), then the plan it calls for (the whole model, the last -ngl
+// needs (planning/device_choice.h), then the plan it calls for (the whole model, the last -ngl
 // layers, a split solved on what the budget leaves after the session's own buffers, or a saved
 // plan checked against the budget) and the session options that apply it. make_plan
 // (planned_session.cpp) calls it when a run asks for a GPU.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "placement/plan.h"
-#include "runtime/planned_session.h"
+#include "planning/planned_session.h"
 
 namespace strata {
 
@@ -27,5 +30,16 @@ bool uses_device(const PlacementPlan& plan);
 // A layer whose attention the plan leaves on the CPU computes wholly there (attention, KV
 // cache, predictor, FFN): its neurons leave VRAM (the budget they held stays unused).
 void cpu_layers_whole(PlacementPlan& plan);
+
+// Per layer 1 where a matrix of the layer (dense blocks, FFN, experts) has a type the device's
+// kernels do not read (`reads`: the accelerator's answer), else 0; `types` names those types.
+std::vector<uint8_t> declined_layers(const ModelWeights& weights,
+                                     const std::function<bool(DType)>& reads,
+                                     std::vector<std::string>* types = nullptr);
+
+// The declined layers computed wholly on the CPU (attention, KV cache, FFN); the output head
+// too when `output_declined`. Returns whether the plan changed.
+bool keep_declined_on_host(PlacementPlan& plan, const std::vector<uint8_t>& declined,
+                           bool output_declined);
 
 }  // namespace strata

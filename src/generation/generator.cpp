@@ -1,12 +1,12 @@
-#include "runtime/generator.h"
+#include "generation/generator.h"
 
-#include "runtime/grammar_constraint.h"
+#include "generation/grammar_constraint.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/timer.h"
-#include "runtime/completion_text.h"
+#include "generation/completion_text.h"
 
 namespace strata {
 

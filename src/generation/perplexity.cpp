@@ -1,4 +1,4 @@
-#include "runtime/perplexity.h"
+#include "generation/perplexity.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "runtime/inventory.h"
+#include "planning/model_inventory.h"
 
 #include <algorithm>
 

@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/accelerator.h"
 #include "model/model.h"
 #include "placement/plan.h"
 #include "placement/solver.h"
-#include "runtime/device_choice.h"
-#include "runtime/inventory.h"
+#include "planning/device_choice.h"
+#include "planning/model_inventory.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -44,7 +45,7 @@ struct RunRequest {
   // lookahead_asked: named on the command line (a split run notes that it does not apply).
   bool lookahead = true, lookahead_asked = false, split_reads = false;
   bool allow_vram = false;  // `strata plan`: hybrid plans for a GPU this machine may lack
-  // Runs: which device computes (-ngl, --vram-budget, --device; runtime/device_choice.h).
+  // Runs: which device computes (-ngl, --vram-budget, --device; planning/device_choice.h).
   DeviceRequest device;
   // -ctk/-ctv were given; otherwise the KV cache is f16 on a GPU (llama.cpp's default there).
   bool kv_types_given = true;
@@ -74,6 +75,10 @@ PlannedRun plan_run(Model& model, const RunRequest& r);
 // backend over `pool` (held by the run, named in its session options).
 std::unique_ptr<Backend> make_session_backend(PlannedRun& run, ThreadPool& pool,
                                               bool repack = true);
+
+// The accelerator the plan's device choice computes on (the GPU, or the emulated one); null when
+// it is the CPU or the reference device.
+const AcceleratorProvider* accelerator_of(const DeviceChoice& choice);
 
 // Bytes a session holds on a device for the whole model (weights, KV cache, workspace, logits,
 // counters) plus what the backend itself allocates: the device decision's need.

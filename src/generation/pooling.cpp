@@ -1,4 +1,4 @@
-#include "runtime/pooling.h"
+#include "generation/pooling.h"
 
 #include <cmath>
 #include <string>

@@ -1,4 +1,4 @@
-#include "runtime/device_choice.h"
+#include "planning/device_choice.h"
 
 #include <fmt/format.h>
 

@@ -173,7 +173,7 @@ TEST_P(CudaSession, KvCacheInF16IsWithinToleranceOfTheCpusF16Cache) {
   auto m = load(strata::testing::source_file("models/strata-tiny.gguf"));
   CpuBackend cpu(pool);
   SessionOptions o;
-  o.k_type = o.v_type = DType::F16;
+  o.kv = {DType::F16, DType::F16};
   expect_close(logits(*m, *gpu, o), logits(*m, cpu, o), 5e-3, "f16 KV cache");
 }
 

@@ -63,7 +63,7 @@ TEST_F(DeviceSession, EveryTypeDenseGivesTheCpuLogitsBitForBit) {
     ReferenceDevice dev;
     for (DType kv : {DType::F32, DType::F16}) {
       SessionOptions o;
-      o.k_type = o.v_type = kv;
+      o.kv = {kv, kv};
       EXPECT_EQ(run(*m, dev, o), run(*m, cpu, o)) << dtype_name(type) << " kv " << dtype_name(kv);
     }
   }
@@ -159,14 +159,14 @@ TEST_F(DeviceSession, APlannedRunOnTheDeviceGivesTheCpuText) {
   r.device.device = "reference";
   PlannedRun dev_run = plan_run(*m, r);
   EXPECT_EQ(dev_run.device.kind, DeviceKind::Reference);
-  EXPECT_EQ(dev_run.session.k_type, DType::F16);
+  EXPECT_EQ(dev_run.session.kv.k, DType::F16);
   EXPECT_EQ(dev_run.plan.output, Device::Accelerator);
   EXPECT_GT(dev_run.plan.predicted.vram_bytes, 0u);
   for (const LayerPlan& l : dev_run.plan.layers) EXPECT_EQ(l.attention, Device::Accelerator);
   RunRequest cpu_req = r;
   cpu_req.device = {};
   cpu_req.kv_types_given = true;
-  cpu_req.k_type = cpu_req.v_type = DType::F16;
+  cpu_req.kv = {DType::F16, DType::F16};
   PlannedRun cpu_run = plan_run(*m, cpu_req);
   EXPECT_EQ(cpu_run.device.kind, DeviceKind::Cpu);
   auto dev = make_session_backend(dev_run, pool);

@@ -167,7 +167,7 @@ TEST(Session, F16KvCacheHalvesTheCacheAndStaysCloseToF32) {
   const auto tokens = m->tokenizer->encode("In the beginning God created the heaven", true);
   auto logits = [&](DType k, DType v, bool batched, uint64_t* bytes) {
     SessionOptions o;
-    o.k_type = k, o.v_type = v;
+    o.kv = {k, v};
     Session s(*m, 64, pool, o);
     *bytes = s.kv_cache_bytes();
     std::vector<float> out;
@@ -202,7 +202,7 @@ TEST(Session, F16KvCacheHalvesTheCacheAndStaysCloseToF32) {
   const auto batched = logits(DType::F16, DType::F16, true, &unused);
   for (size_t i = 0; i < f16.size(); ++i) EXPECT_NEAR(batched[i], f16[i], 1e-3f * max_abs);
   SessionOptions bad;
-  bad.k_type = DType::Q8_0;
+  bad.kv.k = DType::Q8_0;
   EXPECT_THROW(Session(*m, 64, pool, bad), Error);
 }
 

@@ -426,7 +426,7 @@ TEST_F(SplitFfn, ASavedPlanWithVramPartsRunsOnTheDevice) {
     RunRequest planning;
     planning.mode = FfnMode::Predict;
     planning.n_ctx = 64;
-    planning.k_type = planning.v_type = DType::F16;  // a GPU run's default
+    planning.kv = {DType::F16, DType::F16};  // a GPU run's default
     planning.allow_vram = true;
     // strata plan leaves room for a CUDA session's own buffers; the reference device needs less.
     planning.budgets.vram = (size.whole + size.dense) / 2 + cuda_backend_overhead_bytes();

@@ -146,7 +146,7 @@ void return_large_blocks_to_the_system() {
 // the model's context unless the KV cache of all slots would not fit
 // (generation/slot_context.h).
 int64_t slot_context(const ServeOptions& o, const Model& model, const RunRequest& r) {
-  const uint64_t kv_per_position = Session::kv_cache_bytes(model.config, 1, r.k_type, r.v_type);
+  const uint64_t kv_per_position = Session::kv_cache_bytes(model.config, 1, r.kv.k, r.kv.v);
   const uint64_t memory = r.budgets.ram > 0 ? r.budgets.ram : AnonymousMemory::available();
   const int64_t model_ctx = std::min<int64_t>(model.config.n_ctx_train, 4096);
   const int64_t n_ctx = o.ctx > 0 ? o.ctx / o.parallel

@@ -168,8 +168,8 @@ EngineOptions engine_options(const FfnFlags& f, const std::string& model, bool m
   e.files = {f.profile, f.plan, f.storage_profile};
   RunRequest& r = e.run;
   r.check_predictor = f.check_predictor;
-  r.k_type = kv_type_or_f32(f.cache_type_k, "--cache-type-k");
-  r.v_type = kv_type_or_f32(f.cache_type_v, "--cache-type-v");
+  r.kv = {kv_type_or_f32(f.cache_type_k, "--cache-type-k"),
+          kv_type_or_f32(f.cache_type_v, "--cache-type-v")};
   r.kv_types_given = !f.cache_type_k.empty() || !f.cache_type_v.empty();
   r.device.device = f.device;
   r.device.gpu_layers = f.gpu_layers;

@@ -243,7 +243,7 @@ void host_layers_of(const PlacementPlan& p, SessionOptions& o) {
 }  // namespace
 
 bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
-  const InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
+  const InventoryRequest ir{r.n_ctx,   r.mode,        r.kv,
                             r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
   const Inventory inv = take_inventory(model, ir);
   const DeviceFacts facts = device_facts(model, inv, r);

@@ -147,7 +147,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   const int64_t neurons = c.ffn_neurons();
   inv.min_cache_slots = std::min<int64_t>(neurons, std::max<int64_t>(64, neurons / 8));
   inv.expert_neurons = c.moe() ? c.n_ff : 0;
-  const uint64_t kv_layer = Session::kv_cache_bytes(c, r.n_ctx * r.n_seq, r.k_type, r.v_type) /
+  const uint64_t kv_layer = Session::kv_cache_bytes(c, r.n_ctx * r.n_seq, r.kv.k, r.kv.v) /
                             static_cast<uint64_t>(c.n_layer);
   uint64_t placed = 0;  // bytes of the resident file copy that the layers and output account for
   for (size_t l = 0; l < w.layers.size(); ++l) {

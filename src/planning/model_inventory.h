@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "placement/inventory.h"
 #include "runtime/ffn_mode.h"
+#include "runtime/kv_cache.h"
 
 namespace strata {
 
@@ -29,7 +30,7 @@ struct ActivationCounts {
 struct InventoryRequest {
   int64_t n_ctx = 0;
   FfnMode mode = FfnMode::Dense;
-  DType k_type = DType::F32, v_type = DType::F32;
+  KvTypes kv{};
   const ActivationCounts* profile = nullptr;  // null: every neuron equally likely
   int64_t logits_rows = 1;  // rows of logits a call returns (all_logits: the tokens of a call)
   int n_seq = 1;            // sequences of n_ctx positions each in the KV cache (server slots)

@@ -29,8 +29,7 @@ SessionOptions base_options(const RunRequest& r) {
   SessionOptions o;
   o.ffn = r.mode;
   o.check_predictor = r.check_predictor;
-  o.k_type = r.k_type;
-  o.v_type = r.v_type;
+  o.kv = r.kv;
   o.window = r.window;
   o.lookahead = r.lookahead;
   o.split_reads = r.split_reads;
@@ -182,7 +181,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   RunRequest r = request;
   // A GPU's KV cache is f16 unless -ctk/-ctv say otherwise; the CPU's f32.
   const bool gpu_asked = r.device.wants_gpu() && r.device.device != "cpu";
-  if (gpu_asked && !r.kv_types_given) r.k_type = r.v_type = DType::F16;
+  if (gpu_asked && !r.kv_types_given) r.kv = {DType::F16, DType::F16};
   run.session = base_options(r);
   Session::check_options(model, run.session);
   if (model.weights.bundled && r.costs.flash_neuron_s <= 0)
@@ -190,7 +189,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   if (gpu_asked) {
     if (plan_on_device(model, r, run)) return run;
     if (!r.kv_types_given) {  // back on the CPU: its default cache
-      r.k_type = r.v_type = DType::F32;
+      r.kv = {};
       run.session = base_options(r);
     }
   }
@@ -198,7 +197,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
       r.plan == nullptr && r.budgets.vram == 0)
     run.notes.push_back(
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
-  InventoryRequest ir{r.n_ctx,   r.mode,        r.k_type, r.v_type,
+  InventoryRequest ir{r.n_ctx,   r.mode,        r.kv,
                       r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
   ir.input_columns = r.input_columns && r.sparsity_mode == SparsityMode::Teal;
   run.inventory = take_inventory(model, ir);

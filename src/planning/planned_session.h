@@ -28,7 +28,7 @@ struct RunRequest {
   int n_seq = 1;                 // sequences held at once (server slots), each with n_ctx positions
   int64_t logits_rows = 1;       // perplexity and logits ask for every token's logits
   uint64_t front_end_bytes = 0;  // RAM the front end holds beside the session (the server's)
-  DType k_type = DType::F32, v_type = DType::F32;
+  KvTypes kv{};
   Budgets budgets;
   SolverChoice solver = SolverChoice::Auto;
   SolverOptions solver_options;

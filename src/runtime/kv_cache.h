@@ -10,6 +10,17 @@
 
 namespace strata {
 
+// The KV cache's element types (llama.cpp's -ctk / -ctv): F32 or F16. One value from the flags
+// through planning to the session.
+struct KvTypes {
+  DType k = DType::F32, v = DType::F32;
+  bool operator==(const KvTypes&) const = default;
+};
+
+}  // namespace strata
+
+namespace strata {
+
 class KvCache {
  public:
   // Fails with a one-line message when the cache cannot be allocated (naming -c).

@@ -138,8 +138,8 @@ void Session::make_parts() {
   const WorkspaceShape shape = workspace_shape(model_, n_ctx_, options_.ffn, split, columns_made_);
   PartLayout layout;
   layout.kv_positions = n_ctx_ * options_.n_seq;
-  layout.k_type = options_.k_type;
-  layout.v_type = options_.v_type;
+  layout.k_type = options_.kv.k;
+  layout.v_type = options_.kv.v;
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     layer_part_.push_back(on_cpu(l) ? 1 : 0);
     layout.layers.push_back(on_cpu(l) ? 0 : 1);
@@ -303,7 +303,7 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
   if (mw.column_bundled && (!options.vram_neurons.empty() || options.check_predictor))
     fail("'{}' is column-bundled: its FFN runs on the CPU from the flash tier",
          model.file->path());
-  for (DType t : {options.k_type, options.v_type})
+  for (DType t : {options.kv.k, options.kv.v})
     if (t != DType::F32 && t != DType::F16)
       fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
   if (options.check_predictor && options.ffn != FfnMode::Predict)

@@ -19,6 +19,7 @@
 #include "runtime/ffn_mode.h"
 #include "runtime/forward_stats.h"
 #include "runtime/input_sparsifier.h"
+#include "runtime/kv_cache.h"
 #include "runtime/time_spans.h"
 #include "tiers/bundle_source.h"
 #include "tiers/neuron_cache.h"
@@ -63,8 +64,7 @@ struct SessionOptions {
   double column_share = 1.0;
   // Bundled models: per layer, neurons to pin in the cache (sorted); empty: none.
   std::vector<std::vector<int32_t>> pinned{};
-  // Element types of the KV cache (llama.cpp's -ctk / -ctv): F32 or F16.
-  DType k_type = DType::F32, v_type = DType::F32;
+  KvTypes kv{};
   // Sequences the session holds at once (a server's slots, llama.cpp's -np), each with its own
   // n_ctx positions of the KV cache; one batch may mix tokens of any of them.
   int n_seq = 1;

@@ -1,8 +1,5 @@
 #include "server/http_server.h"
 
-#include "chat/json_schema_grammar.h"
-#include "generation/grammar.h"
-
 #include <fmt/format.h>
 #include <httplib.h>
 #include <malloc.h>
@@ -18,9 +15,12 @@
 #include "core/error.h"
 #include "core/json_limits.h"
 #include "server/chat_page.h"
+#include "server/completion_stream.h"
 #include "server/embeddings_api.h"
 #include "server/http_rules.h"
 #include "server/metrics.h"
+#include "server/prompt_builder.h"
+#include "server/request_intake.h"
 #include "server/token_api.h"
 
 namespace strata {
@@ -28,15 +28,16 @@ namespace strata {
 using nlohmann::json;
 
 // What serving needs of the model: set once by attach(), when it is loaded.
-struct ServingEngine {
-  ServingEngine(const Model& m, Session& s, const ServerOptions& options)
+struct ServedModel {
+  ServedModel(const Model& m, Session& s, const ServerOptions& options)
       : model(m),
         session(s),
         chat_template(chat_template_for(m, options.chat_template)),
         pooling(options.pooling ? *options.pooling
                                 : model_pooling(*m.file, m.config.architecture).value_or(Pooling::Mean)),
-        scheduler(m, s, options.scheduler) {}
-  ~ServingEngine() { scheduler.stop(); }
+        scheduler(m, s, options.scheduler),
+        prompts(m, chat_template, s.n_ctx()) {}
+  ~ServedModel() { scheduler.stop(); }
 
   // --chat-template's choice, else the model's own template; a template strata cannot run
   // stops the server at start with the reason.
@@ -56,12 +57,13 @@ struct ServingEngine {
   ChatTemplate chat_template;  // chosen and checked once, at start
   Pooling pooling;             // /v1/embeddings'
   BatchScheduler scheduler;
+  PromptBuilder prompts;  // over chat_template, declared before it
 };
 
 struct HttpServer::Impl {
   ServerOptions options;
   // Null until attach(); `ready` is set after it, and no route but /health and / runs before.
-  std::unique_ptr<ServingEngine> engine;
+  std::unique_ptr<ServedModel> engine;
   std::atomic<bool> ready{false};
   std::atomic<uint64_t> next_id{1};
   std::atomic<bool> stopping{false};  // stop() was called: in-flight requests end
@@ -78,6 +80,7 @@ struct HttpServer::Impl {
     std::atomic<int>& n;
   };
   RequestMemory request_memory;
+  RequestIntake intake;
   GuardedServer http;
 
   // A request that held this much returns its freed pages to the system when it ends.
@@ -86,6 +89,7 @@ struct HttpServer::Impl {
   explicit Impl(ServerOptions o)
       : options(std::move(o)),
         request_memory(options.request_memory_bytes),
+        intake(options.max_body_bytes, request_memory),
         http(with_body_budget(options.connections, options.max_body_bytes)) {
     if (options.request_memory_bytes < 2 * options.max_body_bytes)
       fail("the request memory ({} bytes) must hold at least two bodies of the largest size ({})",
@@ -123,94 +127,6 @@ struct HttpServer::Impl {
     GuardedServer::close_after_response(res);
   }
 
-  // Refuses, before tokenizing it, a text that cannot fit the context whatever its tokens.
-  void check_fits_before_tokenizing(const std::string& text, const char* param,
-                                    const std::string& what = "the prompt") const {
-    const int64_t at_least = model().tokenizer->min_tokens(text.size());
-    if (at_least >= session().n_ctx())
-      throw ApiError(400,
-                     fmt::format("{} has at least {} tokens ({} bytes) but the context "
-                                 "holds {} (start the server with a larger -c)",
-                                 what, at_least, text.size(), session().n_ctx()),
-                     param, "context_length_exceeded");
-  }
-
-  // A request with tools: the style the template writes calls in, and for a required call (any
-  // tool, or the named one) the grammar that makes the reply one call.
-  void prepare_tools(CompletionRequest& req) const {
-    // A template that never mentions tools would drop them (and meet a null content where it
-    // expects text): refused rather than ignored.
-    const bool tool_messages = std::any_of(req.messages.begin(), req.messages.end(), [](const ChatMessage& m) {
-      return m.role == "tool" || m.content_null;
-    });
-    if ((req.tools_active() || tool_messages) &&
-        chat_template().source().find("tool") == std::string::npos)
-      throw ApiError(400,
-                     fmt::format("the chat template '{}' has no place for tools or tool calls; "
-                                 "start the server with one that has (--chat-template FILE)",
-                                 chat_template().name()),
-                     req.tools_active() ? "tools" : "messages");
-    if (!req.tools_active()) return;
-    req.tool_style = tool_call_style(chat_template().source());
-    if (req.tool_choice != "required" && req.tool_choice != "function") return;
-    try {
-      req.generation.grammar = std::make_shared<const Grammar>(
-          Grammar::parse(tool_call_grammar(req.tool_style, req.tools, req.tool_function)));
-    } catch (const SchemaError& e) {
-      throw ApiError(400, fmt::format("a tool's parameters: {} (keyword '{}')", e.what(), e.keyword()), "tools");
-    }
-  }
-
-  // Prompt tokens of a request, or ApiError.
-  std::vector<int32_t> prompt_tokens(CompletionRequest& req) {
-    const Tokenizer& tok = *model().tokenizer;
-    std::vector<int32_t> ids;
-    if (req.chat) {
-      ChatPrompt p;
-      prepare_tools(req);
-      try {
-        jinja::Dict extra;
-        if (req.tools_active()) extra.set("tools", jinja::from_json(req.tools));
-        p = chat_template().apply(message_values(req.messages), extra);
-      } catch (const ChatTemplateRefusal& e) {
-        throw ApiError(400, e.what(), "messages");
-      } catch (const std::runtime_error& e) {
-        throw ApiError(400, e.what(), "messages");
-      }
-      for (auto& s : p.stop) req.generation.stop.push_back(std::move(s));
-      check_fits_before_tokenizing(p.text, "messages");
-      // A template that writes the BOS itself ({{ bos_token }}) gets no second one.
-      const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string();
-      const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
-      ids = tok.encode(p.text, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
-    } else if (!req.prompt_ids.empty()) {
-      ids = req.prompt_ids;
-      for (int32_t t : ids)
-        if (t >= model().config.n_vocab)
-          throw ApiError(400,
-                         fmt::format("prompt token id {} is outside the vocabulary (0..{})", t,
-                                     model().config.n_vocab - 1),
-                         "prompt");
-    } else {
-      check_fits_before_tokenizing(req.prompt, "prompt");
-      ids = tok.encode(req.prompt, tok.add_bos_default());
-    }
-    if (ids.empty()) throw ApiError(400, "the prompt is empty", req.chat ? "messages" : "prompt");
-    for (const auto& [id, bias] : req.generation.sampling.logit_bias)
-      if (id >= model().config.n_vocab)
-        throw ApiError(400,
-                       fmt::format("logit_bias token id {} is outside the vocabulary (0..{})", id,
-                                   model().config.n_vocab - 1),
-                       "logit_bias");
-    if (static_cast<int64_t>(ids.size()) >= session().n_ctx())
-      throw ApiError(400,
-                     fmt::format("the prompt has {} tokens but the context holds {} (start the "
-                                 "server with a larger -c)",
-                                 ids.size(), session().n_ctx()),
-                     req.chat ? "messages" : "prompt", "context_length_exceeded");
-    return ids;
-  }
-
   void log(const httplib::Request& req, int status, const GenerationResult* r, int n = 1) {
     if (!options.log_requests) return;
     if (r == nullptr) {
@@ -229,69 +145,6 @@ struct HttpServer::Impl {
                                      : r->finish_reason);
     }
     std::fflush(stderr);
-  }
-
-  [[noreturn]] void memory_busy() const {
-    throw ApiError(503,
-                   fmt::format("the server's request memory ({} MiB) is held by other requests; "
-                               "retry later",
-                               request_memory.budget() >> 20),
-                   "", "overloaded");
-  }
-
-  // The body as it arrives (Content-Length or chunked), refused past max_body_bytes. Its
-  // buffer is reserved in the request memory before it grows (503 when that is full).
-  // What is left of a refused body is not read: the connection closes after the reply.
-  std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader,
-                        httplib::Response& res, RequestMemory::Reservation& memory) {
-    std::string body;
-    bool over = false, busy = false;
-    auto room_for = [&](size_t size) {  // the buffer holds `size` bytes, reserved first
-      if (size <= body.capacity()) return true;
-      const size_t capacity = std::min(std::max(size, 2 * body.capacity()), options.max_body_bytes);
-      if (!memory.grow(capacity - body.capacity())) return false;
-      body.reserve(capacity);
-      return true;
-    };
-    // The declared length is reserved whole (httplib has refused one over the limit).
-    const size_t declared = static_cast<size_t>(std::min<uint64_t>(
-        req.get_header_value<uint64_t>("Content-Length"), options.max_body_bytes));
-    if (!room_for(declared)) busy = true;
-    const bool read = !busy && reader([&](const char* data, size_t n) {
-      if (body.size() + n > options.max_body_bytes) {
-        over = true;
-        return false;
-      }
-      if (!room_for(body.size() + n)) {
-        busy = true;
-        return false;
-      }
-      body.append(data, n);
-      return true;
-    });
-    if (over || busy || !read) {
-      GuardedServer::close_after_response(res);
-    }
-    if (busy) memory_busy();
-    // httplib itself refuses a Content-Length over the limit (status 413) before reading.
-    if (over || (!read && res.status == 413))
-      throw ApiError(413, fmt::format("the request body is over {} bytes", options.max_body_bytes));
-    if (!read) throw ApiError(400, "the request body ended early or took too long to arrive");
-    return body;
-  }
-
-  // Reserves what the body's JSON document will hold once parsed, before parsing it: 413 when
-  // no request could have it, 503 when others hold the memory now.
-  void reserve_document(const std::string& body, RequestMemory::Reservation& memory) const {
-    const JsonShape shape = measure_json(body);
-    check_json_depth(shape, "the request body");  // an Error: 400
-    const uint64_t bytes = shape.document_bytes();
-    if (bytes > request_memory.budget() - std::min(request_memory.budget(), memory.held()))
-      throw ApiError(413, fmt::format("the request body has about {} JSON values, which would "
-                                      "take {} MiB parsed; the server holds at most {} MiB for "
-                                      "requests",
-                                      shape.values, bytes >> 20, request_memory.budget() >> 20));
-    if (!memory.grow(bytes)) memory_busy();
   }
 
   // The request queued for a slot, or 503 when the queue is full.
@@ -326,7 +179,7 @@ struct HttpServer::Impl {
                 bool chat, std::shared_ptr<InFlight> in_flight_guard) {
     auto req =
         std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults));
-    std::vector<int32_t> ids = prompt_tokens(*req);
+    std::vector<int32_t> ids = engine->prompts.prompt_tokens(*req);
     const CompletionIds cid{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
@@ -353,7 +206,7 @@ struct HttpServer::Impl {
     res.set_chunked_content_provider(
         "text/event-stream",
         [this, req, job, cid, method, path, in_flight_guard](size_t, httplib::DataSink& sink) {
-          const bool sent = stream(*req, *job, cid, sink);
+          const bool sent = stream_completion(*req, *job, cid, sink, stream_context());
           if (!sent) {
             job->cancel();
             std::vector<JobHandle::Piece> rest;
@@ -374,7 +227,6 @@ struct HttpServer::Impl {
   // filling the queue (and when the queue is full, for its own jobs first: 503 only when it has
   // none in flight); the vectors in input order.
   void embed(const httplib::Request& http_req, const std::string& body, httplib::Response& res) {
-    const Tokenizer& tok = *model().tokenizer;
     const int64_t n_embd = model().config.n_embd;
     const EmbeddingRequest req = parse_embedding_request(parse_body(body), n_embd, model().config.n_vocab);
     if (static_cast<int64_t>(req.inputs.size()) * n_embd > kMaxEmbeddingValues)
@@ -388,17 +240,8 @@ struct HttpServer::Impl {
     int64_t tokens = 0;
     for (size_t i = 0; i < req.inputs.size(); ++i) {
       const auto& in = req.inputs[i];
-      std::vector<int32_t> ids = in.ids;
-      if (ids.empty()) {
-        check_fits_before_tokenizing(in.text, "input", fmt::format("input {}", i));
-        ids = tok.encode(in.text, tok.add_bos_default());
-      }
-      if (static_cast<int64_t>(ids.size()) >= session().n_ctx())
-        throw ApiError(400,
-                       fmt::format("input {} has {} tokens but the context holds {} (start the "
-                                   "server with a larger -c)",
-                                   i, ids.size(), session().n_ctx()),
-                       "input", "context_length_exceeded");
+      std::vector<int32_t> ids = in.ids.empty() ? engine->prompts.input_tokens(in.text, i) : in.ids;
+      engine->prompts.check_context(ids.size(), fmt::format("input {}", i), "input");
       tokens += static_cast<int64_t>(ids.size());
       prompts.push_back(std::move(ids));
     }
@@ -451,131 +294,49 @@ struct HttpServer::Impl {
     return [tok](int32_t id) { return tok->has_text(id) ? tok->token_bytes(id) : tok->token_text(id); };
   }
 
-  // Sends the job's text as server-sent events until it ends; false when the client is gone.
-  bool stream(const CompletionRequest& req, JobHandle& job, const CompletionIds& cid,
-              httplib::DataSink& sink) {
-    auto send = [&](const json& j) {
-      const std::string event = "data: " + dump_json(j) + "\n\n";
-      return sink.write(event.data(), event.size());
-    };
-    if (req.chat)
-      for (int i = 0; i < req.n; ++i) {
-        json first = completion_chunk(req, cid, "", "", i);
-        first["choices"][0]["delta"] = {{"role", "assistant"}, {"content", ""}};
-        if (!send(first)) return false;
-      }
-    std::vector<JobHandle::Piece> pieces;
-    std::vector<int64_t> sent_bytes(static_cast<size_t>(req.n), 0);  // per choice: text_offset
-    std::vector<std::string> held(static_cast<size_t>(req.n));      // with tools: the whole text
-    const TokenText text_of = token_text();
-    bool done = false, probed = false;
-    while (!done) {
-      // Short waits: a client gone while its request waits for a slot is found within 10 ms.
-      done = job.wait(pieces, std::chrono::milliseconds(10));
-      for (const JobHandle::Piece& p : pieces) {
-        if (req.tools_active()) {  // sent whole at the end: it may be a call, not text
-          held[static_cast<size_t>(p.choice)] += p.text;
-          continue;
-        }
-        int64_t& offset = sent_bytes[static_cast<size_t>(p.choice)];
-        const json logprobs = req.generation.logprobs >= 0
-                                  ? logprobs_json(req.chat, p.logprobs, text_of, offset)
-                                  : json();
-        offset += static_cast<int64_t>(p.text.size());
-        if (!send(completion_chunk(req, cid, p.text, "", p.choice, logprobs))) return false;
-      }
-      pieces.clear();
-      // The client sent its FIN: half-closed (it still reads) or gone. An SSE comment, which
-      // clients ignore, draws a gone client's reset at once, so that a request waiting for a
-      // slot is dropped then, not after its first token (dead streams filled the queue).
-      if (!done && !probed && GuardedServer::client_half_closed()) {
-        probed = true;
-        const std::string ping = ": ping\n\n";
-        if (!sink.write(ping.data(), ping.size())) return false;
-      }
-      if (!done && abandoned()) {
-        // The headers (200) are sent: the stream ends with an error event saying why.
-        if (stopping) send(error_body(503, "the server is stopping; the generation was cut"));
-        return false;
-      }
-    }
-    if (any_failed(job)) {
-      send(error_body(500, "internal error: " + job.results()[0].error));
-      return false;
-    }
-    const auto& results = job.results();
-    std::vector<std::string> finish(results.size());
-    for (size_t i = 0; i < results.size(); ++i) {
-      finish[i] = results[i].finish_reason;
-      if (!req.tools_active()) continue;
-      // OpenAI's shape: the calls in one delta, each with its index, then the finish chunk.
-      ToolReply t = tool_reply(req, cid, held[i], static_cast<int>(i));
-      json chunk = completion_chunk(req, cid, "", "", static_cast<int>(i));
-      json& delta = chunk["choices"][0]["delta"];
-      delta = json::object();
-      if (!t.message["content"].is_null()) delta["content"] = t.message["content"];
-      if (t.called) {
-        json calls = t.message["tool_calls"];
-        for (size_t k = 0; k < calls.size(); ++k) calls[k]["index"] = k;
-        delta["tool_calls"] = std::move(calls);
-        finish[i] = "tool_calls";
-      }
-      if (!send(chunk)) return false;
-    }
-    for (size_t i = 0; i < results.size(); ++i) {
-      json last = completion_chunk(req, cid, "", finish[i], static_cast<int>(i));
-      if (req.include_usage && i + 1 == results.size()) last["usage"] = usage_json(results);
-      if (!send(last)) return false;
-    }
-    const std::string end = "data: [DONE]\n\n";
-    sink.write(end.data(), end.size());
-    sink.done();
-    return true;
-  }
-
   // Before the body is read: refuse what cannot be read safely, and a missing API key.
   httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
-    const auto refuse = [&](int status, const std::string& message) {
-      reply_error(res, status, message);
-      log(req, status, nullptr);
-      GuardedServer::close_after_response(res);  // the body, if any, is left unread
-      return httplib::Server::HandlerResponse::Handled;
-    };
-    // A compressed body would be inflated by httplib before any limit applies (510 KB of
-    // gzip made 512 MiB); clients of this API send JSON as it is.
-    const std::string encoding = req.get_header_value("Content-Encoding");
-    if (!encoding.empty() && encoding != "identity")
-      return refuse(415, fmt::format("Content-Encoding '{}' is not accepted; send the body "
-                                     "uncompressed",
-                                     encoding.substr(0, 64)));
-    if (const std::string problem = framing_problem(req); !problem.empty())
-      return refuse(400, problem);
-    if (lacks_length(req))
-      return refuse(411,
-                    "the request has a body but neither Content-Length nor "
-                    "Transfer-Encoding: chunked");
-    const std::string transfer = req.get_header_value("Transfer-Encoding");
-    if (!transfer.empty() && !equals_ignoring_case(transfer, "chunked"))
-      return refuse(501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",
-                                     transfer.substr(0, 64)));
-    // Loading: only /health (503 "loading") and the page answer; the rest need the model.
-    if (!ready && req.path != "/health" && req.path != "/" && req.path != "/index.html")
-      return refuse(503, "the model is still loading; retry shortly");
-    // Draining (SIGTERM): what is running finishes, nothing new starts; /health says so.
-    if (draining && req.path != "/health" && req.path != "/metrics")
-      return refuse(503, "the server is shutting down; retry on another replica");
-    // Every route but /health and the page (static, no secrets: it asks for the key) needs the
-    // key when there is one.
-    if (options.api_key.empty() || req.path == "/health" || req.path == "/" ||
-        req.path == "/index.html")
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (req.get_header_value_count("Authorization") == 1 &&
-        bearer_matches(req.get_header_value("Authorization"), options.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    return refuse(401, "missing or wrong API key (send \"Authorization: Bearer <key>\")");
+    const HeadRefusal refusal = refuse_head(req, {ready, draining}, options.api_key);
+    if (refusal.status == 0) return httplib::Server::HandlerResponse::Unhandled;
+    reply_error(res, refusal.status, refusal.message);
+    log(req, refusal.status, nullptr);
+    GuardedServer::close_after_response(res);  // the body, if any, is left unread
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
+  StreamContext stream_context() const {
+    return {token_text(), [this] { return abandoned(); }, [this] { return stopping.load(); },
+            [] { return GuardedServer::client_half_closed(); }};
+  }
+
+  // The reply to a request whose handler failed: the API's error (with Retry-After on 503),
+  // strata's one-line errors as 400, and a JSON field no check foresaw as 400. The one place
+  // failures of the POST routes are mapped.
+  template <typename Handle>
+  void answer(const httplib::Request& req, httplib::Response& res, Handle&& handle) {
+    try {
+      handle();
+    } catch (const ApiError& e) {
+      reply_error(res, e.status, e.what(), e.param, e.code);
+      if (e.status == 503) res.set_header("Retry-After", "1");
+      log(req, e.status, nullptr);
+    } catch (const Error& e) {
+      reply_error(res, 400, e.what());
+      log(req, 400, nullptr);
+    } catch (const nlohmann::json::exception& e) {
+      reply_error(res, 400, fmt::format("the request does not fit the API: {}", e.what()));
+      log(req, 400, nullptr);
+    }
   }
 
   void routes() {
+    hygiene();
+    status_routes();
+    api_routes();
+  }
+
+  // Limits, the head's checks before any route, and the replies of what no route answers.
+  void hygiene() {
     http.set_payload_max_length(options.max_body_bytes);
     http.set_refusal_body([this](int status, const std::string& message) {
       if (options.log_requests) {
@@ -587,6 +348,11 @@ struct HttpServer::Impl {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       return pre_route(req, res);
     });
+    unrouted();
+  }
+
+  // The GET routes: health, the chat page, metrics, slots, props, the model list.
+  void status_routes() {
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       if (!ready) {
         res.status = 503;
@@ -636,55 +402,43 @@ struct HttpServer::Impl {
                                                   {"owned_by", "strata"}}})}};
       res.set_content(dump_json(models), "application/json");
     });
+  }
+
+  // The POST routes of the API and llama-server's token endpoints.
+  void api_routes() {
     enum class Endpoint { Completions, Chat, Embeddings };
     auto handler = [this](Endpoint kind) {
       return [this, kind](const httplib::Request& req, httplib::Response& res,
                           const httplib::ContentReader& reader) {
         RequestMemory::Reservation memory(request_memory);
         auto guard = std::make_shared<InFlight>(in_flight);  // a stream holds it to its end
-        try {
-          const std::string body = read_body(req, reader, res, memory);
-          reserve_document(body, memory);
+        answer(req, res, [&] {
+          const std::string body = intake.read_body(req, reader, res, memory);
+          intake.reserve_document(body, memory);
           if (kind == Endpoint::Embeddings)
             embed(req, body, res);
           else
             complete(req, body, res, kind == Endpoint::Chat, guard);
-        } catch (const ApiError& e) {
-          reply_error(res, e.status, e.what(), e.param, e.code);
-          if (e.status == 503) res.set_header("Retry-After", "1");
-          log(req, e.status, nullptr);
-        } catch (const Error& e) {
-          reply_error(res, 400, e.what());
-          log(req, 400, nullptr);
-        } catch (const nlohmann::json::exception& e) {  // a field no check above foresaw
-          reply_error(res, 400, fmt::format("the request does not fit the API: {}", e.what()));
-          log(req, 400, nullptr);
-        }
+        });
         // The body and its document are freed; glibc keeps freed memory in its arenas, so a
         // large request's pages go back to the system now (the budget counts what is held).
         if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
       };
     };
     // llama-server's token endpoints: the body in, a JSON answer out (server/token_api.h).
-    auto json_endpoint = [this](auto answer) {
-      return [this, answer](const httplib::Request& req, httplib::Response& res,
+    auto json_endpoint = [this](auto reply) {
+      return [this, reply](const httplib::Request& req, httplib::Response& res,
                             const httplib::ContentReader& reader) {
         RequestMemory::Reservation memory(request_memory);
         const InFlight guard(in_flight);
-        try {
-          const std::string body = read_body(req, reader, res, memory);
-          reserve_document(body, memory);
+        this->answer(req, res, [&] {
+          const std::string body = intake.read_body(req, reader, res, memory);
+          intake.reserve_document(body, memory);
           if (model().tokenizer == nullptr) throw ApiError(501, "the model has no tokenizer");
-          res.set_content(dump_json(answer(*model().tokenizer, parse_body(body))),
+          res.set_content(dump_json(reply(*model().tokenizer, parse_body(body))),
                           "application/json");
           log(req, 200, nullptr);
-        } catch (const ApiError& e) {
-          reply_error(res, e.status, e.what(), e.param, e.code);
-          log(req, e.status, nullptr);
-        } catch (const Error& e) {
-          reply_error(res, 400, e.what());
-          log(req, 400, nullptr);
-        }
+        });
       };
     };
     http.Post("/tokenize", json_endpoint(tokenize_response));
@@ -695,6 +449,10 @@ struct HttpServer::Impl {
     http.Post("/completions", handler(Endpoint::Completions));  // paths some clients use without /v1
     http.Post("/chat/completions", handler(Endpoint::Chat));
     http.Post("/embeddings", handler(Endpoint::Embeddings));
+  }
+
+  // What no route answered (404, httplib's own refusals) and what a handler threw past answer().
+  void unrouted() {
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;  // a handler already wrote the error
       const std::string message =
@@ -753,7 +511,7 @@ void HttpServer::attach(const Model& model, Session& session, const std::string&
   Impl& s = *impl_;
   if (s.engine) fail("the server already serves a model");
   if (!model_name.empty()) s.options.model_name = model_name;  // no handler reads it yet
-  s.engine = std::make_unique<ServingEngine>(model, session, s.options);
+  s.engine = std::make_unique<ServedModel>(model, session, s.options);
   s.ready = true;  // from here on every route runs (pre_route reads it before any handler)
 }
 

@@ -1,0 +1,115 @@
+#include "server/prompt_builder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "chat/json_schema_grammar.h"
+#include "chat/tool_calls.h"
+#include "generation/grammar.h"
+
+namespace strata {
+
+void PromptBuilder::check_fits_before_tokenizing(const std::string& text, const char* param,
+                                                 const std::string& what) const {
+  const int64_t at_least = model_.tokenizer->min_tokens(text.size());
+  if (at_least >= n_ctx_)
+    throw ApiError(400,
+                   fmt::format("{} has at least {} tokens ({} bytes) but the context holds {} "
+                               "(start the server with a larger -c)",
+                               what, at_least, text.size(), n_ctx_),
+                   param, "context_length_exceeded");
+}
+
+void PromptBuilder::check_context(size_t tokens, const std::string& what, const char* param) const {
+  if (static_cast<int64_t>(tokens) >= n_ctx_)
+    throw ApiError(400,
+                   fmt::format("{} has {} tokens but the context holds {} (start the server "
+                               "with a larger -c)",
+                               what, tokens, n_ctx_),
+                   param, "context_length_exceeded");
+}
+
+void PromptBuilder::check_vocabulary(int32_t id, const char* what, const char* param) const {
+  if (id >= model_.config.n_vocab)
+    throw ApiError(400,
+                   fmt::format("{} {} is outside the vocabulary (0..{})", what, id,
+                               model_.config.n_vocab - 1),
+                   param);
+}
+
+// A request with tools: the style the template writes calls in, and for a required call (any
+// tool, or the named one) the grammar that makes the reply one call.
+void PromptBuilder::prepare_tools(CompletionRequest& req) const {
+  // A template that never mentions tools would drop them (and meet a null content where it
+  // expects text): refused rather than ignored.
+  const bool tool_messages =
+      std::any_of(req.messages.begin(), req.messages.end(),
+                  [](const ChatMessage& m) { return m.role == "tool" || m.content_null; });
+  if ((req.tools_active() || tool_messages) &&
+      template_.source().find("tool") == std::string::npos)
+    throw ApiError(400,
+                   fmt::format("the chat template '{}' has no place for tools or tool calls; "
+                               "start the server with one that has (--chat-template FILE)",
+                               template_.name()),
+                   req.tools_active() ? "tools" : "messages");
+  if (!req.tools_active()) return;
+  req.tool_style = tool_call_style(template_.source());
+  if (req.tool_choice != "required" && req.tool_choice != "function") return;
+  try {
+    req.generation.grammar = std::make_shared<const Grammar>(
+        Grammar::parse(tool_call_grammar(req.tool_style, req.tools, req.tool_function)));
+  } catch (const SchemaError& e) {
+    throw ApiError(400,
+                   fmt::format("a tool's parameters: {} (keyword '{}')", e.what(), e.keyword()),
+                   "tools");
+  }
+}
+
+std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req) const {
+  const Tokenizer& tok = *model_.tokenizer;
+  prepare_tools(req);
+  ChatPrompt p;
+  try {
+    jinja::Dict extra;
+    if (req.tools_active()) extra.set("tools", jinja::from_json(req.tools));
+    p = template_.apply(message_values(req.messages), extra);
+  } catch (const ChatTemplateRefusal& e) {
+    throw ApiError(400, e.what(), "messages");
+  } catch (const std::runtime_error& e) {
+    throw ApiError(400, e.what(), "messages");
+  }
+  for (auto& s : p.stop) req.generation.stop.push_back(std::move(s));
+  check_fits_before_tokenizing(p.text, "messages", "the prompt");
+  // A template that writes the BOS itself ({{ bos_token }}) gets no second one.
+  const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string();
+  const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
+  return tok.encode(p.text, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
+}
+
+std::vector<int32_t> PromptBuilder::prompt_tokens(CompletionRequest& req) const {
+  const Tokenizer& tok = *model_.tokenizer;
+  std::vector<int32_t> ids;
+  if (req.chat) {
+    ids = chat_tokens(req);
+  } else if (!req.prompt_ids.empty()) {
+    ids = req.prompt_ids;
+    for (int32_t t : ids) check_vocabulary(t, "prompt token id", "prompt");
+  } else {
+    check_fits_before_tokenizing(req.prompt, "prompt", "the prompt");
+    ids = tok.encode(req.prompt, tok.add_bos_default());
+  }
+  if (ids.empty()) throw ApiError(400, "the prompt is empty", req.chat ? "messages" : "prompt");
+  for (const auto& [id, bias] : req.generation.sampling.logit_bias)
+    check_vocabulary(id, "logit_bias token id", "logit_bias");
+  check_context(ids.size(), "the prompt", req.chat ? "messages" : "prompt");
+  return ids;
+}
+
+std::vector<int32_t> PromptBuilder::input_tokens(const std::string& text, size_t i) const {
+  check_fits_before_tokenizing(text, "input", fmt::format("input {}", i));
+  const Tokenizer& tok = *model_.tokenizer;
+  return tok.encode(text, tok.add_bos_default());
+}
+
+}  // namespace strata

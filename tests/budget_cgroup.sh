@@ -34,11 +34,17 @@ text=$here/models/strata-tiny-heldout.txt
 failures=0
 
 # in_cgroup BUDGET_MIB COMMAND...: runs the command in the cgroup limited to the budget.
-in_cgroup() {
-  limit=$(($1 * 1048576))
-  shift
-  echo "$limit" >"$cg/memory.limit_in_bytes"
+# limit MIB: the cgroup's limit, its peak reset.
+limit() {
+  echo "$(($1 * 1048576))" >"$cg/memory.limit_in_bytes"
   echo 0 >"$cg/memory.max_usage_in_bytes" 2>/dev/null || true
+}
+# in_cgroup MIB COMMAND...: the command in the cgroup under that limit. (A server started in
+# the background runs the sh -c line itself, so that $! is the server and killing it stops it:
+# a function run with "&" is a subshell whose kill left the server running.)
+in_cgroup() {
+  limit "$1"
+  shift
   sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' sh "$cg" "$@"
 }
 
@@ -72,9 +78,10 @@ check perplexity "$mib" $?
 
 # serve: its HTTP side (16 MiB of request memory, 24 workers) is planned inside the budget.
 port=$((20000 + $$ % 20000))
-in_cgroup "$serve_budget" "$strata" serve -m "$bundle" --profile "$profile" --port "$port" \
-  -np 2 --max-queue 4 --threads-http 24 --request-memory 16M \
-  --ram-budget "${serve_budget}M" >"$work/budget.out" 2>&1 &
+limit "$serve_budget"
+sh -c 'echo $$ >"$1/cgroup.procs"; shift; exec "$@"' sh "$cg" "$strata" serve -m "$bundle" \
+  --profile "$profile" --port "$port" -np 2 --max-queue 4 --threads-http 24 \
+  --request-memory 16M --ram-budget "${serve_budget}M" >"$work/budget.out" 2>&1 &
 server=$!
 answered=0
 for _ in $(seq 1 100); do

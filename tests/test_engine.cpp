@@ -14,8 +14,8 @@
 namespace strata {
 namespace {
 
-using testing::temp_file;
 using testing::kquant_tiny_model;
+using testing::temp_file;
 using testing::tiny_model;
 
 std::string shipped_model() {
@@ -65,8 +65,8 @@ TEST(Engine, AutoModeIsPredictWithPredictorsAndDenseOtherwiseOrUnderInputSparsit
   EXPECT_EQ(resolve_ffn_mode(std::nullopt, SparsityMode::Teal, true), FfnMode::Dense);
   EXPECT_EQ(resolve_ffn_mode(FfnMode::GateFirst, SparsityMode::Off, true), FfnMode::GateFirst);
   Engine engine(options_for(shipped_model()), collect);
-  EXPECT_EQ(engine.request().mode, engine.model().weights.has_predictors ? FfnMode::Predict
-                                                                          : FfnMode::Dense);
+  EXPECT_EQ(engine.request().mode,
+            engine.model().weights.has_predictors ? FfnMode::Predict : FfnMode::Dense);
 }
 
 TEST(Engine, AFileItCannotReadIsAOneLineErrorNamingIt) {
@@ -77,7 +77,8 @@ TEST(Engine, AFileItCannotReadIsAOneLineErrorNamingIt) {
     engine.start(32);
     FAIL() << "a missing plan file was accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("engine_no_such_plan.json"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("engine_no_such_plan.json"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(Engine(options_for(temp_file("engine_no_such_model.gguf")), collect), Error);
 }

@@ -14,95 +14,96 @@
 
 namespace strata {
 
-void add_ffn_flags(CLI::App* cmd, FfnFlags& f) {
-  cmd->add_option("--ffn", f.mode,
+void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
+  cmd->add_option("--ffn", flags.mode,
                   "FFN mode: dense, predict (predictors pick the neurons; default when the model "
                   "has them), gate-first (exact; ReLU-family models), auto")
       ->check(CLI::IsMember({"auto", "dense", "predict", "gate-first"}));
-  cmd->add_option("--sparsity-mode", f.sparsity_mode,
+  cmd->add_option("--sparsity-mode", flags.sparsity_mode,
                   "Training-free activation sparsity with the thresholds strata sparsify wrote "
                   "into the model: teal (every matrix input), cats (the FFN's gate), off")
       ->check(CLI::IsMember({"off", "teal", "cats"}));
-  cmd->add_option("--sparsity", f.sparsity,
+  cmd->add_option("--sparsity", flags.sparsity,
                   "The model-wide sparsity level whose thresholds apply (one the model was "
                   "calibrated for; default: its only one)")
       ->check(CLI::Range(0.0f, 0.99f));
   cmd->add_flag(
-      "--input-columns", f.input_columns,
+      "--input-columns", flags.input_columns,
       "With --sparsity-mode teal: decode reads only the columns of the "
       "non-zero inputs, through transposed copies of the attention and FFN matrices "
       "made at load (twice the layers' memory, a GPU's layers' in its memory too; "
       "F16/BF16/F32 matrices transposed, quantized ones (Q8_0, Q4_0, Q2_K..Q6_K) as column "
       "groups of the file's values, docs/INPUT_SPARSITY.md)");
-  cmd->add_flag("--check-predictor", f.check_predictor,
+  cmd->add_flag("--check-predictor", flags.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");
-  cmd->add_option("--ram-budget", f.ram_budget,
+  cmd->add_option("--ram-budget", flags.ram_budget,
                   "Hard cap on the memory strata keeps (e.g. 16G): weights, KV cache, buffers "
                   "and, for bundled models, the neuron caches")
       ->check(kNotEmpty);
-  cmd->add_option("--storage-profile", f.storage_profile,
+  cmd->add_option("--storage-profile", flags.storage_profile,
                   "Bundled models: disk measurements from strata probe-storage (default: "
                   "MODEL.storage.json when it exists)");
-  cmd->add_option("--profile", f.profile,
+  cmd->add_option("--profile", flags.profile,
                   "A strata profile of the model (or of the file it was bundled from): the "
                   "placement solver puts its hottest neurons in the fastest tier");
-  cmd->add_option("--plan", f.plan, "A placement plan from strata plan -o (instead of solving)");
-  cmd->add_option("--solver", f.solver,
+  cmd->add_option("--plan", flags.plan,
+                  "A placement plan from strata plan -o (instead of solving)");
+  cmd->add_option("--solver", flags.solver,
                   "Placement solver: ilp (the cost model's optimum; needs --profile), greedy "
                   "(the cache is what the budget leaves, --pin-share of it pinned), auto (ilp "
                   "when a profile gives it a choice)")
       ->check(CLI::IsMember({"auto", "greedy", "ilp"}));
-  cmd->add_option("--pin-share", f.pin_share,
+  cmd->add_option("--pin-share", flags.pin_share,
                   "Greedy solver with --profile: share of each layer's neuron cache pinned")
       ->check(in_range(0.0, 0.95));
-  cmd->add_option("--ram-bandwidth", f.ram_bandwidth,
+  cmd->add_option("--ram-bandwidth", flags.ram_bandwidth,
                   "Cost model: RAM read bandwidth in GB/s (default 40; strata bench measures it)")
       ->check(in_range(0.001, 1e6));
-  cmd->add_option("--vram-bandwidth", f.vram_bandwidth,
+  cmd->add_option("--vram-bandwidth", flags.vram_bandwidth,
                   "Cost model: GPU memory bandwidth in GB/s (default 1000; on a GPU, 85% of "
                   "its peak)")
       ->check(in_range(0.001, 1e6));
-  cmd->add_option("--link-bandwidth", f.link_bandwidth,
+  cmd->add_option("--link-bandwidth", flags.link_bandwidth,
                   "Cost model: host-GPU link bandwidth in GB/s (default 25, PCIe 4.0 x16)")
       ->check(in_range(0.001, 1e6));
-  cmd->add_flag("--verbose", f.verbose, "Print the placement plan layer by layer");
+  cmd->add_flag("--verbose", flags.verbose, "Print the placement plan layer by layer");
   cmd->add_flag(
-      "!--no-repack", f.repack,
+      "!--no-repack", flags.repack,
       "Keep Q4_0/Q8_0/Q4_K weights in the file's row layout instead of interleaving them by 16 "
       "rows at load (llama.cpp's --no-repack)");
-  cmd->add_option("--cache-type-k", f.cache_type_k,
+  cmd->add_option("--cache-type-k", flags.cache_type_k,
                   "KV cache type for keys: f32 or f16 (half the memory); default f32, f16 on a "
                   "GPU");
-  cmd->add_option("--cache-type-v", f.cache_type_v,
+  cmd->add_option("--cache-type-v", flags.cache_type_v,
                   "KV cache type for values: f32 or f16 (half the memory); default f32, f16 on "
                   "a GPU");
-  cmd->add_flag("--lookahead", f.lookahead,
+  cmd->add_flag("--lookahead", flags.lookahead,
                 "Bundled models: read the next layer's guessed neurons while this layer's FFN "
                 "and the next attention compute (the default for a flash tier the CPU computes "
                 "alone)");
-  cmd->add_flag("--no-lookahead", f.no_lookahead,
+  cmd->add_flag("--no-lookahead", flags.no_lookahead,
                 "Bundled models: read each layer's neurons only once its predictor has run");
-  cmd->add_flag("--split-reads", f.split_reads,
+  cmd->add_flag("--split-reads", flags.split_reads,
                 "Bundled models: read a missing neuron's gate row first and the rest only if it "
                 "fires (fewer bytes, one more round of reads per layer)");
-  cmd->add_option("--window", f.window,
+  cmd->add_option("--window", flags.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(in_range(1, 1 << 20));
 }
 
-void add_gpu_flags(CLI::App* cmd, FfnFlags& f) {
-  cmd->add_option("--n-gpu-layers,--gpu-layers", f.gpu_layers,
+void add_gpu_flags(CLI::App* cmd, FfnFlags& flags) {
+  cmd->add_option("--n-gpu-layers,--gpu-layers", flags.gpu_layers,
                   "Layers on the GPU (-ngl, llama.cpp's name): the model's layer count or more "
                   "puts the whole model there; 0 (default) the CPU")
       ->check(in_range(0, 1 << 20));
-  cmd->add_option("--vram-budget", f.vram_budget,
+  cmd->add_option("--vram-budget", flags.vram_budget,
                   "GPU memory strata may hold (e.g. 8G): a hard limit including the KV cache and "
                   "buffers; alone, the whole model goes to the GPU when it fits")
       ->check(kNotEmpty);
   // "reference" (the reference device, backends/refdev) and "cuda-emu" (the CUDA backend on the
   // emulated GPU, backends/cuda/emu) are for tests and go unlisted.
-  cmd->add_option("--device", f.device,
+  cmd->add_option("--device", flags.device,
                   "cpu, or cuda: the whole model on the GPU (an error where none can be used)")
       ->check(CLI::IsMember({"cpu", "cuda", "reference", "cuda-emu"}));
 }
@@ -144,10 +145,10 @@ DType kv_type(const std::string& name, const char* flag) {
 namespace {
 
 // --ffn; none for auto (resolved against the model: engine/engine.h).
-std::optional<FfnMode> mode_of(const FfnFlags& f) {
-  if (f.mode == "predict") return FfnMode::Predict;
-  if (f.mode == "gate-first") return FfnMode::GateFirst;
-  if (f.mode == "dense") return FfnMode::Dense;
+std::optional<FfnMode> mode_of(const FfnFlags& flags) {
+  if (flags.mode == "predict") return FfnMode::Predict;
+  if (flags.mode == "gate-first") return FfnMode::GateFirst;
+  if (flags.mode == "dense") return FfnMode::Dense;
   return std::nullopt;
 }
 
@@ -159,56 +160,59 @@ SolverChoice solver_of(const std::string& name) {
 
 }  // namespace
 
-EngineOptions engine_options(const FfnFlags& f, const std::string& model, bool mmap, int threads) {
-  EngineOptions e;
-  e.model_path = model;
-  e.load = mmap ? LoadMode::Map : LoadMode::Read;
-  e.threads = checked_threads(threads);
-  e.ffn_mode = mode_of(f);
-  e.files = {f.profile, f.plan, f.storage_profile};
-  RunRequest& r = e.run;
-  r.check_predictor = f.check_predictor;
-  r.kv = {kv_type_or_f32(f.cache_type_k, "--cache-type-k"),
-          kv_type_or_f32(f.cache_type_v, "--cache-type-v")};
-  r.kv_types_given = !f.cache_type_k.empty() || !f.cache_type_v.empty();
-  r.device.device = f.device;
-  r.device.gpu_layers = f.gpu_layers;
-  if (!f.ram_budget.empty()) r.budgets.ram = parse_bytes(f.ram_budget, "--ram-budget");
-  if (!f.vram_budget.empty()) r.budgets.vram = parse_bytes(f.vram_budget, "--vram-budget");
-  r.solver = solver_of(f.solver);
-  r.solver_options.pin_share = f.pin_share;
-  if (f.ram_bandwidth > 0) r.costs.ram_bytes_per_s = f.ram_bandwidth * 1e9;
-  if (f.vram_bandwidth > 0) r.costs.vram_bytes_per_s = f.vram_bandwidth * 1e9;
-  r.vram_bandwidth_given = f.vram_bandwidth > 0;
-  if (f.link_bandwidth > 0) r.costs.link_bytes_per_s = f.link_bandwidth * 1e9;
-  r.repack = f.repack;
-  r.window = f.window;
-  if (f.lookahead && f.no_lookahead) fail("--lookahead and --no-lookahead contradict each other");
-  r.lookahead = !f.no_lookahead;
-  r.lookahead_asked = f.lookahead;
-  r.split_reads = f.split_reads;
-  r.sparsity_mode = parse_sparsity_mode(f.sparsity_mode);
-  r.sparsity_level = f.sparsity;
-  r.input_columns = f.input_columns;
-  if (f.input_columns && r.sparsity_mode != SparsityMode::Teal)
+EngineOptions engine_options(const FfnFlags& flags, const std::string& model, bool mmap,
+                             int threads) {
+  EngineOptions options;
+  options.model_path = model;
+  options.load = mmap ? LoadMode::Map : LoadMode::Read;
+  options.threads = checked_threads(threads);
+  options.ffn_mode = mode_of(flags);
+  options.files = {flags.profile, flags.plan, flags.storage_profile};
+  RunRequest& r = options.run;  // field by field: each flag's text parsed into its value
+  r.check_predictor = flags.check_predictor;
+  r.kv = {kv_type_or_f32(flags.cache_type_k, "--cache-type-k"),
+          kv_type_or_f32(flags.cache_type_v, "--cache-type-v")};
+  r.kv_types_given = !flags.cache_type_k.empty() || !flags.cache_type_v.empty();
+  r.device.device = flags.device;
+  r.device.gpu_layers = flags.gpu_layers;
+  if (!flags.ram_budget.empty()) r.budgets.ram = parse_bytes(flags.ram_budget, "--ram-budget");
+  if (!flags.vram_budget.empty()) r.budgets.vram = parse_bytes(flags.vram_budget, "--vram-budget");
+  r.solver = solver_of(flags.solver);
+  r.solver_options.pin_share = flags.pin_share;
+  if (flags.ram_bandwidth > 0) r.costs.ram_bytes_per_s = flags.ram_bandwidth * 1e9;
+  if (flags.vram_bandwidth > 0) r.costs.vram_bytes_per_s = flags.vram_bandwidth * 1e9;
+  r.vram_bandwidth_given = flags.vram_bandwidth > 0;
+  if (flags.link_bandwidth > 0) r.costs.link_bytes_per_s = flags.link_bandwidth * 1e9;
+  r.repack = flags.repack;
+  r.window = flags.window;
+  if (flags.lookahead && flags.no_lookahead)
+    fail("--lookahead and --no-lookahead contradict each other");
+  r.lookahead = !flags.no_lookahead;
+  r.lookahead_asked = flags.lookahead;
+  r.split_reads = flags.split_reads;
+  r.sparsity_mode = parse_sparsity_mode(flags.sparsity_mode);
+  r.sparsity_level = flags.sparsity;
+  r.input_columns = flags.input_columns;
+  if (flags.input_columns && r.sparsity_mode != SparsityMode::Teal)
     fail("--input-columns reads TEAL's thresholded inputs: add --sparsity-mode teal");
-  return e;
+  return options;
 }
 
 void print_note(const std::string& note) {
   fmt::print(stderr, "{}\n", note);
 }
 
-void announce_plan(const PlannedRun& run, const FfnFlags& f) {
+void announce_plan(const PlannedRun& run, const FfnFlags& flags) {
   fmt::print(stderr, "{}\n", plan_summary(run.plan, run.inventory));
-  if (f.verbose) print_plan_layers(run.plan, run.inventory, stderr);
+  if (flags.verbose) print_plan_layers(run.plan, run.inventory, stderr);
 }
 
 void print_plan_layers(const PlacementPlan& p, const Inventory& inv, std::FILE* out) {
   for (size_t l = 0; l < p.layers.size(); ++l) {
     const LayerPlan& lp = p.layers[l];
     fmt::print(out, "  layer {:>3}: attention {}, {} neurons in VRAM, {} pinned", l,
-               lp.attention == Device::Accelerator ? "GPU" : "CPU", lp.vram.size(), lp.pinned.size());
+               lp.attention == Device::Accelerator ? "GPU" : "CPU", lp.vram.size(),
+               lp.pinned.size());
     if (inv.bundled)
       fmt::print(out, ", {} cache slots of {}", lp.cache_slots, inv.layers[l].n_neurons);
     fmt::print(out, "\n");

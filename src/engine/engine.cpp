@@ -38,7 +38,8 @@ ActivationCounts read_counts(const Model& model, const std::string& path) {
 
 // A profile counts what one mode reads; a run of another reads other neurons (predict mode
 // reads the predictor's selections, several times the neurons that fire on a sparse model).
-std::string profile_mode_note(const ActivationCounts& counts, FfnMode run, const std::string& path) {
+std::string profile_mode_note(const ActivationCounts& counts, FfnMode run,
+                              const std::string& path) {
   const bool predict_run = run == FfnMode::Predict;
   if (predict_run == (counts.mode == FfnMode::Predict)) return {};
   return fmt::format(
@@ -87,9 +88,8 @@ void Engine::read_files() {
   }
   if (!f.plan.empty()) {
     try {
-      plan_file_ = std::make_unique<nlohmann::json>(
-          parse_json_bounded(read_regular_file(f.plan, kMaxJsonFileBytes, "plan"),
-                             fmt::format("plan '{}'", f.plan)));
+      plan_file_ = std::make_unique<nlohmann::json>(parse_json_bounded(
+          read_regular_file(f.plan, kMaxJsonFileBytes, "plan"), fmt::format("plan '{}'", f.plan)));
     } catch (const nlohmann::json::exception& e) {
       fail("plan '{}' is not JSON: {}", f.plan, e.what());
     }

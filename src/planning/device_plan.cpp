@@ -9,8 +9,8 @@
 #include "core/error.h"
 #include "placement/cost_model.h"
 #include "placement/solver.h"
-#include "runtime/resident_weights.h"
 #include "planning/run_solver.h"
+#include "runtime/resident_weights.h"
 
 namespace strata {
 
@@ -226,10 +226,11 @@ bool keep_what_the_device_declines(const Model& model, PlannedRun& run) {
   if (output) types.push_back(dtype_name(model.weights.output.type));
   if (!keep_declined_on_host(run.plan, declined, output)) return false;
   const auto n = std::count(declined.begin(), declined.end(), uint8_t{1});
-  run.notes.push_back(fmt::format("note: the {} backend has no kernels for {} weights: {} layer{}{} "
-                                  "computed on the CPU",
-                                  device->name(), fmt::join(types, ", "), n, n == 1 ? "" : "s",
-                                  output ? " and the output head" : ""));
+  run.notes.push_back(
+      fmt::format("note: the {} backend has no kernels for {} weights: {} layer{}{} "
+                  "computed on the CPU",
+                  device->name(), fmt::join(types, ", "), n, n == 1 ? "" : "s",
+                  output ? " and the output head" : ""));
   return true;
 }
 
@@ -243,8 +244,8 @@ void host_layers_of(const PlacementPlan& p, SessionOptions& o) {
 }  // namespace
 
 bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
-  const InventoryRequest ir{r.n_ctx,   r.mode,        r.kv,
-                            r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
+  const InventoryRequest ir{r.n_ctx, r.mode,           r.kv, r.profile, r.logits_rows,
+                            r.n_seq, r.front_end_bytes};
   const Inventory inv = take_inventory(model, ir);
   const DeviceFacts facts = device_facts(model, inv, r);
   run.device = choose_device(r.device, facts);

@@ -103,5 +103,4 @@ uint64_t input_sparse_bytes_per_token(const Model& model,
   return static_cast<uint64_t>(total);
 }
 
-
 }  // namespace strata

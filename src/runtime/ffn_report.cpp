@@ -113,5 +113,4 @@ nlohmann::json ffn_report_json(const Model& model, const Session& session) {
             {"output", t.output}}}};
 }
 
-
 }  // namespace strata

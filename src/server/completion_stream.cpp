@@ -53,7 +53,7 @@ bool stream_completion(const CompletionRequest& req, JobHandle& job, const Compl
     }
   std::vector<JobHandle::Piece> pieces;
   std::vector<int64_t> sent_bytes(static_cast<size_t>(req.n), 0);  // per choice: text_offset
-  std::vector<std::string> held(static_cast<size_t>(req.n));      // with tools: the whole text
+  std::vector<std::string> held(static_cast<size_t>(req.n));       // with tools: the whole text
   bool done = false, probed = false;
   while (!done) {
     // Short waits: a client gone while its request waits for a slot is found within 10 ms.
@@ -81,7 +81,8 @@ bool stream_completion(const CompletionRequest& req, JobHandle& job, const Compl
     }
     if (!done && context.abandoned()) {
       // The headers (200) are sent: the stream ends with an error event saying why.
-      if (context.stopping()) send(error_body(503, "the server is stopping; the generation was cut"));
+      if (context.stopping())
+        send(error_body(503, "the server is stopping; the generation was cut"));
       return false;
     }
   }

@@ -16,9 +16,9 @@
 namespace strata {
 
 struct StreamContext {
-  TokenText token_text;              // a token's text in logprobs
-  std::function<bool()> abandoned;   // the client is gone or the server stops
-  std::function<bool()> stopping;    // the server stops (an abandoned stream says so)
+  TokenText token_text;               // a token's text in logprobs
+  std::function<bool()> abandoned;    // the client is gone or the server stops
+  std::function<bool()> stopping;     // the server stops (an abandoned stream says so)
   std::function<bool()> half_closed;  // the client sent its FIN
 };
 

@@ -32,10 +32,10 @@ void PromptBuilder::check_context(size_t tokens, const std::string& what, const 
 
 void PromptBuilder::check_vocabulary(int32_t id, const char* what, const char* param) const {
   if (id >= model_.config.n_vocab)
-    throw ApiError(400,
-                   fmt::format("{} {} is outside the vocabulary (0..{})", what, id,
-                               model_.config.n_vocab - 1),
-                   param);
+    throw ApiError(
+        400,
+        fmt::format("{} {} is outside the vocabulary (0..{})", what, id, model_.config.n_vocab - 1),
+        param);
 }
 
 // A request with tools: the style the template writes calls in, and for a required call (any
@@ -46,8 +46,7 @@ void PromptBuilder::prepare_tools(CompletionRequest& req) const {
   const bool tool_messages =
       std::any_of(req.messages.begin(), req.messages.end(),
                   [](const ChatMessage& m) { return m.role == "tool" || m.content_null; });
-  if ((req.tools_active() || tool_messages) &&
-      template_.source().find("tool") == std::string::npos)
+  if ((req.tools_active() || tool_messages) && template_.source().find("tool") == std::string::npos)
     throw ApiError(400,
                    fmt::format("the chat template '{}' has no place for tools or tool calls; "
                                "start the server with one that has (--chat-template FILE)",
@@ -60,9 +59,8 @@ void PromptBuilder::prepare_tools(CompletionRequest& req) const {
     req.generation.grammar = std::make_shared<const Grammar>(
         Grammar::parse(tool_call_grammar(req.tool_style, req.tools, req.tool_function)));
   } catch (const SchemaError& e) {
-    throw ApiError(400,
-                   fmt::format("a tool's parameters: {} (keyword '{}')", e.what(), e.keyword()),
-                   "tools");
+    throw ApiError(
+        400, fmt::format("a tool's parameters: {} (keyword '{}')", e.what(), e.keyword()), "tools");
   }
 }
 

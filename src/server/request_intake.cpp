@@ -29,7 +29,8 @@ HeadRefusal refuse_head(const httplib::Request& req, const ServerState& state,
                              encoding.substr(0, 64))};
   if (const std::string problem = framing_problem(req); !problem.empty()) return {400, problem};
   if (lacks_length(req))
-    return {411, "the request has a body but neither Content-Length nor Transfer-Encoding: chunked"};
+    return {411,
+            "the request has a body but neither Content-Length nor Transfer-Encoding: chunked"};
   const std::string transfer = req.get_header_value("Transfer-Encoding");
   if (!transfer.empty() && !equals_ignoring_case(transfer, "chunked"))
     return {501, fmt::format("Transfer-Encoding '{}' is not supported (chunked is)",

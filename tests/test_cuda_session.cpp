@@ -217,7 +217,7 @@ TEST_P(CudaSession, SplitFfnIsWithinToleranceOfTheCpu) {
       auto m = load(bundle ? strata::testing::bundled_model(path) : path);
       SessionOptions o{FfnMode::Predict};
       o.vram_neurons = split_testing::every(*m, 3);  // cuts every bucket of ids
-      if (bundle) o.cache_neurons = m->config.n_ff / 4, o.window = 2;
+      if (bundle) o.cache_neurons = m->config.n_ff / 4, o.flash.window = 2;
       CpuBackend cpu(pool);
       SessionOptions on_gpu = o;
       on_gpu.host_backend = &cpu;
@@ -251,7 +251,7 @@ TEST_P(CudaSession, MixtureSplitAcrossTheGpuAndTheCpuIsWithinToleranceOfTheCpu) 
       for (const auto& vram : {split_testing::every(*m, 3), experts_1_and_3}) {
         SessionOptions o{FfnMode::Predict};
         o.vram_neurons = vram;
-        if (bundle) o.cache_neurons = 300, o.window = 2;
+        if (bundle) o.cache_neurons = 300, o.flash.window = 2;
         CpuBackend cpu(pool);
         SessionOptions on_gpu = o;
         on_gpu.host_backend = &cpu;

@@ -64,14 +64,14 @@ TEST(Flash, BundledModelGivesTheLogitsOfTheModelInRam) {
       for (int64_t slots : {int64_t{0}, int64_t{160}, int64_t{110}}) {
         SessionOptions o{FfnMode::Predict};
         o.cache_neurons = slots;
-        o.window = 2;
+        o.flash.window = 2;
         EXPECT_EQ(run(*flash, o), expected)
             << ffn_activation_name(ffn) << " " << dtype_name(type) << " slots " << slots;
       }
       SessionOptions o{FfnMode::Predict};
       EXPECT_EQ(run(*flash, o, true), run(*ram, {FfnMode::Predict}, true)) << "batched";
       // Look-ahead reads change when bundles arrive, never the values.
-      o.lookahead = true;
+      o.flash.lookahead = true;
       o.cache_neurons = 110;
       EXPECT_EQ(run(*flash, o), expected) << "look-ahead";
     }
@@ -98,9 +98,9 @@ TEST(Flash, SplitReadsGiveTheSameLogitsWithFewerBytes) {
     auto flash_run = [&](bool split, int64_t slots, uint64_t* bytes) {
       ThreadPool pool(2);
       SessionOptions o{FfnMode::Predict};
-      o.split_reads = split;
+      o.flash.split_reads = split;
       o.cache_neurons = slots;
-      o.window = 2;
+      o.flash.window = 2;
       Session session(*flash, 64, pool, o);
       std::vector<std::vector<float>> out;
       for (int32_t t : kTokens) {
@@ -172,7 +172,7 @@ TEST(Flash, StorageProfileDecidesReadMerging) {
   const auto ram = Model::load(path, false);
   const auto flash = Model::load(bundled(path), false);
   SessionOptions o{FfnMode::Predict};
-  o.storage = &fast_big;
+  o.flash.storage = &fast_big;
   o.cache_neurons = 200;
   EXPECT_EQ(run(*flash, o), run(*ram, {FfnMode::Predict}));
   ThreadPool pool(2);

@@ -92,10 +92,10 @@ Files calibrated(DType type) {
 
 SessionOptions teal(double share = 1.0) {
   SessionOptions o;
-  o.sparsity_mode = SparsityMode::Teal;
-  o.sparsity_level = 0.5f;
+  o.sparsity.mode = SparsityMode::Teal;
+  o.sparsity.level = 0.5f;
   o.column_share = share;
-  o.window = 2;
+  o.flash.window = 2;
   return o;
 }
 
@@ -291,7 +291,7 @@ TEST(FlashColumns, SmallCachesComputeInPassesAndPromptsAndDenseComeFromTheSameBu
   EXPECT_LT(relative_difference(run(*ram, teal()), one_pass), 1e-4);
   // Sparsity off: every non-zero input's column, the dense model within rounding.
   SessionOptions off = teal(0.01);
-  off.sparsity_mode = SparsityMode::Off;
+  off.sparsity.mode = SparsityMode::Off;
   NeuronCacheStats dense;
   EXPECT_LT(relative_difference(run(*ram, {}), run(*cb, off, 2, true, &dense)), 1e-4);
   // Every token wants every column: the gate/up cache (64 of 64) always hits; the down cache
@@ -301,7 +301,7 @@ TEST(FlashColumns, SmallCachesComputeInPassesAndPromptsAndDenseComeFromTheSameBu
   EXPECT_GT(hit_rate, 0.45) << hit_rate;
   // CATS: the gate thresholded, its zeros' down columns never read.
   SessionOptions cats = teal();
-  cats.sparsity_mode = SparsityMode::Cats;
+  cats.sparsity.mode = SparsityMode::Cats;
   EXPECT_LT(relative_difference(run(*ram, cats), run(*cb, cats)), 1e-4);
 }
 
@@ -458,8 +458,8 @@ TEST(FlashColumns, TheRamBudgetSizesTheCachesAndHolds) {
   auto cb = Model::load(f.columns, false);
   RunRequest r;
   r.n_ctx = 64;
-  r.sparsity_mode = SparsityMode::Teal;
-  r.sparsity_level = 0.5f;
+  r.sparsity.mode = SparsityMode::Teal;
+  r.sparsity.level = 0.5f;
   const PlannedRun free_run = make_plan(*cb, r);
   EXPECT_EQ(free_run.session.column_share, 1.0);
   const uint64_t caches = free_run.plan.column_cache_bytes;

@@ -32,8 +32,8 @@ std::string bundled_sparse(DType type) {
 SessionOptions evicting(bool lookahead) {
   SessionOptions o{FfnMode::Predict};
   o.cache_neurons = 110;
-  o.window = 2;
-  o.lookahead = lookahead;
+  o.flash.window = 2;
+  o.flash.lookahead = lookahead;
   return o;
 }
 
@@ -82,7 +82,7 @@ TEST(FlashOverlap, LookAheadThroughEitherSourceGivesTheSameLogits) {
     SessionOptions passes = plain;
     passes.cache_neurons = 40;
     const auto in_passes = decode(*m, passes);
-    passes.lookahead = true;
+    passes.flash.lookahead = true;
     const auto ahead_in_passes = decode(*m, passes);
     for (size_t t = 0; t < kTokens.size(); ++t)
       EXPECT_LT(strata::testing::relative_difference(ahead_in_passes[t], in_passes[t]), 1e-5)

@@ -127,8 +127,8 @@ TEST(InputSparsity, TheWrittenThresholdsComeBackAndKeepTheirShareOnTheSameText) 
   // A session at level 0.5 reading the calibration text keeps what calibration said it would
   // (calibration's windows are the text's first 4 x 48 tokens, each starting afresh).
   SessionOptions o;
-  o.sparsity_mode = SparsityMode::Teal;
-  o.sparsity_level = 0.5f;
+  o.sparsity.mode = SparsityMode::Teal;
+  o.sparsity.level = 0.5f;
   Session s(*c.model, 48, pool, o);
   const auto tokens = random_tokens(*c.model, 400, 7);
   s.eval(std::span(tokens).first(48), true);
@@ -156,8 +156,8 @@ TEST(InputSparsity, ZeroThresholdsAreTheDenseModelBitForBit) {
   const auto tokens = random_tokens(*c.model, 20, 11);
   const std::vector<float> dense = logits_of(*c.model, pool, tokens, {});
   SessionOptions o;
-  o.sparsity_mode = SparsityMode::Teal;
-  o.sparsity_level = 0.25f;
+  o.sparsity.mode = SparsityMode::Teal;
+  o.sparsity.level = 0.25f;
   Session s(*c.model, 64, pool, o);
   for (int64_t l = 0; l < c.model->config.n_layer; ++l) s.sparsifier().set_layer(l, {}, 0.0f);
   const auto zero = s.eval(tokens, true);
@@ -176,8 +176,8 @@ TEST(InputSparsity, TheSessionThresholdsWhatTheObserverSees) {
   const Calibrated c = calibrate(pool, SparsityAllocation::Greedy);
   for (SparsityMode mode : {SparsityMode::Teal, SparsityMode::Cats}) {
     SessionOptions o;
-    o.sparsity_mode = mode;
-    o.sparsity_level = 0.5f;
+    o.sparsity.mode = mode;
+    o.sparsity.level = 0.5f;
     Session s(*c.model, 64, pool, o);
     std::vector<uint64_t> expect_kept(kSparsityPoints, 0), seen(kSparsityPoints, 0);
     s.set_input_observer([&](int64_t layer, int point, int64_t n, int64_t width, const float* x) {
@@ -243,8 +243,8 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
       EXPECT_EQ(lc.ffn_up.data, nullptr);
     }
     SessionOptions o;
-    o.sparsity_mode = SparsityMode::Teal;
-    o.sparsity_level = 0.5f;
+    o.sparsity.mode = SparsityMode::Teal;
+    o.sparsity.level = 0.5f;
     const auto tokens = random_tokens(*c.model, 24, 17);
     auto decode = [&](const Model& m, int threads) {
       ThreadPool own(threads);
@@ -300,8 +300,8 @@ TEST(InputSparsity, InputSparseProductsEqualTheThresholdedDenseProducts) {
 void expect_device_columns(Backend& gpu) {
   ThreadPool pool(2);
   SessionOptions o;
-  o.sparsity_mode = SparsityMode::Teal;
-  o.sparsity_level = 0.5f;
+  o.sparsity.mode = SparsityMode::Teal;
+  o.sparsity.level = 0.5f;
   struct Run {
     std::vector<float> logits;
     uint64_t held = 0;  // the device's bytes while the session lives
@@ -433,8 +433,8 @@ TEST(InputSparsity, EveryComputedTypeHasColumnProductsAndMatricesThatFitNoneStay
     EXPECT_EQ(lc.ffn_gate_up.layout, Layout::ColumnGroups);
   }
   SessionOptions o;
-  o.sparsity_mode = SparsityMode::Teal;
-  o.sparsity_level = 0.5f;
+  o.sparsity.mode = SparsityMode::Teal;
+  o.sparsity.level = 0.5f;
   const auto tokens = random_tokens(*rows, 8, 3);
   auto decode = [&](const Model& m, int threads) {
     ThreadPool own(threads);
@@ -468,19 +468,19 @@ TEST(InputSparsity, RunsThatCannotApplyAreRefusedWithOneLine) {
     }
   };
   SessionOptions teal;
-  teal.sparsity_mode = SparsityMode::Teal;
+  teal.sparsity.mode = SparsityMode::Teal;
   refused(*dense, teal, "carries no sparsity thresholds");
   const Calibrated c = calibrate(pool, SparsityAllocation::Uniform);
   refused(*c.model, teal, "choose one with --sparsity");  // two levels, none chosen
-  teal.sparsity_level = 0.3f;
+  teal.sparsity.level = 0.3f;
   refused(*c.model, teal, "no thresholds for sparsity 0.3 (it has 0.25, 0.5)");
-  teal.sparsity_level = 0.5f;
+  teal.sparsity.level = 0.5f;
   SessionOptions gate_first = teal;
   gate_first.ffn = FfnMode::GateFirst;
   refused(*c.model, gate_first, "use --ffn dense");
   const auto relu = Model::load(tiny_model(DType::F32, FfnActivation::ReLU), false);
   SessionOptions cats;
-  cats.sparsity_mode = SparsityMode::Cats;
+  cats.sparsity.mode = SparsityMode::Cats;
   refused(*relu, cats, "has none");
   EXPECT_THROW(parse_sparsity_mode("sometimes"), Error);
 }

@@ -285,7 +285,7 @@ TEST(Mixture, FlashTierBundlesEveryExpertsNeurons) {
       for (const bool split : {false, true}) {
         ThreadPool pool(2);
         SessionOptions o{FfnMode::Predict};
-        o.cache_neurons = slots, o.window = 2, o.split_reads = split, o.lookahead = true;
+        o.cache_neurons = slots, o.flash.window = 2, o.flash.split_reads = split, o.flash.lookahead = true;
         Session session(*flash, 128, pool, o);
         std::vector<float> got;
         for (int32_t t : tokens) {

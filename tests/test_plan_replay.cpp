@@ -61,7 +61,7 @@ ActivationCounts decode_selections(const Model& m) {
 uint64_t run_bytes(const Model& flash, const PlacementPlan& plan, int window) {
   ThreadPool pool(2);
   SessionOptions o{FfnMode::Predict};
-  o.window = window;
+  o.flash.window = window;
   for (const LayerPlan& lp : plan.layers) {
     o.cache_slots.push_back(lp.cache_slots);
     o.pinned.push_back(lp.pinned);
@@ -123,7 +123,7 @@ TEST(PlanReplay, TheDefaultPlanNeverReadsMoreThanEvenCachesWithoutPins) {
     RunRequest r;
     r.mode = FfnMode::Predict;
     r.n_ctx = 64;
-    r.lookahead = false;  // the replay's rule without look-ahead's margin
+    r.flash.lookahead = false;  // the replay's rule without look-ahead's margin
     r.budgets.ram = (base + ffn * static_cast<uint64_t>(room)) * 32 / 31 + 1;
     RunRequest even = r;
     even.solver = SolverChoice::Greedy;  // no profile: even caches, nothing pinned

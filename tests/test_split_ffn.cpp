@@ -182,7 +182,7 @@ TEST_F(SplitFfn, AMixturesExpertNeuronsSplitAsTheCpuAloneComputesThem) {
         for (const int64_t e : {1, 3})
           for (int64_t i = 0; i < ff; ++i) l.push_back(static_cast<int32_t>(e * ff + i));
       SessionOptions o{FfnMode::Predict};
-      if (bundle) o.cache_neurons = 300, o.window = 2;
+      if (bundle) o.cache_neurons = 300, o.flash.window = 2;
       const auto whole = run(*m, cpu, o);
       for (const auto& vram : {every(*m, 3), experts_1_and_3}) {
         o.vram_neurons = vram;

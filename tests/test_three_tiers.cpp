@@ -36,7 +36,7 @@ TEST_F(ThreeTiers, GiveTheCpuAlonesBitsInEveryType) {
     SessionOptions o{FfnMode::Predict};
     o.vram_neurons = every(*flash, 3);
     o.cache_neurons = flash->config.n_ff / 4;
-    o.window = 2;
+    o.flash.window = 2;
     ReferenceDevice dev;
     SessionOptions on_dev = o;
     on_dev.host_backend = &cpu;
@@ -66,11 +66,11 @@ TEST_F(ThreeTiers, SplitReadsGiveTheSameBits) {
   SessionOptions o{FfnMode::Predict};
   o.vram_neurons = every(*flash, 4, 1);
   o.cache_neurons = 96;
-  o.window = 2;
+  o.flash.window = 2;
   o.host_backend = &cpu;
   ReferenceDevice dev;
   const auto whole_reads = run(*flash, dev, o);
-  o.split_reads = true;
+  o.flash.split_reads = true;
   ReferenceDevice dev2;
   EXPECT_EQ(run(*flash, dev2, o), whole_reads);
   SessionOptions alone = o;
@@ -137,7 +137,7 @@ TEST_F(ThreeTiers, LayersOnTheCpuGiveTheCpuAlonesBits) {
   o.host_layers = {0, 1, 0};
   o.output_on_host = true;
   o.host_backend = &cpu;
-  o.lookahead = true;  // has nothing to read ahead below a device's part: values unchanged
+  o.flash.lookahead = true;  // has nothing to read ahead below a device's part: values unchanged
   ReferenceDevice dev;
   EXPECT_EQ(run(*flash, dev, o), run(*flash, cpu, alone));
 }

@@ -116,7 +116,7 @@ BenchResult measure(Session& session, const BenchOptions& o, const ModelConfig& 
     add_decode(r, session, stats, times, flash);
     r.decode_tokens += o.n_gen;
   }
-  if (session.options().sparsity_mode == SparsityMode::Teal) r.input_density = session.input_density();
+  if (session.options().sparsity.mode == SparsityMode::Teal) r.input_density = session.input_density();
   return r;
 }
 
@@ -264,7 +264,7 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   }
   if (!session.options().vram_neurons.empty())
     fmt::print("{}\n", split_report_line(ffn_report_json(model, session)["split"]));
-  if (session.options().sparsity_mode != SparsityMode::Off)
+  if (session.options().sparsity.mode != SparsityMode::Off)
     fmt::print("{}\n", input_sparsity_line(ffn_report_json(model, session)["input_sparsity"]));
   if (f.memory > 0)
     fmt::print("memory read bandwidth: {:.1f} GB/s ({})\n", f.memory / 1e9, f.memory_note);

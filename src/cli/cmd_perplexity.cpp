@@ -84,7 +84,7 @@ Command add_perplexity_command(CLI::App& app) {
           fmt::print("FFN activation sparsity per layer (exact zeros): {:.3f}\n",
                      fmt::join(sparsity, " "));
           if (session.options().ffn != FfnMode::Dense ||
-              session.options().sparsity_mode != SparsityMode::Off)
+              session.options().sparsity.mode != SparsityMode::Off)
             print_ffn_report(*model, session, stdout);
         }
         return 0;

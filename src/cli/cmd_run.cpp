@@ -124,7 +124,7 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
              prompt_tokens, prompt_tps, g.generated, decode_tps, load_s,
              peak_rss_bytes() / 1048576.0, seed);
   if (session.options().ffn != FfnMode::Dense ||
-      session.options().sparsity_mode != SparsityMode::Off)
+      session.options().sparsity.mode != SparsityMode::Off)
     print_ffn_report(model, session, stderr);
 }
 

@@ -184,16 +184,15 @@ EngineOptions engine_options(const FfnFlags& flags, const std::string& model, bo
   r.vram_bandwidth_given = flags.vram_bandwidth > 0;
   if (flags.link_bandwidth > 0) r.costs.link_bytes_per_s = flags.link_bandwidth * 1e9;
   r.repack = flags.repack;
-  r.window = flags.window;
+  r.flash.window = flags.window;
   if (flags.lookahead && flags.no_lookahead)
     fail("--lookahead and --no-lookahead contradict each other");
-  r.lookahead = !flags.no_lookahead;
+  r.flash.lookahead = !flags.no_lookahead;
   r.lookahead_asked = flags.lookahead;
-  r.split_reads = flags.split_reads;
-  r.sparsity_mode = parse_sparsity_mode(flags.sparsity_mode);
-  r.sparsity_level = flags.sparsity;
+  r.flash.split_reads = flags.split_reads;
+  r.sparsity = {parse_sparsity_mode(flags.sparsity_mode), flags.sparsity};
   r.input_columns = flags.input_columns;
-  if (flags.input_columns && r.sparsity_mode != SparsityMode::Teal)
+  if (flags.input_columns && r.sparsity.mode != SparsityMode::Teal)
     fail("--input-columns reads TEAL's thresholded inputs: add --sparsity-mode teal");
   return options;
 }

@@ -60,7 +60,7 @@ Engine::Engine(EngineOptions options, Notes notes)
   model_ = Model::load(options_.model_path, options_.require_tokenizer, options_.load);
   load_seconds_ = timer.seconds();
   RunRequest& r = options_.run;
-  r.mode = resolve_ffn_mode(options_.ffn_mode, r.sparsity_mode, model_->weights.has_predictors);
+  r.mode = resolve_ffn_mode(options_.ffn_mode, r.sparsity.mode, model_->weights.has_predictors);
 }
 
 Engine::~Engine() = default;
@@ -76,7 +76,7 @@ void Engine::read_files() {
                                  : (is_regular_file(beside) ? beside : std::string());
     if (!file.empty()) {
       storage_ = StorageProfile::from_json_file(file);
-      r.storage = &storage_;
+      r.flash.storage = &storage_;
       notes_(fmt::format("storage profile: {} ({} points)", file, storage_.points.size()));
     }
   }

@@ -30,13 +30,9 @@ SessionOptions base_options(const RunRequest& r) {
   o.ffn = r.mode;
   o.check_predictor = r.check_predictor;
   o.kv = r.kv;
-  o.window = r.window;
-  o.lookahead = r.lookahead;
-  o.split_reads = r.split_reads;
-  o.storage = r.storage;
+  o.flash = r.flash;
   o.n_seq = r.n_seq;
-  o.sparsity_mode = r.sparsity_mode;
-  o.sparsity_level = r.sparsity_level;
+  o.sparsity = r.sparsity;
   return o;
 }
 
@@ -112,11 +108,11 @@ void plan_columns(const Model& model, const RunRequest& r, PlannedRun& run) {
 // the activations, every gate/up column read.
 std::vector<ColumnDensity> column_densities(const Model& model, const RunRequest& r) {
   const auto layers = static_cast<size_t>(model.config.n_layer);
-  if (r.sparsity_mode == SparsityMode::Off) return std::vector<ColumnDensity>(layers);
+  if (r.sparsity.mode == SparsityMode::Off) return std::vector<ColumnDensity>(layers);
   const InputThresholds& t = model.sparsity;
-  const size_t at = t.level_index(r.sparsity_level);
+  const size_t at = t.level_index(r.sparsity.level);
   const double level = t.levels[at];
-  if (r.sparsity_mode == SparsityMode::Cats)
+  if (r.sparsity.mode == SparsityMode::Cats)
     return std::vector<ColumnDensity>(layers, {1.0, 1.0 - level});
   std::vector<ColumnDensity> d(layers, {1.0 - level, 1.0 - level});
   if (t.teal_kept.empty()) return d;
@@ -132,7 +128,7 @@ std::vector<ColumnDensity> column_densities(const Model& model, const RunRequest
 // a profile of the run's own mode with its selections, whole reads.
 bool replayable(const Model& model, const RunRequest& r, const PlacementPlan& plan) {
   if (!model.weights.bundled || r.profile == nullptr || r.profile->selected_tokens == 0 ||
-      r.profile->mode != r.mode || r.mode != FfnMode::Predict || r.split_reads)
+      r.profile->mode != r.mode || r.mode != FfnMode::Predict || r.flash.split_reads)
     return false;
   for (const LayerPlan& lp : plan.layers)
     if (!lp.vram.empty()) return false;
@@ -147,15 +143,15 @@ bool replayable(const Model& model, const RunRequest& r, const PlacementPlan& pl
 // leave the reads it guesses worse (7B F16 under 7 GiB: a pinned plan replaying 1.8% fewer
 // bytes decoded 2.05-2.09 tok/s against 2.63 for even caches, its waits for reads 2.6x).
 void choose_by_replay(const Model& model, const RunRequest& r, PlannedRun& run) {
-  double bytes = replayed_flash_bytes(model, run.plan, *r.profile, r.window, r.storage);
-  const double margin = r.lookahead ? 0.9 : 1.0;
+  double bytes = replayed_flash_bytes(model, run.plan, *r.profile, r.flash.window, r.flash.storage);
+  const double margin = r.flash.lookahead ? 0.9 : 1.0;
   if (r.plan == nullptr && r.solver == SolverChoice::Auto) {
     RunRequest even = r;
     even.solver = SolverChoice::Greedy;
     even.solver_options.pin_share = 0;
     PlacementPlan plain = solve_run(run.inventory, even, true);
     plain.budgets = r.budgets;
-    const double plain_bytes = replayed_flash_bytes(model, plain, *r.profile, r.window, r.storage);
+    const double plain_bytes = replayed_flash_bytes(model, plain, *r.profile, r.flash.window, r.flash.storage);
     if (bytes > margin * plain_bytes) {
       run.notes.push_back(fmt::format(
           "note: replayed over the profile's {} tokens, the solver's plan reads {:.1f} MiB a "
@@ -185,7 +181,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   run.session = base_options(r);
   Session::check_options(model, run.session);
   if (model.weights.bundled && r.costs.flash_neuron_s <= 0)
-    r.costs.flash_neuron_s = flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.storage, 16);
+    r.costs.flash_neuron_s = flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.flash.storage, 16);
   if (gpu_asked) {
     if (plan_on_device(model, r, run)) return run;
     if (!r.kv_types_given) {  // back on the CPU: its default cache
@@ -199,7 +195,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
   InventoryRequest ir{r.n_ctx,   r.mode,        r.kv,
                       r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
-  ir.input_columns = r.input_columns && r.sparsity_mode == SparsityMode::Teal;
+  ir.input_columns = r.input_columns && r.sparsity.mode == SparsityMode::Teal;
   run.inventory = take_inventory(model, ir);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);
@@ -230,7 +226,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
     // The reads' time, at the disk's rate for reads of a gate/up bundle (most of the bytes),
     // added to the token's: a layer's column reads and its products do not overlap.
     const uint64_t bundle = model.weights.layers[0].column_bundle.gate_up_bytes;
-    p.seconds_per_token += p.flash_bytes_per_token * flash_neuron_seconds(bundle, r.storage, 16) /
+    p.seconds_per_token += p.flash_bytes_per_token * flash_neuron_seconds(bundle, r.flash.storage, 16) /
                            static_cast<double>(bundle);
   }
   return run;
@@ -264,7 +260,7 @@ PlannedRun plan_run(Model& model, const RunRequest& r) {
   }
   // TEAL: decode reads the column copies of the non-zero inputs' columns (a device uploads the
   // copies of its layers).
-  if (r.input_columns && r.sparsity_mode == SparsityMode::Teal && model.columns.empty()) {
+  if (r.input_columns && r.sparsity.mode == SparsityMode::Teal && model.columns.empty()) {
     const DType type = w.layers[0].attn_q.type;
     const bool device = run.device.kind != DeviceKind::Cpu;
     const uint64_t bytes = model.ensure_input_columns();

@@ -37,21 +37,19 @@ struct RunRequest {
   // kernel reaches about that share: strata bench measures it).
   bool vram_bandwidth_given = false;
   const ActivationCounts* profile = nullptr;
-  const StorageProfile* storage = nullptr;
   const nlohmann::json* plan = nullptr;  // a saved plan (strata plan -o) instead of solving
   bool repack = true;                    // CPU backend: interleave Q4_0/Q8_0/Q4_K multiplied whole
-  int window = 5;
-  // Look-ahead where the session's store reads flash for the CPU (on unless turned off);
-  // lookahead_asked: named on the command line (a split run notes that it does not apply).
-  bool lookahead = true, lookahead_asked = false, split_reads = false;
+  // Flash reads; look-ahead where the session's store reads flash for the CPU (on unless turned
+  // off). lookahead_asked: named on the command line (a split run notes that it does not apply).
+  FlashReading flash{5, true};
+  bool lookahead_asked = false;
   bool allow_vram = false;  // `strata plan`: hybrid plans for a GPU this machine may lack
   // Runs: which device computes (-ngl, --vram-budget, --device; planning/device_choice.h).
   DeviceRequest device;
   // -ctk/-ctv were given; otherwise the KV cache is f16 on a GPU (llama.cpp's default there).
   bool kv_types_given = true;
   // --sparsity-mode and --sparsity (runtime/input_sparsifier.h).
-  SparsityMode sparsity_mode = SparsityMode::Off;
-  float sparsity_level = -1.0f;
+  InputSparsityChoice sparsity{};
   // TEAL on the CPU: decode through the column copies (Model::ensure_input_columns).
   bool input_columns = false;
 };

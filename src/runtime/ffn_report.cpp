@@ -11,7 +11,7 @@ namespace {
 // non-zero (what column-sparse products need to read).
 nlohmann::json input_sparsity_json(const Model& model, const Session& session) {
   const SessionOptions& o = session.options();
-  if (o.sparsity_mode == SparsityMode::Off) return nullptr;
+  if (o.sparsity.mode == SparsityMode::Off) return nullptr;
   const ModelConfig& c = model.config;
   nlohmann::json density = nlohmann::json::object();
   double needed = 0, all = 0;
@@ -23,23 +23,23 @@ nlohmann::json input_sparsity_json(const Model& model, const Session& session) {
     }
     const double share = seen > 0 ? static_cast<double>(kept) / static_cast<double>(seen) : 1.0;
     if (p == kGatePoint) {
-      if (o.sparsity_mode == SparsityMode::Cats) density["ffn_gate_activation"] = share;
+      if (o.sparsity.mode == SparsityMode::Cats) density["ffn_gate_activation"] = share;
       continue;
     }
     const auto which = static_cast<MatrixInput>(p);
-    if (o.sparsity_mode == SparsityMode::Teal) density[matrix_input_name(which)] = share;
+    if (o.sparsity.mode == SparsityMode::Teal) density[matrix_input_name(which)] = share;
     const double weights = static_cast<double>(matrix_input_weights(which, c));
     all += weights;
     needed += weights * share;
   }
-  if (o.sparsity_mode == SparsityMode::Cats) {
+  if (o.sparsity.mode == SparsityMode::Cats) {
     // CATS: the gate is read whole; up rows and down columns only where the gate is kept.
     const double share = density["ffn_gate_activation"].get<double>();
     const double gate = static_cast<double>(c.n_embd * c.n_ff);
     needed = all - 2 * gate * (1 - share) - static_cast<double>(c.n_ff * c.n_embd) * (1 - share);
   }
-  return {{"mode", sparsity_mode_name(o.sparsity_mode)},
-          {"level", o.sparsity_level},
+  return {{"mode", sparsity_mode_name(o.sparsity.mode)},
+          {"level", o.sparsity.level},
           {"density", density},
           {"layer_weights_needed", all > 0 ? needed / all : 1.0}};
 }

@@ -24,6 +24,14 @@ inline constexpr int kGatePoint = kMatrixInputs;
 inline constexpr int kSparsityPoints = kMatrixInputs + 1;
 
 // Per layer since the session began: per point the values seen and those left non-zero.
+// Training-free activation sparsity as asked (--sparsity-mode, --sparsity): the mode and the
+// model-wide level whose thresholds apply (< 0: the file's only level). One value from the flags
+// through planning to the session.
+struct InputSparsityChoice {
+  SparsityMode mode = SparsityMode::Off;
+  float level = -1.0f;
+};
+
 struct InputDensity {
   std::array<uint64_t, kSparsityPoints> seen{}, kept{};
 };

@@ -78,15 +78,15 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   check_options(model, options_);
   check_layout();
   sparsifier_ =
-      std::make_unique<InputSparsifier>(model, options_.sparsity_mode, options_.sparsity_level);
+      std::make_unique<InputSparsifier>(model, options_.sparsity.mode, options_.sparsity.level);
   // On a device the copies are uploaded with its layers (its axpy reads float copies and column
   // groups alike); layers on the CPU beside it read the model's.
-  columns_made_ = options_.sparsity_mode == SparsityMode::Teal && !model.columns.empty();
+  columns_made_ = options_.sparsity.mode == SparsityMode::Teal && !model.columns.empty();
   make_parts();
   // Look-ahead where the session's store reads flash itself (not below a device's part); not
   // for a mixture: the next layer's experts are the router's to choose, on an input that does
   // not exist yet.
-  if (options_.lookahead && flash_ != nullptr && split_ == nullptr && !c_.moe() &&
+  if (options_.flash.lookahead && flash_ != nullptr && split_ == nullptr && !c_.moe() &&
       options_.ffn == FfnMode::Predict)
     parts_[0]->ffn->set_lookahead(true);
   embedding_ = std::make_unique<EmbeddingRows>(model);
@@ -291,10 +291,10 @@ bool Session::use_columns(int64_t n) const {
 
 void Session::check_options(const Model& model, const SessionOptions& options) {
   const ModelWeights& mw = model.weights;
-  if (options.sparsity_mode != SparsityMode::Off && options.ffn != FfnMode::Dense)
+  if (options.sparsity.mode != SparsityMode::Off && options.ffn != FfnMode::Dense)
     fail("--sparsity-mode {} thresholds the dense FFN's inputs; use --ffn dense",
-         sparsity_mode_name(options.sparsity_mode));
-  InputSparsifier::check(model, options.sparsity_mode, options.sparsity_level);
+         sparsity_mode_name(options.sparsity.mode));
+  InputSparsifier::check(model, options.sparsity.mode, options.sparsity.level);
   if (mw.column_bundled && options.ffn != FfnMode::Dense)
     fail(
         "'{}' is column-bundled for the flash tier: its FFN runs dense (--ffn dense), sparse "

@@ -34,31 +34,37 @@ class FlashFfnStore;
 class FlashColumnStore;
 class SplitFfnStore;
 
-struct SessionOptions {
-  FfnMode ffn = FfnMode::Dense;
-  // Predict mode: also compute the true activations to measure the predictor's recall.
-  bool check_predictor = false;
-  // Bundled models (flash tier): neuron slots of each layer's RAM cache (0: every neuron;
-  // cache_slots, one per layer, when the plan gives each layer its own), the window in tokens,
-  // and where bundles are read from (null: the model file, direct I/O).
-  int64_t cache_neurons = 0;
-  std::vector<int64_t> cache_slots{};
-  int window = 5;
-  BundleSource* source = nullptr;
-  // Threads that issue bundle reads (each blocks in pread): the number of reads in flight.
-  int io_threads = 16;
-  // Measured disk behaviour for read merging (strata probe-storage); null: a fixed rule.
-  const StorageProfile* storage = nullptr;
+// How a bundled model's FFN is read from flash (--window, --lookahead, --split-reads,
+// --storage-profile): one value from the flags through planning to the session.
+struct FlashReading {
+  int window = 5;  // tokens a neuron stays cached after its last use
   // Decode of a bundled model: right after layer l's FFN, layer l+1's predictor runs on the
   // residual as it is and its neurons are read in the background (the transfer queue) while
   // layer l+1's attention computes (Deja Vu's look-ahead). Values never change; only when reads
-  // happen. Off by default: on the disk measured (docs/FLASH.md) it gave no gain.
+  // happen. A session's default is off; a run's (RunRequest) on where the CPU computes alone.
   bool lookahead = false;
   // Bundled ReLU-family models: a missing neuron's deciding row (gate, or up without a gate) is
   // read first and the rest only when it comes out positive for a token that needs the neuron.
   // Same values as whole reads. Off by default: on the disk measured (docs/FLASH.md) it read
   // 23% fewer bytes but decoded 20% slower.
   bool split_reads = false;
+  // Measured disk behaviour for read merging (strata probe-storage); null: a fixed rule.
+  const StorageProfile* storage = nullptr;
+};
+
+struct SessionOptions {
+  FfnMode ffn = FfnMode::Dense;
+  // Predict mode: also compute the true activations to measure the predictor's recall.
+  bool check_predictor = false;
+  // Bundled models (flash tier): neuron slots of each layer's RAM cache (0: every neuron;
+  // cache_slots, one per layer, when the plan gives each layer its own), how bundles are read,
+  // and where from (null: the model file, direct I/O).
+  int64_t cache_neurons = 0;
+  std::vector<int64_t> cache_slots{};
+  FlashReading flash{};
+  BundleSource* source = nullptr;
+  // Threads that issue bundle reads (each blocks in pread): the number of reads in flight.
+  int io_threads = 16;
   // Column-bundled models (strata bundle --columns): the share of each layer's column bundles
   // its RAM caches hold, in (0, 1] (the plan's, from --ram-budget).
   double column_share = 1.0;
@@ -82,10 +88,8 @@ struct SessionOptions {
   // the output head too.
   std::vector<uint8_t> host_layers{};
   bool output_on_host = false;
-  // Training-free activation sparsity (runtime/input_sparsifier.h) with the model's thresholds
-  // for model-wide sparsity `sparsity_level` (< 0: the file's only level). Dense FFN only.
-  SparsityMode sparsity_mode = SparsityMode::Off;
-  float sparsity_level = -1.0f;
+  // Training-free activation sparsity (runtime/input_sparsifier.h). Dense FFN only.
+  InputSparsityChoice sparsity{};
 };
 
 // One token of a batch: its sequence (0 .. n_seq - 1), whether its logits are wanted, and

@@ -37,9 +37,9 @@ std::unique_ptr<FlashColumnStore> Session::make_column_store() {
                       l.gate_up_column_scales, l.down_column_scales});
   ColumnStoreOptions o;
   o.share = options_.column_share;
-  o.window = options_.window;
+  o.window = options_.flash.window;
   o.io_threads = options_.io_threads;
-  o.storage = options_.storage;
+  o.storage = options_.flash.storage;
   return std::make_unique<FlashColumnStore>(std::move(layers), bundle_source(), o);
 }
 
@@ -54,11 +54,11 @@ std::unique_ptr<FlashFfnStore> Session::make_flash_store() {
                               : c_.ffn_neurons();
     fo.slots.assign(static_cast<size_t>(c_.n_layer), slots);
   }
-  fo.window = options_.window;
+  fo.window = options_.flash.window;
   fo.io_threads = options_.io_threads;
-  fo.storage = options_.storage;
+  fo.storage = options_.flash.storage;
   // Split reads only where a non-positive deciding row means a zero output (ReLU family).
-  fo.split_reads = options_.split_reads && ffn_is_relu_family(c_.ffn);
+  fo.split_reads = options_.flash.split_reads && ffn_is_relu_family(c_.ffn);
   fo.pinned = options_.pinned;
   std::vector<uint64_t> offsets;
   for (const LayerWeights& l : mw.layers) offsets.push_back(l.bundles_offset);

@@ -3,6 +3,7 @@
 // the server's request intake (server/request_intake.h).
 #include <gtest/gtest.h>
 
+#include "backends/refdev/reference_device.h"
 #include "backends/registry.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -141,6 +142,25 @@ TEST(DevicePlan, TheEmulatedGpuTakesEveryLayerOfTheTypesItReads) {
   ASSERT_EQ(run.device.kind, DeviceKind::Cuda);
   for (const LayerPlan& l : run.plan.layers) EXPECT_EQ(l.attention, Device::Accelerator);
   EXPECT_TRUE(run.session.host_layers.empty());
+}
+
+// A device whose kernels lack a type refuses a session over it with one line naming the weight;
+// the layers a plan keeps on the CPU are not its to read.
+TEST(DevicePlan, ASessionOnADeviceThatDeclinesATypeNamesTheWeight) {
+  auto m = Model::load(tiny_model(DType::Q8_0, FfnActivation::SwiGLU), false);
+  ReferenceDeviceOptions declining;
+  declining.declined_types = {DType::Q8_0};
+  ReferenceDevice device(declining);
+  EXPECT_FALSE(device.reads_weights(DType::Q8_0));
+  EXPECT_TRUE(device.reads_weights(DType::F16));
+  try {
+    Session session(*m, 16, device);
+    FAIL() << "a session read weights its device declines";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0's attn_q is Q8_0"), std::string::npos) << e.what();
+  }
+  ReferenceDevice reading;
+  EXPECT_NO_THROW(Session(*m, 16, reading));
 }
 
 httplib::Request head(const std::string& path) {

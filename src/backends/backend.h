@@ -126,6 +126,11 @@ class Backend {
   virtual void upload(void* dst, const void* host, uint64_t bytes) = 0;
   virtual void download(void* host, const void* src, uint64_t bytes) = 0;
 
+  // Whether this backend's kernels read weights of this type (the CPU's: every type strata
+  // computes). A device may decline a type: planning keeps the layers holding it on the CPU
+  // (planning/device_plan.h) and a session refuses them with one line (runtime/session.cpp).
+  virtual bool reads_weights(DType type) const { return dtype_info(type).computable; }
+
   // The layout this backend wants for a weight used this way (the model rewrites it in place).
   virtual Layout preferred_layout(const MatrixView& w, WeightUse use) const = 0;
 

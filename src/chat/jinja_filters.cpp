@@ -151,7 +151,10 @@ Value sorted(const Value& v, const CallArgs& a) {
 
 }  // namespace
 
-Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
+namespace {
+
+// The filters of one value as text: default, length, string, trim, case, tojson, escape, replace, join.
+std::optional<Value> text_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "default" || name == "d") {
     const Value* dflt = a.get(0, "default_value");
     const bool boolean = flag(a, 1, "boolean");
@@ -189,6 +192,11 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     }
     return Value(out);
   }
+  return std::nullopt;
+}
+
+// The filters over a sequence or mapping: first/last, list, items, sorting, unique, select and reject, map, attr.
+std::optional<Value> sequence_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "first" || name == "last") {
     if (name == "last" && v.kind() == K::Generator) type_error("'generator' object is not reversible");
     const List l = iterate(v);
@@ -261,6 +269,11 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     return Value::generator(std::move(out));
   }
   if (name == "attr") return get_attribute(v, string_arg(a, 0, "name", "attr"));
+  return std::nullopt;
+}
+
+// The filters to and of numbers, and the rest: int, float, abs, round, indent, sum, min/max, wordcount.
+std::optional<Value> number_filter(const std::string& name, const Value& v, const CallArgs& a) {
   if (name == "int") {
     const Value* dflt = a.get(0, "default");
     if (is_int_like(v)) return Value(int_of(v));
@@ -316,6 +329,14 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
     return best;
   }
   if (name == "wordcount") return Value(static_cast<int64_t>(split(v.str(), nullptr, nullptr).size()));
+  return std::nullopt;
+}
+
+}  // namespace
+
+Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
+  for (auto* filter : {text_filter, sequence_filter, number_filter})
+    if (std::optional<Value> out = filter(name, v, a)) return std::move(*out);
   throw Error("unknown filter '" + name + "'");
 }
 

@@ -252,11 +252,9 @@ void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, c
   };
 }
 
-}  // namespace
-
-void write_synthetic_model(const SynthSpec& s, const std::string& path,
-                           const std::function<void(uint64_t, uint64_t)>& progress) {
-  ModelConfig c = s.shape;
+// The spec checked against its architecture, which it returns; `c` gets the head size,
+// PowerInfer's bamboo name and the shared expert's size. One line on what no such model has.
+const Architecture& checked_architecture(const SynthSpec& s, ModelConfig& c) {
   if (c.n_embd % c.n_head != 0 || c.n_head % c.n_head_kv != 0)
     fail("synthetic model: heads must divide the embedding and kv heads the heads");
   const bool sparse = s.density > 0.0;
@@ -274,8 +272,7 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   if (s.powerinfer_layout && c.ffn != FfnActivation::ReGLU && c.ffn != FfnActivation::DReLU &&
       c.ffn != FfnActivation::ReLU)
     fail("PowerInfer files are ReGLU (llama), dReLU (bamboo) or ReLU (falcon, opt)");
-  const int64_t head_dim = c.n_embd / c.n_head;
-  c.head_dim = c.n_rot = head_dim;
+  c.head_dim = c.n_rot = c.n_embd / c.n_head;
   if (s.powerinfer_layout && c.ffn == FfnActivation::DReLU) c.architecture = "bamboo";
   const Architecture* arch = find_architecture(c.architecture);
   if (arch == nullptr) fail("synthetic model: unknown architecture '{}'", c.architecture);
@@ -304,144 +301,194 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
          arch->name);
   if (arch->positions == PositionKind::RopeNeox && c.n_rot % 2 != 0)
     fail("synthetic model: an odd head size {} cannot be rotated", c.n_rot);
-  GgufWriter w(path);
-  write_config(c, w);
-  w.set("strata.synthetic", GgufValue::boolean(true));
+  return *arch;
+}
 
+// tokenizer.*: none (token ids only), or another file's vocabulary of the model's size.
+void write_tokenizer(const SynthSpec& s, const ModelConfig& c, GgufWriter& w) {
   if (s.tokenizer_from.empty()) {
-    w.set("tokenizer.ggml.model", GgufValue::str("none"));  // no vocabulary: token ids only
-  } else {
-    const auto tok = GgufFile::open(s.tokenizer_from);
-    for (const auto& [key, value] : tok->metadata())
-      if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
-    const GgufValue& tokens = tok->get("tokenizer.ggml.tokens");
-    if (static_cast<int64_t>(tokens.items.size()) != c.n_vocab)
-      fail("'{}' has {} tokens but the model's vocabulary is {}", s.tokenizer_from,
-           tokens.items.size(), c.n_vocab);
+    w.set("tokenizer.ggml.model", GgufValue::str("none"));
+    return;
   }
+  const auto tok = GgufFile::open(s.tokenizer_from);
+  for (const auto& [key, value] : tok->metadata())
+    if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+  const GgufValue& tokens = tok->get("tokenizer.ggml.tokens");
+  if (static_cast<int64_t>(tokens.items.size()) != c.n_vocab)
+    fail("'{}' has {} tokens but the model's vocabulary is {}", s.tokenizer_from,
+         tokens.items.size(), c.n_vocab);
+}
 
-  // Per layer, built when the layer's first tensor is written (sparse models only).
+// What the rows' fills read while the model is written: the spec, the shape, the random stream
+// (one, in the order the tensors are planned and then written), and for sparse models the
+// generator of the layer being written and layer 0's context attention.
+struct SynthState {
+  SynthState(const SynthSpec& spec, const ModelConfig& config) : s(spec), c(config) {}
+  const SynthSpec& s;
+  const ModelConfig& c;
+  Random rng{0};
   std::unique_ptr<SparseLayerGenerator> gen;
   std::unique_ptr<ContextAttention> context;
+  bool sparse() const { return s.density > 0.0; }
+};
+
+// A sparse model's metadata (the density, the predictors' threshold, or PowerInfer's) and layer
+// 0's context attention when asked.
+void start_sparse_model(SynthState& st, GgufWriter& w) {
+  const SynthSpec& s = st.s;
+  const ModelConfig& c = st.c;
   if (s.context > 0.0) {
-    context = std::make_unique<ContextAttention>(c, s.context);
+    st.context = std::make_unique<ContextAttention>(c, s.context);
     w.set("strata.synthetic.context", GgufValue::f32(static_cast<float>(s.context)));
   }
-  if (sparse) {
-    const SparseLayerGenerator probe(c.n_embd, std::min<int64_t>(c.n_ff, 64), s.predictor_rank,
-                                     s.density, s.seed);
-    w.set("strata.synthetic.density", GgufValue::f32(static_cast<float>(s.density)));
-    if (s.powerinfer_layout) {
-      w.set_powerinfer_magic(true);
-      w.erase(kFfnActivationKey);
-      w.set("powerinfer.sparse_threshold", GgufValue::f32(probe.threshold()));
-    } else {
-      std::vector<GgufValue> t(static_cast<size_t>(c.n_layer), GgufValue::f32(probe.threshold()));
-      w.set(kPredictorThresholdsKey, GgufValue::array(GgufType::F32, std::move(t)));
-    }
+  if (!st.sparse()) return;
+  const SparseLayerGenerator probe(c.n_embd, std::min<int64_t>(c.n_ff, 64), s.predictor_rank,
+                                   s.density, s.seed);
+  w.set("strata.synthetic.density", GgufValue::f32(static_cast<float>(s.density)));
+  if (s.powerinfer_layout) {
+    w.set_powerinfer_magic(true);
+    w.erase(kFfnActivationKey);
+    w.set("powerinfer.sparse_threshold", GgufValue::f32(probe.threshold()));
+  } else {
+    std::vector<GgufValue> t(static_cast<size_t>(c.n_layer), GgufValue::f32(probe.threshold()));
+    w.set(kPredictorThresholdsKey, GgufValue::array(GgufType::F32, std::move(t)));
   }
+}
 
-  Random rng(s.seed);
-  std::vector<Planned> plan;
+// The tensors outside the layers: the embedding (sparse: with the anchor dimension), the output
+// norm and matrix, learned positions.
+void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<Planned>& plan) {
+  const SynthSpec& s = st.s;
+  const ModelConfig& c = st.c;
+  SynthState* state = &st;
   Fill embedding;
-  if (sparse)
-    embedding = [&](int64_t, float* row) {
-      const float a = std::sqrt(3.0f / static_cast<float>(c.n_embd)) *
-                      (context ? context->embedding_scale() : 1.0f);
-      for (int64_t j = 0; j < c.n_embd; ++j) row[j] = a * rng.uniform();
+  if (st.sparse())
+    embedding = [state](int64_t, float* row) {
+      const int64_t n = state->c.n_embd;
+      const float a = std::sqrt(3.0f / static_cast<float>(n)) *
+                      (state->context ? state->context->embedding_scale() : 1.0f);
+      for (int64_t j = 0; j < n; ++j) row[j] = a * state->rng.uniform();
       row[0] = SparseLayerGenerator::kAnchor;
     };
   plan.push_back({"token_embd.weight", s.type, c.n_embd, c.n_vocab, embedding});
   plan.push_back({"output_norm.weight", DType::F32, c.n_embd, 0, {}});
-  if (arch->output_norm_bias)
-    plan.push_back({"output_norm.bias", DType::F32, c.n_embd, 0, small_values(rng, c.n_embd)});
+  if (arch.output_norm_bias)
+    plan.push_back({"output_norm.bias", DType::F32, c.n_embd, 0, small_values(st.rng, c.n_embd)});
   if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
-  if (arch->positions == PositionKind::Learned) {
-    // Sparse: small rows that leave the anchor dimension alone (the residual stays near the
-    // embedding, as the generator assumes).
-    Fill positions;
-    if (sparse)
-      positions = [&](int64_t, float* row) {
-        const float a = 0.1f * std::sqrt(3.0f / static_cast<float>(c.n_embd));
-        for (int64_t j = 0; j < c.n_embd; ++j) row[j] = a * rng.uniform();
-        row[0] = 0.0f;
-      };
-    plan.push_back({"position_embd.weight", s.type, c.n_embd, c.n_ctx_train + arch->position_offset,
-                    positions});
+  if (arch.positions != PositionKind::Learned) return;
+  // Sparse: small rows that leave the anchor dimension alone (the residual stays near the
+  // embedding, as the generator assumes).
+  Fill positions;
+  if (st.sparse())
+    positions = [state](int64_t, float* row) {
+      const int64_t n = state->c.n_embd;
+      const float a = 0.1f * std::sqrt(3.0f / static_cast<float>(n));
+      for (int64_t j = 0; j < n; ++j) row[j] = a * state->rng.uniform();
+      row[0] = 0.0f;
+    };
+  plan.push_back({"position_embd.weight", s.type, c.n_embd, c.n_ctx_train + arch.position_offset,
+                  positions});
+}
+
+// One dense llama-family layer after its q/k/v: random matrices, or a mixture's experts.
+void plan_dense_llama_ffn(const SynthState& st, const Architecture& arch, const std::string& p,
+                          std::vector<Planned>& plan) {
+  const SynthSpec& s = st.s;
+  const ModelConfig& c = st.c;
+  plan.push_back({p + "attn_output.weight", s.type, c.n_head * c.head_dim, c.n_embd, {}});
+  plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, {}});
+  if (c.moe()) {
+    add_experts(plan, arch, c, s.type, p, s.stacked_experts);
+    return;
   }
-  for (int64_t l = 0; !llama && l < c.n_layer; ++l) {
-    const SparseLayer layer{&gen, &s, l};
-    add_architecture_layer(plan, *arch, c, s.type, fmt::format("blk.{}.", l), rng,
-                           s.stacked_experts, sparse ? &layer : nullptr);
-  }
-  for (int64_t l = 0; llama && l < c.n_layer; ++l) {
-    const std::string p = fmt::format("blk.{}.", l);
-    const bool context_layer = context && l == 0;
-    Fill start_layer;
-    if (sparse)
-      start_layer = [&, l, context_layer](int64_t, float* row) {
-        for (int64_t j = 0; j < c.n_embd; ++j) row[j] = 1.0f + 0.1f * rng.uniform();
-        if (context_layer) row[0] = 1.0f;  // the anchor sets the attention scores' scale
-        gen = std::make_unique<SparseLayerGenerator>(c.n_embd, c.ffn_neurons(), s.predictor_rank,
-                                                     s.density, s.seed * 1000003 + l);
-      };
-    plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0, start_layer});
-    Fill q_fill, k_fill, v_fill;
-    if (context_layer) {
-      q_fill = [&](int64_t r, float* row) { context->q_row(r, row); };
-      k_fill = [&](int64_t r, float* row) { context->k_row(r, row); };
-      v_fill = [&](int64_t r, float* row) { context->v_row(r, row); };
-    }
-    plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * head_dim, q_fill});
-    plan.push_back({p + "attn_k.weight", s.type, c.n_embd, c.n_head_kv * head_dim, k_fill});
-    plan.push_back({p + "attn_v.weight", s.type, c.n_embd, c.n_head_kv * head_dim, v_fill});
-    if (!sparse) {
-      plan.push_back({p + "attn_output.weight", s.type, c.n_head * head_dim, c.n_embd, {}});
-      plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, {}});
-      if (c.moe()) {
-        add_experts(plan, *arch, c, s.type, p, s.stacked_experts);
-        continue;
-      }
-      if (ffn_has_gate(c.ffn))
-        plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, {}});
-      plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff, {}});
-      plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd, {}});
-      continue;
-    }
-    const int64_t q_dim = c.n_head * head_dim;
-    if (context_layer)
-      plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
-                      [&](int64_t r, float* row) { context->o_row(r, row); }});
-    else
-      plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
-                      [&, q_dim](int64_t r, float* row) { gen->attn_output_row(r, q_dim, row); }});
-    plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, [&](int64_t, float* row) {
-                      std::copy(gen->ffn_norm().begin(), gen->ffn_norm().end(), row);
+  if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, {}});
+  plan.push_back({p + "ffn_up.weight", s.type, c.n_embd, c.n_ff, {}});
+  plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd, {}});
+}
+
+// A sparse llama-family layer after its q/k/v: the generator's attention output (layer 0's
+// context attention's), FFN norm, gate (or up), down_t (and down) and predictors, or experts.
+void plan_sparse_llama_ffn(SynthState& st, const Architecture& arch, const std::string& p,
+                           bool context_layer, std::vector<Planned>& plan) {
+  const SynthSpec& s = st.s;
+  const ModelConfig& c = st.c;
+  SynthState* state = &st;
+  const int64_t q_dim = c.n_head * c.head_dim;
+  if (context_layer)
+    plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
+                    [state](int64_t r, float* row) { state->context->o_row(r, row); }});
+  else
+    plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
+                    [state, q_dim](int64_t r, float* row) {
+                      state->gen->attn_output_row(r, q_dim, row);
                     }});
-    const Fill gate = [&](int64_t i, float* row) { gen->gate_row(i, row); };
-    if (c.moe()) {
-      add_sparse_experts(plan, *arch, c, s, p, gen);
-      continue;
-    }
-    // The neurons' on/off pattern lives in the gate (the up projection for plain ReLU).
-    if (ffn_has_gate(c.ffn))
-      plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, gate});
-    plan.push_back(
-        {p + "ffn_up.weight", s.type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn) ? Fill{} : gate});
-    if (s.keep_down)
-      plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd,
-                      [&](int64_t j, float* row) { gen->down_row(j, row); }});
-    plan.push_back({p + "ffn_down_t.weight", s.type, c.n_embd, c.n_ff,
-                    [&](int64_t i, float* row) { gen->down_t_row(i, row); }});
-    // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with
-    // Q4_0 models); Q8_0 with K-quant weights (fc2's rows are `rank` values, rarely whole
-    // super-blocks).
-    const DType pt = is_float_type(s.type) ? DType::F16 : is_kquant(s.type) ? DType::Q8_0 : s.type;
-    plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
-                    [&](int64_t r, float* row) { gen->fc1_row(r, row); }});
-    plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,
-                    [&](int64_t i, float* row) { gen->fc2_row(i, row); }});
+  plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, [state](int64_t, float* row) {
+                    std::copy(state->gen->ffn_norm().begin(), state->gen->ffn_norm().end(), row);
+                  }});
+  if (c.moe()) {
+    add_sparse_experts(plan, arch, c, s, p, st.gen);
+    return;
   }
+  // The neurons' on/off pattern lives in the gate (the up projection for plain ReLU).
+  const Fill gate = [state](int64_t i, float* row) { state->gen->gate_row(i, row); };
+  if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, gate});
+  plan.push_back(
+      {p + "ffn_up.weight", s.type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn) ? Fill{} : gate});
+  if (s.keep_down)
+    plan.push_back({p + "ffn_down.weight", s.type, c.n_ff, c.n_embd,
+                    [state](int64_t j, float* row) { state->gen->down_row(j, row); }});
+  plan.push_back({p + "ffn_down_t.weight", s.type, c.n_embd, c.n_ff,
+                  [state](int64_t i, float* row) { state->gen->down_t_row(i, row); }});
+  // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with
+  // Q4_0 models); Q8_0 with K-quant weights (fc2's rows are `rank` values, rarely whole
+  // super-blocks).
+  const DType pt = is_float_type(s.type) ? DType::F16 : is_kquant(s.type) ? DType::Q8_0 : s.type;
+  plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
+                  [state](int64_t r, float* row) { state->gen->fc1_row(r, row); }});
+  plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,
+                  [state](int64_t i, float* row) { state->gen->fc2_row(i, row); }});
+}
+
+// One llama-family layer: its norm (a sparse layer's makes the layer's generator when written),
+// q/k/v (layer 0's context attention's when asked), then the dense or sparse rest.
+void plan_llama_layer(SynthState& st, const Architecture& arch, int64_t l,
+                      std::vector<Planned>& plan) {
+  const SynthSpec& s = st.s;
+  const ModelConfig& c = st.c;
+  SynthState* state = &st;
+  const std::string p = fmt::format("blk.{}.", l);
+  const bool context_layer = st.context && l == 0;
+  Fill start_layer;
+  if (st.sparse())
+    start_layer = [state, l, context_layer](int64_t, float* row) {
+      const SynthSpec& spec = state->s;
+      const ModelConfig& config = state->c;
+      for (int64_t j = 0; j < config.n_embd; ++j) row[j] = 1.0f + 0.1f * state->rng.uniform();
+      if (context_layer) row[0] = 1.0f;  // the anchor sets the attention scores' scale
+      state->gen = std::make_unique<SparseLayerGenerator>(
+          config.n_embd, config.ffn_neurons(), spec.predictor_rank, spec.density,
+          spec.seed * 1000003 + l);
+    };
+  plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0, start_layer});
+  Fill q_fill, k_fill, v_fill;
+  if (context_layer) {
+    q_fill = [state](int64_t r, float* row) { state->context->q_row(r, row); };
+    k_fill = [state](int64_t r, float* row) { state->context->k_row(r, row); };
+    v_fill = [state](int64_t r, float* row) { state->context->v_row(r, row); };
+  }
+  plan.push_back({p + "attn_q.weight", s.type, c.n_embd, c.n_head * c.head_dim, q_fill});
+  plan.push_back({p + "attn_k.weight", s.type, c.n_embd, c.n_head_kv * c.head_dim, k_fill});
+  plan.push_back({p + "attn_v.weight", s.type, c.n_embd, c.n_head_kv * c.head_dim, v_fill});
+  if (st.sparse())
+    plan_sparse_llama_ffn(st, arch, p, context_layer, plan);
+  else
+    plan_dense_llama_ffn(st, arch, p, plan);
+}
+
+// Every planned tensor's header, then its data row by row (norms near 1, matrices uniform with
+// variance 1/cols unless filled), reporting bytes written of the total.
+void write_planned(const std::vector<Planned>& plan, GgufWriter& w, Random& rng,
+                   const std::function<void(uint64_t, uint64_t)>& progress) {
   uint64_t total = 0;
   for (const auto& t : plan) {
     if (t.rows == 0) {
@@ -455,7 +502,6 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
       total += row_bytes(t.type, t.cols) * static_cast<uint64_t>(t.rows);
     }
   }
-
   uint64_t written = 0;
   std::vector<float> row;
   std::vector<uint8_t> buf;
@@ -491,6 +537,34 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
     }
     if (progress) progress(written, total);
   }
+}
+
+}  // namespace
+
+void write_synthetic_model(const SynthSpec& s, const std::string& path,
+                           const std::function<void(uint64_t, uint64_t)>& progress) {
+  ModelConfig c = s.shape;
+  const Architecture& arch = checked_architecture(s, c);
+  GgufWriter w(path);
+  write_config(c, w);
+  w.set("strata.synthetic", GgufValue::boolean(true));
+  write_tokenizer(s, c, w);
+  SynthState st(s, c);
+  start_sparse_model(st, w);
+  st.rng = Random(s.seed);
+  std::vector<Planned> plan;
+  plan_outer_tensors(st, arch, plan);
+  const bool llama = arch.name == "llama" || arch.name == "bamboo";
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (llama) {
+      plan_llama_layer(st, arch, l, plan);
+      continue;
+    }
+    const SparseLayer layer{&st.gen, &s, l};
+    add_architecture_layer(plan, arch, c, s.type, fmt::format("blk.{}.", l), st.rng,
+                           s.stacked_experts, st.sparse() ? &layer : nullptr);
+  }
+  write_planned(plan, w, st.rng, progress);
   w.finish();
 }
 

@@ -77,6 +77,7 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
          kMaxHeadsPerGroup);
   check_options(model, options_);
   check_layout();
+  check_weight_types();
   sparsifier_ =
       std::make_unique<InputSparsifier>(model, options_.sparsity.mode, options_.sparsity.level);
   // On a device the copies are uploaded with its layers (its axpy reads float copies and column
@@ -127,6 +128,27 @@ void Session::check_layout() const {
     if (!host && options_.host_backend == nullptr)
       fail("a split FFN on a device needs the CPU backend for its RAM part");
   }
+}
+
+void Session::check_weight_types() const {
+  if (backend_.device() == Device::Host) return;
+  auto check = [&](const MatrixView& m, const std::string& what) {
+    if (m.data != nullptr && !backend_.reads_weights(m.type))
+      fail("{} is {}, which the {} backend has no kernels for (a planned run keeps such layers "
+           "on the CPU)",
+           what, dtype_name(m.type), backend_.name());
+  };
+  const ModelWeights& w = model_.weights;
+  for (int64_t l = 0; l < c_.n_layer; ++l) {
+    if (on_cpu(l)) continue;
+    const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
+    for (const LayerMatrixSlot& slot : kLayerMatrixSlots)
+      check(layer.*slot.member, fmt::format("layer {}'s {}", l, slot.name));
+    for_each_expert_matrix(layer, [&](const MatrixView& m, const std::string& name) {
+      check(m, fmt::format("layer {}'s {}", l, name));
+    });
+  }
+  if (!options_.output_on_host) check(w.output, "the output matrix");
 }
 
 void Session::make_parts() {

@@ -202,6 +202,8 @@ class Session {
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
           SessionOptions options);
   void check_layout() const;
+  // A device session: each weight it computes with is of a type its backend reads.
+  void check_weight_types() const;
   // A dense mixture split by expert, and per layer the experts on the device (1 each).
   bool experts_split() const;
   std::vector<std::vector<uint8_t>> experts_held() const;

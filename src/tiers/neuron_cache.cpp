@@ -165,23 +165,18 @@ void NeuronCache::count_reads(std::span<const ReadRequest> requests) {
   for (const ReadRequest& r : requests) stats_.bytes_read += r.bytes;
 }
 
-void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, uint64_t base_offset,
-                             int64_t token, int pass, int64_t batch_tokens, uint64_t head_bytes) {
-  requests_.clear();
-  read_.clear();
-  const bool split = head_bytes > 0 && head_bytes < layout_.bundle_bytes;
-  if (split && head_bytes % kBundleAlign != 0) fail("split reads need an aligned head");
-  if (static_cast<int64_t>(neurons.size()) > capacity_)
-    fail("{} neurons requested at once from a cache of {}", neurons.size(), capacity_);
-  if (token < 0) fail("token numbers start at 0");
+void NeuronCache::expire(int64_t token, int64_t batch_tokens) {
   // Windowing: neurons not used in the last `window` tokens leave.
-  if (token > expired_through_ && !holds_every_neuron()) {
-    for (int32_t s = 0; s < capacity_; ++s)
-      if (neuron_of_[s] >= 0 && last_used_[s] <= token - (batch_tokens - 1) - window_)
-        remove_slot(s);
-    expired_through_ = token;
-  }
-  // A cache with a slot for every neuron never evicts: no use counts, no victims.
+  if (token <= expired_through_ || holds_every_neuron()) return;
+  for (int32_t s = 0; s < capacity_; ++s)
+    if (neuron_of_[s] >= 0 && last_used_[s] <= token - (batch_tokens - 1) - window_)
+      remove_slot(s);
+  expired_through_ = token;
+}
+
+std::vector<int32_t> NeuronCache::note_uses(std::span<const int32_t> neurons, int64_t token,
+                                            int pass) {
+  // A cache with a slot for every neuron never evicts: no use counts.
   const bool every = holds_every_neuron();
   std::vector<int32_t> missing;
   for (int32_t n : neurons) {
@@ -202,32 +197,25 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
     }
   }
   stats_.misses += missing.size();
-  // Slots this token does not need (of older tokens, or of this token's earlier passes): what
-  // makes room when the cache is full, for the missing neurons and for gaps a merged read
-  // brings along.
+  return missing;
+}
+
+std::vector<int32_t> NeuronCache::victim_slots(int64_t token, int pass) const {
   std::vector<int32_t> victims;
-  const int64_t need = live_ + static_cast<int64_t>(missing.size());
-  for (int32_t s = 0; s < capacity_ && !every; ++s)
+  if (holds_every_neuron()) return victims;  // no victims: it never evicts
+  for (int32_t s = 0; s < capacity_; ++s)
     if (neuron_of_[s] >= 0 &&
         (last_used_[s] < token || (last_used_[s] == token && last_pass_[s] < pass)))
       victims.push_back(s);
-  const int64_t excess = std::max<int64_t>(0, need - capacity_);
-  if (static_cast<int64_t>(victims.size()) < excess)
-    fail(
-        "this token needs {} neurons of a layer but the RAM budget leaves room for {}; raise "
-        "--ram-budget",
-        neurons.size(), capacity_);
-  // Runs of neuron ids to read: consecutive missing neurons, joined across gaps of absent
-  // neurons when one longer read is cheaper than two and the cache can make room for the gap
-  // (free slots, then slots this token does not need: a full cache of a layer whose columns
-  // are read scattered -- TEAL from column bundles -- otherwise read bundle by bundle, 31,000
-  // reads a token for a 1B model).
+  return victims;
+}
+
+std::vector<std::pair<int32_t, int32_t>> NeuronCache::merged_runs(
+    const std::vector<int32_t>& missing, int64_t spare, bool split, int64_t& gaps) const {
   const StorageProfile& sp = profile_ != nullptr ? *profile_ : no_profile_;
   const uint64_t bb = layout_.bundle_bytes;
-  // (Every absent neuron of a cache with a slot for every neuron has its own.)
-  int64_t spare = every ? INT64_MAX : capacity_ - need + static_cast<int64_t>(victims.size());
   std::vector<std::pair<int32_t, int32_t>> ranges;  // [first, last]
-  int64_t gaps = 0;
+  gaps = 0;
   for (int32_t n : missing) {
     if (!ranges.empty()) {
       const int32_t last = ranges.back().second;
@@ -248,62 +236,101 @@ void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, u
     }
     ranges.push_back({n, n});
   }
-  const int64_t evict = std::max<int64_t>(0, need + gaps - capacity_);
-  if (evict > 0) {
-    // Of the neurons this token does not need, those with the lowest decayed use count make
-    // room (recency and frequency together).
-    std::vector<float> score(static_cast<size_t>(capacity_));
-    for (int32_t s : victims) score[static_cast<size_t>(s)] = score_now(neuron_of_[s], token);
-    std::partial_sort(victims.begin(), victims.begin() + evict, victims.end(),
-                      [&](int32_t a, int32_t b) {
-                        // A later pass of this token must not evict what an earlier one used
-                        // after what older tokens used.
-                        if ((last_used_[a] == token) != (last_used_[b] == token))
-                          return last_used_[b] == token;
-                        return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)];
-                      });
-    victims.resize(static_cast<size_t>(evict));
-    // Highest first onto the free list: the lowest slots are taken first.
-    std::sort(victims.begin(), victims.end(), std::greater<>());
-    for (int32_t s : victims) remove_slot(s);
+  return ranges;
+}
+
+void NeuronCache::evict(std::vector<int32_t>& victims, int64_t count, int64_t token) {
+  if (count <= 0) return;
+  // Of the neurons this token does not need, those with the lowest decayed use count make
+  // room (recency and frequency together).
+  std::vector<float> score(static_cast<size_t>(capacity_));
+  for (int32_t s : victims) score[static_cast<size_t>(s)] = score_now(neuron_of_[s], token);
+  std::partial_sort(victims.begin(), victims.begin() + count, victims.end(),
+                    [&](int32_t a, int32_t b) {
+                      // A later pass of this token must not evict what an earlier one used
+                      // after what older tokens used.
+                      if ((last_used_[a] == token) != (last_used_[b] == token))
+                        return last_used_[b] == token;
+                      return score[static_cast<size_t>(a)] < score[static_cast<size_t>(b)];
+                    });
+  victims.resize(static_cast<size_t>(count));
+  // Highest first onto the free list: the lowest slots are taken first.
+  std::sort(victims.begin(), victims.end(), std::greater<>());
+  for (int32_t s : victims) remove_slot(s);
+}
+
+void NeuronCache::request_runs(const std::vector<std::pair<int32_t, int32_t>>& ranges,
+                               uint64_t base_offset, int64_t token, int pass,
+                               uint64_t head_bytes) {
+  if (ranges.empty()) return;
+  const bool split = head_bytes > 0 && head_bytes < layout_.bundle_bytes;
+  pieces_.clear();
+  size_t total = 0;
+  for (const auto& [first, last] : ranges) total += static_cast<size_t>(last - first + 1);
+  pieces_.reserve(total);  // requests point into it
+  for (const auto& [first, last] : ranges) {
+    for (int32_t start = first; start <= last; start += ReadRequest::kMaxPieces) {
+      const int32_t end = std::min<int32_t>(last, start + ReadRequest::kMaxPieces - 1);
+      const size_t first_piece = pieces_.size();
+      bool consecutive = true;
+      for (int32_t n = start; n <= end; ++n) {
+        const int32_t s = take_free_slot(n);
+        slot_of_[static_cast<size_t>(n)] = s;
+        neuron_of_[s] = n;
+        last_used_[s] = token;
+        last_pass_[s] = pass;
+        partial_[static_cast<size_t>(s)] = split;
+        consecutive &= n == start || s == slot_of_[static_cast<size_t>(n - 1)] + 1;
+        pieces_.push_back(buffer_ == nullptr
+                              ? nullptr
+                              : buffer_ + static_cast<uint64_t>(s) * layout_.bundle_bytes);
+        read_.push_back(n);
+      }
+      const auto count = static_cast<uint32_t>(end - start + 1);
+      ReadRequest q{pieces_[first_piece], split ? head_bytes : count * layout_.bundle_bytes,
+                    base_offset + static_cast<uint64_t>(start) * layout_.bundle_bytes};
+      if (!consecutive) q.pieces = count, q.piece_dst = pieces_.data() + first_piece;
+      requests_.push_back(q);
+    }
   }
+  if (split) head_bytes_ = head_bytes;
+}
+
+void NeuronCache::plan_reads(std::span<const int32_t> neurons, int32_t* slots, uint64_t base_offset,
+                             int64_t token, int pass, int64_t batch_tokens, uint64_t head_bytes) {
+  requests_.clear();
+  read_.clear();
+  const bool split = head_bytes > 0 && head_bytes < layout_.bundle_bytes;
+  if (split && head_bytes % kBundleAlign != 0) fail("split reads need an aligned head");
+  if (static_cast<int64_t>(neurons.size()) > capacity_)
+    fail("{} neurons requested at once from a cache of {}", neurons.size(), capacity_);
+  if (token < 0) fail("token numbers start at 0");
+  expire(token, batch_tokens);
+  const std::vector<int32_t> missing = note_uses(neurons, token, pass);
+  // Slots this token does not need (of older tokens, or of this token's earlier passes): what
+  // makes room when the cache is full, for the missing neurons and for gaps a merged read
+  // brings along.
+  std::vector<int32_t> victims = victim_slots(token, pass);
+  const int64_t need = live_ + static_cast<int64_t>(missing.size());
+  if (static_cast<int64_t>(victims.size()) < std::max<int64_t>(0, need - capacity_))
+    fail(
+        "this token needs {} neurons of a layer but the RAM budget leaves room for {}; raise "
+        "--ram-budget",
+        neurons.size(), capacity_);
+  // Runs of neuron ids to read: consecutive missing neurons, joined across gaps of absent
+  // neurons when one longer read is cheaper than two and the cache can make room for the gap
+  // (free slots, then slots this token does not need: a full cache of a layer whose columns
+  // are read scattered -- TEAL from column bundles -- otherwise read bundle by bundle, 31,000
+  // reads a token for a 1B model). Every absent neuron of a cache with a slot for every neuron
+  // has its own.
+  const int64_t spare =
+      holds_every_neuron() ? INT64_MAX : capacity_ - need + static_cast<int64_t>(victims.size());
+  int64_t gaps = 0;
+  const auto ranges = merged_runs(missing, spare, split, gaps);
+  evict(victims, need + gaps - capacity_, token);
   // Each run is one read: into consecutive slots where the free list gives them, else
   // scattered into its slots (ReadRequest::pieces).
-  if (!ranges.empty()) {
-    std::vector<ReadRequest>& requests = requests_;
-    std::vector<int32_t>& read = read_;
-    std::vector<void*>& pieces = pieces_;
-    pieces.clear();
-    size_t total = 0;
-    for (const auto& [first, last] : ranges) total += static_cast<size_t>(last - first + 1);
-    pieces.reserve(total);  // requests point into it
-    for (const auto& [first, last] : ranges) {
-      for (int32_t start = first; start <= last; start += ReadRequest::kMaxPieces) {
-        const int32_t end = std::min<int32_t>(last, start + ReadRequest::kMaxPieces - 1);
-        const size_t first_piece = pieces.size();
-        bool consecutive = true;
-        for (int32_t n = start; n <= end; ++n) {
-          const int32_t s = take_free_slot(n);
-          slot_of_[static_cast<size_t>(n)] = s;
-          neuron_of_[s] = n;
-          last_used_[s] = token;
-          last_pass_[s] = pass;
-          partial_[static_cast<size_t>(s)] = split;
-          consecutive &= n == start || s == slot_of_[static_cast<size_t>(n - 1)] + 1;
-          pieces.push_back(buffer_ == nullptr
-                               ? nullptr
-                               : buffer_ + static_cast<uint64_t>(s) * layout_.bundle_bytes);
-          read.push_back(n);
-        }
-        const auto count = static_cast<uint32_t>(end - start + 1);
-        ReadRequest q{pieces[first_piece], split ? head_bytes : count * layout_.bundle_bytes,
-                      base_offset + static_cast<uint64_t>(start) * layout_.bundle_bytes};
-        if (!consecutive) q.pieces = count, q.piece_dst = pieces.data() + first_piece;
-        requests.push_back(q);
-      }
-    }
-    if (split) head_bytes_ = head_bytes;
-  }
+  request_runs(ranges, base_offset, token, pass, head_bytes);
   for (size_t k = 0; k < neurons.size(); ++k) slots[k] = slot_of_[static_cast<size_t>(neurons[k])];
 }
 

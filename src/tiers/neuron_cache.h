@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/anonymous_memory.h"
@@ -114,6 +115,19 @@ class NeuronCache {
   void remove_slot(int32_t slot);
   int32_t take_free_slot(int32_t neuron);
   // fetch()'s bookkeeping: slots assigned, the reads to issue in requests_ (neurons in read_).
+  // plan_reads' steps: the window's expiry; uses counted and hits served (the missing neurons
+  // returned); the slots this token's pass does not need; the missing neurons as runs, merged
+  // across absent gaps where one read is cheaper (`gaps`: the absent neurons merged in); the
+  // lowest-scored victims evicted; the runs' read requests into free slots.
+  void expire(int64_t token, int64_t batch_tokens);
+  std::vector<int32_t> note_uses(std::span<const int32_t> neurons, int64_t token, int pass);
+  std::vector<int32_t> victim_slots(int64_t token, int pass) const;
+  std::vector<std::pair<int32_t, int32_t>> merged_runs(const std::vector<int32_t>& missing,
+                                                       int64_t spare, bool split,
+                                                       int64_t& gaps) const;
+  void evict(std::vector<int32_t>& victims, int64_t count, int64_t token);
+  void request_runs(const std::vector<std::pair<int32_t, int32_t>>& ranges, uint64_t base_offset,
+                    int64_t token, int pass, uint64_t head_bytes);
   void plan_reads(std::span<const int32_t> neurons, int32_t* slots, uint64_t base_offset,
                   int64_t token, int pass, int64_t batch_tokens, uint64_t head_bytes);
   void forget(std::span<const int32_t> neurons);

@@ -210,6 +210,7 @@ class CudaBackend final : public Backend {
     synchronize();
   }
 
+  bool reads_weights(DType type) const override { return cuda_math::cuda_weight_type(type); }
   Layout preferred_layout(const MatrixView&, WeightUse) const override { return Layout::Rows; }
 
   std::unique_ptr<PreparedRows> make_prepared(int64_t) override {

@@ -39,6 +39,11 @@ struct OwnedJobs {
 ReferenceDevice::ReferenceDevice(ReferenceDeviceOptions options)
     : options_(options), pool_(options.threads), cpu_(pool_), worker_([this] { worker_loop(); }) {}
 
+bool ReferenceDevice::reads_weights(DType type) const {
+  const auto& no = options_.declined_types;
+  return cpu_.reads_weights(type) && std::find(no.begin(), no.end(), type) == no.end();
+}
+
 ReferenceDevice::~ReferenceDevice() {
   {
     const std::lock_guard lock(mutex_);

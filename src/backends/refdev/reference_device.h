@@ -30,6 +30,9 @@ namespace strata {
 struct ReferenceDeviceOptions {
   uint64_t budget = 0;  // bytes it may hold; 0: no limit
   int threads = 1;      // the CPU threads its worker computes with
+  // Weight types it declines as a device without their kernels would (tests of that path);
+  // empty: it reads every type the CPU does.
+  std::vector<DType> declined_types{};
 };
 
 class ReferenceDevice final : public Backend {
@@ -48,6 +51,7 @@ class ReferenceDevice final : public Backend {
   uint64_t budget() const { return options_.budget; }
   void upload(void* dst, const void* host, uint64_t bytes) override;
   void download(void* host, const void* src, uint64_t bytes) override;
+  bool reads_weights(DType type) const override;
   Layout preferred_layout(const MatrixView& w, WeightUse use) const override {
     return cpu_.preferred_layout(w, use);
   }

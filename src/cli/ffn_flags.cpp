@@ -23,18 +23,18 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
                   "Training-free activation sparsity with the thresholds strata sparsify wrote "
                   "into the model: teal (every matrix input), cats (the FFN's gate), off")
       ->check(CLI::IsMember({"off", "teal", "cats"}));
-  cmd->add_option("--sparsity", flags.sparsity,
+  cmd->add_option("--sparsity", flags.run.sparsity.level,
                   "The model-wide sparsity level whose thresholds apply (one the model was "
                   "calibrated for; default: its only one)")
       ->check(CLI::Range(0.0f, 0.99f));
   cmd->add_flag(
-      "--input-columns", flags.input_columns,
+      "--input-columns", flags.run.input_columns,
       "With --sparsity-mode teal: decode reads only the columns of the "
       "non-zero inputs, through transposed copies of the attention and FFN matrices "
       "made at load (twice the layers' memory, a GPU's layers' in its memory too; "
       "F16/BF16/F32 matrices transposed, quantized ones (Q8_0, Q4_0, Q2_K..Q6_K) as column "
       "groups of the file's values, docs/INPUT_SPARSITY.md)");
-  cmd->add_flag("--check-predictor", flags.check_predictor,
+  cmd->add_flag("--check-predictor", flags.run.check_predictor,
                 "Predict mode: also compute the true activations and report the predictor's "
                 "recall and precision (slower)");
   cmd->add_option("--ram-budget", flags.ram_budget,
@@ -54,7 +54,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
                   "(the cache is what the budget leaves, --pin-share of it pinned), auto (ilp "
                   "when a profile gives it a choice)")
       ->check(CLI::IsMember({"auto", "greedy", "ilp"}));
-  cmd->add_option("--pin-share", flags.pin_share,
+  cmd->add_option("--pin-share", flags.run.solver_options.pin_share,
                   "Greedy solver with --profile: share of each layer's neuron cache pinned")
       ->check(in_range(0.0, 0.95));
   cmd->add_option("--ram-bandwidth", flags.ram_bandwidth,
@@ -69,7 +69,7 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
       ->check(in_range(0.001, 1e6));
   cmd->add_flag("--verbose", flags.verbose, "Print the placement plan layer by layer");
   cmd->add_flag(
-      "!--no-repack", flags.repack,
+      "!--no-repack", flags.run.repack,
       "Keep Q4_0/Q8_0/Q4_K weights in the file's row layout instead of interleaving them by 16 "
       "rows at load (llama.cpp's --no-repack)");
   cmd->add_option("--cache-type-k", flags.cache_type_k,
@@ -84,16 +84,16 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
                 "alone)");
   cmd->add_flag("--no-lookahead", flags.no_lookahead,
                 "Bundled models: read each layer's neurons only once its predictor has run");
-  cmd->add_flag("--split-reads", flags.split_reads,
+  cmd->add_flag("--split-reads", flags.run.flash.split_reads,
                 "Bundled models: read a missing neuron's gate row first and the rest only if it "
                 "fires (fewer bytes, one more round of reads per layer)");
-  cmd->add_option("--window", flags.window,
+  cmd->add_option("--window", flags.run.flash.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(in_range(1, 1 << 20));
 }
 
 void add_gpu_flags(CLI::App* cmd, FfnFlags& flags) {
-  cmd->add_option("--n-gpu-layers,--gpu-layers", flags.gpu_layers,
+  cmd->add_option("--n-gpu-layers,--gpu-layers", flags.run.device.gpu_layers,
                   "Layers on the GPU (-ngl, llama.cpp's name): the model's layer count or more "
                   "puts the whole model there; 0 (default) the CPU")
       ->check(in_range(0, 1 << 20));
@@ -103,7 +103,7 @@ void add_gpu_flags(CLI::App* cmd, FfnFlags& flags) {
       ->check(kNotEmpty);
   // "reference" (the reference device, backends/refdev) and "cuda-emu" (the CUDA backend on the
   // emulated GPU, backends/cuda/emu) are for tests and go unlisted.
-  cmd->add_option("--device", flags.device,
+  cmd->add_option("--device", flags.run.device.device,
                   "cpu, or cuda: the whole model on the GPU (an error where none can be used)")
       ->check(CLI::IsMember({"cpu", "cuda", "reference", "cuda-emu"}));
 }
@@ -168,31 +168,24 @@ EngineOptions engine_options(const FfnFlags& flags, const std::string& model, bo
   options.threads = checked_threads(threads);
   options.ffn_mode = mode_of(flags);
   options.files = {flags.profile, flags.plan, flags.storage_profile};
-  RunRequest& r = options.run;  // field by field: each flag's text parsed into its value
-  r.check_predictor = flags.check_predictor;
+  options.run = flags.run;  // the flags bound to it; the text of the rest parsed below
+  RunRequest& r = options.run;
   r.kv = {kv_type_or_f32(flags.cache_type_k, "--cache-type-k"),
           kv_type_or_f32(flags.cache_type_v, "--cache-type-v")};
   r.kv_types_given = !flags.cache_type_k.empty() || !flags.cache_type_v.empty();
-  r.device.device = flags.device;
-  r.device.gpu_layers = flags.gpu_layers;
   if (!flags.ram_budget.empty()) r.budgets.ram = parse_bytes(flags.ram_budget, "--ram-budget");
   if (!flags.vram_budget.empty()) r.budgets.vram = parse_bytes(flags.vram_budget, "--vram-budget");
   r.solver = solver_of(flags.solver);
-  r.solver_options.pin_share = flags.pin_share;
   if (flags.ram_bandwidth > 0) r.costs.ram_bytes_per_s = flags.ram_bandwidth * 1e9;
   if (flags.vram_bandwidth > 0) r.costs.vram_bytes_per_s = flags.vram_bandwidth * 1e9;
   r.vram_bandwidth_given = flags.vram_bandwidth > 0;
   if (flags.link_bandwidth > 0) r.costs.link_bytes_per_s = flags.link_bandwidth * 1e9;
-  r.repack = flags.repack;
-  r.flash.window = flags.window;
   if (flags.lookahead && flags.no_lookahead)
     fail("--lookahead and --no-lookahead contradict each other");
   r.flash.lookahead = !flags.no_lookahead;
   r.lookahead_asked = flags.lookahead;
-  r.flash.split_reads = flags.split_reads;
-  r.sparsity = {parse_sparsity_mode(flags.sparsity_mode), flags.sparsity};
-  r.input_columns = flags.input_columns;
-  if (flags.input_columns && r.sparsity.mode != SparsityMode::Teal)
+  r.sparsity.mode = parse_sparsity_mode(flags.sparsity_mode);
+  if (r.input_columns && r.sparsity.mode != SparsityMode::Teal)
     fail("--input-columns reads TEAL's thresholded inputs: add --sparsity-mode teal");
   return options;
 }

@@ -16,32 +16,26 @@
 
 namespace strata {
 
+// The flags: those whose text needs parsing (sizes, names, bandwidths in GB/s) as written, the
+// rest bound straight into the request they set (`run`: planning's RunRequest, whose
+// sub-structs reach the session whole).
 struct FfnFlags {
   std::string mode = "auto";  // auto: predict when the model has predictors, else dense
-  bool check_predictor = false;
   std::string ram_budget;  // bytes, with an optional K/M/G suffix (powers of 1024); empty: none
-  int window = 5;          // flash tier: tokens a neuron stays cached after its last use
   std::string storage_profile;  // flash tier: strata probe-storage output
   bool lookahead = false;       // flash tier: look-ahead reads (asked for; on by default)
   bool no_lookahead = false;    // flash tier: no look-ahead reads
-  bool split_reads = false;     // flash tier: deciding row first, the rest if non-zero
   std::string profile;          // strata profile output: activation frequencies for the solver
   std::string plan;             // strata plan -o output, used instead of solving
   std::string solver = "auto";  // auto, greedy, ilp
-  double pin_share = 0.5;       // greedy solver: share of each layer's cache pinned with --profile
   std::string vram_budget;      // GPU memory: a run's device budget, or what strata plan plans for
-  int gpu_layers = 0;           // -ngl: 0 none; the layer count or more: the whole model
-  std::string device;           // --device: cpu, cuda, reference (tests); "": decided
   double ram_bandwidth = 0, vram_bandwidth = 0, link_bandwidth = 0;  // GB/s; 0: defaults
   bool verbose = false;                                              // the plan layer by layer
-  bool repack = true;  // interleave Q4_0/Q8_0/Q4_K matrices multiplied whole (--no-repack: off)
   // KV cache element types; empty: f32 on the CPU, f16 on a GPU.
   std::string cache_type_k, cache_type_v;
-  // Training-free activation sparsity: teal, cats or off, at the model-wide level `sparsity`
-  // (< 0: the model's only calibrated level).
+  // Training-free activation sparsity: teal, cats or off (the level goes to run.sparsity).
   std::string sparsity_mode = "off";
-  float sparsity = -1.0f;
-  bool input_columns = false;  // TEAL: decode through transposed copies (input-sparse products)
+  RunRequest run;
 };
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.

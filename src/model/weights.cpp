@@ -357,18 +357,11 @@ const uint8_t* plane_tensor(const GgufFile& f, const std::string& name, uint64_t
 
 }  // namespace
 
-ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
-  // Every layer has at least 4 tensors (a norm, the fused or separate attention projections,
-  // the FFN's bundles or matrices): a block count the tensor table cannot hold is refused before
-  // anything is sized by it (fuzz_gguf: 3.5 billion layers allocated 14 GB before the first
-  // missing tensor).
-  constexpr int64_t kLeastPerLayer = 4;
-  if (c.n_layer > static_cast<int64_t>(f.tensors().size()) / kLeastPerLayer)
-    fail("'{}': block_count {} needs at least {} tensors, the file has {}", f.path(), c.n_layer,
-         c.n_layer * kLeastPerLayer, f.tensors().size());
-  ModelWeights w;
-  w.experts_used = c.n_expert_used;
-  std::vector<std::pair<DType, DType>> column_types;  // per layer, column-bundled files
+namespace {
+
+// The tensors outside the layers: the embedding (which sizes the vocabulary when the metadata
+// does not), the output norm (and bias), learned positions, the output (or the tied embedding).
+void load_outer_tensors(const GgufFile& f, ModelConfig& c, ModelWeights& w) {
   const GgufTensorInfo& embd = require(f, "token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != c.n_embd)
     fail("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", dims_text(embd.dims),
@@ -390,64 +383,101 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     w.output = w.token_embd;
     w.tied_output = true;
   }
+}
+
+// A neuron-bundled file (strata bundle): the bundles' type and size, checked against the shape.
+void read_bundle_layout(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+  const GgufValue* bytes = f.find(kBundleBytesKey);
+  if (bytes == nullptr) return;
+  const int64_t type_id = f.get_int(kBundleTypeKey);
+  const auto info = dtype_info(static_cast<uint32_t>(type_id));
+  if (!info || !info->computable)
+    fail("'{}': {} is not a computable tensor type", f.path(), kBundleTypeKey);
+  const std::string type_name = f.get_string(kBundleTypeNameKey, info->name);
+  if (type_name != info->name)
+    fail("'{}': {} says {} but {} says '{}': the file was edited or damaged; bundle it again",
+         f.path(), kBundleTypeKey, info->name, kBundleTypeNameKey, type_name.substr(0, 32));
+  w.bundled = true;
+  // A mixture's bundles: every expert's neurons (ModelConfig::ffn_neurons).
+  w.bundle = BundleLayout::make(info->type, c.n_embd, c.ffn_neurons(), ffn_has_gate(c.ffn));
+  if (static_cast<uint64_t>(bytes->as_int(kBundleBytesKey)) != w.bundle.bundle_bytes)
+    fail("'{}': {} is {}, expected {} for this shape and type", f.path(), kBundleBytesKey,
+         bytes->as_int(kBundleBytesKey), w.bundle.bundle_bytes);
+}
+
+// A column-bundled file (strata bundle --columns): per layer its gate/up and down types; empty
+// for other files.
+std::vector<std::pair<DType, DType>> read_column_bundle_kind(const GgufFile& f,
+                                                             const ModelConfig& c,
+                                                             ModelWeights& w) {
+  const GgufValue* kind = f.find(kColumnBundleKindKey);
+  if (kind == nullptr) return {};
+  if (w.bundled) fail("'{}' has both neuron and column bundles", f.path());
+  if (kind->as_string(kColumnBundleKindKey) != kColumnBundleKind)
+    fail("'{}': {} is not '{}'", f.path(), kColumnBundleKindKey, kColumnBundleKind);
+  if (c.moe() || c.n_ff_shared > 0)
+    fail("'{}': column bundles of a mixture of experts are not supported", f.path());
+  w.column_bundled = true;
+  return column_bundle_types(f, c);
+}
+
+// A column-bundled layer's FFN: its bundles' offsets and, for quantized types, scale planes.
+void load_column_bundles(const GgufFile& f, const ModelConfig& c, const std::string& p,
+                         std::pair<DType, DType> types, LayerWeights& l) {
+  l.column_bundle =
+      ColumnBundleLayout::make(types.first, types.second, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
+  const ColumnBundleLayout& cb = l.column_bundle;
+  l.gate_up_columns_offset = bundle_tensor(f, p + "ffn_gate_up_columns", cb.gate_up_bytes, c.n_embd);
+  l.down_columns_offset = bundle_tensor(f, p + "ffn_down_columns", cb.down_bytes, c.n_ff);
+  if (cb.groups()) {
+    l.gate_up_column_scales =
+        plane_tensor(f, p + "ffn_gate_up_column_scales", cb.gate_up_plane_bytes);
+    l.down_column_scales = plane_tensor(f, p + "ffn_down_column_scales", cb.down_plane_bytes);
+  }
+}
+
+// A neuron-bundled layer's FFN: where its bundles start (a mixture's router stays in RAM).
+void load_neuron_bundles(const GgufFile& f, const ModelConfig& c, const BundleLayout& bundle,
+                         const std::string& p, LayerWeights& l) {
+  const std::string name = p + "ffn_bundles";
+  const GgufTensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
+  if (t->type != DType::I8 || t->dims.size() != 2 ||
+      t->dims[0] != static_cast<int64_t>(bundle.bundle_bytes) || t->dims[1] != c.ffn_neurons())
+    fail("tensor '{}' has shape {}, expected [{}, {}] of I8", name, dims_text(t->dims),
+         bundle.bundle_bytes, c.ffn_neurons());
+  l.bundles_offset = f.data_offset() + t->offset;
+  if (c.moe()) l.ffn_gate_inp = matrix(f, p + c.arch->experts->router, c.n_embd, c.n_expert);
+}
+
+}  // namespace
+
+ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
+  // Every layer has at least 4 tensors (a norm, the fused or separate attention projections,
+  // the FFN's bundles or matrices): a block count the tensor table cannot hold is refused before
+  // anything is sized by it (fuzz_gguf: 3.5 billion layers allocated 14 GB before the first
+  // missing tensor).
+  constexpr int64_t kLeastPerLayer = 4;
+  if (c.n_layer > static_cast<int64_t>(f.tensors().size()) / kLeastPerLayer)
+    fail("'{}': block_count {} needs at least {} tensors, the file has {}", f.path(), c.n_layer,
+         c.n_layer * kLeastPerLayer, f.tensors().size());
+  ModelWeights w;
+  w.experts_used = c.n_expert_used;
+  load_outer_tensors(f, c, w);
   const std::vector<float> thresholds = predictor_thresholds(f, c.n_layer);
-  if (const GgufValue* bytes = f.find(kBundleBytesKey)) {
-    const int64_t type_id = f.get_int(kBundleTypeKey);
-    const auto info = dtype_info(static_cast<uint32_t>(type_id));
-    if (!info || !info->computable)
-      fail("'{}': {} is not a computable tensor type", f.path(), kBundleTypeKey);
-    const std::string type_name = f.get_string(kBundleTypeNameKey, info->name);
-    if (type_name != info->name)
-      fail("'{}': {} says {} but {} says '{}': the file was edited or damaged; bundle it again",
-           f.path(), kBundleTypeKey, info->name, kBundleTypeNameKey, type_name.substr(0, 32));
-    w.bundled = true;
-    // A mixture's bundles: every expert's neurons (ModelConfig::ffn_neurons).
-    w.bundle = BundleLayout::make(info->type, c.n_embd, c.ffn_neurons(), ffn_has_gate(c.ffn));
-    if (static_cast<uint64_t>(bytes->as_int(kBundleBytesKey)) != w.bundle.bundle_bytes)
-      fail("'{}': {} is {}, expected {} for this shape and type", f.path(), kBundleBytesKey,
-           bytes->as_int(kBundleBytesKey), w.bundle.bundle_bytes);
-  }
-  if (const GgufValue* kind = f.find(kColumnBundleKindKey)) {
-    if (w.bundled) fail("'{}' has both neuron and column bundles", f.path());
-    if (kind->as_string(kColumnBundleKindKey) != kColumnBundleKind)
-      fail("'{}': {} is not '{}'", f.path(), kColumnBundleKindKey, kColumnBundleKind);
-    if (c.moe() || c.n_ff_shared > 0)
-      fail("'{}': column bundles of a mixture of experts are not supported", f.path());
-    w.column_bundled = true;
-    column_types = column_bundle_types(f, c);
-  }
+  read_bundle_layout(f, c, w);
+  const auto column_types = read_column_bundle_kind(f, c, w);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights l;
     load_layer_vectors(f, *c.arch, p, c, l);
     load_attention(f, *c.arch, p, c, l);
-    if (w.column_bundled) {
-      const auto [gate_up_type, down_type] = column_types[static_cast<size_t>(i)];
-      l.column_bundle =
-          ColumnBundleLayout::make(gate_up_type, down_type, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
-      const ColumnBundleLayout& cb = l.column_bundle;
-      l.gate_up_columns_offset = bundle_tensor(f, p + "ffn_gate_up_columns", cb.gate_up_bytes, c.n_embd);
-      l.down_columns_offset = bundle_tensor(f, p + "ffn_down_columns", cb.down_bytes, c.n_ff);
-      if (cb.groups()) {
-        l.gate_up_column_scales =
-            plane_tensor(f, p + "ffn_gate_up_column_scales", cb.gate_up_plane_bytes);
-        l.down_column_scales = plane_tensor(f, p + "ffn_down_column_scales", cb.down_plane_bytes);
-      }
-    } else if (w.bundled) {
-      const std::string name = p + "ffn_bundles";
-      const GgufTensorInfo* t = f.find_tensor(name);
-      if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
-      if (t->type != DType::I8 || t->dims.size() != 2 ||
-          t->dims[0] != static_cast<int64_t>(w.bundle.bundle_bytes) ||
-          t->dims[1] != c.ffn_neurons())
-        fail("tensor '{}' has shape {}, expected [{}, {}] of I8", name, dims_text(t->dims),
-             w.bundle.bundle_bytes, c.ffn_neurons());
-      l.bundles_offset = f.data_offset() + t->offset;
-      // A mixture's router stays in RAM beside the bundles of its experts' neurons.
-      if (c.moe()) l.ffn_gate_inp = matrix(f, p + c.arch->experts->router, c.n_embd, c.n_expert);
-    } else {
+    if (w.column_bundled)
+      load_column_bundles(f, c, p, column_types[static_cast<size_t>(i)], l);
+    else if (w.bundled)
+      load_neuron_bundles(f, c, w.bundle, p, l);
+    else
       load_ffn(f, *c.arch, p, c, l);
-    }
     l.predictor = load_predictor(f, p, c);
     if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
     w.layers.push_back(std::move(l));

@@ -396,13 +396,16 @@ void fix_devices(Builder& bld, const PlacementPlan& p) {
 
 }  // namespace
 
-PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& cost,
-                       const SolverOptions& o) {
-  check_minimum(inv, b);
-  const auto order = hottest_first(inv);
-  // The greedy plan's boundaries become group boundaries (see the header comment).
-  const PlacementPlan greedy = plan_greedy(inv, b, cost, o);
-  Builder bld{inv, b, cost, o, {}, {}, {}, 0, 0, b.vram > inv.workspace_bytes};
+namespace {
+
+// The integer program: each layer's groups (the greedy plan's boundaries among theirs), the
+// devices' columns, every layer's rows, the budgets; loaded into GLPK (and written to
+// STRATA_ILP_DUMP when set).
+void build_program(Builder& bld, const PlacementPlan& greedy,
+                   const std::vector<std::vector<int32_t>>& order) {
+  const Inventory& inv = bld.inv;
+  const CostModel& cost = bld.cost;
+  const SolverOptions& o = bld.o;
   for (size_t l = 0; l < inv.layers.size(); ++l) {
     const int64_t m = static_cast<int64_t>(greedy.layers[l].vram.size());
     const int64_t k = static_cast<int64_t>(greedy.layers[l].pinned.size());
@@ -423,18 +426,34 @@ PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& 
   bld.prog.load();
   if (std::getenv("STRATA_ILP_DUMP"))
     glp_write_lp(bld.prog.get(), nullptr, std::getenv("STRATA_ILP_DUMP"));
-  const Timer timer;
-  // The LP relaxation first (its rounding is a plan whatever happens next), then branch and
-  // bound from its basis for what is left of the time limit.
+}
+
+// The LP relaxation (its rounding is a plan whatever happens next; branch and bound starts from
+// its basis): its objective, the program's lower bound in seconds per token.
+double solve_relaxation(Builder& bld, double time_limit_s) {
   glp_smcp lp_parm;
   glp_init_smcp(&lp_parm);
   lp_parm.presolve = GLP_ON;
   lp_parm.msg_lev = GLP_MSG_OFF;
-  lp_parm.tm_lim = static_cast<int>(o.time_limit_s * 1000);
+  lp_parm.tm_lim = static_cast<int>(time_limit_s * 1000);
   if (glp_simplex(bld.prog.get(), &lp_parm) != 0 || glp_get_status(bld.prog.get()) != GLP_OPT)
     fail("the placement program has no solution within the budgets (GLPK status {})",
          glp_get_status(bld.prog.get()));
-  const double bound = glp_get_obj_val(bld.prog.get()) / kMicro;
+  return glp_get_obj_val(bld.prog.get()) / kMicro;
+}
+
+}  // namespace
+
+PlacementPlan plan_ilp(const Inventory& inv, const Budgets& b, const CostModel& cost,
+                       const SolverOptions& o) {
+  check_minimum(inv, b);
+  const auto order = hottest_first(inv);
+  // The greedy plan's boundaries become group boundaries (see the header comment).
+  const PlacementPlan greedy = plan_greedy(inv, b, cost, o);
+  Builder bld{inv, b, cost, o, {}, {}, {}, 0, 0, b.vram > inv.workspace_bytes};
+  build_program(bld, greedy, order);
+  const Timer timer;
+  const double bound = solve_relaxation(bld, o.time_limit_s);
   auto finish = [&](PlacementPlan p, const char* status) {
     p.lower_bound_s = bound;
     p.budgets = b;

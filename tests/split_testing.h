@@ -66,7 +66,7 @@ struct DeviceSizes {
   uint64_t whole, dense;
 };
 inline DeviceSizes device_sizes(const Model& m, DType kv = DType::F32) {
-  const Inventory inv = take_inventory(m, {64, FfnMode::Predict, kv, kv});
+  const Inventory inv = take_inventory(m, {64, FfnMode::Predict, {kv, kv}});
   return {device_session_bytes(m, inv, DeviceKind::Reference),
           device_session_bytes(m, inv, DeviceKind::Reference, false)};
 }

@@ -294,7 +294,7 @@ TEST_P(CudaSession, DenseExpertsSplitWholeAreWithinToleranceOfTheCpu) {
 // layers the budget cannot hold compute on the CPU, and the budget holds.
 TEST_P(CudaSession, APlannedSplitRunStaysWithinItsBudget) {
   auto m = load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5));
-  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F16, DType::F16});
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, {DType::F16, DType::F16}});
   const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Cuda);
   const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Cuda, false);
   for (uint64_t budget : {(whole + dense) / 2, dense - inv.layers.back().dense_bytes}) {

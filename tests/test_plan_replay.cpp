@@ -115,7 +115,7 @@ TEST(PlanReplay, TheDefaultPlanNeverReadsMoreThanEvenCachesWithoutPins) {
   const Models m = models();
   const ActivationCounts a = decode_selections(*m.ram);
   const Inventory inv =
-      take_inventory(*m.flash, {64, FfnMode::Predict, DType::F32, DType::F32, &a});
+      take_inventory(*m.flash, {64, FfnMode::Predict, {DType::F32, DType::F32}, &a});
   uint64_t base = inv.fixed_ram_bytes + inv.output_bytes;
   for (const auto& l : inv.layers) base += l.dense_bytes + l.kv_bytes;
   const uint64_t ffn = inv.layers.size() * inv.layers[0].neuron_bytes;

@@ -54,7 +54,7 @@ TEST(PlannedSession, InventoryCountsWhatTheSessionAllocates) {
     const uint64_t before = backend.allocated();
     {
       Session s(*m, 48, backend, o);
-      const Inventory inv = take_inventory(*m, {48, mode, DType::F32, DType::F32, nullptr});
+      const Inventory inv = take_inventory(*m, {48, mode, {DType::F32, DType::F32}, nullptr});
       uint64_t kv = 0;
       for (const auto& l : inv.layers) kv += l.kv_bytes;
       // The backend rounds each allocation up to whole pages.
@@ -85,7 +85,7 @@ TEST(PlannedSession, BundledModelUnderAnIlpPlanGivesTheLogitsOfTheModelInRam) {
   r.profile = &counts;
   // What the smallest caches need, and room for about half the neurons more.
   const Inventory inv =
-      take_inventory(*flash, {64, FfnMode::Predict, DType::F32, DType::F32, &counts});
+      take_inventory(*flash, {64, FfnMode::Predict, {DType::F32, DType::F32}, &counts});
   const uint64_t base = ram_before_ffn(inv);
   const uint64_t ffn = inv.layers.size() * inv.layers[0].neuron_bytes;
   r.budgets.ram = (base + ffn * 160) * 32 / 31 + 1;

@@ -276,7 +276,7 @@ TEST_F(SplitFfn, AMixturesDenseExpertsSplitWholeAsTheCpuAloneComputesThem) {
 // profile's most chosen first), the CPU alone's bits, the budget held.
 TEST_F(SplitFfn, APlannedDenseMixtureSplitsWholeExpertsWithinTheBudget) {
   auto m = Model::load(strata::testing::tiny_moe_model(DType::F32, true, 8, 2), false);
-  const Inventory inv = take_inventory(*m, {64, FfnMode::Dense, DType::F32, DType::F32});
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Dense, {DType::F32, DType::F32}});
   const uint64_t whole = device_session_bytes(*m, inv, DeviceKind::Reference);
   const uint64_t dense = device_session_bytes(*m, inv, DeviceKind::Reference, false);
   ASSERT_LT(dense, whole);
@@ -375,7 +375,7 @@ TEST_F(SplitFfn, LayersOnTheCpuBesideTheDeviceGiveTheCpuAlonesBits) {
 TEST_F(SplitFfn, APlannedRunBelowItsDenseBlocksLeavesLayersOnTheCpu) {
   auto m = Model::load(sparse_tiny_model(DType::F16, FfnActivation::ReGLU, 5), false);
   RunRequest r = on_reference();
-  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, DType::F32, DType::F32});
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, {DType::F32, DType::F32}});
   const uint64_t dense = device_sizes(*m).dense;
   r.device.vram_budget =
       dense - inv.output_bytes / 2 - inv.layers.back().dense_bytes - inv.layers.back().kv_bytes;

@@ -56,9 +56,9 @@ void add_batched_flags(CLI::App* cmd, BatchedOptions& o) {
 }
 
 int batched(const BatchedOptions& o) {
-  EngineOptions eo = engine_options(o.ffn, o.model, o.mmap, o.threads);
-  eo.run.logits_rows = eo.run.n_seq = o.parallel;
-  Engine engine(std::move(eo), print_note);
+  EngineOptions engine_opts = engine_options(o.ffn, o.model, o.mmap, o.threads);
+  engine_opts.run.logits_rows = engine_opts.run.n_seq = o.parallel;
+  Engine engine(std::move(engine_opts), print_note);
   const Model* model = &engine.model();
   const Tokenizer& tok = *model->tokenizer;
   const auto prompt = tok.encode(o.prompt, tok.add_bos_default());

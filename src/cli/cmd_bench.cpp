@@ -279,9 +279,9 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
 
 int run_bench(BenchOptions& o) {
   if (o.n_prompt + o.n_gen == 0) fail("nothing to measure: -p and -n are both 0");
-  EngineOptions eo = engine_options(o.ffn, o.model, o.mmap, o.threads);
-  eo.require_tokenizer = false;
-  Engine engine(std::move(eo), print_note);
+  EngineOptions engine_opts = engine_options(o.ffn, o.model, o.mmap, o.threads);
+  engine_opts.require_tokenizer = false;
+  Engine engine(std::move(engine_opts), print_note);
   const double load_s = engine.load_seconds();
   const int64_t n_ctx = o.n_prompt + o.n_gen + 1;
   Session& session = engine.start(n_ctx);

@@ -35,10 +35,10 @@ Command add_logits_command(CLI::App& app) {
   add_gpu_flags(cmd, o->ffn);
   return {cmd, [o] {
             const auto n_tokens = static_cast<int64_t>(o->tokens.size());
-            EngineOptions eo = engine_options(o->ffn, o->model, o->mmap, o->threads);
-            eo.require_tokenizer = false;
-            eo.run.logits_rows = n_tokens;  // every token's logits
-            Engine engine(std::move(eo), print_note);
+            EngineOptions engine_opts = engine_options(o->ffn, o->model, o->mmap, o->threads);
+            engine_opts.require_tokenizer = false;
+            engine_opts.run.logits_rows = n_tokens;  // every token's logits
+            Engine engine(std::move(engine_opts), print_note);
             Session& session = engine.start(n_tokens);
             nlohmann::json out = nlohmann::json::array();
             const auto all = session.eval(o->tokens, /*all_logits=*/true);

@@ -39,8 +39,8 @@ Command add_perplexity_command(CLI::App& app) {
   return {
       cmd, [o] {
         const std::string text = read_regular_file(o->file, kMaxTextFileBytes, "text");
-        EngineOptions eo = engine_options(o->ffn, o->model, o->mmap, o->threads);
-        Engine engine(std::move(eo), print_note);
+        EngineOptions engine_opts = engine_options(o->ffn, o->model, o->mmap, o->threads);
+        Engine engine(std::move(engine_opts), print_note);
         const Model* model = &engine.model();
         const Tokenizer& tok = *model->tokenizer;
         const int64_t n_ctx =

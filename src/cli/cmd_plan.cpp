@@ -43,10 +43,10 @@ Command add_plan_command(CLI::App& app) {
   return {cmd, [o] {
             for (const std::string& path : {o->out, o->html})
               if (!path.empty()) refuse_special_output(path);
-            EngineOptions eo = engine_options(o->ffn, o->model, /*mmap=*/true, o->threads);
-            eo.require_tokenizer = false;
-            eo.run.allow_vram = true;  // hybrid plans for a GPU this machine may lack
-            Engine engine(std::move(eo), print_note);
+            EngineOptions engine_opts = engine_options(o->ffn, o->model, /*mmap=*/true, o->threads);
+            engine_opts.require_tokenizer = false;
+            engine_opts.run.allow_vram = true;  // hybrid plans for a GPU this machine may lack
+            Engine engine(std::move(engine_opts), print_note);
             if (o->ffn.ram_bandwidth <= 0) {
               ThreadPool pool(engine.options().threads);
               // A scratch buffer, not the model: the file is mapped, and reading it whole

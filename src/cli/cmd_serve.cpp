@@ -5,9 +5,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <filesystem>
 #include <mutex>
 #include <thread>
-#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
@@ -48,7 +48,7 @@ struct ServeOptions {
   FfnFlags ffn;
   double timeout_s = 10;
   double drain_timeout_s = 30;  // Kubernetes' default grace period
-  int threads_http = 0;  // 0: slots + queue + 32
+  int threads_http = 0;         // 0: slots + queue + 32
   int parallel = 4;
   std::string request_memory = "64M";
   ServerOptions server;
@@ -59,8 +59,7 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
   cmd->add_flag("--mmap", o.mmap, "Use the model file in place (memory map)");
   cmd->add_option("--host", o.server.host, "Address to listen on");
   cmd->add_option("--port", o.server.port, "Port to listen on")->check(in_range(1, 65535));
-  cmd->add_option("--api-key", o.server.api_key,
-                  "Require \"Authorization: Bearer KEY\" on /v1/*");
+  cmd->add_option("--api-key", o.server.api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
   cmd->add_option("-a,--alias", o.alias, "Model name the API reports (default: the file's)");
   cmd->add_option("--chat-template", o.server.chat_template,
                   "Chat template for /v1/chat/completions: a built-in name (strata chat-template "
@@ -115,21 +114,22 @@ std::string model_name(const ServeOptions& o, const Model* model) {
 
 // The server's options: those the flags bound, and the ones converted here.
 ServerOptions server_options(const ServeOptions& o) {
-  ServerOptions so = o.server;
-  if (!o.pooling.empty()) so.pooling = parse_pooling(o.pooling);
-  so.model_name = model_name(o, nullptr);  // until the model is loaded (attach names it)
+  ServerOptions options = o.server;
+  if (!o.pooling.empty()) options.pooling = parse_pooling(o.pooling);
+  options.model_name = model_name(o, nullptr);  // until the model is loaded (attach names it)
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
-  so.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1e3));
-  so.connections.receive_timeout = timeout;
-  so.connections.idle_timeout = std::min(timeout, so.connections.idle_timeout);
-  so.connections.worker_threads =
-      o.threads_http > 0 ? o.threads_http : o.parallel + so.scheduler.max_queue + 32;
-  so.request_memory_bytes = parse_bytes(o.request_memory, "--request-memory");
-  if (so.request_memory_bytes < 2 * so.max_body_bytes)
-    fail("--request-memory {} holds less than two bodies of the largest size ({} MiB each); give "
-         "at least {}M",
-         o.request_memory, so.max_body_bytes >> 20, 2 * (so.max_body_bytes >> 20));
-  return so;
+  options.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1e3));
+  options.connections.receive_timeout = timeout;
+  options.connections.idle_timeout = std::min(timeout, options.connections.idle_timeout);
+  options.connections.worker_threads =
+      o.threads_http > 0 ? o.threads_http : o.parallel + options.scheduler.max_queue + 32;
+  options.request_memory_bytes = parse_bytes(o.request_memory, "--request-memory");
+  if (options.request_memory_bytes < 2 * options.max_body_bytes)
+    fail(
+        "--request-memory {} holds less than two bodies of the largest size ({} MiB each); give "
+        "at least {}M",
+        o.request_memory, options.max_body_bytes >> 20, 2 * (options.max_body_bytes >> 20));
+  return options;
 }
 
 // glibc raises its mmap threshold to the size of any large block freed (up to 32 MiB), after
@@ -175,17 +175,18 @@ std::unique_ptr<Engine> load(const ServeOptions& o, EngineOptions options) {
 
 int serve(const ServeOptions& o) {
   return_large_blocks_to_the_system();
-  const ServerOptions so = server_options(o);
+  const ServerOptions options = server_options(o);
   // Every flag the engine reads is checked before the port is bound.
-  EngineOptions eo = engine_options(o.ffn, o.model, o.mmap, o.threads);
-  eo.run.logits_rows = eo.run.n_seq = o.parallel;
-  eo.run.front_end_bytes = server_ram_bytes(so);  // the HTTP side, inside --ram-budget
+  EngineOptions engine_opts = engine_options(o.ffn, o.model, o.mmap, o.threads);
+  engine_opts.run.logits_rows = engine_opts.run.n_seq = o.parallel;
+  engine_opts.run.front_end_bytes =
+      server_ram_bytes(options);  // the HTTP side, inside --ram-budget
   // Declared before the server, so that it outlives the server's scheduler (which runs on the
   // engine's session).
   std::unique_ptr<Engine> engine;
   // The port answers before the model is loaded (/health: 503 "loading"), so a load balancer
   // or a readiness probe sees a replica that is starting, and a busy port fails at once.
-  HttpServer server(so);
+  HttpServer server(options);
   const int port = server.bind();
   g_server = &server;
   std::signal(SIGINT, stop_on_signal);
@@ -200,7 +201,7 @@ int serve(const ServeOptions& o) {
     std::unique_lock lock(m);
     if (!loaded_cv.wait_for(lock, std::chrono::seconds(1), [&] { return load_ended; })) {
       fmt::print(stderr, "listening on http://{}:{} (/health: loading) while {} loads\n",
-                 so.host, port, o.model);
+                 options.host, port, o.model);
       std::fflush(stderr);
     }
   });
@@ -213,7 +214,7 @@ int serve(const ServeOptions& o) {
     notice.join();
   };
   try {
-    engine = load(o, std::move(eo));
+    engine = load(o, std::move(engine_opts));
     server.attach(engine->model(), engine->session(), model_name(o, &engine->model()));
   } catch (...) {
     end_notice();
@@ -227,9 +228,9 @@ int serve(const ServeOptions& o) {
              "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads, chat "
              "template {}, {} pooling): POST /v1/completions, /v1/chat/completions, "
              "/v1/embeddings; GET /v1/models, /health, /metrics, /slots\n",
-             model_name(o, &engine->model()), so.host, port, o.parallel, engine->session().n_ctx(),
-             so.scheduler.max_queue, engine->options().threads, server.chat_template_name(),
-             pooling_name(server.pooling()));
+             model_name(o, &engine->model()), options.host, port, o.parallel,
+             engine->session().n_ctx(), options.scheduler.max_queue, engine->options().threads,
+             server.chat_template_name(), pooling_name(server.pooling()));
   std::fflush(stderr);
   http.join();
   g_server = nullptr;

@@ -103,14 +103,18 @@ constexpr double kReadShareOfPeak = 0.85;  // of a GPU's memory peak, the planne
 
 // The session options of a plan split between the device and the CPU: each layer's VRAM
 // neurons, the layers and the output head on the CPU.
-void apply_device_plan(const PlacementPlan& p, SessionOptions& o) {
-  bool cpu_layers = false;
-  for (const LayerPlan& l : p.layers) {
-    o.vram_neurons.push_back(l.vram);
-    o.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
-    cpu_layers = cpu_layers || l.attention == Device::Host;
-  }
+// The session's layer->part map from the plan: 1 for each layer on the CPU.
+void host_layers_of(const PlacementPlan& p, SessionOptions& o) {
+  o.host_layers.clear();
+  for (const LayerPlan& l : p.layers) o.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
   o.output_on_host = p.output == Device::Host;
+}
+
+void apply_device_plan(const PlacementPlan& p, SessionOptions& o) {
+  for (const LayerPlan& l : p.layers) o.vram_neurons.push_back(l.vram);
+  host_layers_of(p, o);
+  const bool cpu_layers =
+      std::find(o.host_layers.begin(), o.host_layers.end(), 1) != o.host_layers.end();
   if (!cpu_layers && !o.output_on_host) o.host_layers.clear();
 }
 
@@ -232,13 +236,6 @@ bool keep_what_the_device_declines(const Model& model, PlannedRun& run) {
                   device->name(), fmt::join(types, ", "), n, n == 1 ? "" : "s",
                   output ? " and the output head" : ""));
   return true;
-}
-
-// The session's layer->part map from the plan: 1 for each layer on the CPU.
-void host_layers_of(const PlacementPlan& p, SessionOptions& o) {
-  o.host_layers.clear();
-  for (const LayerPlan& l : p.layers) o.host_layers.push_back(l.attention == Device::Host ? 1 : 0);
-  o.output_on_host = p.output == Device::Host;
 }
 
 }  // namespace

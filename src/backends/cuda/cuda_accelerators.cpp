@@ -21,47 +21,41 @@ CudaOptions cuda_options(const AcceleratorOptions& o) {
   return c;
 }
 
+// The GPU, or the emulated one: the same backend built twice, the same kernels' types.
 class CudaAccelerator final : public AcceleratorProvider {
  public:
-  const char* name() const override { return "cuda"; }
-  int device_count() const override { return cuda_device_count(); }
-  std::string unavailable_reason() const override { return cuda_unavailable_reason(); }
+  explicit CudaAccelerator(bool emulated) : emulated_(emulated) {}
+  const char* name() const override { return emulated_ ? "cuda-emu" : "cuda"; }
+  int device_count() const override { return emulated_ ? 1 : cuda_device_count(); }
+  std::string unavailable_reason() const override {
+    return emulated_ ? std::string() : cuda_unavailable_reason();
+  }
   AcceleratorInfo info(int device) const override {
-    return accelerator_info(cuda_device_info(device));
+    return accelerator_info(emulated_ ? cuda_emu_device_info() : cuda_device_info(device));
   }
   std::unique_ptr<Backend> make(const AcceleratorOptions& o) const override {
-    return make_cuda_backend(cuda_options(o));
+    return emulated_ ? make_cuda_emu_backend(cuda_options(o)) : make_cuda_backend(cuda_options(o));
   }
   uint64_t overhead_bytes() const override { return cuda_backend_overhead_bytes(); }
-  double read_bandwidth(Backend& backend) const override { return cuda_read_bandwidth(backend); }
+  double read_bandwidth(Backend& backend) const override {
+    if (emulated_) fail("the emulated GPU's memory is the host's: its bandwidth is not a GPU's");
+    return cuda_read_bandwidth(backend);
+  }
   bool reads_weights(DType type) const override { return cuda_math::cuda_weight_type(type); }
-};
 
-class CudaEmuAccelerator final : public AcceleratorProvider {
- public:
-  const char* name() const override { return "cuda-emu"; }
-  int device_count() const override { return 1; }
-  std::string unavailable_reason() const override { return {}; }
-  AcceleratorInfo info(int) const override { return accelerator_info(cuda_emu_device_info()); }
-  std::unique_ptr<Backend> make(const AcceleratorOptions& o) const override {
-    return make_cuda_emu_backend(cuda_options(o));
-  }
-  uint64_t overhead_bytes() const override { return cuda_backend_overhead_bytes(); }
-  double read_bandwidth(Backend&) const override {
-    fail("the emulated GPU's memory is the host's: its bandwidth is not a GPU's");
-  }
-  bool reads_weights(DType type) const override { return cuda_math::cuda_weight_type(type); }
+ private:
+  bool emulated_;
 };
 
 }  // namespace
 
 const AcceleratorProvider& cuda_accelerator() {
-  static const CudaAccelerator provider;
+  static const CudaAccelerator provider(false);
   return provider;
 }
 
 const AcceleratorProvider& cuda_emu_accelerator() {
-  static const CudaEmuAccelerator provider;
+  static const CudaAccelerator provider(true);
   return provider;
 }
 

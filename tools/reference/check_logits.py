@@ -2,7 +2,7 @@
 """Compares strata's logits with the PyTorch reference for random small models of every FFN
 variant and weight type. Usage: check_logits.py STRATA_BINARY WORK_DIR
 Error metric per model: max |strata - ref| / max |ref| over all positions and logits.
-Tolerances (documented in the README):
+Tolerances (documented in docs/TESTING.md):
   F32: 1e-4 against the exact reference.
   F16, BF16: 1e-4 too: the weights are exactly representable in both, only the summation
     precision (f32 in strata, f64 here) differs.

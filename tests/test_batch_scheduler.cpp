@@ -1,5 +1,6 @@
 // Continuous batching: the policy (slot choice, prompt chunks) and the scheduler against the
 // one-sequence generator: a sequence decoded in a batch with others gives what it gives alone.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -286,6 +287,32 @@ TEST(BatchScheduler, BadRequestsAreErrorsAndAFullContextEndsWithLength) {
     EXPECT_EQ(r.finish_reason, "length");
     EXPECT_EQ(r.completion_tokens, 16 - 10 + 1);
   }
+}
+
+// Issue 52.7: a grammar that fails mid-reply (past its path limit once its first character is
+// taken) ends its own request, as the request's fault; the request beside it runs to its end.
+// Was: the scheduler's catch ended every busy slot with the other client's message.
+TEST(BatchScheduler, AGrammarFailingMidReplyEndsItsRequestAlone) {
+  Scheduled s(shipped_model(), 2);
+  std::string gbnf = "root ::= \"s\" a0\n";
+  for (int i = 0; i < 20; ++i) gbnf += fmt::format("a{} ::= a{} | a{}\n", i, i + 1, i + 1);
+  gbnf += "a20 ::= \"x\"\n";
+  GenerationParams constrained = greedy(8);
+  constrained.grammar = std::make_shared<const Grammar>(Grammar::parse(gbnf));
+  const std::vector<int32_t> prompt = s.model->tokenizer->encode("In the beginning", true);
+  auto plain = s.sched.submit({prompt, greedy(8), 1});
+  auto bad = s.sched.submit({prompt, constrained, 1});
+  ASSERT_NE(plain, nullptr);
+  ASSERT_NE(bad, nullptr);
+  wait_done(*bad);
+  wait_done(*plain);
+  ASSERT_NE(bad->first_failure(), nullptr);
+  EXPECT_TRUE(bad->first_failure()->request_fault);
+  EXPECT_NE(bad->first_failure()->error.find("more than 4096 paths"), std::string::npos)
+      << bad->first_failure()->error;
+  EXPECT_EQ(plain->first_failure(), nullptr);
+  EXPECT_EQ(plain->results()[0].finish_reason, "length");
+  EXPECT_EQ(plain->results()[0].completion_tokens, 8);
 }
 
 // An embedding job pools the final hidden states Session::hidden() gives for its tokens alone:

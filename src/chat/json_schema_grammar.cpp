@@ -13,6 +13,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr int kMaxCount = 1000;  // minItems/maxItems/minLength/maxLength the grammar spells out
+constexpr int kMaxDepth = 128;   // schemas inside schemas, $ref chains included
 
 // The primitive rules every schema grammar shares.
 constexpr const char* kPrimitives = R"(ws ::= | " "
@@ -86,7 +87,33 @@ class Converter {
     return min == 0 ? "(" + seq + ")?" : seq;
   }
 
+  // One level deeper for the life of a visit: a $ref chain of 20,000 is refused, not recursed.
+  struct Deeper {
+    explicit Deeper(Converter& c) : c_(c) {
+      if (++c_.depth_ > kMaxDepth)
+        refuse("$ref", fmt::format("chain nests schemas deeper than {} levels", kMaxDepth));
+    }
+    ~Deeper() { --c_.depth_; }
+    Converter& c_;
+  };
+
+  // A schema with $defs (or definitions) is where the references inside it are resolved: the
+  // whole schema, or a tool's parameters inside the call schema built around them.
+  struct Scope {
+    Scope(Converter& c, const Json& s) : c_(c) {
+      pushed_ = s.is_object() && (s.contains("$defs") || s.contains("definitions"));
+      if (pushed_) c_.scopes_.push_back(&s);
+    }
+    ~Scope() {
+      if (pushed_) c_.scopes_.pop_back();
+    }
+    Converter& c_;
+    bool pushed_ = false;
+  };
+
   std::string visit(const Json& s, const std::string& hint) {
+    const Deeper deeper(*this);
+    const Scope scope(*this, s);
     if (s.is_boolean()) {
       if (!s.get<bool>()) refuse("false", "schema accepts nothing");
       return "value";
@@ -141,23 +168,35 @@ class Converter {
     refuse("type", fmt::format("'{}' is not a JSON type", t));
   }
 
+  // The schema `#/$defs/name` (or `#/definitions/name`) names: in the innermost schema around
+  // the reference that defines it, else the root.
+  const Json* resolve(const std::string& r) const {
+    for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
+      if (r.rfind(prefix, 0) != 0) continue;
+      const std::string section = std::string(prefix).substr(2, std::string(prefix).size() - 3);
+      const std::string name = r.substr(std::string(prefix).size());
+      for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+        if ((*it)->contains(section) && (**it)[section].is_object() && (**it)[section].contains(name))
+          return &(**it)[section][name];
+      if (root_.is_object() && root_.contains(section) && root_[section].is_object() &&
+          root_[section].contains(name))
+        return &root_[section][name];
+    }
+    return nullptr;
+  }
+
   std::string reference(const Json& ref) {
     if (!ref.is_string()) refuse("$ref", "must be a string");
     const std::string r = ref.get<std::string>();
-    const auto it = refs_.find(r);
+    const Json* target = resolve(r);
+    if (!target) refuse("$ref", fmt::format("'{}' does not name a schema in #/$defs or #/definitions", r));
+    const auto it = refs_.find(target);
     if (it != refs_.end()) return it->second;
-    std::string section, name;
-    for (const char* prefix : {"#/$defs/", "#/definitions/"})
-      if (r.rfind(prefix, 0) == 0) {
-        section = std::string(prefix).substr(2, std::string(prefix).size() - 3);
-        name = r.substr(std::string(prefix).size());
-      }
-    if (section.empty() || !root_.contains(section) || !root_[section].contains(name))
-      refuse("$ref", fmt::format("'{}' does not name a schema in #/$defs or #/definitions", r));
     // The rule's name first, so a recursive schema refers to itself.
     const std::string rule = fmt::format("ref-{}", refs_.size());
-    refs_[r] = rule;
-    rules_.push_back(rule + " ::= " + visit(root_[section][name], name));
+    refs_[target] = rule;
+    const std::string name = r.substr(r.rfind('/') + 1);
+    rules_.push_back(rule + " ::= " + visit(*target, name));
     return rule;
   }
 
@@ -228,7 +267,9 @@ class Converter {
 
   const Json& root_;
   std::vector<std::string> rules_;
-  std::map<std::string, std::string> refs_;
+  std::map<const Json*, std::string> refs_;  // a referenced schema's rule
+  std::vector<const Json*> scopes_;
+  int depth_ = 0;
 };
 
 }  // namespace

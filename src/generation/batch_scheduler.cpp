@@ -189,6 +189,22 @@ std::vector<SlotStatus> BatchScheduler::slots() const {
   return out;
 }
 
+// The job's choices not given a slot end with `error` (those in slots end through finish()).
+void BatchScheduler::fail_unplaced(Job& job, const std::string& error) {
+  JobHandle& h = *job.handle;
+  {
+    std::lock_guard hl(h.m_);
+    for (int c = job.placed; c < job.request.n; ++c) {
+      GenerationResult& r = h.results_[static_cast<size_t>(c)];
+      r.error = error;
+      r.request_fault = true;
+      r.finish_reason = "error";
+      ++h.done_;
+    }
+  }
+  h.cv_.notify_all();
+}
+
 // The job's choices not given a slot end as cancelled (those in slots end through finish()).
 void BatchScheduler::cancel_unplaced(Job& job) {
   JobHandle& h = *job.handle;
@@ -288,9 +304,16 @@ void BatchScheduler::admit() {
     const auto slot = static_cast<size_t>(choice.slot);
     session_.truncate(choice.slot, choice.keep);
     cached_[slot].resize(static_cast<size_t>(choice.keep));
-    auto seq = job->request.embed
-                   ? std::make_unique<Sequence>(job, choice.slot, model_.config.n_embd, *model_.tokenizer)
-                   : std::make_unique<Sequence>(job, job->placed, choice.slot, *model_.tokenizer);
+    std::unique_ptr<Sequence> seq;
+    try {  // a grammar's start state was checked when it compiled; a failure still ends this job alone
+      seq = job->request.embed
+                ? std::make_unique<Sequence>(job, choice.slot, model_.config.n_embd, *model_.tokenizer)
+                : std::make_unique<Sequence>(job, job->placed, choice.slot, *model_.tokenizer);
+    } catch (const std::exception& e) {
+      fail_unplaced(*job, e.what());
+      waiting_.pop_front();
+      continue;
+    }
     seq->fed = choice.keep;
     seq->result.prompt_tokens = static_cast<int64_t>(job->request.prompt.size());
     seq->result.cached_tokens = choice.keep;
@@ -381,6 +404,21 @@ void BatchScheduler::step() {
 }
 
 void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
+  // What fails here is this sequence's alone (its grammar past its limits, above all): it ends
+  // with the reason, and every other slot goes on.
+  const auto slot = static_cast<size_t>(s.slot);
+  Sequence* const self = &s;
+  try {
+    sample_next(s, logits);
+  } catch (const std::exception& e) {
+    if (slots_[slot].get() != self) return;  // it had finished already
+    self->result.error = e.what();
+    self->result.request_fault = dynamic_cast<const GrammarLimit*>(&e) != nullptr;
+    finish(*self, "error");
+  }
+}
+
+void BatchScheduler::sample_next(Sequence& s, std::span<const float> logits) {
   if (!s.first_logits) {
     s.first_logits = true;
     s.result.prompt_s = s.started.seconds();

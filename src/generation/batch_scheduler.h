@@ -83,6 +83,12 @@ class JobHandle {
   void cancel() { cancelled_ = true; }
   bool cancelled() const { return cancelled_; }
   const std::vector<GenerationResult>& results() const { return results_; }
+  // The first choice that failed, once done (null: none did).
+  const GenerationResult* first_failure() const {
+    for (const GenerationResult& r : results_)
+      if (!r.error.empty()) return &r;
+    return nullptr;
+  }
   // An embedding job's vector, once done (empty if it was cancelled or failed).
   const std::vector<float>& embedding() const { return embedding_; }
   uint64_t id() const { return id_; }
@@ -147,7 +153,9 @@ class BatchScheduler {
   void admit();           // with m_ held
   void drop_cancelled();  // with m_ held
   void step();
-  void on_logits(Sequence& s, std::span<const float> logits);
+  void on_logits(Sequence& s, std::span<const float> logits);    // sample_next, its failure its own
+  void sample_next(Sequence& s, std::span<const float> logits);  // the next token, or finish
+  void fail_unplaced(Job& job, const std::string& error);
   void release_followers(Sequence& leader, std::span<const float> logits);
   void finish(Sequence& s, const char* reason);
   void finish_embedding(Sequence& s);  // its prompt read: the pooled vector, then finish()

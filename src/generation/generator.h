@@ -39,7 +39,8 @@ struct GenerationResult {
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double queued_s = 0, prompt_s = 0, decode_s = 0;  // waiting for a slot, prompt, decode
   bool cancelled = false;                           // on_text returned false (the client went away)
-  std::string error;  // the engine failed (a batch scheduler's step threw)
+  std::string error;  // the engine failed (a batch scheduler's step threw), or the request did:
+  bool request_fault = false;  // its own grammar ran past strata's limits mid-reply
   // With GenerationParams::logprobs: the tokens whose text was delivered, in order.
   std::vector<TokenLogprob> logprobs;
 };

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <map>
 
 #include "core/error.h"
@@ -173,6 +172,7 @@ class GbnfParser {
           const uint32_t cp = parse_char();
           GrammarElement e;
           e.ranges.emplace_back(cp, cp);
+          count(1);
           seq.push_back(std::move(e));
         }
         if (at_end()) fail("a literal is not closed");
@@ -193,6 +193,7 @@ class GbnfParser {
           }
           if (hi < lo) fail("a character range ends below its start");
           e.ranges.emplace_back(lo, hi);
+          count(1);
         }
         if (at_end()) fail("a character class is not closed");
         ++i_;
@@ -202,19 +203,24 @@ class GbnfParser {
         ++i_;
         GrammarElement e;
         e.negated = true;  // outside no range: any code point
+        count(1);
         last_start = seq.size();
         seq.push_back(std::move(e));
       } else if (c == '(') {
         ++i_;
         skip_space(true);
+        if (++group_depth_ > kMaxGrammarGroupDepth)
+          fail(fmt::format("groups nest deeper than {}", kMaxGrammarGroupDepth));
         const int32_t id = helper("group");
         auto alts = parse_alternatives(true);
+        --group_depth_;
         g_.rules[static_cast<size_t>(id)] = std::move(alts);
         skip_space(true);
         if (at_end() || s_[i_] != ')') fail("a group is not closed");
         ++i_;
         GrammarElement e;
         e.rule = id;
+        count(1);
         last_start = seq.size();
         seq.push_back(std::move(e));
       } else if (name_char(c)) {
@@ -229,6 +235,7 @@ class GbnfParser {
         }
         GrammarElement e;
         e.rule = rule_id(name);
+        count(1);
         last_start = seq.size();
         seq.push_back(std::move(e));
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {
@@ -264,6 +271,9 @@ class GbnfParser {
       ++i_;
       if (max >= 0 && max < min) fail("a repetition's maximum is below its minimum");
     }
+    // What the repetition spells out, counted before it is built.
+    const size_t copies = static_cast<size_t>(min) + static_cast<size_t>(max < 0 ? 1 : max - min);
+    count(copies * (units(item) + 1));
     for (int k = 0; k < min; ++k) seq.insert(seq.end(), item.begin(), item.end());
     GrammarElement tail;
     if (max < 0) {  // R ::= item R | (nothing)
@@ -292,6 +302,21 @@ class GbnfParser {
     from = seq.size() - (tail.rule >= 0 ? 1 : item.size());
   }
 
+  // Elements and ranges an item holds (what copying it costs).
+  static size_t units(const GrammarAlternative& item) {
+    size_t n = 0;
+    for (const auto& e : item) n += 1 + e.ranges.size();
+    return n;
+  }
+
+  void count(size_t n) {
+    elements_ += n;
+    if (elements_ > kMaxGrammarElements)
+      throw GrammarLimit(fmt::format("grammar line {}: the grammar spells out more than {} elements "
+                                     "(a long item repeated many times?)",
+                                     line(), kMaxGrammarElements));
+  }
+
   int parse_count() {
     int v = 0;
     const size_t b = i_;
@@ -303,41 +328,75 @@ class GbnfParser {
     return v;
   }
 
-  // A rule that can reach itself without consuming a character would make matching loop.
-  void check_left_recursion() const {
+  // Which rules can match the empty text: a worklist over the alternatives made only of rule
+  // references (a chain of 60,000 rules is linear, not 60,000 passes).
+  std::vector<bool> nullable_rules() const {
     const size_t n = g_.rules.size();
     std::vector<bool> nullable(n, false);
-    for (bool changed = true; changed;) {
-      changed = false;
-      for (size_t r = 0; r < n; ++r) {
-        if (nullable[r]) continue;
-        for (const auto& alt : g_.rules[r]) {
-          const bool all = std::all_of(alt.begin(), alt.end(), [&](const GrammarElement& e) {
-            return e.rule >= 0 && nullable[static_cast<size_t>(e.rule)];
-          });
-          if (all) {
-            nullable[r] = true;
-            changed = true;
-            break;
-          }
+    std::vector<std::vector<std::pair<size_t, size_t>>> used_in(n);  // rule -> (rule, alternative)
+    std::vector<std::vector<size_t>> waiting(n);  // per rule, per alternative: references left
+    std::vector<size_t> ready;
+    for (size_t r = 0; r < n; ++r) {
+      waiting[r].resize(g_.rules[r].size());
+      for (size_t a = 0; a < g_.rules[r].size(); ++a) {
+        const auto& alt = g_.rules[r][a];
+        if (!std::all_of(alt.begin(), alt.end(), [](const GrammarElement& e) { return e.rule >= 0; }))
+          continue;  // a code point set: never empty
+        waiting[r][a] = alt.size();
+        for (const auto& e : alt) used_in[static_cast<size_t>(e.rule)].emplace_back(r, a);
+        if (alt.empty() && !nullable[r]) {
+          nullable[r] = true;
+          ready.push_back(r);
         }
       }
     }
-    std::vector<int> mark(n, 0);  // 0 new, 1 on the path, 2 done
-    std::function<void(size_t)> visit = [&](size_t r) {
-      mark[r] = 1;
+    while (!ready.empty()) {
+      const size_t s = ready.back();
+      ready.pop_back();
+      for (const auto& [r, a] : used_in[s])
+        if (--waiting[r][a] == 0 && !nullable[r]) {
+          nullable[r] = true;
+          ready.push_back(r);
+        }
+    }
+    return nullable;
+  }
+
+  // A rule that can reach itself without consuming a character would make matching loop. A
+  // depth-first walk over the references each alternative starts with (past nullable ones),
+  // with its own stack: no recursion, whatever the grammar's length.
+  void check_left_recursion() const {
+    const size_t n = g_.rules.size();
+    const std::vector<bool> nullable = nullable_rules();
+    std::vector<std::vector<size_t>> starts(n);  // rules an alternative of r may begin with
+    for (size_t r = 0; r < n; ++r)
       for (const auto& alt : g_.rules[r])
         for (const auto& e : alt) {
           if (e.rule < 0) break;
-          const auto s = static_cast<size_t>(e.rule);
-          if (mark[s] == 1) throw Error(fmt::format("the grammar is left-recursive at rule '{}'", g_.names[s]));
-          if (mark[s] == 0) visit(s);
-          if (!nullable[s]) break;
+          starts[r].push_back(static_cast<size_t>(e.rule));
+          if (!nullable[static_cast<size_t>(e.rule)]) break;
         }
-      mark[r] = 2;
-    };
-    for (size_t r = 0; r < n; ++r)
-      if (mark[r] == 0) visit(r);
+    std::vector<int> mark(n, 0);  // 0 new, 1 on the path, 2 done
+    std::vector<std::pair<size_t, size_t>> path;  // (rule, next edge)
+    for (size_t root = 0; root < n; ++root) {
+      if (mark[root] != 0) continue;
+      mark[root] = 1;
+      path.emplace_back(root, 0);
+      while (!path.empty()) {
+        auto& [r, edge] = path.back();
+        if (edge == starts[r].size()) {
+          mark[r] = 2;
+          path.pop_back();
+          continue;
+        }
+        const size_t s = starts[r][edge++];
+        if (mark[s] == 1) throw Error(fmt::format("the grammar is left-recursive at rule '{}'", g_.names[s]));
+        if (mark[s] == 0) {
+          mark[s] = 1;
+          path.emplace_back(s, 0);
+        }
+      }
+    }
   }
 
   const std::string& s_;
@@ -345,43 +404,75 @@ class GbnfParser {
   Grammar g_;
   std::vector<bool> defined_;
   std::map<std::string, int32_t> ids_;
+  int group_depth_ = 0;
+  size_t elements_ = 0;
 };
 
 }  // namespace
 
-Grammar Grammar::parse(const std::string& text) { return GbnfParser(text).run(); }
-
-constexpr size_t kMaxStacks = 4096;
-
-GrammarState::GrammarState(const Grammar& g) : g_(&g) {
-  for (size_t a = 0; a < g.rules[0].size(); ++a)
-    expand({{0, static_cast<int32_t>(a), 0}}, stacks_, 0);
-  normalize(stacks_);
+Grammar Grammar::parse(const std::string& text) {
+  Grammar g = GbnfParser(text).run();
+  const GrammarState start(g);  // its limits are checked here, not when a request is admitted
+  return g;
 }
 
-void GrammarState::expand(GrammarStack s, std::vector<GrammarStack>& out, int depth) const {
-  if (depth > 10000) throw Error("the grammar nests too deeply");
-  while (!s.empty()) {
-    const GrammarPosition& top = s.back();
-    const auto& alt = g_->rules[static_cast<size_t>(top.rule)][static_cast<size_t>(top.alternative)];
-    if (top.element == static_cast<int32_t>(alt.size())) {
-      s.pop_back();
-      continue;
+namespace {
+
+[[noreturn]] void too_many_paths() {
+  throw GrammarLimit(fmt::format("the grammar follows more than {} paths at once "
+                                 "(an enum or alternatives too many, or too ambiguous)",
+                                 kMaxGrammarStacks));
+}
+
+}  // namespace
+
+GrammarState::GrammarState(const Grammar& g) : g_(&g) {
+  ExpandCount count;
+  for (size_t a = 0; a < g.rules[0].size(); ++a)
+    expand({{0, static_cast<int32_t>(a), 0}}, stacks_, count);
+  normalize(stacks_);
+  if (stacks_.size() > kMaxGrammarStacks) too_many_paths();
+}
+
+void GrammarState::expand(GrammarStack s, std::vector<GrammarStack>& out, ExpandCount& count) const {
+  // Bounds on the work of one step, duplicates included (they are removed later): a grammar
+  // whose alternatives multiply fails here, before it has made millions of stacks.
+  std::vector<GrammarStack> work;
+  work.push_back(std::move(s));
+  while (!work.empty()) {
+    GrammarStack t = std::move(work.back());
+    work.pop_back();
+    if (++count.visited > 16 * kMaxGrammarStacks) too_many_paths();
+    bool waits = true;  // t ends at a code point set (or is done)
+    while (!t.empty()) {
+      const GrammarPosition& top = t.back();
+      const auto& alt = g_->rules[static_cast<size_t>(top.rule)][static_cast<size_t>(top.alternative)];
+      if (top.element == static_cast<int32_t>(alt.size())) {
+        t.pop_back();
+        continue;
+      }
+      const GrammarElement& e = alt[static_cast<size_t>(top.element)];
+      if (e.rule < 0) break;  // a code point set: the stack waits here
+      // A reference: continue after it once the rule is done (a tail call keeps nothing).
+      t.back().element++;
+      if (t.back().element == static_cast<int32_t>(alt.size())) t.pop_back();
+      const auto& alts = g_->rules[static_cast<size_t>(e.rule)];
+      for (size_t a = 0; a < alts.size(); ++a) {
+        GrammarStack u = t;
+        u.push_back({e.rule, static_cast<int32_t>(a), 0});
+        work.push_back(std::move(u));
+      }
+      waits = false;
+      break;
     }
-    const GrammarElement& e = alt[static_cast<size_t>(top.element)];
-    if (e.rule < 0) break;  // a code point set: the stack waits here
-    // A reference: continue after it once the rule is done (a tail call keeps nothing).
-    s.back().element++;
-    if (s.back().element == static_cast<int32_t>(alt.size())) s.pop_back();
-    const auto& alts = g_->rules[static_cast<size_t>(e.rule)];
-    for (size_t a = 0; a < alts.size(); ++a) {
-      GrammarStack t = s;
-      t.push_back({e.rule, static_cast<int32_t>(a), 0});
-      expand(std::move(t), out, depth + 1);
-    }
-    return;
+    if (!waits) continue;
+    count.positions += t.size();
+    if (count.positions > kMaxGrammarPositions)
+      throw GrammarLimit(fmt::format("the grammar's paths hold more than {} positions (nested too deeply)",
+                                     kMaxGrammarPositions));
+    out.push_back(std::move(t));
+    if (out.size() > 4 * kMaxGrammarStacks) too_many_paths();
   }
-  out.push_back(std::move(s));
 }
 
 void GrammarState::normalize(std::vector<GrammarStack>& stacks) const {
@@ -391,6 +482,7 @@ void GrammarState::normalize(std::vector<GrammarStack>& stacks) const {
 
 bool GrammarState::advance(uint32_t cp) {
   std::vector<GrammarStack> next;
+  ExpandCount count;
   for (const auto& s : stacks_) {
     if (s.empty()) continue;
     const GrammarPosition& top = s.back();
@@ -399,13 +491,13 @@ bool GrammarState::advance(uint32_t cp) {
     if (!e.matches(cp)) continue;
     GrammarStack t = s;
     t.back().element++;
-    expand(std::move(t), next, 0);
+    expand(std::move(t), next, count);
   }
   if (next.empty()) return false;
   normalize(next);
-  // A grammar ambiguous enough to follow this many paths at once is cut off here (the text
-  // ends) rather than let one request's matching grow without bound.
-  if (next.size() > kMaxStacks) return false;
+  // A grammar ambiguous enough to follow this many paths at once fails the request (loudly)
+  // rather than let its matching grow without bound or end the text in silence.
+  if (next.size() > kMaxGrammarStacks) too_many_paths();
   stacks_ = std::move(next);
   return true;
 }

@@ -11,7 +11,23 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
+
 namespace strata {
+
+// What one grammar may cost, so that no request's grammar can take the server's stack, memory
+// or time: a 436-byte grammar made 2^20 parse stacks, a 30 KB literal repeated {1000} 1.86 GB.
+inline constexpr int kMaxGrammarGroupDepth = 128;        // ( ... ) nested in the text
+inline constexpr size_t kMaxGrammarElements = 1 << 17;   // elements and ranges after expansion
+inline constexpr size_t kMaxGrammarStacks = 4096;        // paths matched at once
+inline constexpr size_t kMaxGrammarPositions = 1 << 20;  // their positions, all stacks together
+
+// A grammar past one of those limits, at parse time or while matching: the request's fault,
+// not the engine's (a 400 at admission; mid-reply, that request's error alone).
+class GrammarLimit : public Error {
+ public:
+  using Error::Error;
+};
 
 struct GrammarElement {
   // A code point set (ranges, inclusive; negated: every code point outside them), or a rule.
@@ -30,7 +46,7 @@ struct Grammar {
   std::vector<std::string> names;                       // of each rule (helpers: "name_N")
 
   // Parses GBNF text; Error naming the line and the problem (an undefined rule, no root, left
-  // recursion, bad syntax).
+  // recursion, bad syntax), GrammarLimit past the limits above (its start state included).
   static Grammar parse(const std::string& text);
 };
 
@@ -47,7 +63,8 @@ using GrammarStack = std::vector<GrammarPosition>;
 class GrammarState {
  public:
   explicit GrammarState(const Grammar& g);  // at the start of root
-  // Advances by one code point; false (and the state unchanged) if no stack accepts it.
+  // Advances by one code point; false (and the state unchanged) if no stack accepts it;
+  // GrammarLimit if the paths it leads to exceed the limits above.
   bool advance(uint32_t cp);
   // Whether some stack could take a code point in [lo, hi].
   bool could_take(uint32_t lo, uint32_t hi) const;
@@ -56,7 +73,13 @@ class GrammarState {
   const std::vector<GrammarStack>& stacks() const { return stacks_; }
 
  private:
-  void expand(GrammarStack s, std::vector<GrammarStack>& out, int depth) const;
+  // The stacks `s` becomes once every rule reference on its top is entered (iterative: a chain
+  // of 60,000 rules is no recursion), appended to out; `count` is the work of one step across
+  // calls (stacks visited, positions out holds). GrammarLimit past the limits.
+  struct ExpandCount {
+    size_t visited = 0, positions = 0;
+  };
+  void expand(GrammarStack s, std::vector<GrammarStack>& out, ExpandCount& count) const;
   void normalize(std::vector<GrammarStack>& stacks) const;
 
   const Grammar* g_;

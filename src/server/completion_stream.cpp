@@ -10,10 +10,6 @@ using nlohmann::json;
 
 namespace {
 
-bool any_failed(const JobHandle& job) {
-  return std::any_of(job.results().begin(), job.results().end(),
-                     [](const GenerationResult& r) { return !r.error.empty(); });
-}
 
 // With tools, each choice's reply is sent whole at the end: OpenAI's shape, the calls in one
 // delta, each with its index, then the finish chunk. `finish` becomes "tool_calls" for a call.
@@ -86,8 +82,9 @@ bool stream_completion(const CompletionRequest& req, JobHandle& job, const Compl
       return false;
     }
   }
-  if (any_failed(job)) {
-    send(error_body(500, "internal error: " + job.results()[0].error));
+  if (const GenerationResult* failed = job.first_failure()) {
+    send(failed->request_fault ? error_body(400, failed->error, req.grammar_param)
+                               : error_body(500, "internal error: " + failed->error));
     return false;
   }
   const auto& results = job.results();

@@ -170,10 +170,6 @@ struct HttpServer::Impl {
       if (!job.cancelled() && abandoned()) job.cancel();
   }
 
-  static bool any_failed(const JobHandle& job) {
-    return std::any_of(job.results().begin(), job.results().end(),
-                       [](const GenerationResult& r) { return !r.error.empty(); });
-  }
 
   void complete(const httplib::Request& http_req, const std::string& body, httplib::Response& res,
                 bool chat, std::shared_ptr<InFlight> in_flight_guard) {
@@ -196,7 +192,10 @@ struct HttpServer::Impl {
         return reply_cancelled(res);
       }
       log(http_req, 200, &results[0], req->n);
-      if (any_failed(*job)) throw std::runtime_error(results[0].error);
+      if (const GenerationResult* failed = job->first_failure()) {
+        if (failed->request_fault) throw ApiError(400, failed->error, req->grammar_param);
+        throw std::runtime_error(failed->error);
+      }
       res.set_content(dump_json(completion_response(*req, cid, results, token_text())),
                       "application/json");
       return;
@@ -277,9 +276,9 @@ struct HttpServer::Impl {
         log(http_req, 503, nullptr);
         return reply_cancelled(res);
       }
-      if (any_failed(job)) {
+      if (const GenerationResult* failed = job.first_failure()) {
         cancel_all();
-        throw std::runtime_error(job.results()[0].error);
+        throw std::runtime_error(failed->error);
       }
       vectors.push_back(job.embedding());
     }

@@ -159,7 +159,14 @@ jinja::Value tool_calls_value(const json& calls, const std::string& where) {
     nlohmann::ordered_json fn = {{"name", c["function"]["name"]}};
     const json args = c["function"].contains("arguments") ? c["function"]["arguments"] : json::object();
     if (args.is_string()) {
-      auto parsed = nlohmann::ordered_json::parse(args.get<std::string>(), nullptr, false);
+      // A string parsed again: bounded as the body is (30,000 '[' overflowed the stack).
+      const std::string& text = args.get_ref<const std::string&>();
+      try {
+        check_json_depth(measure_json(text), "'" + at + ".function.arguments'");
+      } catch (const Error& e) {
+        bad(at + ".function.arguments", e.what());
+      }
+      auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
       fn["arguments"] = parsed.is_discarded() ? nlohmann::ordered_json(args.get<std::string>()) : parsed;
     } else {
       fn["arguments"] = nlohmann::ordered_json::parse(args.dump());
@@ -239,8 +246,9 @@ json error_body(int status, const std::string& message, const std::string& param
 
 // The grammar one of response_format (json_object, json_schema), llama.cpp's json_schema or
 // its grammar (GBNF) asks for, compiled; none for plain text. A schema keyword strata cannot
-// enforce, or a grammar that does not compile, is a 400 naming it.
-void read_output_format(const std::string& text, const json& body, GenerationParams& g) {
+// enforce, or a grammar that does not compile, is a 400 naming it. Returns the field that gave
+// the grammar ("" for none).
+std::string read_output_format(const std::string& text, const json& body, GenerationParams& g) {
   const char* given = nullptr;
   for (const char* key : {"response_format", "json_schema", "grammar"}) {
     if (!present(body, key)) continue;
@@ -250,7 +258,7 @@ void read_output_format(const std::string& text, const json& body, GenerationPar
     if (given) bad(key, fmt::format("give one of '{}' and '{}', not both", given, key));
     given = key;
   }
-  if (!given) return;
+  if (!given) return "";
   const std::string key = given;
   std::string gbnf;
   // Schemas are read again keeping their keys' order: properties are written in that order.
@@ -295,6 +303,7 @@ void read_output_format(const std::string& text, const json& body, GenerationPar
   } catch (const Error& e) {
     bad(key, e.what());
   }
+  return key;
 }
 
 // tools, tool_choice and parallel_tool_calls (chat only). Tools are read again keeping their
@@ -435,7 +444,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
     if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
       bad(key, fmt::format("'{}' is not supported", key));
   if (present(body, "logit_bias")) g.sampling.logit_bias = parse_logit_bias(body["logit_bias"]);
-  read_output_format(text, body, g);
+  r.grammar_param = read_output_format(text, body, g);
   read_tools(text, body, r);
   if (present(body, "function_call")) bad("function_call", "'function_call' is not supported");
   return r;

@@ -38,6 +38,7 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_ids;    // completions: or token ids
   std::vector<ChatMessage> messages;  // chat
   GenerationParams generation;
+  std::string grammar_param;  // the field generation.grammar came from: a grammar's error names it
   // chat: OpenAI's tools (null: none), what tool_choice asks (none, auto, required, or function:
   // then tool_function names it), and how the model writes calls (the server sets it from its
   // chat template).

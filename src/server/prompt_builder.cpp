@@ -61,7 +61,10 @@ void PromptBuilder::prepare_tools(CompletionRequest& req) const {
   } catch (const SchemaError& e) {
     throw ApiError(
         400, fmt::format("a tool's parameters: {} (keyword '{}')", e.what(), e.keyword()), "tools");
+  } catch (const Error& e) {
+    throw ApiError(400, fmt::format("the tools' call grammar: {}", e.what()), "tools");
   }
+  req.grammar_param = "tools";
 }
 
 std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req) const {

@@ -170,8 +170,8 @@ TEST(Jinja, FailuresWhileRenderingNameTheirCause) {
 TEST(Jinja, RenderingIsBounded) {
   EXPECT_EQ(render_error("{{ range(100000000)|length }}"), "line 1: range too large");
   EXPECT_EQ(render_error("{{ 'x' * 1000000000 }}"), "line 1: a string longer than the template limit");
-  EXPECT_EQ(render_error("{% for a in range(2000) %}{% for b in range(2000) %}{% endfor %}{% endfor %}"),
-            "line 1: the template runs too long");
+  EXPECT_EQ(render_error("{% for a in range(3000) %}{% for b in range(3000) %}{% endfor %}{% endfor %}"),
+            "line 1: the template runs too long (over its budget of 5000000 steps)");
   EXPECT_EQ(render_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"), "line 1: macros nested too deeply");
   EXPECT_EQ(render_error("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}"
                          "{% set ns.s = ns.s ~ ns.s %}{% endfor %}"),
@@ -231,7 +231,8 @@ TEST(ChatTemplate, ATemplateStrataCannotRunIsRefusedWhenChosen) {
   EXPECT_EQ(select_error("", "{{ messages | shuffle }}"),
             "chat template 'gguf' cannot be used: line 1: unknown filter 'shuffle'");
   EXPECT_EQ(select_error("", "{{ functions + messages[0].content }}"),
-            "chat template 'gguf' cannot render a user's message: line 1: 'functions' is undefined");
+            "chat template 'gguf' cannot render a user's message: line 1: 'functions' is undefined "
+            "(--chat-template FILE or a built-in name replaces it)");
   EXPECT_EQ(select_error("/nonexistent/t.jinja", "").substr(0, 60),
             "--chat-template '/nonexistent/t.jinja' is neither a built-in");
   // A template that refuses the trial by its own raise_exception is accepted: that is its policy.

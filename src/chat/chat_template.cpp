@@ -2,10 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <fstream>
-#include <sstream>
-
 #include "chat/builtin_templates.h"
+#include "core/input_file.h"
 
 namespace strata {
 
@@ -29,13 +27,9 @@ std::vector<std::string> stops_for(const std::string& name, const std::string& s
   return stop;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+// A template file is read as every input file is: a regular file (not /dev/zero, not a FIFO),
+// of a bounded size.
+constexpr uint64_t kMaxTemplateFileBytes = uint64_t{1} << 20;
 
 }  // namespace
 
@@ -90,7 +84,7 @@ ChatTemplate ChatTemplate::select(const std::string& spec, const std::string& mo
     name = spec;
     source = *builtin;
   } else {
-    source = read_file(spec);
+    if (is_regular_file(spec)) source = read_regular_file(spec, kMaxTemplateFileBytes, "chat template");
     if (source.empty()) {
       std::string names;
       for (const auto& n : builtin_names()) names += (names.empty() ? "" : ", ") + n;
@@ -102,14 +96,23 @@ ChatTemplate ChatTemplate::select(const std::string& spec, const std::string& mo
     name = spec;
   }
   ChatTemplate t(std::move(name), std::move(source), std::move(bos), std::move(eos));
-  // One trial: a user's message. A template that refuses it by its own raise_exception is its
-  // policy (the request will hear it); any other failure means strata cannot run it.
-  try {
-    t.template_->render(t.context(message_values({{"user", "Hello"}}), {}, true));
-  } catch (const jinja::RaisedException&) {
-  } catch (const jinja::Error& e) {
-    throw std::runtime_error(
-        fmt::format("chat template '{}' cannot render a user's message: {}", t.name_, e.what()));
+  // Trials, under the render budget: a user's message, and a conversation with a system prompt
+  // and a reply. A template that refuses one by its own raise_exception is its policy (the
+  // request will hear it); any other failure, a budget run out included, means strata cannot
+  // run it, said at load (a model's template that never ends left `serve` "loading" for ever).
+  const std::vector<std::vector<ChatMessage>> trials = {
+      {{"user", "Hello"}},
+      {{"system", "Be brief."}, {"user", "Hello"}, {"assistant", "Hi."}, {"user", "And you?"}}};
+  for (const auto& trial : trials) {
+    try {
+      t.template_->render(t.context(message_values(trial), {}, true));
+    } catch (const jinja::RaisedException&) {
+    } catch (const jinja::Error& e) {
+      throw std::runtime_error(fmt::format(
+          "chat template '{}' cannot render a {}: {}{}", t.name_,
+          trial.size() == 1 ? "user's message" : "conversation", e.what(),
+          spec.empty() || t.name_ == "gguf" ? " (--chat-template FILE or a built-in name replaces it)" : ""));
+    }
   }
   return t;
 }

@@ -11,6 +11,7 @@
 #include <ctime>
 #include <optional>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtin_support.h"
 
 namespace strata::jinja {
@@ -151,9 +152,10 @@ void require_defined(const Value& v) {
 
 Value binary_op(const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
-    std::string s = a.str() + b.str();
-    check_text(s.size());
-    return Value(std::move(s));
+    const std::string x = a.str(), y = b.str();
+    check_text(x.size() + y.size());
+    charge_bytes(x.size() + y.size());
+    return Value(x + y);
   }
   require_defined(a);
   require_defined(b);
@@ -171,10 +173,13 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (nums) return Value(a.as_float() + b.as_float());
     if (a.is_string() && b.is_string()) {
       check_text(a.as_string().size() + b.as_string().size());
+      charge_bytes(a.as_string().size() + b.as_string().size());
       return Value(a.as_string() + b.as_string());
     }
     if (a.kind() == K::List && b.kind() == K::List) {
       if (a.as_list().size() + b.as_list().size() > kMaxItems) throw Error("a list longer than the template limit");
+      charge_steps(a.as_list().size() + b.as_list().size());
+      charge_bytes(built_bytes(a) + built_bytes(b));
       List l = a.as_list();
       l.insert(l.end(), b.as_list().begin(), b.as_list().end());
       return Value(std::move(l));
@@ -202,17 +207,23 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     const Value& seq = is_int_like(a) ? b : a;
     const Value& times = is_int_like(a) ? a : b;
     if (!is_int_like(times)) return unsupported();
-    const int64_t n = std::max<int64_t>(0, int_of(times));
+    const auto n = static_cast<uint64_t>(std::max<int64_t>(0, int_of(times)));
+    // Sizes are checked before anything is built (and without overflow: n may be 2^63).
+    auto times_n = [n](uint64_t size) { return n == 0 || size <= UINT64_MAX / n ? size * n : UINT64_MAX; };
     if (seq.is_string()) {
-      if (seq.as_string().size() * static_cast<uint64_t>(n) > kMaxText) throw Error("a string longer than the template limit");
+      if (times_n(seq.as_string().size()) > kMaxText) throw Error("a string longer than the template limit");
+      charge_bytes(times_n(seq.as_string().size()));
       std::string s;
-      for (int64_t i = 0; i < n; ++i) s += seq.as_string();
+      for (uint64_t i = 0; i < n; ++i) s += seq.as_string();
       return Value(std::move(s));
     }
     if (seq.kind() == K::List) {
-      if (seq.as_list().size() * static_cast<uint64_t>(n) > kMaxItems) throw Error("a list longer than the template limit");
+      if (times_n(seq.as_list().size()) > kMaxItems) throw Error("a list longer than the template limit");
+      // Each copy copies the strings in it: [a 60 MB string] * 1000 asked for 60 GB.
+      charge_steps(times_n(seq.as_list().size()));
+      charge_bytes(times_n(built_bytes(seq)));
       List l;
-      for (int64_t i = 0; i < n; ++i) l.insert(l.end(), seq.as_list().begin(), seq.as_list().end());
+      for (uint64_t i = 0; i < n; ++i) l.insert(l.end(), seq.as_list().begin(), seq.as_list().end());
       return Value(std::move(l));
     }
     return unsupported();
@@ -246,10 +257,15 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     return Value(r);
   }
   if (op == "**") {
-    if (ints && int_of(b) >= 0) {
+    if (ints && int_of(b) >= 0) {  // by squaring: 1 ** (2**63 - 1) is 63 steps, not 2**63
       int64_t r = 1, base = int_of(a);
-      for (int64_t e = int_of(b); e > 0; --e)
-        if (__builtin_mul_overflow(r, base, &r)) throw Error("integer overflow");
+      for (int64_t e = int_of(b); e > 0; e >>= 1) {
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) throw Error("integer overflow");
+        if (e > 1 && __builtin_mul_overflow(base, base, &base)) {
+          if (r == 0) break;  // 0 times anything
+          throw Error("integer overflow");
+        }
+      }
       return Value(r);
     }
     if (nums) return Value(std::pow(a.as_float(), b.as_float()));
@@ -259,6 +275,7 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
 }
 
 bool contains(const Value& container, const Value& item) {
+  charge_steps(work_units(container));
   switch (container.kind()) {
     case K::String:
       if (!item.is_string()) type_error("'in <string>' requires string as left operand, not " + item.type_name());
@@ -311,6 +328,7 @@ Value get_item(const Value& obj, const Value& key) {
 
 Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, const Value& step_v) {
   require_defined(obj);
+  charge_steps(work_units(obj));
   auto opt = [](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
     if (!is_int_like(v)) type_error(std::string("slice ") + what + " must be an integer or None");
@@ -329,7 +347,10 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
     const int64_t b = clamp(opt(start_v, "start"), step > 0 ? 0 : n - 1);
     const int64_t e = clamp(opt(stop_v, "stop"), step > 0 ? n : -1);
     std::vector<size_t> out;
-    for (int64_t i = b; step > 0 ? i < e : i > e; i += step) out.push_back(static_cast<size_t>(i));
+    for (int64_t i = b; step > 0 ? i < e : i > e;) {
+      out.push_back(static_cast<size_t>(i));
+      if (__builtin_add_overflow(i, step, &i)) break;  // past either end
+    }
     return out;
   };
   if (obj.kind() == K::List) {
@@ -348,6 +369,7 @@ Value get_slice(const Value& obj, const Value& start_v, const Value& stop_v, con
 
 Value get_attribute(const Value& obj, const std::string& name) {
   require_defined(obj);
+  charge_steps(work_units(obj));  // a str method copies the string; a dict's is looked up
   switch (obj.kind()) {
     case K::String: return string_method(obj.as_string(), name);
     case K::Dict: {
@@ -380,6 +402,8 @@ Value get_attribute(const Value& obj, const std::string& name) {
 }
 
 List iterate(const Value& v) {
+  charge_steps(work_units(v));
+  charge_bytes(built_bytes(v));  // the items are copied (their strings with them)
   switch (v.kind()) {
     case K::Undefined: return {};
     case K::List: return v.as_list();

@@ -110,6 +110,21 @@ class ExprParser {
   }
 
  private:
+  // The links of a left-deep chain (`1 + 1 + ...`, `x|f|g`, `a.b.c`) count as nesting: the tree
+  // they build is as deep as they are long (20,000 terms overflowed the stack at load).
+  struct Chain {
+    explicit Chain(ExprParser& p) : p_(p) {}
+    ~Chain() { p_.depth_ -= links_; }
+    Chain(const Chain&) = delete;
+    Chain& operator=(const Chain&) = delete;
+    void link() {
+      ++links_;
+      if (++p_.depth_ > kMaxNesting) throw Error("expression nested too deeply", p_.peek().line);
+    }
+    ExprParser& p_;
+    int links_ = 0;
+  };
+
   struct Depth {
     explicit Depth(ExprParser& p) : p_(p) {
       if (++p_.depth_ > kMaxNesting) throw Error("expression nested too deeply", p_.peek().line);
@@ -128,7 +143,9 @@ class ExprParser {
 
   ExprPtr or_expr() {
     ExprPtr e = and_expr();
+    Chain chain(*this);
     while (is_name("or")) {
+      chain.link();
       const int line = peek().line;
       ++i_;
       e = binary(Expr::Kind::Or, std::move(e), and_expr(), line);
@@ -138,7 +155,9 @@ class ExprParser {
 
   ExprPtr and_expr() {
     ExprPtr e = not_expr();
+    Chain chain(*this);
     while (is_name("and")) {
+      chain.link();
       const int line = peek().line;
       ++i_;
       e = binary(Expr::Kind::And, std::move(e), not_expr(), line);
@@ -187,7 +206,9 @@ class ExprParser {
 
   ExprPtr add() {
     ExprPtr e = concat();
+    Chain chain(*this);
     while (is_op("+") || is_op("-")) {
+      chain.link();
       const Token& op = t_[i_++];
       e = binary(Expr::Kind::Binary, std::move(e), concat(), op.line, op.text);
     }
@@ -196,7 +217,9 @@ class ExprParser {
 
   ExprPtr concat() {
     ExprPtr e = mul();
+    Chain chain(*this);
     while (is_op("~")) {
+      chain.link();
       const int line = t_[i_++].line;
       e = binary(Expr::Kind::Binary, std::move(e), mul(), line, "~");
     }
@@ -205,7 +228,9 @@ class ExprParser {
 
   ExprPtr mul() {
     ExprPtr e = pow();
+    Chain chain(*this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.link();
       const Token& op = t_[i_++];
       e = binary(Expr::Kind::Binary, std::move(e), pow(), op.line, op.text);
     }
@@ -214,7 +239,9 @@ class ExprParser {
 
   ExprPtr pow() {
     ExprPtr e = unary(true);
+    Chain chain(*this);
     while (is_op("**")) {
+      chain.link();
       const int line = t_[i_++].line;
       e = binary(Expr::Kind::Binary, std::move(e), unary(true), line, "**");
     }
@@ -307,7 +334,9 @@ class ExprParser {
   }
 
   ExprPtr postfix(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
+      chain.link();
       if (is_op(".")) {
         const int line = t_[i_++].line;
         auto a = make(Expr::Kind::Attr, line);
@@ -384,7 +413,9 @@ class ExprParser {
   }
 
   ExprPtr filters(ExprPtr e) {
+    Chain chain(*this);
     while (true) {
+      chain.link();
       if (is_op("|")) {
         const int line = t_[i_++].line;
         auto f = make(Expr::Kind::Filter, line);

@@ -8,6 +8,7 @@
 #include <ctime>
 #include <optional>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtin_support.h"
 
 namespace strata::jinja {
@@ -95,6 +96,11 @@ std::string indent(const std::string& text, const Value* width_v, bool first, bo
   }
   // A trailing line break keeps its (empty) last line, as Jinja's indent does.
   const std::vector<std::string> lines = split_lines(text + "\n");
+  // Its size before it is built (a long pad on many lines asked for 2 GB).
+  const uint64_t pads = lines.size() + 1;
+  if (!pad.empty() && pads > (kMaxText - std::min<uint64_t>(text.size(), kMaxText)) / pad.size())
+    throw Error("a string longer than the template limit");
+  charge_bytes(text.size() + pads * pad.size());
   std::string rv;
   if (blank) {
     for (size_t i = 0; i < lines.size(); ++i) rv += (i ? "\n" + pad : "") + lines[i];
@@ -241,6 +247,7 @@ std::optional<Value> sequence_filter(const std::string& name, const Value& v, co
     List out;
     for (const auto& item : iterate(v)) {
       const bool seen = std::any_of(out.begin(), out.end(), [&](const Value& o) {
+        charge_steps(1);  // quadratic: range(1000000)|unique ran for an hour
         if (o.is_string() && item.is_string())
           return map_chars(o.as_string(), to_lower) == map_chars(item.as_string(), to_lower);
         return equal(o, item);
@@ -335,8 +342,12 @@ std::optional<Value> number_filter(const std::string& name, const Value& v, cons
 }  // namespace
 
 Value apply_filter(const std::string& name, const Value& v, const CallArgs& a) {
+  charge_steps(work_units(v));  // a filter reads its operand (sorts and unique: per comparison)
   for (auto* filter : {text_filter, sequence_filter, number_filter})
-    if (std::optional<Value> out = filter(name, v, a)) return std::move(*out);
+    if (std::optional<Value> out = filter(name, v, a)) {
+      charge_bytes(built_bytes(*out));
+      return std::move(*out);
+    }
   throw Error("unknown filter '" + name + "'");
 }
 
@@ -421,10 +432,12 @@ Dict global_functions() {
           const int64_t step = p.size() > 2 ? p[2] : 1;
           if (step == 0) throw Error("range() arg 3 must not be zero");
           List out;
-          for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+          for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
             if (out.size() >= kMaxItems) throw Error("range too large");
             out.emplace_back(i);
+            if (__builtin_add_overflow(i, step, &i)) break;  // past int64: Python's range ends too
           }
+          charge_steps(out.size());
           return Value(std::move(out));
         }));
   auto dict_of = [](const CallArgs& a) {

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "chat/jinja.h"
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtins.h"
 #include "chat/jinja_lexer.h"
 #include "chat/jinja_parser.h"
@@ -14,8 +15,10 @@ namespace strata::jinja {
 
 namespace {
 
-constexpr size_t kMaxSteps = 1'000'000;  // statements and loop iterations in one render
-constexpr int kMaxCallDepth = 64;         // nested macro calls
+constexpr int kMaxCallDepth = 64;  // nested macro calls
+// Expressions, blocks and macro calls inside each other while rendering: the parser bounds a
+// tag's own depth, this bounds what macros stack up (and so the renderer's stack).
+constexpr int kMaxRenderNesting = 1000;
 
 struct Frame {
   std::map<std::string, Value> vars;
@@ -53,6 +56,7 @@ class Renderer {
   Renderer& operator=(const Renderer&) = delete;
 
   std::string run(const Body& body) {
+    const RenderBudget::Scope scope(budget_);
     std::string out;
     if (render(body, child_of(root_), out) != Flow::Normal)
       throw Error("'break' or 'continue' outside a loop");
@@ -61,12 +65,29 @@ class Renderer {
 
  private:
   void step(int line) {
-    if (++steps_ > kMaxSteps) throw Error("the template runs too long", line);
+    try {
+      budget_.charge_steps(1);
+    } catch (const Error& e) {
+      throw Error(e.what(), line);
+    }
   }
 
+  // One level deeper in the renderer's own recursion, for the life of an eval or a node.
+  struct Nesting {
+    Nesting(Renderer& r, int line) : r_(r) {
+      if (++r_.nesting_ > kMaxRenderNesting) {
+        --r_.nesting_;
+        throw Error(fmt::format("the template nests deeper than {} levels while rendering", kMaxRenderNesting), line);
+      }
+    }
+    ~Nesting() { --r_.nesting_; }
+    Renderer& r_;
+  };
+
   static void append(std::string& out, const std::string& s, int line) {
+    if (out.size() + s.size() > kMaxText) throw Error("the template's output is too long", line);
+    charge_bytes(s.size());
     out += s;
-    if (out.size() > kMaxText) throw Error("the template's output is too long", line);
   }
 
   Value lookup(const std::string& name, const FramePtr& frame) const {
@@ -89,6 +110,7 @@ class Renderer {
   }
 
   Value eval(const Expr& e, const FramePtr& frame) {
+    const Nesting nesting(*this, e.line);
     try {
       return eval_unchecked(e, frame);
     } catch (const RaisedException&) {
@@ -131,7 +153,10 @@ class Renderer {
         require_defined(callee);
         if (callee.kind() != Value::Kind::Callable)
           throw Error("'" + callee.type_name() + "' object is not callable");
-        return callee.as_callable().call(arguments(e, frame));
+        Value result = callee.as_callable().call(arguments(e, frame));
+        charge_steps(work_units(result));  // what a method or global built, counted whole
+        charge_bytes(built_bytes(result));
+        return result;
       }
       case EK::Filter: return apply_filter(e.name, eval(*e.a, frame), arguments(e, frame));
       case EK::Test: return Value(apply_test(e.name, eval(*e.a, frame), arguments(e, frame)) != e.negated);
@@ -208,6 +233,7 @@ class Renderer {
   }
 
   Flow render(const Node& n, const FramePtr& frame, std::string& out) {
+    const Nesting nesting(*this, n.line);
     try {
       return render_unchecked(n, frame, out);
     } catch (const RaisedException&) {
@@ -333,8 +359,9 @@ class Renderer {
 
   FramePtr root_;
   std::vector<Value> namespaces_;
-  size_t steps_ = 0;
-  int depth_ = 0;
+  RenderBudget budget_;
+  int depth_ = 0;    // macro calls
+  int nesting_ = 0;  // evals and nodes
 };
 
 // Every filter and test a template names must exist: found when the template is chosen, not when

@@ -2,10 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "chat/jinja_budget.h"
+#include "chat/jinja_builtins.h"
 #include "model/unicode.h"
 
 namespace strata::jinja {
@@ -31,14 +34,38 @@ const Value* CallArgs::get(size_t i, const std::string& name) const {
   return i < positional.size() ? &positional[i] : nullptr;
 }
 
+namespace {
+
+uint16_t one_deeper(int deepest) {
+  if (deepest + 1 > kMaxValueDepth)
+    throw Error(fmt::format("values nest deeper than {} levels", kMaxValueDepth));
+  return static_cast<uint16_t>(deepest + 1);
+}
+
+}  // namespace
+
+uint16_t depth_around_list(const List& items) {
+  int deepest = 0;
+  for (const Value& v : items) deepest = std::max(deepest, v.depth());
+  return one_deeper(deepest);
+}
+
+uint16_t depth_around_dict(const Dict& items) {
+  int deepest = 0;
+  for (const auto& kv : items.items()) deepest = std::max(deepest, kv.second.depth());
+  return one_deeper(deepest);
+}
+
 Value Value::make_namespace(Dict attributes) {
   Value v;
+  v.depth_ = depth_around_dict(attributes);
   v.v_ = std::make_shared<Dict>(std::move(attributes));
   return v;
 }
 
 Value Value::generator(List items) {
   Value v;
+  v.depth_ = depth_around_list(items);
   v.v_ = std::make_shared<const Lazy>(Lazy{std::move(items)});
   return v;
 }
@@ -132,6 +159,8 @@ std::string Value::str() const {
 }
 
 std::string Value::repr() const {
+  const NestingGuard nested;  // a namespace may hold itself
+  charge_steps(1);            // shared lists are printed once per reference
   switch (kind()) {
     case Kind::Undefined: return "";
     case Kind::None: return "None";
@@ -141,14 +170,19 @@ std::string Value::repr() const {
     case Kind::String: return string_repr(as_string());
     case Kind::List: {
       std::string out = tuple_ ? "(" : "[";
-      for (const auto& item : as_list()) out += (out.size() > 1 ? ", " : "") + item.repr();
+      for (const auto& item : as_list()) {
+        out += (out.size() > 1 ? ", " : "") + item.repr();
+        if (out.size() > kMaxText) throw Error("a string longer than the template limit");
+      }
       if (tuple_) return out + (as_list().size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Kind::Dict: {
       std::string out = "{";
-      for (const auto& [k, v] : as_dict().items())
+      for (const auto& [k, v] : as_dict().items()) {
         out += (out.size() > 1 ? ", " : "") + string_repr(k) + ": " + v.repr();
+        if (out.size() > kMaxText) throw Error("a string longer than the template limit");
+      }
       return out + "}";
     }
     case Kind::Namespace: {
@@ -190,6 +224,8 @@ bool numeric(const Value& v) {
 
 bool equal(const Value& a, const Value& b) {
   using K = Value::Kind;
+  const NestingGuard nested;
+  charge_steps(1);
   if (numeric(a) && numeric(b)) {
     if (a.kind() != K::Float && b.kind() != K::Float) {
       auto as_i = [](const Value& v) { return v.is_int() ? v.as_int() : int64_t{v.as_bool()}; };
@@ -226,6 +262,8 @@ bool equal(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b) {
+  const NestingGuard nested;
+  charge_steps(1);
   if (numeric(a) && numeric(b)) {
     if (a.is_int() && b.is_int()) return a.as_int() < b.as_int();
     return a.as_float() < b.as_float();
@@ -300,6 +338,9 @@ std::string json_string(const std::string& s, bool ensure_ascii) {
 
 void write_json(const Value& v, const JsonStyle& style, int depth, std::string& out) {
   using K = Value::Kind;
+  const NestingGuard nested;  // a namespace may hold itself
+  charge_steps(1);            // shared lists are written once per reference
+  if (out.size() > kMaxText) throw Error("a string longer than the template limit");
   auto newline = [&](int level) {
     if (style.indent < 0) return;
     out += '\n';

@@ -81,6 +81,9 @@ class Value {
     return v;
   }
   bool is_tuple() const { return tuple_; }
+  // Lists and dicts inside each other, this one included (at most kMaxValueDepth: a list built
+  // around itself 60,000 times crashed on tojson, or merely when it was freed).
+  int depth() const { return depth_; }
 
   Kind kind() const;
   bool is_undefined() const { return kind() == Kind::Undefined; }
@@ -117,6 +120,7 @@ class Value {
                std::shared_ptr<const Callable>, std::shared_ptr<const Lazy>>
       v_;
   bool tuple_ = false;
+  uint16_t depth_ = 0;
 };
 
 // A dict keeps its keys in insertion order, as Python's does (tojson and items() show it).
@@ -152,8 +156,11 @@ struct Lazy {
 };
 
 // Value's members that need the types above complete (clang's library checks them eagerly).
-inline Value::Value(List l) : v_(std::make_shared<const List>(std::move(l))) {}
-inline Value::Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}
+// One more than the deepest item; Error past kMaxValueDepth.
+uint16_t depth_around_list(const List& items);
+uint16_t depth_around_dict(const Dict& items);
+inline Value::Value(List l) : depth_(depth_around_list(l)) { v_ = std::make_shared<const List>(std::move(l)); }
+inline Value::Value(Dict d) : depth_(depth_around_dict(d)) { v_ = std::make_shared<const Dict>(std::move(d)); }
 inline Value::Value(Callable c) : v_(std::make_shared<const Callable>(std::move(c))) {}
 inline Dict& Value::namespace_attributes() const { return *std::get<std::shared_ptr<Dict>>(v_); }
 inline const Callable& Value::as_callable() const { return *std::get<std::shared_ptr<const Callable>>(v_); }

@@ -79,5 +79,44 @@ TEST_F(HostileRequests, AGrammarFailingMidReplyIsItsOwn400) {
   still_serving();
 }
 
+// Issue 52.10: /tokenize with pieces built a document of a million objects outside the request
+// budget (7 MB took 2.6 GB, 2.2 GB stayed held). Its answer is bounded and reserved first.
+TEST_F(HostileRequests, TokenizeAnswersAreCountedInTheRequestMemory) {
+  restart([](ServerOptions& o) {
+    o.max_body_bytes = size_t{512} << 10;
+    o.request_memory_bytes = uint64_t{2} << 20;
+  });
+  std::string text;
+  while (text.size() < 400000) text += "a b c d ";
+  Json e = post("/tokenize", Json{{"content", text}, {"with_pieces", true}}.dump(), 413);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("the answer would take"), std::string::npos) << e;
+  // Small answers are as before, ids alone or with pieces.
+  const Json r = post("/tokenize", Json{{"content", "a b"}, {"with_pieces", true}}.dump(), 200);
+  ASSERT_TRUE(r["tokens"].is_array());
+  ASSERT_FALSE(r["tokens"].empty());
+  EXPECT_TRUE(r["tokens"][0]["id"].is_number_integer());
+  std::string joined;
+  for (const Json& t : r["tokens"]) joined += t["piece"].get<std::string>();
+  EXPECT_EQ(joined.find("a"), joined.find_first_not_of(" "));
+  const Json ids = post("/tokenize", Json{{"content", "a b"}}.dump(), 200);
+  EXPECT_EQ(ids["tokens"].size(), r["tokens"].size());
+  const Json back = post("/detokenize", Json{{"tokens", ids["tokens"]}}.dump(), 200);
+  EXPECT_NE(back["content"].get<std::string>().find("a b"), std::string::npos) << back;
+  still_serving();
+}
+
+// Issue 52.19: duplicate ids in logit_bias's array form were summed past +-100; keys " 5" and
+// "+5" were taken as 5.
+TEST_F(HostileRequests, LogitBiasKeysAreIdsAndEachIdComesOnce) {
+  for (const char* bias : {R"({" 5": 1})", R"({"+5": 1})", R"({"5 ": 1})", R"({"0x5": 1})",
+                           R"([[5, 100], [5, 100]])", R"({"5": 1, "05": 2})"}) {
+    const Json e = post("/v1/completions",
+                        std::string(R"({"prompt": "a", "max_tokens": 1, "logit_bias": )") + bias + "}", 400);
+    EXPECT_EQ(e["error"]["param"], "logit_bias") << bias;
+  }
+  post("/v1/completions", R"({"prompt": "a", "max_tokens": 1, "logit_bias": {"5": 100, "6": -100}})", 200);
+  post("/v1/completions", R"({"prompt": "a", "max_tokens": 1, "logit_bias": [[5, 100], [6, false]]})", 200);
+}
+
 }  // namespace
 }  // namespace strata

@@ -434,10 +434,11 @@ struct HttpServer::Impl {
           const std::string body = intake.read_body(req, reader, res, memory);
           intake.reserve_document(body, memory);
           if (model().tokenizer == nullptr) throw ApiError(501, "the model has no tokenizer");
-          res.set_content(dump_json(reply(*model().tokenizer, parse_body(body))),
-                          "application/json");
+          const auto reserve = [&](uint64_t bytes) { intake.reserve_answer(bytes, memory); };
+          res.set_content(reply(*model().tokenizer, parse_body(body), reserve), "application/json");
           log(req, 200, nullptr);
         });
+        if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);  // as the API routes do
       };
     };
     http.Post("/tokenize", json_endpoint(tokenize_response));

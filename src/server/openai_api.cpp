@@ -46,13 +46,12 @@ int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi) {
 std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b) {
   std::vector<std::pair<int32_t, float>> out;
   auto id_of = [](const std::string& key) {
-    size_t used = 0;
-    long long id = -1;
-    try {
-      id = std::stoll(key, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != key.size() || key.empty() || id < 0 || id > INT32_MAX)
+    // Decimal digits only: stoll took " 5" and "+5" as 5.
+    int64_t id = 0;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(key);
+    if (!digits || id > INT32_MAX)
       bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id", key.substr(0, 32)));
     return static_cast<int32_t>(id);
   };
@@ -77,6 +76,10 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b) {
   } else {
     bad("logit_bias", "'logit_bias' must be an object of token id: bias");
   }
+  // One bias per token: two would add up past the [-100, 100] each is held to.
+  std::set<int32_t> seen;
+  for (const auto& [id, bias] : out)
+    if (!seen.insert(id).second) bad("logit_bias", fmt::format("logit_bias names token {} twice", id));
   return out;
 }
 

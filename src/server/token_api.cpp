@@ -32,12 +32,21 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
-json piece_json(const std::string& piece) {
-  if (valid_utf8(piece)) return piece;
-  json bytes = json::array();
-  for (const char c : piece) bytes.push_back(static_cast<unsigned char>(c));
-  return bytes;
+// A piece as JSON text: a string, or its byte values when it is not valid UTF-8 on its own.
+void write_piece(const std::string& piece, std::string& out) {
+  if (valid_utf8(piece)) {
+    out += json(piece).dump();
+    return;
+  }
+  out += '[';
+  for (size_t i = 0; i < piece.size(); ++i)
+    out += fmt::format("{}{}", i ? ", " : "", static_cast<unsigned>(static_cast<unsigned char>(piece[i])));
+  out += ']';
 }
+
+// What writing a piece may take at most: \u escapes (6 bytes a byte) or ", 255" a byte.
+constexpr uint64_t kPieceBytesPerByte = 6;
+constexpr uint64_t kTokenOverhead = 32;  // {"id": 123456789, "piece": } and the comma
 
 }  // namespace
 
@@ -51,7 +60,7 @@ json parse_body(const std::string& text) {
   }
 }
 
-json tokenize_response(const Tokenizer& tokenizer, const json& body) {
+std::string tokenize_response(const Tokenizer& tokenizer, const json& body, const ReserveBytes& reserve) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   if (!body.contains("content") || !body["content"].is_string())
     throw ApiError(400, "'content' must be a string", "content");
@@ -61,25 +70,35 @@ json tokenize_response(const Tokenizer& tokenizer, const json& body) {
   const std::vector<int32_t> ids =
       tokenizer.encode(body["content"].get<std::string>(),
                        add_special && tokenizer.add_bos_default(), parse_special);
-  json tokens = json::array();
-  for (const int32_t id : ids) {
+  // The piece as it reads in text: a control token by its name (what parse_special reads).
+  auto piece_of = [&](int32_t id) {
+    return tokenizer.has_text(id) ? tokenizer.token_bytes(id) : tokenizer.token_text(id);
+  };
+  uint64_t bound = 16 + kTokenOverhead * ids.size();
+  if (with_pieces)
+    for (const int32_t id : ids) bound += kPieceBytesPerByte * piece_of(id).size();
+  reserve(bound);
+  std::string out = "{\"tokens\": [";
+  out.reserve(bound);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i) out += ", ";
     if (!with_pieces) {
-      tokens.push_back(id);
+      out += std::to_string(ids[i]);
       continue;
     }
-    // The piece as it reads in text: a control token by its name (what parse_special reads).
-    const std::string piece =
-        tokenizer.has_text(id) ? tokenizer.token_bytes(id) : tokenizer.token_text(id);
-    tokens.push_back({{"id", id}, {"piece", piece_json(piece)}});
+    out += fmt::format("{{\"id\": {}, \"piece\": ", ids[i]);
+    write_piece(piece_of(ids[i]), out);
+    out += '}';
   }
-  return {{"tokens", std::move(tokens)}};
+  return out + "]}";
 }
 
-json detokenize_response(const Tokenizer& tokenizer, const json& body) {
+std::string detokenize_response(const Tokenizer& tokenizer, const json& body, const ReserveBytes& reserve) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   if (!body.contains("tokens") || !body["tokens"].is_array())
     throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
   std::vector<int32_t> ids;
+  uint64_t bound = 32;
   for (const json& t : body["tokens"]) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer.n_vocab())
       throw ApiError(400,
@@ -87,8 +106,11 @@ json detokenize_response(const Tokenizer& tokenizer, const json& body) {
                                  tokenizer.n_vocab()),
                      "tokens");
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    const int32_t id = ids.back();
+    bound += 8 + kPieceBytesPerByte * (tokenizer.has_text(id) ? tokenizer.token_bytes(id) : tokenizer.token_text(id)).size();
   }
-  return {{"content", tokenizer.decode(ids)}};
+  reserve(bound);  // the text, then the text escaped
+  return json{{"content", tokenizer.decode(ids)}}.dump();
 }
 
 }  // namespace strata

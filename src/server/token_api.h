@@ -7,17 +7,25 @@
 //   POST /detokenize {"tokens": [ids]} -> {"content": TEXT}
 // add_special adds the model's BOS where the model adds one; parse_special turns control
 // tokens written in the text ("<|im_end|>") into those tokens. Bad fields are ApiErrors (400)
-// naming the field; ids outside the vocabulary are refused.
+// naming the field; ids outside the vocabulary are refused. The answer is written as JSON text
+// directly (a document of a million {"id", "piece"} objects took 2.6 GB), after `reserve` has
+// been asked for a bound on its bytes (it throws when they cannot be held).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "model/tokenizer.h"
 
 namespace strata {
 
-nlohmann::json tokenize_response(const Tokenizer& tokenizer, const nlohmann::json& body);
-nlohmann::json detokenize_response(const Tokenizer& tokenizer, const nlohmann::json& body);
+using ReserveBytes = std::function<void(uint64_t bytes)>;
+std::string tokenize_response(const Tokenizer& tokenizer, const nlohmann::json& body,
+                              const ReserveBytes& reserve);
+std::string detokenize_response(const Tokenizer& tokenizer, const nlohmann::json& body,
+                                const ReserveBytes& reserve);
 // The body's text as JSON (bounded depth and numbers); an ApiError (400) when it is not.
 nlohmann::json parse_body(const std::string& text);
 

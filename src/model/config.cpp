@@ -37,6 +37,16 @@ std::string ffn_activation_names() {
 
 namespace {
 
+// The loader's bounds on the float parameters, applied when a file is written too (convert once
+// wrote rope_theta 1e-50 as an f32 0, and rms_norm_eps 5: files its own loader refuses).
+void check_float_params(const std::string& where, const std::string& a, const std::string& eps_key,
+                        double freq_base, double norm_eps) {
+  if (!(freq_base > 0.0 && freq_base < 1e30))  // NaN and inf fail too
+    fail("'{}': {}rope.freq_base is {}; expected a finite positive number", where, a, freq_base);
+  if (!(norm_eps > 0.0 && norm_eps < 1.0))
+    fail("'{}': {} is {}; expected a number in (0, 1)", where, eps_key, norm_eps);
+}
+
 void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   const std::string count_key = a + "expert_count", used_key = a + "expert_used_count";
   c.n_expert = f.get_int(count_key, 0);
@@ -115,10 +125,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   const double freq_base = f.get_float(a + "rope.freq_base", 10000.0);
   const std::string eps_key = a + c.arch->norm_eps_key;
   const double norm_eps = f.get_float(eps_key, 1e-5);
-  if (!(freq_base > 0.0 && freq_base < 1e30))  // NaN and inf fail too
-    fail("'{}': {}rope.freq_base is {}; expected a finite positive number", f.path(), a, freq_base);
-  if (!(norm_eps > 0.0 && norm_eps < 1.0))
-    fail("'{}': {} is {}; expected a number in (0, 1)", f.path(), eps_key, norm_eps);
+  check_float_params(f.path(), a, eps_key, freq_base, norm_eps);
   c.rope_freq_base = static_cast<float>(freq_base);
   c.norm_eps = static_cast<float>(norm_eps);
   c.n_vocab = f.get_int(a + "vocab_size", 0);
@@ -145,10 +152,19 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   return c;
 }
 
-void write_config(const ModelConfig& c, GgufWriter& w) {
-  const std::string a = c.architecture + ".";
+void check_writable(const ModelConfig& c) {
   const Architecture* arch = find_architecture(c.architecture);
   if (arch == nullptr) fail("cannot write architecture '{}'", c.architecture);
+  const std::string a = c.architecture + ".";
+  // As stored: f32 (a double of 1e-50 is 0 there).
+  check_float_params(c.name.empty() ? "the model being written" : c.name, a, a + arch->norm_eps_key,
+                     static_cast<double>(c.rope_freq_base), static_cast<double>(c.norm_eps));
+}
+
+void write_config(const ModelConfig& c, GgufWriter& w) {
+  check_writable(c);
+  const std::string a = c.architecture + ".";
+  const Architecture* arch = find_architecture(c.architecture);
   auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
   w.set("general.architecture", GgufValue::str(c.architecture));
   w.set("general.name", GgufValue::str(c.name));

@@ -72,6 +72,9 @@ struct ModelConfig {
 class GgufWriter;
 // Writes general.architecture, general.name, the "<arch>.*" hyper-parameters and the FFN
 // variant: the keys from_gguf reads (and llama.cpp reads), named in one place.
+// Fails (Error) where the loader would refuse the config once written (its float parameters as
+// f32); write_config checks it first, and a converter calls it before creating its output.
+void check_writable(const ModelConfig& config);
 void write_config(const ModelConfig& config, GgufWriter& writer);
 
 }  // namespace strata

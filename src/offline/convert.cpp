@@ -218,9 +218,10 @@ void convert_hf_to_gguf(const ConvertOptions& o,
            dtype_name(p.type), dtype_info(p.type).block_size);
   }
 
-  GgufWriter w(o.output);
   ModelConfig mc = c.model;
   mc.name = o.name.empty() ? dir.filename().string() : o.name;
+  check_writable(mc);  // before the output exists
+  GgufWriter w(o.output);
   write_config(mc, w);
   w.set("general.source.architecture", GgufValue::str(c.architecture));
   w.set("general.file_type", GgufValue::u32(quant_recipe_file_type(o.recipe)));

@@ -253,6 +253,10 @@ def main():
         json.dump(cfg, open(path, "w"))
     for changes, needle in [({"rms_norm_eps": -1}, "not a positive number"),
                             ({"rope_theta": 0}, "not a positive number"),
+                            # Issue 52.16: values the loader refuses once stored as f32.
+                            ({"rope_theta": 1e-50}, "rope.freq_base is 0"),
+                            ({"rms_norm_eps": 1e-50}, "expected a number in (0, 1)"),
+                            ({"rms_norm_eps": 5}, "expected a number in (0, 1)"),
                             ({"max_position_embeddings": 2**62}, "outside"),
                             ({"bos_token_id": 2**40}, "outside"),
                             ({"hidden_size": 64.5}, "not a whole number"),

@@ -10,6 +10,8 @@
 
 #include "core/anonymous_memory.h"
 #include "core/mapped_file.h"
+#include "core/input_file.h"
+#include "core/mapping_faults.h"
 #include "test_helpers.h"
 
 namespace strata {
@@ -57,6 +59,24 @@ long minor_faults() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_minflt;
+}
+
+// Issue 52.15: a mapped file truncated under the process (`serve --mmap`, the model replaced)
+// raised SIGBUS with no message. Now one line naming the file, and exit status 74.
+TEST(MappedFileDeathTest, ATruncatedMappingIsAnErrorNamingTheFile) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string path = testing::temp_file("truncated_under_us.bin");
+  write_text_file(path, std::string(1 << 20, 'x'));
+  EXPECT_EXIT(
+      {
+        MappedFile f(path, LoadMode::Map);
+        if (::truncate(path.c_str(), 4096) != 0) std::_Exit(3);
+        volatile uint8_t b = f.data()[f.size() - 1];
+        (void)b;
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(kMappingFaultExitCode),
+      "error: '.*truncated_under_us.bin' changed while strata had it mapped");
 }
 
 TEST(AnonymousMemory, PopulatedMemoryIsZeroAndWritesNeedNoPageFaults) {

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/input_file.h"
+#include "core/mapping_faults.h"
 
 namespace strata {
 
@@ -99,6 +100,7 @@ MappedFile::MappedFile(const std::string& path, LoadMode mode, const Ranges& hol
       } else {
         p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED) fail("cannot map '{}': {}", path, std::strerror(errno));
+        watch_mapping(p, size_, path);  // a truncation later is a message, not a silent SIGBUS
       }
     } catch (...) {
       ::close(fd);
@@ -131,6 +133,7 @@ void MappedFile::set_read_only() {
 }
 
 MappedFile::~MappedFile() {
+  if (data_ != nullptr && mode_ == LoadMode::Map) unwatch_mapping(data_);
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

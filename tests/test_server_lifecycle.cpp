@@ -4,12 +4,15 @@
 // get 503 and /health says "draining"; then listen() returns by itself. Past drain_timeout what
 // still runs is cut as by stop().
 #include <gtest/gtest.h>
+
+#include <csignal>
 #include <httplib.h>
 
 #include <future>
 #include <thread>
 
 #include "core/error.h"
+#include "server/signal_policy.h"
 #include "server_fixture.h"
 
 namespace strata {
@@ -19,6 +22,15 @@ using strata::testing::RawConnection;
 using strata::testing::shipped_model;
 using strata::testing::request;
 using strata::testing::ServerHttp;
+
+// Issue 52.17: SIGINT/SIGTERM during the load waited for the load to end (4-13 s seen).
+TEST(SignalPolicy, DuringTheLoadEitherSignalExitsOnceServingTermDrainsThenStops) {
+  EXPECT_EQ(signal_action(SIGTERM, true, 0), SignalAction::Exit);
+  EXPECT_EQ(signal_action(SIGINT, true, 0), SignalAction::Exit);
+  EXPECT_EQ(signal_action(SIGTERM, false, 0), SignalAction::Drain);
+  EXPECT_EQ(signal_action(SIGTERM, false, 1), SignalAction::Stop);
+  EXPECT_EQ(signal_action(SIGINT, false, 0), SignalAction::Stop);
+}
 
 TEST(ServerLoading, HealthSaysLoadingUntilTheModelIsAttached) {
   ServerOptions o;

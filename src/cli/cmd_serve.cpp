@@ -1,6 +1,7 @@
 // strata serve: the OpenAI-compatible HTTP server (src/server/), llama-server's flags.
 #include <fmt/format.h>
 #include <malloc.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -17,21 +18,26 @@
 #include "core/error.h"
 #include "generation/slot_context.h"
 #include "server/http_server.h"
+#include "server/signal_policy.h"
 
 namespace strata {
 
 namespace {
 HttpServer* g_server = nullptr;  // for the signal handlers
 volatile sig_atomic_t g_terms = 0;
-extern "C" void stop_on_signal(int) {
-  if (g_server != nullptr) g_server->stop();
-}
-// SIGTERM (Kubernetes, systemd, docker stop): drain, finishing what runs; a second one stops.
-extern "C" void drain_on_signal(int) {
+volatile sig_atomic_t g_loading = 1;
+
+// SIGINT and SIGTERM (Kubernetes, systemd, docker stop): server/signal_policy.h.
+extern "C" void on_stop_signal(int sig) {
+  const SignalAction action = signal_action(sig, g_loading != 0, g_terms);
+  if (sig == SIGTERM) g_terms = g_terms + 1;
+  if (action == SignalAction::Exit) {
+    static const char message[] = "stopped while the model was loading\n";
+    [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, message, sizeof message - 1);
+    ::_exit(128 + sig);  // as the signal's default action would report it
+  }
   if (g_server == nullptr) return;
-  const sig_atomic_t terms = g_terms;
-  g_terms = terms + 1;
-  if (terms == 0)
+  if (action == SignalAction::Drain)
     g_server->drain();
   else
     g_server->stop();
@@ -189,8 +195,8 @@ int serve(const ServeOptions& o) {
   HttpServer server(options);
   const int port = server.bind();
   g_server = &server;
-  std::signal(SIGINT, stop_on_signal);
-  std::signal(SIGTERM, drain_on_signal);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   std::thread http([&server] { server.listen(); });
   // A load that takes a while is announced (a quick one, or one that fails at once, is not:
   // its error stays the only line).
@@ -224,6 +230,7 @@ int serve(const ServeOptions& o) {
     throw;
   }
   end_notice();
+  g_loading = 0;
   fmt::print(stderr,
              "serving {} on http://{}:{} ({} slots of context {}, queue {}, {} threads, chat "
              "template {}, {} pooling): POST /v1/completions, /v1/chat/completions, "

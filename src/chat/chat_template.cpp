@@ -129,10 +129,10 @@ jinja::Dict ChatTemplate::context(const jinja::Value& messages, const jinja::Dic
 }
 
 ChatPrompt ChatTemplate::apply(const jinja::Value& messages, const jinja::Dict& extra,
-                               bool add_generation_prompt) const {
+                               bool add_generation_prompt, const jinja::RenderLimits& limits) const {
   ChatPrompt p;
   try {
-    p.text = template_->render(context(messages, extra, add_generation_prompt));
+    p.text = template_->render(context(messages, extra, add_generation_prompt), limits);
   } catch (const jinja::RaisedException& e) {
     throw ChatTemplateRefusal(fmt::format("the chat template refused the messages: {}", e.message()));
   } catch (const jinja::Error& e) {

@@ -50,8 +50,9 @@ class ChatTemplate {
 
   // The prompt for `messages` (a list of message dicts) with `extra` variables (tools, ...).
   // ChatTemplateRefusal for the template's own raise_exception, std::runtime_error otherwise.
+  // `limits`: memory lent to the render (jinja_budget.h).
   ChatPrompt apply(const jinja::Value& messages, const jinja::Dict& extra = {},
-                   bool add_generation_prompt = true) const;
+                   bool add_generation_prompt = true, const jinja::RenderLimits& limits = {}) const;
   ChatPrompt apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
 
   const std::string& name() const { return name_; }

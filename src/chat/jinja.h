@@ -10,6 +10,7 @@
 #include <string>
 
 #include "chat/jinja_ast.h"
+#include "chat/jinja_budget.h"
 #include "chat/jinja_value.h"
 
 namespace strata::jinja {
@@ -21,7 +22,7 @@ class Template {
 
   // The text for `context` (the template's variables; the globals are added). Throws
   // RaisedException for the template's own raise_exception, Error for anything else.
-  std::string render(const Dict& context) const;
+  std::string render(const Dict& context, const RenderLimits& limits = {}) const;
 
  private:
   std::shared_ptr<const Body> body_;

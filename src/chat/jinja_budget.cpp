@@ -25,6 +25,13 @@ void RenderBudget::charge_bytes(uint64_t n) {
   bytes_ = n > kMaxRenderBytes - std::min(bytes_, kMaxRenderBytes) ? kMaxRenderBytes + 1 : bytes_ + n;
   if (bytes_ > kMaxRenderBytes)
     throw Error(fmt::format("the template builds more than its budget of {} MiB", kMaxRenderBytes >> 20));
+  if (!limits_.reserve || bytes_ <= lent_) return;
+  const uint64_t more = std::max<uint64_t>(bytes_ - lent_, uint64_t{1} << 20);
+  if (!limits_.reserve(more))
+    throw Error(fmt::format("the template builds {} MiB, more than the server's request memory "
+                            "lends it now",
+                            bytes_ >> 20));
+  lent_ += more;
 }
 
 RenderBudget::Scope::Scope(RenderBudget& budget) : previous_(current) { current = &budget; }

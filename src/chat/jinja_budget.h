@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 namespace strata::jinja {
 
@@ -17,8 +18,17 @@ constexpr uint64_t kMaxRenderSteps = 5'000'000;
 constexpr uint64_t kMaxRenderBytes = uint64_t{512} << 20;
 constexpr int kMaxValueDepth = 256;  // lists and dicts inside each other (and traversals of them)
 
+// What a caller lends one render beyond the fixed budgets: `reserve(bytes)` is asked for memory
+// before the render builds past what it was lent (1 MiB at a time), and false fails the render
+// naming it (the server lends from its --request-memory: eight renders of 512 MiB at once were
+// over any budget). Unset: kMaxRenderBytes alone bounds it.
+struct RenderLimits {
+  std::function<bool(uint64_t bytes)> reserve;
+};
+
 class RenderBudget {
  public:
+  explicit RenderBudget(RenderLimits limits = {}) : limits_(std::move(limits)) {}
   void charge_steps(uint64_t n);
   void charge_bytes(uint64_t n);
   uint64_t steps() const { return steps_; }
@@ -37,7 +47,9 @@ class RenderBudget {
   };
 
  private:
+  RenderLimits limits_;
   uint64_t steps_ = 0, bytes_ = 0;
+  uint64_t lent_ = 0;  // bytes limits_.reserve has granted
 };
 
 // Against the current thread's budget (none: nothing is charged).

@@ -36,7 +36,8 @@ enum class Flow { Normal, Break, Continue };
 
 class Renderer {
  public:
-  explicit Renderer(const Dict& context) : root_(std::make_shared<Frame>()) {
+  Renderer(const Dict& context, const RenderLimits& limits)
+      : root_(std::make_shared<Frame>()), budget_(limits) {
     const Dict globals = global_functions();
     for (const auto& [k, v] : globals.items()) root_->vars[k] = v;
     for (const auto& [k, v] : context.items()) root_->vars[k] = v;
@@ -397,6 +398,8 @@ Template::Template(const std::string& source)
   check_names(*body_);
 }
 
-std::string Template::render(const Dict& context) const { return Renderer(context).run(*body_); }
+std::string Template::render(const Dict& context, const RenderLimits& limits) const {
+  return Renderer(context, limits).run(*body_);
+}
 
 }  // namespace strata::jinja

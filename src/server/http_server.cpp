@@ -172,10 +172,13 @@ struct HttpServer::Impl {
 
 
   void complete(const httplib::Request& http_req, const std::string& body, httplib::Response& res,
-                bool chat, std::shared_ptr<InFlight> in_flight_guard) {
+                bool chat, std::shared_ptr<InFlight> in_flight_guard,
+                RequestMemory::Reservation& memory) {
     auto req =
         std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults));
-    std::vector<int32_t> ids = engine->prompts.prompt_tokens(*req);
+    // The chat template's render borrows from the request's memory as it builds.
+    const jinja::RenderLimits lent{[&memory](uint64_t bytes) { return memory.grow(bytes); }};
+    std::vector<int32_t> ids = engine->prompts.prompt_tokens(*req, lent);
     const CompletionIds cid{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
@@ -417,7 +420,7 @@ struct HttpServer::Impl {
           if (kind == Endpoint::Embeddings)
             embed(req, body, res);
           else
-            complete(req, body, res, kind == Endpoint::Chat, guard);
+            complete(req, body, res, kind == Endpoint::Chat, guard, memory);
         });
         // The body and its document are freed; glibc keeps freed memory in its arenas, so a
         // large request's pages go back to the system now (the budget counts what is held).

@@ -67,14 +67,15 @@ void PromptBuilder::prepare_tools(CompletionRequest& req) const {
   req.grammar_param = "tools";
 }
 
-std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req) const {
+std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req,
+                                                const jinja::RenderLimits& limits) const {
   const Tokenizer& tok = *model_.tokenizer;
   prepare_tools(req);
   ChatPrompt p;
   try {
     jinja::Dict extra;
     if (req.tools_active()) extra.set("tools", jinja::from_json(req.tools));
-    p = template_.apply(message_values(req.messages), extra);
+    p = template_.apply(message_values(req.messages), extra, true, limits);
   } catch (const ChatTemplateRefusal& e) {
     throw ApiError(400, e.what(), "messages");
   } catch (const std::runtime_error& e) {
@@ -88,11 +89,12 @@ std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req) const {
   return tok.encode(p.text, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
 }
 
-std::vector<int32_t> PromptBuilder::prompt_tokens(CompletionRequest& req) const {
+std::vector<int32_t> PromptBuilder::prompt_tokens(CompletionRequest& req,
+                                                  const jinja::RenderLimits& limits) const {
   const Tokenizer& tok = *model_.tokenizer;
   std::vector<int32_t> ids;
   if (req.chat) {
-    ids = chat_tokens(req);
+    ids = chat_tokens(req, limits);
   } else if (!req.prompt_ids.empty()) {
     ids = req.prompt_ids;
     for (int32_t t : ids) check_vocabulary(t, "prompt token id", "prompt");

@@ -23,7 +23,8 @@ class PromptBuilder {
 
   // The request's prompt; a chat's template stop strings and a tool call's grammar are added
   // to its generation options.
-  std::vector<int32_t> prompt_tokens(CompletionRequest& req) const;
+  // `limits`: the memory a chat template's render may borrow (the request's reservation).
+  std::vector<int32_t> prompt_tokens(CompletionRequest& req, const jinja::RenderLimits& limits = {}) const;
   // An embedding input's tokens (`i`: its index, for messages).
   std::vector<int32_t> input_tokens(const std::string& text, size_t i) const;
   // Refuses token ids of `what` outside the context (the input of an embedding, by index).
@@ -31,7 +32,7 @@ class PromptBuilder {
 
  private:
   void prepare_tools(CompletionRequest& req) const;
-  std::vector<int32_t> chat_tokens(CompletionRequest& req) const;
+  std::vector<int32_t> chat_tokens(CompletionRequest& req, const jinja::RenderLimits& limits) const;
   void check_fits_before_tokenizing(const std::string& text, const char* param,
                                     const std::string& what) const;
   void check_vocabulary(int32_t id, const char* what, const char* param) const;

@@ -9,7 +9,8 @@
 // tokens written in the text ("<|im_end|>") into those tokens. Bad fields are ApiErrors (400)
 // naming the field; ids outside the vocabulary are refused. The answer is written as JSON text
 // directly (a document of a million {"id", "piece"} objects took 2.6 GB), after `reserve` has
-// been asked for a bound on its bytes (it throws when they cannot be held).
+// been asked for a bound on its bytes, and on what encoding the text holds, before each is
+// held (it throws when they cannot be).
 #pragma once
 
 #include <cstdint>

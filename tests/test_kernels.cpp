@@ -1,9 +1,12 @@
 // Every SIMD kernel against the scalar reference, and the threaded matvec against a serial one.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "backends/cpu/amx_matmat.h"
@@ -341,6 +344,26 @@ TEST(MatVec, ResultsIdenticalForAnyThreadCount) {
     in.prepare(best_kernels(), x.data(), 256, needs_q8_input(type));
     for (int64_t r = 0; r < 333; r += 37) EXPECT_EQ(y1[r], dot_row(best_kernels(), m.view, r, in));
   }
+}
+
+// Issue 52: a thread held up (preempted by the OS, here: waiting) costs the chunk it holds, not
+// a fixed share: the other threads take every other chunk meanwhile. (With fixed shares the
+// held thread's share waits for it: the wait below would run out and the test fail.)
+TEST(ThreadPool, AHeldUpThreadsChunksAreTakenByTheOthers) {
+  ThreadPool pool(3);
+  const int64_t n = 120;
+  std::atomic<int64_t> done{0};
+  std::atomic<bool> saw_all{false};
+  pool.parallel_for(n, [&](int64_t b, int64_t e, int) {
+    if (b == 0) {  // the first chunk waits for every other one
+      for (int i = 0; i < 30000 && done.load() < n - e; ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      saw_all = done.load() == n - e;
+    }
+    done += e - b;
+  });
+  EXPECT_TRUE(saw_all.load());
+  EXPECT_EQ(done.load(), n);
 }
 
 TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {

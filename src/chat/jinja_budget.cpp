@@ -23,8 +23,9 @@ void RenderBudget::charge_steps(uint64_t n) {
 
 void RenderBudget::charge_bytes(uint64_t n) {
   bytes_ = n > kMaxRenderBytes - std::min(bytes_, kMaxRenderBytes) ? kMaxRenderBytes + 1 : bytes_ + n;
-  if (bytes_ > kMaxRenderBytes)
-    throw Error(fmt::format("the template builds more than its budget of {} MiB", kMaxRenderBytes >> 20));
+  const uint64_t most = std::min(kMaxRenderBytes, limits_.max_bytes);
+  if (bytes_ > most)
+    throw Error(fmt::format("the template builds more than its budget of {} MiB", most >> 20));
   if (!limits_.reserve || bytes_ <= lent_) return;
   const uint64_t more = std::max<uint64_t>(bytes_ - lent_, uint64_t{1} << 20);
   if (!limits_.reserve(more))

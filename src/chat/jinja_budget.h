@@ -21,9 +21,11 @@ constexpr int kMaxValueDepth = 256;  // lists and dicts inside each other (and t
 // What a caller lends one render beyond the fixed budgets: `reserve(bytes)` is asked for memory
 // before the render builds past what it was lent (1 MiB at a time), and false fails the render
 // naming it (the server lends from its --request-memory: eight renders of 512 MiB at once were
-// over any budget). Unset: kMaxRenderBytes alone bounds it.
+// over any budget), and past `max_bytes` in all the render fails too (so that one render cannot
+// hold the memory every other request needs). Unset: kMaxRenderBytes alone bounds it.
 struct RenderLimits {
   std::function<bool(uint64_t bytes)> reserve;
+  uint64_t max_bytes = kMaxRenderBytes;  // at most this many built in all
 };
 
 class RenderBudget {

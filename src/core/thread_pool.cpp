@@ -49,12 +49,23 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &fn;
+    chunk_job_ = {};
     pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   fn(0);
   wait_for_workers();
+}
+
+void ThreadPool::wait_for_chunks(int64_t chunks) {
+  const int spins = spin_iterations_ == 0 ? 0 : kCallerSpinIterations;
+  for (int spin = 0; spin < spins; ++spin) {
+    if (chunks_done_.load(std::memory_order_acquire) == chunks) return;
+    STRATA_PAUSE();
+  }
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_.wait(lock, [&] { return chunks_done_.load(std::memory_order_acquire) == chunks; });
 }
 
 void ThreadPool::wait_for_workers() {
@@ -67,6 +78,45 @@ void ThreadPool::wait_for_workers() {
   done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
 }
 
+// A few chunks per thread: enough that a preempted thread's share is taken by the others,
+// few enough that claiming them (one atomic each) stays far below a job's cost.
+constexpr int64_t kChunksPerThread = 4;
+
+void ThreadPool::run_chunks(int64_t chunks, const std::function<int64_t(int64_t)>& bounds,
+                            const std::function<void(int64_t, int64_t, int)>& fn) {
+  ChunkJob job{chunks, &bounds, &fn, 0};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job.id = ++next_job_id_;
+    if (job.id == 0) job.id = ++next_job_id_;  // 0 tags no job
+    job_ = nullptr;
+    chunk_job_ = job;
+    chunks_done_.store(0, std::memory_order_relaxed);
+    claims_.store(uint64_t{job.id} << 32, std::memory_order_release);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  wake_.notify_all();
+  claim_chunks(job, 0);
+  wait_for_chunks(chunks);
+}
+
+void ThreadPool::claim_chunks(const ChunkJob& job, int thread) {
+  for (;;) {
+    uint64_t c = claims_.load(std::memory_order_acquire);
+    const uint64_t next = c & 0xffffffffu;
+    if ((c >> 32) != job.id || next >= static_cast<uint64_t>(job.chunks)) return;
+    // Claimed: the caller waits for this chunk, so the job's functions live until it is done.
+    if (!claims_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel)) continue;
+    const auto chunk = static_cast<int64_t>(next);
+    const int64_t begin = (*job.bounds)(chunk), end = (*job.bounds)(chunk + 1);
+    if (begin < end) (*job.fn)(begin, end, thread);
+    if (chunks_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == job.chunks) {
+      std::lock_guard<std::mutex> lock(mutex_);  // the caller may be asleep on done_
+      done_.notify_all();
+    }
+  }
+}
+
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t, int)>& fn) {
   if (n <= 0) return;
   const int64_t threads = std::min<int64_t>(n_threads_, n);
@@ -74,12 +124,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n, 0);
     return;
   }
-  run_on_all([&](int t) {
-    if (t >= threads) return;
-    const int64_t begin = n * t / threads;
-    const int64_t end = n * (t + 1) / threads;
-    fn(begin, end, t);
-  });
+  const int64_t chunks = std::min(n, threads * kChunksPerThread);
+  run_chunks(chunks, [&](int64_t c) { return n * c / chunks; }, fn);
 }
 
 void ThreadPool::worker_loop(int index) {
@@ -90,17 +136,20 @@ void ThreadPool::worker_loop(int index) {
       STRATA_PAUSE();
       gen = generation_.load(std::memory_order_acquire);
     }
-    if (gen == seen) {
+    const std::function<void(int)>* job;
+    ChunkJob chunks;
+    {
       std::unique_lock<std::mutex> lock(mutex_);
       wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      gen = generation_.load(std::memory_order_acquire);
-    }
-    seen = gen;
-    const std::function<void(int)>* job;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
       if (stop_) return;
+      // The job of the generation read here (a later one than woke it, perhaps): taken once.
+      seen = generation_.load(std::memory_order_acquire);
       job = job_;
+      chunks = chunk_job_;
+    }
+    if (chunks.id != 0) {
+      claim_chunks(chunks, index);
+      continue;
     }
     (*job)(index);
     if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -121,12 +170,14 @@ void ThreadPool::parallel_for_weighted(std::span<const int64_t> cumulative,
     parallel_for(n, fn);
     return;
   }
-  // Item i (weight starting at cumulative[i - 1]) goes to thread start * threads / total: the
-  // first item whose start reaches t * total / threads begins thread t's range.
-  const int64_t threads = std::min<int64_t>(n_threads_, n);
-  auto first_of = [&](int64_t t) {
-    const int64_t bound = (total * t + threads - 1) / threads;  // ceil(t * total / threads)
-    int64_t lo = 0, hi = n;                                     // first i with start(i) >= bound
+  // Chunk c begins at the first item whose start (the weight before it) reaches
+  // c * total / chunks.
+  const int64_t chunks = std::min<int64_t>(n, std::min<int64_t>(n_threads_, n) * kChunksPerThread);
+  auto first_of = [&](int64_t c) {
+    if (c == 0) return int64_t{0};
+    if (c == chunks) return n;
+    const int64_t bound = (total * c + chunks - 1) / chunks;  // ceil(c * total / chunks)
+    int64_t lo = 0, hi = n;                                   // first i with start(i) >= bound
     while (lo < hi) {
       const int64_t mid = (lo + hi) / 2;
       const int64_t start = mid == 0 ? 0 : cumulative[static_cast<size_t>(mid - 1)];
@@ -137,12 +188,7 @@ void ThreadPool::parallel_for_weighted(std::span<const int64_t> cumulative,
     }
     return lo;
   };
-  run_on_all([&](int t) {
-    if (t >= threads) return;
-    const int64_t begin = t == 0 ? 0 : first_of(t);
-    const int64_t end = t + 1 == threads ? n : first_of(t + 1);
-    if (begin < end) fn(begin, end, t);
-  });
+  run_chunks(chunks, first_of, fn);
 }
 
 }  // namespace strata

@@ -1,5 +1,9 @@
 #include "server/elastic_pool.h"
 
+#include <sys/resource.h>
+#include <cerrno>
+#include <unistd.h>
+
 #include <utility>
 
 namespace strata {
@@ -47,6 +51,12 @@ size_t ElasticPool::busy() const {
 }
 
 void ElasticPool::work() {
+  // Connections are served a little below the engine's threads: reading, checking and refusing
+  // what clients send yields to generation when both want the CPU, so a client sending costly
+  // refusals cannot take the cores from everyone's tokens (Linux: nice is per thread).
+  errno = 0;
+  const int process_nice = ::getpriority(PRIO_PROCESS, 0);
+  if (errno == 0) ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), process_nice + kConnectionNice);
   for (;;) {
     std::function<void()> task;
     {

@@ -15,6 +15,9 @@
 
 namespace strata {
 
+// The nice value of the pool's threads, relative to the process (the engine's threads keep 0).
+constexpr int kConnectionNice = 10;
+
 class ElasticPool final : public httplib::TaskQueue {
  public:
   // before_shutdown runs first thing in shutdown(), while the pool still takes tasks.

@@ -50,7 +50,7 @@ if [ "$what" = all ] || [ "$what" = asan ]; then
   step "asan+ubsan: CLI error script"
   (cd build-asan && ctest -R '^cli_bad_input$' --output-on-failure)
   step "asan+ubsan: fuzz smoke runs ($fuzz_seconds s each)"
-  for t in gguf safetensors convert tokenizer openai http plan jinja; do
+  for t in gguf safetensors convert tokenizer openai http plan jinja grammar schema; do
     work="build-asan/fuzz-work/$t"
     rm -rf "$work" && mkdir -p "$work"
     # New inputs go to a scratch corpus; the seeds in the repository are only read.

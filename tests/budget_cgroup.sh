@@ -15,7 +15,10 @@ if [ ! -d /sys/fs/cgroup/memory ] || ! mkdir "$cg" 2>/dev/null; then
   echo "skipped: no memory cgroup can be made here (needs root and the cgroup v1 memory controller)"
   exit 77
 fi
-trap 'rmdir "$cg" 2>/dev/null' EXIT
+# Whatever still runs in the group when the script ends (a server, if a check failed or the
+# script was stopped) is killed, so that nothing outlives the test.
+trap 'for p in $(cat "$cg/cgroup.procs" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+      sleep 0.2; rmdir "$cg" 2>/dev/null' EXIT
 mkdir -p "$work"
 here=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ge 5 ]; then

@@ -38,6 +38,13 @@ void RenderBudget::charge_bytes(uint64_t n) {
 RenderBudget::Scope::Scope(RenderBudget& budget) : previous_(current) { current = &budget; }
 RenderBudget::Scope::~Scope() { current = previous_; }
 
+uint64_t RenderBudget::bytes_left() const {
+  const uint64_t most = std::min(kMaxRenderBytes, limits_.max_bytes);
+  return most - std::min(most, bytes_);
+}
+
+uint64_t bytes_left(uint64_t most) { return current ? std::min(most, current->bytes_left()) : most; }
+
 void charge_steps(uint64_t n) {
   if (current) current->charge_steps(n);
 }

@@ -35,6 +35,7 @@ class RenderBudget {
   void charge_bytes(uint64_t n);
   uint64_t steps() const { return steps_; }
   uint64_t bytes() const { return bytes_; }
+  uint64_t bytes_left() const;
 
   // Makes `budget` the current thread's for its life (the previous one is restored after).
   class Scope {
@@ -57,6 +58,10 @@ class RenderBudget {
 // Against the current thread's budget (none: nothing is charged).
 void charge_steps(uint64_t n);
 void charge_bytes(uint64_t n);
+// What the current render may still build (bytes), so that what is built piece by piece (a
+// replace, a split, a range) stops at the budget before it has built past it, not after; the
+// most one operation may build when no render is under way.
+uint64_t bytes_left(uint64_t most);
 
 class Value;
 // What working through v costs in steps: its elements (a string: per 64 bytes).

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/jinja_budget.h"
 #include "chat/jinja_builtins.h"
 
 namespace strata::jinja::builtin {
@@ -18,8 +19,16 @@ using K = Value::Kind;
 inline bool is_int_like(const Value& v) { return v.is_int() || v.kind() == K::Bool; }
 inline int64_t int_of(const Value& v) { return v.is_int() ? v.as_int() : int64_t{v.as_bool()}; }
 
+// A string or list being built: past the longest one operation may make, or past what the
+// render's budget has left, it stops here (before it is built further, not once it is whole).
 inline void check_text(size_t bytes) {
   if (bytes > kMaxText) throw Error("a string longer than the template limit");
+  if (bytes > bytes_left(kMaxText)) charge_bytes(bytes);  // fails, naming the budget
+}
+inline void check_items(size_t items) {
+  if (items > kMaxItems) throw Error("a list longer than the template limit");
+  const uint64_t bytes = static_cast<uint64_t>(items) * sizeof(Value);
+  if (bytes > bytes_left(UINT64_MAX)) charge_bytes(bytes);  // fails, naming the budget
 }
 
 // A call's argument at position i or by name; an error naming the function when absent (or, for

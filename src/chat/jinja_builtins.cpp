@@ -415,8 +415,10 @@ List iterate(const Value& v) {
       return out;
     }
     case K::String: {
+      const std::u32string u = code_points(v.as_string());
+      check_items(u.size());  // a list of one-character strings: 56 bytes a character
       List out;
-      for (char32_t c : code_points(v.as_string())) out.emplace_back(utf8(std::u32string(1, c)));
+      for (char32_t c : u) out.emplace_back(utf8(std::u32string(1, c)));
       return out;
     }
     default: type_error("'" + v.type_name() + "' object is not iterable");

@@ -434,6 +434,7 @@ Dict global_functions() {
           List out;
           for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
             if (out.size() >= kMaxItems) throw Error("range too large");
+            if (out.size() % 4096 == 0) check_items(out.size() + 4096);  // before, not after
             out.emplace_back(i);
             if (__builtin_add_overflow(i, step, &i)) break;  // past int64: Python's range ends too
           }

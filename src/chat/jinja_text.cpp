@@ -42,6 +42,7 @@ List split(const std::string& s, const Value* sep, const Value* maxsplit_v) {
         out.emplace_back(utf8(u.substr(i, e - i)));
         break;
       }
+      check_items(out.size() + 1);
       size_t j = i;
       while (j < u.size() && !py_space(u[j])) ++j;
       out.emplace_back(utf8(u.substr(i, j - i)));
@@ -57,6 +58,7 @@ List split(const std::string& s, const Value* sep, const Value* maxsplit_v) {
   while (maxsplit != 0) {
     const size_t at = s.find(d, from);
     if (at == std::string::npos) break;
+    check_items(out.size() + 1);
     out.emplace_back(s.substr(from, at - from));
     from = at + d.size();
     --maxsplit;

@@ -1,6 +1,8 @@
 // The Jinja engine on arbitrary templates: each parses and renders (on a fixed conversation) or
-// fails with jinja::Error; nothing else may escape, and the engine's bounds keep every input
-// fast (no hang, no unbounded memory).
+// fails with jinja::Error; nothing else may escape, and the engine's bounds (its render budget,
+// value depth, chains counted as nesting: issue 52) keep every input fast (no hang, no
+// unbounded memory). After a NUL byte, the input is the last user message's content: hostile
+// values as well as hostile templates.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,7 +11,10 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;  // templates are short; longer inputs only slow the search
-  const std::string source(reinterpret_cast<const char*>(data), size);
+  const std::string input(reinterpret_cast<const char*>(data), size);
+  const size_t nul = input.find('\0');
+  const std::string source = input.substr(0, nul);
+  const std::string content = nul == std::string::npos ? "Hello, user" : input.substr(nul + 1);
   using namespace strata::jinja;
   try {
     const Template t(source);
@@ -17,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const char* role : {"system", "user", "assistant", "user"}) {
       Dict m;
       m.set("role", Value(role));
-      m.set("content", Value(std::string("Hello, ") + role));
+      m.set("content", Value(role == std::string("user") ? content : std::string("Hello, ") + role));
       messages.emplace_back(std::move(m));
     }
     Dict context;

@@ -143,6 +143,59 @@ Value dict_method(const Value& obj, const std::string& name) {
 
 int64_t normalize_index(int64_t i, size_t size) { return i < 0 ? i + static_cast<int64_t>(size) : i; }
 
+// seq * n for a str or a list, its size checked before anything is built (and without
+// overflow: n may be 2^63).
+Value repeated(const Value& seq, int64_t times) {
+  const auto n = static_cast<uint64_t>(std::max<int64_t>(0, times));
+  auto times_n = [n](uint64_t size) { return n == 0 || size <= UINT64_MAX / n ? size * n : UINT64_MAX; };
+  if (seq.is_string()) {
+    if (times_n(seq.as_string().size()) > kMaxText) throw Error("a string longer than the template limit");
+    charge_bytes(times_n(seq.as_string().size()));
+    std::string s;
+    for (uint64_t i = 0; i < n; ++i) s += seq.as_string();
+    return Value(std::move(s));
+  }
+  if (times_n(seq.as_list().size()) > kMaxItems) throw Error("a list longer than the template limit");
+  // Each copy copies the strings in it: [a 60 MB string] * 1000 asked for 60 GB.
+  charge_steps(times_n(seq.as_list().size()));
+  charge_bytes(times_n(built_bytes(seq)));
+  List l;
+  for (uint64_t i = 0; i < n; ++i) l.insert(l.end(), seq.as_list().begin(), seq.as_list().end());
+  return Value(std::move(l));
+}
+
+// base ** e for e >= 0 by squaring: 1 ** (2**63 - 1) is 63 steps, not 2**63.
+int64_t int_power(int64_t base, int64_t e) {
+  int64_t r = 1;
+  for (; e > 0; e >>= 1) {
+    if ((e & 1) && __builtin_mul_overflow(r, base, &r)) throw Error("integer overflow");
+    if (e > 1 && __builtin_mul_overflow(base, base, &base)) {
+      if (r == 0) break;  // 0 times anything
+      throw Error("integer overflow");
+    }
+  }
+  return r;
+}
+
+// Python's // (quotient) or % (remainder): rounded toward negative infinity, b nonzero.
+Value floor_division(const Value& a, const Value& b, bool ints, bool quotient) {
+  if (ints) {
+    const int64_t x = int_of(a), y = int_of(b);
+    if (x == INT64_MIN && y == -1) throw Error("integer overflow");
+    int64_t q = x / y, r = x % y;
+    if (r != 0 && ((r < 0) != (y < 0))) {
+      --q;
+      r += y;
+    }
+    return quotient ? Value(q) : Value(r);
+  }
+  const double x = a.as_float(), y = b.as_float();
+  if (quotient) return Value(std::floor(x / y));
+  double r = std::fmod(x, y);
+  if (r != 0 && ((r < 0) != (y < 0))) r += y;
+  return Value(r);
+}
+
 }  // namespace
 
 void require_defined(const Value& v) {
@@ -206,27 +259,8 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
     if (nums) return Value(a.as_float() * b.as_float());
     const Value& seq = is_int_like(a) ? b : a;
     const Value& times = is_int_like(a) ? a : b;
-    if (!is_int_like(times)) return unsupported();
-    const auto n = static_cast<uint64_t>(std::max<int64_t>(0, int_of(times)));
-    // Sizes are checked before anything is built (and without overflow: n may be 2^63).
-    auto times_n = [n](uint64_t size) { return n == 0 || size <= UINT64_MAX / n ? size * n : UINT64_MAX; };
-    if (seq.is_string()) {
-      if (times_n(seq.as_string().size()) > kMaxText) throw Error("a string longer than the template limit");
-      charge_bytes(times_n(seq.as_string().size()));
-      std::string s;
-      for (uint64_t i = 0; i < n; ++i) s += seq.as_string();
-      return Value(std::move(s));
-    }
-    if (seq.kind() == K::List) {
-      if (times_n(seq.as_list().size()) > kMaxItems) throw Error("a list longer than the template limit");
-      // Each copy copies the strings in it: [a 60 MB string] * 1000 asked for 60 GB.
-      charge_steps(times_n(seq.as_list().size()));
-      charge_bytes(times_n(built_bytes(seq)));
-      List l;
-      for (uint64_t i = 0; i < n; ++i) l.insert(l.end(), seq.as_list().begin(), seq.as_list().end());
-      return Value(std::move(l));
-    }
-    return unsupported();
+    if (!is_int_like(times) || !(seq.is_string() || seq.kind() == K::List)) return unsupported();
+    return repeated(seq, int_of(times));
   }
   if (op == "/") {
     if (!nums) return unsupported();
@@ -239,35 +273,10 @@ Value binary_op(const std::string& op, const Value& a, const Value& b) {
       return unsupported();
     }
     if (b.as_float() == 0) throw Error(op == "%" ? "modulo by zero" : "division by zero");
-    if (ints) {
-      const int64_t x = int_of(a), y = int_of(b);
-      if (x == INT64_MIN && y == -1) throw Error("integer overflow");
-      int64_t q = x / y, r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) {
-        --q;
-        r += y;
-      }
-      return op == "//" ? Value(q) : Value(r);
-    }
-    const double x = a.as_float(), y = b.as_float();
-    const double q = std::floor(x / y);
-    if (op == "//") return Value(q);
-    double r = std::fmod(x, y);
-    if (r != 0 && ((r < 0) != (y < 0))) r += y;
-    return Value(r);
+    return floor_division(a, b, ints, op == "//");
   }
   if (op == "**") {
-    if (ints && int_of(b) >= 0) {  // by squaring: 1 ** (2**63 - 1) is 63 steps, not 2**63
-      int64_t r = 1, base = int_of(a);
-      for (int64_t e = int_of(b); e > 0; e >>= 1) {
-        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) throw Error("integer overflow");
-        if (e > 1 && __builtin_mul_overflow(base, base, &base)) {
-          if (r == 0) break;  // 0 times anything
-          throw Error("integer overflow");
-        }
-      }
-      return Value(r);
-    }
+    if (ints && int_of(b) >= 0) return Value(int_power(int_of(a), int_of(b)));
     if (nums) return Value(std::pow(a.as_float(), b.as_float()));
     return unsupported();
   }

@@ -105,6 +105,19 @@ TEST_F(HostileRequests, TokenizeAnswersAreCountedInTheRequestMemory) {
   still_serving();
 }
 
+// Issue 52.9: a grammar's memory was counted nowhere (a 30 KB literal {1000} took 1.86 GB
+// before the element limit). It is held in the request memory for the life of the generation.
+TEST_F(HostileRequests, AGrammarIsCountedInTheRequestMemory) {
+  restart([](ServerOptions& o) {
+    o.max_body_bytes = size_t{512} << 10;
+    o.request_memory_bytes = uint64_t{2} << 20;
+  });
+  const std::string big = "root ::= \"" + std::string(100000, 'a') + "\"";
+  const Json e = post("/v1/completions", Json{{"prompt", "a"}, {"grammar", big}}.dump(), 413);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("its grammar would take"), std::string::npos) << e;
+  post("/v1/completions", Json{{"prompt", "a"}, {"grammar", "root ::= [a-z]+"}, {"max_tokens", 2}}.dump(), 200);
+}
+
 // Issue 52.19: duplicate ids in logit_bias's array form were summed past +-100; keys " 5" and
 // "+5" were taken as 5. Now keys are decimal ids, and a repeated id's last bias is its bias.
 TEST(LogitBias, KeysAreDecimalIdsAndARepeatedIdKeepsItsLastBias) {

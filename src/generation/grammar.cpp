@@ -416,6 +416,19 @@ Grammar Grammar::parse(const std::string& text) {
   return g;
 }
 
+uint64_t Grammar::memory_bytes() const {
+  uint64_t n = rules.capacity() * sizeof(rules[0]) + names.capacity() * sizeof(std::string);
+  for (const auto& rule : rules) {
+    n += rule.capacity() * sizeof(GrammarAlternative);
+    for (const auto& alt : rule) {
+      n += alt.capacity() * sizeof(GrammarElement);
+      for (const auto& e : alt) n += e.ranges.capacity() * sizeof(e.ranges[0]);
+    }
+  }
+  for (const auto& name : names) n += name.capacity();
+  return n;
+}
+
 namespace {
 
 [[noreturn]] void too_many_paths() {

@@ -48,6 +48,9 @@ struct Grammar {
   // Parses GBNF text; Error naming the line and the problem (an undefined rule, no root, left
   // recursion, bad syntax), GrammarLimit past the limits above (its start state included).
   static Grammar parse(const std::string& text);
+
+  // The heap bytes its rules hold (what a server counts while a request uses it).
+  uint64_t memory_bytes() const;
 };
 
 // Where a match may be: per stack the positions still to finish, innermost last; an empty stack

@@ -181,6 +181,11 @@ struct HttpServer::Impl {
     const jinja::RenderLimits lent{[&memory](uint64_t bytes) { return memory.grow(bytes); },
                                    std::max<uint64_t>(request_memory.budget() / 8, uint64_t{1} << 20)};
     std::vector<int32_t> ids = engine->prompts.prompt_tokens(*req, lent);
+    // The grammar (a request's, or its tools') lives as long as the generation: counted in the
+    // request memory until then (a stream's outlives this handler, so the reservation is shared).
+    auto grammar_memory = std::make_shared<RequestMemory::Reservation>(request_memory);
+    if (req->generation.grammar)
+      intake.reserve(req->generation.grammar->memory_bytes(), "its grammar", *grammar_memory);
     const CompletionIds cid{fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++),
                             std::chrono::duration_cast<std::chrono::seconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
@@ -209,7 +214,8 @@ struct HttpServer::Impl {
     const std::string method = http_req.method, path = http_req.path;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, req, job, cid, method, path, in_flight_guard](size_t, httplib::DataSink& sink) {
+        [this, req, job, cid, method, path, in_flight_guard, grammar_memory](size_t,
+                                                                             httplib::DataSink& sink) {
           const bool sent = stream_completion(*req, *job, cid, sink, stream_context());
           if (!sent) {
             job->cancel();
@@ -439,7 +445,7 @@ struct HttpServer::Impl {
           const std::string body = intake.read_body(req, reader, res, memory);
           intake.reserve_document(body, memory);
           if (model().tokenizer == nullptr) throw ApiError(501, "the model has no tokenizer");
-          const auto reserve = [&](uint64_t bytes) { intake.reserve_answer(bytes, memory); };
+          const auto reserve = [&](uint64_t bytes) { intake.reserve(bytes, "the answer", memory); };
           res.set_content(reply(*model().tokenizer, parse_body(body), reserve), "application/json");
           log(req, 200, nullptr);
         });

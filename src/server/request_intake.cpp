@@ -108,11 +108,11 @@ void RequestIntake::reserve_document(const std::string& body,
   if (!held.grow(bytes)) memory_busy();
 }
 
-void RequestIntake::reserve_answer(uint64_t bytes, RequestMemory::Reservation& held) const {
+void RequestIntake::reserve(uint64_t bytes, const char* what, RequestMemory::Reservation& held) const {
   if (bytes > memory_.budget() - std::min(memory_.budget(), held.held()))
-    throw ApiError(413, fmt::format("the answer would take {} MiB; the server holds at most {} MiB "
-                                    "for requests",
-                                    bytes >> 20, memory_.budget() >> 20));
+    throw ApiError(413, fmt::format("{} would take {} MiB; the server holds at most {} MiB for "
+                                    "requests",
+                                    what, bytes >> 20, memory_.budget() >> 20));
   if (!held.grow(bytes)) memory_busy();
 }
 

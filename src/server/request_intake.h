@@ -44,9 +44,9 @@ class RequestIntake {
   // Reserves what the body's JSON document will hold once parsed, before parsing it: 413 when
   // no request could have it, 503 when others hold the memory now.
   void reserve_document(const std::string& body, RequestMemory::Reservation& held) const;
-  // Reserves `bytes` an answer will hold before it is built: 413 when no request could have
-  // them, 503 when others hold the memory now.
-  void reserve_answer(uint64_t bytes, RequestMemory::Reservation& held) const;
+  // Reserves `bytes` that `what` ("the answer", "its grammar") will hold before it is built:
+  // 413 when no request could have them, 503 when others hold the memory now.
+  void reserve(uint64_t bytes, const char* what, RequestMemory::Reservation& held) const;
 
  private:
   [[noreturn]] void memory_busy() const;

@@ -14,7 +14,7 @@
 
 namespace strata::jinja {
 
-constexpr uint64_t kMaxRenderSteps = 5'000'000;
+constexpr uint64_t kMaxRenderSteps = 2'000'000;
 constexpr uint64_t kMaxRenderBytes = uint64_t{512} << 20;
 constexpr int kMaxValueDepth = 256;  // lists and dicts inside each other (and traversals of them)
 

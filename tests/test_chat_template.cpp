@@ -300,6 +300,28 @@ TEST(HostileTemplate, WorkInsideFiltersIsCharged) {
   EXPECT_EQ(render("{{ [3, 1, 3, 2]|unique|list }}"), "[3, 1, 2]");
 }
 
+// A caller may lend a render less than the engine's budgets (the server: an eighth of its
+// request memory; the fuzzer: fewer steps).
+TEST(HostileTemplate, ACallersLimitsAreBelowTheBudgets) {
+  jinja::RenderLimits limits;
+  limits.max_steps = 100;
+  try {
+    jinja::Template("{% for i in range(1000) %}{% endfor %}").render({}, limits);
+    ADD_FAILURE() << "rendered";
+  } catch (const jinja::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "line 1: the template runs too long (over its budget of 100 steps)");
+  }
+  limits = {};
+  limits.max_bytes = 1 << 20;
+  try {
+    jinja::Template("{{ 'x' * 2000000 }}").render({}, limits);
+    ADD_FAILURE() << "rendered";
+  } catch (const jinja::Error& e) {
+    EXPECT_EQ(std::string(e.what()), "line 1: the template builds more than its budget of 1 MiB");
+  }
+  EXPECT_EQ(jinja::Template("{{ 'x' * 3 }}").render({}, limits), "xxx");
+}
+
 // Issue 52.14: long operator, filter or attribute chains crashed at load (the tree they build is
 // as deep as they are long).
 TEST(HostileTemplate, LongChainsCountAsNesting) {

@@ -16,9 +16,9 @@ thread_local int nesting = 0;
 }  // namespace
 
 void RenderBudget::charge_steps(uint64_t n) {
-  steps_ = n > kMaxRenderSteps - std::min(steps_, kMaxRenderSteps) ? kMaxRenderSteps + 1 : steps_ + n;
-  if (steps_ > kMaxRenderSteps)
-    throw Error(fmt::format("the template runs too long (over its budget of {} steps)", kMaxRenderSteps));
+  const uint64_t most = std::min(kMaxRenderSteps, limits_.max_steps);
+  steps_ = n > most - std::min(steps_, most) ? most + 1 : steps_ + n;
+  if (steps_ > most) throw Error(fmt::format("the template runs too long (over its budget of {} steps)", most));
 }
 
 void RenderBudget::charge_bytes(uint64_t n) {

@@ -26,6 +26,7 @@ constexpr int kMaxValueDepth = 256;  // lists and dicts inside each other (and t
 struct RenderLimits {
   std::function<bool(uint64_t bytes)> reserve;
   uint64_t max_bytes = kMaxRenderBytes;  // at most this many built in all
+  uint64_t max_steps = kMaxRenderSteps;  // and this many steps (a fuzzer's search stays fast)
 };
 
 class RenderBudget {

@@ -176,11 +176,7 @@ struct HttpServer::Impl {
                 RequestMemory::Reservation& memory) {
     auto req =
         std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults));
-    // The chat template's render borrows from the request's memory as it builds, at most an
-    // eighth of it (a render past that is far beyond any context; others keep their share).
-    const jinja::RenderLimits lent{[&memory](uint64_t bytes) { return memory.grow(bytes); },
-                                   std::max<uint64_t>(request_memory.budget() / 8, uint64_t{1} << 20)};
-    std::vector<int32_t> ids = engine->prompts.prompt_tokens(*req, lent);
+    std::vector<int32_t> ids = engine->prompts.prompt_tokens(*req, intake.lend_to_render(memory));
     // The grammar (a request's, or its tools') lives as long as the generation: counted in the
     // request memory until then (a stream's outlives this handler, so the reservation is shared).
     auto grammar_memory = std::make_shared<RequestMemory::Reservation>(request_memory);

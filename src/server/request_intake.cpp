@@ -116,4 +116,9 @@ void RequestIntake::reserve(uint64_t bytes, const char* what, RequestMemory::Res
   if (!held.grow(bytes)) memory_busy();
 }
 
+jinja::RenderLimits RequestIntake::lend_to_render(RequestMemory::Reservation& held) const {
+  return {[&held](uint64_t bytes) { return held.grow(bytes); },
+          std::max<uint64_t>(memory_.budget() / 8, uint64_t{1} << 20)};
+}
+
 }  // namespace strata

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "chat/jinja_budget.h"
 #include "server/request_memory.h"
 
 namespace strata {
@@ -47,6 +48,9 @@ class RequestIntake {
   // Reserves `bytes` that `what` ("the answer", "its grammar") will hold before it is built:
   // 413 when no request could have them, 503 when others hold the memory now.
   void reserve(uint64_t bytes, const char* what, RequestMemory::Reservation& held) const;
+  // What a chat template's render may borrow from the request's memory as it builds: at most
+  // an eighth of the budget (a render past that is far beyond any context; others keep theirs).
+  jinja::RenderLimits lend_to_render(RequestMemory::Reservation& held) const;
 
  private:
   [[noreturn]] void memory_busy() const;

@@ -111,7 +111,7 @@ ChatTemplate ChatTemplate::select(const std::string& spec, const std::string& mo
       throw std::runtime_error(fmt::format(
           "chat template '{}' cannot render a {}: {}{}", t.name_,
           trial.size() == 1 ? "user's message" : "conversation", e.what(),
-          spec.empty() || t.name_ == "gguf" ? " (--chat-template FILE or a built-in name replaces it)" : ""));
+          t.name_ == "gguf" ? " (--chat-template FILE or a built-in name replaces it)" : ""));
     }
   }
   return t;

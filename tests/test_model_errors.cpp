@@ -27,6 +27,9 @@ struct Edit {
   std::string f32_key{};  // set to f32_value
   float f32_value = 0;
   std::vector<std::string> drop_keys{};
+  std::string extra_tensor{};  // an F32 tensor of extra_length values, added
+  int64_t extra_length = 1;
+  float extra_value = 1.0f;
 };
 
 std::string edited_model(const std::string& name, const Edit& e, const std::string& from = "") {
@@ -54,7 +57,11 @@ std::string edited_model(const std::string& name, const Edit& e, const std::stri
     w.add_tensor(t.name, type, dims);
     data.emplace_back(&t, std::move(bytes));
   }
+  std::vector<float> extra(static_cast<size_t>(e.extra_length), e.extra_value);
+  if (!e.extra_tensor.empty()) w.add_tensor(e.extra_tensor, DType::F32, {e.extra_length});
   for (const auto& [t, bytes] : data) w.write_tensor_data(bytes);
+  if (!e.extra_tensor.empty())
+    w.write_tensor_data({reinterpret_cast<const uint8_t*>(extra.data()), extra.size() * 4});
   w.finish();
   return path;
 }
@@ -90,7 +97,7 @@ TEST(ModelErrors, ArchitecturesNameWhatTheirFilesLack) {
            Dropped{&opt, "position_embd.weight", "lacks the tensor 'position_embd.weight'"},
            Dropped{&opt, "blk.0.ffn_up.bias", "lacks the tensor 'blk.0.ffn_up.bias'"},
            Dropped{&opt, "blk.1.ffn_down.bias", "'blk.1.ffn_down.bias'"},
-           Dropped{&qwen2, "blk.1.attn_k.bias", "lacks the tensor 'blk.1.attn_k.bias'"},
+           Dropped{&qwen2, "blk.1.attn_k.weight", "lacks the tensor 'blk.1.attn_k.weight'"},
            Dropped{&qwen3, "blk.0.attn_q_norm.weight",
                    "lacks the tensor 'blk.0.attn_q_norm.weight'"},
        }) {
@@ -220,6 +227,61 @@ TEST(ModelErrors, MissingHyperParameter) {
     if (k != "llama.block_count") w.set(k, v);
   w.finish();
   expect_load_error(path, "llama.block_count");
+}
+
+// What llama.cpp's loader accepts for a family is read; a tensor no reader consumes is refused by
+// its name, never run without (issue 53).
+TEST(ModelErrors, ATensorNoReaderConsumesIsRefusedByName) {
+  const std::string qwen2 = strata::testing::tiny_arch_model("qwen2");
+  Edit stray;
+  stray.extra_tensor = "blk.0.ffn_norm.bias";
+  stray.extra_length = 64;
+  expect_load_error(edited_model("stray.gguf", stray),
+                    "has the tensor 'blk.0.ffn_norm.bias', which strata does not read for "
+                    "architecture llama");
+  // rope_freqs is Llama's: llama.cpp's qwen2 loader does not create it.
+  Edit freqs;
+  freqs.extra_tensor = "rope_freqs.weight";
+  freqs.extra_length = 8;
+  expect_load_error(edited_model("qwen2_freqs.gguf", freqs, qwen2),
+                    "'rope_freqs.weight', which strata does not read for architecture qwen2");
+}
+
+TEST(ModelErrors, ScalesAndFrequencyFactorsAreCheckedWhereRead) {
+  const auto base = Model::load(edited_model("plain.gguf", {}), false);
+  const int64_t half = base->config.n_rot / 2;
+  Edit zero;
+  zero.extra_tensor = "rope_freqs.weight";
+  zero.extra_length = half;
+  zero.extra_value = 0.0f;
+  expect_load_error(edited_model("freqs_zero.gguf", zero), "rope_freqs.weight holds 0");
+  Edit short_freqs = zero;
+  short_freqs.extra_length = half + 1;
+  short_freqs.extra_value = 2.0f;
+  expect_load_error(edited_model("freqs_short.gguf", short_freqs),
+                    fmt::format("tensor 'rope_freqs.weight' has shape [{}], expected [{}]",
+                                half + 1, half));
+  Edit wide;
+  wide.extra_tensor = "blk.0.attn_q.scale";
+  wide.extra_length = 2;
+  expect_load_error(edited_model("scale_wide.gguf", wide), "expected [1] of a float type");
+  Edit quantized;
+  quantized.extra_tensor = "blk.0.attn_q.scale";
+  quantized.extra_value = 2.0f;
+  expect_load_error(
+      edited_model("scale_q8.gguf", quantized,
+                   strata::testing::tiny_model(DType::Q8_0, FfnActivation::SwiGLU)),
+      "'blk.0.attn_q.scale' scales a Q8_0 matrix");
+  // Accepted: a scale of one on a quantized matrix changes nothing; an input scale is unused.
+  quantized.extra_value = 1.0f;
+  EXPECT_NO_THROW(Model::load(
+      edited_model("scale_q8_unit.gguf", quantized,
+                   strata::testing::tiny_model(DType::Q8_0, FfnActivation::SwiGLU)),
+      false));
+  Edit input;
+  input.extra_tensor = "blk.1.ffn_up.input_scale";
+  input.extra_value = 7.0f;
+  EXPECT_NO_THROW(Model::load(edited_model("input_scale.gguf", input), false));
 }
 
 }  // namespace

@@ -48,13 +48,37 @@ TEST_P(TokenizerTest, EmptyTextAndBos) {
   const auto f = GgufFile::open(data_file(GetParam()));
   const auto tok = Tokenizer::from_gguf(*f);
   EXPECT_TRUE(tok->encode("", false).empty());
+  // BOS by llama.cpp's rule: these files have no add_bos_token key, so SentencePiece adds one
+  // and byte-level BPE (a GPT-2 pre-tokenizer) none.
+  const bool spm = std::string(tok->kind()).starts_with("llama");
+  EXPECT_EQ(tok->add_bos_default(), spm) << tok->kind();
+  EXPECT_FALSE(tok->add_eos_default());
   const auto with_bos = tok->encode("", true);
-  ASSERT_EQ(with_bos.size(), 1u);
-  EXPECT_EQ(with_bos[0], tok->bos());
+  ASSERT_EQ(with_bos.size(), spm ? 1u : 0u);
+  if (spm) {
+    EXPECT_EQ(with_bos[0], tok->bos());
+  }
   const auto ids = tok->encode("hello", true);
-  EXPECT_EQ(ids.front(), tok->bos());
+  EXPECT_EQ(ids.front() == tok->bos(), spm);
   EXPECT_EQ(tok->decode(ids), "hello");  // control tokens decode to nothing
   EXPECT_TRUE(tok->is_control(tok->eos()));
+}
+
+// llama.cpp v0.5.0's defaults without tokenizer.ggml.add_bos_token (llama-vocab.cpp): SentencePiece
+// adds BOS; byte-level BPE only for the Llama 3 family's and a few other pre-tokenizers.
+TEST(TokenizerDefaults, BosIsAddedAsLlamaCppAddsIt) {
+  EXPECT_TRUE(default_add_bos("llama", ""));
+  EXPECT_TRUE(default_add_bos("gpt2", "llama-bpe"));
+  EXPECT_TRUE(default_add_bos("gpt2", "llama3"));
+  EXPECT_TRUE(default_add_bos("gpt2", "tekken"));
+  EXPECT_TRUE(default_add_bos("gpt2", "gemma4"));
+  EXPECT_FALSE(default_add_bos("gpt2", ""));
+  EXPECT_FALSE(default_add_bos("gpt2", "qwen2"));
+  EXPECT_FALSE(default_add_bos("gpt2", "falcon"));
+  EXPECT_FALSE(default_add_bos("gpt2", "gpt-2"));
+  EXPECT_FALSE(default_add_bos("test", ""));
+  EXPECT_TRUE(forced_add_bos("gemma4"));
+  EXPECT_FALSE(forced_add_bos("llama-bpe"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Both, TokenizerTest,

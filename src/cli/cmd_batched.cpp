@@ -61,7 +61,7 @@ int batched(const BatchedOptions& o) {
   Engine engine(std::move(engine_opts), print_note);
   const Model* model = &engine.model();
   const Tokenizer& tok = *model->tokenizer;
-  const auto prompt = tok.encode(o.prompt, tok.add_bos_default());
+  const auto prompt = tok.encode(o.prompt, /*add_special=*/true);
   if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
   const int64_t n_ctx = o.ctx > 0 ? o.ctx : static_cast<int64_t>(prompt.size()) + o.n_predict + 1;
   Session& session = engine.start(n_ctx);

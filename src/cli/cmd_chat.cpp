@@ -124,7 +124,7 @@ int run_chat(const ChatOptions& o) {
       p = tmpl->apply(history);
       const std::string bos = text_of(tok.bos());
       const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
-      prompt = tok.encode(p.text, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
+      prompt = tok.encode(p.text, /*add_special=*/!has_bos, /*parse_special=*/true);
       check_prompt(prompt, model->config.n_vocab, n_ctx);
     } catch (const std::runtime_error& e) {
       history.pop_back();

@@ -164,7 +164,7 @@ int run_generation(const RunOptions& o) {
   const Model& model = engine.model();
   const Tokenizer& tok = *model.tokenizer;
   const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model.config.n_ctx_train, 4096);
-  const auto prompt = tok.encode(o.prompt, tok.add_bos_default() && !o.no_bos);
+  const auto prompt = tok.encode(o.prompt, /*add_special=*/!o.no_bos);
   if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);

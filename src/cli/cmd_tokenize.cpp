@@ -29,7 +29,7 @@ Command add_tokenize_command(CLI::App& app) {
   return {cmd, [o] {
             const auto f = GgufFile::open(o->model);
             const auto tok = Tokenizer::from_gguf(*f);
-            const bool bos = tok->add_bos_default() && !o->no_bos;
+            const bool bos = !o->no_bos;  // BOS/EOS as the vocabulary adds them
             if (!o->batch.empty()) {
               const std::string text = read_regular_file(o->batch, kMaxJsonFileBytes, "JSON");
               nlohmann::json texts;

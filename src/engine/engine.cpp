@@ -18,6 +18,15 @@ FfnMode resolve_ffn_mode(std::optional<FfnMode> asked, SparsityMode sparsity, bo
   return has_predictors ? FfnMode::Predict : FfnMode::Dense;
 }
 
+void check_mode_fits_weights(FfnMode mode, const ModelWeights& weights, const std::string& path) {
+  if (mode == FfnMode::Dense) return;
+  for (const LayerWeights& l : weights.layers)
+    if (!l.vec(LayerVector::FfnGateBias).empty())
+      fail("'{}' has ffn_gate.bias, which the sparse FFN modes do not apply; run it with --ffn "
+           "dense",
+           path);
+}
+
 namespace {
 
 // The profile's counts, checked against the model (or the file it was bundled from).
@@ -61,6 +70,8 @@ Engine::Engine(EngineOptions options, Notes notes)
   load_seconds_ = timer.seconds();
   RunRequest& r = options_.run;
   r.mode = resolve_ffn_mode(options_.ffn_mode, r.sparsity.mode, model_->weights.has_predictors);
+  check_mode_fits_weights(r.mode, model_->weights, options_.model_path);
+  for (const std::string& note : model_->weights.notes) notes_("note: " + note);
 }
 
 Engine::~Engine() = default;

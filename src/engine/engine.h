@@ -45,6 +45,10 @@ struct EngineOptions {
 
 // The mode --ffn auto (none) resolves to for a model with or without predictors.
 FfnMode resolve_ffn_mode(std::optional<FfnMode> asked, SparsityMode sparsity, bool has_predictors);
+// Fails where the run's FFN mode cannot compute the model's FFN as the file says: the sparse
+// modes select neurons by a gate without its bias, so a gated FFN with ffn_gate.bias (llama.cpp's
+// optional MLP biases) runs dense only.
+void check_mode_fits_weights(FfnMode mode, const ModelWeights& weights, const std::string& path);
 
 class Engine {
  public:

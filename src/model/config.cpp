@@ -63,22 +63,65 @@ void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   if (c.n_expert_used < 1 || c.n_expert_used > c.n_expert)
     fail("'{}': {} is {}; expected 1 to {} ({})", f.path(), used_key, c.n_expert_used, c.n_expert,
          count_key);
-  // An expert's neurons: expert_feed_forward_length where the file has it (qwen3moe, whose
-  // feed_forward_length is the dense size), else feed_forward_length (Mixtral).
+  // An expert's neurons as llama.cpp's loaders size them: the Qwen mixtures read
+  // expert_feed_forward_length, where 0 or absent means feed_forward_length / experts used; a
+  // llama file's experts are feed_forward_length wide (llama.cpp's llama reads no expert key,
+  // and its model saver writes it as 0).
+  const int64_t dense_ff = c.n_ff;
   const std::string expert_ff_key = a + "expert_feed_forward_length";
-  if (f.find(expert_ff_key) != nullptr) {
-    c.n_ff = f.get_int(expert_ff_key);
-    if (c.n_ff < 1 || c.n_ff > (int64_t{1} << 24))
-      fail("'{}': {} is {}; expected 1 to {}", f.path(), expert_ff_key, c.n_ff, int64_t{1} << 24);
+  if (c.arch->always_experts) {
+    const int64_t n = f.get_int(expert_ff_key, 0);
+    if (n < 0 || n > (int64_t{1} << 24))
+      fail("'{}': {} is {}; expected 0 (unset) to {}", f.path(), expert_ff_key, n,
+           int64_t{1} << 24);
+    c.n_ff = n > 0 ? n : dense_ff / c.n_expert_used;
+    if (c.n_ff < 1) fail("'{}': {} is unset and {}feed_forward_length too small", f.path(),
+                         expert_ff_key, a);
   }
-  // A shared expert: where the architecture has one (qwen2moe), its size is required.
+  // A shared expert where the architecture has one (qwen2moe): 0 or absent means
+  // feed_forward_length, as in llama.cpp.
   const std::string shared_key = a + "expert_shared_feed_forward_length";
   if (c.arch->experts->shared_gate != nullptr) {
-    c.n_ff_shared = f.get_int(shared_key);
-    if (c.n_ff_shared < 1 || c.n_ff_shared > (int64_t{1} << 24))
-      fail("'{}': {} is {}; expected 1 to {}", f.path(), shared_key, c.n_ff_shared,
-           int64_t{1} << 24);
+    const int64_t n = f.get_int(shared_key, 0);
+    if (n < 0 || n > (int64_t{1} << 24))
+      fail("'{}': {} is {}; expected 0 (unset) to {}", f.path(), shared_key, n, int64_t{1} << 24);
+    c.n_ff_shared = n > 0 ? n : dense_ff;
   }
+}
+
+// <arch>.rope.scaling.* as llama.cpp reads them: the type (default "linear"), the factor (0 or
+// absent: none; the older rope.scale_linear too), attn_factor and the original context.
+RopeScaling read_rope_scaling(const GgufFile& f, const std::string& a, int64_t n_ctx_train) {
+  RopeScaling r;
+  const std::string type_key = a + "rope.scaling.type";
+  const std::string type = f.get_string(type_key, "linear");
+  if (type == "none")
+    r.type = RopeScalingType::None;
+  else if (type == "linear")
+    r.type = RopeScalingType::Linear;
+  else if (type == "yarn")
+    r.type = RopeScalingType::Yarn;
+  else if (type == "longrope")
+    fail("'{}': {} is longrope (Phi-3's two factor tables), which strata does not support yet",
+         f.path(), type_key);
+  else
+    fail("'{}': {} is '{}'; expected none, linear or yarn", f.path(), type_key, type.substr(0, 32));
+  const std::string factor_key = a + "rope.scaling.factor";
+  double factor = f.get_float(factor_key, 0.0);
+  if (f.find(factor_key) == nullptr) factor = f.get_float(a + "rope.scale_linear", 0.0);
+  if (!(factor >= 0.0 && factor < 1e6))
+    fail("'{}': {} is {}; expected 0 (none) or a positive factor", f.path(), factor_key, factor);
+  r.freq_scale = factor == 0.0 ? 1.0f : static_cast<float>(1.0 / factor);
+  const std::string attn_key = a + "rope.scaling.attn_factor";
+  const double attn = f.get_float(attn_key, 1.0);
+  if (!(attn > 0.0 && attn < 1e3))
+    fail("'{}': {} is {}; expected a positive number", f.path(), attn_key, attn);
+  r.attn_factor = static_cast<float>(attn);
+  const std::string orig_key = a + "rope.scaling.original_context_length";
+  r.n_ctx_orig = f.get_int(orig_key, n_ctx_train);
+  if (r.n_ctx_orig < 1 || r.n_ctx_orig > (int64_t{1} << 32))
+    fail("'{}': {} is {}; expected 1 to 2^32", f.path(), orig_key, r.n_ctx_orig);
+  return r;
 }
 
 }  // namespace
@@ -129,10 +172,11 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rope_freq_base = static_cast<float>(freq_base);
   c.norm_eps = static_cast<float>(norm_eps);
   c.n_vocab = f.get_int(a + "vocab_size", 0);
-  const std::string window_key = a + "attention.sliding_window";
-  c.sliding_window = f.get_int(window_key, 0);
+  c.rope_scaling = read_rope_scaling(f, a, c.n_ctx_train);
+  c.sliding_window = f.get_int(kSlidingWindowKey, 0);
   if (c.sliding_window < 0 || c.sliding_window > (int64_t{1} << 32))
-    fail("'{}': {} is {}; expected 0 (none) to 2^32", f.path(), window_key, c.sliding_window);
+    fail("'{}': {} is {}; expected 0 (none) to 2^32", f.path(), kSlidingWindowKey,
+         c.sliding_window);
 
   const std::string act = f.get_string(kFfnActivationKey, "");
   if (!act.empty()) {
@@ -161,6 +205,22 @@ void check_writable(const ModelConfig& c) {
                      static_cast<double>(c.rope_freq_base), static_cast<double>(c.norm_eps));
 }
 
+namespace {
+
+// The rope.scaling keys where they differ from llama.cpp's defaults.
+void write_rope_scaling(const ModelConfig& c, const std::string& a, GgufWriter& w) {
+  const RopeScaling& r = c.rope_scaling;
+  if (r.type == RopeScalingType::Linear && r.freq_scale == 1.0f && r.attn_factor == 1.0f) return;
+  w.set(a + "rope.scaling.type", GgufValue::str(rope_scaling_name(r.type)));
+  if (r.freq_scale != 1.0f) w.set(a + "rope.scaling.factor", GgufValue::f32(1.0f / r.freq_scale));
+  if (r.attn_factor != 1.0f) w.set(a + "rope.scaling.attn_factor", GgufValue::f32(r.attn_factor));
+  if (r.type == RopeScalingType::Yarn)
+    w.set(a + "rope.scaling.original_context_length",
+          GgufValue::u32(static_cast<uint32_t>(r.n_ctx_orig)));
+}
+
+}  // namespace
+
 void write_config(const ModelConfig& c, GgufWriter& w) {
   check_writable(c);
   const std::string a = c.architecture + ".";
@@ -181,7 +241,8 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
   w.set(a + arch->norm_eps_key, GgufValue::f32(c.norm_eps));
   w.set(a + "vocab_size", u32(c.n_vocab));
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
-  if (c.sliding_window > 0) w.set(a + "attention.sliding_window", u32(c.sliding_window));
+  if (c.sliding_window > 0) w.set(kSlidingWindowKey, u32(c.sliding_window));
+  write_rope_scaling(c, a, w);
   if (c.moe()) {
     w.set(a + "expert_count", u32(c.n_expert));
     w.set(a + "expert_used_count", u32(c.n_expert_used));

@@ -8,6 +8,7 @@
 
 #include "format/gguf.h"
 #include "model/arch/architecture.h"
+#include "model/rope.h"
 #include "tensor/ffn_activation.h"
 
 namespace strata {
@@ -27,6 +28,7 @@ std::optional<FfnActivation> ffn_activation_from_name(const std::string& name);
 std::string ffn_activation_names();  // "swiglu, reglu, ...": for messages and --help
 
 inline constexpr const char* kFfnActivationKey = "strata.ffn_activation";
+inline constexpr const char* kSlidingWindowKey = "strata.attention.sliding_window";
 
 // The most experts a layer may have (DeepSeek-V3 and Qwen3-MoE have 256 and 128): a bound on
 // what a damaged file can make strata allocate.
@@ -46,6 +48,7 @@ struct ModelConfig {
   int64_t n_ctx_train = 0;
   int64_t n_rot = 0;  // rotary dimensions per head (the first n_rot of head_dim)
   float rope_freq_base = 10000.0f;
+  RopeScaling rope_scaling;  // <arch>.rope.scaling.*
   float norm_eps = 1e-5f;  // the architecture's norm's epsilon (RMSNorm or LayerNorm)
   FfnActivation ffn = FfnActivation::SwiGLU;
   // A mixture of experts (<arch>.expert_count, .expert_used_count): each layer's FFN is
@@ -61,8 +64,10 @@ struct ModelConfig {
   // n_ff neurons (expert e's neuron j is neuron e * n_ff + j), so the router's choice is a
   // first selection of neurons and the predictor or the gate the second.
   int64_t ffn_neurons() const { return moe() ? n_expert * n_ff : n_ff; }
-  // Sliding-window attention (Mistral's; <arch>.attention.sliding_window): a token attends to
-  // the last `sliding_window` positions of its sequence, its own included. 0: to all of them.
+  // Sliding-window attention (Mistral's): a token attends to the last `sliding_window` positions
+  // of its sequence, its own included. 0: to all of them. Under strata's own key
+  // (kSlidingWindowKey): llama.cpp's graphs of these families attend to all positions whatever
+  // <arch>.attention.sliding_window says, and strata reads their files as they do.
   int64_t sliding_window = 0;
 
   // Reads and validates; fails naming the missing or inconsistent key.

@@ -40,7 +40,12 @@ std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokeniz
   if (require_tokenizer && !has_vocab)
     fail("'{}' has no tokenizer (tokenizer.ggml.model is {})", path,
          vocab.empty() ? "missing" : "'" + vocab + "'");
-  if (has_vocab) {
+  // Token ids need no tokenizer (strata logits): a vocabulary strata cannot read (llama.cpp's
+  // test models name theirs "test") is then left unread, and said.
+  if (has_vocab && !require_tokenizer && !tokenizer_supported(vocab)) {
+    m->weights.notes.push_back(fmt::format(
+        "tokenizer model '{}' is not one strata reads; token ids only", vocab.substr(0, 32)));
+  } else if (has_vocab) {
     m->tokenizer = Tokenizer::from_gguf(*m->file);
     if (m->tokenizer->n_vocab() != m->config.n_vocab)
       fail("'{}': the tokenizer has {} tokens but the embedding has {} rows", path,

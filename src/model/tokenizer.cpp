@@ -38,9 +38,34 @@ void Tokenizer::load_common(const GgufFile& f) {
   bos_ = special("tokenizer.ggml.bos_token_id");
   eos_ = special("tokenizer.ggml.eos_token_id");
   unk_ = special("tokenizer.ggml.unknown_token_id");
+  const std::string model = f.get_string("tokenizer.ggml.model", "");
+  const std::string pre = f.get_string("tokenizer.ggml.pre", "");
+  add_bos_ = default_add_bos(model, pre);
   if (const GgufValue* v = f.find("tokenizer.ggml.add_bos_token"))
-    add_bos_ = v->as_bool("tokenizer.ggml.add_bos_token");
+    add_bos_ = v->as_bool("tokenizer.ggml.add_bos_token") || forced_add_bos(pre);
+  if (const GgufValue* v = f.find("tokenizer.ggml.add_eos_token"))
+    add_eos_ = v->as_bool("tokenizer.ggml.add_eos_token");
   if (bos_ < 0) add_bos_ = false;
+  if (eos_ < 0) add_eos_ = false;
+}
+
+bool forced_add_bos(std::string_view pre) {
+  return pre == "gemma4";
+}
+
+bool default_add_bos(std::string_view model, std::string_view pre) {
+  if (model == "llama") return true;
+  if (model != "gpt2") return false;
+  constexpr std::string_view kWithBos[] = {"llama3",  "llama-v3", "llama-bpe",  "falcon3",
+                                           "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+                                           "jina-v5-nano", "tekken", "chameleon"};
+  for (std::string_view p : kWithBos)
+    if (pre == p) return true;
+  return forced_add_bos(pre);
+}
+
+bool tokenizer_supported(std::string_view model) {
+  return model == "llama" || model == "gpt2";
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
@@ -51,10 +76,16 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   fail("'{}' has tokenizer model '{}'; strata supports: llama, gpt2", f.path(), model);
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
+  std::vector<int32_t> ids = encode_body(text, parse_special);
+  if (add_special && add_bos_) ids.insert(ids.begin(), bos_);
+  if (add_special && add_eos_) ids.push_back(eos_);
+  return ids;
+}
+
+std::vector<int32_t> Tokenizer::encode_body(std::string_view text, bool parse_special) const {
   std::vector<int32_t> ids;
-  if (add_bos && bos_ >= 0) ids.push_back(bos_);
   auto add_text = [&](std::string_view piece, bool at_start) {
     const auto body = encode_text(piece, at_start);
     ids.insert(ids.end(), body.begin(), body.end());

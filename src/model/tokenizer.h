@@ -29,9 +29,11 @@ class Tokenizer {
   virtual ~Tokenizer() = default;
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& file);
 
+  // add_special: the vocabulary's BOS in front and EOS behind where it adds them
+  // (add_bos_default, add_eos_default), as llama.cpp's tokenize with add_special.
   // parse_special: control and user-defined tokens written out in the text (e.g. "<|im_end|>"
   // in a chat prompt) become those tokens instead of being spelled with ordinary ones.
-  std::vector<int32_t> encode(std::string_view text, bool add_bos,
+  std::vector<int32_t> encode(std::string_view text, bool add_special,
                               bool parse_special = false) const;
   // The bytes a token stands for in generated text (control tokens give nothing).
   virtual std::string token_bytes(int32_t id) const = 0;
@@ -48,7 +50,10 @@ class Tokenizer {
   const std::string& token_text(int32_t id) const { return tokens_.at(id); }
   int32_t bos() const { return bos_; }
   int32_t eos() const { return eos_; }
+  // Whether text is tokenized with BOS in front (EOS behind): tokenizer.ggml.add_bos_token
+  // (add_eos_token), else the vocabulary's default (default_add_bos).
   bool add_bos_default() const { return add_bos_; }
+  bool add_eos_default() const { return add_eos_; }
   bool is_control(int32_t id) const { return types_[id] == TokenType::Control; }
   // Whether the token stands for text when decoded (control and unused tokens do not).
   bool has_text(int32_t id) const {
@@ -57,6 +62,8 @@ class Tokenizer {
   virtual const char* kind() const = 0;
 
  protected:
+  // The text's tokens without BOS/EOS.
+  std::vector<int32_t> encode_body(std::string_view text, bool parse_special) const;
   // at_start: the text begins the input (SentencePiece adds its dummy space prefix only there).
   virtual std::vector<int32_t> encode_text(std::string_view text, bool at_start) const = 0;
   // Text decode() strips at the very start (SentencePiece's dummy space prefix).
@@ -66,7 +73,7 @@ class Tokenizer {
   std::vector<TokenType> types_;
   std::unordered_map<std::string, int32_t> token_ids_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
-  bool add_bos_ = true;
+  bool add_bos_ = true, add_eos_ = false;
   size_t max_piece_bytes_ = 4;  // the longest token text, and at least one UTF-8 character
 
   friend std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile&);
@@ -76,5 +83,15 @@ class Tokenizer {
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file);
+
+// llama.cpp's BOS default for a file without tokenizer.ggml.add_bos_token: SentencePiece
+// ("llama") adds one; byte-level BPE ("gpt2") only for the pre-tokenizers of families trained
+// with it (Llama 3's and its relatives, Tekken, Chameleon, Gemma 4, which adds it whatever the
+// key says). Neither adds EOS by default.
+bool default_add_bos(std::string_view model, std::string_view pre);
+// Gemma 4's pre-tokenizer adds BOS even where its file says not to (llama.cpp's workaround).
+bool forced_add_bos(std::string_view pre);
+// Whether strata has the tokenizer model (tokenizer.ggml.model).
+bool tokenizer_supported(std::string_view model);
 
 }  // namespace strata

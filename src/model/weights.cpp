@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/tensor_scales.h"
+#include "model/tensor_source.h"
 #include "tensor/quantize.h"
 
 namespace strata {
@@ -16,7 +18,7 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return fmt::format("[{}]", fmt::join(dims, ", "));
 }
 
-const GgufTensorInfo& require(const GgufFile& f, const std::string& name) {
+const GgufTensorInfo& require(TensorSource& f, const std::string& name) {
   const GgufTensorInfo* t = f.find_tensor(name);
   if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
   if (!dtype_info(t->type).computable)
@@ -27,14 +29,14 @@ const GgufTensorInfo& require(const GgufFile& f, const std::string& name) {
   return *t;
 }
 
-MatrixView matrix(const GgufFile& f, const std::string& name, int64_t cols, int64_t rows) {
+MatrixView matrix(TensorSource& f, const std::string& name, int64_t cols, int64_t rows) {
   const GgufTensorInfo& t = require(f, name);
   if (t.dims.size() != 2 || t.dims[0] != cols || t.dims[1] != rows)
     fail("tensor '{}' has shape {}, expected [{}, {}]", name, dims_text(t.dims), cols, rows);
   return MatrixView{t.type, t.data, cols, rows, row_bytes(t.type, cols)};
 }
 
-std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_t n) {
+std::vector<float> vector_f32(TensorSource& f, const std::string& name, int64_t n) {
   const GgufTensorInfo& t = require(f, name);
   if (t.dims.size() != 1 || t.dims[0] != n)
     fail("tensor '{}' has shape {}, expected [{}]", name, dims_text(t.dims), n);
@@ -45,7 +47,7 @@ std::vector<float> vector_f32(const GgufFile& f, const std::string& name, int64_
 
 // fc1 [n_embd, rank] and fc2 [rank, n_ff] in GGUF order (a mixture's fc2: a row for each
 // expert's every neuron, ModelConfig::ffn_neurons); the rank may differ per layer.
-LayerPredictor load_predictor(const GgufFile& f, const std::string& prefix, const ModelConfig& c) {
+LayerPredictor load_predictor(TensorSource& f, const std::string& prefix, const ModelConfig& c) {
   LayerPredictor p;
   const GgufTensorInfo* fc1 = f.find_tensor(prefix + "fc1.weight");
   const GgufTensorInfo* fc2 = f.find_tensor(prefix + "fc2.weight");
@@ -61,7 +63,7 @@ LayerPredictor load_predictor(const GgufFile& f, const std::string& prefix, cons
   return p;
 }
 
-std::vector<float> predictor_thresholds(const GgufFile& f, int64_t n_layer) {
+std::vector<float> predictor_thresholds(TensorSource& f, int64_t n_layer) {
   std::vector<float> t(static_cast<size_t>(n_layer),
                        static_cast<float>(f.get_float("powerinfer.sparse_threshold", 0.0)));
   if (const GgufValue* v = f.find(kPredictorThresholdsKey)) {
@@ -80,7 +82,7 @@ std::vector<float> predictor_thresholds(const GgufFile& f, int64_t n_layer) {
 // The name of a role present in the file (the first of its names found), or null; a
 // required role the file lacks fails naming its first name.
 template <typename Names, typename Role>
-const char* present_name(const GgufFile& f, const Names& names, Role role, const std::string& p) {
+const char* present_name(TensorSource& f, const Names& names, Role role, const std::string& p) {
   const char* first = nullptr;
   bool required = false;
   for (const auto& n : names) {
@@ -93,7 +95,7 @@ const char* present_name(const GgufFile& f, const Names& names, Role role, const
   return nullptr;
 }
 
-void load_layer_vectors(const GgufFile& f, const Architecture& a, const std::string& p,
+void load_layer_vectors(TensorSource& f, const Architecture& a, const std::string& p,
                         const ModelConfig& c, LayerWeights& l) {
   for (int v = 0; v < kLayerVectors; ++v) {
     const auto role = static_cast<LayerVector>(v);
@@ -105,34 +107,99 @@ void load_layer_vectors(const GgufFile& f, const Architecture& a, const std::str
     fail("'{}' has {}attn_norm_2.bias without its weight", f.path(), p);
 }
 
-MatrixView layer_matrix(const GgufFile& f, const Architecture& a, const std::string& p,
-                        const ModelConfig& c, LayerMatrix role) {
-  const char* name = present_name(f, a.matrices, role, p);
-  if (name == nullptr) return {};
-  const auto [cols, rows] = layer_matrix_shape(role, c);
-  return matrix(f, p + name, cols, rows);
+// The fused q/k/v of a family whose files normally have three (llama.cpp's create_tensor_qkv).
+bool fused_qkv(const TensorSource& f, const Architecture& a, const std::string& p) {
+  return a.has(LayerMatrix::AttnQkv) || (a.fused_qkv_allowed && f.has(p + "attn_qkv.weight"));
 }
 
-void load_attention(const GgufFile& f, const Architecture& a, const std::string& p,
-                    const ModelConfig& c, LayerWeights& l) {
-  if (a.has(LayerMatrix::AttnQkv)) {
-    const MatrixView qkv = layer_matrix(f, a, p, c, LayerMatrix::AttnQkv);
+// A fused q/k/v bias (attn_qkv.bias, beside a fused matrix) as the q, k and v biases.
+void load_fused_qkv_bias(TensorSource& f, const std::string& p, const ModelConfig& c,
+                         LayerWeights& l) {
+  const std::string name = p + "attn_qkv.bias";
+  if (!f.has(name)) return;
+  const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
+  const std::vector<float> all = vector_f32(f, name, q_dim + 2 * kv_dim);
+  const auto part = [&](int64_t begin, int64_t n) {
+    return std::vector<float>(all.begin() + begin, all.begin() + begin + n);
+  };
+  for (LayerVector v : {LayerVector::AttnQBias, LayerVector::AttnKBias, LayerVector::AttnVBias})
+    if (!l.vec(v).empty()) fail("'{}' has both {} and a separate q/k/v bias", f.path(), name);
+  l.vectors[static_cast<size_t>(LayerVector::AttnQBias)] = part(0, q_dim);
+  l.vectors[static_cast<size_t>(LayerVector::AttnKBias)] = part(q_dim, kv_dim);
+  l.vectors[static_cast<size_t>(LayerVector::AttnVBias)] = part(q_dim + kv_dim, kv_dim);
+}
+
+// Whether the family's graph applies a role's per-tensor scale (ffn_down_t is PowerInfer's, never
+// scaled).
+bool scale_applies(const Architecture& a, LayerMatrix role) {
+  switch (role) {
+    case LayerMatrix::AttnQ:
+    case LayerMatrix::AttnK:
+    case LayerMatrix::AttnV:
+    case LayerMatrix::AttnQkv:
+    case LayerMatrix::AttnOutput:
+      return a.scales.attention;
+    default:
+      return a.scales.ffn;
+  }
+}
+
+std::string base_name(const std::string& weight_name) {
+  constexpr std::string_view suffix = ".weight";
+  return weight_name.ends_with(suffix) ? weight_name.substr(0, weight_name.size() - suffix.size())
+                                       : weight_name;
+}
+
+// The bias llama.cpp's build_ffn adds before a matrix's scale: the FFN's own (null for others).
+std::vector<float>* bias_before_scale(LayerWeights& l, LayerMatrix role) {
+  const auto slot = [&](LayerVector v) { return &l.vectors[static_cast<size_t>(v)]; };
+  switch (role) {
+    case LayerMatrix::FfnGate:
+      return slot(LayerVector::FfnGateBias);
+    case LayerMatrix::FfnUp:
+      return slot(LayerVector::FfnUpBias);
+    case LayerMatrix::FfnDown:
+      return slot(LayerVector::FfnDownBias);
+    default:
+      return nullptr;
+  }
+}
+
+MatrixView layer_matrix(TensorSource& f, ScaleContext& sc, const Architecture& a,
+                        const std::string& p, const ModelConfig& c, LayerWeights& l,
+                        LayerMatrix role, const char* name_override = nullptr) {
+  const char* name = name_override != nullptr ? name_override : present_name(f, a.matrices, role, p);
+  if (name == nullptr) return {};
+  const auto [cols, rows] = layer_matrix_shape(role, c);
+  const MatrixView m = matrix(f, p + name, cols, rows);
+  if (role == LayerMatrix::FfnDownT) return m;
+  return apply_tensor_scale(sc, base_name(p + name), m, scale_applies(a, role), 1,
+                            bias_before_scale(l, role));
+}
+
+void load_attention(TensorSource& f, ScaleContext& sc, const Architecture& a,
+                    const std::string& p, const ModelConfig& c, LayerWeights& l) {
+  if (fused_qkv(f, a, p)) {
+    const char* name = a.has(LayerMatrix::AttnQkv) ? nullptr : "attn_qkv.weight";
+    const MatrixView qkv = layer_matrix(f, sc, a, p, c, l, LayerMatrix::AttnQkv, name);
     const int64_t q_dim = c.n_head * c.head_dim, kv_dim = c.n_head_kv * c.head_dim;
     l.attn_q = row_view(qkv, 0, q_dim);
     l.attn_k = row_view(qkv, q_dim, kv_dim);
     l.attn_v = row_view(qkv, q_dim + kv_dim, kv_dim);
+    if (a.fused_qkv_allowed) load_fused_qkv_bias(f, p, c, l);
   } else {
-    l.attn_q = layer_matrix(f, a, p, c, LayerMatrix::AttnQ);
-    l.attn_k = layer_matrix(f, a, p, c, LayerMatrix::AttnK);
-    l.attn_v = layer_matrix(f, a, p, c, LayerMatrix::AttnV);
+    l.attn_q = layer_matrix(f, sc, a, p, c, l, LayerMatrix::AttnQ);
+    l.attn_k = layer_matrix(f, sc, a, p, c, l, LayerMatrix::AttnK);
+    l.attn_v = layer_matrix(f, sc, a, p, c, l, LayerMatrix::AttnV);
   }
-  l.attn_output = layer_matrix(f, a, p, c, LayerMatrix::AttnOutput);
+  l.attn_output = layer_matrix(f, sc, a, p, c, l, LayerMatrix::AttnOutput);
 }
 
 // Each expert's [cols, rows] matrix: views into the stacked [cols, rows, n_expert] tensor, or
 // the expert's own 2-D tensors of an older file.
-void load_expert_matrix(const GgufFile& f, const std::string& p, const ModelConfig& c, bool stacked,
-                        const char* stacked_name, const char* each_name, int64_t cols, int64_t rows,
+void load_expert_matrix(TensorSource& f, ScaleContext& sc, const std::string& p,
+                        const ModelConfig& c, bool stacked, const char* stacked_name,
+                        const char* each_name, int64_t cols, int64_t rows,
                         MatrixView ExpertMatrices::*member, LayerWeights& l) {
   if (!stacked) {
     for (int64_t e = 0; e < c.n_expert; ++e)
@@ -145,7 +212,10 @@ void load_expert_matrix(const GgufFile& f, const std::string& p, const ModelConf
   if (t.dims.size() != 3 || t.dims[0] != cols || t.dims[1] != rows || t.dims[2] != c.n_expert)
     fail("tensor '{}' has shape {}, expected [{}, {}, {}]", name, dims_text(t.dims), cols, rows,
          c.n_expert);
-  const MatrixView all{t.type, t.data, cols, rows * c.n_expert, row_bytes(t.type, cols)};
+  const MatrixView all =
+      apply_tensor_scale(sc, base_name(name),
+                         MatrixView{t.type, t.data, cols, rows * c.n_expert, row_bytes(t.type, cols)},
+                         c.arch->scales.experts, c.n_expert);
   for (int64_t e = 0; e < c.n_expert; ++e)
     l.experts[static_cast<size_t>(e)].*member = row_view(all, e * rows, rows);
 }
@@ -181,18 +251,19 @@ MatrixView expert_neuron_rows(const std::vector<ExpertMatrices>& experts,
 
 namespace {
 
-void load_experts(const GgufFile& f, const Architecture& a, const std::string& p,
+void load_experts(TensorSource& f, ScaleContext& sc, const Architecture& a, const std::string& p,
                   const ModelConfig& c, LayerWeights& l) {
   const ExpertNames& n = *a.experts;
   l.ffn_gate_inp = matrix(f, p + n.router, c.n_embd, c.n_expert);
   l.experts.resize(static_cast<size_t>(c.n_expert));
   const bool stacked = f.find_tensor(p + n.up) != nullptr;
   if (ffn_has_gate(c.ffn))
-    load_expert_matrix(f, p, c, stacked, n.gate, n.gate_each, c.n_embd, c.n_ff,
+    load_expert_matrix(f, sc, p, c, stacked, n.gate, n.gate_each, c.n_embd, c.n_ff,
                        &ExpertMatrices::gate, l);
-  load_expert_matrix(f, p, c, stacked, n.up, n.up_each, c.n_embd, c.n_ff, &ExpertMatrices::up, l);
-  load_expert_matrix(f, p, c, stacked, n.down, n.down_each, c.n_ff, c.n_embd, &ExpertMatrices::down,
+  load_expert_matrix(f, sc, p, c, stacked, n.up, n.up_each, c.n_embd, c.n_ff, &ExpertMatrices::up,
                      l);
+  load_expert_matrix(f, sc, p, c, stacked, n.down, n.down_each, c.n_ff, c.n_embd,
+                     &ExpertMatrices::down, l);
   if (c.n_ff_shared == 0) return;
   // The shared expert's gate: n_embd values, 1-D as llama.cpp writes it (or [n_embd, 1]).
   const GgufTensorInfo* g = f.find_tensor(p + n.shared_gate);
@@ -200,22 +271,27 @@ void load_experts(const GgufFile& f, const Architecture& a, const std::string& p
     l.shared_gate = MatrixView{g->type, g->data, c.n_embd, 1, row_bytes(g->type, c.n_embd)};
   else
     l.shared_gate = matrix(f, p + n.shared_gate, c.n_embd, 1);
-  if (ffn_has_gate(c.ffn)) l.shared.gate = matrix(f, p + n.shared_ffn_gate, c.n_embd, c.n_ff_shared);
-  l.shared.up = matrix(f, p + n.shared_ffn_up, c.n_embd, c.n_ff_shared);
-  l.shared.down = matrix(f, p + n.shared_ffn_down, c.n_ff_shared, c.n_embd);
+  // The shared expert is a dense FFN: its scales as the family's FFN's.
+  const auto shared = [&](const char* name, int64_t cols, int64_t rows) {
+    return apply_tensor_scale(sc, base_name(p + name), matrix(f, p + name, cols, rows),
+                              a.scales.ffn);
+  };
+  if (ffn_has_gate(c.ffn)) l.shared.gate = shared(n.shared_ffn_gate, c.n_embd, c.n_ff_shared);
+  l.shared.up = shared(n.shared_ffn_up, c.n_embd, c.n_ff_shared);
+  l.shared.down = shared(n.shared_ffn_down, c.n_ff_shared, c.n_embd);
 }
 
-void load_ffn(const GgufFile& f, const Architecture& a, const std::string& p, const ModelConfig& c,
-              LayerWeights& l) {
+void load_ffn(TensorSource& f, ScaleContext& sc, const Architecture& a, const std::string& p,
+              const ModelConfig& c, LayerWeights& l) {
   if (c.moe()) {
-    load_experts(f, a, p, c, l);
+    load_experts(f, sc, a, p, c, l);
     return;
   }
-  if (ffn_has_gate(c.ffn)) l.ffn_gate = layer_matrix(f, a, p, c, LayerMatrix::FfnGate);
-  l.ffn_up = layer_matrix(f, a, p, c, LayerMatrix::FfnUp);
+  if (ffn_has_gate(c.ffn)) l.ffn_gate = layer_matrix(f, sc, a, p, c, l, LayerMatrix::FfnGate);
+  l.ffn_up = layer_matrix(f, sc, a, p, c, l, LayerMatrix::FfnUp);
   // The down projection as ffn_down, ffn_down_t or both; at least one.
-  l.ffn_down = layer_matrix(f, a, p, c, LayerMatrix::FfnDown);
-  l.ffn_down_t = layer_matrix(f, a, p, c, LayerMatrix::FfnDownT);
+  l.ffn_down = layer_matrix(f, sc, a, p, c, l, LayerMatrix::FfnDown);
+  l.ffn_down_t = layer_matrix(f, sc, a, p, c, l, LayerMatrix::FfnDownT);
   if (l.ffn_down.data == nullptr && l.ffn_down_t.data == nullptr)
     fail("'{}' lacks the tensor '{}{}'", f.path(), p, a.gguf_name(LayerMatrix::FfnDown));
 }
@@ -254,6 +330,7 @@ int64_t layer_vector_length(LayerVector role, const ModelConfig& c) {
     case LayerVector::AttnVBias:
       return c.n_head_kv * c.head_dim;
     case LayerVector::FfnUpBias:
+    case LayerVector::FfnGateBias:
       return c.n_ff;
     case LayerVector::AttnQNorm:
     case LayerVector::AttnKNorm:
@@ -292,7 +369,7 @@ namespace {
 
 // The type of a column-bundled file's columns: a float type or one with column groups, recorded
 // twice (id and name) so an edited or damaged id is refused.
-DType column_bundle_type(const GgufFile& f) {
+DType column_bundle_type(TensorSource& f) {
   const int64_t type_id = f.get_int(kBundleTypeKey);
   const auto info = dtype_info(static_cast<uint32_t>(type_id));
   if (!info || !(is_float_type(info->type) || has_column_groups(info->type)))
@@ -306,7 +383,8 @@ DType column_bundle_type(const GgufFile& f) {
 }
 
 // The absolute offset of a layer's bundles, checked to be `count` bundles of `bytes`.
-uint64_t bundle_tensor(const GgufFile& f, const std::string& name, uint64_t bytes, int64_t count) {
+uint64_t bundle_tensor(TensorSource& f, const std::string& name, uint64_t bytes,
+                       int64_t count) {
   const GgufTensorInfo* t = f.find_tensor(name);
   if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
   if (t->type != DType::I8 || t->dims.size() != 2 || t->dims[0] != static_cast<int64_t>(bytes) ||
@@ -318,7 +396,7 @@ uint64_t bundle_tensor(const GgufFile& f, const std::string& name, uint64_t byte
 
 // Each layer's gate/up and down types in a column-bundled file: strata.bundle.column_types (two
 // type ids a layer) where the file has it (quantized bundles), else the bundle type for all.
-std::vector<std::pair<DType, DType>> column_bundle_types(const GgufFile& f, const ModelConfig& c) {
+std::vector<std::pair<DType, DType>> column_bundle_types(TensorSource& f, const ModelConfig& c) {
   const DType type = column_bundle_type(f);
   std::vector<std::pair<DType, DType>> types(static_cast<size_t>(c.n_layer), {type, type});
   if (const GgufValue* v = f.find(kColumnBundleTypesKey)) {
@@ -347,7 +425,7 @@ std::vector<std::pair<DType, DType>> column_bundle_types(const GgufFile& f, cons
 
 // A quantized column bundle's scale plane (tiers/column_bundle_layout.h): `bytes` of I8, read
 // in place.
-const uint8_t* plane_tensor(const GgufFile& f, const std::string& name, uint64_t bytes) {
+const uint8_t* plane_tensor(TensorSource& f, const std::string& name, uint64_t bytes) {
   const GgufTensorInfo* t = f.find_tensor(name);
   if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
   if (t->type != DType::I8 || t->dims.size() != 1 || t->dims[0] != static_cast<int64_t>(bytes))
@@ -361,7 +439,7 @@ namespace {
 
 // The tensors outside the layers: the embedding (which sizes the vocabulary when the metadata
 // does not), the output norm (and bias), learned positions, the output (or the tied embedding).
-void load_outer_tensors(const GgufFile& f, ModelConfig& c, ModelWeights& w) {
+void load_outer_tensors(TensorSource& f, ModelConfig& c, ModelWeights& w) {
   const GgufTensorInfo& embd = require(f, "token_embd.weight");
   if (embd.dims.size() != 2 || embd.dims[0] != c.n_embd)
     fail("tensor 'token_embd.weight' has shape {}, expected [{}, n_vocab]", dims_text(embd.dims),
@@ -383,10 +461,20 @@ void load_outer_tensors(const GgufFile& f, ModelConfig& c, ModelWeights& w) {
     w.output = w.token_embd;
     w.tied_output = true;
   }
+  if (c.arch->output_bias && f.has("output.bias"))
+    w.output_bias = vector_f32(f, "output.bias", c.n_vocab);
+  // One divisor per rotary frequency, for every layer (llama.cpp's rope_freqs; Llama 3.1).
+  if (c.arch->rope_freqs && f.has("rope_freqs.weight")) {
+    w.rope_freqs = vector_f32(f, "rope_freqs.weight", c.n_rot / 2);
+    for (float x : w.rope_freqs)
+      if (!std::isfinite(x) || x == 0.0f)
+        fail("'{}': rope_freqs.weight holds {}; expected finite non-zero divisors", f.path(), x);
+  }
+  for (const char* name : c.arch->unused_tensors) f.accept_unused(name);
 }
 
 // A neuron-bundled file (strata bundle): the bundles' type and size, checked against the shape.
-void read_bundle_layout(const GgufFile& f, const ModelConfig& c, ModelWeights& w) {
+void read_bundle_layout(TensorSource& f, const ModelConfig& c, ModelWeights& w) {
   const GgufValue* bytes = f.find(kBundleBytesKey);
   if (bytes == nullptr) return;
   const int64_t type_id = f.get_int(kBundleTypeKey);
@@ -407,7 +495,7 @@ void read_bundle_layout(const GgufFile& f, const ModelConfig& c, ModelWeights& w
 
 // A column-bundled file (strata bundle --columns): per layer its gate/up and down types; empty
 // for other files.
-std::vector<std::pair<DType, DType>> read_column_bundle_kind(const GgufFile& f,
+std::vector<std::pair<DType, DType>> read_column_bundle_kind(TensorSource& f,
                                                              const ModelConfig& c,
                                                              ModelWeights& w) {
   const GgufValue* kind = f.find(kColumnBundleKindKey);
@@ -422,7 +510,7 @@ std::vector<std::pair<DType, DType>> read_column_bundle_kind(const GgufFile& f,
 }
 
 // A column-bundled layer's FFN: its bundles' offsets and, for quantized types, scale planes.
-void load_column_bundles(const GgufFile& f, const ModelConfig& c, const std::string& p,
+void load_column_bundles(TensorSource& f, const ModelConfig& c, const std::string& p,
                          std::pair<DType, DType> types, LayerWeights& l) {
   l.column_bundle =
       ColumnBundleLayout::make(types.first, types.second, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
@@ -437,7 +525,7 @@ void load_column_bundles(const GgufFile& f, const ModelConfig& c, const std::str
 }
 
 // A neuron-bundled layer's FFN: where its bundles start (a mixture's router stays in RAM).
-void load_neuron_bundles(const GgufFile& f, const ModelConfig& c, const BundleLayout& bundle,
+void load_neuron_bundles(TensorSource& f, const ModelConfig& c, const BundleLayout& bundle,
                          const std::string& p, LayerWeights& l) {
   const std::string name = p + "ffn_bundles";
   const GgufTensorInfo* t = f.find_tensor(name);
@@ -452,16 +540,18 @@ void load_neuron_bundles(const GgufFile& f, const ModelConfig& c, const BundleLa
 
 }  // namespace
 
-ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
+ModelWeights load_weights(const GgufFile& file, ModelConfig& c) {
+  TensorSource f(file);
   // Every layer has at least 4 tensors (a norm, the fused or separate attention projections,
   // the FFN's bundles or matrices): a block count the tensor table cannot hold is refused before
   // anything is sized by it (fuzz_gguf: 3.5 billion layers allocated 14 GB before the first
   // missing tensor).
   constexpr int64_t kLeastPerLayer = 4;
-  if (c.n_layer > static_cast<int64_t>(f.tensors().size()) / kLeastPerLayer)
+  if (c.n_layer > static_cast<int64_t>(f.tensor_count()) / kLeastPerLayer)
     fail("'{}': block_count {} needs at least {} tensors, the file has {}", f.path(), c.n_layer,
-         c.n_layer * kLeastPerLayer, f.tensors().size());
+         c.n_layer * kLeastPerLayer, f.tensor_count());
   ModelWeights w;
+  ScaleContext scales{f, w.owned, w.notes};
   w.experts_used = c.n_expert_used;
   load_outer_tensors(f, c, w);
   const std::vector<float> thresholds = predictor_thresholds(f, c.n_layer);
@@ -471,13 +561,13 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
     const std::string p = fmt::format("blk.{}.", i);
     LayerWeights l;
     load_layer_vectors(f, *c.arch, p, c, l);
-    load_attention(f, *c.arch, p, c, l);
+    load_attention(f, scales, *c.arch, p, c, l);
     if (w.column_bundled)
       load_column_bundles(f, c, p, column_types[static_cast<size_t>(i)], l);
     else if (w.bundled)
       load_neuron_bundles(f, c, w.bundle, p, l);
     else
-      load_ffn(f, *c.arch, p, c, l);
+      load_ffn(f, scales, *c.arch, p, c, l);
     l.predictor = load_predictor(f, p, c);
     if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
     w.layers.push_back(std::move(l));
@@ -489,6 +579,7 @@ ModelWeights load_weights(const GgufFile& f, ModelConfig& c) {
   if (!w.has_predictors && std::any_of(w.layers.begin(), w.layers.end(),
                                        [](const LayerWeights& l) { return l.predictor.present(); }))
     fail("'{}' has predictors (fc1/fc2) for some layers but not all", f.path());
+  f.check_all_claimed(c.architecture);
   return w;
 }
 

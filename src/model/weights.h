@@ -11,6 +11,7 @@
 
 #include "format/gguf.h"
 #include "model/config.h"
+#include "model/tensor_scales.h"
 #include "tensor/matrix.h"
 #include "tiers/bundle_layout.h"
 #include "tiers/column_bundle_layout.h"
@@ -136,6 +137,11 @@ struct ModelWeights {
   std::vector<float> output_norm, output_norm_bias;  // the bias empty unless the norm has one
   MatrixView output;  // the embedding when the file has no output.weight (tied)
   bool tied_output = false;
+  std::vector<float> output_bias;  // n_vocab values added to the logits (Qwen2); empty: none
+  // Divisors of the rotary frequencies (rope_freqs.weight, n_rot / 2; Llama 3.1); empty: none.
+  std::vector<float> rope_freqs;
+  OwnedMatrices owned;             // matrices made at load (tensor_scales.h)
+  std::vector<std::string> notes;  // what loading did that a user should hear of
   std::vector<LayerWeights> layers;
   bool has_predictors = false;  // every layer has one
   bool has_down_t = false;      // every layer has ffn_down_t

@@ -1,6 +1,6 @@
 // LlamaForCausalLM and MistralForCausalLM (ReluLLaMA and ProSparse as hidden_act relu): q/k rows
 // are permuted for GGUF's adjacent-pair rotary layout, as llama.cpp's converter does; Mistral's
-// sliding_window becomes llama.attention.sliding_window.
+// sliding_window becomes strata.attention.sliding_window (llama.cpp's llama graph attends to all positions).
 #include <fmt/format.h>
 
 #include "offline/hf_family.h"

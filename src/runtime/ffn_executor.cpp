@@ -58,6 +58,8 @@ void FfnExecutor::dense(int64_t l, int64_t n, int64_t token, FfnLayerStats& stat
   const LayerColumns* cols = columns ? &w.columns : nullptr;
   gate_up_products(l, n, token, cols);
   if (const float* b = w.vec(LayerVector::FfnUpBias)) backend_.add_bias(ws_.up, b, n, ff);
+  if (const float* b = w.vec(LayerVector::FfnGateBias); b != nullptr && gated)
+    backend_.add_bias(ws_.gate, b, n, ff);
   if (gated) sparsifier_->apply(backend_, l, kGatePoint, ws_.gate, n, sparsity, c_.ffn);
   float* h = ws_.up;
   backend_.activation(c_.ffn, ws_.gate, ws_.up, h, total);

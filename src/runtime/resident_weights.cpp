@@ -75,7 +75,8 @@ void each_column_copy(LayerColumns& c, Each&& each) {
 uint64_t ResidentWeights::device_bytes(const Model& model, FfnMode mode, bool with_ffn,
                                        bool with_columns) {
   const ModelWeights& w = model.weights;
-  uint64_t total = w.output.bytes() + (w.output_norm.size() + w.output_norm_bias.size()) * 4;
+  uint64_t total = w.output.bytes() +
+                   (w.output_norm.size() + w.output_norm_bias.size() + w.output_bias.size()) * 4;
   for (const LayerWeights& l : w.layers) {
     ResidentLayer r = host_layer(l, mode);
     if (!with_ffn) drop_ffn(r);
@@ -122,6 +123,8 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
     if (!w.output_norm_bias.empty())
       output_norm_bias_ =
           output_here ? w.output_norm_bias.data() : upload(w.output_norm_bias, "output_norm.bias");
+    if (!w.output_bias.empty())
+      output_bias_ = output_here ? w.output_bias.data() : upload(w.output_bias, "output.bias");
   } catch (...) {
     release_all();  // what did fit
     throw;

@@ -48,6 +48,7 @@ class ResidentWeights {
   const ResidentLayer& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
   const float* output_norm() const { return output_norm_; }
   const float* output_norm_bias() const { return output_norm_bias_; }  // null: none
+  const float* output_bias() const { return output_bias_; }            // null: none
   const MatrixView& output() const { return output_; }
 
  private:
@@ -59,6 +60,7 @@ class ResidentWeights {
   std::vector<ResidentLayer> layers_;
   const float* output_norm_ = nullptr;
   const float* output_norm_bias_ = nullptr;
+  const float* output_bias_ = nullptr;
   MatrixView output_;
   std::vector<Buffer> buffers_;
 };

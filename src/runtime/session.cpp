@@ -399,6 +399,7 @@ void Session::place(std::span<const BatchToken> batch) {
   rope_host_.resize(static_cast<size_t>(2 * n * half));
   float* cos = rope_host_.data();
   float* sin = cos + n * half;
+  const RopeParams rope{c_.n_rot, c_.rope_freq_base, c_.rope_scaling, model_.weights.rope_freqs};
   for (int64_t b = 0; b < n; ++b) {
     const auto seq = static_cast<size_t>(batch[static_cast<size_t>(b)].seq);
     const int64_t pos = n_past_[seq]++;
@@ -409,14 +410,7 @@ void Session::place(std::span<const BatchToken> batch) {
         c_.sliding_window > 0 ? std::max<int64_t>(0, pos + 1 - c_.sliding_window) : 0;
     seen_pos_[static_cast<size_t>(b)] = pos - first;
     seen_base_[static_cast<size_t>(b)] = base_[static_cast<size_t>(b)] + first;
-    // Rotation angles for this position: theta_i = pos * base^(-2i / n_rot).
-    for (int64_t i = 0; i < half; ++i) {
-      const double theta = static_cast<double>(pos) *
-                           std::pow(static_cast<double>(c_.rope_freq_base),
-                                    -2.0 * static_cast<double>(i) / static_cast<double>(c_.n_rot));
-      cos[b * half + i] = static_cast<float>(std::cos(theta));
-      sin[b * half + i] = static_cast<float>(std::sin(theta));
-    }
+    if (half > 0) rope_angles(rope, pos, cos + b * half, sin + b * half);
   }
   const uint64_t bytes = static_cast<uint64_t>(n * half) * sizeof(float);
   for (auto& p : parts_) {  // layers on the CPU rotate with the same table
@@ -492,6 +486,7 @@ void Session::output(std::span<const BatchToken> batch, float* logits, float* hi
   p.backend.prepare(*p.in, p.ws.xn, c_.n_embd, rows, {out.type});
   const RowsJob job{&out, y, c_.n_vocab};
   p.backend.matmul(std::span(&job, 1), *p.in);
+  if (const float* bias = p.weights->output_bias()) p.backend.add_bias(y, bias, rows, c_.n_vocab);
   if (y != logits)
     backend_.download(logits, y, static_cast<uint64_t>(rows * c_.n_vocab) * sizeof(float));
 }

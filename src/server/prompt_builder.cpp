@@ -86,7 +86,7 @@ std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req,
   // A template that writes the BOS itself ({{ bos_token }}) gets no second one.
   const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string();
   const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
-  return tok.encode(p.text, tok.add_bos_default() && !has_bos, /*parse_special=*/true);
+  return tok.encode(p.text, /*add_special=*/!has_bos, /*parse_special=*/true);
 }
 
 std::vector<int32_t> PromptBuilder::prompt_tokens(CompletionRequest& req,
@@ -100,7 +100,7 @@ std::vector<int32_t> PromptBuilder::prompt_tokens(CompletionRequest& req,
     for (int32_t t : ids) check_vocabulary(t, "prompt token id", "prompt");
   } else {
     check_fits_before_tokenizing(req.prompt, "prompt", "the prompt");
-    ids = tok.encode(req.prompt, tok.add_bos_default());
+    ids = tok.encode(req.prompt, /*add_special=*/true);
   }
   if (ids.empty()) throw ApiError(400, "the prompt is empty", req.chat ? "messages" : "prompt");
   for (const auto& [id, bias] : req.generation.sampling.logit_bias)
@@ -112,7 +112,7 @@ std::vector<int32_t> PromptBuilder::prompt_tokens(CompletionRequest& req,
 std::vector<int32_t> PromptBuilder::input_tokens(const std::string& text, size_t i) const {
   check_fits_before_tokenizing(text, "input", fmt::format("input {}", i));
   const Tokenizer& tok = *model_.tokenizer;
-  return tok.encode(text, tok.add_bos_default());
+  return tok.encode(text, /*add_special=*/true);
 }
 
 }  // namespace strata

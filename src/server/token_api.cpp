@@ -73,7 +73,7 @@ std::string tokenize_response(const Tokenizer& tokenizer, const json& body, cons
   reserve(kEncodeBytesPerTextByte * body["content"].get_ref<const std::string&>().size());
   const std::vector<int32_t> ids =
       tokenizer.encode(body["content"].get<std::string>(),
-                       add_special && tokenizer.add_bos_default(), parse_special);
+                       add_special, parse_special);
   // The piece as it reads in text: a control token by its name (what parse_special reads).
   auto piece_of = [&](int32_t id) {
     return tokenizer.has_text(id) ? tokenizer.token_bytes(id) : tokenizer.token_text(id);

@@ -53,7 +53,8 @@ class _Base:
         self.n_head_kv = kv.get(f"{arch}.attention.head_count_kv", self.n_head)
         self.head_dim = kv.get(f"{arch}.attention.key_length", self.n_embd // self.n_head)
         self.eps = float(kv.get(f"{arch}.attention.layer_norm_epsilon", 1e-5))
-        self.window = kv.get(f"{arch}.attention.sliding_window", 0)
+        # strata's own key: llama.cpp's graphs of these families ignore <arch>.attention.sliding_window.
+        self.window = kv.get("strata.attention.sliding_window", 0)
         self.base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
         self.ffn = kv.get("strata.ffn_activation")
 

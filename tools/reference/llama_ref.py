@@ -92,7 +92,7 @@ class LlamaReference:
         self.base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
         self.eps = float(kv.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5))
         self.ffn = kv.get("strata.ffn_activation", "swiglu")
-        self.window = kv.get(f"{arch}.attention.sliding_window", 0)
+        self.window = kv.get("strata.attention.sliding_window", 0)  # strata's key (config.h)
         self.emulate_q8 = emulate_q8
         self.sparsity = None  # set_sparsity: (mode, teal [layer][4], cats [layer])
         self.layer = 0  # the layer hidden() is computing

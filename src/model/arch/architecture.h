@@ -52,6 +52,7 @@ enum class LayerVector : uint8_t {
   FfnDownBias,
   AttnQNorm,  // Qwen3's RMSNorm of each query head after its projection (head_dim values)
   AttnKNorm,  // and of each key head
+  FfnGateBias,  // llama.cpp's optional MLP biases of a llama file (ffn_gate.bias)
   Count
 };
 inline constexpr int kLayerMatrices = static_cast<int>(LayerMatrix::Count);
@@ -96,6 +97,16 @@ struct ExpertNames {
   const char *shared_ffn_gate = nullptr, *shared_ffn_up = nullptr, *shared_ffn_down = nullptr;
 };
 
+// Which per-tensor ".scale" tensors (FP8/NVFP4 conversions' scale2: the matrix's products are
+// multiplied by it; shape [1], or [n_expert] for stacked experts) a family's llama.cpp graph
+// applies. llama.cpp v0.5.0 loads them for every family but applies the FFN's only in some; where
+// it does not, strata does not either (model/tensor_scales.h).
+struct ScaleUse {
+  bool attention = true;  // q, k, v (or the fused qkv) and the output projection
+  bool ffn = false;       // a dense FFN's gate, up and down
+  bool experts = false;   // a mixture's stacked experts (per expert)
+};
+
 struct Architecture {
   std::string_view name;  // general.architecture, and the prefix of its hyperparameter keys
   NormKind norm = NormKind::Rms;
@@ -117,6 +128,17 @@ struct Architecture {
   // The chosen experts' softmax weights renormalized to sum to 1 (Mixtral, Qwen3-MoE's
   // norm_topk_prob); false: the softmax over all experts as it is (Qwen2-MoE).
   bool renormalize_experts = true;
+  // Tensors llama.cpp's loader accepts for the family beyond the lists above:
+  bool rope_freqs = false;   // rope_freqs.weight: a divisor per rotary frequency (Llama 3.1's
+                             // long-context RoPE, written by llama.cpp's converter)
+  bool output_bias = false;  // output.bias: n_vocab values added to the logits (Qwen2)
+  // A fused q/k/v matrix where the family's files normally have three (llama.cpp's
+  // create_tensor_qkv: attn_qkv.weight and attn_qkv.bias, split at load).
+  bool fused_qkv_allowed = false;
+  ScaleUse scales;
+  // Tensors llama.cpp loads but no text-generation graph reads (Qwen3's rerank head
+  // cls.output.weight): accepted and left unused, as there.
+  std::span<const char* const> unused_tensors;
   // The name strata writes for a role (synth, convert): the first listed.
   const char* gguf_name(LayerMatrix role) const;
   const char* gguf_name(LayerVector role) const;

@@ -1,6 +1,10 @@
 // LLaMA as llama.cpp writes it (and Mistral, ReluLLaMA, ProSparse), and PowerInfer's "bamboo"
 // (Bamboo, TurboSparse-Mistral: the same layer with a dReLU FFN): RMSNorm, RoPE on adjacent
-// pairs (the converter permutes q/k rows for it), separate q/k/v without biases, SwiGLU.
+// pairs (the converter permutes q/k rows for it), separate q/k/v, SwiGLU. What llama.cpp's
+// llama loader also accepts, strata reads and uses as its graph does: biases on q/k/v (or one
+// fused attn_qkv with its bias), on the output projection and on a dense FFN's gate, up and
+// down; Llama 3.1's rope_freqs; the per-tensor scales of FP8/NVFP4 conversions, attention's and
+// the FFN's (the experts' too).
 // Mixtral is a llama file whose FFNs are mixtures of experts (and TurboSparse-Mixtral a mixture
 // of dReLU experts): both may hold expert tensors.
 #include "model/arch/architecture.h"
@@ -23,6 +27,13 @@ constexpr MatrixName kMatrices[] = {
 constexpr VectorName kVectors[] = {
     {LayerVector::AttnNorm, "attn_norm.weight"},
     {LayerVector::FfnNorm, "ffn_norm.weight"},
+    {LayerVector::AttnQBias, "attn_q.bias", Presence::Optional},
+    {LayerVector::AttnKBias, "attn_k.bias", Presence::Optional},
+    {LayerVector::AttnVBias, "attn_v.bias", Presence::Optional},
+    {LayerVector::AttnOutputBias, "attn_output.bias", Presence::Optional},
+    {LayerVector::FfnGateBias, "ffn_gate.bias", Presence::Optional},
+    {LayerVector::FfnUpBias, "ffn_up.bias", Presence::Optional},
+    {LayerVector::FfnDownBias, "ffn_down.bias", Presence::Optional},
 };
 
 constexpr ExpertNames kExperts = {
@@ -38,6 +49,9 @@ Architecture llama_like(std::string_view name, FfnActivation ffn, FfnActivation 
   a.matrices = kMatrices;
   a.vectors = kVectors;
   a.experts = &kExperts;
+  a.rope_freqs = true;
+  a.fused_qkv_allowed = true;
+  a.scales = {.attention = true, .ffn = true, .experts = true};
   return a;
 }
 

@@ -18,9 +18,13 @@ namespace strata {
 
 namespace {
 
+// Qwen2's q/k/v biases are in every real file; llama.cpp's loader (create_tensor_qkv) takes them
+// as optional, for Qwen3 too, and its graphs add them where present.
 constexpr VectorName kQwen2Vectors[] = {
-    {LayerVector::AttnNorm, "attn_norm.weight"}, {LayerVector::AttnQBias, "attn_q.bias"},
-    {LayerVector::AttnKBias, "attn_k.bias"},     {LayerVector::AttnVBias, "attn_v.bias"},
+    {LayerVector::AttnNorm, "attn_norm.weight"},
+    {LayerVector::AttnQBias, "attn_q.bias", Presence::Optional},
+    {LayerVector::AttnKBias, "attn_k.bias", Presence::Optional},
+    {LayerVector::AttnVBias, "attn_v.bias", Presence::Optional},
     {LayerVector::FfnNorm, "ffn_norm.weight"},
 };
 
@@ -29,7 +33,13 @@ constexpr VectorName kQwen3Vectors[] = {
     {LayerVector::AttnQNorm, "attn_q_norm.weight"},
     {LayerVector::AttnKNorm, "attn_k_norm.weight"},
     {LayerVector::FfnNorm, "ffn_norm.weight"},
+    {LayerVector::AttnQBias, "attn_q.bias", Presence::Optional},
+    {LayerVector::AttnKBias, "attn_k.bias", Presence::Optional},
+    {LayerVector::AttnVBias, "attn_v.bias", Presence::Optional},
 };
+
+// Qwen3's rerank head (llama.cpp's cls_out), read only by its rank pooling.
+constexpr const char* kQwen3Unused[] = {"cls.output.weight"};
 
 Architecture qwen_like(std::string_view name, std::span<const VectorName> vectors) {
   Architecture q;
@@ -39,6 +49,8 @@ Architecture qwen_like(std::string_view name, std::span<const VectorName> vector
   q.powerinfer_ffn = FfnActivation::SwiGLU;
   q.matrices = llama_layer_matrices();
   q.vectors = vectors;
+  q.fused_qkv_allowed = true;
+  q.scales.attention = true;  // llama.cpp's Qwen2 graphs leave the FFN's scales unapplied
   return q;
 }
 
@@ -52,18 +64,28 @@ constexpr ExpertNames kQwen2MoeExperts = {
 }  // namespace
 
 const Architecture& qwen2_architecture() {
-  static const Architecture a = qwen_like("qwen2", kQwen2Vectors);
+  static const Architecture a = [] {
+    Architecture q = qwen_like("qwen2", kQwen2Vectors);
+    q.output_bias = true;
+    return q;
+  }();
   return a;
 }
 
 const Architecture& qwen3_architecture() {
-  static const Architecture a = qwen_like("qwen3", kQwen3Vectors);
+  static const Architecture a = [] {
+    Architecture q = qwen_like("qwen3", kQwen3Vectors);
+    q.scales.ffn = true;
+    q.unused_tensors = kQwen3Unused;
+    return q;
+  }();
   return a;
 }
 
 const Architecture& qwen3moe_architecture() {
   static const Architecture a = [] {
     Architecture q = qwen_like("qwen3moe", kQwen3Vectors);
+    q.scales.experts = true;
     q.experts = &llama_expert_names();
     q.always_experts = true;
     return q;

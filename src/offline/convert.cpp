@@ -17,6 +17,7 @@
 #include "format/safetensors.h"
 #include "model/config.h"
 #include "offline/hf_family.h"
+#include "offline/hf_rope_scaling.h"
 #include "offline/hf_tokenizer.h"
 #include "offline/quant_recipe.h"
 #include "tensor/quantize.h"
@@ -61,8 +62,19 @@ HfConfig read_config(const fs::path& dir, const HfFamily*& family) {
   family = &family_of(c.architecture, path);
   family->read(r, c);
   c.model.arch = find_architecture(c.model.architecture);
-  c.model.rope_freq_base = static_cast<float>(r.positive_or("rope_theta", 10000.0));
+  // rope_theta at the top (or, in newer configs, in rope_parameters).
+  double theta = r.positive_or("rope_theta", 10000.0);
+  if (!r.has("rope_theta") && j.contains("rope_parameters") && j["rope_parameters"].is_object())
+    theta = ConfigReader(j["rope_parameters"], path + ": rope_parameters")
+                .positive_or("rope_theta", 10000.0);
+  c.model.rope_freq_base = static_cast<float>(theta);
   c.model.n_rot = c.model.head_dim;
+  if (c.model.arch->rope()) {
+    HfRopeScaling rope = read_hf_rope_scaling(j, path, theta, c.model.head_dim,
+                                              c.model.n_ctx_train, c.model.arch->rope_freqs);
+    c.model.rope_scaling = rope.scaling;
+    c.rope_freqs = std::move(rope.rope_freqs);
+  }
   c.bos = r.token_id("bos_token_id", c.model.n_vocab);
   c.eos = r.token_id("eos_token_id", c.model.n_vocab);
   if (c.model.head_dim <= 0 || c.model.n_head % c.model.n_head_kv != 0 || c.model.head_dim % 2 != 0)
@@ -189,6 +201,15 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   pad_vocabulary(tokenizer, c.model.n_vocab, o.input_dir);
   std::vector<Planned> plan =
       family->plan(c, [&](const std::string& name) { return ck.tensors.count(name) != 0; });
+  if (!c.rope_freqs.empty())
+    plan.push_back({.gguf_name = "rope_freqs.weight",
+                    .hf_name = "",
+                    .rows = static_cast<int64_t>(c.rope_freqs.size()),
+                    .cols = 0,
+                    .source_row = nullptr,
+                    .type = DType::F32,
+                    .stack = {},
+                    .values = c.rope_freqs});
   for (Planned& p : plan) p.type = p.cols == 0 ? DType::F32 : DType::F16;
 
   // Each matrix's type from the recipe (1-D tensors stay F32).
@@ -240,6 +261,9 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   std::vector<uint8_t> out;
   for (size_t i = 0; i < plan.size(); ++i) {
     const Planned& p = plan[i];
+    if (p.generated())
+      w.write_tensor_data({reinterpret_cast<const uint8_t*>(p.values.data()),
+                           p.values.size() * sizeof(float)});
     for (const std::string& source : p.sources()) {
       const SafeTensor& t = *ck.tensors.at(source);
       write_rows(p, t, w, row, out);

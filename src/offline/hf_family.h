@@ -55,6 +55,7 @@ struct HfConfig {
   bool tied = false;
   int64_t bos = -1, eos = -1;
   bool two_norms = false;  // Falcon's new_decoder_architecture: ln_attn and ln_mlp
+  std::vector<float> rope_freqs;  // Llama 3's rope_scaling as divisors (hf_rope_scaling.h)
 };
 
 // One GGUF tensor of the plan. Output row r is checkpoint row source_row(r) (null: r). With
@@ -66,8 +67,14 @@ struct Planned {
   std::function<int64_t(int64_t)> source_row = nullptr;
   DType type = DType::F16;
   std::vector<std::string> stack = {};
-  // The checkpoint tensors it is made of, in order.
-  std::vector<std::string> sources() const { return stack.empty() ? std::vector{hf_name} : stack; }
+  // A vector made by the converter rather than read (rope_freqs): written as F32.
+  std::vector<float> values = {};
+  bool generated() const { return !values.empty(); }
+  // The checkpoint tensors it is made of, in order (none when generated).
+  std::vector<std::string> sources() const {
+    if (generated()) return {};
+    return stack.empty() ? std::vector{hf_name} : stack;
+  }
 };
 
 struct HfFamily {

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from gguf_py import GGUFReader
+from llamacpp_extras import finish, rope_tables, scale_of
 from llama_ref import (LlamaReference, causal_mask, quantize_q8_0_roundtrip,
                        quantize_q8_k_roundtrip, K_TYPES)
 
@@ -65,8 +66,12 @@ class _Base:
         return torch.from_numpy(self.g.tensor(name).astype(np.float64))
 
     def linear(self, x, name, bias=None):
+        """x through `name` (a .weight) with its bias and scale as llama.cpp applies them; `bias`
+        names another bias (PowerInfer's ffn_down_t.bias)."""
         y = x @ self.weight(name).T
-        return y + self.weight(bias) if bias is not None and self.has(bias) else y
+        if bias is not None and bias != name[:-len(".weight")] + ".bias" and self.has(bias):
+            y = y + self.weight(bias)
+        return finish(self.g, name[:-len(".weight")], y) if name.endswith(".weight") else y
 
     def layer_norm(self, x, name):
         mean = x.mean(-1, keepdim=True)
@@ -87,7 +92,8 @@ class _Base:
 
     def head(self, x):
         name = "output.weight" if self.has("output.weight") else "token_embd.weight"
-        return x @ self.weight(name).T
+        y = x @ self.weight(name).T
+        return y + self.weight("output.bias") if self.has("output.bias") else y
 
 
 class FalconReference(_Base):
@@ -99,10 +105,8 @@ class FalconReference(_Base):
     def rotate(self, x, positions):
         """HF's apply_rotary_pos_emb with rotate_half: element i pairs with i + d/2."""
         d = self.head_dim
-        inv_freq = 1.0 / (self.base ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-        ang = positions[:, None].to(torch.float64) * inv_freq[None, :]
-        emb = torch.cat([ang, ang], dim=-1)
-        cos, sin = torch.cos(emb)[:, None, :], torch.sin(emb)[:, None, :]
+        cos, sin = rope_tables(self.g, d, positions)
+        cos, sin = torch.cat([cos, cos], dim=-1)[:, None, :], torch.cat([sin, sin], dim=-1)[:, None, :]
         half = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
         return x * cos + half * sin
 
@@ -153,12 +157,11 @@ class OptReference(_Base):
             x = x + self.linear(self.attend(q, k, v), p + "attn_output.weight", p + "attn_output.bias")
             h = self.layer_norm(x, p + "ffn_norm")
             a = torch.relu(self.linear(h, p + "ffn_up.weight", p + "ffn_up.bias"))
-            if self.has(p + "ffn_down.weight"):
-                down = self.linear(a, p + "ffn_down.weight")
+            if self.has(p + "ffn_down.weight"):  # its bias with it (linear)
+                x = x + self.linear(a, p + "ffn_down.weight")
             else:
-                down = a @ self.weight(p + "ffn_down_t.weight")
-            bias = p + "ffn_down.bias" if self.has(p + "ffn_down.bias") else p + "ffn_down_t.bias"
-            x = x + down + self.weight(bias)
+                bias = p + "ffn_down.bias" if self.has(p + "ffn_down.bias") else p + "ffn_down_t.bias"
+                x = x + a @ self.weight(p + "ffn_down_t.weight") + self.weight(bias)
         return self.head(self.layer_norm(x, "output_norm"))
 
 
@@ -236,7 +239,9 @@ class Qwen3MoeReference(Qwen2Reference):
 
     def mlp(self, p, h):
         def expert(kind, e, x):
-            return x @ self.weight(p + f"ffn_{kind}_exps.weight")[e].T
+            s = scale_of(self.g, p + f"ffn_{kind}_exps")
+            y = x @ self.weight(p + f"ffn_{kind}_exps.weight")[e].T
+            return y * s[e] if s is not None else y
         logits = self.linear(h, p + "ffn_gate_inp.weight")
         return moe_mlp(h, logits, self.k, expert,
                        lambda g, u: torch.nn.functional.silu(g) * u)
@@ -249,7 +254,9 @@ class Qwen2MoeReference(Qwen3MoeReference):
 
     def mlp(self, p, h):
         def expert(kind, e, x):
-            return x @ self.weight(p + f"ffn_{kind}_exps.weight")[e].T
+            s = scale_of(self.g, p + f"ffn_{kind}_exps")
+            y = x @ self.weight(p + f"ffn_{kind}_exps.weight")[e].T
+            return y * s[e] if s is not None else y
         silu_glu = lambda g, u: torch.nn.functional.silu(g) * u  # noqa: E731
         logits = self.linear(h, p + "ffn_gate_inp.weight")
         routed = moe_mlp(h, logits, self.k, expert, silu_glu, renormalize=False)
@@ -276,7 +283,8 @@ class MixtralReference(LlamaReference):
             x = quantize_q8_0_roundtrip(x)
         elif self.emulate_q8 and self.g.type_name(name) in K_TYPES:
             x = quantize_q8_k_roundtrip(x)
-        return x @ w.T
+        s = scale_of(self.g, p + f"ffn_{kind}_exps") if self.stacked else None
+        return x @ w.T * (s[e] if s is not None else 1.0)
 
     def mlp(self, p, h):
         def expert(kind, e, x):

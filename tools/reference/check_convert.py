@@ -100,6 +100,13 @@ def expect_failure(strata, src, out, needle):
     return ok
 
 
+# Llama 3.1's rope_scaling on a Mistral-shaped LLaMA (no window), theta 10000 so that the
+# 16-wide heads' wavelengths span the blend.
+LLAMA3 = dict(hf.mistral_config(sliding_window=None), rope_theta=10000.0, rope_scaling={
+    "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 32})
+
+
 def main():
     strata, data, work = sys.argv[1], sys.argv[2], sys.argv[3]
     shutil.rmtree(work, ignore_errors=True)
@@ -148,7 +155,16 @@ def main():
               ("mixtral sliding_window 3", hf.mixtral_config(sliding_window=3), hf.mixtral_state,
                hf.mixtral_forward),
               ("qwen2moe 4 experts top 2, shared 80", hf.qwen2moe_config(), hf.qwen2moe_state,
-               hf.qwen2moe_forward)]
+               hf.qwen2moe_forward),
+              # rope_scaling as llama.cpp's converter carries it (issue 53): Llama 3's as the
+              # rope_freqs tensor, linear and YaRN as rope.scaling keys. The original contexts
+              # are short so that the 10 tokens reach the scaled frequencies.
+              ("llama rope_scaling llama3", LLAMA3, hf.qwen2_state, hf.qwen2_forward),
+              ("qwen2 rope_scaling linear x2", dict(hf.qwen2_config(), rope_scaling={
+                  "type": "linear", "factor": 2.0}), hf.qwen2_state, hf.qwen2_forward),
+              ("qwen2 rope_scaling yarn x4", dict(hf.qwen2_config(), rope_scaling={
+                  "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4}),
+               hf.qwen2_state, hf.qwen2_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -178,7 +194,14 @@ def main():
                                   (9, "mlp_only_layers", [1], "mlp_only_layers"),
                                   (9, "decoder_sparse_step", 2, "decoder_sparse_step"),
                                   (12, "norm_topk_prob", True, "norm_topk_prob true"),
-                                  (12, "mlp_only_layers", [0], "mlp_only_layers")]:
+                                  (12, "mlp_only_layers", [0], "mlp_only_layers"),
+                                  (14, "rope_scaling", {"type": "dynamic", "factor": 2.0},
+                                   "rope_scaling type 'dynamic'"),
+                                  (15, "rope_scaling", {"type": "yarn", "factor": 4.0,
+                                                        "beta_fast": 16},
+                                   "rope_scaling.beta_fast (yarn scaling)"),
+                                  (4, "rope_scaling", {"rope_type": "llama3", "factor": 8.0},
+                                   "rope_scaling llama3 belongs to LLaMA")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

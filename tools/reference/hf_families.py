@@ -14,6 +14,8 @@ Qwen2 (Qwen2Attention, Qwen2MLP): RMSNorm, q/k/v projections with biases, o_proj
 rotary embedding on halves (rotate_half) of each head, grouped-query attention, SwiGLU.
 Qwen3 (Qwen3Attention): no projection biases; q_norm and k_norm (RMSNorm over head_dim) on each
 head after its projection, before the rotation; head_dim its own key (here unlike hidden/heads)."""
+import math
+
 import numpy as np
 import torch
 
@@ -59,6 +61,50 @@ def _ln(x, w, b, eps):
     return torch.nn.functional.layer_norm(x, (x.shape[-1],), torch.from_numpy(w), torch.from_numpy(b), eps)
 
 
+def rope_frequencies(cfg, hd):
+    """The rotary inverse frequencies [hd / 2] and the cos/sin scale of a config, as
+    transformers' modeling_rope_utils computes them: default; "linear" (positions / factor);
+    "llama3" (Meta's apply_scaling: low frequencies / factor, a smooth blend to the high ones);
+    "yarn" (a ramp between interpolated and extrapolated frequencies over the correction range
+    of beta_fast 32 and beta_slow 1 rotations, cos/sin scaled by 0.1 ln(factor) + 1)."""
+    base = cfg["rope_theta"]
+    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    rs = cfg.get("rope_scaling") or {}
+    kind = rs.get("rope_type", rs.get("type", "default"))
+    if kind == "default":
+        return inv, 1.0
+    factor = rs["factor"]
+    if kind == "linear":
+        return inv / factor, 1.0
+    if kind == "llama3":
+        low, high = rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > old / low, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        return torch.where(medium, smoothed, scaled), 1.0
+    if kind == "yarn":
+        orig = rs.get("original_max_position_embeddings") or cfg["max_position_embeddings"]
+
+        def corr(rot):
+            return hd * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+        lo, hi = max(math.floor(corr(32)), 0), min(math.ceil(corr(1)), hd - 1)
+        hi = hi + 0.001 if lo == hi else hi
+        extrapolate = 1 - torch.clamp((torch.arange(hd // 2, dtype=torch.float64) - lo) / (hi - lo), 0, 1)
+        inv = inv / factor * (1 - extrapolate) + inv * extrapolate
+        return inv, (0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0)
+    raise ValueError(f"rope_scaling {kind}")
+
+
+def _rope_cos_sin(cfg, hd, T):
+    inv, scale = rope_frequencies(cfg, hd)
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    emb = torch.cat([ang, ang], -1)
+    return emb.cos() * scale, emb.sin() * scale
+
+
 def _causal(q, k, v, window=None):
     """Causal attention; with a sliding window (Mistral's `sliding_window`) query i sees keys
     j > i - window only."""
@@ -77,9 +123,7 @@ def falcon_forward(state, cfg, tokens):
     Hkv = cfg["num_kv_heads"] if new else 1
     hd, T, eps = d // H, len(tokens), cfg["layer_norm_epsilon"]
     x = W["transformer.word_embeddings.weight"][torch.tensor(tokens)]
-    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+    cos, sin = _rope_cos_sin(cfg, hd, T)
 
     def rot(t):  # [heads, T, hd]
         half = torch.cat([-t[..., hd // 2:], t[..., : hd // 2]], dim=-1)
@@ -242,9 +286,7 @@ def qwen2_forward(state, cfg, tokens, mlp=_dense_mlp):
     d, H, Hkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd, T, eps = _head_dim(cfg), len(tokens), cfg["rms_norm_eps"]
     x = W["model.embed_tokens.weight"][torch.tensor(tokens)]
-    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
-    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
-    cos, sin = torch.cat([ang, ang], -1).cos(), torch.cat([ang, ang], -1).sin()
+    cos, sin = _rope_cos_sin(cfg, hd, T)
 
     def rms(x, w):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w

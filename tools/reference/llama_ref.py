@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from gguf_py import GGUFReader
+from llamacpp_extras import finish, rope_tables
 
 
 def _int8_roundtrip(x, block, f16_scale):
@@ -137,12 +138,23 @@ class LlamaReference:
     def rms_norm(self, x, name):
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight(name)
 
+    def proj(self, p, stem, x):
+        """x through blk.N.<stem>.weight with its bias and scale as llama.cpp applies them."""
+        return finish(self.g, p + stem, self.linear(p + stem + ".weight", x))
+
+    def qkv(self, p, h):
+        """q, k and v from separate projections or one fused attn_qkv (rows q, k, v)."""
+        if p + "attn_qkv.weight" not in self.g.tensors:
+            return (self.proj(p, "attn_q", h), self.proj(p, "attn_k", h),
+                    self.proj(p, "attn_v", h))
+        qkv = self.proj(p, "attn_qkv", h)
+        q_dim, kv_dim = self.n_head * self.head_dim, self.n_head_kv * self.head_dim
+        return qkv[:, :q_dim], qkv[:, q_dim:q_dim + kv_dim], qkv[:, q_dim + kv_dim:]
+
     def rope(self, x, positions):
         # x: [T, heads, head_dim]; rotate pairs (2i, 2i+1) of the first n_rot dims.
-        i = torch.arange(self.n_rot // 2, dtype=torch.float64)
-        freq = self.base ** (-2.0 * i / self.n_rot)
-        ang = positions[:, None].to(torch.float64) * freq[None, :]
-        cos, sin = torch.cos(ang)[:, None, :], torch.sin(ang)[:, None, :]
+        cos, sin = rope_tables(self.g, self.n_rot, positions)
+        cos, sin = cos[:, None, :], sin[:, None, :]
         out = x.clone()
         a, b = x[..., 0:self.n_rot:2], x[..., 1:self.n_rot:2]
         out[..., 0:self.n_rot:2] = a * cos - b * sin
@@ -166,13 +178,13 @@ class LlamaReference:
         """The layer's FFN output for its normed input h (of layer self.layer, for sparsity)."""
         layer = self.layer
         h = self.sparse_input(layer, 2, h)
-        up = self.linear(p + "ffn_up.weight", h)
-        gate = None if self.ffn == "relu" else self.linear(p + "ffn_gate.weight", h)
+        up = self.proj(p, "ffn_up", h)
+        gate = None if self.ffn == "relu" else self.proj(p, "ffn_gate", h)
         gate = self.sparse_gate(layer, gate)
         a = self.sparse_input(layer, 3, self.activate(gate, up))
         if self.sparse_down:
             return a @ self.weight(p + "ffn_down_t.weight")
-        return self.linear(p + "ffn_down.weight", a)
+        return self.proj(p, "ffn_down", a)
 
     def forward(self, tokens):
         """Logits [T, vocab] for every position of the token sequence."""
@@ -191,16 +203,16 @@ class LlamaReference:
         for l in range(self.n_layer):
             p = f"blk.{l}."
             h = self.sparse_input(l, 0, self.rms_norm(x, p + "attn_norm.weight"))
-            q = self.linear(p + "attn_q.weight", h).view(T, self.n_head, hd)
-            k = self.linear(p + "attn_k.weight", h).view(T, self.n_head_kv, hd)
-            v = self.linear(p + "attn_v.weight", h).view(T, self.n_head_kv, hd)
+            q, k, v = self.qkv(p, h)
+            q, k = q.reshape(T, self.n_head, hd), k.reshape(T, self.n_head_kv, hd)
+            v = v.reshape(T, self.n_head_kv, hd)
             q, k = self.rope(q, pos), self.rope(k, pos)
             k = k.repeat_interleave(group, dim=1)
             v = v.repeat_interleave(group, dim=1)
             scores = torch.einsum("thd,shd->hts", q, k) / np.sqrt(hd) + mask
             att = torch.softmax(scores, dim=-1)
             o = torch.einsum("hts,shd->thd", att, v).reshape(T, self.n_head * hd)
-            x = x + self.linear(p + "attn_output.weight", self.sparse_input(l, 1, o))
+            x = x + self.proj(p, "attn_output", self.sparse_input(l, 1, o))
             self.layer = l
             x = x + self.mlp(p, self.rms_norm(x, p + "ffn_norm.weight"))
         return self.rms_norm(x, "output_norm.weight")

@@ -70,6 +70,26 @@ TEST(Engine, AutoModeIsPredictWithPredictorsAndDenseOtherwiseOrUnderInputSparsit
             engine.model().weights.has_predictors ? FfnMode::Predict : FfnMode::Dense);
 }
 
+// llama.cpp's optional ffn_gate.bias: the sparse modes pick neurons by a gate without it, so such
+// a file runs dense only.
+TEST(Engine, AGateBiasRunsDenseOnly) {
+  ModelWeights w;
+  w.layers.resize(2);
+  for (FfnMode mode : {FfnMode::Dense, FfnMode::Predict, FfnMode::GateFirst})
+    EXPECT_NO_THROW(check_mode_fits_weights(mode, w, "m.gguf"));
+  w.layers[1].vectors[static_cast<size_t>(LayerVector::FfnGateBias)] = {0.5f, 0.25f};
+  EXPECT_NO_THROW(check_mode_fits_weights(FfnMode::Dense, w, "m.gguf"));
+  for (FfnMode mode : {FfnMode::Predict, FfnMode::GateFirst}) {
+    try {
+      check_mode_fits_weights(mode, w, "m.gguf");
+      ADD_FAILURE() << "a sparse mode took a gate bias";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("'m.gguf' has ffn_gate.bias"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(Engine, AFileItCannotReadIsAOneLineErrorNamingIt) {
   EngineOptions o = options_for(shipped_model());
   o.files.plan = temp_file("engine_no_such_plan.json");

@@ -17,6 +17,21 @@ namespace strata {
 
 namespace {
 
+// A per-tensor scale other than 1 (llama.cpp's "<matrix>.scale") is applied to float matrices
+// only (model/tensor_scales.h): quantized here without folding it in, the file would not load.
+void refuse_per_tensor_scales(const GgufFile& f) {
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (!t.name.ends_with(".scale") || !is_float_type(t.type)) continue;
+    std::vector<float> v(static_cast<size_t>(t.n_elements));
+    dequantize_row(t.type, t.data, v.data(), static_cast<int64_t>(v.size()));
+    for (float x : v)
+      if (x != 1.0f)
+        fail("'{}': tensor '{}' scales its matrix by {}; strata quantize does not fold "
+             "per-tensor scales into quantized weights",
+             f.path(), t.name.substr(0, 96), x);
+  }
+}
+
 // The recipe's view of the model: its layer count and its architecture's exceptions (an
 // architecture strata does not run gets llama.cpp's general rules).
 RecipeOptions recipe_options(const GgufFile& f, const QuantizeOptions& o) {
@@ -128,6 +143,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
     to_bundle = BundleLayout::make(rows, n_embd, n_ff, has_gate);
   }
 
+  refuse_per_tensor_scales(f);
   std::vector<TensorJob> jobs;
   for (const GgufTensorInfo& t : f.tensors()) {
     if (bundled && is_bundles(t.name)) {

@@ -239,6 +239,14 @@ def main():
     print(f"{'ok  ' if refused else 'FAIL'} a stray tensor is refused by name: "
           f"{out.stderr.strip() or 'it ran'}")
     failed += not refused
+    # Quantizing would drop a scale strata applies to float matrices only: refused, not written.
+    scaled, out_path = os.path.join(work, "0-llama.gguf"), os.path.join(work, "q.gguf")
+    out = subprocess.run([strata, "quantize", scaled, out_path, "Q8_0"], capture_output=True,
+                         text=True)
+    refused = out.returncode != 0 and "does not fold per-tensor scales" in out.stderr
+    print(f"{'ok  ' if refused else 'FAIL'} quantize refuses scaled matrices: "
+          f"{out.stderr.strip() or 'it wrote the file'}")
+    failed += not refused
     if failed:
         print(f"{failed} checks failed")
         sys.exit(1)

@@ -81,6 +81,28 @@ TEST(TokenizerDefaults, BosIsAddedAsLlamaCppAddsIt) {
   EXPECT_FALSE(forced_add_bos("llama-bpe"));
 }
 
+// tokenizer.ggml.add_bos_token / add_eos_token override the defaults, as in llama.cpp; with
+// add_special false neither is added.
+TEST(TokenizerDefaults, TheFilesKeysDecideBosAndEos) {
+  const auto f = GgufFile::open(data_file("spm-tokenizer.gguf"));
+  const std::string path = strata::testing::temp_file("spm_eos.gguf");
+  GgufWriter w(path);
+  for (const auto& [key, value] : f->metadata()) w.set(key, value);
+  w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));
+  w.set("tokenizer.ggml.add_eos_token", GgufValue::boolean(true));
+  w.finish();
+  const auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
+  EXPECT_FALSE(tok->add_bos_default());
+  EXPECT_TRUE(tok->add_eos_default());
+  const auto ids = tok->encode("hello", /*add_special=*/true);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_NE(ids.front(), tok->bos());
+  EXPECT_EQ(ids.back(), tok->eos());
+  const auto plain = tok->encode("hello", /*add_special=*/false);
+  EXPECT_EQ(plain.size() + 1, ids.size());
+  EXPECT_NE(plain.back(), tok->eos());
+}
+
 INSTANTIATE_TEST_SUITE_P(Both, TokenizerTest,
                          ::testing::Values("spm-tokenizer.gguf", "gpt2-tokenizer.gguf"));
 

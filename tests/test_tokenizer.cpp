@@ -159,6 +159,59 @@ TEST(Pretokenizer, Llama3AndQwen2SplitAsTheirPatternsSay) {
   EXPECT_EQ(pretokenizer_from_name("deepseek-r1-qwen")->kind, Pretokenizer::Qwen2);
 }
 
+// StarCoder, Refact, Command-R: every digit alone first, then GPT-2's pattern between them.
+// Qwen3.5: Qwen2's pattern whose letter runs take combining marks (\p{M}), so a word with
+// accents written as marks stays one piece.
+TEST(Pretokenizer, DigitsFirstAndQwen35SplitAsTheirPatternsSay) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces_of(Pretokenizer::DigitsGpt2, "abc123 def 4x"),
+            (V{"abc", "1", "2", "3", " def", " ", "4", "x"}));
+  EXPECT_EQ(pieces_of(Pretokenizer::Gpt2, "abc123 def 4x"), (V{"abc", "123", " def", " 4", "x"}));
+  EXPECT_TRUE(pieces_of(Pretokenizer::DigitsGpt2, "").empty());
+  const std::string cafe = "cafe\xcc\x81s, 12";  // "cafés" with U+0301 COMBINING ACUTE
+  EXPECT_EQ(pieces_of(Pretokenizer::Qwen35, cafe), (V{"cafe\xcc\x81s", ",", " ", "1", "2"}));
+  // Qwen2's: the mark is the optional non-letter in front of the next letters.
+  EXPECT_EQ(pieces_of(Pretokenizer::Qwen2, cafe), (V{"cafe", "\xcc\x81s", ",", " ", "1", "2"}));
+  for (const char* name : {"starcoder", "refact", "command-r"})
+    EXPECT_EQ(pretokenizer_from_name(name)->kind, Pretokenizer::DigitsGpt2) << name;
+  EXPECT_EQ(pretokenizer_from_name("mpt")->kind, Pretokenizer::Gpt2);
+  EXPECT_EQ(pretokenizer_from_name("qwen35")->kind, Pretokenizer::Qwen35);
+}
+
+// User-defined tokens (Hugging Face's added tokens, GPT-NeoX's runs of spaces) are taken whole
+// before the split whether special tokens are parsed or not; control tokens only when they are.
+TEST(BpeTokenizer, UserDefinedTokensAreTakenWholeControlTokensOnlyWhenParsed) {
+  const auto f = GgufFile::open(data_file("gpt2-tokenizer.gguf"));
+  const auto plain = Tokenizer::from_gguf(*f);
+  const auto one = [&](const char* text) {
+    const auto ids = plain->encode(text, false);
+    EXPECT_EQ(ids.size(), 1u) << text;
+    return ids.front();
+  };
+  // The same vocabulary with the token "x" marked user-defined and "y" control.
+  const int32_t x = one("x"), y = one("y");
+  const std::string path = strata::testing::temp_file("gpt2_user_defined.gguf");
+  GgufWriter w(path);
+  for (const auto& [key, value] : f->metadata()) w.set(key, value);
+  std::vector<GgufValue> types;
+  for (int32_t id = 0; id < plain->n_vocab(); ++id)
+    types.push_back(GgufValue::i32(id == x ? 4 : id == y ? 3 : 1));
+  w.set("tokenizer.ggml.token_type", GgufValue::array(GgufType::I32, types));
+  w.finish();
+  const auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
+  const auto concat = [&](std::initializer_list<std::vector<int32_t>> parts) {
+    std::vector<int32_t> all;
+    for (const auto& p : parts) all.insert(all.end(), p.begin(), p.end());
+    return all;
+  };
+  // "x" is cut out of the word before the split, parsed or not.
+  EXPECT_EQ(tok->encode("wax", false), concat({plain->encode("wa", false), {x}}));
+  EXPECT_EQ(tok->encode("wax", false, true), concat({plain->encode("wa", false), {x}}));
+  // "y" only when special tokens are parsed.
+  EXPECT_EQ(tok->encode("way", false), plain->encode("way", false));
+  EXPECT_EQ(tok->encode("way", false, true), concat({plain->encode("wa", false), {y}}));
+}
+
 TEST(SpmTokenizer, UsesByteFallbackForUnseenCharacters) {
   const auto f = GgufFile::open(data_file("spm-tokenizer.gguf"));
   const auto tok = Tokenizer::from_gguf(*f);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/model/unicode_tables.inc: the code point ranges of \\p{L}, \\p{N}, \\s and \\p{P} as
+"""Writes src/model/unicode_tables.inc: the code point ranges of \\p{L}, \\p{N}, \\s, \\p{P} and \\p{M} as
 Python's `regex` module (Debian python3-regex) defines them. The GPT-2 pre-tokenizer in C++ and
 the reference tokenizer in tools/reference/bpe_tokenizer.py then agree by construction.
 Run: python3 tools/gen_unicode_tables.py > src/model/unicode_tables.inc"""
@@ -37,3 +37,4 @@ emit("kLetterRanges", ranges(r"\p{L}"))
 emit("kNumberRanges", ranges(r"\p{N}"))
 emit("kSpaceRanges", ranges(r"\s"))
 emit("kPunctuationRanges", ranges(r"\p{P}"))  # the Falcon pre-tokenizer's first split
+emit("kMarkRanges", ranges(r"\p{M}"))  # Qwen3.5's letters-with-marks runs

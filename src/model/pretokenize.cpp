@@ -70,13 +70,17 @@ Pieces gpt2_pieces(std::string_view text) {
 // alternatives are tried in order at each position (the first that matches wins):
 //   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,DIGITS}|
 //   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-Pieces gpt4_pieces(std::string_view text, size_t digit_run) {
+// marks: Qwen3.5's variant, whose letter runs take marks too ([\p{L}\p{M}]+) and whose symbol
+// runs do not ([^\s\p{L}\p{M}\p{N}]).
+Pieces gpt4_pieces(std::string_view text, size_t digit_run, bool marks = false) {
   const auto cs = split_utf8(text);
   const size_t n = cs.size();
   Pieces out;
   auto cp = [&](size_t i) { return i < n ? cs[i].codepoint : 0xffffffffu; };
   auto lower = [&](size_t i) { return cp(i) < 128 ? cp(i) | 0x20u : cp(i); };  // ASCII only
-  auto letter = [&](size_t i) { return i < n && is_letter(cs[i].codepoint); };
+  auto strict_letter = [&](size_t i) { return i < n && is_letter(cs[i].codepoint); };
+  auto mark = [&](size_t i) { return marks && i < n && is_mark(cs[i].codepoint); };
+  auto letter = [&](size_t i) { return strict_letter(i) || mark(i); };
   auto number = [&](size_t i) { return i < n && is_number(cs[i].codepoint); };
   auto space = [&](size_t i) { return i < n && is_space(cs[i].codepoint); };
   auto newline = [&](size_t i) { return cp(i) == '\r' || cp(i) == '\n'; };
@@ -191,6 +195,24 @@ Pieces split_digit_triples(std::string_view text, const Pieces& pieces) {
   return out;
 }
 
+// Every \p{N} a piece of its own, then GPT-2's pattern inside the text between them (llama.cpp's
+// "\p{N}" split before GPT-2's regex: StarCoder, Refact, Command-R and others).
+Pieces digit_gpt2_pieces(std::string_view text) {
+  if (text.empty()) return {};
+  const Pieces runs = split_runs(text, {{0, static_cast<uint32_t>(text.size())}}, is_number);
+  Pieces out;
+  for (const auto& [offset, length] : runs) {
+    const auto cs = split_utf8(text.substr(offset, length));
+    if (is_number(cs[0].codepoint)) {
+      for (const Utf8Char& c : cs) out.emplace_back(offset + c.offset, c.length);
+      continue;
+    }
+    for (const auto& [o, l] : gpt2_pieces(text.substr(offset, length)))
+      out.emplace_back(offset + o, l);
+  }
+  return out;
+}
+
 Pieces falcon_pieces(std::string_view text) {
   if (text.empty()) return {};
   const Pieces runs = split_runs(text, {{0, static_cast<uint32_t>(text.size())}}, falcon_symbol);
@@ -219,6 +241,12 @@ std::optional<PretokenizerChoice> pretokenizer_from_name(std::string_view name) 
       {"dbrx", Pretokenizer::Llama3, false},     {"smaug-bpe", Pretokenizer::Llama3, false},
       {"qwen2", Pretokenizer::Qwen2, false},     {"deepseek-r1-qwen", Pretokenizer::Qwen2, false},
       {"stablelm2", Pretokenizer::Qwen2, false}, {"megrez", Pretokenizer::Qwen2, false},
+      {"qwen35", Pretokenizer::Qwen35, false},   {"mpt", Pretokenizer::Gpt2, false},
+      {"olmo", Pretokenizer::Gpt2, false},       {"jais", Pretokenizer::Gpt2, false},
+      {"trillion", Pretokenizer::Gpt2, false},   {"starcoder", Pretokenizer::DigitsGpt2, false},
+      {"refact", Pretokenizer::DigitsGpt2, false}, {"command-r", Pretokenizer::DigitsGpt2, false},
+      {"smollm", Pretokenizer::DigitsGpt2, false}, {"codeshell", Pretokenizer::DigitsGpt2, false},
+      {"minerva-7b", Pretokenizer::DigitsGpt2, false},
   };
   for (const auto& n : kNames)
     if (name == n.name) return PretokenizerChoice{n.kind, n.ignore_merges};
@@ -226,9 +254,11 @@ std::optional<PretokenizerChoice> pretokenizer_from_name(std::string_view name) 
 }
 
 const char* pretokenizer_names() {
-  return "'default', 'gpt2' and 'gpt-2' (GPT-2's pattern), 'falcon', 'llama3', 'llama-v3', "
-         "'llama-bpe', 'falcon3', 'dbrx' and 'smaug-bpe' (Llama 3's), 'qwen2', "
-         "'deepseek-r1-qwen', 'stablelm2' and 'megrez' (Qwen2's)";
+  return "'default', 'gpt2', 'gpt-2', 'mpt', 'olmo', 'jais' and 'trillion' (GPT-2's pattern), "
+         "'falcon', 'llama3', 'llama-v3', 'llama-bpe', 'falcon3', 'dbrx' and 'smaug-bpe' (Llama "
+         "3's), 'qwen2', 'deepseek-r1-qwen', 'stablelm2' and 'megrez' (Qwen2's), 'qwen35', "
+         "'starcoder', 'refact', 'command-r', 'smollm', 'codeshell' and 'minerva-7b' (digits, "
+         "then GPT-2's)";
 }
 
 Pieces pretokenize(Pretokenizer kind, std::string_view text) {
@@ -239,6 +269,10 @@ Pieces pretokenize(Pretokenizer kind, std::string_view text) {
       return gpt4_pieces(text, 3);
     case Pretokenizer::Qwen2:
       return gpt4_pieces(text, 1);
+    case Pretokenizer::Qwen35:
+      return gpt4_pieces(text, 1, /*marks=*/true);
+    case Pretokenizer::DigitsGpt2:
+      return digit_gpt2_pieces(text);
     case Pretokenizer::Gpt2:
       break;
   }

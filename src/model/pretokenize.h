@@ -7,6 +7,9 @@
 //   llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //     ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+   (Llama 3's tokenizer.json)
 //   qwen2: the same with \p{N} one digit at a time
+//   qwen35: qwen2's with marks in the letter runs ([\p{L}\p{M}]+) and out of the symbol runs
+//   digits (starcoder, refact, command-r, ...): every \p{N} a piece of its own, then GPT-2's
+//     pattern inside the rest
 // Pieces cover the text in order, none empty. The code point classes come from Python's regex
 // module (unicode_tables.inc), which tools/reference/bpe_tokenizer.py checks against.
 #pragma once
@@ -19,7 +22,7 @@
 
 namespace strata {
 
-enum class Pretokenizer { Gpt2, Falcon, Llama3, Qwen2 };
+enum class Pretokenizer { Gpt2, Falcon, Llama3, Qwen2, Qwen35, DigitsGpt2 };
 
 // A file's tokenizer.ggml.pre as llama.cpp reads it: the split, and whether a piece whose bytes
 // are one vocabulary entry is that token without merging (Hugging Face's ignore_merges, which

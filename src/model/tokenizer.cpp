@@ -28,6 +28,13 @@ void Tokenizer::load_common(const GgufFile& f) {
   }
   for (size_t i = 0; i < tokens_.size(); ++i)
     token_ids_.emplace(tokens_[i], static_cast<int32_t>(i));
+  for (int32_t id = 0; id < n_vocab(); ++id)
+    if ((types_[id] == TokenType::UserDefined || types_[id] == TokenType::Control) &&
+        !tokens_[id].empty())
+      whole_tokens_.push_back(id);
+  std::stable_sort(whole_tokens_.begin(), whole_tokens_.end(), [&](int32_t a, int32_t b) {
+    return tokens_[a].size() > tokens_[b].size();
+  });
   auto special = [&](const char* key) -> int32_t {
     const int64_t id = f.get_int(key, -1);
     if (id < -1 || id >= static_cast<int64_t>(tokens_.size()))
@@ -90,23 +97,22 @@ std::vector<int32_t> Tokenizer::encode_body(std::string_view text, bool parse_sp
     const auto body = encode_text(piece, at_start);
     ids.insert(ids.end(), body.begin(), body.end());
   };
-  if (!parse_special) {
+  // Special tokens by text, longest first (whole_tokens_), so "<|im_start|>" wins over a
+  // shorter prefix. As in llama.cpp (and Hugging Face's tokenizers), user-defined tokens (added
+  // tokens such as GPT-NeoX's runs of spaces) are always taken whole; control tokens only when
+  // parse_special.
+  const auto taken = [&](int32_t id) {
+    return parse_special || types_[id] == TokenType::UserDefined;
+  };
+  if (std::none_of(whole_tokens_.begin(), whole_tokens_.end(), taken)) {
     add_text(text, true);
     return ids;
   }
-  // Special tokens by text, longest first, so "<|im_start|>" wins over a shorter prefix.
-  std::vector<int32_t> specials;
-  for (int32_t id = 0; id < n_vocab(); ++id)
-    if ((types_[id] == TokenType::Control || types_[id] == TokenType::UserDefined) &&
-        !tokens_[id].empty())
-      specials.push_back(id);
-  std::sort(specials.begin(), specials.end(),
-            [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
   size_t start = 0;  // of the text not yet encoded
   for (size_t i = 0; i < text.size();) {
     int32_t found = -1;
-    for (int32_t id : specials)
-      if (text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
+    for (int32_t id : whole_tokens_)
+      if (taken(id) && text.compare(i, tokens_[id].size(), tokens_[id]) == 0) {
         found = id;
         break;
       }

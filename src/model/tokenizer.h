@@ -72,6 +72,8 @@ class Tokenizer {
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
   std::unordered_map<std::string, int32_t> token_ids_;
+  // Control and user-defined tokens, longest text first: what encode takes whole.
+  std::vector<int32_t> whole_tokens_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
   bool add_bos_ = true, add_eos_ = false;
   size_t max_piece_bytes_ = 4;  // the longest token text, and at least one UTF-8 character

@@ -30,6 +30,9 @@ bool is_space(uint32_t cp) {
 bool is_punctuation(uint32_t cp) {
   return in_ranges(kPunctuationRanges, cp);
 }
+bool is_mark(uint32_t cp) {
+  return in_ranges(kMarkRanges, cp);
+}
 
 std::vector<Utf8Char> split_utf8(std::string_view s) {
   std::vector<Utf8Char> out;

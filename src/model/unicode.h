@@ -22,5 +22,6 @@ bool is_letter(uint32_t cp);       // \p{L}
 bool is_number(uint32_t cp);       // \p{N}
 bool is_space(uint32_t cp);        // \s
 bool is_punctuation(uint32_t cp);  // \p{P}
+bool is_mark(uint32_t cp);         // \p{M}
 
 }  // namespace strata

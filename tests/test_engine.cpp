@@ -177,7 +177,8 @@ TEST(DevicePlan, ASessionOnADeviceThatDeclinesATypeNamesTheWeight) {
     Session session(*m, 16, device);
     FAIL() << "a session read weights its device declines";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("layer 0's attn_q is Q8_0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer 0's attn_q is Q8_0"), std::string::npos)
+        << e.what();
   }
   ReferenceDevice reading;
   EXPECT_NO_THROW(Session(*m, 16, reading));

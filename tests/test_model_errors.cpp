@@ -258,9 +258,9 @@ TEST(ModelErrors, ScalesAndFrequencyFactorsAreCheckedWhereRead) {
   Edit short_freqs = zero;
   short_freqs.extra_length = half + 1;
   short_freqs.extra_value = 2.0f;
-  expect_load_error(edited_model("freqs_short.gguf", short_freqs),
-                    fmt::format("tensor 'rope_freqs.weight' has shape [{}], expected [{}]",
-                                half + 1, half));
+  expect_load_error(
+      edited_model("freqs_short.gguf", short_freqs),
+      fmt::format("tensor 'rope_freqs.weight' has shape [{}], expected [{}]", half + 1, half));
   Edit wide;
   wide.extra_tensor = "blk.0.attn_q.scale";
   wide.extra_length = 2;
@@ -268,16 +268,15 @@ TEST(ModelErrors, ScalesAndFrequencyFactorsAreCheckedWhereRead) {
   Edit quantized;
   quantized.extra_tensor = "blk.0.attn_q.scale";
   quantized.extra_value = 2.0f;
-  expect_load_error(
-      edited_model("scale_q8.gguf", quantized,
-                   strata::testing::tiny_model(DType::Q8_0, FfnActivation::SwiGLU)),
-      "'blk.0.attn_q.scale' scales a Q8_0 matrix");
+  expect_load_error(edited_model("scale_q8.gguf", quantized,
+                                 strata::testing::tiny_model(DType::Q8_0, FfnActivation::SwiGLU)),
+                    "'blk.0.attn_q.scale' scales a Q8_0 matrix");
   // Accepted: a scale of one on a quantized matrix changes nothing; an input scale is unused.
   quantized.extra_value = 1.0f;
-  EXPECT_NO_THROW(Model::load(
-      edited_model("scale_q8_unit.gguf", quantized,
-                   strata::testing::tiny_model(DType::Q8_0, FfnActivation::SwiGLU)),
-      false));
+  EXPECT_NO_THROW(
+      Model::load(edited_model("scale_q8_unit.gguf", quantized,
+                               strata::testing::tiny_model(DType::Q8_0, FfnActivation::SwiGLU)),
+                  false));
   Edit input;
   input.extra_tensor = "blk.1.ffn_up.input_scale";
   input.extra_value = 7.0f;

@@ -178,6 +178,19 @@ TEST(Pretokenizer, DigitsFirstAndQwen35SplitAsTheirPatternsSay) {
   EXPECT_EQ(pretokenizer_from_name("qwen35")->kind, Pretokenizer::Qwen35);
 }
 
+// DeepSeek's regexes in sequence, each splitting the pieces of the ones before (the expected
+// pieces are Python's regex running the same expressions in the same way).
+TEST(Pretokenizer, DeepseekSplitsRunTheirRegexesInSequence) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(pieces_of(Pretokenizer::DeepseekCoder, "Hello, \u4e16\u754c 123\n  x!!"),
+            (V{"Hello", ",", " ", "\u4e16\u754c", " ", "1", "2", "3", "\n", " ", " x", "!!"}));
+  EXPECT_EQ(pieces_of(Pretokenizer::DeepseekLlm, "Hello, \u4e16\u754c 123\n  x!!  "),
+            (V{"Hello", ",", " ", "\u4e16\u754c", " ", "123", "\n", " ", " x", "!!", "  "}));
+  EXPECT_TRUE(pieces_of(Pretokenizer::DeepseekLlm, "").empty());
+  EXPECT_EQ(pretokenizer_from_name("deepseek-coder")->kind, Pretokenizer::DeepseekCoder);
+  EXPECT_EQ(pretokenizer_from_name("deepseek-llm")->kind, Pretokenizer::DeepseekLlm);
+}
+
 // User-defined tokens (Hugging Face's added tokens, GPT-NeoX's runs of spaces) are taken whole
 // before the split whether special tokens are parsed or not; control tokens only when they are.
 TEST(BpeTokenizer, UserDefinedTokensAreTakenWholeControlTokensOnlyWhenParsed) {

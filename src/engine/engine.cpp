@@ -22,9 +22,10 @@ void check_mode_fits_weights(FfnMode mode, const ModelWeights& weights, const st
   if (mode == FfnMode::Dense) return;
   for (const LayerWeights& l : weights.layers)
     if (!l.vec(LayerVector::FfnGateBias).empty())
-      fail("'{}' has ffn_gate.bias, which the sparse FFN modes do not apply; run it with --ffn "
-           "dense",
-           path);
+      fail(
+          "'{}' has ffn_gate.bias, which the sparse FFN modes do not apply; run it with --ffn "
+          "dense",
+          path);
 }
 
 namespace {

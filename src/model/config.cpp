@@ -75,8 +75,8 @@ void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
       fail("'{}': {} is {}; expected 0 (unset) to {}", f.path(), expert_ff_key, n,
            int64_t{1} << 24);
     c.n_ff = n > 0 ? n : dense_ff / c.n_expert_used;
-    if (c.n_ff < 1) fail("'{}': {} is unset and {}feed_forward_length too small", f.path(),
-                         expert_ff_key, a);
+    if (c.n_ff < 1)
+      fail("'{}': {} is unset and {}feed_forward_length too small", f.path(), expert_ff_key, a);
   }
   // A shared expert where the architecture has one (qwen2moe): 0 or absent means
   // feed_forward_length, as in llama.cpp.

@@ -18,8 +18,8 @@ namespace strata {
 std::unique_ptr<Model> Model::load(const std::string& path, bool require_tokenizer, LoadMode mode) {
   auto m = std::make_unique<Model>();
   m->file = GgufFile::open(path, LoadMode::Map);
-  const bool bundled = m->file->find(kBundleBytesKey) != nullptr ||
-                       m->file->find(kColumnBundleKindKey) != nullptr;
+  const bool bundled =
+      m->file->find(kBundleBytesKey) != nullptr || m->file->find(kColumnBundleKindKey) != nullptr;
   if (mode == LoadMode::Read && !bundled) m->file = GgufFile::open(path, mode);
   m->config = ModelConfig::from_gguf(*m->file);
   m->weights = load_weights(*m->file, m->config);

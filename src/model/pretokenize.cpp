@@ -234,19 +234,33 @@ std::optional<PretokenizerChoice> pretokenizer_from_name(std::string_view name) 
     bool ignore_merges;
   };
   static const Name kNames[] = {
-      {"default", Pretokenizer::Gpt2, false},    {"gpt2", Pretokenizer::Gpt2, false},
-      {"gpt-2", Pretokenizer::Gpt2, false},      {"falcon", Pretokenizer::Falcon, false},
-      {"llama3", Pretokenizer::Llama3, true},    {"llama-v3", Pretokenizer::Llama3, true},
-      {"llama-bpe", Pretokenizer::Llama3, true}, {"falcon3", Pretokenizer::Llama3, true},
-      {"dbrx", Pretokenizer::Llama3, false},     {"smaug-bpe", Pretokenizer::Llama3, false},
-      {"qwen2", Pretokenizer::Qwen2, false},     {"deepseek-r1-qwen", Pretokenizer::Qwen2, false},
-      {"stablelm2", Pretokenizer::Qwen2, false}, {"megrez", Pretokenizer::Qwen2, false},
-      {"qwen35", Pretokenizer::Qwen35, false},   {"mpt", Pretokenizer::Gpt2, false},
-      {"olmo", Pretokenizer::Gpt2, false},       {"jais", Pretokenizer::Gpt2, false},
-      {"trillion", Pretokenizer::Gpt2, false},   {"starcoder", Pretokenizer::DigitsGpt2, false},
-      {"refact", Pretokenizer::DigitsGpt2, false}, {"command-r", Pretokenizer::DigitsGpt2, false},
-      {"smollm", Pretokenizer::DigitsGpt2, false}, {"codeshell", Pretokenizer::DigitsGpt2, false},
+      {"default", Pretokenizer::Gpt2, false},
+      {"gpt2", Pretokenizer::Gpt2, false},
+      {"gpt-2", Pretokenizer::Gpt2, false},
+      {"falcon", Pretokenizer::Falcon, false},
+      {"llama3", Pretokenizer::Llama3, true},
+      {"llama-v3", Pretokenizer::Llama3, true},
+      {"llama-bpe", Pretokenizer::Llama3, true},
+      {"falcon3", Pretokenizer::Llama3, true},
+      {"dbrx", Pretokenizer::Llama3, false},
+      {"smaug-bpe", Pretokenizer::Llama3, false},
+      {"qwen2", Pretokenizer::Qwen2, false},
+      {"deepseek-r1-qwen", Pretokenizer::Qwen2, false},
+      {"stablelm2", Pretokenizer::Qwen2, false},
+      {"megrez", Pretokenizer::Qwen2, false},
+      {"qwen35", Pretokenizer::Qwen35, false},
+      {"mpt", Pretokenizer::Gpt2, false},
+      {"olmo", Pretokenizer::Gpt2, false},
+      {"jais", Pretokenizer::Gpt2, false},
+      {"trillion", Pretokenizer::Gpt2, false},
+      {"starcoder", Pretokenizer::DigitsGpt2, false},
+      {"refact", Pretokenizer::DigitsGpt2, false},
+      {"command-r", Pretokenizer::DigitsGpt2, false},
+      {"smollm", Pretokenizer::DigitsGpt2, false},
+      {"codeshell", Pretokenizer::DigitsGpt2, false},
       {"minerva-7b", Pretokenizer::DigitsGpt2, false},
+      {"deepseek-coder", Pretokenizer::DeepseekCoder, false},
+      {"deepseek-llm", Pretokenizer::DeepseekLlm, false},
   };
   for (const auto& n : kNames)
     if (name == n.name) return PretokenizerChoice{n.kind, n.ignore_merges};
@@ -258,7 +272,7 @@ const char* pretokenizer_names() {
          "'falcon', 'llama3', 'llama-v3', 'llama-bpe', 'falcon3', 'dbrx' and 'smaug-bpe' (Llama "
          "3's), 'qwen2', 'deepseek-r1-qwen', 'stablelm2' and 'megrez' (Qwen2's), 'qwen35', "
          "'starcoder', 'refact', 'command-r', 'smollm', 'codeshell' and 'minerva-7b' (digits, "
-         "then GPT-2's)";
+         "then GPT-2's), 'deepseek-coder', 'deepseek-llm'";
 }
 
 Pieces pretokenize(Pretokenizer kind, std::string_view text) {
@@ -273,6 +287,10 @@ Pieces pretokenize(Pretokenizer kind, std::string_view text) {
       return gpt4_pieces(text, 1, /*marks=*/true);
     case Pretokenizer::DigitsGpt2:
       return digit_gpt2_pieces(text);
+    case Pretokenizer::DeepseekCoder:
+      return deepseek_coder_pieces(text);
+    case Pretokenizer::DeepseekLlm:
+      return deepseek_llm_pieces(text);
     case Pretokenizer::Gpt2:
       break;
   }

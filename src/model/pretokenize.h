@@ -10,6 +10,7 @@
 //   qwen35: qwen2's with marks in the letter runs ([\p{L}\p{M}]+) and out of the symbol runs
 //   digits (starcoder, refact, command-r, ...): every \p{N} a piece of its own, then GPT-2's
 //     pattern inside the rest
+//   deepseek-coder, deepseek-llm: several regexes in sequence (pretokenize_deepseek.cpp)
 // Pieces cover the text in order, none empty. The code point classes come from Python's regex
 // module (unicode_tables.inc), which tools/reference/bpe_tokenizer.py checks against.
 #pragma once
@@ -22,7 +23,16 @@
 
 namespace strata {
 
-enum class Pretokenizer { Gpt2, Falcon, Llama3, Qwen2, Qwen35, DigitsGpt2 };
+enum class Pretokenizer {
+  Gpt2,
+  Falcon,
+  Llama3,
+  Qwen2,
+  Qwen35,
+  DigitsGpt2,
+  DeepseekCoder,
+  DeepseekLlm
+};
 
 // A file's tokenizer.ggml.pre as llama.cpp reads it: the split, and whether a piece whose bytes
 // are one vocabulary entry is that token without merging (Hugging Face's ignore_merges, which
@@ -37,5 +47,9 @@ using Pieces = std::vector<std::pair<uint32_t, uint32_t>>;  // (byte offset, byt
 std::optional<PretokenizerChoice> pretokenizer_from_name(std::string_view name);
 const char* pretokenizer_names();  // for error messages
 Pieces pretokenize(Pretokenizer kind, std::string_view text);
+
+// DeepSeek's splits (pretokenize_deepseek.cpp), for pretokenize.
+Pieces deepseek_coder_pieces(std::string_view text);
+Pieces deepseek_llm_pieces(std::string_view text);
 
 }  // namespace strata

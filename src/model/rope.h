@@ -18,9 +18,9 @@ enum class RopeScalingType { None, Linear, Yarn };
 // The keys under "<arch>.rope.scaling." as llama.cpp reads them, with its defaults.
 struct RopeScaling {
   RopeScalingType type = RopeScalingType::Linear;  // llama.cpp's default without the key
-  float freq_scale = 1.0f;   // 1 / factor; factor 0 or absent means 1
-  float attn_factor = 1.0f;  // attn_factor
-  int64_t n_ctx_orig = 0;    // original_context_length (absent: context_length)
+  float freq_scale = 1.0f;                         // 1 / factor; factor 0 or absent means 1
+  float attn_factor = 1.0f;                        // attn_factor
+  int64_t n_ctx_orig = 0;                     // original_context_length (absent: context_length)
   float beta_fast = 32.0f, beta_slow = 1.0f;  // YaRN's ramp (llama.cpp's fixed defaults)
 };
 

@@ -52,15 +52,15 @@ MatrixView apply_tensor_scale(ScaleContext& ctx, const std::string& base, const 
   if (unit) return m;
   if (!apply) {
     const std::string note = fmt::format(
-        "'{}.scale' is left unapplied, as llama.cpp's graph for this architecture leaves it",
-        base);
+        "'{}.scale' is left unapplied, as llama.cpp's graph for this architecture leaves it", base);
     if (ctx.notes.size() < 8) ctx.notes.push_back(note);
     return m;
   }
   if (!is_float_type(m.type))
-    fail("'{}': tensor '{}.scale' scales a {} matrix; strata applies per-tensor scales to F32, "
-         "F16 and BF16 matrices only",
-         ctx.source.path(), base, dtype_name(m.type));
+    fail(
+        "'{}': tensor '{}.scale' scales a {} matrix; strata applies per-tensor scales to F32, "
+        "F16 and BF16 matrices only",
+        ctx.source.path(), base, dtype_name(m.type));
   if (m.layout != Layout::Rows || m.rows % groups != 0)
     fail("'{}': tensor '{}.scale' does not fit its matrix", ctx.source.path(), base);
   if (bias != nullptr)

@@ -32,9 +32,8 @@ void Tokenizer::load_common(const GgufFile& f) {
     if ((types_[id] == TokenType::UserDefined || types_[id] == TokenType::Control) &&
         !tokens_[id].empty())
       whole_tokens_.push_back(id);
-  std::stable_sort(whole_tokens_.begin(), whole_tokens_.end(), [&](int32_t a, int32_t b) {
-    return tokens_[a].size() > tokens_[b].size();
-  });
+  std::stable_sort(whole_tokens_.begin(), whole_tokens_.end(),
+                   [&](int32_t a, int32_t b) { return tokens_[a].size() > tokens_[b].size(); });
   auto special = [&](const char* key) -> int32_t {
     const int64_t id = f.get_int(key, -1);
     if (id < -1 || id >= static_cast<int64_t>(tokens_.size()))
@@ -63,9 +62,9 @@ bool forced_add_bos(std::string_view pre) {
 bool default_add_bos(std::string_view model, std::string_view pre) {
   if (model == "llama") return true;
   if (model != "gpt2") return false;
-  constexpr std::string_view kWithBos[] = {"llama3",  "llama-v3", "llama-bpe",  "falcon3",
-                                           "falcon-h1", "pixtral", "midm-2.0", "lfm2",
-                                           "jina-v5-nano", "tekken", "chameleon"};
+  constexpr std::string_view kWithBos[] = {"llama3",       "llama-v3", "llama-bpe", "falcon3",
+                                           "falcon-h1",    "pixtral",  "midm-2.0",  "lfm2",
+                                           "jina-v5-nano", "tekken",   "chameleon"};
   for (std::string_view p : kWithBos)
     if (pre == p) return true;
   return forced_add_bos(pre);

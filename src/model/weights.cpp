@@ -168,7 +168,8 @@ std::vector<float>* bias_before_scale(LayerWeights& l, LayerMatrix role) {
 MatrixView layer_matrix(TensorSource& f, ScaleContext& sc, const Architecture& a,
                         const std::string& p, const ModelConfig& c, LayerWeights& l,
                         LayerMatrix role, const char* name_override = nullptr) {
-  const char* name = name_override != nullptr ? name_override : present_name(f, a.matrices, role, p);
+  const char* name =
+      name_override != nullptr ? name_override : present_name(f, a.matrices, role, p);
   if (name == nullptr) return {};
   const auto [cols, rows] = layer_matrix_shape(role, c);
   const MatrixView m = matrix(f, p + name, cols, rows);
@@ -177,8 +178,8 @@ MatrixView layer_matrix(TensorSource& f, ScaleContext& sc, const Architecture& a
                             bias_before_scale(l, role));
 }
 
-void load_attention(TensorSource& f, ScaleContext& sc, const Architecture& a,
-                    const std::string& p, const ModelConfig& c, LayerWeights& l) {
+void load_attention(TensorSource& f, ScaleContext& sc, const Architecture& a, const std::string& p,
+                    const ModelConfig& c, LayerWeights& l) {
   if (fused_qkv(f, a, p)) {
     const char* name = a.has(LayerMatrix::AttnQkv) ? nullptr : "attn_qkv.weight";
     const MatrixView qkv = layer_matrix(f, sc, a, p, c, l, LayerMatrix::AttnQkv, name);
@@ -212,10 +213,10 @@ void load_expert_matrix(TensorSource& f, ScaleContext& sc, const std::string& p,
   if (t.dims.size() != 3 || t.dims[0] != cols || t.dims[1] != rows || t.dims[2] != c.n_expert)
     fail("tensor '{}' has shape {}, expected [{}, {}, {}]", name, dims_text(t.dims), cols, rows,
          c.n_expert);
-  const MatrixView all =
-      apply_tensor_scale(sc, base_name(name),
-                         MatrixView{t.type, t.data, cols, rows * c.n_expert, row_bytes(t.type, cols)},
-                         c.arch->scales.experts, c.n_expert);
+  const MatrixView all = apply_tensor_scale(
+      sc, base_name(name),
+      MatrixView{t.type, t.data, cols, rows * c.n_expert, row_bytes(t.type, cols)},
+      c.arch->scales.experts, c.n_expert);
   for (int64_t e = 0; e < c.n_expert; ++e)
     l.experts[static_cast<size_t>(e)].*member = row_view(all, e * rows, rows);
 }
@@ -383,8 +384,7 @@ DType column_bundle_type(TensorSource& f) {
 }
 
 // The absolute offset of a layer's bundles, checked to be `count` bundles of `bytes`.
-uint64_t bundle_tensor(TensorSource& f, const std::string& name, uint64_t bytes,
-                       int64_t count) {
+uint64_t bundle_tensor(TensorSource& f, const std::string& name, uint64_t bytes, int64_t count) {
   const GgufTensorInfo* t = f.find_tensor(name);
   if (t == nullptr) fail("'{}' lacks the tensor '{}'", f.path(), name);
   if (t->type != DType::I8 || t->dims.size() != 2 || t->dims[0] != static_cast<int64_t>(bytes) ||
@@ -495,8 +495,7 @@ void read_bundle_layout(TensorSource& f, const ModelConfig& c, ModelWeights& w) 
 
 // A column-bundled file (strata bundle --columns): per layer its gate/up and down types; empty
 // for other files.
-std::vector<std::pair<DType, DType>> read_column_bundle_kind(TensorSource& f,
-                                                             const ModelConfig& c,
+std::vector<std::pair<DType, DType>> read_column_bundle_kind(TensorSource& f, const ModelConfig& c,
                                                              ModelWeights& w) {
   const GgufValue* kind = f.find(kColumnBundleKindKey);
   if (kind == nullptr) return {};
@@ -515,7 +514,8 @@ void load_column_bundles(TensorSource& f, const ModelConfig& c, const std::strin
   l.column_bundle =
       ColumnBundleLayout::make(types.first, types.second, c.n_embd, c.n_ff, ffn_has_gate(c.ffn));
   const ColumnBundleLayout& cb = l.column_bundle;
-  l.gate_up_columns_offset = bundle_tensor(f, p + "ffn_gate_up_columns", cb.gate_up_bytes, c.n_embd);
+  l.gate_up_columns_offset =
+      bundle_tensor(f, p + "ffn_gate_up_columns", cb.gate_up_bytes, c.n_embd);
   l.down_columns_offset = bundle_tensor(f, p + "ffn_down_columns", cb.down_bytes, c.n_ff);
   if (cb.groups()) {
     l.gate_up_column_scales =

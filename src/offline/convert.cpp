@@ -41,8 +41,7 @@ const HfFamily& family_of(const std::string& architecture, const std::string& pa
   std::string names;
   for (const HfFamily* f :
        {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(), &hf_qwen2_family(),
-        &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(),
-         &hf_qwen2moe_family()})
+        &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(), &hf_qwen2moe_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;
@@ -70,8 +69,8 @@ HfConfig read_config(const fs::path& dir, const HfFamily*& family) {
   c.model.rope_freq_base = static_cast<float>(theta);
   c.model.n_rot = c.model.head_dim;
   if (c.model.arch->rope()) {
-    HfRopeScaling rope = read_hf_rope_scaling(j, path, theta, c.model.head_dim,
-                                              c.model.n_ctx_train, c.model.arch->rope_freqs);
+    HfRopeScaling rope = read_hf_rope_scaling(j, path, theta, c.model.head_dim, c.model.n_ctx_train,
+                                              c.model.arch->rope_freqs);
     c.model.rope_scaling = rope.scaling;
     c.rope_freqs = std::move(rope.rope_freqs);
   }
@@ -262,8 +261,8 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   for (size_t i = 0; i < plan.size(); ++i) {
     const Planned& p = plan[i];
     if (p.generated())
-      w.write_tensor_data({reinterpret_cast<const uint8_t*>(p.values.data()),
-                           p.values.size() * sizeof(float)});
+      w.write_tensor_data(
+          {reinterpret_cast<const uint8_t*>(p.values.data()), p.values.size() * sizeof(float)});
     for (const std::string& source : p.sources()) {
       const SafeTensor& t = *ck.tensors.at(source);
       write_rows(p, t, w, row, out);

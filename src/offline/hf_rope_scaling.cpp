@@ -21,8 +21,8 @@ double number(const nlohmann::json& s, const std::string& key, double fallback,
 
 // Llama 3's frequency divisors (Meta's apply_scaling, as llama.cpp's converter writes them): high
 // frequencies kept, low ones divided by `factor`, a smooth blend between.
-std::vector<float> llama3_divisors(const nlohmann::json& s, const std::string& where,
-                                   double theta, int64_t head_dim) {
+std::vector<float> llama3_divisors(const nlohmann::json& s, const std::string& where, double theta,
+                                   int64_t head_dim) {
   const double factor = number(s, "factor", 8.0, where);
   const double low = number(s, "low_freq_factor", 1.0, where);
   const double high = number(s, "high_freq_factor", 4.0, where);
@@ -67,11 +67,11 @@ HfRopeScaling read_hf_rope_scaling(const nlohmann::json& config, const std::stri
   if (!config.contains(key) || config[key].is_null()) return out;
   const nlohmann::json& s = config[key];
   if (!s.is_object()) fail("'{}': {} is not an object", where, key);
-  const std::string type = s.contains("rope_type") && s["rope_type"].is_string()
-                               ? s["rope_type"].get<std::string>()
-                               : (s.contains("type") && s["type"].is_string()
-                                      ? s["type"].get<std::string>()
-                                      : "default");
+  const std::string type =
+      s.contains("rope_type") && s["rope_type"].is_string()
+          ? s["rope_type"].get<std::string>()
+          : (s.contains("type") && s["type"].is_string() ? s["type"].get<std::string>()
+                                                         : "default");
   const std::set<std::string> common = {"rope_type", "type", "rope_theta"};
   auto with = [&](std::set<std::string> more) {
     more.insert(common.begin(), common.end());
@@ -93,9 +93,10 @@ HfRopeScaling read_hf_rope_scaling(const nlohmann::json& config, const std::stri
     if (!rope_freqs_allowed)
       fail("'{}': rope_scaling llama3 belongs to LLaMA models (rope_freqs); this one is not",
            where);
-    only_fields(s, with({"factor", "low_freq_factor", "high_freq_factor",
-                         "original_max_position_embeddings"}),
-                type, where);
+    only_fields(
+        s,
+        with({"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}),
+        type, where);
     out.rope_freqs = llama3_divisors(s, where, rope_theta, head_dim);
   } else {
     fail("'{}': rope_scaling type '{}' is not supported (default, linear, yarn, llama3)", where,

@@ -26,9 +26,10 @@ void refuse_per_tensor_scales(const GgufFile& f) {
     dequantize_row(t.type, t.data, v.data(), static_cast<int64_t>(v.size()));
     for (float x : v)
       if (x != 1.0f)
-        fail("'{}': tensor '{}' scales its matrix by {}; strata quantize does not fold "
-             "per-tensor scales into quantized weights",
-             f.path(), t.name.substr(0, 96), x);
+        fail(
+            "'{}': tensor '{}' scales its matrix by {}; strata quantize does not fold "
+            "per-tensor scales into quantized weights",
+            f.path(), t.name.substr(0, 96), x);
   }
 }
 

@@ -90,7 +90,8 @@ void FfnExecutor::gate_up_products(int64_t l, int64_t n, int64_t token, const La
                     gated ? std::span(jobs, 2) : std::span(jobs + 1, 1));
     }
   } else {
-    sparsifier_->apply(backend_, l, ffn_point, ws_.xn, n, sparsity_counters_ + l * sparsity_stride_);
+    sparsifier_->apply(backend_, l, ffn_point, ws_.xn, n,
+                       sparsity_counters_ + l * sparsity_stride_);
     backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                      {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
     const RowsJob jobs[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};

@@ -138,13 +138,15 @@ void Session::make_parts() {
     device.ffn->set_flash_columns(flash_columns_.get());
   }
   if (columns_made_ || flash_columns_ != nullptr)
-    device.columns = std::make_unique<ColumnProducts>(
-        backend_, device.ws, *sparsifier_, device.sparsity_counters(0), DevicePart::kCountersPerLayer);
+    device.columns = std::make_unique<ColumnProducts>(backend_, device.ws, *sparsifier_,
+                                                      device.sparsity_counters(0),
+                                                      DevicePart::kCountersPerLayer);
   device.ffn->set_sparsifier(sparsifier_.get(), device.sparsity_counters(0),
                              DevicePart::kCountersPerLayer, device.columns.get());
   if (DevicePart* cpu = cpu_part()) {
-    if (split) device.ffn->set_host_side({&cpu->backend, &cpu->ws, cpu->in.get(), cpu->counter(0),
-                                             DevicePart::kCountersPerLayer});
+    if (split)
+      device.ffn->set_host_side(
+          {&cpu->backend, &cpu->ws, cpu->in.get(), cpu->counter(0), DevicePart::kCountersPerLayer});
     // Its layers' FFN reads the model's matrices, or the flash tier's caches (the split's below).
     FfnStore* cpu_store = options_.ffn == FfnMode::Dense ? nullptr
                           : flash_                       ? flash_.get()
@@ -256,7 +258,6 @@ uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mod
 bool Session::use_columns(int64_t n) const {
   return use_input_columns(sparsifier_->mode(), columns_made_, n);
 }
-
 
 std::vector<uint64_t> Session::ffn_zeros() const {
   std::vector<uint64_t> zeros;
@@ -381,7 +382,8 @@ std::span<const float> Session::decode(std::span<const BatchToken> batch) {
   for (int64_t start = 0; start < n; start += kMaxBatch) {
     const auto part = batch.subspan(static_cast<size_t>(start),
                                     static_cast<size_t>(std::min(kMaxBatch, n - start)));
-    forward(part, logits_.data() + done_rows * c_.n_vocab, hidden_.data() + done_hidden * c_.n_embd);
+    forward(part, logits_.data() + done_rows * c_.n_vocab,
+            hidden_.data() + done_hidden * c_.n_embd);
     for (const BatchToken& t : part) {
       done_rows += t.logits ? 1 : 0;
       done_hidden += t.hidden ? 1 : 0;

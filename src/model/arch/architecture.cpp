@@ -14,8 +14,8 @@ const char* first_name(const Names& names, Role role) {
 }
 
 std::array<const Architecture*, 8> all() {
-  return {&llama_architecture(),   &bamboo_architecture(), &falcon_architecture(),
-          &opt_architecture(),     &qwen2_architecture(),  &qwen3_architecture(),
+  return {&llama_architecture(),    &bamboo_architecture(),  &falcon_architecture(),
+          &opt_architecture(),      &qwen2_architecture(),   &qwen3_architecture(),
           &qwen3moe_architecture(), &qwen2moe_architecture()};
 }
 

@@ -50,8 +50,8 @@ enum class LayerVector : uint8_t {
   AttnOutputBias,
   FfnUpBias,
   FfnDownBias,
-  AttnQNorm,  // Qwen3's RMSNorm of each query head after its projection (head_dim values)
-  AttnKNorm,  // and of each key head
+  AttnQNorm,    // Qwen3's RMSNorm of each query head after its projection (head_dim values)
+  AttnKNorm,    // and of each key head
   FfnGateBias,  // llama.cpp's optional MLP biases of a llama file (ffn_gate.bias)
   Count
 };

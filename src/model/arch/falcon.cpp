@@ -3,8 +3,8 @@
 // query heads, then the key heads, then the value heads), attention and MLP in parallel on the
 // layer's input. Falcon-7B has one input norm for both; Falcon-40B (new_decoder_architecture)
 // two: attn_norm_2 (HF's ln_attn) for attention and attn_norm (HF's ln_mlp) for the MLP, as
-// llama.cpp's converter names them and its falcon graph reads them. The MLP is GELU (ReLU in ReluFalcon) without biases;
-// feed_forward_length is written (4 x hidden).
+// llama.cpp's converter names them and its falcon graph reads them. The MLP is GELU (ReLU in
+// ReluFalcon) without biases; feed_forward_length is written (4 x hidden).
 #include "model/arch/architecture.h"
 
 namespace strata {

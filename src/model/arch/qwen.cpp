@@ -55,10 +55,10 @@ Architecture qwen_like(std::string_view name, std::span<const VectorName> vector
 }
 
 constexpr ExpertNames kQwen2MoeExperts = {
-    "ffn_gate_inp.weight",       "ffn_gate_exps.weight",  "ffn_up_exps.weight",
-    "ffn_down_exps.weight",      "ffn_gate.{}.weight",    "ffn_up.{}.weight",
-    "ffn_down.{}.weight",        "ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight",
-    "ffn_up_shexp.weight",       "ffn_down_shexp.weight",
+    "ffn_gate_inp.weight",  "ffn_gate_exps.weight",      "ffn_up_exps.weight",
+    "ffn_down_exps.weight", "ffn_gate.{}.weight",        "ffn_up.{}.weight",
+    "ffn_down.{}.weight",   "ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight",
+    "ffn_up_shexp.weight",  "ffn_down_shexp.weight",
 };
 
 }  // namespace

@@ -72,6 +72,7 @@ TEST(TokenizerDefaults, BosIsAddedAsLlamaCppAddsIt) {
   EXPECT_TRUE(default_add_bos("gpt2", "llama3"));
   EXPECT_TRUE(default_add_bos("gpt2", "tekken"));
   EXPECT_TRUE(default_add_bos("gpt2", "gemma4"));
+  EXPECT_TRUE(default_add_bos("gemma4", "gemma4"));
   EXPECT_FALSE(default_add_bos("gpt2", ""));
   EXPECT_FALSE(default_add_bos("gpt2", "qwen2"));
   EXPECT_FALSE(default_add_bos("gpt2", "falcon"));
@@ -223,6 +224,48 @@ TEST(BpeTokenizer, UserDefinedTokensAreTakenWholeControlTokensOnlyWhenParsed) {
   // "y" only when special tokens are parsed.
   EXPECT_EQ(tok->encode("way", false), plain->encode("way", false));
   EXPECT_EQ(tok->encode("way", false, true), concat({plain->encode("wa", false), {y}}));
+}
+
+// Gemma 4 (llama.cpp's "gemma4" model): spaces as U+2581, merges by rank over UTF-8 characters
+// with no word split, a run of line breaks taken whole, byte tokens for what is left; BOS always.
+TEST(Gemma4Tokenizer, MergesByRankOverCharactersWithByteFallback) {
+  const std::string path = strata::testing::temp_file("gemma4_tiny.gguf");
+  {
+    GgufWriter w(path);
+    const std::vector<std::pair<std::string, int32_t>> vocab = {{"<unk>", 2},
+                                                                {"<bos>", 3},
+                                                                {"<0x78>", 6},
+                                                                {"a", 1},
+                                                                {"b", 1},
+                                                                {"ab", 1},
+                                                                {"\xe2\x96\x81", 1},
+                                                                {"\xe2\x96\x81"
+                                                                 "ab",
+                                                                 1},
+                                                                {"\n", 1},
+                                                                {"\n\n", 1}};
+    std::vector<GgufValue> tokens, types;
+    for (const auto& [text, type] : vocab) {
+      tokens.push_back(GgufValue::str(text));
+      types.push_back(GgufValue::i32(type));
+    }
+    w.set("tokenizer.ggml.model", GgufValue::str("gemma4"));
+    w.set("tokenizer.ggml.pre", GgufValue::str("gemma4"));
+    w.set("tokenizer.ggml.tokens", GgufValue::array(GgufType::String, tokens));
+    w.set("tokenizer.ggml.token_type", GgufValue::array(GgufType::I32, types));
+    w.set("tokenizer.ggml.merges",
+          GgufValue::array(GgufType::String,
+                           {GgufValue::str("a b"), GgufValue::str("\xe2\x96\x81 ab")}));
+    w.set("tokenizer.ggml.bos_token_id", GgufValue::u32(1));
+    w.set("tokenizer.ggml.add_bos_token", GgufValue::boolean(false));  // Gemma 4 adds it anyway
+    w.finish();
+  }
+  const auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
+  EXPECT_TRUE(tok->add_bos_default());
+  const auto ids = tok->encode("ab ab\n\nx", false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{5, 7, 9, 2}));
+  EXPECT_EQ(tok->decode(ids), "ab ab\n\nx");
+  EXPECT_EQ(tok->encode("ab", true), (std::vector<int32_t>{1, 5}));
 }
 
 TEST(SpmTokenizer, UsesByteFallbackForUnseenCharacters) {

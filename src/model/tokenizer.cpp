@@ -61,7 +61,7 @@ bool forced_add_bos(std::string_view pre) {
 
 bool default_add_bos(std::string_view model, std::string_view pre) {
   if (model == "llama") return true;
-  if (model != "gpt2") return false;
+  if (model != "gpt2" && model != "gemma4") return false;  // the BPE models
   constexpr std::string_view kWithBos[] = {"llama3",       "llama-v3", "llama-bpe", "falcon3",
                                            "falcon-h1",    "pixtral",  "midm-2.0",  "lfm2",
                                            "jina-v5-nano", "tekken",   "chameleon"};
@@ -71,15 +71,16 @@ bool default_add_bos(std::string_view model, std::string_view pre) {
 }
 
 bool tokenizer_supported(std::string_view model) {
-  return model == "llama" || model == "gpt2";
+  return model == "llama" || model == "gpt2" || model == "gemma4";
 }
 
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   const std::string model = f.get_string("tokenizer.ggml.model", "");
   if (model == "llama") return make_spm_tokenizer(f);
   if (model == "gpt2") return make_bpe_tokenizer(f);
+  if (model == "gemma4") return make_gemma4_tokenizer(f);
   if (model.empty()) fail("'{}' has no tokenizer (tokenizer.ggml.model is missing)", f.path());
-  fail("'{}' has tokenizer model '{}'; strata supports: llama, gpt2", f.path(), model);
+  fail("'{}' has tokenizer model '{}'; strata supports: llama, gpt2, gemma4", f.path(), model);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,

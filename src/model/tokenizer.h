@@ -1,6 +1,7 @@
 // Tokenizers read from GGUF metadata (tokenizer.ggml.*):
 //   model "llama": SentencePiece BPE with scores and <0xXX> byte fallback (tokenizer_spm.cpp)
 //   model "gpt2":  byte-level BPE with merges and the GPT-2 pre-tokenizer (tokenizer_bpe.cpp)
+//   model "gemma4": BPE with merges over UTF-8 characters, spaces as U+2581 (tokenizer_gemma4.cpp)
 #pragma once
 
 #include <cstdint>
@@ -85,6 +86,7 @@ class Tokenizer {
 
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file);
+std::unique_ptr<Tokenizer> make_gemma4_tokenizer(const GgufFile& file);
 
 // llama.cpp's BOS default for a file without tokenizer.ggml.add_bos_token: SentencePiece
 // ("llama") adds one; byte-level BPE ("gpt2") only for the pre-tokenizers of families trained

@@ -23,7 +23,8 @@ using Matcher = std::function<size_t(const Chars&, size_t)>;
 // Each piece split into the matches of `match`, leftmost first, and the text between them.
 Pieces split_matches(std::string_view text, const Pieces& pieces, const Matcher& match) {
   Pieces out;
-  for (const auto& [offset, length] : pieces) {
+  for (const auto& piece : pieces) {
+    const uint32_t offset = piece.first, length = piece.second;
     const Chars cs = split_utf8(text.substr(offset, length));
     const auto at = [&](size_t i) { return i < cs.size() ? cs[i].offset : length; };
     size_t gap = 0;

@@ -74,6 +74,40 @@ bool tokenizer_supported(std::string_view model) {
   return model == "llama" || model == "gpt2" || model == "gemma4";
 }
 
+namespace {
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+uint8_t byte_token_value(const std::string& text, int32_t id, const std::string& path) {
+  const int hi = text.size() == 6 ? hex_digit(text[3]) : -1;
+  const int lo = text.size() == 6 ? hex_digit(text[4]) : -1;
+  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>' || hi < 0 || lo < 0)
+    fail("'{}': token {} has type byte but its text '{}' is not <0xHH> (two hex digits)", path, id,
+         text.substr(0, 32));
+  return static_cast<uint8_t>(hi * 16 + lo);
+}
+
+std::unordered_map<std::string, int32_t> read_merge_ranks(const GgufFile& f) {
+  const GgufValue& merges = f.get("tokenizer.ggml.merges");
+  if (merges.type != GgufType::Array || merges.array_type != GgufType::String)
+    fail("'{}': tokenizer.ggml.merges is not an array of strings", f.path());
+  std::unordered_map<std::string, int32_t> ranks;
+  for (size_t r = 0; r < merges.items.size(); ++r) {
+    const std::string& m = merges.items[r].as_string("tokenizer.ggml.merges");
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos) fail("'{}': merge {} ('{}') has no space", f.path(), r, m);
+    ranks.emplace(m.substr(0, sp) + '\n' + m.substr(sp + 1), static_cast<int32_t>(r));
+  }
+  return ranks;
+}
+
 std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   const std::string model = f.get_string("tokenizer.ggml.model", "");
   if (model == "llama") return make_spm_tokenizer(f);

@@ -88,6 +88,12 @@ std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file);
 std::unique_ptr<Tokenizer> make_gemma4_tokenizer(const GgufFile& file);
 
+// A byte token's value: its text must be exactly "<0xHH>" (two hex digits). The value indexes
+// a 256-entry byte table, so anything else in a file is refused, not parsed leniently.
+uint8_t byte_token_value(const std::string& text, int32_t id, const std::string& path);
+// tokenizer.ggml.merges ("left right", by rank) as "left\nright" -> rank.
+std::unordered_map<std::string, int32_t> read_merge_ranks(const GgufFile& file);
+
 // llama.cpp's BOS default for a file without tokenizer.ggml.add_bos_token: SentencePiece
 // ("llama") adds one; byte-level BPE ("gpt2") only for the pre-tokenizers of families trained
 // with it (Llama 3's and its relatives, Tekken, Chameleon, Gemma 4, which adds it whatever the

@@ -46,15 +46,7 @@ class BpeTokenizer : public Tokenizer {
            pretokenizer_names());
     split_ = split->kind;
     ignore_merges_ = split->ignore_merges;
-    const GgufValue& merges = f.get("tokenizer.ggml.merges");
-    if (merges.type != GgufType::Array || merges.array_type != GgufType::String)
-      fail("'{}': tokenizer.ggml.merges is not an array of strings", f.path());
-    for (size_t r = 0; r < merges.items.size(); ++r) {
-      const std::string& m = merges.items[r].as_string("tokenizer.ggml.merges");
-      const size_t sp = m.find(' ', 1);
-      if (sp == std::string::npos) fail("'{}': merge {} ('{}') has no space", f.path(), r, m);
-      ranks_.emplace(m.substr(0, sp) + '\n' + m.substr(sp + 1), static_cast<int32_t>(r));
-    }
+    ranks_ = read_merge_ranks(f);
   }
 
   const char* kind() const override { return "gpt2 (byte-level BPE)"; }

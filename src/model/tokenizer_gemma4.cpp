@@ -21,25 +21,10 @@ class Gemma4Tokenizer : public Tokenizer {
  public:
   explicit Gemma4Tokenizer(const GgufFile& f) {
     load_common(f);
-    const GgufValue& merges = f.get("tokenizer.ggml.merges");
-    if (merges.type != GgufType::Array || merges.array_type != GgufType::String)
-      fail("'{}': tokenizer.ggml.merges is not an array of strings", f.path());
-    for (size_t r = 0; r < merges.items.size(); ++r) {
-      const std::string& m = merges.items[r].as_string("tokenizer.ggml.merges");
-      const size_t sp = m.find(' ', 1);
-      if (sp == std::string::npos) fail("'{}': merge {} ('{}') has no space", f.path(), r, m);
-      ranks_.emplace(m.substr(0, sp) + '\n' + m.substr(sp + 1), static_cast<int32_t>(r));
-    }
+    ranks_ = read_merge_ranks(f);
     for (int32_t id = 0; id < n_vocab(); ++id)
-      if (types_[id] == TokenType::Byte) {
-        const std::string& t = tokens_[id];
-        unsigned value = 0;
-        if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>' ||
-            std::sscanf(t.c_str() + 3, "%2X", &value) != 1)
-          fail("'{}': token {} has type byte but its text '{}' is not <0xHH>", f.path(), id,
-               t.substr(0, 32));
-        byte_values_.emplace(id, static_cast<uint8_t>(value));
-      }
+      if (types_[id] == TokenType::Byte)
+        byte_values_.emplace(id, byte_token_value(tokens_[id], id, f.path()));
   }
 
   const char* kind() const override { return "gemma4 (BPE over UTF-8)"; }

@@ -20,24 +20,6 @@ namespace {
 
 const std::string kSpaceMark = "\xe2\x96\x81";  // U+2581
 
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
-
-// A byte token's value: its text must be exactly "<0xHH>" (two hex digits). The value indexes
-// the 256-entry byte table, so anything else in a file is refused, not parsed leniently.
-uint8_t byte_token_value(const std::string& text, int32_t id, const std::string& path) {
-  const int hi = text.size() == 6 ? hex_digit(text[3]) : -1;
-  const int lo = text.size() == 6 ? hex_digit(text[4]) : -1;
-  if (text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>' || hi < 0 || lo < 0)
-    fail("'{}': token {} has type byte but its text '{}' is not <0xHH> (two hex digits)", path, id,
-         text.substr(0, 32));
-  return static_cast<uint8_t>(hi * 16 + lo);
-}
-
 class SpmTokenizer : public Tokenizer {
  public:
   explicit SpmTokenizer(const GgufFile& f) {

@@ -91,15 +91,17 @@ inline std::vector<Case> product_cases() {
   return {{DType::F32, false},  {DType::F16, false},  {DType::BF16, false}, {DType::Q8_0, false},
           {DType::Q4_0, false}, {DType::Q8_0, true},  {DType::Q4_0, true},  {DType::Q2_K, false},
           {DType::Q3_K, false}, {DType::Q4_K, false}, {DType::Q5_K, false}, {DType::Q6_K, false},
-          {DType::Q4_K, true}};
+          {DType::Q4_K, true},  {DType::Q4_1, false}, {DType::Q5_0, false}, {DType::Q5_1, false},
+          {DType::IQ4_NL, false}, {DType::IQ4_XS, false}, {DType::MXFP4, false}};
 }
 
 inline constexpr DType kRowTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
                                       DType::Q4_0, DType::Q2_K, DType::Q3_K, DType::Q4_K,
-                                      DType::Q5_K, DType::Q6_K};
-// Row lengths: short ones, whole super-blocks for the K-quants.
+                                      DType::Q5_K, DType::Q6_K, DType::Q4_1, DType::Q5_0,
+                                      DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+// Row lengths: short ones, whole super-blocks for the types of 256-value blocks.
 inline int64_t row_length(DType t, int64_t short_length) {
-  return is_kquant(t) ? 512 : short_length;
+  return dtype_info(t).block_size > 32 ? 512 : short_length;
 }
 
 // One backend per instance (backend_names()): one this build or machine lacks (cuda without a

@@ -49,7 +49,7 @@ expect_error "unknown filter 'shuffle'" "$strata" chat-template -m "$model" --ch
 expect_error "must hold a context object" "$strata" chat-template -m "$model" --context "$work/ctx.json"
 expect_error "threads" "$strata" run -m "$model" -p hi -t 0
 expect_error "STRATA_READ_AHEAD='sideways' is not a read-ahead" env STRATA_READ_AHEAD=sideways "$strata" run -m "$model" -p hi -n 1
-expect_error "not one of" "$strata" synth --type q5_0 -o "$work/x.gguf"
+expect_error "not one of" "$strata" synth --type tq1_0 -o "$work/x.gguf"
 expect_error "needs rows of whole 256-value blocks" "$strata" synth --type q4_k -o "$work/x.gguf"
 expect_error "--arch 'gptj' is not one of" "$strata" synth --arch gptj -o "$work/x.gguf"
 expect_error "falcon has no gate" "$strata" synth --arch falcon --ffn reglu -o "$work/x.gguf"

@@ -90,7 +90,7 @@ TEST(ColumnGroups, OnlyWholeBlocksAndChunksHaveCopies) {
   const MatrixView odd[2] = {a.view, b.view};  // 96 outputs: not whole chunks of 64
   EXPECT_FALSE(column_groups_apply(odd));
   MatrixView other = a.view;
-  other.type = DType::Q4_1;  // not computed at all
+  other.type = DType::Q4_1;  // no column-group copies of it
   EXPECT_FALSE(column_groups_apply(std::span(&other, 1)));
   const QuantMatrix q4 = quantized_matrix(DType::Q4_0, 64, 64, 7);
   EXPECT_TRUE(column_groups_apply(std::span(&q4.view, 1)));

@@ -52,6 +52,9 @@ TEST(CudaMath, EveryTypeDecodesAsDequantization) {
   expect_decoding_matches_dequantize<DType::Q4_K>();
   expect_decoding_matches_dequantize<DType::Q5_K>();
   expect_decoding_matches_dequantize<DType::Q6_K>();
+  for (const DType t : kUnitTypeList)
+    if (has_unit_quantizer(t))
+      with_unit_type(t, []<DType T>() { expect_decoding_matches_dequantize<T>(); });
 }
 
 // The axpy's weight of a column-group copy (TEAL's copies of quantized matrices, whose rows are

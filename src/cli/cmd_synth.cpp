@@ -1,6 +1,8 @@
 // strata synth: write a random-weight LLaMA-shaped model for tests and benchmarks.
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include "backends/cpu/matvec.h"
 #include "cli/commands.h"
 #include "cli/flag_checks.h"
@@ -83,9 +85,16 @@ void add_synth_flags(CLI::App* cmd, SynthOptions& o) {
 SynthSpec synth_spec(const SynthOptions& o) {
   SynthSpec s = synth_preset(o.preset);
   const auto type = dtype_from_name(o.type);
-  if (!type || !dtype_info(*type).computable)
-    fail("--type '{}' is not one of f32, f16, bf16, q8_0, q4_0, q2_k, q3_k, q4_k, q5_k, q6_k",
-         o.type);
+  if (!type || !dtype_info(*type).computable || dtype_info(*type).quantize == nullptr) {
+    std::string names;
+    for (const DTypeInfo& t : all_dtypes())
+      if (t.computable && t.quantize != nullptr) {
+        std::string name = t.name;
+        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        names += (names.empty() ? "" : ", ") + name;
+      }
+    fail("--type '{}' is not one of {}", o.type, names);
+  }
   s.type = *type;
   const bool mixtral = o.arch == "mixtral";  // a llama file with experts
   if (mixtral && s.shape.n_expert == 0) s.shape.n_expert = 8, s.shape.n_expert_used = 2;

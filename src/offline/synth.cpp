@@ -57,6 +57,14 @@ SynthSpec synth_preset(const std::string& name) {
 
 namespace {
 
+// Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with Q4_0
+// models); Q8_0 with weights of larger blocks (fc2's rows are `rank` values, rarely whole
+// super-blocks).
+DType predictor_type(DType weights) {
+  if (is_float_type(weights)) return DType::F16;
+  return dtype_info(weights).block_size == 32 ? weights : DType::Q8_0;
+}
+
 // xorshift64*: fast enough to fill billions of weights.
 class Random {
  public:
@@ -108,7 +116,8 @@ void add_experts(std::vector<Planned>& plan, const Architecture& a, const ModelC
   if (c.n_ff_shared == 0) return;
   // A shared expert (Qwen2-MoE): its gate one F32 row, its FFN of n_ff_shared neurons.
   plan.push_back({p + n.shared_gate, DType::F32, c.n_embd, 1, {}});
-  if (ffn_has_gate(c.ffn)) plan.push_back({p + n.shared_ffn_gate, type, c.n_embd, c.n_ff_shared, {}});
+  if (ffn_has_gate(c.ffn))
+    plan.push_back({p + n.shared_ffn_gate, type, c.n_embd, c.n_ff_shared, {}});
   plan.push_back({p + n.shared_ffn_up, type, c.n_embd, c.n_ff_shared, {}});
   plan.push_back({p + n.shared_ffn_down, type, c.n_ff_shared, c.n_embd, {}});
 }
@@ -130,7 +139,7 @@ void add_sparse_experts(std::vector<Planned>& plan, const Architecture& a, const
     gen->down_row_part(r % c.n_embd, r / c.n_embd * c.n_ff, c.n_ff, row);
   };
   plan.push_back({p + n.down, s.type, c.n_ff, c.n_embd, down, c.n_expert});
-  const DType pt = is_float_type(s.type) ? DType::F16 : is_kquant(s.type) ? DType::Q8_0 : s.type;
+  const DType pt = predictor_type(s.type);
   plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
                   [&gen](int64_t r, float* row) { gen->fc1_row(r, row); }});
   plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.ffn_neurons(),
@@ -237,7 +246,7 @@ void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, c
     return;
   }
   const SynthSpec& s = *sparse->spec;
-  const DType pt = is_float_type(type) ? DType::F16 : is_kquant(type) ? DType::Q8_0 : type;
+  const DType pt = predictor_type(type);
   plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
                   [gen](int64_t r, float* row) { (*gen)->fc1_row(r, row); }});
   plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,
@@ -386,8 +395,8 @@ void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<Pl
       for (int64_t j = 0; j < n; ++j) row[j] = a * state->rng.uniform();
       row[0] = 0.0f;
     };
-  plan.push_back({"position_embd.weight", s.type, c.n_embd, c.n_ctx_train + arch.position_offset,
-                  positions});
+  plan.push_back(
+      {"position_embd.weight", s.type, c.n_embd, c.n_ctx_train + arch.position_offset, positions});
 }
 
 // One dense llama-family layer after its q/k/v: random matrices, or a mixture's experts.
@@ -418,10 +427,9 @@ void plan_sparse_llama_ffn(SynthState& st, const Architecture& arch, const std::
     plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
                     [state](int64_t r, float* row) { state->context->o_row(r, row); }});
   else
-    plan.push_back({p + "attn_output.weight", s.type, q_dim, c.n_embd,
-                    [state, q_dim](int64_t r, float* row) {
-                      state->gen->attn_output_row(r, q_dim, row);
-                    }});
+    plan.push_back(
+        {p + "attn_output.weight", s.type, q_dim, c.n_embd,
+         [state, q_dim](int64_t r, float* row) { state->gen->attn_output_row(r, q_dim, row); }});
   plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, [state](int64_t, float* row) {
                     std::copy(state->gen->ffn_norm().begin(), state->gen->ffn_norm().end(), row);
                   }});
@@ -439,10 +447,7 @@ void plan_sparse_llama_ffn(SynthState& st, const Architecture& arch, const std::
                     [state](int64_t j, float* row) { state->gen->down_row(j, row); }});
   plan.push_back({p + "ffn_down_t.weight", s.type, c.n_embd, c.n_ff,
                   [state](int64_t i, float* row) { state->gen->down_t_row(i, row); }});
-  // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with
-  // Q4_0 models); Q8_0 with K-quant weights (fc2's rows are `rank` values, rarely whole
-  // super-blocks).
-  const DType pt = is_float_type(s.type) ? DType::F16 : is_kquant(s.type) ? DType::Q8_0 : s.type;
+  const DType pt = predictor_type(s.type);
   plan.push_back({p + "fc1.weight", pt, c.n_embd, s.predictor_rank,
                   [state](int64_t r, float* row) { state->gen->fc1_row(r, row); }});
   plan.push_back({p + "fc2.weight", pt, s.predictor_rank, c.n_ff,
@@ -465,9 +470,9 @@ void plan_llama_layer(SynthState& st, const Architecture& arch, int64_t l,
       const ModelConfig& config = state->c;
       for (int64_t j = 0; j < config.n_embd; ++j) row[j] = 1.0f + 0.1f * state->rng.uniform();
       if (context_layer) row[0] = 1.0f;  // the anchor sets the attention scores' scale
-      state->gen = std::make_unique<SparseLayerGenerator>(
-          config.n_embd, config.ffn_neurons(), spec.predictor_rank, spec.density,
-          spec.seed * 1000003 + l);
+      state->gen = std::make_unique<SparseLayerGenerator>(config.n_embd, config.ffn_neurons(),
+                                                          spec.predictor_rank, spec.density,
+                                                          spec.seed * 1000003 + l);
     };
   plan.push_back({p + "attn_norm.weight", DType::F32, c.n_embd, 0, start_layer});
   Fill q_fill, k_fill, v_fill;

@@ -5,23 +5,92 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "tensor/kquants.h"
+#include "tensor/quantize.h"
+#include "tensor/unit_quants.h"
 
 namespace strata {
 
 namespace {
-constexpr std::array<DTypeInfo, 20> kTypes = {{
-    {DType::F32, "F32", 1, 4, true},       {DType::F16, "F16", 1, 2, true},
-    {DType::Q4_0, "Q4_0", 32, 18, true},   {DType::Q4_1, "Q4_1", 32, 20, false},
-    {DType::Q5_0, "Q5_0", 32, 22, false},  {DType::Q5_1, "Q5_1", 32, 24, false},
-    {DType::Q8_0, "Q8_0", 32, 34, true},   {DType::Q8_1, "Q8_1", 32, 36, false},
-    {DType::Q2_K, "Q2_K", 256, 84, true},  {DType::Q3_K, "Q3_K", 256, 110, true},
-    {DType::Q4_K, "Q4_K", 256, 144, true}, {DType::Q5_K, "Q5_K", 256, 176, true},
-    {DType::Q6_K, "Q6_K", 256, 210, true}, {DType::Q8_K, "Q8_K", 256, 292, false},
-    {DType::I8, "I8", 1, 1, false},        {DType::I16, "I16", 1, 2, false},
-    {DType::I32, "I32", 1, 4, false},      {DType::I64, "I64", 1, 8, false},
-    {DType::F64, "F64", 1, 8, false},      {DType::BF16, "BF16", 1, 2, true},
+
+using Form = ActivationForm;
+
+// Row codecs of each family, as plain function pointers for the table.
+template <DType T>
+void kquant_decode(const void* s, float* d, int64_t n) {
+  dequantize_row_kquant(T, s, d, n);
+}
+template <DType T>
+void kquant_encode(const float* s, void* d, int64_t n) {
+  quantize_row_kquant(T, s, d, n);
+}
+template <DType T>
+void unit_decode(const void* s, float* d, int64_t n) {
+  dequantize_row_unit(T, s, d, n);
+}
+template <DType T>
+void unit_encode(const float* s, void* d, int64_t n) {
+  quantize_row_unit(T, s, d, n);
+}
+
+constexpr DTypeInfo known(DType t, const char* name, uint32_t block, uint32_t bytes) {
+  return {t, name, block, bytes, false, Form::None, nullptr, nullptr};
+}
+template <DType T>
+constexpr DTypeInfo kquant(const char* name, uint32_t bytes) {
+  return {T, name, 256, bytes, true, Form::Q8_K, kquant_decode<T>, kquant_encode<T>};
+}
+template <DType T>
+constexpr DTypeInfo unit(const char* name, uint32_t block, uint32_t bytes, bool encodes) {
+  return {T,    name,       block,          bytes,
+          true, Form::Q8_0, unit_decode<T>, encodes ? unit_encode<T> : nullptr};
+}
+
+// Every GGUF type of llama.cpp v0.5.0 (ggml.h), with its block layout (ggml-common.h).
+constexpr std::array<DTypeInfo, 35> kTypes = {{
+    {DType::F32, "F32", 1, 4, true, Form::F32, dequantize_row_f32, quantize_row_f32},
+    {DType::F16, "F16", 1, 2, true, Form::F32, dequantize_row_f16, quantize_row_f16},
+    {DType::BF16, "BF16", 1, 2, true, Form::F32, dequantize_row_bf16, quantize_row_bf16},
+    {DType::Q8_0, "Q8_0", 32, 34, true, Form::Q8_0, dequantize_row_q8_0_any, quantize_row_q8_0_any},
+    {DType::Q4_0, "Q4_0", 32, 18, true, Form::Q8_0, dequantize_row_q4_0_any, quantize_row_q4_0_any},
+    kquant<DType::Q2_K>("Q2_K", 84),
+    kquant<DType::Q3_K>("Q3_K", 110),
+    kquant<DType::Q4_K>("Q4_K", 144),
+    kquant<DType::Q5_K>("Q5_K", 176),
+    kquant<DType::Q6_K>("Q6_K", 210),
+    {DType::Q8_K, "Q8_K", 256, 292, false, Form::None, kquant_decode<DType::Q8_K>,
+     kquant_encode<DType::Q8_K>},
+    unit<DType::Q4_1>("Q4_1", 32, 20, true),
+    unit<DType::Q5_0>("Q5_0", 32, 22, true),
+    unit<DType::Q5_1>("Q5_1", 32, 24, true),
+    unit<DType::IQ4_NL>("IQ4_NL", 32, 18, true),
+    unit<DType::IQ4_XS>("IQ4_XS", 256, 136, true),
+    unit<DType::MXFP4>("MXFP4", 32, 17, true),
+    unit<DType::TQ1_0>("TQ1_0", 256, 54, false),
+    unit<DType::TQ2_0>("TQ2_0", 256, 66, false),
+    unit<DType::Q1_0>("Q1_0", 128, 18, false),
+    unit<DType::Q2_0>("Q2_0", 64, 18, false),
+    known(DType::Q8_1, "Q8_1", 32, 36),
+    known(DType::IQ2_XXS, "IQ2_XXS", 256, 66),
+    known(DType::IQ2_XS, "IQ2_XS", 256, 74),
+    known(DType::IQ3_XXS, "IQ3_XXS", 256, 98),
+    known(DType::IQ1_S, "IQ1_S", 256, 50),
+    known(DType::IQ3_S, "IQ3_S", 256, 110),
+    known(DType::IQ2_S, "IQ2_S", 256, 82),
+    known(DType::IQ1_M, "IQ1_M", 256, 56),
+    known(DType::NVFP4, "NVFP4", 64, 36),
+    known(DType::I8, "I8", 1, 1),
+    known(DType::I16, "I16", 1, 2),
+    known(DType::I32, "I32", 1, 4),
+    known(DType::I64, "I64", 1, 8),
+    known(DType::F64, "F64", 1, 8),
 }};
+
 }  // namespace
+
+std::span<const DTypeInfo> all_dtypes() {
+  return kTypes;
+}
 
 std::optional<DTypeInfo> dtype_info(uint32_t id) {
   for (const auto& t : kTypes)

@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "tensor/half.h"
-#include "tensor/kquants.h"
 
 namespace strata {
 
@@ -55,65 +54,61 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
   }
 }
 
+void quantize_row_f32(const float* src, void* dst, int64_t n) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+void quantize_row_f16(const float* src, void* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
+}
+void quantize_row_bf16(const float* src, void* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
+}
+void quantize_row_q8_0_any(const float* src, void* dst, int64_t n) {
+  quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
+}
+void quantize_row_q4_0_any(const float* src, void* dst, int64_t n) {
+  quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
+}
+
+void dequantize_row_f32(const void* src, float* dst, int64_t n) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+void dequantize_row_f16(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
+}
+void dequantize_row_bf16(const void* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
+}
+void dequantize_row_q8_0_any(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ8_0*>(src);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float d = f16_to_f32(blocks[b].d);
+    for (int j = 0; j < kQK; ++j) dst[b * kQK + j] = blocks[b].qs[j] * d;
+  }
+}
+void dequantize_row_q4_0_any(const void* src, float* dst, int64_t n) {
+  const auto* blocks = static_cast<const BlockQ4_0*>(src);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    const float d = f16_to_f32(blocks[b].d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      dst[b * kQK + j] = ((blocks[b].qs[j] & 0x0f) - 8) * d;
+      dst[b * kQK + j + kQK / 2] = ((blocks[b].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   row_bytes(type, n);  // validates the block multiple
-  if (is_kquant(type) || type == DType::Q8_K) return quantize_row_kquant(type, src, dst, n);
-  switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, n * sizeof(float));
-      return;
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_f16(src[i]);
-      return;
-    case DType::BF16:
-      for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
-      return;
-    case DType::Q8_0:
-      quantize_row_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
-      return;
-    case DType::Q4_0:
-      quantize_row_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
-      return;
-    default:
-      fail("cannot quantize to {}", dtype_name(type));
-  }
+  const auto& info = dtype_info(type);
+  if (info.quantize == nullptr) fail("cannot quantize to {}", info.name);
+  info.quantize(src, dst, n);
 }
 
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   row_bytes(type, n);
-  if (is_kquant(type) || type == DType::Q8_K) return dequantize_row_kquant(type, src, dst, n);
-  switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, n * sizeof(float));
-      return;
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(static_cast<const uint16_t*>(src)[i]);
-      return;
-    case DType::BF16:
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]);
-      return;
-    case DType::Q8_0: {
-      const auto* blocks = static_cast<const BlockQ8_0*>(src);
-      for (int64_t b = 0; b < n / kQK; ++b) {
-        const float d = f16_to_f32(blocks[b].d);
-        for (int j = 0; j < kQK; ++j) dst[b * kQK + j] = blocks[b].qs[j] * d;
-      }
-      return;
-    }
-    case DType::Q4_0: {
-      const auto* blocks = static_cast<const BlockQ4_0*>(src);
-      for (int64_t b = 0; b < n / kQK; ++b) {
-        const float d = f16_to_f32(blocks[b].d);
-        for (int j = 0; j < kQK / 2; ++j) {
-          dst[b * kQK + j] = ((blocks[b].qs[j] & 0x0f) - 8) * d;
-          dst[b * kQK + j + kQK / 2] = ((blocks[b].qs[j] >> 4) - 8) * d;
-        }
-      }
-      return;
-    }
-    default:
-      fail("cannot dequantize {}", dtype_name(type));
-  }
+  const auto& info = dtype_info(type);
+  if (info.dequantize == nullptr) fail("cannot dequantize {}", info.name);
+  info.dequantize(src, dst, n);
 }
 
 }  // namespace strata

@@ -1,6 +1,6 @@
-// Conversion of rows between f32 and every computable type. Q8_0 and Q4_0 follow ggml's
-// reference quantizers (Q8_0: scale = max|x|/127, round to nearest; Q4_0: scale = signed max /
-// -8); the K-quants have strata's own (tensor/kquants.cpp).
+// Conversion of rows between f32 and the weight types. Q8_0 and Q4_0 follow ggml's reference
+// quantizers (Q8_0: scale = max|x|/127, round to nearest; Q4_0: scale = signed max / -8); the
+// K-quants have strata's own (tensor/kquants.cpp), the unit types tensor/unit_quantize.cpp.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +9,22 @@
 
 namespace strata {
 
-// n must be a multiple of the type's block size.
+// n must be a multiple of the type's block size. Both go through the type table (dtype.h):
+// a type without a codec there fails naming it.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+
+// The float, Q8_0 and Q4_0 rows of the type table.
+void quantize_row_f32(const float* src, void* dst, int64_t n);
+void quantize_row_f16(const float* src, void* dst, int64_t n);
+void quantize_row_bf16(const float* src, void* dst, int64_t n);
+void quantize_row_q8_0_any(const float* src, void* dst, int64_t n);
+void quantize_row_q4_0_any(const float* src, void* dst, int64_t n);
+void dequantize_row_f32(const void* src, float* dst, int64_t n);
+void dequantize_row_f16(const void* src, float* dst, int64_t n);
+void dequantize_row_bf16(const void* src, float* dst, int64_t n);
+void dequantize_row_q8_0_any(const void* src, float* dst, int64_t n);
+void dequantize_row_q4_0_any(const void* src, float* dst, int64_t n);
 
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n);
 // Activations for Q8_0/Q4_0 products, bit for bit as llama.cpp's x86 CPU quantizes them (its

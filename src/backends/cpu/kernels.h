@@ -13,6 +13,7 @@
 #include "tensor/column_groups.h"
 #include "tensor/dtype.h"
 #include "tensor/kquants.h"
+#include "tensor/unit_quants.h"
 
 namespace strata {
 
@@ -166,6 +167,21 @@ struct CpuKernels {
   // The axpy above for K-quant rows (n a multiple of 256): y[i] += c[r] * kquant_value(...)
   // row after row, so equal to the scalar reference bit for bit.
   void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,
+                                int64_t n, const void* const* next, int n_next);
+
+  // Unit types (tensor/unit_quants.h: Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0,
+  // Q1_0, Q2_0), one entry per type at unit_slot(type); rows are raw bytes. A row of n values
+  // (a multiple of the type's block) times the activation quantized to Q8_0: per unit the exact
+  // integer sum, unit_term, added into chain u % 4, the chains summed by sum_chains, so every
+  // variant equals the scalar reference bit for bit. gather_dot_unit requests `next` (may be
+  // null) as it goes and nothing past the row; dot_unit_multi is dot_unit for n_x activations,
+  // each unit decoded once; axpy_unit adds c[r] * unit_value row after row, as axpy_kq.
+  float (*dot_unit[kUnitTypes])(const uint8_t* w, const Q8Activation& x, int64_t n);
+  float (*gather_dot_unit[kUnitTypes])(const uint8_t* w, const Q8Activation& x, int64_t n,
+                                       const void* next);
+  void (*dot_unit_multi[kUnitTypes])(const uint8_t* w, const Q8Activation* x, int n_x, int64_t n,
+                                     float* out);
+  void (*axpy_unit[kUnitTypes])(const void* const* w, const float* c, int n_rows, float* y,
                                 int64_t n, const void* const* next, int n_next);
 
   // The axpy_q*_K_super entry of a K-quant type (Q2_K..Q6_K).

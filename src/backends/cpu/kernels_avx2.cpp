@@ -307,6 +307,7 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 #include "backends/cpu/kernels_avx2_column_groups.inc"
 #include "backends/cpu/kernels_avx2_kquants.inc"
 #include "backends/cpu/kernels_avx2_tiles.inc"
+#include "backends/cpu/kernels_avx2_units.inc"
 
 // One table per compilation of this file (see kernels_avx2_vnni.cpp).
 #if defined(STRATA_KERNELS_VNNI)
@@ -357,7 +358,7 @@ float gathered_dot_q4_0(const BlockQ4_0* w, const Q8Activation& x, int64_t n, co
   return dot_q4_0<0>(w, x, n, next);
 }
 #endif
-const CpuKernels kTable{
+const CpuKernels kTable = with_unit_kernels(CpuKernels{
     .name = kTableName,
     .dot_f32 = dense_dot_f32,
     .dot_f16 = dense_dot_f16,
@@ -401,7 +402,12 @@ const CpuKernels kTable{
                      dot_kquant_multi<BlockQ6_K>},
     .matvec_q4_Kx16 = matvec_q4_Kx16,
     .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
-                axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>}};
+                axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>},
+    .dot_unit = {},
+    .gather_dot_unit = {},
+    .dot_unit_multi = {},
+    .axpy_unit = {}},
+    std::make_index_sequence<kUnitTypes>());
 
 // The same table with the Near read-ahead's column products.
 CpuKernels near_table(CpuKernels t) {

@@ -5,6 +5,8 @@
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 
+#include <utility>
+
 namespace strata {
 
 namespace {
@@ -277,10 +279,12 @@ void axpy_kquant(const void* const* w, const float* c, int n_rows, float* y, int
   }
 }
 
+#include "backends/cpu/kernels_scalar_units.inc"
+
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k{
+  static const CpuKernels k = with_unit_kernels(CpuKernels{
       .name = "scalar",
       .dot_f32 = dot_f32,
       .dot_f16 = dot_f16,
@@ -323,7 +327,12 @@ const CpuKernels& scalar_kernels() {
                        dot_kquant_multi<BlockQ6_K>},
       .matvec_q4_Kx16 = matvec_q4_Kx16,
       .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
-                  axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>}};
+                  axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>},
+      .dot_unit = {},
+      .gather_dot_unit = {},
+      .dot_unit_multi = {},
+      .axpy_unit = {}},
+      std::make_index_sequence<kUnitTypes>());
   return k;
 }
 

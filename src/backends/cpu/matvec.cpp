@@ -104,8 +104,12 @@ float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const P
       return kGathered ? k.gather_dot_kq[slot](p, x.q8k(), w.cols, next)
                        : k.dot_kq[slot](p, x.q8k(), w.cols);
     }
-    default:
-      fail("no kernel for {} weights", dtype_name(w.type));
+    default: {
+      const int slot = unit_slot(w.type);
+      if (slot < 0) fail("no kernel for {} weights", dtype_name(w.type));
+      return kGathered ? k.gather_dot_unit[slot](p, x.q8(), w.cols, next)
+                       : k.dot_unit[slot](p, x.q8(), w.cols);
+    }
   }
 }
 
@@ -191,6 +195,23 @@ void dot_kquant_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, in
   }
 }
 
+// y[b * stride + r] for rows [begin, end) of a unit-type matrix and every input b: each row's
+// units decoded once for all of them.
+void dot_unit_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, int64_t end,
+                   std::span<const PreparedInput> x, float* y, int64_t stride) {
+  constexpr int kMax = 64;
+  const int n = static_cast<int>(x.size());
+  if (n > kMax) fail("at most {} inputs per batched product", kMax);
+  Q8Activation xs[kMax];
+  float out[kMax];
+  for (int b = 0; b < n; ++b) xs[b] = x[static_cast<size_t>(b)].q8();
+  const auto kernel = k.dot_unit_multi[unit_slot(w.type)];
+  for (int64_t r = begin; r < end; ++r) {
+    kernel(w.row(r), xs, n, w.cols, out);
+    for (int b = 0; b < n; ++b) y[b * stride + r] = out[b];
+  }
+}
+
 // Rows r .. r + 15 (one interleaved Q4_0/Q8_0 group) for every input, kGroupTokens at a time.
 void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
                   std::span<const PreparedInput> x, float* y, int64_t y_stride) {
@@ -230,7 +251,7 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
     for (const auto& j : jobs) {
       const int64_t lo = std::max(begin, offset), hi = std::min(end, offset + j.w->rows);
       if (lo < hi && j.w->layout == Layout::Interleaved16 &&
-          (!amx || !needs_q8_input(j.w->type) || (lo - offset) % kInterleavedRows != 0 ||
+          (!amx || !amx_reads(j.w->type) || (lo - offset) % kInterleavedRows != 0 ||
            (hi - offset) % kInterleavedRows != 0)) {
         // Each token through the group kernel while the group is in cache (Q4_0/Q8_0: up to
         // kGroupTokens tokens per pass, each block unpacked once).
@@ -243,7 +264,7 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
               matvec_rows(k, *j.w, x[b], j.y + b * j.y_stride, r, next);
           r = next;
         }
-      } else if (lo < hi && amx && needs_q8_input(j.w->type)) {
+      } else if (lo < hi && amx && amx_reads(j.w->type)) {
         // The tile kernel takes up to kAmxMaxTokens tokens per call.
         for (int64_t t0 = 0; t0 < batch; t0 += kAmxMaxTokens)
           amx_matmat_rows(*j.w, lo - offset, hi - offset,
@@ -257,6 +278,8 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
       } else if (lo < hi && batch > 1 && is_kquant(j.w->type)) {
         // K-quants: each row's super-blocks unpacked once for every token.
         dot_kquant_rows(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);
+      } else if (lo < hi && batch > 1 && is_unit_type(j.w->type)) {
+        dot_unit_rows(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);
       } else {
         for (int64_t r = lo; r < hi; ++r)
           for (int64_t b = 0; b < batch; ++b)

@@ -17,11 +17,16 @@
 
 namespace strata {
 
+// What a product with the weight type reads (the type table's activation form).
 inline bool needs_q8_input(DType type) {
-  return type == DType::Q8_0 || type == DType::Q4_0;
+  return dtype_info(type).input == ActivationForm::Q8_0;
 }
 inline bool needs_q8k_input(DType type) {
-  return is_kquant(type);
+  return dtype_info(type).input == ActivationForm::Q8_K;
+}
+// The types the AMX tile products take (amx_matmat.h).
+inline bool amx_reads(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_0;
 }
 
 class PreparedInput {

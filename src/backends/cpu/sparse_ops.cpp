@@ -51,7 +51,9 @@ void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* 
                                          next, n_next);
       break;
     default:
-      fail("axpy over a {} matrix is not supported", dtype_name(type));
+      if (!is_unit_type(type)) fail("axpy over a {} matrix is not supported", dtype_name(type));
+      kernels.axpy_unit[unit_slot(type)](reinterpret_cast<const void* const*>(p), c, n_rows, y, n,
+                                         next, n_next);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "tensor/ffn_activation.h"
 #include "tensor/half.h"
 #include "tensor/kquants.h"
+#include "tensor/unit_quants.h"
 
 namespace strata::cuda_math {
 
@@ -43,8 +44,23 @@ STRATA_HD inline uint16_t read_u16(const uint8_t* p) {
 // Decoders: unit u of a row (16 values into v), and value j of a row, per weight type. Rows
 // start at their first byte; block structs are read through byte pointers (rows of Q4_0 are
 // 18-byte blocks: no alignment beyond a byte may be assumed).
+// The unit types (tensor/unit_quants.h) need no specialisation: the primary template decodes
+// them through their traits, as dequantization does.
 template <DType T>
-struct Decode;
+struct Decode {
+  STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
+    int8_t q[kUnitValues];
+    float d = 0, m = 0;
+    row_unit<T>(row, u / 2, q, d, m);
+    for (int i = 0; i < kUnit; ++i) v[i] = unit_value<T>(q[(u % 2) * kUnit + i], d, m);
+  }
+  STRATA_HD static float value(const uint8_t* row, int64_t j) {
+    int8_t q[kUnitValues];
+    float d = 0, m = 0;
+    row_unit<T>(row, j / kUnitValues, q, d, m);
+    return unit_value<T>(q[j % kUnitValues], d, m);
+  }
+};
 
 template <>
 struct Decode<DType::F32> {
@@ -173,7 +189,7 @@ inline bool cuda_weight_type(DType t) {
     case DType::Q6_K:
       return true;
     default:
-      return false;
+      return is_unit_type(t);
   }
 }
 

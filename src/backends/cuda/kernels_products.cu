@@ -225,8 +225,10 @@ void with_type(DType t, F&& f) {
     case DType::Q6_K:
       return f.template operator()<DType::Q6_K>();
     default:
-      kernel_failure(std::string("the CUDA backend has no kernels for ") + dtype_name(t) +
-                     " weights");
+      if (!is_unit_type(t))
+        kernel_failure(std::string("the CUDA backend has no kernels for ") + dtype_name(t) +
+                       " weights");
+      return with_unit_type(t, f);
   }
 }
 

@@ -1,0 +1,211 @@
+// Rows to and from the unit types (tensor/unit_quants.h). Dequantization is the traits' decode;
+// the quantizers are strata's own: Q4_1, Q5_0, Q5_1 and MXFP4 follow the rules of ggml's
+// reference quantizers (so strata's files round as llama-quantize's do without an importance
+// matrix), IQ4_NL and IQ4_XS search each block's scale for the least squared error.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "tensor/unit_quants.h"
+
+namespace strata {
+
+namespace {
+
+template <DType T>
+void dequantize_units(const void* src, float* dst, int64_t n) {
+  const auto* row = static_cast<const uint8_t*>(src);
+  int8_t q[kUnitValues];
+  for (int64_t u = 0; u < n / kUnitValues; ++u) {
+    float d = 0, m = 0;
+    row_unit<T>(row, u, q, d, m);
+    for (int j = 0; j < kUnitValues; ++j) dst[u * kUnitValues + j] = unit_value<T>(q[j], d, m);
+  }
+}
+
+// The block's minimum and maximum.
+void min_max(const float* x, int n, float& lo, float& hi) {
+  lo = x[0], hi = x[0];
+  for (int j = 1; j < n; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+}
+
+// The value of largest magnitude, with its sign.
+float signed_max(const float* x, int n) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < n; ++j)
+    if (std::fabs(x[j]) > amax) amax = std::fabs(x[j]), max = x[j];
+  return max;
+}
+
+void quantize_q4_1(const float* x, BlockQ4_1& b) {
+  float lo = 0, hi = 0;
+  min_max(x, 32, lo, hi);
+  const float d = (hi - lo) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  b.d = f32_to_f16(d), b.m = f32_to_f16(lo);
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = std::min(15, static_cast<int>((x[j] - lo) * id + 0.5f));
+    const int q1 = std::min(15, static_cast<int>((x[j + 16] - lo) * id + 0.5f));
+    b.qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+  }
+}
+
+// 32 five-bit quants into nibbles and fifth bits.
+void pack_five_bits(const int* q, uint8_t* qs, uint8_t* qh) {
+  uint32_t h = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((q[j] & 15) | ((q[j + 16] & 15) << 4));
+    h |= static_cast<uint32_t>((q[j] >> 4) & 1) << j;
+    h |= static_cast<uint32_t>((q[j + 16] >> 4) & 1) << (j + 16);
+  }
+  for (int k = 0; k < 4; ++k) qh[k] = static_cast<uint8_t>(h >> (8 * k));
+}
+
+void quantize_q5_0(const float* x, BlockQ5_0& b) {
+  const float d = signed_max(x, 32) / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  b.d = f32_to_f16(d);
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = std::min(31, static_cast<int>(x[j] * id + 16.5f));
+  pack_five_bits(q, b.qs, b.qh);
+}
+
+void quantize_q5_1(const float* x, BlockQ5_1& b) {
+  float lo = 0, hi = 0;
+  min_max(x, 32, lo, hi);
+  const float d = (hi - lo) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  b.d = f32_to_f16(d), b.m = f32_to_f16(lo);
+  int q[32];
+  for (int j = 0; j < 32; ++j) q[j] = std::min(31, static_cast<int>((x[j] - lo) * id + 0.5f));
+  pack_five_bits(q, b.qs, b.qh);
+}
+
+// The index of the level (of 16, through `level`) nearest to v.
+template <class Level>
+int nearest_level(float v, Level level) {
+  int best = 0;
+  float best_err = INFINITY;
+  for (int i = 0; i < 16; ++i) {
+    const float e = std::fabs(v - static_cast<float>(level(i)));
+    if (e < best_err) best_err = e, best = i;
+  }
+  return best;
+}
+
+void quantize_mxfp4(const float* x, BlockMXFP4& b) {
+  float amax = 0;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  // The exponent that puts the largest value near the top level (6, doubled 12).
+  b.e = amax > 0.0f ? static_cast<uint8_t>(std::floor(std::log2(amax)) - 2 + 127) : 0;
+  const float d = e8m0_half(b.e);
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = nearest_level(x[j] / d, fp4_level), q1 = nearest_level(x[j + 16] / d, fp4_level);
+    b.qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+  }
+}
+
+// IQ4_NL's best scale for 32 values: candidates around max / -127 (the extreme level), each
+// refined by least squares for the levels it rounds to; the one with the least squared error.
+float best_iq4_scale(const float* x) {
+  const float max = signed_max(x, 32);
+  if (max == 0.0f) return 0.0f;
+  float best_d = max / -127.0f;
+  double best_err = INFINITY;
+  for (int step = -7; step <= 7; ++step) {
+    const float d0 = max / (-127.0f + 2.0f * static_cast<float>(step));
+    double sxl = 0, sll = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float l = iq4nl_level(nearest_level(x[j] / d0, iq4nl_level));
+      sxl += double{x[j]} * l, sll += double{l} * l;
+    }
+    const float d = sll > 0 ? static_cast<float>(sxl / sll) : d0;
+    double err = 0;
+    for (int j = 0; j < 32; ++j) {
+      const double e = x[j] - double{d} * iq4nl_level(nearest_level(x[j] / d, iq4nl_level));
+      err += e * e;
+    }
+    if (err < best_err) best_err = err, best_d = d;
+  }
+  return best_d;
+}
+
+// 32 values as IQ4_NL nibbles against the scale d (as stored).
+void pack_iq4(const float* x, float d, uint8_t* qs) {
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    const int q0 = nearest_level(x[j] * id, iq4nl_level);
+    const int q1 = nearest_level(x[j + 16] * id, iq4nl_level);
+    qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+  }
+}
+
+void quantize_iq4_nl(const float* x, BlockIQ4_NL& b) {
+  b.d = f32_to_f16(best_iq4_scale(x));
+  pack_iq4(x, f16_to_f32(b.d), b.qs);
+}
+
+// IQ4_XS: each sub-block's best scale, then the eight scales as 6-bit multiples (-32..31) of a
+// super-block scale d, and the values rounded against the scales as a reader decodes them.
+void quantize_iq4_xs(const float* x, BlockIQ4_XS& b) {
+  float s[8];
+  for (int u = 0; u < 8; ++u) s[u] = best_iq4_scale(x + 32 * u);
+  const float smax = signed_max(s, 8);
+  const float d = smax / -32.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  b.d = f32_to_f16(d);
+  b.scales_h = 0;
+  std::memset(b.scales_l, 0, sizeof b.scales_l);
+  for (int u = 0; u < 8; ++u) {
+    const int l = std::clamp(static_cast<int>(std::lround(s[u] * id)), -32, 31) + 32;
+    b.scales_l[u / 2] |= static_cast<uint8_t>((l & 15) << (4 * (u % 2)));
+    b.scales_h |= static_cast<uint16_t>((l >> 4) << (2 * u));
+    const float dl = f16_to_f32(b.d) * static_cast<float>(l - 32);
+    pack_iq4(x + 32 * u, dl, b.qs + 16 * u);
+  }
+}
+
+template <class Block, void (*kQuantize)(const float*, Block&)>
+void quantize_blocks(const float* src, void* dst, int64_t n, int values) {
+  auto* blocks = static_cast<Block*>(dst);
+  for (int64_t b = 0; b < n / values; ++b) kQuantize(src + b * values, blocks[b]);
+}
+
+}  // namespace
+
+void dequantize_row_unit(DType type, const void* src, float* dst, int64_t n) {
+  if (!is_unit_type(type)) fail("{} is not a unit type", dtype_name(type));
+  with_unit_type(type, [&]<DType T>() { dequantize_units<T>(src, dst, n); });
+}
+
+bool has_unit_quantizer(DType type) {
+  switch (type) {
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
+    case DType::MXFP4:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void quantize_row_unit(DType type, const float* src, void* dst, int64_t n) {
+  switch (type) {
+    case DType::Q4_1:
+      return quantize_blocks<BlockQ4_1, quantize_q4_1>(src, dst, n, 32);
+    case DType::Q5_0:
+      return quantize_blocks<BlockQ5_0, quantize_q5_0>(src, dst, n, 32);
+    case DType::Q5_1:
+      return quantize_blocks<BlockQ5_1, quantize_q5_1>(src, dst, n, 32);
+    case DType::IQ4_NL:
+      return quantize_blocks<BlockIQ4_NL, quantize_iq4_nl>(src, dst, n, 32);
+    case DType::IQ4_XS:
+      return quantize_blocks<BlockIQ4_XS, quantize_iq4_xs>(src, dst, n, 256);
+    case DType::MXFP4:
+      return quantize_blocks<BlockMXFP4, quantize_mxfp4>(src, dst, n, 32);
+    default:
+      fail("strata cannot quantize to {}", dtype_name(type));
+  }
+}
+
+}  // namespace strata

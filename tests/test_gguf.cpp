@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "format/file_type.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
 
@@ -278,6 +279,28 @@ TEST(Gguf, RandomHeaderCorruptionIsAnErrorOrValid) {
   }
   EXPECT_EQ(opened + rejected, 3000);
   EXPECT_GT(rejected, 0);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// The mixture name as llama.cpp v0.5.0 prints it: general.file_type's name, else the guess from
+// the commonest tensor type (the first to reach the top count), marked "(guessed)".
+TEST(FileType, NamesAndGuessesAsLlamaCpp) {
+  EXPECT_EQ(file_mixture_name(15u, {}), "Q4_K - Medium");
+  EXPECT_EQ(file_mixture_name(30u, {}), "IQ4_XS - 4.25 bpw");
+  EXPECT_EQ(file_mixture_name(38u, {}), "MXFP4 MoE");
+  EXPECT_EQ(file_mixture_name(4u, {}), "unknown, may not work");  // removed Q4_1_SOME_F16
+  const DType mostly_q4k[] = {DType::F32, DType::Q4_K, DType::Q6_K, DType::Q4_K, DType::F32};
+  // Q4_K and F32 both twice: Q4_K got there first.
+  EXPECT_EQ(file_mixture_name(std::nullopt, mostly_q4k), "(guessed) Q4_K - Medium");
+  const DType q5_0[] = {DType::Q5_0, DType::F32, DType::Q5_0};
+  EXPECT_EQ(file_mixture_name(std::nullopt, q5_0), "(guessed) Q5_0");
+  const DType iq2[] = {DType::IQ2_XXS};
+  EXPECT_EQ(file_mixture_name(std::nullopt, iq2), "(guessed) IQ2_XXS - 2.0625 bpw");
 }
 
 }  // namespace

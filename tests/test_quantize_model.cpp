@@ -31,8 +31,13 @@ TEST(QuantRecipe, NamesAsLlamaQuantizeReadsThem) {
   EXPECT_EQ(quant_recipe_from_name("Q3_K"), QuantRecipe::Q3_K_M);
   EXPECT_EQ(quant_recipe_from_name("f16"), QuantRecipe::F16);
   EXPECT_FALSE(quant_recipe_from_name("Q4_K_X").has_value());
-  EXPECT_FALSE(quant_recipe_from_name("Q5_0").has_value());
+  EXPECT_FALSE(quant_recipe_from_name("IQ2_XXS").has_value());  // a type strata cannot write
+  EXPECT_EQ(quant_recipe_from_name("q5_0"), QuantRecipe::Q5_0);
+  EXPECT_EQ(quant_recipe_from_name("mxfp4_moe"), QuantRecipe::MXFP4_MOE);
   EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q4_K_M), 15u);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q5_0), 8u);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::IQ4_XS), 30u);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::MXFP4_MOE), 38u);
   EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q6_K), 18u);
 }
 
@@ -77,7 +82,8 @@ TEST(QuantRecipe, OtherMixtures) {
   auto t = [&](QuantRecipe r, TensorRole role, int l) {
     return recipe_tensor_type(r, layer(role, l), 4096, o);
   };
-  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnGate, 5), DType::Q3_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnGate, 5), DType::Q2_K);  // v0.5.0: no bump
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::AttnV, 5), DType::Q3_K);
   EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::AttnQ, 5), DType::Q2_K);
   EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::Embedding, -1), DType::Q2_K);
   EXPECT_EQ(t(QuantRecipe::Q3_K_M, TensorRole::AttnV, 1), DType::Q5_K);
@@ -136,9 +142,9 @@ TEST(QuantRecipe, FalconFollowsLlamaCppsFalconExceptions) {
   EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnDown, 6), DType::Q3_K);
   for (QuantRecipe r : {QuantRecipe::Q2_K, QuantRecipe::Q3_K_M})
     EXPECT_EQ(t(r, TensorRole::AttnOutput, 9), quant_recipe_base(r)) << quant_recipe_name(r);
-  // Unchanged for Falcon: the fused q/k/v's extra bits, ffn_up's Q2_K bump.
+  // Unchanged for Falcon: the fused q/k/v's extra bits, ffn_up's base type.
   EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnQkv, 5), DType::Q5_K);
-  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnUp, 5), DType::Q3_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnUp, 5), DType::Q2_K);
   // --pure still gives every matrix the base type.
   const RecipeOptions pure{.n_layer = 32, .pure = true, .rules = QuantRules::Falcon};
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, {TensorRole::Output}, 4096, pure), DType::Q4_K);
@@ -184,9 +190,40 @@ TEST(QuantRecipe, MixturesFollowLlamaCppsExpertRules) {
   EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnOutput, 3, four), DType::Q4_K);
 }
 
+// The 32-value and IQ4 recipes of llama-quantize v0.5.0 (without an imatrix): the output Q6_K,
+// IQ4_NL/IQ4_XS give attn_v Q5_K from 4 query heads per KV head and ffn_down Q5_K on the first
+// eighth of the layers; MXFP4_MOE makes stacked experts MXFP4 and every other matrix Q8_0.
+TEST(QuantRecipe, ThirtyTwoValueAndIq4Recipes) {
+  const RecipeOptions o{.n_layer = 16, .n_gqa = 4}, mha{.n_layer = 16};
+  auto t = [](QuantRecipe r, TensorRole role, int l, const RecipeOptions& ro) {
+    return recipe_tensor_type(r, layer(role, l), 4096, ro);
+  };
+  for (QuantRecipe r : {QuantRecipe::Q4_1, QuantRecipe::Q5_0, QuantRecipe::Q5_1}) {
+    EXPECT_EQ(t(r, TensorRole::Output, -1, o), DType::Q6_K);
+    EXPECT_EQ(t(r, TensorRole::AttnV, 0, o), quant_recipe_base(r));
+    EXPECT_EQ(t(r, TensorRole::FfnDown, 0, o), quant_recipe_base(r));
+  }
+  EXPECT_EQ(t(QuantRecipe::IQ4_XS, TensorRole::AttnV, 7, o), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::IQ4_XS, TensorRole::AttnV, 7, mha), DType::IQ4_XS);
+  EXPECT_EQ(t(QuantRecipe::IQ4_NL, TensorRole::FfnDown, 1, o), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::IQ4_NL, TensorRole::FfnDown, 2, o), DType::IQ4_NL);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::IQ4_XS, layer(TensorRole::AttnQ, 0), 640, o),
+            DType::IQ4_NL);  // rows of 640 values: IQ4_XS falls back
+  TensorName stack = classify_tensor("blk.3.ffn_up_exps.weight", 3);
+  EXPECT_TRUE(stack.expert_stack);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::MXFP4_MOE, stack, 4096, o), DType::MXFP4);
+  EXPECT_EQ(t(QuantRecipe::MXFP4_MOE, TensorRole::AttnQ, 3, o), DType::Q8_0);
+  EXPECT_EQ(t(QuantRecipe::MXFP4_MOE, TensorRole::Output, -1, o), DType::Q8_0);
+}
+
 TEST(QuantRecipe, RowsThatAreNotWholeBlocksFallBack) {
   const RecipeOptions o{8};
+  // llama-quantize's fallbacks (llama-quant.cpp, tensor_type_fallback).
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q4_K_M, layer(TensorRole::AttnQ, 0), 3200, o),
+            DType::Q5_0);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q5_K_M, layer(TensorRole::AttnQ, 0), 3200, o),
+            DType::Q5_1);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q6_K, layer(TensorRole::AttnQ, 0), 3200, o),
             DType::Q8_0);
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q2_K, layer(TensorRole::AttnQ, 0), 3200, o),
             DType::Q4_0);

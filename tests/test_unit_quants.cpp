@@ -130,9 +130,9 @@ TEST(UnitKernels, EveryVariantEqualsTheScalarReference) {
   std::vector<std::vector<float>> xs;
   std::vector<PreparedInput> in(kTokens);
   for (int t = 0; t < kTokens; ++t) xs.push_back(gaussian(n, 40 + t, t == 0 ? 1e3f : 1.0f));
-  for (int t = 0; t < kTokens; ++t) in[t].prepare(ref, xs[t].data(), n, true);
-  Q8Activation q8[kTokens];
-  for (int t = 0; t < kTokens; ++t) q8[t] = in[t].q8();
+  for (int t = 0; t < kTokens; ++t) in[t].prepare(ref, xs[t].data(), n, true, true);
+  UnitInput q8[kTokens];
+  for (int t = 0; t < kTokens; ++t) q8[t] = {&in[t].q8(), in[t].q8k()};
   for (const DType type : kUnitTypeList) {
     const int slot = unit_slot(type);
     const std::vector<uint8_t> w = rows_of(type, n, kRows);
@@ -166,24 +166,27 @@ TEST(UnitKernels, EveryVariantEqualsTheScalarReference) {
 }
 
 // The scalar dot product is the dequantized row times the activation, within the rounding of
-// the activation to Q8_0 (1/254 of each block's largest value).
+// the activation to its form (1/254 of the largest value of each Q8_0 block, or Q8_K
+// super-block).
 TEST(UnitKernels, DotIsTheDequantizedProduct) {
   const int64_t n = 1024;
   const std::vector<float> x = gaussian(n, 5);
   PreparedInput in;
-  in.prepare(scalar_kernels(), x.data(), n, true);
+  in.prepare(scalar_kernels(), x.data(), n, true, true);
+  const UnitInput both{&in.q8(), in.q8k()};
   for (const DType type : kUnitTypeList) {
     const std::vector<uint8_t> w = rows_of(type, n, 1, false);
     std::vector<float> v(n);
     dequantize_row(type, w.data(), v.data(), n);
+    const int span = dtype_info(type).input == ActivationForm::Q8_K ? 256 : 32;
     double exact = 0, bound = 0;
     for (int64_t i = 0; i < n; ++i) exact += double{v[i]} * x[i];
-    for (int64_t b = 0; b < n / 32; ++b) {
+    for (int64_t b = 0; b < n / span; ++b) {
       float amax = 0;
-      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
-      for (int j = 0; j < 32; ++j) bound += std::fabs(v[b * 32 + j]) * (amax / 254.0 + 1e-6);
+      for (int j = 0; j < span; ++j) amax = std::max(amax, std::fabs(x[b * span + j]));
+      for (int j = 0; j < span; ++j) bound += std::fabs(v[b * span + j]) * (amax / 254.0 + 1e-6);
     }
-    const float got = scalar_kernels().dot_unit[unit_slot(type)](w.data(), in.q8(), n);
+    const float got = scalar_kernels().dot_unit[unit_slot(type)](w.data(), both, n);
     EXPECT_NEAR(got, exact, bound * 1.01 + 1e-6 * std::fabs(exact)) << dtype_name(type);
   }
 }
@@ -195,7 +198,7 @@ TEST(UnitKernels, MatrixProductsUseTheUnitKernels) {
   ThreadPool pool(2);
   std::vector<std::vector<float>> xs = {gaussian(n, 1), gaussian(n, 2), gaussian(n, 3)};
   std::vector<PreparedInput> in(3);
-  for (size_t t = 0; t < 3; ++t) in[t].prepare_for(k, xs[t].data(), n, DType::Q5_1);
+  for (size_t t = 0; t < 3; ++t) in[t].prepare(k, xs[t].data(), n, true, true);
   for (const DType type : {DType::Q5_1, DType::IQ4_XS, DType::MXFP4, DType::TQ2_0}) {
     const std::vector<uint8_t> w = rows_of(type, n, rows);
     const MatrixView m{type, w.data(), n, rows, row_bytes(type, n)};
@@ -204,11 +207,11 @@ TEST(UnitKernels, MatrixProductsUseTheUnitKernels) {
     const MatMatJob job{&m, batch.data(), rows};
     matmat_multi(k, {job}, in, pool);
     for (int64_t r = 0; r < rows; ++r) {
-      const float want = k.dot_unit[unit_slot(type)](m.row(r), in[0].q8(), n);
+      const float want = k.dot_unit[unit_slot(type)](m.row(r), {&in[0].q8(), in[0].q8k()}, n);
       ASSERT_TRUE(same_bits(y[r], want)) << dtype_name(type) << " row " << r;
       for (int t = 0; t < 3; ++t)
-        ASSERT_TRUE(
-            same_bits(batch[t * rows + r], k.dot_unit[unit_slot(type)](m.row(r), in[t].q8(), n)))
+        ASSERT_TRUE(same_bits(batch[t * rows + r],
+                              k.dot_unit[unit_slot(type)](m.row(r), {&in[t].q8(), in[t].q8k()}, n)))
             << dtype_name(type) << " row " << r << " token " << t;
     }
   }

@@ -212,9 +212,11 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   for (Planned& p : plan) p.type = p.cols == 0 ? DType::F32 : DType::F16;
 
   // Each matrix's type from the recipe (1-D tensors stay F32).
-  const RecipeOptions recipe{.n_layer = static_cast<int>(c.model.n_layer),
-                             .rules = c.model.arch->quant_rules,
-                             .n_expert = static_cast<int>(c.model.n_expert)};
+  const RecipeOptions recipe{
+      .n_layer = static_cast<int>(c.model.n_layer),
+      .rules = c.model.arch->quant_rules,
+      .n_expert = static_cast<int>(c.model.n_expert),
+      .n_gqa = static_cast<int>(c.model.n_head_kv > 0 ? c.model.n_head / c.model.n_head_kv : 1)};
   for (auto& p : plan)
     if (p.cols != 0)
       p.type = recipe_tensor_type(o.recipe, classify_tensor(p.gguf_name, 2), p.cols, recipe);

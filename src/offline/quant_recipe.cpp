@@ -18,7 +18,7 @@ struct RecipeInfo {
   uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_* numbers
 };
 
-constexpr std::array<RecipeInfo, 13> kRecipes = {{
+constexpr std::array<RecipeInfo, 19> kRecipes = {{
     {QuantRecipe::F32, "F32", DType::F32, 0},
     {QuantRecipe::F16, "F16", DType::F16, 1},
     {QuantRecipe::BF16, "BF16", DType::BF16, 32},
@@ -32,6 +32,12 @@ constexpr std::array<RecipeInfo, 13> kRecipes = {{
     {QuantRecipe::Q5_K_S, "Q5_K_S", DType::Q5_K, 16},
     {QuantRecipe::Q5_K_M, "Q5_K_M", DType::Q5_K, 17},
     {QuantRecipe::Q6_K, "Q6_K", DType::Q6_K, 18},
+    {QuantRecipe::Q4_1, "Q4_1", DType::Q4_1, 3},
+    {QuantRecipe::Q5_0, "Q5_0", DType::Q5_0, 8},
+    {QuantRecipe::Q5_1, "Q5_1", DType::Q5_1, 9},
+    {QuantRecipe::IQ4_NL, "IQ4_NL", DType::IQ4_NL, 25},
+    {QuantRecipe::IQ4_XS, "IQ4_XS", DType::IQ4_XS, 30},
+    {QuantRecipe::MXFP4_MOE, "MXFP4_MOE", DType::MXFP4, 38},
 }};
 
 const RecipeInfo& info(QuantRecipe r) {
@@ -58,8 +64,10 @@ bool more_bits(int layer, int n_layer) {
 // Falcon's ffn_down in the mixtures (llama.cpp's exception): fewer extra bits than LLaMA's.
 DType falcon_ffn_down(QuantRecipe r, DType base, int i, int n) {
   if (r == QuantRecipe::Q2_K) return DType::Q3_K;
-  if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : more_bits(i, n) ? DType::Q4_K : base;
-  if (r == QuantRecipe::Q4_K_M) return i < 2 ? DType::Q6_K : more_bits(i, n) ? DType::Q5_K : base;
+  if (r == QuantRecipe::Q3_K_M)
+    return i < n / 16 ? DType::Q5_K : more_bits(i, n) ? DType::Q4_K : base;
+  if (r == QuantRecipe::Q4_K_M)
+    return i < n / 16 ? DType::Q6_K : more_bits(i, n) ? DType::Q5_K : base;
   if (r == QuantRecipe::Q5_K_M && more_bits(i, n)) return DType::Q6_K;
   return base;
 }
@@ -70,22 +78,31 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   const int i = t.layer, n = o.n_layer;
   const bool falcon = o.rules == QuantRules::Falcon;
   const bool eight_experts = o.n_expert == 8;  // llama.cpp's Mixtral-8x7B rule
+  const bool iq4 = r == QuantRecipe::IQ4_NL || r == QuantRecipe::IQ4_XS;
+  if (r == QuantRecipe::MXFP4_MOE) return t.expert_stack ? DType::MXFP4 : DType::Q8_0;
   switch (t.role) {
     case TensorRole::Output:
       if (falcon) return DType::Q8_0;
-      return is_kquant(base) || base == DType::Q4_0 ? DType::Q6_K : base;
+      return is_float_type(base) || base == DType::Q8_0 ? base : DType::Q6_K;
     case TensorRole::AttnK:
       return eight_experts ? DType::Q8_0 : base;
-    case TensorRole::AttnV:
+    case TensorRole::AttnV:  // i: the layer, as llama.cpp's count of attn_v tensors
       if (eight_experts) return DType::Q8_0;
-      [[fallthrough]];
-    case TensorRole::FfnDown:  // ffn_down (but for Falcon) gets attn_v's extra bits
-      if (falcon && t.role == TensorRole::FfnDown) return falcon_ffn_down(r, base, i, n);
-      if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+      if (iq4 && o.n_gqa >= 4) return DType::Q5_K;
+      if (r == QuantRecipe::Q2_K) return o.n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;
       if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
         return DType::Q6_K;
       if (r == QuantRecipe::Q4_K_S && i < 4) return DType::Q5_K;
+      return base;
+    case TensorRole::FfnDown:
+      if (falcon) return iq4 && i < n / 8 ? DType::Q5_K : falcon_ffn_down(r, base, i, n);
+      if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+      if (r == QuantRecipe::Q3_K_M) return i < n / 16 ? DType::Q5_K : DType::Q4_K;
+      if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
+        return DType::Q6_K;
+      if (iq4 && i < n / 8) return DType::Q5_K;  // llama.cpp's rule without an imatrix
+      if (r == QuantRecipe::Q4_K_S && i < n / 8) return DType::Q5_K;
       return base;
     case TensorRole::AttnQkv:  // llama.cpp's rule for a fused q/k/v
       if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
@@ -96,34 +113,48 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
       if (falcon) return base;
       if (eight_experts)
         return r == QuantRecipe::Q2_K || r == QuantRecipe::Q3_K_S || r == QuantRecipe::Q3_K_M ||
-                       r == QuantRecipe::Q4_K_S || r == QuantRecipe::Q4_K_M
+                       r == QuantRecipe::Q4_K_S || r == QuantRecipe::Q4_K_M || iq4
                    ? DType::Q5_K
                    : base;
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
       return base;
-    case TensorRole::FfnGate:
-    case TensorRole::FfnUp:
-      return r == QuantRecipe::Q2_K ? DType::Q3_K : base;
     default:
       return base;
   }
 }
 
+// llama-quantize's fallback for a row that is not whole blocks of the type (llama-quant.cpp,
+// tensor_type_fallback), then F16 where the fallback does not fit either.
 DType fit_row(DType type, int64_t row_length) {
-  const auto& i = dtype_info(type);
-  if (row_length % static_cast<int64_t>(i.block_size) == 0) return type;
+  const auto fits = [&](DType t) {
+    return row_length % static_cast<int64_t>(dtype_info(t).block_size) == 0;
+  };
+  if (fits(type)) return type;
+  DType fallback = DType::F16;
   switch (type) {
+    case DType::IQ4_XS:
+      fallback = DType::IQ4_NL;
+      break;
     case DType::Q2_K:
     case DType::Q3_K:
-      return fit_row(DType::Q4_0, row_length);
+    case DType::TQ1_0:
+    case DType::TQ2_0:
+      fallback = DType::Q4_0;
+      break;
     case DType::Q4_K:
+      fallback = DType::Q5_0;
+      break;
     case DType::Q5_K:
+      fallback = DType::Q5_1;
+      break;
     case DType::Q6_K:
-      return fit_row(DType::Q8_0, row_length);
+      fallback = DType::Q8_0;
+      break;
     default:
-      return DType::F16;
+      break;
   }
+  return fits(fallback) ? fallback : DType::F16;
 }
 
 }  // namespace
@@ -204,6 +235,7 @@ TensorName classify_tensor(const std::string& name, size_t n_dims) {
     t.role = TensorRole::Vector;
     return t;
   }
+  t.expert_stack = n_dims >= 3;
   std::string_view rest = name;
   int layer = -1;
   if (split_layer_name(name, layer, rest)) t.layer = layer;

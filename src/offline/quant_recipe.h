@@ -31,6 +31,12 @@ enum class QuantRecipe {
   Q5_K_S,
   Q5_K_M,
   Q6_K,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  IQ4_NL,
+  IQ4_XS,
+  MXFP4_MOE,  // a mixture's stacked experts MXFP4, every other matrix Q8_0
 };
 
 // llama-quantize's names, any case; also Q3_K, Q4_K, Q5_K (= the _M mixtures, as llama-quantize
@@ -63,7 +69,8 @@ enum class TensorRole {
 };
 struct TensorName {
   TensorRole role = TensorRole::Other;
-  int layer = -1;  // blk.N, or -1
+  int layer = -1;             // blk.N, or -1
+  bool expert_stack = false;  // a 3-D tensor: a mixture's experts stacked
 };
 TensorName classify_tensor(const std::string& name, size_t n_dims);
 
@@ -75,11 +82,14 @@ struct RecipeOptions {
   // Experts per mixture-of-experts layer (0: dense). llama.cpp gives an 8-expert model's
   // attention more bits: attn_k and attn_v Q8_0, attn_output Q5_K in the low mixtures.
   int n_expert = 0;
+  // Query heads per KV head: llama.cpp gives attn_v more bits in the IQ4 mixtures from 4 on.
+  int n_gqa = 1;
 };
 
 // The type of a tensor whose rows hold `row_length` values. K-quant rows must be whole 256-value
-// super-blocks and Q8_0/Q4_0 rows whole 32-value blocks; a row that is not falls back (Q2_K,
-// Q3_K -> Q4_0; Q4_K, Q5_K, Q6_K -> Q8_0; Q8_0, Q4_0 -> F16), as llama-quantize falls back.
+// super-blocks and Q8_0/Q4_0 rows whole 32-value blocks; a row that is not falls back as
+// llama-quantize v0.5.0 falls back (Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K ->
+// Q8_0; IQ4_XS -> IQ4_NL; then F16 where that does not fit either).
 DType recipe_tensor_type(QuantRecipe r, const TensorName& t, int64_t row_length,
                          const RecipeOptions& o);
 

@@ -33,6 +33,18 @@ void refuse_per_tensor_scales(const GgufFile& f) {
   }
 }
 
+// Query heads per KV head; 1 where the file does not say (or says it per layer).
+int query_heads_per_kv_head(const GgufFile& f, const std::string& arch) {
+  const GgufValue* heads = f.find(arch + ".attention.head_count");
+  const GgufValue* kv = f.find(arch + ".attention.head_count_kv");
+  if (heads == nullptr || heads->type == GgufType::Array) return 1;
+  const int64_t n_head = heads->as_int(arch + ".attention.head_count");
+  const int64_t n_kv = kv == nullptr || kv->type == GgufType::Array
+                           ? n_head
+                           : kv->as_int(arch + ".attention.head_count_kv");
+  return n_kv > 0 && n_head > 0 ? static_cast<int>(n_head / n_kv) : 1;
+}
+
 // The recipe's view of the model: its layer count and its architecture's exceptions (an
 // architecture strata does not run gets llama.cpp's general rules).
 RecipeOptions recipe_options(const GgufFile& f, const QuantizeOptions& o) {
@@ -42,7 +54,8 @@ RecipeOptions recipe_options(const GgufFile& f, const QuantizeOptions& o) {
           .pure = o.pure,
           .quantize_predictors = o.quantize_predictors,
           .rules = a ? a->quant_rules : QuantRules::Default,
-          .n_expert = static_cast<int>(f.get_int(arch + ".expert_count", 0))};
+          .n_expert = static_cast<int>(f.get_int(arch + ".expert_count", 0)),
+          .n_gqa = query_heads_per_kv_head(f, arch)};
 }
 
 // How one input tensor becomes its output tensor.

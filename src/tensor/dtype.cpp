@@ -42,8 +42,14 @@ constexpr DTypeInfo kquant(const char* name, uint32_t bytes) {
 }
 template <DType T>
 constexpr DTypeInfo unit(const char* name, uint32_t block, uint32_t bytes, bool encodes) {
-  return {T,    name,       block,          bytes,
-          true, Form::Q8_0, unit_decode<T>, encodes ? unit_encode<T> : nullptr};
+  return {T,
+          name,
+          block,
+          bytes,
+          true,
+          UnitQuant<T>::kInput,
+          unit_decode<T>,
+          encodes ? unit_encode<T> : nullptr};
 }
 
 // Every GGUF type of llama.cpp v0.5.0 (ggml.h), with its block layout (ggml-common.h).

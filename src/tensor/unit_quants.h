@@ -3,12 +3,11 @@
 // to 32 int8 quants q, a float scale d and, for types with a minimum, a float offset m:
 //   x_i = d * q_i          (kHasMin false)      x_i = d * q_i + m     (kHasMin true)
 // which is, value for value, how llama.cpp v0.5.0 dequantizes them (ggml-quants.c): Q4_1, Q5_0,
-// Q5_1, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0, Q1_0, Q2_0. A dot product with Q8_0 activations
-// (scale dx, quant sum times scale `scaled_sum`) is then exact integer math per unit and one
-// float expression (`unit_term`), added into four chains (unit u into chain u % 4) that are
-// summed (c0 + c1) + (c2 + c3) at the end: every kernel, scalar or SIMD, follows that order, so
-// they agree bit for bit. A new type of this shape is one UnitQuant specialisation and one row
-// of kUnitTypeList.
+// Q5_1, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0, Q1_0, Q2_0. A dot product with Q8_0 activations is
+// then exact integer math per unit and one float expression (`unit_term`), added into four chains
+// (unit u into chain u % 4) that are summed (c0 + c1) + (c2 + c3) at the end: every kernel, scalar
+// or SIMD, follows that order, so they agree bit for bit. A new type of this shape is one UnitQuant
+// specialisation and one row of kUnitTypeList.
 //
 // As in kquants.h the decoders have internal linkage (SIMD translation units compile them with
 // their own flags) and are STRATA_HD (the CUDA decoders are these).
@@ -118,6 +117,7 @@ struct UnitQuant<DType::Q4_1> {
   using Block = BlockQ4_1;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = true;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int, int8_t* q, float& d, float& m, const H& half) {
     unpack_nibbles(b.qs, q, [](int v) { return static_cast<int8_t>(v); });
@@ -137,6 +137,7 @@ struct UnitQuant<DType::Q5_0> {
   using Block = BlockQ5_0;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int, int8_t* q, float& d, float& m, const H& half) {
     unpack_nibbles(b.qs, q, [](int v) { return static_cast<int8_t>(v); });
@@ -150,6 +151,7 @@ struct UnitQuant<DType::Q5_1> {
   using Block = BlockQ5_1;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = true;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int, int8_t* q, float& d, float& m, const H& half) {
     unpack_nibbles(b.qs, q, [](int v) { return static_cast<int8_t>(v); });
@@ -163,6 +165,7 @@ struct UnitQuant<DType::IQ4_NL> {
   using Block = BlockIQ4_NL;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int, int8_t* q, float& d, float& m, const H& half) {
     unpack_nibbles(b.qs, q, [](int v) { return iq4nl_level(v); });
@@ -176,9 +179,14 @@ struct UnitQuant<DType::IQ4_XS> {
   using Block = BlockIQ4_XS;
   static constexpr int kBlockValues = 256;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_K;
   STRATA_HD static int scale(const Block& b, int u) {
     return (((b.scales_l[u / 2] >> (4 * (u % 2))) & 15) | (((b.scales_h >> (2 * u)) & 3) << 4)) -
            32;
+  }
+  template <class H>
+  STRATA_HD static float block_d(const Block& b, const H& half) {
+    return half(b.d);
   }
   template <class H>
   STRATA_HD static void unit(const Block& b, int u, int8_t* q, float& d, float& m, const H& half) {
@@ -192,6 +200,7 @@ struct UnitQuant<DType::MXFP4> {
   using Block = BlockMXFP4;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int, int8_t* q, float& d, float& m, const H&) {
     unpack_nibbles(b.qs, q, [](int v) { return fp4_level(v); });
@@ -213,6 +222,12 @@ struct UnitQuant<DType::TQ1_0> {
   using Block = BlockTQ1_0;
   static constexpr int kBlockValues = 256;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_K;
+  STRATA_HD static int scale(const Block&, int) { return 1; }
+  template <class H>
+  STRATA_HD static float block_d(const Block& b, const H& half) {
+    return half(b.d);
+  }
   STRATA_HD static int8_t value(const Block& b, int i) {
     if (i < 160) return trit(b.qs[i % 32], i / 32);
     if (i < 240) return trit(b.qs[32 + (i - 160) % 16], (i - 160) / 16);
@@ -231,6 +246,12 @@ struct UnitQuant<DType::TQ2_0> {
   using Block = BlockTQ2_0;
   static constexpr int kBlockValues = 256;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_K;
+  STRATA_HD static int scale(const Block&, int) { return 1; }
+  template <class H>
+  STRATA_HD static float block_d(const Block& b, const H& half) {
+    return half(b.d);
+  }
   template <class H>
   STRATA_HD static void unit(const Block& b, int u, int8_t* q, float& d, float& m, const H& half) {
     const uint8_t* qs = b.qs + 32 * (u / 4);
@@ -245,6 +266,7 @@ struct UnitQuant<DType::Q1_0> {
   using Block = BlockQ1_0;
   static constexpr int kBlockValues = 128;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int u, int8_t* q, float& d, float& m, const H& half) {
     for (int j = 0; j < 32; ++j) {
@@ -261,6 +283,7 @@ struct UnitQuant<DType::Q2_0> {
   using Block = BlockQ2_0;
   static constexpr int kBlockValues = 64;
   static constexpr bool kHasMin = false;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int u, int8_t* q, float& d, float& m, const H& half) {
     for (int j = 0; j < 32; ++j) {
@@ -294,13 +317,30 @@ STRATA_HD inline float unit_value(int8_t q, float d, float m) {
   return d * static_cast<float>(q);
 }
 
-// One unit's share of a dot product with Q8_0 activations (scale dx, scaled_sum = dx times the
-// sum of its quants), from the exact integer sum of q_i * a_i.
+// One unit's share of a dot product with Q8_0 activations (scale dx), from the exact integer
+// sum of q_i * a_i; types with a minimum add m times the activation's sum as llama.cpp's Q8_1
+// stores it (`q8_1_sum`: f16 of the unrounded scale times the quants' sum), so strata's products
+// equal llama.cpp's within float rounding.
 template <DType T>
-STRATA_HD inline float unit_term(float d, float m, float dx, float scaled_sum, int32_t isum) {
+STRATA_HD inline float unit_term(float d, float m, float dx, float q8_1_sum, int32_t isum) {
   const float t = (d * dx) * static_cast<float>(isum);
-  if constexpr (UnitQuant<T>::kHasMin) return t + m * scaled_sum;
+  if constexpr (UnitQuant<T>::kHasMin) return t + m * q8_1_sum;
   return t;
+}
+
+// Types whose products read Q8_K super-blocks as llama.cpp's do (IQ4_XS, TQ1_0, TQ2_0): unit u
+// is block_d * scale(u) * q, and a super-block's share of a dot product is one exact integer,
+// the sum over its units of scale(u) * sum(q_i * a_i), times the two scales (`unit_k_term`).
+STRATA_HD inline float unit_k_term(float d, float dx, int32_t isum) {
+  return (d * dx) * static_cast<float>(isum);
+}
+// The super-block holding unit u of a row.
+template <DType T>
+STRATA_HD inline const typename UnitQuant<T>::Block& row_block(const uint8_t* row, int64_t u) {
+  using U = UnitQuant<T>;
+  constexpr int per_block = U::kBlockValues / kUnitValues;
+  return *reinterpret_cast<const typename U::Block*>(row + static_cast<uint64_t>(u / per_block) *
+                                                               sizeof(typename U::Block));
 }
 
 // The four chains of a dot product summed in their fixed order.

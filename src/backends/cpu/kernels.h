@@ -31,6 +31,16 @@ struct Q8Activation {
   // 512-bit Q4_0 kernel reads two blocks' activations and per-lane scales with one load each.
   const int8_t* qs;
   const float* lane_scale;
+  // f16(d * sum(blocks[b].qs)) with d = max|x| / 127 before its rounding to f16: the sum as
+  // llama.cpp's Q8_1 activation stores it, which Q4_1/Q5_1's offset term multiplies.
+  const float* q8_1_sum;
+};
+
+// What a unit-type product reads (tensor/unit_quants.h): the activation's Q8_0 blocks, or for the
+// types whose kInput is Q8_K its super-blocks.
+struct UnitInput {
+  const Q8Activation* q8;
+  const BlockQ8_K* q8k;
 };
 
 // Activations per call of the multi-token group kernels.
@@ -171,15 +181,16 @@ struct CpuKernels {
 
   // Unit types (tensor/unit_quants.h: Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0,
   // Q1_0, Q2_0), one entry per type at unit_slot(type); rows are raw bytes. A row of n values
-  // (a multiple of the type's block) times the activation quantized to Q8_0: per unit the exact
-  // integer sum, unit_term, added into chain u % 4, the chains summed by sum_chains, so every
-  // variant equals the scalar reference bit for bit. gather_dot_unit requests `next` (may be
-  // null) as it goes and nothing past the row; dot_unit_multi is dot_unit for n_x activations,
-  // each unit decoded once; axpy_unit adds c[r] * unit_value row after row, as axpy_kq.
-  float (*dot_unit[kUnitTypes])(const uint8_t* w, const Q8Activation& x, int64_t n);
-  float (*gather_dot_unit[kUnitTypes])(const uint8_t* w, const Q8Activation& x, int64_t n,
+  // (a multiple of the type's block) times the activation in the type's form: per unit (Q8_0
+  // types) or super-block (Q8_K types) the exact integer sum, unit_term / unit_k_term, added
+  // into chain i % 4, the chains summed by sum_chains, so every variant equals the scalar
+  // reference bit for bit. gather_dot_unit requests `next` (may be null) as it goes and nothing
+  // past the row; dot_unit_multi is dot_unit for n_x activations, each unit decoded once;
+  // axpy_unit adds c[r] * unit_value row after row, as axpy_kq.
+  float (*dot_unit[kUnitTypes])(const uint8_t* w, const UnitInput& x, int64_t n);
+  float (*gather_dot_unit[kUnitTypes])(const uint8_t* w, const UnitInput& x, int64_t n,
                                        const void* next);
-  void (*dot_unit_multi[kUnitTypes])(const uint8_t* w, const Q8Activation* x, int n_x, int64_t n,
+  void (*dot_unit_multi[kUnitTypes])(const uint8_t* w, const UnitInput* x, int n_x, int64_t n,
                                      float* out);
   void (*axpy_unit[kUnitTypes])(const void* const* w, const float* c, int n_rows, float* y,
                                 int64_t n, const void* const* next, int n_next);

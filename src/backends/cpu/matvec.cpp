@@ -1,6 +1,7 @@
 #include "backends/cpu/matvec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "backends/cpu/amx_matmat.h"
@@ -28,6 +29,7 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
     q4_lane_offsets_.resize(nb * 8);
     q8_minus_8_sum_.resize(nb);
     q8_lane_scale_.resize(nb * 8);
+    q8_1_sum_.resize(nb);
     q8_qs_.resize(n);
     kernels.quantize_q8_0(x, q8_.data(), n);
     for (int64_t b = 0; b < nb; ++b) {
@@ -36,6 +38,9 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
       q8_scale_[b] = f16_to_f32(q8_[b].d);
       q8_scaled_sum_[b] = q8_scale_[b] * static_cast<float>(sum);
       q8_minus_8_sum_[b] = -8 * sum;
+      float amax = 0.0f;
+      for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[b * kQK + j]));
+      q8_1_sum_[b] = f16_to_f32(f32_to_f16(amax / 127.0f * static_cast<float>(sum)));
       for (int l = 0; l < 8; ++l) {
         q4_lane_offsets_[b * 8 + l] = q8_scaled_sum_[b] * (l < 4 ? 1.0f : 16.0f);
         q8_lane_scale_[b * 8 + l] = q8_scale_[b];
@@ -48,7 +53,8 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
                 q8_minus_8_sum_.data(),
                 q4_lane_offsets_.data(),
                 q8_qs_.data(),
-                q8_lane_scale_.data()};
+                q8_lane_scale_.data(),
+                q8_1_sum_.data()};
   }
 }
 
@@ -107,8 +113,9 @@ float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const P
     default: {
       const int slot = unit_slot(w.type);
       if (slot < 0) fail("no kernel for {} weights", dtype_name(w.type));
-      return kGathered ? k.gather_dot_unit[slot](p, x.q8(), w.cols, next)
-                       : k.dot_unit[slot](p, x.q8(), w.cols);
+      const UnitInput in{&x.q8(), x.q8k()};
+      return kGathered ? k.gather_dot_unit[slot](p, in, w.cols, next)
+                       : k.dot_unit[slot](p, in, w.cols);
     }
   }
 }
@@ -202,9 +209,10 @@ void dot_unit_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, int6
   constexpr int kMax = 64;
   const int n = static_cast<int>(x.size());
   if (n > kMax) fail("at most {} inputs per batched product", kMax);
-  Q8Activation xs[kMax];
+  UnitInput xs[kMax];
   float out[kMax];
-  for (int b = 0; b < n; ++b) xs[b] = x[static_cast<size_t>(b)].q8();
+  for (int b = 0; b < n; ++b)
+    xs[b] = {&x[static_cast<size_t>(b)].q8(), x[static_cast<size_t>(b)].q8k()};
   const auto kernel = k.dot_unit_multi[unit_slot(w.type)];
   for (int64_t r = begin; r < end; ++r) {
     kernel(w.row(r), xs, n, w.cols, out);

@@ -48,7 +48,7 @@ class PreparedInput {
   int64_t n_ = 0;
   std::vector<BlockQ8_K> q8k_;
   std::vector<BlockQ8_0> q8_;
-  std::vector<float> q8_scale_, q8_scaled_sum_, q4_lane_offsets_, q8_lane_scale_;
+  std::vector<float> q8_scale_, q8_scaled_sum_, q4_lane_offsets_, q8_lane_scale_, q8_1_sum_;
   std::vector<int8_t> q8_qs_;
   std::vector<int32_t> q8_minus_8_sum_;
   Q8Activation q8_view_{};

@@ -20,6 +20,18 @@
 
 namespace strata::testing {
 
+// The logits after five fixed tokens of the model in `path`, its FFN run in `mode`.
+inline std::vector<float> last_logits(const std::string& path, FfnMode mode) {
+  auto m = Model::load(path, false);
+  ThreadPool pool(2);
+  SessionOptions o;
+  o.ffn = mode;
+  Session s(*m, 64, pool, o);
+  const int32_t tokens[] = {1, 17, 200, 3, 99};
+  const auto l = s.eval(tokens);
+  return {l.begin(), l.end()};
+}
+
 // Unique per process: ctest runs test cases as parallel processes.
 inline std::string temp_file(const std::string& name) {
   return std::string(::testing::TempDir()) + "strata_" + std::to_string(::getpid()) + "_" + name;
@@ -125,8 +137,7 @@ inline ActivationCounts profile_counts(const Model& m) {
 // A TurboSparse-like tiny mixture: 3 layers of 4 dReLU experts (n_ff 256), 2 a token, sparse
 // by construction (density 0.1) with predictors of rank 32 over every expert's neurons.
 inline std::string sparse_moe_tiny_model(DType type) {
-  const std::string path =
-      temp_file(std::string("moe_sparse_drelu_") + dtype_name(type) + ".gguf");
+  const std::string path = temp_file(std::string("moe_sparse_drelu_") + dtype_name(type) + ".gguf");
   SynthSpec s = synth_preset("tiny");
   s.type = type;
   s.shape.n_embd = 128, s.shape.n_ff = 256, s.shape.n_layer = 3;

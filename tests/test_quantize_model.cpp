@@ -251,17 +251,6 @@ std::string sparse_f16_model(const std::string& name, bool powerinfer) {
   return path;
 }
 
-std::vector<float> last_logits(const std::string& path, FfnMode mode) {
-  auto m = Model::load(path, false);
-  ThreadPool pool(2);
-  SessionOptions o;
-  o.ffn = mode;
-  Session s(*m, 64, pool, o);
-  const int32_t tokens[] = {1, 17, 200, 3, 99};
-  const auto l = s.eval(tokens);
-  return {l.begin(), l.end()};
-}
-
 TEST(QuantizeModel, PowerInferQ4_0FileRunsInPredictMode) {
   const std::string in = sparse_f16_model("pi-f16.gguf", true);
   const std::string out = temp_file("pi-q4_0.gguf");
@@ -279,7 +268,8 @@ TEST(QuantizeModel, PowerInferQ4_0FileRunsInPredictMode) {
   EXPECT_EQ(f->get_int("general.file_type"), 2);
   // Predict mode (Q4_0 predictors pick the neurons) stays close to the exact sparse FFN
   // (gate-first: every neuron that fires) on the same file.
-  const auto want = last_logits(out, FfnMode::GateFirst), got = last_logits(out, FfnMode::Predict);
+  const auto want = testing::last_logits(out, FfnMode::GateFirst),
+             got = testing::last_logits(out, FfnMode::Predict);
   ASSERT_EQ(got.size(), want.size());
   double err = 0, scale = 0;
   for (size_t i = 0; i < got.size(); ++i)
@@ -304,7 +294,8 @@ TEST(QuantizeModel, BundledFileStaysBundledAndEqualsTheUnbundledOne) {
   const auto f = GgufFile::open(bundled_q);
   EXPECT_EQ(f->get_int("strata.bundle.type"), static_cast<int64_t>(DType::Q4_K));
   EXPECT_NE(f->find_tensor("blk.0.ffn_bundles"), nullptr);
-  EXPECT_EQ(last_logits(bundled_q, FfnMode::Predict), last_logits(plain_q, FfnMode::Predict));
+  EXPECT_EQ(testing::last_logits(bundled_q, FfnMode::Predict),
+            testing::last_logits(plain_q, FfnMode::Predict));
 }
 
 // A Q4_K_M mixture's ffn_down rows are Q6_K on its "more bits" layers (layer 1 of 2): bundling
@@ -317,7 +308,8 @@ TEST(QuantizeModel, BundlingAMixtureRequantizesItsOtherRows) {
   const BundleReport r = write_bundled_model(*Model::load(q, false), bundled);
   EXPECT_EQ(r.type, DType::Q4_K);
   EXPECT_EQ(r.requantized_layers, 1);
-  const auto want = last_logits(q, FfnMode::Predict), got = last_logits(bundled, FfnMode::Predict);
+  const auto want = testing::last_logits(q, FfnMode::Predict),
+             got = testing::last_logits(bundled, FfnMode::Predict);
   double err = 0, scale = 0;
   for (size_t i = 0; i < got.size(); ++i)
     err = std::max(err, double{std::fabs(got[i] - want[i])}),
@@ -356,7 +348,8 @@ TEST(QuantizeModel, MixtureOfEightExpertsInBothLayouts) {
     if (stacked) {
       EXPECT_EQ(f->find_tensor(down1)->dims, (std::vector<int64_t>{512, 256, 8}));
     }
-    const auto want = last_logits(in, FfnMode::Dense), got = last_logits(out, FfnMode::Dense);
+    const auto want = testing::last_logits(in, FfnMode::Dense),
+               got = testing::last_logits(out, FfnMode::Dense);
     double err = 0, scale = 0;
     for (size_t i = 0; i < got.size(); ++i)
       err = std::max(err, double{std::fabs(got[i] - want[i])}),

@@ -16,6 +16,7 @@
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matvec.h"
 #include "core/thread_pool.h"
+#include "model/down_transpose.h"
 #include "model/model.h"
 #include "offline/synth.h"
 #include "runtime/session.h"
@@ -227,14 +228,7 @@ std::vector<float> model_logits(DType type, FfnMode mode) {
   s.type = type, s.density = 0.1, s.seed = 5;
   const std::string path = testing::temp_file(std::string("unit-") + dtype_name(type) + ".gguf");
   write_synthetic_model(s, path);
-  auto m = Model::load(path, false);
-  ThreadPool pool(2);
-  SessionOptions o;
-  o.ffn = mode;
-  Session session(*m, 64, pool, o);
-  const int32_t tokens[] = {1, 17, 200, 3, 99};
-  const auto l = session.eval(tokens);
-  return {l.begin(), l.end()};
+  return testing::last_logits(path, mode);
 }
 
 TEST(UnitTypes, ModelsRunDenseAndSparse) {
@@ -249,6 +243,34 @@ TEST(UnitTypes, ModelsRunDenseAndSparse) {
     EXPECT_LT(vs_f16, (t == DType::MXFP4 ? 1.5 : 1.0) * q4_0) << dtype_name(t);
     EXPECT_GT(vs_f16, 0.0) << dtype_name(t) << ": the weights were not quantized";
     EXPECT_EQ(dense, model_logits(t, FfnMode::GateFirst)) << dtype_name(t);
+  }
+}
+
+// A file's ffn_down of a unit type (no ffn_down_t in it) transposes for the sparse path: rows of
+// the same type where strata writes it and the rows are whole blocks, else Q8_0, each neuron's
+// row the file's column within that type's rounding.
+TEST(UnitTypes, DownProjectionsTransposeForTheSparsePath) {
+  const int64_t n_ff = 256, n_embd = 64;
+  for (const DType type : kUnitTypeList) {
+    const std::vector<uint8_t> w = rows_of(type, n_ff, n_embd, false);
+    const MatrixView down{type, w.data(), n_ff, n_embd, row_bytes(type, n_ff)};
+    std::vector<uint8_t> storage;
+    const MatrixView t = transpose_down(down, storage);
+    const bool same = has_unit_quantizer(type) && dtype_info(type).block_size <= n_embd;
+    EXPECT_EQ(t.type, same ? type : DType::Q8_0) << dtype_name(type);
+    ASSERT_EQ(t.rows, n_ff);
+    ASSERT_EQ(t.cols, n_embd);
+    std::vector<float> all(n_ff * n_embd), row(n_embd);
+    for (int64_t r = 0; r < n_embd; ++r) dequantize_row(type, down.row(r), &all[r * n_ff], n_ff);
+    double err = 0, norm = 0;
+    for (int64_t c = 0; c < n_ff; ++c) {
+      dequantize_row(t.type, t.row(c), row.data(), n_embd);
+      for (int64_t r = 0; r < n_embd; ++r) {
+        const double want = all[r * n_ff + c];
+        err += (row[r] - want) * (row[r] - want), norm += want * want;
+      }
+    }
+    EXPECT_LT(std::sqrt(err / norm), same ? 0.12 : 0.01) << dtype_name(type);
   }
 }
 

@@ -9,8 +9,9 @@
 namespace strata {
 
 DType transposed_down_type(const MatrixView& down) {
-  const uint64_t block = dtype_info(down.type).block_size;
-  if (static_cast<uint64_t>(down.rows) % block == 0) return down.type;
+  const DTypeInfo& info = dtype_info(down.type);
+  if (info.quantize != nullptr && static_cast<uint64_t>(down.rows) % info.block_size == 0)
+    return down.type;
   return static_cast<uint64_t>(down.rows) % kQK == 0 ? DType::Q8_0 : DType::F16;
 }
 
@@ -52,14 +53,11 @@ MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage)
                           static_cast<size_t>(elem));
       break;
     }
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: {
-      // The whole matrix as floats once (n_embd x n_ff), then one quantized row per neuron.
+    default: {
+      // Every other type strata reads: the whole matrix as floats once (n_embd x n_ff), then
+      // one quantized row per neuron.
+      if (dtype_info(down.type).dequantize == nullptr)
+        fail("cannot transpose a {} down projection", dtype_name(down.type));
       std::vector<float> all(static_cast<size_t>(n_embd * n_ff)), col(static_cast<size_t>(n_embd));
       for (int64_t r = 0; r < n_embd; ++r)
         dequantize_row(down.type, down.row(r), all.data() + r * n_ff, n_ff);
@@ -70,8 +68,6 @@ MatrixView transpose_down(const MatrixView& down, std::vector<uint8_t>& storage)
       }
       break;
     }
-    default:
-      fail("cannot transpose a {} down projection", dtype_name(down.type));
   }
   return t;
 }

@@ -260,6 +260,16 @@ struct UnitQuant<DType::TQ2_0> {
   }
 };
 
+// Values 32u..32u+31 of codes of `bits` bits packed from the low bits up (value i in bits
+// i * bits .. of the bytes), each mapped through `map`.
+template <class Map>
+STRATA_HD inline void unpack_packed(const uint8_t* qs, int u, int bits, int8_t* q, Map map) {
+  for (int j = 0; j < 32; ++j) {
+    const int at = (32 * u + j) * bits;
+    q[j] = static_cast<int8_t>(map((qs[at / 8] >> (at % 8)) & ((1 << bits) - 1)));
+  }
+}
+
 // Q1_0: value j is +1 where bit j % 8 of qs[j / 8] is set, else -1 (ggml: d or -d).
 template <>
 struct UnitQuant<DType::Q1_0> {
@@ -269,10 +279,7 @@ struct UnitQuant<DType::Q1_0> {
   static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int u, int8_t* q, float& d, float& m, const H& half) {
-    for (int j = 0; j < 32; ++j) {
-      const int i = 32 * u + j;
-      q[j] = ((b.qs[i / 8] >> (i % 8)) & 1) ? 1 : -1;
-    }
+    unpack_packed(b.qs, u, 1, q, [](int v) { return v != 0 ? 1 : -1; });
     d = half(b.d), m = 0.0f;
   }
 };
@@ -286,10 +293,7 @@ struct UnitQuant<DType::Q2_0> {
   static constexpr ActivationForm kInput = ActivationForm::Q8_0;
   template <class H>
   STRATA_HD static void unit(const Block& b, int u, int8_t* q, float& d, float& m, const H& half) {
-    for (int j = 0; j < 32; ++j) {
-      const int i = 32 * u + j;
-      q[j] = static_cast<int8_t>(((b.qs[i / 4] >> (2 * (i % 4))) & 3) - 1);
-    }
+    unpack_packed(b.qs, u, 2, q, [](int v) { return v - 1; });
     d = half(b.d), m = 0.0f;
   }
 };

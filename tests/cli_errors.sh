@@ -68,8 +68,13 @@ expect_error "is gelu" "$strata" logits -m "$work/falcon.gguf" --tokens 1,2 --ff
 "$strata" synth --arch opt --ctx 32 -o "$work/opt.gguf" >/dev/null
 expect_error "more than the 32 positions" "$strata" logits -m "$work/opt.gguf" \
   --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33
-# strata quantize: an unknown mixture, an input that is already quantized, a missing input.
+# strata quantize: an unknown mixture, a bad --tensor-type pattern or type, an input that is
+# already quantized, a missing input.
 expect_error "unknown quantization type 'Q4_K_X'" "$strata" quantize "$model" "$work/q.gguf" Q4_K_X
+expect_error "the pattern is not a regular expression" \
+  "$strata" quantize --tensor-type "ffn_(down=q5_0" "$model" "$work/q.gguf" Q4_K_M
+expect_error "'iq2_xxs' is not a type strata writes" \
+  "$strata" quantize --output-tensor-type iq2_xxs "$model" "$work/q.gguf" Q4_K_M
 "$strata" quantize "$model" "$work/q4km.gguf" Q4_K_M -t 2 >/dev/null
 expect_error "is already Q4_K: strata quantize reads F32, F16 or BF16" \
   "$strata" quantize "$work/q4km.gguf" "$work/q2.gguf" Q2_K

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "core/error.h"
 #include "format/gguf.h"
 #include "model/model.h"
 #include "offline/bundle.h"
@@ -214,6 +215,37 @@ TEST(QuantRecipe, ThirtyTwoValueAndIq4Recipes) {
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::MXFP4_MOE, stack, 4096, o), DType::MXFP4);
   EXPECT_EQ(t(QuantRecipe::MXFP4_MOE, TensorRole::AttnQ, 3, o), DType::Q8_0);
   EXPECT_EQ(t(QuantRecipe::MXFP4_MOE, TensorRole::Output, -1, o), DType::Q8_0);
+}
+
+// llama-quantize's manual choices, in its order: the output and token-embedding types as given
+// (no fallback), then the first --tensor-type pattern found in the name (with the fallback),
+// only where the recipe quantizes; 1-D tensors untouched.
+TEST(QuantRecipe, ManualTypesAsLlamaQuantize) {
+  const RecipeOptions o{.n_layer = 8};
+  TypeOverrides v;
+  v.output = DType::Q8_0;
+  v.token_embedding = DType::Q5_1;
+  add_tensor_type_override(v, "FFN_down=q5_0");  // lower-cased, as llama-quantize does
+  add_tensor_type_override(v, "blk\\.[0-3]\\..*=q8_0");
+  add_tensor_type_override(v, "ffn=iq4_xs");  // never reached for ffn_down: first match wins
+  auto t = [&](const char* name, int64_t cols = 4096, QuantRecipe r = QuantRecipe::Q4_K_M) {
+    return tensor_type_with_overrides(r, name, 2, cols, o, v);
+  };
+  EXPECT_EQ(t("output.weight"), DType::Q8_0);
+  EXPECT_EQ(t("token_embd.weight", 100), DType::Q5_1);  // as given, even where rows do not fit
+  EXPECT_EQ(t("blk.5.ffn_down.weight"), DType::Q5_0);
+  EXPECT_EQ(t("blk.2.attn_q.weight"), DType::Q8_0);
+  EXPECT_EQ(t("blk.5.ffn_up.weight"), DType::IQ4_XS);
+  EXPECT_EQ(t("blk.5.ffn_up.weight", 640), DType::IQ4_NL);  // the fallback still applies
+  EXPECT_EQ(t("blk.5.attn_q.weight"), DType::Q4_K);         // no pattern: the mixture
+  EXPECT_EQ(t("blk.5.ffn_up.weight", 4096, QuantRecipe::F16), DType::F16);  // not quantized
+  EXPECT_EQ(tensor_type_with_overrides(QuantRecipe::Q4_K_M, "blk.0.ffn_norm.weight", 1, 4096, o, v),
+            DType::F32);
+  TypeOverrides bad;
+  EXPECT_THROW(add_tensor_type_override(bad, "ffn_(down=q5_0"), Error);
+  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down=iq2_xxs"), Error);
+  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down"), Error);
+  EXPECT_THROW(add_tensor_type_override(bad, "=q8_0"), Error);
 }
 
 TEST(QuantRecipe, RowsThatAreNotWholeBlocksFallBack) {

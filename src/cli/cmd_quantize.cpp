@@ -1,7 +1,9 @@
 // strata quantize IN OUT TYPE: llama-quantize's command for strata's types and mixtures.
 #include <fmt/format.h>
 
+#include <fstream>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
@@ -21,6 +23,21 @@ std::string type_counts(const QuantizeReport& r) {
   return s;
 }
 
+// The flags' manual type choices (parsing only: the rules are offline/type_overrides.cpp).
+TypeOverrides type_overrides(const std::string& output, const std::string& embedding,
+                             const std::vector<std::string>& specs, const std::string& file) {
+  TypeOverrides o;
+  if (!output.empty()) o.output = writable_type(output, "--output-tensor-type");
+  if (!embedding.empty()) o.token_embedding = writable_type(embedding, "--token-embedding-type");
+  for (const std::string& s : specs) add_tensor_type_override(o, s);
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) fail("--tensor-type-file: cannot open '{}'", file);
+    for (std::string word; in >> word;) add_tensor_type_override(o, word);  // as llama-quantize
+  }
+  return o;
+}
+
 }  // namespace
 
 Command add_quantize_command(CLI::App& app) {
@@ -30,6 +47,8 @@ Command add_quantize_command(CLI::App& app) {
     std::string in, out, type;
     bool pure = false, keep_predictors_f16 = false, quantize_predictors = false;
     int threads = 0;
+    std::string output_type, embedding_type, tensor_type_file;
+    std::vector<std::string> tensor_types;
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("input", o->in, "GGUF model with F32, F16 or BF16 weights")->required();
@@ -44,6 +63,16 @@ Command add_quantize_command(CLI::App& app) {
       ->excludes("--keep-predictors-f16");
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_option("--output-tensor-type", o->output_type, "Type of output.weight (as it is)");
+  cmd->add_option("--token-embedding-type", o->embedding_type,
+                  "Type of token_embd.weight (as it is)");
+  cmd->add_option("--tensor-type", o->tensor_types,
+                  "PATTERN=TYPE: tensors whose name matches the regular expression get TYPE "
+                  "(first match wins; repeatable), as llama-quantize")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--tensor-type-file", o->tensor_type_file,
+                  "A file of PATTERN=TYPE words (whitespace-separated), as --tensor-type");
   return {cmd, [o] {
             const auto recipe = quant_recipe_from_name(o->type);
             if (!recipe)
@@ -54,6 +83,8 @@ Command add_quantize_command(CLI::App& app) {
             q.recipe = *recipe;
             q.pure = o->pure;
             q.quantize_predictors = o->quantize_predictors;
+            q.overrides = type_overrides(o->output_type, o->embedding_type, o->tensor_types,
+                                         o->tensor_type_file);
             q.threads =
                 o->threads > 0 ? o->threads : static_cast<int>(std::thread::hardware_concurrency());
             ProgressBar bar("quantize");

@@ -124,6 +124,8 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   }
 }
 
+}  // namespace
+
 // llama-quantize's fallback for a row that is not whole blocks of the type (llama-quant.cpp,
 // tensor_type_fallback), then F16 where the fallback does not fit either.
 DType fit_row(DType type, int64_t row_length) {
@@ -156,8 +158,6 @@ DType fit_row(DType type, int64_t row_length) {
   }
   return fits(fallback) ? fallback : DType::F16;
 }
-
-}  // namespace
 
 std::optional<QuantRecipe> quant_recipe_from_name(std::string_view name) {
   for (const auto& i : kRecipes)

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "model/arch/architecture.h"
@@ -92,5 +93,28 @@ struct RecipeOptions {
 // Q8_0; IQ4_XS -> IQ4_NL; then F16 where that does not fit either).
 DType recipe_tensor_type(QuantRecipe r, const TensorName& t, int64_t row_length,
                          const RecipeOptions& o);
+
+// llama-quantize's fallback for rows of row_length values that are not whole blocks of `type`
+// (see recipe_tensor_type): the type itself where they are.
+DType fit_row(DType type, int64_t row_length);
+
+// llama-quantize's manual choices: --output-tensor-type and --token-embedding-type (taken as
+// they are, no fallback), --tensor-type PATTERN=TYPE (the first pattern found anywhere in the
+// tensor's name, as std::regex_search finds it, replaces the mixture's choice; rows that are not
+// whole blocks of it fall back). Patterns are kept lower-case as llama-quantize keeps them.
+struct TypeOverrides {
+  std::optional<DType> output, token_embedding;
+  std::vector<std::pair<std::string, DType>> patterns;
+};
+// A type strata can write, by llama.cpp's name in any case (fails naming `what`, the flag).
+DType writable_type(const std::string& name, const std::string& what);
+// Parses "PATTERN=TYPE" into overrides (fails naming a bad pattern or type; TYPE must be one
+// strata writes).
+void add_tensor_type_override(TypeOverrides& o, const std::string& spec);
+// The type of tensor `name` (n_dims dimensions, rows of row_length values) under the recipe and
+// the overrides, in llama-quantize's order; 1-D tensors and routers are the recipe's (F32).
+DType tensor_type_with_overrides(QuantRecipe r, const std::string& name, size_t n_dims,
+                                 int64_t row_length, const RecipeOptions& o,
+                                 const TypeOverrides& overrides);
 
 }  // namespace strata

@@ -73,7 +73,8 @@ bool is_bundles(const std::string& name) {
 // The output type of one tensor; fails for weights that are already quantized to another type.
 DType output_type(const QuantizeOptions& o, const GgufTensorInfo& t, const RecipeOptions& ro) {
   const TensorName name = classify_tensor(t.name, t.dims.size());
-  const DType want = recipe_tensor_type(o.recipe, name, t.dims[0], ro);
+  const DType want =
+      tensor_type_with_overrides(o.recipe, t.name, t.dims.size(), t.dims[0], ro, o.overrides);
   if (t.type == want) return want;
   // 1-D tensors and a mixture's router are copied as they are (llama-quantize's rule).
   if (name.role == TensorRole::Vector || name.role == TensorRole::Router) return t.type;

@@ -19,6 +19,7 @@ struct QuantizeOptions {
   bool pure = false;
   bool quantize_predictors = false;
   int threads = 1;
+  TypeOverrides overrides = {};  // --output-tensor-type, --token-embedding-type, --tensor-type
 };
 
 struct QuantizeReport {

@@ -16,12 +16,7 @@ namespace {
 template <DType T>
 void dequantize_units(const void* src, float* dst, int64_t n) {
   const auto* row = static_cast<const uint8_t*>(src);
-  int8_t q[kUnitValues];
-  for (int64_t u = 0; u < n / kUnitValues; ++u) {
-    float d = 0, m = 0;
-    row_unit<T>(row, u, q, d, m);
-    for (int j = 0; j < kUnitValues; ++j) dst[u * kUnitValues + j] = unit_value<T>(q[j], d, m);
-  }
+  for (int64_t u = 0; u < n / kUnitValues; ++u) row_unit_values<T>(row, u, dst + u * kUnitValues);
 }
 
 // The block's minimum and maximum.

@@ -3,7 +3,8 @@
 // to 32 int8 quants q, a float scale d and, for types with a minimum, a float offset m:
 //   x_i = d * q_i          (kHasMin false)      x_i = d * q_i + m     (kHasMin true)
 // which is, value for value, how llama.cpp v0.5.0 dequantizes them (ggml-quants.c): Q4_1, Q5_0,
-// Q5_1, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0, Q1_0, Q2_0. A dot product with Q8_0 activations is
+// Q5_1, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0, Q1_0, Q2_0 and the lattice types of iq_quants.h
+// (IQ2_*, IQ3_*, IQ1_*). A dot product with Q8_0 activations is
 // then exact integer math per unit and one float expression (`unit_term`), added into four chains
 // (unit u into chain u % 4) that are summed (c0 + c1) + (c2 + c3) at the end: every kernel, scalar
 // or SIMD, follows that order, so they agree bit for bit. A new type of this shape is one UnitQuant
@@ -19,6 +20,7 @@
 #include "core/host_device.h"
 #include "tensor/dtype.h"
 #include "tensor/half.h"
+#include "tensor/iq_quants.h"
 
 namespace strata {
 
@@ -314,11 +316,44 @@ STRATA_HD inline void row_unit(const uint8_t* row, int64_t u, int8_t* q, float& 
   U::unit(b, static_cast<int>(u % per_block), q, d, m, half);
 }
 
+// Types that scale the two 16-value halves of a unit apart (IQ2_XS, IQ2_S, IQ1_M): unit()'s d and
+// scale() are the first half's, d_hi() and scale_hi() the second's.
+template <DType T>
+inline constexpr bool kSplitScale = requires {
+  UnitQuant<T>::kSplitScale;
+};
+template <DType T, class H>
+STRATA_HD inline float unit_d_hi(const typename UnitQuant<T>::Block& b, int u, float d,
+                                 const H& half) {
+  if constexpr (kSplitScale<T>) return UnitQuant<T>::d_hi(b, u, half);
+  return d;
+}
+template <DType T>
+STRATA_HD inline int unit_scale_hi(const typename UnitQuant<T>::Block& b, int u) {
+  if constexpr (kSplitScale<T>) return UnitQuant<T>::scale_hi(b, u);
+  return UnitQuant<T>::scale(b, u);
+}
+
 // One decoded value, as ggml's dequantization computes it (no fused multiply-add).
 template <DType T>
 STRATA_HD inline float unit_value(int8_t q, float d, float m) {
   if constexpr (UnitQuant<T>::kHasMin) return d * static_cast<float>(q) + m;
   return d * static_cast<float>(q);
+}
+
+// The 32 values of unit u of a row, as ggml's dequantization computes them.
+template <DType T, class H = F16Half>
+STRATA_HD inline void row_unit_values(const uint8_t* row, int64_t u, float* v,
+                                      const H& half = H()) {
+  using U = UnitQuant<T>;
+  constexpr int per_block = U::kBlockValues / kUnitValues;
+  const auto& b = *reinterpret_cast<const typename U::Block*>(
+      row + static_cast<uint64_t>(u / per_block) * sizeof(typename U::Block));
+  int8_t q[kUnitValues];
+  float d = 0, m = 0;
+  U::unit(b, static_cast<int>(u % per_block), q, d, m, half);
+  const float d_hi = unit_d_hi<T>(b, static_cast<int>(u % per_block), d, half);
+  for (int j = 0; j < kUnitValues; ++j) v[j] = unit_value<T>(q[j], j < 16 ? d : d_hi, m);
 }
 
 // One unit's share of a dot product with Q8_0 activations (scale dx), from the exact integer
@@ -355,9 +390,10 @@ STRATA_HD inline float sum_chains(const float* c) {
 }  // namespace
 
 // The unit types in kernel-table order (unit_slot), and their number.
-inline constexpr DType kUnitTypeList[] = {DType::Q4_1,   DType::Q5_0,  DType::Q5_1,  DType::IQ4_NL,
-                                          DType::IQ4_XS, DType::MXFP4, DType::TQ1_0, DType::TQ2_0,
-                                          DType::Q1_0,   DType::Q2_0};
+inline constexpr DType kUnitTypeList[] = {
+    DType::Q4_1,  DType::Q5_0,    DType::Q5_1,  DType::IQ4_NL, DType::IQ4_XS,  DType::MXFP4,
+    DType::TQ1_0, DType::TQ2_0,   DType::Q1_0,  DType::Q2_0,   DType::IQ2_XXS, DType::IQ2_XS,
+    DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,  DType::IQ1_M};
 inline constexpr int kUnitTypes = sizeof(kUnitTypeList) / sizeof(kUnitTypeList[0]);
 // -1 for a type that is not a unit type.
 inline int unit_slot(DType t) {
@@ -393,6 +429,20 @@ inline void with_unit_type(DType t, F&& f) {
       return f.template operator()<DType::Q1_0>();
     case DType::Q2_0:
       return f.template operator()<DType::Q2_0>();
+    case DType::IQ2_XXS:
+      return f.template operator()<DType::IQ2_XXS>();
+    case DType::IQ2_XS:
+      return f.template operator()<DType::IQ2_XS>();
+    case DType::IQ2_S:
+      return f.template operator()<DType::IQ2_S>();
+    case DType::IQ3_XXS:
+      return f.template operator()<DType::IQ3_XXS>();
+    case DType::IQ3_S:
+      return f.template operator()<DType::IQ3_S>();
+    case DType::IQ1_S:
+      return f.template operator()<DType::IQ1_S>();
+    case DType::IQ1_M:
+      return f.template operator()<DType::IQ1_M>();
     default:
       return;
   }

@@ -49,16 +49,14 @@ STRATA_HD inline uint16_t read_u16(const uint8_t* p) {
 template <DType T>
 struct Decode {
   STRATA_HD static void unit(const uint8_t* row, int64_t u, float* v) {
-    int8_t q[kUnitValues];
-    float d = 0, m = 0;
-    row_unit<T>(row, u / 2, q, d, m);
-    for (int i = 0; i < kUnit; ++i) v[i] = unit_value<T>(q[(u % 2) * kUnit + i], d, m);
+    float all[kUnitValues];
+    row_unit_values<T>(row, u / 2, all);
+    for (int i = 0; i < kUnit; ++i) v[i] = all[(u % 2) * kUnit + i];
   }
   STRATA_HD static float value(const uint8_t* row, int64_t j) {
-    int8_t q[kUnitValues];
-    float d = 0, m = 0;
-    row_unit<T>(row, j / kUnitValues, q, d, m);
-    return unit_value<T>(q[j % kUnitValues], d, m);
+    float all[kUnitValues];
+    row_unit_values<T>(row, j / kUnitValues, all);
+    return all[j % kUnitValues];
   }
 };
 

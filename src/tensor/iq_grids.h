@@ -87,7 +87,7 @@ STRATA_HD inline uint16_t iq_grid_code(IqGrid g, int i) {
 
 // Byte j of a grid entry as the int8 ggml stores: IQ2 levels 8, 25, 43; IQ1 levels -1, 0, 1;
 // IQ3_XXS levels 4, 12, .., 52, 62; IQ3_S levels 1, 3, .., 15.
-STRATA_HD inline int8_t iq_grid_level(IqGrid g, int code) {
+STRATA_HD constexpr int8_t iq_grid_level(IqGrid g, int code) {
   switch (g) {
     case IqGrid::IQ2XXS:
     case IqGrid::IQ2XS:
@@ -111,7 +111,7 @@ STRATA_HD inline int8_t iq_grid_value(IqGrid g, int entry, int j) {
 }
 
 // ggml's sign byte of 7 stored sign bits: the eighth makes the count of minus signs even.
-STRATA_HD inline uint8_t iq_signs7(uint32_t bits7) {
+STRATA_HD constexpr uint8_t iq_signs7(uint32_t bits7) {
   uint32_t p = bits7 & 127;
   p ^= p >> 4, p ^= p >> 2, p ^= p >> 1;
   return static_cast<uint8_t>((bits7 & 127) | ((p & 1) << 7));
@@ -119,12 +119,15 @@ STRATA_HD inline uint8_t iq_signs7(uint32_t bits7) {
 
 #if !defined(__CUDACC__)
 // A grid's entries as the bytes ggml stores (little-endian words), for SIMD loads.
-template <IqGrid G, int N>
-constexpr std::array<uint64_t, N> iq_grid_expand() {
+template <size_t N>
+constexpr std::array<uint64_t, N> iq_grid_expand(IqGrid g, const uint16_t (&codes)[N]) {
+  const int bits = iq_grid_width(g) == 4 ? 3 : 2;
   std::array<uint64_t, N> out{};
-  for (int i = 0; i < N; ++i)
-    for (int j = 0; j < iq_grid_width(G); ++j)
-      out[i] |= uint64_t{static_cast<uint8_t>(iq_grid_value(G, i, j))} << (8 * j);
+  for (size_t i = 0; i < N; ++i)
+    for (int j = 0; j < iq_grid_width(g); ++j) {
+      const int code = (codes[i] >> (bits * j)) & ((1 << bits) - 1);
+      out[i] |= uint64_t{static_cast<uint8_t>(iq_grid_level(g, code))} << (8 * j);
+    }
   return out;
 }
 #endif

@@ -268,6 +268,48 @@ TEST(Gemma4Tokenizer, MergesByRankOverCharactersWithByteFallback) {
   EXPECT_EQ(tok->encode("ab", true), (std::vector<int32_t>{1, 5}));
 }
 
+// BERT's WordPiece ("bert"): lowercase, accents stripped (NFD), punctuation and CJK ideographs
+// their own words, the longest vocabulary entries first (word starts with U+2581), a word with a
+// piece outside the vocabulary the unknown token; [CLS] and [SEP] around it with add_special.
+TEST(WordPieceTokenizer, LongestPiecesOfNormalizedWords) {
+  const std::string path = strata::testing::temp_file("bert_tiny.gguf");
+  const std::string sp = "\xe2\x96\x81";
+  {
+    GgufWriter w(path);
+    const std::vector<std::pair<std::string, int32_t>> vocab = {{"[PAD]", 3},
+                                                                {"[UNK]", 3},
+                                                                {"[CLS]", 3},
+                                                                {"[SEP]", 3},
+                                                                {sp + "hello", 1},
+                                                                {sp + "he", 1},
+                                                                {"llo", 1},
+                                                                {sp + "world", 1},
+                                                                {sp + "!", 1},
+                                                                {sp + "apfel", 1},
+                                                                {sp + "\xe4\xb8\xad", 1},
+                                                                {sp + "x", 1}};
+    std::vector<GgufValue> tokens, types;
+    for (const auto& [text, type] : vocab) {
+      tokens.push_back(GgufValue::str(text));
+      types.push_back(GgufValue::i32(type));
+    }
+    w.set("tokenizer.ggml.model", GgufValue::str("bert"));
+    w.set("tokenizer.ggml.tokens", GgufValue::array(GgufType::String, tokens));
+    w.set("tokenizer.ggml.token_type", GgufValue::array(GgufType::I32, types));
+    w.set("tokenizer.ggml.unknown_token_id", GgufValue::u32(1));
+    w.set("tokenizer.ggml.cls_token_id", GgufValue::u32(2));
+    w.set("tokenizer.ggml.seperator_token_id", GgufValue::u32(3));
+    w.finish();
+  }
+  const auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
+  EXPECT_EQ(tok->encode("Hello  WORLD!", false), (std::vector<int32_t>{4, 7, 8}));
+  // "hexllo" has no piece for "xllo": the whole word is [UNK]; "\xc3\x84pfel" is "apfel".
+  EXPECT_EQ(tok->encode("hexllo \xc3\x84pfel", false), (std::vector<int32_t>{1, 9}));
+  EXPECT_EQ(tok->encode("x\xe4\xb8\xadx", false), (std::vector<int32_t>{11, 10, 11}));
+  EXPECT_EQ(tok->encode("hello", true), (std::vector<int32_t>{2, 4, 3}));
+  EXPECT_EQ(tok->decode(tok->encode("hello world", false)), " hello world");
+}
+
 TEST(SpmTokenizer, UsesByteFallbackForUnseenCharacters) {
   const auto f = GgufFile::open(data_file("spm-tokenizer.gguf"));
   const auto tok = Tokenizer::from_gguf(*f);

@@ -71,7 +71,7 @@ bool default_add_bos(std::string_view model, std::string_view pre) {
 }
 
 bool tokenizer_supported(std::string_view model) {
-  return model == "llama" || model == "gpt2" || model == "gemma4";
+  return model == "llama" || model == "gpt2" || model == "gemma4" || model == "bert";
 }
 
 namespace {
@@ -113,8 +113,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
   if (model == "llama") return make_spm_tokenizer(f);
   if (model == "gpt2") return make_bpe_tokenizer(f);
   if (model == "gemma4") return make_gemma4_tokenizer(f);
+  if (model == "bert") return make_wpm_tokenizer(f);
   if (model.empty()) fail("'{}' has no tokenizer (tokenizer.ggml.model is missing)", f.path());
-  fail("'{}' has tokenizer model '{}'; strata supports: llama, gpt2, gemma4", f.path(), model);
+  fail("'{}' has tokenizer model '{}'; strata supports: llama, gpt2, gemma4, bert", f.path(),
+       model);
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,

@@ -2,6 +2,7 @@
 //   model "llama": SentencePiece BPE with scores and <0xXX> byte fallback (tokenizer_spm.cpp)
 //   model "gpt2":  byte-level BPE with merges and the GPT-2 pre-tokenizer (tokenizer_bpe.cpp)
 //   model "gemma4": BPE with merges over UTF-8 characters, spaces as U+2581 (tokenizer_gemma4.cpp)
+//   model "bert":  WordPiece, longest vocabulary entries first (tokenizer_wpm.cpp)
 #pragma once
 
 #include <cstdint>
@@ -87,6 +88,7 @@ class Tokenizer {
 std::unique_ptr<Tokenizer> make_spm_tokenizer(const GgufFile& file);
 std::unique_ptr<Tokenizer> make_bpe_tokenizer(const GgufFile& file);
 std::unique_ptr<Tokenizer> make_gemma4_tokenizer(const GgufFile& file);
+std::unique_ptr<Tokenizer> make_wpm_tokenizer(const GgufFile& file);
 
 // A byte token's value: its text must be exactly "<0xHH>" (two hex digits). The value indexes
 // a 256-entry byte table, so anything else in a file is refused, not parsed leniently.

@@ -8,6 +8,14 @@ namespace {
 struct CodepointRange {
   uint32_t first, last;
 };
+struct CodepointMap {
+  uint32_t from, to;
+};
+struct CodepointRangeMap {
+  uint32_t first, last, to;
+};
+#include "model/unicode_lowercase.inc"
+#include "model/unicode_nfd.inc"
 #include "model/unicode_tables.inc"
 
 template <size_t N>
@@ -32,6 +40,24 @@ bool is_punctuation(uint32_t cp) {
 }
 bool is_mark(uint32_t cp) {
   return in_ranges(kMarkRanges, cp);
+}
+bool is_control(uint32_t cp) {
+  return in_ranges(kControlRanges, cp);
+}
+
+uint32_t to_lower(uint32_t cp) {
+  const auto it = std::lower_bound(std::begin(kLowercase), std::end(kLowercase), cp,
+                                   [](const CodepointMap& m, uint32_t v) { return m.from < v; });
+  return it != std::end(kLowercase) && it->from == cp ? it->to : cp;
+}
+
+uint32_t nfd_first(uint32_t cp) {
+  const auto it =
+      std::upper_bound(std::begin(kNfdFirst), std::end(kNfdFirst), cp,
+                       [](uint32_t v, const CodepointRangeMap& r) { return v < r.first; });
+  if (it == std::begin(kNfdFirst)) return cp;
+  const auto& r = *std::prev(it);
+  return cp <= r.last ? r.to : cp;
 }
 
 std::vector<Utf8Char> split_utf8(std::string_view s) {

@@ -23,5 +23,10 @@ bool is_number(uint32_t cp);       // \p{N}
 bool is_space(uint32_t cp);        // \s
 bool is_punctuation(uint32_t cp);  // \p{P}
 bool is_mark(uint32_t cp);         // \p{M}
+bool is_control(uint32_t cp);      // \p{Cc}, \p{Cf}, \p{Co}, \p{Cs}
+// Unicode's simple lowercase mapping, and the first code point of the NFD decomposition (what
+// llama.cpp's WordPiece normalizer reads; unicode_lowercase.inc, unicode_nfd.inc).
+uint32_t to_lower(uint32_t cp);
+uint32_t nfd_first(uint32_t cp);
 
 }  // namespace strata

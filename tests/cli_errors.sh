@@ -69,7 +69,7 @@ expect_error "is gelu" "$strata" logits -m "$work/falcon.gguf" --tokens 1,2 --ff
 expect_error "more than the 32 positions" "$strata" logits -m "$work/opt.gguf" \
   --tokens 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33
 # strata quantize: an unknown mixture, a bad --tensor-type pattern or type, an input that is
-# already quantized, a missing input.
+# already quantized, a missing input, a missing or malformed --imatrix.
 expect_error "unknown quantization type 'Q4_K_X'" "$strata" quantize "$model" "$work/q.gguf" Q4_K_X
 expect_error "the pattern is not a regular expression" \
   "$strata" quantize --tensor-type "ffn_(down=q5_0" "$model" "$work/q.gguf" Q4_K_M
@@ -79,6 +79,10 @@ expect_error "'iq2_xxs' is not a type strata writes" \
 expect_error "is already Q4_K: strata quantize reads F32, F16 or BF16" \
   "$strata" quantize "$work/q4km.gguf" "$work/q2.gguf" Q2_K
 expect_error "cannot open" "$strata" quantize "$work/none.gguf" "$work/q2.gguf" Q2_K
+expect_error "cannot open" "$strata" quantize --imatrix "$work/none.dat" "$model" "$work/q2.gguf" Q2_K
+printf 'junk' >"$work/junk.dat"
+expect_error "legacy imatrix file ends inside" \
+  "$strata" quantize --imatrix "$work/junk.dat" "$model" "$work/q2.gguf" Q2_K
 [ ! -e "$work/q2.gguf" ] && [ ! -e "$work/q2.gguf.tmp" ] ||
   { echo "FAIL: a failed quantize left an output file"; failures=$((failures + 1)); }
 # K-quant files: a row that is not whole super-blocks, a super-block cut off by the file's end.

@@ -47,7 +47,7 @@ Command add_quantize_command(CLI::App& app) {
     std::string in, out, type;
     bool pure = false, keep_predictors_f16 = false, quantize_predictors = false;
     int threads = 0;
-    std::string output_type, embedding_type, tensor_type_file;
+    std::string output_type, embedding_type, tensor_type_file, imatrix;
     std::vector<std::string> tensor_types;
   };
   auto o = std::make_shared<Options>();
@@ -73,6 +73,9 @@ Command add_quantize_command(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--tensor-type-file", o->tensor_type_file,
                   "A file of PATTERN=TYPE words (whitespace-separated), as --tensor-type");
+  cmd->add_option("--imatrix", o->imatrix,
+                  "llama-imatrix's importance matrix (GGUF or legacy .dat): the K-quants weigh "
+                  "each value's rounding error by its column's importance");
   return {cmd, [o] {
             const auto recipe = quant_recipe_from_name(o->type);
             if (!recipe)
@@ -85,15 +88,18 @@ Command add_quantize_command(CLI::App& app) {
             q.quantize_predictors = o->quantize_predictors;
             q.overrides = type_overrides(o->output_type, o->embedding_type, o->tensor_types,
                                          o->tensor_type_file);
+            q.imatrix = o->imatrix;
             q.threads =
                 o->threads > 0 ? o->threads : static_cast<int>(std::thread::hardware_concurrency());
             ProgressBar bar("quantize");
             const QuantizeReport r =
                 quantize_model(q, [&](uint64_t done, uint64_t total) { bar.update(done, total); });
             bar.finish();
-            fmt::print("wrote {} ({}): {:.1f} -> {:.1f} MB, {} tensors: {}\n", o->out,
+            fmt::print("wrote {} ({}): {:.1f} -> {:.1f} MB, {} tensors: {}{}\n", o->out,
                        quant_recipe_name(*recipe), r.input_bytes / 1e6, r.output_bytes / 1e6,
-                       r.tensors, type_counts(r));
+                       r.tensors, type_counts(r),
+                       q.imatrix.empty() ? std::string()
+                                         : fmt::format("; {} weighted by the imatrix", r.weighted));
             return 0;
           }};
 }

@@ -1,5 +1,7 @@
 #include "offline/quantize.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <memory>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "format/gguf.h"
 #include "format/gguf_writer.h"
+#include "format/imatrix_file.h"
 #include "model/config.h"
 #include "tensor/quantize.h"
 #include "tiers/bundle_layout.h"
@@ -64,7 +67,23 @@ struct TensorJob {
   DType type;          // output type (for bundles: of their rows)
   uint64_t out_bytes;  // output tensor bytes
   bool bundles = false;
+  std::vector<float> importance = {};  // per column (per expert and column), or empty
 };
+
+// The imatrix's importance of a tensor about to be quantized to `to`, checked against its shape
+// (one row of columns per matrix, or per expert of a stacked tensor); empty where the file has
+// none for it or the type's quantizer takes none.
+std::vector<float> tensor_importance(const Imatrix& m, const GgufTensorInfo& t, DType to) {
+  if (dtype_info(to).quantize_importance == nullptr || t.type == to) return {};
+  std::vector<float> v = m.importance(t.name);
+  if (v.empty()) return v;
+  const auto cols = static_cast<uint64_t>(t.dims[0]);
+  const uint64_t experts = t.dims.size() == 3 ? static_cast<uint64_t>(t.dims[2]) : 1;
+  if (v.size() != cols && v.size() != cols * experts)
+    fail("imatrix entry '{}' has {} values; the tensor has {} columns{}", t.name, v.size(), cols,
+         experts > 1 ? fmt::format(" and {} experts", experts) : "");
+  return v;
+}
 
 bool is_bundles(const std::string& name) {
   return name.size() > 12 && name.compare(name.size() - 12, 12, ".ffn_bundles") == 0;
@@ -85,20 +104,24 @@ DType output_type(const QuantizeOptions& o, const GgufTensorInfo& t, const Recip
 }
 
 // Rows [r0, r1) of `in` (type `from`, rows of n values) as `to`, through floats.
+// importance (may be null): per column, rows_per_matrix rows to each n-column slice of it.
 void convert_rows(const uint8_t* in, DType from, uint8_t* out, DType to, int64_t n, int64_t r0,
-                  int64_t r1, std::vector<float>& scratch) {
+                  int64_t r1, std::vector<float>& scratch,
+                  const std::vector<float>* importance = nullptr, int64_t rows_per_matrix = 1) {
   scratch.resize(static_cast<size_t>(n));
   const uint64_t in_rb = row_bytes(from, static_cast<uint64_t>(n));
   const uint64_t out_rb = row_bytes(to, static_cast<uint64_t>(n));
+  const int64_t slices = importance ? static_cast<int64_t>(importance->size()) / n : 0;
   for (int64_t r = r0; r < r1; ++r) {
     dequantize_row(from, in + static_cast<uint64_t>(r) * in_rb, scratch.data(), n);
-    quantize_row(to, scratch.data(), out + static_cast<uint64_t>(r) * out_rb, n);
+    const float* w = slices > 0 ? importance->data() + (r / rows_per_matrix) % slices * n : nullptr;
+    quantize_row(to, scratch.data(), out + static_cast<uint64_t>(r) * out_rb, n, w);
   }
 }
 
 // A plain tensor: every row converted, rows split over the pool.
-void convert_tensor(const GgufTensorInfo& t, DType to, std::vector<uint8_t>& out,
-                    ThreadPool& pool) {
+void convert_tensor(const GgufTensorInfo& t, DType to, const std::vector<float>& importance,
+                    std::vector<uint8_t>& out, ThreadPool& pool) {
   const int64_t n = t.dims[0], rows = t.rows();
   out.resize(row_bytes(to, static_cast<uint64_t>(n)) * static_cast<uint64_t>(rows));
   if (t.type == to) {
@@ -107,7 +130,8 @@ void convert_tensor(const GgufTensorInfo& t, DType to, std::vector<uint8_t>& out
   }
   pool.parallel_for(rows, [&](int64_t r0, int64_t r1, int) {
     thread_local std::vector<float> scratch;
-    convert_rows(t.data, t.type, out.data(), to, n, r0, r1, scratch);
+    convert_rows(t.data, t.type, out.data(), to, n, r0, r1, scratch,
+                 importance.empty() ? nullptr : &importance, t.dims.size() > 1 ? t.dims[1] : 1);
   });
 }
 
@@ -159,6 +183,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
   }
 
   refuse_per_tensor_scales(f);
+  const Imatrix imatrix = o.imatrix.empty() ? Imatrix{} : read_imatrix(o.imatrix);
   std::vector<TensorJob> jobs;
   for (const GgufTensorInfo& t : f.tensors()) {
     if (bundled && is_bundles(t.name)) {
@@ -172,7 +197,8 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
     const DType type = output_type(o, t, ro);
     jobs.push_back(
         {&t, type,
-         row_bytes(type, static_cast<uint64_t>(t.dims[0])) * static_cast<uint64_t>(t.rows())});
+         row_bytes(type, static_cast<uint64_t>(t.dims[0])) * static_cast<uint64_t>(t.rows()), false,
+         tensor_importance(imatrix, t, type)});
   }
 
   GgufWriter w(o.output, f.alignment());
@@ -194,6 +220,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
     report.output_bytes += j.out_bytes;
     ++report.tensors;
     ++report.by_type[static_cast<uint32_t>(j.type) % 64];
+    if (!j.importance.empty()) ++report.weighted;
   }
   ThreadPool pool(std::max(1, o.threads));
   std::vector<uint8_t> out;
@@ -202,7 +229,7 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
     if (j.bundles)
       convert_bundles(*j.in, from_bundle, to_bundle, out, pool);
     else
-      convert_tensor(*j.in, j.type, out, pool);
+      convert_tensor(*j.in, j.type, j.importance, out, pool);
     w.write_tensor_data(out);
     in->memory().release(j.in->data, j.in->n_bytes);  // keep only the tensor at work resident
     done += j.in->n_bytes;

@@ -20,12 +20,14 @@ struct QuantizeOptions {
   bool quantize_predictors = false;
   int threads = 1;
   TypeOverrides overrides = {};  // --output-tensor-type, --token-embedding-type, --tensor-type
+  std::string imatrix = {};      // --imatrix: llama-imatrix's file (GGUF or legacy), may be empty
 };
 
 struct QuantizeReport {
   uint64_t input_bytes = 0, output_bytes = 0;  // tensor data
   int64_t tensors = 0;
   int64_t by_type[64] = {};  // tensor count per GGUF type id
+  int64_t weighted = 0;      // tensors quantized with an importance from the imatrix
 };
 
 QuantizeReport quantize_model(const QuantizeOptions& options,

@@ -25,6 +25,10 @@ void kquant_encode(const float* s, void* d, int64_t n) {
   quantize_row_kquant(T, s, d, n);
 }
 template <DType T>
+void kquant_encode_importance(const float* s, void* d, int64_t n, const float* importance) {
+  quantize_row_kquant(T, s, d, n, importance);
+}
+template <DType T>
 void unit_decode(const void* s, float* d, int64_t n) {
   dequantize_row_unit(T, s, d, n);
 }
@@ -34,11 +38,19 @@ void unit_encode(const float* s, void* d, int64_t n) {
 }
 
 constexpr DTypeInfo known(DType t, const char* name, uint32_t block, uint32_t bytes) {
-  return {t, name, block, bytes, false, Form::None, nullptr, nullptr};
+  return {t, name, block, bytes, false, Form::None, nullptr, nullptr, nullptr};
 }
 template <DType T>
 constexpr DTypeInfo kquant(const char* name, uint32_t bytes) {
-  return {T, name, 256, bytes, true, Form::Q8_K, kquant_decode<T>, kquant_encode<T>};
+  return {T,
+          name,
+          256,
+          bytes,
+          true,
+          Form::Q8_K,
+          kquant_decode<T>,
+          kquant_encode<T>,
+          kquant_encode_importance<T>};
 }
 template <DType T>
 constexpr DTypeInfo unit(const char* name, uint32_t block, uint32_t bytes, bool encodes) {
@@ -49,23 +61,26 @@ constexpr DTypeInfo unit(const char* name, uint32_t block, uint32_t bytes, bool 
           true,
           UnitQuant<T>::kInput,
           unit_decode<T>,
-          encodes ? unit_encode<T> : nullptr};
+          encodes ? unit_encode<T> : nullptr,
+          nullptr};
 }
 
 // Every GGUF type of llama.cpp v0.5.0 (ggml.h), with its block layout (ggml-common.h).
 constexpr std::array<DTypeInfo, 35> kTypes = {{
-    {DType::F32, "F32", 1, 4, true, Form::F32, dequantize_row_f32, quantize_row_f32},
-    {DType::F16, "F16", 1, 2, true, Form::F32, dequantize_row_f16, quantize_row_f16},
-    {DType::BF16, "BF16", 1, 2, true, Form::F32, dequantize_row_bf16, quantize_row_bf16},
-    {DType::Q8_0, "Q8_0", 32, 34, true, Form::Q8_0, dequantize_row_q8_0_any, quantize_row_q8_0_any},
-    {DType::Q4_0, "Q4_0", 32, 18, true, Form::Q8_0, dequantize_row_q4_0_any, quantize_row_q4_0_any},
+    {DType::F32, "F32", 1, 4, true, Form::F32, dequantize_row_f32, quantize_row_f32, nullptr},
+    {DType::F16, "F16", 1, 2, true, Form::F32, dequantize_row_f16, quantize_row_f16, nullptr},
+    {DType::BF16, "BF16", 1, 2, true, Form::F32, dequantize_row_bf16, quantize_row_bf16, nullptr},
+    {DType::Q8_0, "Q8_0", 32, 34, true, Form::Q8_0, dequantize_row_q8_0_any, quantize_row_q8_0_any,
+     nullptr},
+    {DType::Q4_0, "Q4_0", 32, 18, true, Form::Q8_0, dequantize_row_q4_0_any, quantize_row_q4_0_any,
+     nullptr},
     kquant<DType::Q2_K>("Q2_K", 84),
     kquant<DType::Q3_K>("Q3_K", 110),
     kquant<DType::Q4_K>("Q4_K", 144),
     kquant<DType::Q5_K>("Q5_K", 176),
     kquant<DType::Q6_K>("Q6_K", 210),
     {DType::Q8_K, "Q8_K", 256, 292, false, Form::None, kquant_decode<DType::Q8_K>,
-     kquant_encode<DType::Q8_K>},
+     kquant_encode<DType::Q8_K>, nullptr},
     unit<DType::Q4_1>("Q4_1", 32, 20, true),
     unit<DType::Q5_0>("Q5_0", 32, 22, true),
     unit<DType::Q5_1>("Q5_1", 32, 24, true),

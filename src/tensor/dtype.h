@@ -66,6 +66,9 @@ struct DTypeInfo {
   // A row of n values (a multiple of block_size) to f32 and back; null where strata has none.
   void (*dequantize)(const void* src, float* dst, int64_t n);
   void (*quantize)(const float* src, void* dst, int64_t n);
+  // The same weighing each value's error by an importance (llama-imatrix's mean squared input
+  // of its column); null where the type's quantizer takes none.
+  void (*quantize_importance)(const float* src, void* dst, int64_t n, const float* importance);
 };
 
 // Returns nothing for an id GGUF files may carry but strata does not know.

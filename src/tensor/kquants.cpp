@@ -2,7 +2,9 @@
 //
 // The quantizers are strata's own (GGUF fixes only the layout): each group's float scale (and
 // min) is chosen by a small search over candidate scales, each refined by least squares for the
-// quants it rounds to, keeping the candidate with the least squared error; then the group
+// quants it rounds to, keeping the candidate with the least squared error (each value's error
+// weighted by its column's importance where an importance matrix is given: the expected square
+// of the input it multiplies, so the error measured is the product's); then the group
 // scales are themselves quantized against the super-block's d (and dmin) and the quants are
 // rounded again with the scales as stored, so the error is measured against what a reader sees.
 #include "tensor/kquants.h"
@@ -44,42 +46,49 @@ struct AsymFit {
   float scale = 0, min = 0;
 };
 
-// The squared error of x ~ s * q - m with q rounded and clamped to [0, nmax].
-double asym_error(const float* x, int n, int nmax, float s, float m) {
+// Value i's weight in a fit: its importance (llama-imatrix's mean squared input of its column)
+// where the quantizer was given one, else 1.
+double weight(const float* w, int i) {
+  return w != nullptr ? double{w[i]} : 1.0;
+}
+
+// The (weighted) squared error of x ~ s * q - m with q rounded and clamped to [0, nmax].
+double asym_error(const float* x, const float* w, int n, int nmax, float s, float m) {
   const float inv = 1.0f / s;
   double err = 0;
   for (int i = 0; i < n; ++i) {
     const int q = std::clamp(nearest((x[i] + m) * inv), 0, nmax);
     const double e = double{s} * q - m - x[i];
-    err += e * e;
+    err += weight(w, i) * e * e;
   }
   return err;
 }
 
-AsymFit fit_asymmetric(const float* x, int n, int nmax) {
+AsymFit fit_asymmetric(const float* x, const float* w, int n, int nmax) {
   float lo = x[0], hi = x[0];
   for (int i = 1; i < n; ++i) lo = std::min(lo, x[i]), hi = std::max(hi, x[i]);
   lo = std::min(lo, 0.0f);
   if (hi <= lo) return {0.0f, -lo};
   AsymFit best{(hi - lo) / static_cast<float>(nmax), -lo};
-  double best_err = asym_error(x, n, nmax, best.scale, best.min);
+  double best_err = asym_error(x, w, n, nmax, best.scale, best.min);
   for (int step = -2; step <= 3; ++step) {
     // Candidate: the range over nmax + step/4 levels, then least squares for its rounding.
     const float s0 = (hi - lo) / (static_cast<float>(nmax) + 0.25f * static_cast<float>(step));
     const float inv = 1.0f / s0;
-    double sq = 0, sqq = 0, sx = 0, sxq = 0;
+    double sw = 0, sq = 0, sqq = 0, sx = 0, sxq = 0;  // weighted least squares
     for (int i = 0; i < n; ++i) {
       const int q = std::clamp(nearest((x[i] - lo) * inv), 0, nmax);
-      sq += q, sqq += double{1.0} * q * q, sx += x[i], sxq += double{x[i]} * q;
+      const double wi = weight(w, i);
+      sw += wi, sq += wi * q, sqq += wi * q * q, sx += wi * x[i], sxq += wi * x[i] * q;
     }
-    const double det = n * sqq - sq * sq;
-    if (det <= 0) continue;
-    double ns = (n * sxq - sx * sq) / det;
-    double nm = (ns * sq - sx) / n;
+    const double det = sw * sqq - sq * sq;
+    if (det <= 0 || sw <= 0) continue;
+    double ns = (sw * sxq - sx * sq) / det;
+    double nm = (ns * sq - sx) / sw;
     if (nm < 0) nm = 0, ns = sqq > 0 ? sxq / sqq : 0;  // the lowest value must stay <= 0
     if (ns <= 0) continue;
     const float s = static_cast<float>(ns), m = static_cast<float>(nm);
-    const double err = asym_error(x, n, nmax, s, m);
+    const double err = asym_error(x, w, n, nmax, s, m);
     if (err < best_err) best_err = err, best = {s, m};
   }
   return best;
@@ -88,7 +97,7 @@ AsymFit fit_asymmetric(const float* x, int n, int nmax) {
 // A group's symmetric fit x ~ s * q with q in [-nneg, npos]: candidates put the largest
 // magnitude on the wider negative end (sign carried by s) or near it, each refined by least
 // squares for its rounding.
-float fit_symmetric(const float* x, int n, int nneg, int npos) {
+float fit_symmetric(const float* x, const float* w, int n, int nneg, int npos) {
   float amax = 0, peak = 0;
   for (int i = 0; i < n; ++i)
     if (std::fabs(x[i]) > amax) amax = std::fabs(x[i]), peak = x[i];
@@ -101,14 +110,15 @@ float fit_symmetric(const float* x, int n, int nneg, int npos) {
     double sxq = 0, sqq = 0;
     for (int i = 0; i < n; ++i) {
       const int q = std::clamp(nearest(x[i] * inv0), -nneg, npos);
-      sxq += double{x[i]} * q, sqq += double{1.0} * q * q;
+      const double wi = weight(w, i);
+      sxq += wi * x[i] * q, sqq += wi * q * q;
     }
     const float s = sqq > 0 ? static_cast<float>(sxq / sqq) : s0;
     const float inv = 1.0f / s;
     double err = 0;
     for (int i = 0; i < n; ++i) {
       const double e = double{s} * std::clamp(nearest(x[i] * inv), -nneg, npos) - x[i];
-      err += e * e;
+      err += weight(w, i) * e * e;
     }
     if (best_err < 0 || err < best_err) best_err = err, best = s;
   }
@@ -141,12 +151,12 @@ void pack_k4_scales(const int* sc, const int* mn, uint8_t* s) {
 // Asymmetric types: groups of `group` values, scale/min levels up to max_level.
 // Returns d and dmin; writes the quants' final values into q (index = element).
 template <int kGroups>
-void quantize_asymmetric(const float* x, int nmax, int max_level, float& d, float& dmin, int* sc,
-                         int* mn, int* q) {
+void quantize_asymmetric(const float* x, const float* w, int nmax, int max_level, float& d,
+                         float& dmin, int* sc, int* mn, int* q) {
   constexpr int kGroup = kQK_K / kGroups;
   float s[kGroups], m[kGroups];
   for (int g = 0; g < kGroups; ++g) {
-    const AsymFit f = fit_asymmetric(x + g * kGroup, kGroup, nmax);
+    const AsymFit f = fit_asymmetric(x + g * kGroup, w ? w + g * kGroup : nullptr, kGroup, nmax);
     s[g] = f.scale, m[g] = f.min;
   }
   d = quantize_scales<kGroups>(s, max_level, false, sc);
@@ -159,10 +169,11 @@ void quantize_asymmetric(const float* x, int nmax, int max_level, float& d, floa
 }
 
 // Symmetric types: groups of 16, values in [-nneg, npos], signed scale levels.
-void quantize_symmetric(const float* x, int nneg, int npos, int max_level, float& d, int* sc,
-                        int* q) {
+void quantize_symmetric(const float* x, const float* w, int nneg, int npos, int max_level, float& d,
+                        int* sc, int* q) {
   float s[kKGroups];
-  for (int g = 0; g < kKGroups; ++g) s[g] = fit_symmetric(x + 16 * g, 16, nneg, npos);
+  for (int g = 0; g < kKGroups; ++g)
+    s[g] = fit_symmetric(x + 16 * g, w ? w + 16 * g : nullptr, 16, nneg, npos);
   d = quantize_scales<kKGroups>(s, max_level, true, sc);
   for (int g = 0; g < kKGroups; ++g) {
     const float dl = d * static_cast<float>(sc[g]);
@@ -171,10 +182,10 @@ void quantize_symmetric(const float* x, int nneg, int npos, int max_level, float
   }
 }
 
-void quantize_q2_K(const float* x, BlockQ2_K& b) {
+void quantize_q2_K(const float* x, const float* w, BlockQ2_K& b) {
   float d, dmin;
   int sc[16], mn[16], q[kQK_K];
-  quantize_asymmetric<16>(x, 3, 15, d, dmin, sc, mn, q);
+  quantize_asymmetric<16>(x, w, 3, 15, d, dmin, sc, mn, q);
   b.d = f32_to_f16(d), b.dmin = f32_to_f16(dmin);
   for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<uint8_t>(sc[g] | (mn[g] << 4));
   std::memset(b.qs, 0, sizeof b.qs);
@@ -182,10 +193,10 @@ void quantize_q2_K(const float* x, BlockQ2_K& b) {
     b.qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>(q[i] << (2 * ((i / 32) % 4)));
 }
 
-void quantize_q3_K(const float* x, BlockQ3_K& b) {
+void quantize_q3_K(const float* x, const float* w, BlockQ3_K& b) {
   float d;
   int sc[16], q[kQK_K];
-  quantize_symmetric(x, 4, 3, 31, d, sc, q);
+  quantize_symmetric(x, w, 4, 3, 31, d, sc, q);
   b.d = f32_to_f16(d);
   std::memset(b.scales, 0, sizeof b.scales);
   for (int g = 0; g < 16; ++g) {
@@ -206,10 +217,10 @@ void quantize_q3_K(const float* x, BlockQ3_K& b) {
 }
 
 template <class Block>
-void quantize_k4_or_k5(const float* x, Block& b, int nmax) {
+void quantize_k4_or_k5(const float* x, const float* w, Block& b, int nmax) {
   float d, dmin;
   int sc[8], mn[8], q[kQK_K];
-  quantize_asymmetric<8>(x, nmax, 63, d, dmin, sc, mn, q);
+  quantize_asymmetric<8>(x, w, nmax, 63, d, dmin, sc, mn, q);
   b.d = f32_to_f16(d), b.dmin = f32_to_f16(dmin);
   pack_k4_scales(sc, mn, b.scales);
   std::memset(b.qs, 0, sizeof b.qs);
@@ -224,10 +235,10 @@ void quantize_k4_or_k5(const float* x, Block& b, int nmax) {
   }
 }
 
-void quantize_q6_K(const float* x, BlockQ6_K& b) {
+void quantize_q6_K(const float* x, const float* w, BlockQ6_K& b) {
   float d;
   int sc[16], q[kQK_K];
-  quantize_symmetric(x, 32, 31, 127, d, sc, q);
+  quantize_symmetric(x, w, 32, 31, 127, d, sc, q);
   b.d = f32_to_f16(d);
   for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<int8_t>(sc[g]);
   std::memset(b.ql, 0, sizeof b.ql);
@@ -254,9 +265,10 @@ void dequantize_blocks(const Block* blocks, float* y, int64_t n) {
 }
 
 template <class Block, class F>
-void quantize_blocks(const float* x, void* dst, int64_t n, F quantize_one) {
+void quantize_blocks(const float* x, const float* w, void* dst, int64_t n, F quantize_one) {
   auto* blocks = static_cast<Block*>(dst);
-  for (int64_t s = 0; s < n / kQK_K; ++s) quantize_one(x + s * kQK_K, blocks[s]);
+  for (int64_t s = 0; s < n / kQK_K; ++s)
+    quantize_one(x + s * kQK_K, w != nullptr ? w + s * kQK_K : nullptr, blocks[s]);
 }
 
 }  // namespace
@@ -290,20 +302,22 @@ void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n) {
   }
 }
 
-void quantize_row_kquant(DType type, const float* x, void* dst, int64_t n) {
+void quantize_row_kquant(DType type, const float* x, void* dst, int64_t n, const float* w) {
   switch (type) {
     case DType::Q2_K:
-      return quantize_blocks<BlockQ2_K>(x, dst, n, quantize_q2_K);
+      return quantize_blocks<BlockQ2_K>(x, w, dst, n, quantize_q2_K);
     case DType::Q3_K:
-      return quantize_blocks<BlockQ3_K>(x, dst, n, quantize_q3_K);
+      return quantize_blocks<BlockQ3_K>(x, w, dst, n, quantize_q3_K);
     case DType::Q4_K:
       return quantize_blocks<BlockQ4_K>(
-          x, dst, n, [](const float* v, BlockQ4_K& b) { quantize_k4_or_k5(v, b, 15); });
+          x, w, dst, n,
+          [](const float* v, const float* vw, BlockQ4_K& b) { quantize_k4_or_k5(v, vw, b, 15); });
     case DType::Q5_K:
       return quantize_blocks<BlockQ5_K>(
-          x, dst, n, [](const float* v, BlockQ5_K& b) { quantize_k4_or_k5(v, b, 31); });
+          x, w, dst, n,
+          [](const float* v, const float* vw, BlockQ5_K& b) { quantize_k4_or_k5(v, vw, b, 31); });
     case DType::Q6_K:
-      return quantize_blocks<BlockQ6_K>(x, dst, n, quantize_q6_K);
+      return quantize_blocks<BlockQ6_K>(x, w, dst, n, quantize_q6_K);
     case DType::Q8_K:
       return quantize_row_q8_K(x, static_cast<BlockQ8_K*>(dst), n);
     default:

@@ -75,7 +75,9 @@ inline int kquant_slot(DType t) {
 }
 
 // Rows of n values (a multiple of 256) to and from the K-quant types and Q8_K.
-void quantize_row_kquant(DType type, const float* x, void* dst, int64_t n);
+// importance (may be null): one weight per value of the row, its column's importance.
+void quantize_row_kquant(DType type, const float* x, void* dst, int64_t n,
+                         const float* importance = nullptr);
 void dequantize_row_kquant(DType type, const void* src, float* y, int64_t n);
 void quantize_row_q8_K(const float* x, BlockQ8_K* y, int64_t n);
 

@@ -104,6 +104,14 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   info.quantize(src, dst, n);
 }
 
+void quantize_row(DType type, const float* src, void* dst, int64_t n, const float* importance) {
+  const auto& info = dtype_info(type);
+  if (importance == nullptr || info.quantize_importance == nullptr)
+    return quantize_row(type, src, dst, n);
+  row_bytes(type, n);
+  info.quantize_importance(src, dst, n, importance);
+}
+
 void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
   row_bytes(type, n);
   const auto& info = dtype_info(type);

@@ -12,6 +12,10 @@ namespace strata {
 // n must be a multiple of the type's block size. Both go through the type table (dtype.h):
 // a type without a codec there fails naming it.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
+// With one importance per value (may be null): the type's importance-weighted quantizer where it
+// has one (the K-quants), else the plain one, as llama-quantize ignores an importance matrix
+// for types that take none.
+void quantize_row(DType type, const float* src, void* dst, int64_t n, const float* importance);
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 
 // The float, Q8_0 and Q4_0 rows of the type table.

@@ -1,0 +1,155 @@
+// Importance matrices: llama-imatrix's two formats read alike (its own files of the shipped
+// model, tests/data/strata-tiny.imatrix.{gguf,dat}, written by llama.cpp v0.5.0's llama-imatrix
+// over the same text), written back as it writes them, malformed files refused by name; the
+// K-quants weigh their rounding by the importance; strata quantize --imatrix applies it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "core/error.h"
+#include "format/imatrix_file.h"
+#include "offline/quantize.h"
+#include "tensor/quantize.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+using testing::data_file;
+using testing::temp_file;
+
+TEST(Imatrix, LlamaImatrixFormatsReadAlike) {
+  const Imatrix g = read_imatrix(data_file("strata-tiny.imatrix.gguf"));
+  const Imatrix d = read_imatrix(data_file("strata-tiny.imatrix.dat"));
+  EXPECT_FALSE(g.legacy);
+  EXPECT_TRUE(d.legacy);
+  EXPECT_EQ(g.chunk_count, 4);
+  EXPECT_EQ(g.chunk_size, 128);
+  ASSERT_EQ(g.datasets, std::vector<std::string>{"text.txt"});
+  EXPECT_EQ(d.datasets, g.datasets);
+  ASSERT_EQ(g.entries.size(), 42u);  // 6 layers x 7 matrices
+  ASSERT_EQ(d.entries.size(), g.entries.size());
+  for (const auto& [name, e] : g.entries) {
+    const std::vector<float> a = g.importance(name), b = d.importance(name);
+    ASSERT_EQ(a.size(), name.find("ffn_down") != std::string::npos ? 1024u : 256u) << name;
+    ASSERT_EQ(b.size(), a.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_GT(a[i], 0.0f) << name << " " << i;
+      EXPECT_NEAR(b[i], a[i], 1e-5 * a[i]) << name << " " << i;
+    }
+  }
+  EXPECT_TRUE(g.importance("blk.0.no_such.weight").empty());
+}
+
+TEST(Imatrix, WritesWhatItReadsAsGguf) {
+  Imatrix m;
+  m.datasets = {"a.txt", "b.txt"};
+  m.chunk_count = 7, m.chunk_size = 512;
+  m.entries["blk.0.ffn_up.weight"] = {{1, 2, 3, 4}, {2}};
+  // A stacked mixture: two experts, the second never routed to (importance 1, as llama-quantize).
+  m.entries["blk.0.ffn_up_exps.weight"] = {{4, 8, 9, 9}, {4, 0}};
+  const std::string path = temp_file("written.imatrix.gguf");
+  write_imatrix(path, m);
+  const Imatrix r = read_imatrix(path);
+  EXPECT_EQ(r.datasets, m.datasets);
+  EXPECT_EQ(r.chunk_count, 7);
+  EXPECT_EQ(r.importance("blk.0.ffn_up.weight"), (std::vector<float>{0.5f, 1, 1.5f, 2}));
+  EXPECT_EQ(r.importance("blk.0.ffn_up_exps.weight"), (std::vector<float>{1, 2, 1, 1}));
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+std::string i32(int32_t v) {
+  return std::string(reinterpret_cast<const char*>(&v), 4);
+}
+
+TEST(Imatrix, MalformedFilesAreRefusedByName) {
+  const std::string path = temp_file("bad.imatrix.dat");
+  const auto refused = [&](const std::string& bytes, const std::string& what) {
+    write_bytes(path, bytes);
+    try {
+      read_imatrix(path);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused("", "ends inside the entry count");
+  refused(i32(0), "has no entries");
+  refused(i32(1) + i32(-5), "name of -5 bytes");
+  refused(i32(1) + i32(3) + "abc" + i32(1) + i32(1000), "ends inside values");
+  refused(i32(2000000000) + i32(1) + "a" + i32(1) + i32(1) + i32(0), "ends inside");
+}
+
+// Sum over values of importance x squared error of a row's round trip.
+double weighted_error(DType t, const std::vector<float>& x, const std::vector<float>& w,
+                      const float* importance) {
+  std::vector<uint8_t> q(row_bytes(t, x.size()));
+  std::vector<float> y(x.size());
+  const auto n = static_cast<int64_t>(x.size());
+  quantize_row(t, x.data(), q.data(), n, importance);
+  dequantize_row(t, q.data(), y.data(), n);
+  double e = 0;
+  for (size_t i = 0; i < x.size(); ++i) e += double{w[i]} * (y[i] - x[i]) * (y[i] - x[i]);
+  return e;
+}
+
+TEST(Imatrix, KQuantsWeighTheirRoundingByImportance) {
+  const int64_t n = 4096;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(n), w(n), ones(n, 1.0f);
+  // A few columns carry most of the input's energy, as in real models.
+  for (int64_t i = 0; i < n; ++i) x[i] = g(rng), w[i] = i % 16 == 3 ? 50.0f : 0.2f;
+  for (const DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(t));
+    const double plain = weighted_error(t, x, w, nullptr);
+    const double weighted = weighted_error(t, x, w, w.data());
+    EXPECT_LT(weighted, 0.9 * plain);
+    // Uniform importance is the plain quantizer, byte for byte.
+    std::vector<uint8_t> a(row_bytes(t, n)), b(row_bytes(t, n));
+    quantize_row(t, x.data(), a.data(), n);
+    quantize_row(t, x.data(), b.data(), n, ones.data());
+    EXPECT_EQ(a, b);
+  }
+}
+
+// strata quantize --imatrix on the shipped model with llama-imatrix's file of it: every matrix
+// the file covers is weighted (6 layers x 7; the output head and embeddings are not in it), the
+// file differs from the unweighted one; an entry of the wrong width is refused naming it.
+TEST(Imatrix, QuantizeWeighsTheMatricesTheFileCovers) {
+  QuantizeOptions o;
+  o.input = testing::source_file("models/strata-tiny.gguf");
+  o.recipe = QuantRecipe::Q4_K_M;
+  o.threads = 2;
+  o.output = temp_file("tiny-q4km-plain.gguf");
+  EXPECT_EQ(quantize_model(o).weighted, 0);
+  o.output = temp_file("tiny-q4km-imatrix.gguf");
+  o.imatrix = data_file("strata-tiny.imatrix.gguf");
+  EXPECT_EQ(quantize_model(o).weighted, 42);
+  std::ifstream a(temp_file("tiny-q4km-plain.gguf"), std::ios::binary),
+      b(o.output, std::ios::binary);
+  const std::string plain((std::istreambuf_iterator<char>(a)), {}),
+      weighted((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_EQ(plain.size(), weighted.size());
+  EXPECT_NE(plain, weighted);
+
+  Imatrix wrong;
+  wrong.entries["blk.2.attn_q.weight"] = {std::vector<float>(100, 1.0f), {1}};
+  o.imatrix = temp_file("wrong.imatrix.gguf");
+  write_imatrix(o.imatrix, wrong);
+  try {
+    quantize_model(o);
+    ADD_FAILURE() << "a 100-wide entry for a 256-column matrix was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'blk.2.attn_q.weight' has 100 values"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -55,6 +55,20 @@ void Tokenizer::load_common(const GgufFile& f) {
   if (eos_ < 0) add_eos_ = false;
 }
 
+std::string with_spaces(std::string_view t) {
+  constexpr std::string_view kSpaceMark = "\xe2\x96\x81";
+  std::string out;
+  for (size_t i = 0; i < t.size();) {
+    if (t.substr(i, kSpaceMark.size()) == kSpaceMark) {
+      out += ' ';
+      i += kSpaceMark.size();
+    } else {
+      out += t[i++];
+    }
+  }
+  return out;
+}
+
 bool forced_add_bos(std::string_view pre) {
   return pre == "gemma4";
 }

@@ -93,6 +93,8 @@ std::unique_ptr<Tokenizer> make_wpm_tokenizer(const GgufFile& file);
 // A byte token's value: its text must be exactly "<0xHH>" (two hex digits). The value indexes
 // a 256-entry byte table, so anything else in a file is refused, not parsed leniently.
 uint8_t byte_token_value(const std::string& text, int32_t id, const std::string& path);
+// A token's text with each U+2581 (the space mark of SentencePiece-style vocabularies) a space.
+std::string with_spaces(std::string_view text);
 // tokenizer.ggml.merges ("left right", by rank) as "left\nright" -> rank.
 std::unordered_map<std::string, int32_t> read_merge_ranks(const GgufFile& file);
 

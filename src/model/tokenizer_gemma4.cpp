@@ -32,17 +32,7 @@ class Gemma4Tokenizer : public Tokenizer {
   std::string token_bytes(int32_t id) const override {
     if (const auto it = byte_values_.find(id); it != byte_values_.end())
       return std::string(1, static_cast<char>(it->second));
-    std::string out;
-    const std::string& t = tokens_[id];
-    for (size_t i = 0; i < t.size();) {
-      if (t.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
-        out += ' ';
-        i += kSpaceMark.size();
-      } else {
-        out += t[i++];
-      }
-    }
-    return out;
+    return with_spaces(tokens_[id]);
   }
 
  protected:

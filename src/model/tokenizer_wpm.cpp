@@ -62,17 +62,7 @@ class WordPieceTokenizer : public Tokenizer {
   const char* kind() const override { return "bert (WordPiece)"; }
 
   std::string token_bytes(int32_t id) const override {
-    std::string out;
-    const std::string& t = tokens_[id];
-    for (size_t i = 0; i < t.size();) {
-      if (t.compare(i, kSpaceMark.size(), kSpaceMark) == 0) {
-        out += ' ';
-        i += kSpaceMark.size();
-      } else {
-        out += t[i++];
-      }
-    }
-    return out;
+    return with_spaces(tokens_[id]);
   }
 
  protected:

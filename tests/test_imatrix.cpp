@@ -11,7 +11,9 @@
 
 #include "core/error.h"
 #include "format/imatrix_file.h"
+#include "offline/imatrix.h"
 #include "offline/quantize.h"
+#include "offline/text_windows.h"
 #include "tensor/quantize.h"
 #include "test_helpers.h"
 
@@ -148,6 +150,45 @@ TEST(Imatrix, QuantizeWeighsTheMatricesTheFileCovers) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("'blk.2.attn_q.weight' has 100 values"), std::string::npos)
         << e.what();
+  }
+}
+
+// strata imatrix against llama-imatrix on the same text, windows and model: the shipped model's
+// layer-0 inputs of q/k/v, attn_output and gate/up (llama.cpp runs the model's FFN as SwiGLU, not
+// its ReGLU, so ffn_down's input and every later layer differ by design), over the first 20 kB
+// of the held-out text in 4 windows of 128 tokens, each from BOS, as tests/data's file was made
+// (`llama-imatrix -m models/strata-tiny.gguf -f text -c 128 --chunks 4`).
+TEST(Imatrix, CollectsWhatLlamaImatrixCollects) {
+  auto model = Model::load(testing::source_file("models/strata-tiny.gguf"));
+  std::ifstream in(testing::source_file("models/strata-tiny-heldout.txt"), std::ios::binary);
+  std::string text(20000, '\0');
+  in.read(text.data(), 20000);
+  const std::string path = temp_file("imatrix-text.txt");
+  std::ofstream(path, std::ios::binary) << text;
+  ThreadPool pool(2);
+  ImatrixOptions o;
+  o.n_ctx = 128, o.max_tokens = 4 * 128, o.dataset = "text.txt";
+  const Imatrix mine = collect_imatrix(*model, tokenize_text_file(*model, path), o, pool);
+  const Imatrix llama = read_imatrix(data_file("strata-tiny.imatrix.gguf"));
+  EXPECT_EQ(mine.entries.size(), llama.entries.size());  // every matrix of every layer
+  EXPECT_EQ(mine.chunk_count, 4);
+  for (const char* name : {"blk.0.attn_q.weight", "blk.0.attn_v.weight", "blk.0.attn_output.weight",
+                           "blk.0.ffn_up.weight"}) {
+    SCOPED_TRACE(name);
+    const ImatrixEntry& a = mine.entries.at(name);
+    const ImatrixEntry& b = llama.entries.at(name);
+    EXPECT_EQ(a.counts, b.counts);
+    ASSERT_EQ(a.sums.size(), b.sums.size());
+    for (size_t i = 0; i < a.sums.size(); ++i) EXPECT_NEAR(a.sums[i], b.sums[i], 1e-2 * b.sums[i]);
+  }
+  // Written in the legacy format and read back: the same importance.
+  const std::string dat = temp_file("mine.imatrix.dat");
+  write_imatrix_legacy(dat, mine);
+  const Imatrix back = read_imatrix(dat);
+  for (const auto& [name, e] : mine.entries) {
+    const std::vector<float> x = mine.importance(name), y = back.importance(name);
+    ASSERT_EQ(x.size(), y.size());
+    for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y[i], x[i], 1e-5 * x[i] + 1e-30);
   }
 }
 

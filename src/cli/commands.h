@@ -20,6 +20,7 @@ Command add_logits_command(CLI::App& app);
 Command add_convert_command(CLI::App& app);
 Command add_perplexity_command(CLI::App& app);
 Command add_profile_command(CLI::App& app);
+Command add_imatrix_command(CLI::App& app);
 Command add_train_predictors_command(CLI::App& app);
 Command add_bundle_command(CLI::App& app);
 Command add_probe_storage_command(CLI::App& app);

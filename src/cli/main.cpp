@@ -58,16 +58,16 @@ int main(int argc, char** argv) {
   });
   app.set_version_flag("--version", "strata 0.1.0");
   const std::vector<strata::Command> commands = {
-      strata::add_run_command(app),      strata::add_info_command(app),
-      strata::add_bench_command(app),    strata::add_synth_command(app),
-      strata::add_tokenize_command(app), strata::add_logits_command(app),
-      strata::add_convert_command(app),  strata::add_perplexity_command(app),
-      strata::add_profile_command(app),  strata::add_train_predictors_command(app),
-      strata::add_bundle_command(app),   strata::add_probe_storage_command(app),
-      strata::add_serve_command(app),    strata::add_plan_command(app),
-      strata::add_quantize_command(app), strata::add_batched_command(app),
+      strata::add_run_command(app),           strata::add_info_command(app),
+      strata::add_bench_command(app),         strata::add_synth_command(app),
+      strata::add_tokenize_command(app),      strata::add_logits_command(app),
+      strata::add_convert_command(app),       strata::add_perplexity_command(app),
+      strata::add_profile_command(app),       strata::add_train_predictors_command(app),
+      strata::add_bundle_command(app),        strata::add_probe_storage_command(app),
+      strata::add_serve_command(app),         strata::add_plan_command(app),
+      strata::add_quantize_command(app),      strata::add_batched_command(app),
       strata::add_chat_template_command(app), strata::add_chat_command(app),
-      strata::add_sparsify_command(app)};
+      strata::add_sparsify_command(app),      strata::add_imatrix_command(app)};
   try {
     std::vector<char*> args = strata::with_long_names(argc, argv);
     app.parse(static_cast<int>(args.size()), args.data());

@@ -160,11 +160,11 @@ void GgufWriter::write_tensor_data(std::span<const uint8_t> bytes) {
     if (current_written_ == t.n_bytes) {
       ++current_;
       current_written_ = 0;
-      if (current_ < tensors_.size()) {
-        static const uint8_t zeros[4096] = {};
-        const uint64_t pad = align_up(position_, alignment_, "padding") - position_;
-        write_raw(zeros, pad);
-      }
+      // Every tensor's data padded to the alignment, the last one's too: llama.cpp's reader
+      // reads the data section as the sum of the padded sizes and fails on a file cut short.
+      static const uint8_t zeros[4096] = {};
+      const uint64_t pad = align_up(position_, alignment_, "padding") - position_;
+      write_raw(zeros, pad);
     }
   }
 }

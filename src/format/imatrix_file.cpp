@@ -1,6 +1,8 @@
 #include "format/imatrix_file.h"
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -139,6 +141,43 @@ void write_imatrix(const std::string& path, const Imatrix& m) {
     w.write_tensor_data({reinterpret_cast<const uint8_t*>(e.counts.data()), e.counts.size() * 4});
   }
   w.finish();
+}
+
+namespace {
+void put_i32(std::ofstream& out, int64_t v) {
+  const auto w = static_cast<int32_t>(v);
+  out.write(reinterpret_cast<const char*>(&w), 4);
+}
+}  // namespace
+
+void write_imatrix_legacy(const std::string& path, const Imatrix& m) {
+  const int64_t calls = std::max<int64_t>(1, m.chunk_count);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) fail("cannot write '{}'", tmp);
+    put_i32(out, static_cast<int64_t>(m.entries.size()));
+    for (const auto& [name, e] : m.entries) {
+      if (e.counts.size() != 1)
+        fail("'{}' has {} experts: the legacy imatrix format holds one count per matrix", name,
+             e.counts.size());
+      put_i32(out, static_cast<int64_t>(name.size()));
+      out.write(name.data(), static_cast<std::streamsize>(name.size()));
+      put_i32(out, calls);
+      put_i32(out, static_cast<int64_t>(e.sums.size()));
+      // Stored as llama-imatrix stores them: the mean over the tokens, times the calls.
+      for (const float s : e.sums) {
+        const float v = e.counts[0] > 0 ? s / e.counts[0] * static_cast<float>(calls) : s;
+        out.write(reinterpret_cast<const char*>(&v), 4);
+      }
+    }
+    put_i32(out, m.chunk_count);
+    const std::string dataset = m.datasets.empty() ? std::string() : m.datasets.front();
+    put_i32(out, static_cast<int64_t>(dataset.size()));
+    out.write(dataset.data(), static_cast<std::streamsize>(dataset.size()));
+    if (!out.flush()) fail("cannot write '{}'", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot rename '{}' to '{}'", tmp, path);
 }
 
 }  // namespace strata

@@ -33,5 +33,8 @@ struct Imatrix {
 // Either format, told apart by the GGUF magic; a malformed file fails naming what is wrong.
 Imatrix read_imatrix(const std::string& path);
 void write_imatrix(const std::string& path, const Imatrix& imatrix);
+// The legacy format (llama-imatrix --output-format dat): one count per matrix, so a mixture's
+// per-expert entries are refused; the calls recorded are the chunk count.
+void write_imatrix_legacy(const std::string& path, const Imatrix& imatrix);
 
 }  // namespace strata

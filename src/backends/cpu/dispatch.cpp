@@ -34,7 +34,8 @@ const CpuKernels* avx2_kernels(ColumnReadAhead r) {
 const CpuKernels* avx512vnni_kernels(ColumnReadAhead r) {
 #if defined(__x86_64__)
   if (avx2_kernels() != nullptr && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vnni"))
     return avx512vnni_kernels_unchecked(r);
 #endif
   (void)r;

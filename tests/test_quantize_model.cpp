@@ -95,6 +95,24 @@ TEST(QuantRecipe, OtherMixtures) {
   EXPECT_EQ(t(QuantRecipe::Q4_K_S, TensorRole::FfnDown, 4), DType::Q4_K);
   EXPECT_EQ(t(QuantRecipe::Q5_K_S, TensorRole::FfnDown, 0), DType::Q5_K);
   EXPECT_EQ(t(QuantRecipe::Q6_K, TensorRole::AttnQ, 0), DType::Q6_K);
+  // Q2_K_S: ffn_down Q4_K on the first eighth only, attn_v Q4_K only under grouped-query
+  // attention, attn_output as the base; Q3_K_L: attn_v, ffn_down, attn_output Q5_K.
+  EXPECT_EQ(t(QuantRecipe::Q2_K_S, TensorRole::FfnDown, 3), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K_S, TensorRole::FfnDown, 4), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K_S, TensorRole::AttnV, 0), DType::Q2_K);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q2_K_S, layer(TensorRole::AttnV, 0), 4096,
+                               RecipeOptions{.n_layer = 32, .n_gqa = 4}),
+            DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K_S, TensorRole::AttnOutput, 9), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K_S, TensorRole::Output, -1), DType::Q6_K);
+  for (TensorRole role : {TensorRole::AttnV, TensorRole::FfnDown, TensorRole::AttnOutput})
+    EXPECT_EQ(t(QuantRecipe::Q3_K_L, role, 20), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_L, TensorRole::AttnQkv, 20), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_L, TensorRole::FfnUp, 20), DType::Q3_K);
+  EXPECT_TRUE(quant_recipe_needs_imatrix(QuantRecipe::Q2_K_S));
+  EXPECT_FALSE(quant_recipe_needs_imatrix(QuantRecipe::Q2_K));
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q2_K_S), 21u);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q3_K_L), 13u);
   // A fused q/k/v (Falcon) gets llama.cpp's extra bits in the _M mixtures.
   EXPECT_EQ(classify_tensor("blk.3.attn_qkv.weight", 2).role, TensorRole::AttnQkv);
   EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnQkv, 5), DType::Q5_K);
@@ -143,6 +161,10 @@ TEST(QuantRecipe, FalconFollowsLlamaCppsFalconExceptions) {
   EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnDown, 6), DType::Q3_K);
   for (QuantRecipe r : {QuantRecipe::Q2_K, QuantRecipe::Q3_K_M})
     EXPECT_EQ(t(r, TensorRole::AttnOutput, 9), quant_recipe_base(r)) << quant_recipe_name(r);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_L, TensorRole::AttnOutput, 9), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q3_K_L, TensorRole::FfnDown, 9), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K_S, TensorRole::FfnDown, 3), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_K_S, TensorRole::FfnDown, 4), DType::Q2_K);
   // Unchanged for Falcon: the fused q/k/v's extra bits, ffn_up's base type.
   EXPECT_EQ(t(QuantRecipe::Q4_K_M, TensorRole::AttnQkv, 5), DType::Q5_K);
   EXPECT_EQ(t(QuantRecipe::Q2_K, TensorRole::FfnUp, 5), DType::Q2_K);

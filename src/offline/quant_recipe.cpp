@@ -18,15 +18,17 @@ struct RecipeInfo {
   uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_* numbers
 };
 
-constexpr std::array<RecipeInfo, 19> kRecipes = {{
+constexpr std::array<RecipeInfo, 21> kRecipes = {{
     {QuantRecipe::F32, "F32", DType::F32, 0},
     {QuantRecipe::F16, "F16", DType::F16, 1},
     {QuantRecipe::BF16, "BF16", DType::BF16, 32},
     {QuantRecipe::Q8_0, "Q8_0", DType::Q8_0, 7},
     {QuantRecipe::Q4_0, "Q4_0", DType::Q4_0, 2},
     {QuantRecipe::Q2_K, "Q2_K", DType::Q2_K, 10},
+    {QuantRecipe::Q2_K_S, "Q2_K_S", DType::Q2_K, 21},
     {QuantRecipe::Q3_K_S, "Q3_K_S", DType::Q3_K, 11},
     {QuantRecipe::Q3_K_M, "Q3_K_M", DType::Q3_K, 12},
+    {QuantRecipe::Q3_K_L, "Q3_K_L", DType::Q3_K, 13},
     {QuantRecipe::Q4_K_S, "Q4_K_S", DType::Q4_K, 14},
     {QuantRecipe::Q4_K_M, "Q4_K_M", DType::Q4_K, 15},
     {QuantRecipe::Q5_K_S, "Q5_K_S", DType::Q5_K, 16},
@@ -64,6 +66,8 @@ bool more_bits(int layer, int n_layer) {
 // Falcon's ffn_down in the mixtures (llama.cpp's exception): fewer extra bits than LLaMA's.
 DType falcon_ffn_down(QuantRecipe r, DType base, int i, int n) {
   if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+  if (r == QuantRecipe::Q2_K_S) return i < n / 8 ? DType::Q4_K : base;
+  if (r == QuantRecipe::Q3_K_L) return DType::Q4_K;
   if (r == QuantRecipe::Q3_K_M)
     return i < n / 16 ? DType::Q5_K : more_bits(i, n) ? DType::Q4_K : base;
   if (r == QuantRecipe::Q4_K_M)
@@ -90,7 +94,9 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
       if (eight_experts) return DType::Q8_0;
       if (iq4 && o.n_gqa >= 4) return DType::Q5_K;
       if (r == QuantRecipe::Q2_K) return o.n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
+      if (r == QuantRecipe::Q2_K_S && o.n_gqa >= 4) return DType::Q4_K;
       if (r == QuantRecipe::Q3_K_M) return i < 2 ? DType::Q5_K : DType::Q4_K;
+      if (r == QuantRecipe::Q3_K_L) return DType::Q5_K;
       if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
         return DType::Q6_K;
       if (r == QuantRecipe::Q4_K_S && i < 4) return DType::Q5_K;
@@ -98,19 +104,21 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
     case TensorRole::FfnDown:
       if (falcon) return iq4 && i < n / 8 ? DType::Q5_K : falcon_ffn_down(r, base, i, n);
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
+      if (r == QuantRecipe::Q2_K_S) return i < n / 8 ? DType::Q4_K : base;
       if (r == QuantRecipe::Q3_K_M) return i < n / 16 ? DType::Q5_K : DType::Q4_K;
+      if (r == QuantRecipe::Q3_K_L) return DType::Q5_K;
       if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
         return DType::Q6_K;
       if (iq4 && i < n / 8) return DType::Q5_K;  // llama.cpp's rule without an imatrix
       if (r == QuantRecipe::Q4_K_S && i < n / 8) return DType::Q5_K;
       return base;
     case TensorRole::AttnQkv:  // llama.cpp's rule for a fused q/k/v
-      if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
+      if (r == QuantRecipe::Q3_K_M || r == QuantRecipe::Q3_K_L) return DType::Q4_K;
       if (r == QuantRecipe::Q4_K_M) return DType::Q5_K;
       if (r == QuantRecipe::Q5_K_M) return DType::Q6_K;
       return base;
     case TensorRole::AttnOutput:
-      if (falcon) return base;
+      if (falcon) return r == QuantRecipe::Q3_K_L ? DType::Q4_K : base;
       if (eight_experts)
         return r == QuantRecipe::Q2_K || r == QuantRecipe::Q3_K_S || r == QuantRecipe::Q3_K_M ||
                        r == QuantRecipe::Q4_K_S || r == QuantRecipe::Q4_K_M || iq4
@@ -118,6 +126,7 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
                    : base;
       if (r == QuantRecipe::Q2_K) return DType::Q3_K;
       if (r == QuantRecipe::Q3_K_M) return DType::Q4_K;
+      if (r == QuantRecipe::Q3_K_L) return DType::Q5_K;
       return base;
     default:
       return base;
@@ -184,6 +193,10 @@ uint32_t quant_recipe_file_type(QuantRecipe r) {
 
 DType quant_recipe_base(QuantRecipe r) {
   return info(r).base;
+}
+
+bool quant_recipe_needs_imatrix(QuantRecipe r) {
+  return r == QuantRecipe::Q2_K_S;
 }
 
 namespace {

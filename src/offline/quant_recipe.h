@@ -25,8 +25,10 @@ enum class QuantRecipe {
   Q8_0,
   Q4_0,
   Q2_K,
+  Q2_K_S,  // Q2_K with fewer extra bits; llama-quantize makes it only with an importance matrix
   Q3_K_S,
   Q3_K_M,
+  Q3_K_L,
   Q4_K_S,
   Q4_K_M,
   Q5_K_S,
@@ -49,6 +51,9 @@ std::string quant_recipe_names();  // "Q4_0, Q8_0, ..." for error messages and -
 uint32_t quant_recipe_file_type(QuantRecipe r);
 // The type most tensors get.
 DType quant_recipe_base(QuantRecipe r);
+// Whether llama-quantize makes the recipe only with an importance matrix (its Q2_K_S: the
+// rounding of 2-bit rows without one is too coarse).
+bool quant_recipe_needs_imatrix(QuantRecipe r);
 
 // What a tensor is, from its GGUF name. A mixture's expert tensors take their FFN role: the
 // stacked ffn_{gate,up,down}_exps and an older file's per-expert ffn_{gate,up,down}.E.

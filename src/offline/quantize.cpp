@@ -183,6 +183,11 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
   }
 
   refuse_per_tensor_scales(f);
+  if (o.imatrix.empty() && quant_recipe_needs_imatrix(o.recipe))
+    fail(
+        "{} needs an importance matrix (--imatrix FILE, from strata imatrix or llama-imatrix), "
+        "as llama-quantize does",
+        quant_recipe_name(o.recipe));
   const Imatrix imatrix = o.imatrix.empty() ? Imatrix{} : read_imatrix(o.imatrix);
   std::vector<TensorJob> jobs;
   for (const GgufTensorInfo& t : f.tensors()) {

@@ -113,7 +113,8 @@ TEST(Accelerators, TheRegistryFindsTheCudaProvidersAndTheirTypes) {
   EXPECT_TRUE(emu->reads_weights(DType::Q4_K));
   EXPECT_TRUE(emu->reads_weights(DType::BF16));
   EXPECT_TRUE(emu->reads_weights(DType::IQ2_XXS));  // the lattice types' traits decode there too
-  EXPECT_FALSE(emu->reads_weights(DType::NVFP4)) << "no CUDA kernel decodes NVFP4";
+  EXPECT_TRUE(emu->reads_weights(DType::NVFP4));
+  EXPECT_FALSE(emu->reads_weights(DType::Q8_1)) << "an activation type, not a weight type";
   EXPECT_GT(emu->overhead_bytes(), 0u);
   ASSERT_NE(find_accelerator("cuda"), nullptr);
   EXPECT_EQ(find_accelerator("cpu"), nullptr);

@@ -50,9 +50,9 @@ std::string edited_model(const std::string& name, const Edit& e, const std::stri
     std::vector<uint8_t> bytes(t.data, t.data + t.n_bytes);
     if (t.name == e.reshape_tensor) std::swap(dims[0], dims[1]);
     if (t.name == e.retype_tensor) {
-      type = DType::NVFP4;  // known by size, not computed
+      type = DType::Q8_1;  // known by size (activations' type), not a weight type
       dims = {256, 1};
-      bytes.assign(4 * 36, 0);
+      bytes.assign(8 * 36, 0);
     }
     w.add_tensor(t.name, type, dims);
     data.emplace_back(&t, std::move(bytes));
@@ -190,8 +190,8 @@ TEST(ModelErrors, ShapeMismatch) {
 }
 
 TEST(ModelErrors, UnsupportedTensorType) {
-  expect_load_error(edited_model("nvfp4.gguf", {"", "", "", "", "blk.0.ffn_down.weight"}),
-                    "has type NVFP4");
+  expect_load_error(edited_model("q8_1.gguf", {"", "", "", "", "blk.0.ffn_down.weight"}),
+                    "has type Q8_1");
 }
 
 // Found by fuzz_gguf: a block count of 3.5 billion sized the per-layer tables before any layer's

@@ -21,7 +21,7 @@ TYPES = {  # GGUF id: (name, block values, block bytes)
     35: ("tq2_0", 256, 66), 41: ("q1_0", 128, 18), 42: ("q2_0", 64, 18),
     16: ("iq2_xxs", 256, 66), 17: ("iq2_xs", 256, 74), 22: ("iq2_s", 256, 82),
     18: ("iq3_xxs", 256, 98), 21: ("iq3_s", 256, 110), 19: ("iq1_s", 256, 50),
-    29: ("iq1_m", 256, 56),
+    29: ("iq1_m", 256, 56), 40: ("nvfp4", 64, 36),
 }
 # The lattice types' quantizers need an importance matrix (ggml_quantize_requires_imatrix):
 # they get one of ones, which weighs every column alike.

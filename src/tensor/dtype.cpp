@@ -99,7 +99,7 @@ constexpr std::array<DTypeInfo, 35> kTypes = {{
     unit<DType::IQ3_S>("IQ3_S", 256, 110, false),
     unit<DType::IQ2_S>("IQ2_S", 256, 82, false),
     unit<DType::IQ1_M>("IQ1_M", 256, 56, false),
-    known(DType::NVFP4, "NVFP4", 64, 36),
+    unit<DType::NVFP4>("NVFP4", 64, 36, true),
     known(DType::I8, "I8", 1, 1),
     known(DType::I16, "I16", 1, 2),
     known(DType::I32, "I32", 1, 4),

@@ -1,5 +1,5 @@
 // Rows to and from the unit types (tensor/unit_quants.h). Dequantization is the traits' decode;
-// the quantizers are strata's own: Q4_1, Q5_0, Q5_1 and MXFP4 follow the rules of ggml's
+// the quantizers are strata's own: Q4_1, Q5_0, Q5_1, MXFP4 and NVFP4 follow the rules of ggml's
 // reference quantizers (so strata's files round as llama-quantize's do without an importance
 // matrix), IQ4_NL and IQ4_XS search each block's scale for the least squared error.
 #include <algorithm>
@@ -98,6 +98,47 @@ void quantize_mxfp4(const float* x, BlockMXFP4& b) {
   }
 }
 
+// UE4M3 code of a positive scale, as ggml rounds it (ggml_fp32_to_ue4m3): the mantissa's top 3
+// bits rounded up by the next one, subnormals to the nearest multiple of 2^-9, 448 at most.
+uint8_t to_ue4m3(float x) {
+  if (!(x > 0.0f)) return 0;
+  x = std::min(x, 448.0f);
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  int e = static_cast<int>((bits >> 23) & 0xFF) - 127 + 7;
+  if (e <= 0) {
+    const int m = std::min(static_cast<int>(x * 512.0f + 0.5f), 7);
+    return m < 1 ? 0 : static_cast<uint8_t>(m);
+  }
+  if (e >= 15) return 0x7E;
+  int m = static_cast<int>((bits >> 20) & 7) + static_cast<int>((bits >> 19) & 1);
+  if (m > 7) m = 0, ++e;
+  return e >= 15 ? 0x7E : static_cast<uint8_t>((e << 3) | m);
+}
+
+// NVFP4 as ggml's reference quantizer: per 16 values the scale amax / 6 (the top E2M1 level),
+// each value the level nearest it at that scale.
+void quantize_nvfp4(const float* x, BlockNVFP4& b) {
+  for (int g = 0; g < 4; ++g) {
+    const float* v = x + 16 * g;
+    float amax = 0;
+    for (int j = 0; j < 16; ++j) amax = std::max(amax, std::fabs(v[j]));
+    b.d[g] = to_ue4m3(amax / 6.0f);
+    const float d = ue4m3_half(b.d[g]);
+    const auto nearest = [&](float value) {
+      int best = 0;
+      float best_err = std::fabs(static_cast<float>(fp4_level(0)) * d - value);
+      for (int i = 1; i < 16; ++i) {
+        const float err = std::fabs(static_cast<float>(fp4_level(i)) * d - value);
+        if (err < best_err) best = i, best_err = err;
+      }
+      return best;
+    };
+    for (int j = 0; j < 8; ++j)
+      b.qs[8 * g + j] = static_cast<uint8_t>(nearest(v[j]) | (nearest(v[j + 8]) << 4));
+  }
+}
+
 // IQ4_NL's best scale for 32 values: candidates around max / -127 (the extreme level), each
 // refined by least squares for the levels it rounds to; the one with the least squared error.
 float best_iq4_scale(const float* x) {
@@ -178,6 +219,7 @@ bool has_unit_quantizer(DType type) {
     case DType::IQ4_NL:
     case DType::IQ4_XS:
     case DType::MXFP4:
+    case DType::NVFP4:
       return true;
     default:
       return false;
@@ -198,6 +240,8 @@ void quantize_row_unit(DType type, const float* src, void* dst, int64_t n) {
       return quantize_blocks<BlockIQ4_XS, quantize_iq4_xs>(src, dst, n, 256);
     case DType::MXFP4:
       return quantize_blocks<BlockMXFP4, quantize_mxfp4>(src, dst, n, 32);
+    case DType::NVFP4:
+      return quantize_blocks<BlockNVFP4, quantize_nvfp4>(src, dst, n, 64);
     default:
       fail("strata cannot quantize to {}", dtype_name(type));
   }

@@ -55,6 +55,10 @@ struct BlockMXFP4 {
   uint8_t e;       // E8M0 shared exponent
   uint8_t qs[16];  // E2M1 codes, nibbles as Q4_0's
 };
+struct BlockNVFP4 {
+  uint8_t d[4];    // UE4M3 scales, one per 16 values
+  uint8_t qs[32];  // E2M1 codes: 16 values s each in qs[8s..8s+7], low nibbles first
+};
 struct BlockTQ1_0 {
   uint8_t qs[48];  // five ternary digits per byte
   uint8_t qh[4];   // four per byte
@@ -74,6 +78,7 @@ struct BlockQ2_0 {
 };
 static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 && sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17);
+static_assert(sizeof(BlockNVFP4) == 36);
 static_assert(sizeof(BlockTQ1_0) == 54 && sizeof(BlockTQ2_0) == 66);
 static_assert(sizeof(BlockQ1_0) == 18 && sizeof(BlockQ2_0) == 18);
 
@@ -99,6 +104,17 @@ STRATA_HD inline float e8m0_half(uint8_t e) {
   float f;
   memcpy(&f, &bits, sizeof f);
   return f;
+}
+
+// UE4M3 (4 exponent bits biased by 7, 3 mantissa bits; bit 7 unread, 0 and 0x7F zero) as ggml
+// reads it, halved like e8m0_half: exact, (8 + m) * 2^(e - 11), or m * 2^-10 when e is 0.
+STRATA_HD inline float ue4m3_half(uint8_t x) {
+  if (x == 0 || x == 0x7F) return 0.0f;
+  const int e = (x >> 3) & 15, m = x & 7;
+  const uint32_t bits = static_cast<uint32_t>(e == 0 ? 127 - 10 : 127 + e - 11) << 23;
+  float p;
+  memcpy(&p, &bits, sizeof p);
+  return static_cast<float>(e == 0 ? m : 8 + m) * p;
 }
 
 // The 16 nibble-coded values of bytes qs[0..15]: value j the low nibble of byte j, value j + 16
@@ -210,6 +226,32 @@ struct UnitQuant<DType::MXFP4> {
   }
 };
 
+// NVFP4: 64-value blocks of four 16-value groups, each with its UE4M3 scale; unit u is groups
+// 2(u % 2) (values 0..15) and 2(u % 2) + 1 (16..31), split scales as IQ2_XS's. llama.cpp
+// multiplies it with Q8_0 activations, as here.
+template <>
+struct UnitQuant<DType::NVFP4> {
+  using Block = BlockNVFP4;
+  static constexpr int kBlockValues = 64;
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSplitScale = true;
+  static constexpr ActivationForm kInput = ActivationForm::Q8_0;
+  template <class H>
+  STRATA_HD static float d_hi(const Block& b, int u, const H&) {
+    return ue4m3_half(b.d[2 * u + 1]);
+  }
+  template <class H>
+  STRATA_HD static void unit(const Block& b, int u, int8_t* q, float& d, float& m, const H&) {
+    for (int g = 0; g < 2; ++g)
+      for (int j = 0; j < 8; ++j) {
+        const uint8_t byte = b.qs[16 * u + 8 * g + j];
+        q[16 * g + j] = fp4_level(byte & 15);
+        q[16 * g + 8 + j] = fp4_level(byte >> 4);
+      }
+    d = ue4m3_half(b.d[2 * u]), m = 0.0f;
+  }
+};
+
 // TQ1_0: the ternary digit n (0..4) of a byte, as ggml reads it: (uint8(byte * 3^n) * 3) >> 8.
 STRATA_HD inline int8_t trit(uint8_t byte, int n) {
   const uint8_t pow3[5] = {1, 3, 9, 27, 81};
@@ -316,8 +358,8 @@ STRATA_HD inline void row_unit(const uint8_t* row, int64_t u, int8_t* q, float& 
   U::unit(b, static_cast<int>(u % per_block), q, d, m, half);
 }
 
-// Types that scale the two 16-value halves of a unit apart (IQ2_XS, IQ2_S, IQ1_M): unit()'s d and
-// scale() are the first half's, d_hi() and scale_hi() the second's.
+// Types that scale the two 16-value halves of a unit apart (IQ2_XS, IQ2_S, IQ1_M, NVFP4): unit()'s
+// d and scale() are the first half's, d_hi() and scale_hi() the second's.
 template <DType T>
 inline constexpr bool kSplitScale = requires {
   UnitQuant<T>::kSplitScale;
@@ -367,6 +409,13 @@ STRATA_HD inline float unit_term(float d, float m, float dx, float q8_1_sum, int
   return t;
 }
 
+// The same for a type with split scales (NVFP4): each 16-value half's exact integer sum times its
+// own scale, as llama.cpp's products take each group.
+STRATA_HD inline float unit_term_split(float d, float d_hi, float dx, int32_t isum_lo,
+                                       int32_t isum_hi) {
+  return (d * dx) * static_cast<float>(isum_lo) + (d_hi * dx) * static_cast<float>(isum_hi);
+}
+
 // Types whose products read Q8_K super-blocks as llama.cpp's do (IQ4_XS, TQ1_0, TQ2_0): unit u
 // is block_d * scale(u) * q, and a super-block's share of a dot product is one exact integer,
 // the sum over its units of scale(u) * sum(q_i * a_i), times the two scales (`unit_k_term`).
@@ -393,7 +442,7 @@ STRATA_HD inline float sum_chains(const float* c) {
 inline constexpr DType kUnitTypeList[] = {
     DType::Q4_1,  DType::Q5_0,    DType::Q5_1,  DType::IQ4_NL, DType::IQ4_XS,  DType::MXFP4,
     DType::TQ1_0, DType::TQ2_0,   DType::Q1_0,  DType::Q2_0,   DType::IQ2_XXS, DType::IQ2_XS,
-    DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,  DType::IQ1_M};
+    DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,  DType::IQ1_M,   DType::NVFP4};
 inline constexpr int kUnitTypes = sizeof(kUnitTypeList) / sizeof(kUnitTypeList[0]);
 // -1 for a type that is not a unit type.
 inline int unit_slot(DType t) {
@@ -443,6 +492,8 @@ inline void with_unit_type(DType t, F&& f) {
       return f.template operator()<DType::IQ1_S>();
     case DType::IQ1_M:
       return f.template operator()<DType::IQ1_M>();
+    case DType::NVFP4:
+      return f.template operator()<DType::NVFP4>();
     default:
       return;
   }
@@ -450,8 +501,8 @@ inline void with_unit_type(DType t, F&& f) {
 
 // Rows of n values (a multiple of the block) of a unit type to f32, as ggml dequantizes them.
 void dequantize_row_unit(DType type, const void* src, float* dst, int64_t n);
-// strata's quantizers for the unit types that have one (has_unit_quantizer): Q4_1, Q5_0, Q5_1
-// and MXFP4 follow ggml's reference rules; IQ4_NL and IQ4_XS search scales for the least
+// strata's quantizers for the unit types that have one (has_unit_quantizer): Q4_1, Q5_0, Q5_1,
+// MXFP4 and NVFP4 follow ggml's reference rules; IQ4_NL and IQ4_XS search scales for the least
 // squared error (tensor/unit_quantize.cpp).
 bool has_unit_quantizer(DType type);
 void quantize_row_unit(DType type, const float* src, void* dst, int64_t n);

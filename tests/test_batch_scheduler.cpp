@@ -5,11 +5,12 @@
 
 #include <thread>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
-#include "offline/quantize.h"
 #include "generation/batch_scheduler.h"
 #include "generation/pooling.h"
 #include "generation/slot_context.h"
+#include "offline/quantize.h"
 #include "server_fixture.h"
 #include "test_helpers.h"
 
@@ -97,9 +98,25 @@ std::vector<GenerationResult> alone(const Model& m, const std::vector<std::vecto
 }
 
 // A model with a scheduler over `slots` sequences of n_ctx positions.
+// The model with the CPU backend's interleaved layouts (as a planned session adopts them), whose
+// products equal the scalar reference at every batch size; in the file's row layout a batch of
+// 4 or more tokens takes AMX tiles where the CPU has them, equal to the single-token SIMD kernels
+// only within rounding (matvec.h).
+std::unique_ptr<Model> interleaved_model(const std::string& path) {
+  auto m = Model::load(path);
+  const int n = m->adopt_layouts(
+      [](const MatrixView& w, WeightUse use) {
+        return CpuBackend::layout_for(w, use, /*repack=*/true);
+      },
+      /*dense_ffn=*/true);
+  EXPECT_GT(n, 0) << path << ": no matrix interleaved";
+  return m;
+}
+
 struct Scheduled {
-  Scheduled(const std::string& path, int slots, SchedulerOptions options = {}, int64_t n_ctx = 128)
-      : model(Model::load(path)),
+  Scheduled(const std::string& path, int slots, SchedulerOptions options = {}, int64_t n_ctx = 128,
+            bool interleaved = false)
+      : model(interleaved ? interleaved_model(path) : Model::load(path)),
         session(*model, n_ctx, pool, with_slots(slots)),
         sched(*model, session, options) {}
   static SessionOptions with_slots(int slots) {
@@ -320,7 +337,7 @@ TEST(BatchScheduler, AGrammarFailingMidReplyEndsItsRequestAlone) {
 // generating requests' text as it is alone.
 TEST(BatchScheduler, EmbeddingJobsPoolWhatTheirTokensGiveAloneBesideGeneration) {
   const std::string path = shipped_as(QuantRecipe::Q8_0, "q8_0_embed");
-  const auto m = Model::load(path);
+  const auto m = interleaved_model(path);
   const auto prompts = test_prompts(*m->tokenizer);
   const int64_t d = m->config.n_embd;
   for (Pooling pooling : {Pooling::Mean, Pooling::Cls, Pooling::Last}) {
@@ -342,7 +359,7 @@ TEST(BatchScheduler, EmbeddingJobsPoolWhatTheirTokensGiveAloneBesideGeneration) 
     SchedulerOptions o;
     o.step_tokens = 8;  // prompts in several chunks
     o.min_prompt_chunk = 3;
-    Scheduled sc(path, 3, o);
+    Scheduled sc(path, 3, o, 128, /*interleaved=*/true);
     auto gen0 = sc.sched.submit({prompts[0], greedy(16), 1});
     std::vector<std::shared_ptr<JobHandle>> jobs;
     for (const auto& p : prompts) {
@@ -377,7 +394,8 @@ TEST(BatchScheduler, RunningRequestsAndKvUseWhileAJobRuns) {
   SchedulerMetrics seen;
   for (int i = 0; i < 5000; ++i) {
     seen = sc.sched.metrics();
-    if (seen.running_requests == 1 && seen.kv_positions_used > 2 * static_cast<int64_t>(prompt.size()))
+    if (seen.running_requests == 1 &&
+        seen.kv_positions_used > 2 * static_cast<int64_t>(prompt.size()))
       break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

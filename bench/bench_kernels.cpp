@@ -107,10 +107,12 @@ void BM_RowKernel(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(type)) + (interleaved ? "x16 " : " ") + k.name);
 }
 
-// Arguments: type, kernel variant, interleaved (Q4_0 and Q8_0 only).
+// Arguments: type, kernel variant, interleaved (the types interleave_rows16 takes).
 BENCHMARK(BM_RowKernel)
     ->ArgsProduct({{0, 1, 30, 8, 2, 10, 11, 12, 13, 14}, {0, 1, 2}, {0}})
     ->ArgsProduct({{2, 8, 12}, {0, 1, 2}, {1}})
+    // Nibble unit types (Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4), as rows and interleaved.
+    ->ArgsProduct({{3, 6, 7, 20, 23, 39}, {1, 2}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "offline/synth.h"
 #include "runtime/session.h"
+#include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 #include "tensor/unit_quants.h"
 #include "test_helpers.h"
@@ -214,6 +215,66 @@ TEST(UnitKernels, MatrixProductsUseTheUnitKernels) {
         ASSERT_TRUE(same_bits(batch[t * rows + r],
                               k.dot_unit[unit_slot(type)](m.row(r), {&in[t].q8(), in[t].q8k()}, n)))
             << dtype_name(type) << " row " << r << " token " << t;
+    }
+  }
+}
+
+// Nibble types interleaved by 16 rows (tensor/interleaved_rows.h): the rows come back out as
+// they went in, every variant's group kernel equals dot_unit of the plain rows bit for bit
+// (with a last round of fewer than four chains), and matvec and the batched product read them.
+TEST(UnitKernels, InterleavedGroupsEqualThePlainRowsBitForBit) {
+  const int kRows = 32;
+  ThreadPool pool(2);
+  for (const DType type : kUnitTypeList) {
+    if (!is_nibble_unit_type(type)) {
+      EXPECT_FALSE(interleavable(type)) << dtype_name(type);
+      continue;
+    }
+    const int slot = unit_slot(type);
+    const int64_t block = dtype_info(type).block_size;
+    for (const int64_t n : {block, 5 * block, 9 * block}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " n=" + std::to_string(n));
+      const std::vector<uint8_t> w = rows_of(type, n, kRows);
+      std::vector<uint8_t> g = w;
+      interleave_rows16(type, g.data(), kRows, n);
+      EXPECT_NE(g, w);
+      const uint64_t rb = row_bytes(type, n), group_bytes = interleaved_group_bytes(type, n);
+      ASSERT_EQ(group_bytes, 16 * rb);
+      std::vector<uint8_t> row(rb);
+      for (int r = 0; r < kRows; ++r) {
+        extract_row16(type, g.data() + (r / 16) * group_bytes, n, r % 16, row.data());
+        ASSERT_EQ(std::memcmp(row.data(), w.data() + r * rb, rb), 0) << "row " << r;
+      }
+      std::vector<std::vector<float>> xs = {gaussian(n, 3, 1e3f), gaussian(n, 4), gaussian(n, 5)};
+      std::vector<PreparedInput> in(xs.size());
+      const bool q8k = dtype_info(type).input == ActivationForm::Q8_K;
+      for (size_t t = 0; t < xs.size(); ++t)
+        in[t].prepare(scalar_kernels(), xs[t].data(), n, !q8k, q8k);
+      const UnitInput x{&in[0].q8(), in[0].q8k()};
+      for (const CpuKernels* k : supported_kernels()) {
+        float out[16];
+        for (int group = 0; group < kRows / 16; ++group) {
+          k->matvec_unit_x16[slot](g.data() + group * group_bytes, x, n / block, out);
+          for (int r = 0; r < 16; ++r)
+            ASSERT_TRUE(same_bits(
+                out[r], scalar_kernels().dot_unit[slot](w.data() + (16 * group + r) * rb, x, n)))
+                << kernels_label(*k) << " row " << 16 * group + r << " " << out[r] << " want "
+                << scalar_kernels().dot_unit[slot](w.data() + (16 * group + r) * rb, x, n);
+        }
+      }
+      const MatrixView plain{type, w.data(), n, kRows, rb};
+      MatrixView m = plain;
+      m.data = g.data(), m.layout = Layout::Interleaved16;
+      std::vector<float> y(kRows), batch(xs.size() * kRows);
+      matvec(best_kernels(), m, xs[0].data(), y.data(), pool);
+      matmat_multi(best_kernels(), {MatMatJob{&m, batch.data(), kRows}}, in, pool);
+      for (int r = 0; r < kRows; ++r) {
+        ASSERT_TRUE(same_bits(y[r], dot_row(scalar_kernels(), plain, r, in[0]))) << "row " << r;
+        ASSERT_TRUE(same_bits(dot_row(best_kernels(), m, r, in[0]), y[r])) << "row " << r;
+        for (size_t t = 0; t < xs.size(); ++t)
+          ASSERT_TRUE(same_bits(batch[t * kRows + r], dot_row(scalar_kernels(), plain, r, in[t])))
+              << "row " << r << " token " << t;
+      }
     }
   }
 }

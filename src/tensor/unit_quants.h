@@ -133,6 +133,7 @@ struct UnitQuant;
 template <>
 struct UnitQuant<DType::Q4_1> {
   using Block = BlockQ4_1;
+  static constexpr bool kNibbleUnits = true;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = true;
   static constexpr ActivationForm kInput = ActivationForm::Q8_0;
@@ -153,6 +154,7 @@ STRATA_HD inline void add_fifth_bits(const uint8_t* qh, int8_t* q, int offset) {
 template <>
 struct UnitQuant<DType::Q5_0> {
   using Block = BlockQ5_0;
+  static constexpr bool kNibbleUnits = true;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = false;
   static constexpr ActivationForm kInput = ActivationForm::Q8_0;
@@ -167,6 +169,7 @@ struct UnitQuant<DType::Q5_0> {
 template <>
 struct UnitQuant<DType::Q5_1> {
   using Block = BlockQ5_1;
+  static constexpr bool kNibbleUnits = true;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = true;
   static constexpr ActivationForm kInput = ActivationForm::Q8_0;
@@ -181,6 +184,7 @@ struct UnitQuant<DType::Q5_1> {
 template <>
 struct UnitQuant<DType::IQ4_NL> {
   using Block = BlockIQ4_NL;
+  static constexpr bool kNibbleUnits = true;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = false;
   static constexpr ActivationForm kInput = ActivationForm::Q8_0;
@@ -195,6 +199,7 @@ struct UnitQuant<DType::IQ4_NL> {
 template <>
 struct UnitQuant<DType::IQ4_XS> {
   using Block = BlockIQ4_XS;
+  static constexpr bool kNibbleUnits = true;
   static constexpr int kBlockValues = 256;
   static constexpr bool kHasMin = false;
   static constexpr ActivationForm kInput = ActivationForm::Q8_K;
@@ -216,6 +221,7 @@ struct UnitQuant<DType::IQ4_XS> {
 template <>
 struct UnitQuant<DType::MXFP4> {
   using Block = BlockMXFP4;
+  static constexpr bool kNibbleUnits = true;
   static constexpr int kBlockValues = 32;
   static constexpr bool kHasMin = false;
   static constexpr ActivationForm kInput = ActivationForm::Q8_0;
@@ -376,6 +382,14 @@ STRATA_HD inline int unit_scale_hi(const typename UnitQuant<T>::Block& b, int u)
   return UnitQuant<T>::scale(b, u);
 }
 
+// Types whose blocks end in their quants as nibbles, unit by unit 16 bytes (value j the low
+// nibble of byte j, value j + 16 the high one), everything else before them (scales, fifth bits):
+// these interleave by rows (interleaved_rows.h).
+template <DType T>
+inline constexpr bool kNibbleUnits = requires {
+  UnitQuant<T>::kNibbleUnits;
+};
+
 // One decoded value, as ggml's dequantization computes it (no fused multiply-add).
 template <DType T>
 STRATA_HD inline float unit_value(int8_t q, float d, float m) {
@@ -497,6 +511,12 @@ inline void with_unit_type(DType t, F&& f) {
     default:
       return;
   }
+}
+
+inline bool is_nibble_unit_type(DType t) {
+  bool nibbles = false;
+  with_unit_type(t, [&]<DType T>() { nibbles = kNibbleUnits<T>; });
+  return nibbles;
 }
 
 // Rows of n values (a multiple of the block) of a unit type to f32, as ggml dequantizes them.

@@ -194,6 +194,12 @@ struct CpuKernels {
                                      float* out);
   void (*axpy_unit[kUnitTypes])(const void* const* w, const float* c, int n_rows, float* y,
                                 int64_t n, const void* const* next, int n_next);
+  // One group of 16 interleaved rows of a nibble unit type (tensor/interleaved_rows.h; null for
+  // the other unit types) times the activation, nb blocks of the type per row: out[0..15], each
+  // equal to dot_unit of the plain row bit for bit (the same integer sums and unit terms, lane
+  // by lane, into the same chains).
+  void (*matvec_unit_x16[kUnitTypes])(const uint8_t* group, const UnitInput& x, int64_t nb,
+                                      float* out);
 
   // The axpy_q*_K_super entry of a K-quant type (Q2_K..Q6_K).
   using AxpyKSuper = decltype(axpy_q4_K_super);

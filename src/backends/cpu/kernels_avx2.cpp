@@ -308,6 +308,7 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 #include "backends/cpu/kernels_avx2_kquants.inc"
 #include "backends/cpu/kernels_avx2_tiles.inc"
 #include "backends/cpu/kernels_avx2_units.inc"
+#include "backends/cpu/kernels_avx2_unit_groups.inc"
 
 // One table per compilation of this file (see kernels_avx2_vnni.cpp).
 #if defined(STRATA_KERNELS_VNNI)
@@ -406,7 +407,8 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
     .dot_unit = {},
     .gather_dot_unit = {},
     .dot_unit_multi = {},
-    .axpy_unit = {}},
+    .axpy_unit = {},
+    .matvec_unit_x16 = {}},
     std::make_index_sequence<kUnitTypes>());
 
 // The same table with the Near read-ahead's column products.

@@ -331,7 +331,8 @@ const CpuKernels& scalar_kernels() {
       .dot_unit = {},
       .gather_dot_unit = {},
       .dot_unit_multi = {},
-      .axpy_unit = {}},
+      .axpy_unit = {},
+    .matvec_unit_x16 = {}},
       std::make_index_sequence<kUnitTypes>());
   return k;
 }

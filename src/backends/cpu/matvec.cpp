@@ -75,6 +75,8 @@ float dot_one_row(const CpuKernels& k, const MatrixView& w, int64_t row, const P
                                        w.cols);
     if (w.type == DType::Q4_K)
       return scalar_kernels().dot_kq[kquant_slot(DType::Q4_K)](plain.data(), x.q8k(), w.cols);
+    if (is_unit_type(w.type))
+      return scalar_kernels().dot_unit[unit_slot(w.type)](plain.data(), {&x.q8(), x.q8k()}, w.cols);
     return scalar_kernels().dot_q4_0(reinterpret_cast<const BlockQ4_0*>(plain.data()), x.q8(),
                                      w.cols);
   }
@@ -142,6 +144,9 @@ void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& 
       const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) * group_bytes;
       if (w.type == DType::Q4_K)
         k.matvec_q4_Kx16(group, x.q8k(), w.cols / kQK_K, y + r);
+      else if (is_unit_type(w.type))
+        k.matvec_unit_x16[unit_slot(w.type)](group, {&x.q8(), x.q8k()},
+                                             w.cols / dtype_info(w.type).block_size, y + r);
       else
         kernel(group, x.q8(), w.cols / kQK, y + r);
     }
@@ -265,7 +270,8 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
         // kGroupTokens tokens per pass, each block unpacked once).
         for (int64_t r = lo - offset; r < hi - offset;) {
           const int64_t next = std::min(hi - offset, (r / kInterleavedRows + 1) * kInterleavedRows);
-          if (j.w->type != DType::Q4_K && r % kInterleavedRows == 0 && next - r == kInterleavedRows)
+          if ((j.w->type == DType::Q4_0 || j.w->type == DType::Q8_0) && r % kInterleavedRows == 0 &&
+              next - r == kInterleavedRows)
             group_tokens(k, *j.w, r, x, j.y, j.y_stride);
           else
             for (int64_t b = 0; b < batch; ++b)

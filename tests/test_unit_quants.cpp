@@ -245,13 +245,29 @@ TEST(UnitKernels, InterleavedGroupsEqualThePlainRowsBitForBit) {
         extract_row16(type, g.data() + (r / 16) * group_bytes, n, r % 16, row.data());
         ASSERT_EQ(std::memcmp(row.data(), w.data() + r * rb, rb), 0) << "row " << r;
       }
-      std::vector<std::vector<float>> xs = {gaussian(n, 3, 1e3f), gaussian(n, 4), gaussian(n, 5)};
+      std::vector<std::vector<float>> xs = {gaussian(n, 3, 1e3f)};
+      for (int t = 1; t < kGroupTokens + 1; ++t) xs.push_back(gaussian(n, 3 + t));
       std::vector<PreparedInput> in(xs.size());
       const bool q8k = dtype_info(type).input == ActivationForm::Q8_K;
       for (size_t t = 0; t < xs.size(); ++t)
         in[t].prepare(scalar_kernels(), xs[t].data(), n, !q8k, q8k);
       const UnitInput x{&in[0].q8(), in[0].q8k()};
+      std::vector<UnitInput> units;
+      for (const PreparedInput& p : in) units.push_back({&p.q8(), p.q8k()});
       for (const CpuKernels* k : supported_kernels()) {
+        // Several tokens at once equal one at a time.
+        for (int n_x = 1; n_x <= kGroupTokens; ++n_x) {
+          std::vector<float> several(16 * n_x), one(16);
+          std::vector<float*> outs;
+          for (int t = 0; t < n_x; ++t) outs.push_back(several.data() + 16 * t);
+          k->matmat_unit_x16[slot](g.data(), units.data() + 1, n_x, n / block, outs.data());
+          for (int t = 0; t < n_x; ++t) {
+            k->matvec_unit_x16[slot](g.data(), units[1 + t], n / block, one.data());
+            for (int r = 0; r < 16; ++r)
+              ASSERT_TRUE(same_bits(several[16 * t + r], one[r]))
+                  << kernels_label(*k) << " " << n_x << " tokens, token " << t << " row " << r;
+          }
+        }
         float out[16];
         for (int group = 0; group < kRows / 16; ++group) {
           k->matvec_unit_x16[slot](g.data() + group * group_bytes, x, n / block, out);

@@ -200,6 +200,10 @@ struct CpuKernels {
   // by lane, into the same chains).
   void (*matvec_unit_x16[kUnitTypes])(const uint8_t* group, const UnitInput& x, int64_t nb,
                                       float* out);
+  // The group times n_x <= kGroupTokens activations: out[t][0..15] is matvec_unit_x16 of xs[t]
+  // bit for bit; fast variants decode each block once for all of them.
+  void (*matmat_unit_x16[kUnitTypes])(const uint8_t* group, const UnitInput* xs, int n_x,
+                                      int64_t nb, float* const* out);
 
   // The axpy_q*_K_super entry of a K-quant type (Q2_K..Q6_K).
   using AxpyKSuper = decltype(axpy_q4_K_super);

@@ -408,7 +408,8 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
     .gather_dot_unit = {},
     .dot_unit_multi = {},
     .axpy_unit = {},
-    .matvec_unit_x16 = {}},
+    .matvec_unit_x16 = {},
+    .matmat_unit_x16 = {}},
     std::make_index_sequence<kUnitTypes>());
 
 // The same table with the Near read-ahead's column products.

@@ -332,7 +332,8 @@ const CpuKernels& scalar_kernels() {
       .gather_dot_unit = {},
       .dot_unit_multi = {},
       .axpy_unit = {},
-    .matvec_unit_x16 = {}},
+    .matvec_unit_x16 = {},
+    .matmat_unit_x16 = {}},
       std::make_index_sequence<kUnitTypes>());
   return k;
 }

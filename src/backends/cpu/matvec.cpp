@@ -225,7 +225,8 @@ void dot_unit_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, int6
   }
 }
 
-// Rows r .. r + 15 (one interleaved Q4_0/Q8_0 group) for every input, kGroupTokens at a time.
+// Rows r .. r + 15 (one interleaved Q4_0/Q8_0 or unit-type group) for every input, kGroupTokens
+// at a time.
 void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
                   std::span<const PreparedInput> x, float* y, int64_t y_stride) {
   const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) *
@@ -236,10 +237,19 @@ void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
     Q8Activation xs[kGroupTokens];
     float* out[kGroupTokens];
     for (int t = 0; t < n; ++t) {
-      xs[t] = x[static_cast<size_t>(t0 + t)].q8();
+      if (!is_unit_type(w.type)) xs[t] = x[static_cast<size_t>(t0 + t)].q8();
       out[t] = y + (t0 + t) * y_stride + r;
     }
-    (w.type == DType::Q8_0 ? k.matmat_q8_0x16 : k.matmat_q4_0x16)(group, xs, n, w.cols / kQK, out);
+    if (is_unit_type(w.type)) {
+      UnitInput units[kGroupTokens];
+      for (int t = 0; t < n; ++t)
+        units[t] = {&x[static_cast<size_t>(t0 + t)].q8(), x[static_cast<size_t>(t0 + t)].q8k()};
+      k.matmat_unit_x16[unit_slot(w.type)](group, units, n, w.cols / dtype_info(w.type).block_size,
+                                           out);
+    } else {
+      (w.type == DType::Q8_0 ? k.matmat_q8_0x16 : k.matmat_q4_0x16)(group, xs, n, w.cols / kQK,
+                                                                    out);
+    }
   }
 }
 
@@ -270,8 +280,7 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
         // kGroupTokens tokens per pass, each block unpacked once).
         for (int64_t r = lo - offset; r < hi - offset;) {
           const int64_t next = std::min(hi - offset, (r / kInterleavedRows + 1) * kInterleavedRows);
-          if ((j.w->type == DType::Q4_0 || j.w->type == DType::Q8_0) && r % kInterleavedRows == 0 &&
-              next - r == kInterleavedRows)
+          if (j.w->type != DType::Q4_K && r % kInterleavedRows == 0 && next - r == kInterleavedRows)
             group_tokens(k, *j.w, r, x, j.y, j.y_stride);
           else
             for (int64_t b = 0; b < batch; ++b)

@@ -4,13 +4,17 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "tensor/iq_quantize.h"
 #include "tensor/quantize.h"
 
 namespace strata {
 
 DType transposed_down_type(const MatrixView& down) {
+  // The transpose is quantized again; a lattice type's second rounding would cost as much error
+  // as its first (and its search far more time), so those are held as Q8_0.
   const DTypeInfo& info = dtype_info(down.type);
-  if (info.quantize != nullptr && static_cast<uint64_t>(down.rows) % info.block_size == 0)
+  if (info.quantize != nullptr && !has_iq_quantizer(down.type) &&
+      static_cast<uint64_t>(down.rows) % info.block_size == 0)
     return down.type;
   return static_cast<uint64_t>(down.rows) % kQK == 0 ? DType::Q8_0 : DType::F16;
 }

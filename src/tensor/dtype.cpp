@@ -5,6 +5,7 @@
 #include <cctype>
 
 #include "core/error.h"
+#include "tensor/iq_quantize.h"
 #include "tensor/kquants.h"
 #include "tensor/quantize.h"
 #include "tensor/unit_quants.h"
@@ -37,6 +38,15 @@ void unit_encode(const float* s, void* d, int64_t n) {
   quantize_row_unit(T, s, d, n);
 }
 
+template <DType T>
+void iq_encode(const float* s, void* d, int64_t n) {
+  quantize_row_iq(T, s, d, n, nullptr);
+}
+template <DType T>
+void iq_encode_importance(const float* s, void* d, int64_t n, const float* importance) {
+  quantize_row_iq(T, s, d, n, importance);
+}
+
 constexpr DTypeInfo known(DType t, const char* name, uint32_t block, uint32_t bytes) {
   return {t, name, block, bytes, false, Form::None, nullptr, nullptr, nullptr};
 }
@@ -63,6 +73,20 @@ constexpr DTypeInfo unit(const char* name, uint32_t block, uint32_t bytes, bool 
           unit_decode<T>,
           encodes ? unit_encode<T> : nullptr,
           nullptr};
+}
+
+// The lattice types strata quantizes (tensor/iq_quantize.h), with an importance or without.
+template <DType T>
+constexpr DTypeInfo iq_unit(const char* name, uint32_t bytes) {
+  return {T,
+          name,
+          256,
+          bytes,
+          true,
+          UnitQuant<T>::kInput,
+          unit_decode<T>,
+          iq_encode<T>,
+          iq_encode_importance<T>};
 }
 
 // Every GGUF type of llama.cpp v0.5.0 (ggml.h), with its block layout (ggml-common.h).
@@ -92,12 +116,12 @@ constexpr std::array<DTypeInfo, 35> kTypes = {{
     unit<DType::Q1_0>("Q1_0", 128, 18, false),
     unit<DType::Q2_0>("Q2_0", 64, 18, false),
     known(DType::Q8_1, "Q8_1", 32, 36),
-    unit<DType::IQ2_XXS>("IQ2_XXS", 256, 66, false),
-    unit<DType::IQ2_XS>("IQ2_XS", 256, 74, false),
-    unit<DType::IQ3_XXS>("IQ3_XXS", 256, 98, false),
+    iq_unit<DType::IQ2_XXS>("IQ2_XXS", 66),
+    iq_unit<DType::IQ2_XS>("IQ2_XS", 74),
+    iq_unit<DType::IQ3_XXS>("IQ3_XXS", 98),
     unit<DType::IQ1_S>("IQ1_S", 256, 50, false),
-    unit<DType::IQ3_S>("IQ3_S", 256, 110, false),
-    unit<DType::IQ2_S>("IQ2_S", 256, 82, false),
+    iq_unit<DType::IQ3_S>("IQ3_S", 110),
+    iq_unit<DType::IQ2_S>("IQ2_S", 82),
     unit<DType::IQ1_M>("IQ1_M", 256, 56, false),
     unit<DType::NVFP4>("NVFP4", 64, 36, true),
     known(DType::I8, "I8", 1, 1),

@@ -4,13 +4,16 @@
 // K-quants weigh their rounding by the importance; strata quantize --imatrix applies it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "core/error.h"
 #include "format/imatrix_file.h"
+#include "model/model.h"
 #include "offline/imatrix.h"
 #include "offline/quantize.h"
 #include "offline/text_windows.h"
@@ -151,6 +154,48 @@ TEST(Imatrix, QuantizeWeighsTheMatricesTheFileCovers) {
     EXPECT_NE(std::string(e.what()).find("'blk.2.attn_q.weight' has 100 values"), std::string::npos)
         << e.what();
   }
+}
+
+// The lattice mixtures as llama-quantize makes them: IQ2_M is refused without an importance
+// matrix (as is a 2-bit type asked for by --tensor-type, naming the tensor), and with one every
+// matrix is weighted, the file holds IQ2_S and IQ3_S matrices and a Q5_K head, and its logits
+// stay near the F16 model's (cosine above 0.9 at the last of five tokens).
+TEST(Imatrix, LatticeMixturesNeedAndUseAnImportanceMatrix) {
+  QuantizeOptions o;
+  o.input = testing::source_file("models/strata-tiny.gguf");
+  o.recipe = QuantRecipe::IQ2_M;
+  o.threads = 2;
+  o.output = temp_file("tiny-iq2m.gguf");
+  EXPECT_THROW(quantize_model(o), Error);
+  QuantizeOptions manual = o;
+  manual.recipe = QuantRecipe::Q8_0;
+  add_tensor_type_override(manual.overrides, "ffn_up=iq2_s");
+  try {
+    quantize_model(manual);
+    ADD_FAILURE() << "IQ2_S without an importance matrix was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'blk.0.ffn_up.weight' as IQ2_S needs an importance"),
+              std::string::npos)
+        << e.what();
+  }
+  o.imatrix = data_file("strata-tiny.imatrix.gguf");
+  EXPECT_EQ(quantize_model(o).weighted, 42);
+  const auto m = Model::load(o.output);
+  std::map<DType, int> types;
+  for (const LayerWeights& l : m->weights.layers)
+    for (const MatrixView* v : {&l.attn_q, &l.attn_v, &l.attn_output, &l.ffn_up, &l.ffn_down})
+      ++types[v->type];
+  EXPECT_GT(types[DType::IQ2_S], 0);
+  EXPECT_GT(types[DType::IQ3_S], 0);
+  EXPECT_EQ(m->weights.output.type, DType::Q5_K);
+  const std::vector<float> f16 = testing::last_logits(o.input, FfnMode::Dense);
+  const std::vector<float> iq = testing::last_logits(o.output, FfnMode::Dense);
+  ASSERT_EQ(f16.size(), iq.size());
+  double dot = 0, ff = 0, qq = 0;
+  for (size_t i = 0; i < f16.size(); ++i)
+    dot += double{f16[i]} * iq[i], ff += double{f16[i]} * f16[i], qq += double{iq[i]} * iq[i];
+  std::printf("IQ2_M logits: cosine %.4f to F16's\n", dot / std::sqrt(ff * qq));
+  EXPECT_GT(dot / std::sqrt(ff * qq), 0.9);
 }
 
 // strata imatrix against llama-imatrix on the same text, windows and model: the shipped model's

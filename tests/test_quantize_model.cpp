@@ -32,7 +32,8 @@ TEST(QuantRecipe, NamesAsLlamaQuantizeReadsThem) {
   EXPECT_EQ(quant_recipe_from_name("Q3_K"), QuantRecipe::Q3_K_M);
   EXPECT_EQ(quant_recipe_from_name("f16"), QuantRecipe::F16);
   EXPECT_FALSE(quant_recipe_from_name("Q4_K_X").has_value());
-  EXPECT_FALSE(quant_recipe_from_name("IQ2_XXS").has_value());  // a type strata cannot write
+  EXPECT_EQ(quant_recipe_from_name("iq2_xxs"), QuantRecipe::IQ2_XXS);
+  EXPECT_FALSE(quant_recipe_from_name("IQ1_S").has_value());  // a type strata cannot write
   EXPECT_EQ(quant_recipe_from_name("q5_0"), QuantRecipe::Q5_0);
   EXPECT_EQ(quant_recipe_from_name("mxfp4_moe"), QuantRecipe::MXFP4_MOE);
   EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q4_K_M), 15u);
@@ -239,6 +240,65 @@ TEST(QuantRecipe, ThirtyTwoValueAndIq4Recipes) {
   EXPECT_EQ(t(QuantRecipe::MXFP4_MOE, TensorRole::Output, -1, o), DType::Q8_0);
 }
 
+// The lattice mixtures of llama-quantize v0.5.0 (llama_tensor_get_type): the 2-bit ones give
+// attn_v, the first eighth's ffn_down and (IQ2_S/IQ2_M) attn_output more bits and the head Q5_K;
+// the 3-bit ones their own exceptions; and which tensors need an importance matrix.
+TEST(QuantRecipe, LatticeMixtures) {
+  const RecipeOptions mha{.n_layer = 16, .has_imatrix = true}, gqa{.n_layer = 16, .n_gqa = 4};
+  auto t = [](QuantRecipe r, TensorRole role, int l, const RecipeOptions& ro) {
+    return recipe_tensor_type(r, layer(role, l), 4096, ro);
+  };
+  EXPECT_EQ(quant_recipe_base(QuantRecipe::IQ2_S), DType::IQ2_XS);  // llama.cpp's choice
+  EXPECT_EQ(quant_recipe_base(QuantRecipe::IQ2_M), DType::IQ2_S);
+  EXPECT_EQ(quant_recipe_base(QuantRecipe::IQ3_XS), DType::IQ3_S);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::IQ2_M), 29u);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::IQ3_XS), 22u);
+  EXPECT_EQ(t(QuantRecipe::IQ2_XXS, TensorRole::AttnV, 5, mha), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::IQ2_XXS, TensorRole::AttnV, 5, gqa), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::IQ2_M, TensorRole::AttnV, 5, mha), DType::IQ3_S);
+  EXPECT_EQ(t(QuantRecipe::IQ2_XS, TensorRole::FfnDown, 1, mha), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::IQ2_XS, TensorRole::FfnDown, 2, mha), DType::IQ2_XS);
+  EXPECT_EQ(t(QuantRecipe::IQ2_S, TensorRole::AttnOutput, 9, mha), DType::IQ3_S);
+  EXPECT_EQ(t(QuantRecipe::IQ2_XXS, TensorRole::AttnOutput, 9, mha), DType::IQ2_XXS);
+  EXPECT_EQ(t(QuantRecipe::IQ2_XXS, TensorRole::Output, -1, mha), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::IQ2_XS, TensorRole::Embedding, -1, mha), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::IQ2_M, TensorRole::Embedding, -1, mha), DType::IQ3_S);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::AttnQ, 3, mha), DType::IQ2_S);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::AttnV, 3, mha), DType::IQ3_XXS);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::AttnV, 3, {.n_layer = 16}), DType::IQ3_S);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::FfnDown, 0, {.n_layer = 16}), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::FfnDown, 9, {.n_layer = 16}), DType::Q3_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::FfnDown, 9, mha), DType::IQ3_XXS);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::Output, -1, mha), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XS, TensorRole::FfnGate, 1, mha), DType::IQ3_S);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XS, TensorRole::FfnUp, 2, mha), DType::IQ3_XXS);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XS, TensorRole::FfnUp, 14, mha), DType::IQ3_S);
+  EXPECT_EQ(t(QuantRecipe::IQ3_XS, TensorRole::AttnK, 4, mha), DType::IQ3_XXS);
+  EXPECT_EQ(t(QuantRecipe::IQ3_S, TensorRole::AttnV, 4, gqa), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_S, TensorRole::AttnV, 4, mha), DType::IQ3_S);
+  EXPECT_EQ(t(QuantRecipe::IQ3_S, TensorRole::Output, -1, mha), DType::Q6_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_M, TensorRole::AttnV, 4, mha), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_M, TensorRole::AttnOutput, 4, mha), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_M, TensorRole::FfnDown, 1, mha), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::IQ3_M, TensorRole::FfnDown, 2, mha), DType::IQ3_S);
+  // IQ4 keeps ffn_down at its type with an importance matrix, as llama-quantize does.
+  EXPECT_EQ(t(QuantRecipe::IQ4_XS, TensorRole::FfnDown, 0, mha), DType::IQ4_XS);
+  // Rows that are not whole 256-value blocks fall back to IQ4_NL.
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::IQ2_XS, layer(TensorRole::AttnQ, 3), 640, mha),
+            DType::IQ4_NL);
+  for (QuantRecipe r : {QuantRecipe::IQ2_XXS, QuantRecipe::IQ2_XS, QuantRecipe::IQ2_S,
+                        QuantRecipe::IQ2_M, QuantRecipe::IQ3_XXS, QuantRecipe::IQ3_XS})
+    EXPECT_TRUE(quant_recipe_needs_imatrix(r)) << quant_recipe_name(r);
+  EXPECT_FALSE(quant_recipe_needs_imatrix(QuantRecipe::IQ3_S));
+  EXPECT_FALSE(quant_recipe_needs_imatrix(QuantRecipe::IQ3_M));
+  EXPECT_TRUE(tensor_needs_imatrix(QuantRecipe::IQ3_M, layer(TensorRole::AttnQ, 1), DType::IQ2_S));
+  EXPECT_FALSE(
+      tensor_needs_imatrix(QuantRecipe::IQ3_M, layer(TensorRole::Output, -1), DType::IQ2_S));
+  EXPECT_FALSE(tensor_needs_imatrix(QuantRecipe::IQ3_M, layer(TensorRole::AttnQ, 1), DType::IQ3_S));
+  EXPECT_TRUE(tensor_needs_imatrix(QuantRecipe::Q2_K_S, layer(TensorRole::AttnQ, 1), DType::Q2_K));
+  EXPECT_FALSE(tensor_needs_imatrix(QuantRecipe::Q2_K, layer(TensorRole::AttnQ, 1), DType::Q2_K));
+}
+
 // llama-quantize's manual choices, in its order: the output and token-embedding types as given
 // (no fallback), then the first --tensor-type pattern found in the name (with the fallback),
 // only where the recipe quantizes; 1-D tensors untouched.
@@ -265,7 +325,7 @@ TEST(QuantRecipe, ManualTypesAsLlamaQuantize) {
             DType::F32);
   TypeOverrides bad;
   EXPECT_THROW(add_tensor_type_override(bad, "ffn_(down=q5_0"), Error);
-  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down=iq2_xxs"), Error);
+  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down=iq1_m"), Error);  // not written
   EXPECT_THROW(add_tensor_type_override(bad, "ffn_down"), Error);
   EXPECT_THROW(add_tensor_type_override(bad, "=q8_0"), Error);
 }

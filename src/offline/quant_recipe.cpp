@@ -18,7 +18,7 @@ struct RecipeInfo {
   uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_* numbers
 };
 
-constexpr std::array<RecipeInfo, 21> kRecipes = {{
+constexpr std::array<RecipeInfo, 29> kRecipes = {{
     {QuantRecipe::F32, "F32", DType::F32, 0},
     {QuantRecipe::F16, "F16", DType::F16, 1},
     {QuantRecipe::BF16, "BF16", DType::BF16, 32},
@@ -40,6 +40,14 @@ constexpr std::array<RecipeInfo, 21> kRecipes = {{
     {QuantRecipe::IQ4_NL, "IQ4_NL", DType::IQ4_NL, 25},
     {QuantRecipe::IQ4_XS, "IQ4_XS", DType::IQ4_XS, 30},
     {QuantRecipe::MXFP4_MOE, "MXFP4_MOE", DType::MXFP4, 38},
+    {QuantRecipe::IQ2_XXS, "IQ2_XXS", DType::IQ2_XXS, 19},
+    {QuantRecipe::IQ2_XS, "IQ2_XS", DType::IQ2_XS, 20},
+    {QuantRecipe::IQ2_S, "IQ2_S", DType::IQ2_XS, 28},  // llama.cpp's: IQ2_XS most tensors
+    {QuantRecipe::IQ2_M, "IQ2_M", DType::IQ2_S, 29},
+    {QuantRecipe::IQ3_XXS, "IQ3_XXS", DType::IQ3_XXS, 23},
+    {QuantRecipe::IQ3_XS, "IQ3_XS", DType::IQ3_S, 22},
+    {QuantRecipe::IQ3_S, "IQ3_S", DType::IQ3_S, 26},
+    {QuantRecipe::IQ3_M, "IQ3_M", DType::IQ3_S, 27},
 }};
 
 const RecipeInfo& info(QuantRecipe r) {
@@ -76,6 +84,85 @@ DType falcon_ffn_down(QuantRecipe r, DType base, int i, int n) {
   return base;
 }
 
+// The 2-bit lattice mixtures (llama.cpp's IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M branch): attn_v, the
+// first eighth's ffn_down and attn_output get more bits, the rest the base type.
+bool two_bit(QuantRecipe r) {
+  return r == QuantRecipe::IQ2_XXS || r == QuantRecipe::IQ2_XS || r == QuantRecipe::IQ2_S ||
+         r == QuantRecipe::IQ2_M;
+}
+DType two_bit_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
+  const DType base = info(r).base;
+  const bool s_or_m = r == QuantRecipe::IQ2_S || r == QuantRecipe::IQ2_M;
+  switch (t.role) {
+    case TensorRole::AttnV:
+      if (o.n_gqa >= 4 || o.n_expert >= 4) return DType::Q4_K;
+      return s_or_m ? DType::IQ3_S : DType::Q2_K;
+    case TensorRole::AttnK:
+      return o.n_expert == 8 ? DType::Q4_K : base;
+    case TensorRole::FfnDown:
+      if (t.layer < o.n_layer / 8) return s_or_m ? DType::IQ3_S : DType::Q2_K;
+      return base;
+    case TensorRole::AttnOutput:
+      if (o.n_expert == 8) return DType::Q5_K;
+      return s_or_m ? DType::IQ3_S : base;
+    default:
+      return base;
+  }
+}
+
+// The 3-bit lattice mixtures' exceptions (llama.cpp's IQ3_XXS, IQ3_XS, IQ3_S, IQ3_M rules), or
+// nothing where the tensor keeps the general rules.
+std::optional<DType> three_bit_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
+  const int i = t.layer, n = o.n_layer;
+  const bool xxs = r == QuantRecipe::IQ3_XXS, xs = r == QuantRecipe::IQ3_XS;
+  const bool m = r == QuantRecipe::IQ3_M;
+  if (!xxs && !xs && !m && r != QuantRecipe::IQ3_S) return std::nullopt;
+  switch (t.role) {
+    case TensorRole::AttnV:
+      if (o.n_expert == 8) return DType::Q8_0;
+      if (xxs) return o.n_gqa >= 4 ? DType::Q4_K : o.has_imatrix ? DType::IQ3_XXS : DType::IQ3_S;
+      if (m || o.n_gqa >= 4) return DType::Q4_K;
+      return std::nullopt;
+    case TensorRole::AttnK:
+    case TensorRole::AttnQ:
+      if (t.role == TensorRole::AttnK && o.n_expert == 8) return DType::Q8_0;
+      if (xs) return DType::IQ3_XXS;
+      if (xxs) return DType::IQ2_S;
+      return std::nullopt;
+    case TensorRole::FfnDown:
+      if (xxs && !o.has_imatrix) return i < n / 8 ? DType::Q4_K : DType::Q3_K;
+      if (m && (i < n / 8 || (o.n_expert == 8 && more_bits(i, n)))) return DType::Q4_K;
+      return std::nullopt;
+    case TensorRole::AttnOutput:
+      if (o.n_expert == 8) return DType::Q5_K;
+      if (xxs) return DType::IQ3_S;
+      if (m) return DType::Q4_K;
+      return std::nullopt;
+    case TensorRole::AttnQkv:
+      if (m) return DType::Q4_K;
+      return std::nullopt;
+    case TensorRole::FfnGate:
+    case TensorRole::FfnUp:
+      if (xs && i >= n / 8 && i < 7 * n / 8) return DType::IQ3_XXS;
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The head: Q5_K in the 2-bit and IQ3_XXS mixtures, Q6_K in the other quantized ones.
+DType output_type(QuantRecipe r, DType base) {
+  if (two_bit(r) || r == QuantRecipe::IQ3_XXS) return DType::Q5_K;
+  return is_float_type(base) || base == DType::Q8_0 ? base : DType::Q6_K;
+}
+// The token embeddings: fewer bits than the base in the 2-bit mixtures, IQ3_S in IQ3_XXS's.
+DType embedding_type(QuantRecipe r, DType base) {
+  if (r == QuantRecipe::IQ2_XXS || r == QuantRecipe::IQ2_XS) return DType::Q2_K;
+  if (r == QuantRecipe::IQ2_S || r == QuantRecipe::IQ2_M || r == QuantRecipe::IQ3_XXS)
+    return DType::IQ3_S;
+  return base;
+}
+
 // The mixture's type before the row-length check.
 DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   const DType base = info(r).base;
@@ -84,10 +171,11 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   const bool eight_experts = o.n_expert == 8;  // llama.cpp's Mixtral-8x7B rule
   const bool iq4 = r == QuantRecipe::IQ4_NL || r == QuantRecipe::IQ4_XS;
   if (r == QuantRecipe::MXFP4_MOE) return t.expert_stack ? DType::MXFP4 : DType::Q8_0;
+  if (t.role == TensorRole::Output) return falcon ? DType::Q8_0 : output_type(r, base);
+  if (t.role == TensorRole::Embedding) return embedding_type(r, base);
+  if (two_bit(r)) return two_bit_type(r, t, o);
+  if (const auto three = three_bit_type(r, t, o)) return *three;
   switch (t.role) {
-    case TensorRole::Output:
-      if (falcon) return DType::Q8_0;
-      return is_float_type(base) || base == DType::Q8_0 ? base : DType::Q6_K;
     case TensorRole::AttnK:
       return eight_experts ? DType::Q8_0 : base;
     case TensorRole::AttnV:  // i: the layer, as llama.cpp's count of attn_v tensors
@@ -109,7 +197,7 @@ DType mixture_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
       if (r == QuantRecipe::Q3_K_L) return DType::Q5_K;
       if ((r == QuantRecipe::Q4_K_M || r == QuantRecipe::Q5_K_M) && more_bits(i, n))
         return DType::Q6_K;
-      if (iq4 && i < n / 8) return DType::Q5_K;  // llama.cpp's rule without an imatrix
+      if (iq4 && i < n / 8 && !o.has_imatrix) return DType::Q5_K;  // llama.cpp's rule
       if (r == QuantRecipe::Q4_K_S && i < n / 8) return DType::Q5_K;
       return base;
     case TensorRole::AttnQkv:  // llama.cpp's rule for a fused q/k/v
@@ -144,6 +232,13 @@ DType fit_row(DType type, int64_t row_length) {
   if (fits(type)) return type;
   DType fallback = DType::F16;
   switch (type) {
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
     case DType::IQ4_XS:
       fallback = DType::IQ4_NL;
       break;
@@ -196,7 +291,35 @@ DType quant_recipe_base(QuantRecipe r) {
 }
 
 bool quant_recipe_needs_imatrix(QuantRecipe r) {
-  return r == QuantRecipe::Q2_K_S;
+  switch (r) {
+    case QuantRecipe::Q2_K_S:
+    case QuantRecipe::IQ2_XXS:
+    case QuantRecipe::IQ2_XS:
+    case QuantRecipe::IQ2_S:
+    case QuantRecipe::IQ2_M:
+    case QuantRecipe::IQ3_XXS:
+    case QuantRecipe::IQ3_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool tensor_needs_imatrix(QuantRecipe r, const TensorName& t, DType type) {
+  if (t.role == TensorRole::Embedding || t.role == TensorRole::Output) return false;
+  switch (type) {
+    case DType::IQ3_XXS:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ1_M:
+    case DType::IQ1_S:
+      return true;
+    case DType::Q2_K:
+      return r == QuantRecipe::Q2_K_S;
+    default:
+      return false;
+  }
 }
 
 namespace {

@@ -40,6 +40,15 @@ enum class QuantRecipe {
   IQ4_NL,
   IQ4_XS,
   MXFP4_MOE,  // a mixture's stacked experts MXFP4, every other matrix Q8_0
+  // The lattice mixtures (the 2-bit ones and IQ3_XXS/IQ3_XS need an importance matrix).
+  IQ2_XXS,
+  IQ2_XS,
+  IQ2_S,
+  IQ2_M,
+  IQ3_XXS,
+  IQ3_XS,
+  IQ3_S,
+  IQ3_M,
 };
 
 // llama-quantize's names, any case; also Q3_K, Q4_K, Q5_K (= the _M mixtures, as llama-quantize
@@ -90,6 +99,9 @@ struct RecipeOptions {
   int n_expert = 0;
   // Query heads per KV head: llama.cpp gives attn_v more bits in the IQ4 mixtures from 4 on.
   int n_gqa = 1;
+  // An importance matrix is given: llama.cpp's IQ3_XXS and IQ4 mixtures then keep ffn_down (and
+  // IQ3_XXS attn_v) at the base type.
+  bool has_imatrix = false;
 };
 
 // The type of a tensor whose rows hold `row_length` values. K-quant rows must be whole 256-value
@@ -98,6 +110,11 @@ struct RecipeOptions {
 // Q8_0; IQ4_XS -> IQ4_NL; then F16 where that does not fit either).
 DType recipe_tensor_type(QuantRecipe r, const TensorName& t, int64_t row_length,
                          const RecipeOptions& o);
+
+// Whether llama-quantize v0.5.0 refuses to write the tensor as `type` without an importance
+// matrix: the 1- to 3-bit lattice types, except in the embeddings and the output head, and Q2_K in
+// a Q2_K_S file.
+bool tensor_needs_imatrix(QuantRecipe r, const TensorName& t, DType type);
 
 // llama-quantize's fallback for rows of row_length values that are not whole blocks of `type`
 // (see recipe_tensor_type): the type itself where they are.

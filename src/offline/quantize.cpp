@@ -58,7 +58,8 @@ RecipeOptions recipe_options(const GgufFile& f, const QuantizeOptions& o) {
           .quantize_predictors = o.quantize_predictors,
           .rules = a ? a->quant_rules : QuantRules::Default,
           .n_expert = static_cast<int>(f.get_int(arch + ".expert_count", 0)),
-          .n_gqa = query_heads_per_kv_head(f, arch)};
+          .n_gqa = query_heads_per_kv_head(f, arch),
+          .has_imatrix = !o.imatrix.empty()};
 }
 
 // How one input tensor becomes its output tensor.
@@ -200,10 +201,16 @@ QuantizeReport quantize_model(const QuantizeOptions& o,
       continue;
     }
     const DType type = output_type(o, t, ro);
+    std::vector<float> importance = tensor_importance(imatrix, t, type);
+    if (importance.empty() && type != t.type &&
+        tensor_needs_imatrix(o.recipe, classify_tensor(t.name, t.dims.size()), type))
+      fail("tensor '{}' as {} needs an importance matrix{} (as llama-quantize)", t.name,
+           dtype_name(type),
+           o.imatrix.empty() ? " (--imatrix FILE)" : " and the file has none for it");
     jobs.push_back(
         {&t, type,
          row_bytes(type, static_cast<uint64_t>(t.dims[0])) * static_cast<uint64_t>(t.rows()), false,
-         tensor_importance(imatrix, t, type)});
+         std::move(importance)});
   }
 
   GgufWriter w(o.output, f.alignment());

@@ -254,6 +254,20 @@ IqBlock quantize_block(const IqSpec& spec, const float* x, const float* importan
     fit_entries(L, a + k * spec.scale_values, w + k * spec.scale_values, per_scale,
                 dl > 0 ? 1.0f / dl : 0.0f, b.entry + k * per_scale, unused);
   }
+  // The least-squares fits shrink the block (x . y < x . x under coarse rounding), and a model
+  // multiplies the shrinkage through its layers: the block scale is set so that the importance-
+  // weighted projection of the block onto its values is kept, sum(w x y) = sum(w x x).
+  double xy = 0, xx = 0;
+  for (int g = 0; g < 256 / width; ++g) {
+    const int k = g / per_scale;
+    const double dl = d * spec.mul * (2 * b.scale[k] + 1);
+    for (int j = 0; j < width; ++j) {
+      const int i = g * width + j;
+      xy += w[i] * a[i] * dl * L.value(b.entry[g], j);
+      xx += w[i] * a[i] * a[i];
+    }
+  }
+  if (xy > 0 && xx > 0) b.d = f32_to_f16(static_cast<float>(d * xx / xy));
   for (int g = 0; g < 256 / width; ++g)
     b.signs[g] = static_cast<uint8_t>(sign_bytes[g * width / 8] >> (width == 4 ? 4 * (g % 2) : 0)) &
                  static_cast<uint8_t>(width == 4 ? 15 : 255);

@@ -33,7 +33,7 @@ TEST(QuantRecipe, NamesAsLlamaQuantizeReadsThem) {
   EXPECT_EQ(quant_recipe_from_name("f16"), QuantRecipe::F16);
   EXPECT_FALSE(quant_recipe_from_name("Q4_K_X").has_value());
   EXPECT_EQ(quant_recipe_from_name("iq2_xxs"), QuantRecipe::IQ2_XXS);
-  EXPECT_FALSE(quant_recipe_from_name("IQ1_S").has_value());  // a type strata cannot write
+  EXPECT_FALSE(quant_recipe_from_name("TQ1_0").has_value());  // a type strata cannot write
   EXPECT_EQ(quant_recipe_from_name("q5_0"), QuantRecipe::Q5_0);
   EXPECT_EQ(quant_recipe_from_name("mxfp4_moe"), QuantRecipe::MXFP4_MOE);
   EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q4_K_M), 15u);
@@ -261,6 +261,11 @@ TEST(QuantRecipe, LatticeMixtures) {
   EXPECT_EQ(t(QuantRecipe::IQ2_S, TensorRole::AttnOutput, 9, mha), DType::IQ3_S);
   EXPECT_EQ(t(QuantRecipe::IQ2_XXS, TensorRole::AttnOutput, 9, mha), DType::IQ2_XXS);
   EXPECT_EQ(t(QuantRecipe::IQ2_XXS, TensorRole::Output, -1, mha), DType::Q5_K);
+  EXPECT_EQ(t(QuantRecipe::IQ1_S, TensorRole::AttnOutput, 9, mha), DType::IQ2_XXS);
+  EXPECT_EQ(t(QuantRecipe::IQ1_M, TensorRole::AttnV, 9, mha), DType::Q2_K);
+  EXPECT_EQ(t(QuantRecipe::IQ1_M, TensorRole::FfnUp, 9, mha), DType::IQ1_M);
+  EXPECT_EQ(t(QuantRecipe::IQ1_S, TensorRole::Embedding, -1, mha), DType::Q2_K);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::IQ1_M), 31u);
   EXPECT_EQ(t(QuantRecipe::IQ2_XS, TensorRole::Embedding, -1, mha), DType::Q2_K);
   EXPECT_EQ(t(QuantRecipe::IQ2_M, TensorRole::Embedding, -1, mha), DType::IQ3_S);
   EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::AttnQ, 3, mha), DType::IQ2_S);
@@ -286,8 +291,9 @@ TEST(QuantRecipe, LatticeMixtures) {
   // Rows that are not whole 256-value blocks fall back to IQ4_NL.
   EXPECT_EQ(recipe_tensor_type(QuantRecipe::IQ2_XS, layer(TensorRole::AttnQ, 3), 640, mha),
             DType::IQ4_NL);
-  for (QuantRecipe r : {QuantRecipe::IQ2_XXS, QuantRecipe::IQ2_XS, QuantRecipe::IQ2_S,
-                        QuantRecipe::IQ2_M, QuantRecipe::IQ3_XXS, QuantRecipe::IQ3_XS})
+  for (QuantRecipe r :
+       {QuantRecipe::IQ2_XXS, QuantRecipe::IQ2_XS, QuantRecipe::IQ2_S, QuantRecipe::IQ2_M,
+        QuantRecipe::IQ3_XXS, QuantRecipe::IQ3_XS, QuantRecipe::IQ1_S, QuantRecipe::IQ1_M})
     EXPECT_TRUE(quant_recipe_needs_imatrix(r)) << quant_recipe_name(r);
   EXPECT_FALSE(quant_recipe_needs_imatrix(QuantRecipe::IQ3_S));
   EXPECT_FALSE(quant_recipe_needs_imatrix(QuantRecipe::IQ3_M));
@@ -325,7 +331,7 @@ TEST(QuantRecipe, ManualTypesAsLlamaQuantize) {
             DType::F32);
   TypeOverrides bad;
   EXPECT_THROW(add_tensor_type_override(bad, "ffn_(down=q5_0"), Error);
-  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down=iq1_m"), Error);  // not written
+  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down=tq2_0"), Error);  // not written
   EXPECT_THROW(add_tensor_type_override(bad, "ffn_down"), Error);
   EXPECT_THROW(add_tensor_type_override(bad, "=q8_0"), Error);
 }

@@ -18,7 +18,7 @@ struct RecipeInfo {
   uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_* numbers
 };
 
-constexpr std::array<RecipeInfo, 29> kRecipes = {{
+constexpr std::array<RecipeInfo, 31> kRecipes = {{
     {QuantRecipe::F32, "F32", DType::F32, 0},
     {QuantRecipe::F16, "F16", DType::F16, 1},
     {QuantRecipe::BF16, "BF16", DType::BF16, 32},
@@ -48,6 +48,8 @@ constexpr std::array<RecipeInfo, 29> kRecipes = {{
     {QuantRecipe::IQ3_XS, "IQ3_XS", DType::IQ3_S, 22},
     {QuantRecipe::IQ3_S, "IQ3_S", DType::IQ3_S, 26},
     {QuantRecipe::IQ3_M, "IQ3_M", DType::IQ3_S, 27},
+    {QuantRecipe::IQ1_S, "IQ1_S", DType::IQ1_S, 24},
+    {QuantRecipe::IQ1_M, "IQ1_M", DType::IQ1_M, 31},
 }};
 
 const RecipeInfo& info(QuantRecipe r) {
@@ -84,11 +86,14 @@ DType falcon_ffn_down(QuantRecipe r, DType base, int i, int n) {
   return base;
 }
 
-// The 2-bit lattice mixtures (llama.cpp's IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M branch): attn_v, the
-// first eighth's ffn_down and attn_output get more bits, the rest the base type.
+// The 1- and 2-bit lattice mixtures (llama.cpp's IQ2_XXS, IQ2_XS, IQ2_S, IQ2_M, IQ1_S, IQ1_M
+// branch): attn_v, the first eighth's ffn_down and attn_output get more bits, the rest the base.
+bool iq1(QuantRecipe r) {
+  return r == QuantRecipe::IQ1_S || r == QuantRecipe::IQ1_M;
+}
 bool two_bit(QuantRecipe r) {
   return r == QuantRecipe::IQ2_XXS || r == QuantRecipe::IQ2_XS || r == QuantRecipe::IQ2_S ||
-         r == QuantRecipe::IQ2_M;
+         r == QuantRecipe::IQ2_M || iq1(r);
 }
 DType two_bit_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
   const DType base = info(r).base;
@@ -104,6 +109,7 @@ DType two_bit_type(QuantRecipe r, const TensorName& t, const RecipeOptions& o) {
       return base;
     case TensorRole::AttnOutput:
       if (o.n_expert == 8) return DType::Q5_K;
+      if (iq1(r)) return DType::IQ2_XXS;
       return s_or_m ? DType::IQ3_S : base;
     default:
       return base;
@@ -157,7 +163,7 @@ DType output_type(QuantRecipe r, DType base) {
 }
 // The token embeddings: fewer bits than the base in the 2-bit mixtures, IQ3_S in IQ3_XXS's.
 DType embedding_type(QuantRecipe r, DType base) {
-  if (r == QuantRecipe::IQ2_XXS || r == QuantRecipe::IQ2_XS) return DType::Q2_K;
+  if (r == QuantRecipe::IQ2_XXS || r == QuantRecipe::IQ2_XS || iq1(r)) return DType::Q2_K;
   if (r == QuantRecipe::IQ2_S || r == QuantRecipe::IQ2_M || r == QuantRecipe::IQ3_XXS)
     return DType::IQ3_S;
   return base;
@@ -299,6 +305,8 @@ bool quant_recipe_needs_imatrix(QuantRecipe r) {
     case QuantRecipe::IQ2_M:
     case QuantRecipe::IQ3_XXS:
     case QuantRecipe::IQ3_XS:
+    case QuantRecipe::IQ1_S:
+    case QuantRecipe::IQ1_M:
       return true;
     default:
       return false;

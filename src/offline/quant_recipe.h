@@ -49,6 +49,8 @@ enum class QuantRecipe {
   IQ3_XS,
   IQ3_S,
   IQ3_M,
+  IQ1_S,
+  IQ1_M,
 };
 
 // llama-quantize's names, any case; also Q3_K, Q4_K, Q5_K (= the _M mixtures, as llama-quantize

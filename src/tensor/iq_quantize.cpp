@@ -7,124 +7,13 @@
 
 #include "core/error.h"
 #include "tensor/half.h"
-#include "tensor/iq_grids.h"
+#include "tensor/iq1_quantize.h"
+#include "tensor/iq_lattice.h"
 #include "tensor/iq_quants.h"
 
 namespace strata {
 
 namespace {
-
-constexpr int kNeighbours = 12;  // entries kept per off-grid lattice point
-
-// A grid's lattice: every combination of its levels in each of its `width` places, each either
-// an entry of the grid or the list of the entries nearest to it (unweighted distance).
-class Lattice {
- public:
-  explicit Lattice(IqGrid g) : grid_(g), width_(iq_grid_width(g)), n_levels_(width_ == 4 ? 8 : 3) {
-    for (int l = 0; l < n_levels_; ++l) level_[l] = iq_grid_level(g, l);
-    int points = 1;
-    for (int j = 0; j < width_; ++j) points *= n_levels_;
-    entry_of_.assign(static_cast<size_t>(points), -1);
-    const int n_entries = grid_entries(g);
-    for (int e = 0; e < n_entries; ++e) entry_of_[static_cast<size_t>(key_of_entry(e))] = e;
-    neighbours_.resize(static_cast<size_t>(points));
-    std::vector<std::pair<float, int>> by_distance(static_cast<size_t>(n_entries));
-    for (int p = 0; p < points; ++p) {
-      if (entry_of_[static_cast<size_t>(p)] >= 0) continue;
-      for (int e = 0; e < n_entries; ++e) {
-        float d2 = 0;
-        for (int j = 0, k = p; j < width_; ++j, k /= n_levels_) {
-          const float diff = level_[k % n_levels_] - iq_grid_value(g, e, j);
-          d2 += diff * diff;
-        }
-        by_distance[static_cast<size_t>(e)] = {d2, e};
-      }
-      std::partial_sort(by_distance.begin(), by_distance.begin() + kNeighbours, by_distance.end());
-      for (int i = 0; i < kNeighbours; ++i)
-        neighbours_[static_cast<size_t>(p)].push_back(
-            static_cast<uint16_t>(by_distance[static_cast<size_t>(i)].second));
-    }
-  }
-
-  int width() const { return width_; }
-  float top() const { return level_[n_levels_ - 1]; }
-  float value(int entry, int j) const { return iq_grid_value(grid_, entry, j); }
-
-  // The entry minimizing sum w_j (v_j - value_j)^2 for targets v (in grid units).
-  int nearest(const float* v, const float* w) const {
-    int key = 0;
-    for (int j = width_ - 1; j >= 0; --j) key = key * n_levels_ + nearest_level(v[j]);
-    const int on_grid = entry_of_[static_cast<size_t>(key)];
-    if (on_grid >= 0) return on_grid;
-    int best = 0;
-    float best_err = INFINITY;
-    for (const uint16_t e : neighbours_[static_cast<size_t>(key)]) {
-      float err = 0;
-      for (int j = 0; j < width_; ++j) {
-        const float diff = v[j] - value(e, j);
-        err += w[j] * diff * diff;
-      }
-      if (err < best_err) best_err = err, best = e;
-    }
-    return best;
-  }
-
- private:
-  static int grid_entries(IqGrid g) {
-    switch (g) {
-      case IqGrid::IQ2XS:
-      case IqGrid::IQ3S:
-        return 512;
-      case IqGrid::IQ2S:
-        return 1024;
-      case IqGrid::IQ1S:
-        return 2048;
-      default:
-        return 256;
-    }
-  }
-  int key_of_entry(int e) const {
-    const int bits = width_ == 4 ? 3 : 2;
-    const uint16_t code = iq_grid_code(grid_, e);
-    int key = 0;
-    for (int j = width_ - 1; j >= 0; --j)
-      key = key * n_levels_ + ((code >> (bits * j)) & ((1 << bits) - 1));
-    return key;
-  }
-  int nearest_level(float v) const {
-    int best = 0;
-    for (int l = 1; l < n_levels_; ++l)
-      if (std::fabs(v - level_[l]) < std::fabs(v - level_[best])) best = l;
-    return best;
-  }
-
-  IqGrid grid_;
-  int width_, n_levels_;
-  float level_[8] = {};
-  std::vector<int> entry_of_;
-  std::vector<std::vector<uint16_t>> neighbours_;
-};
-
-// Each grid's lattice, built on first use.
-template <IqGrid G>
-const Lattice& lattice_of() {
-  static const Lattice l(G);
-  return l;
-}
-const Lattice& lattice(IqGrid g) {
-  switch (g) {
-    case IqGrid::IQ2XXS:
-      return lattice_of<IqGrid::IQ2XXS>();
-    case IqGrid::IQ2XS:
-      return lattice_of<IqGrid::IQ2XS>();
-    case IqGrid::IQ2S:
-      return lattice_of<IqGrid::IQ2S>();
-    case IqGrid::IQ3XXS:
-      return lattice_of<IqGrid::IQ3XXS>();
-    default:
-      return lattice_of<IqGrid::IQ3S>();
-  }
-}
 
 // What differs between the types: the grid, whether signs keep even parity, values per scale
 // (32, or 16 for the split scales), and the reader's multiplier: x = d * kMul * (2l + 1) * q.
@@ -230,7 +119,7 @@ void block_targets(const IqSpec& spec, const float* x, const float* importance, 
 }
 
 IqBlock quantize_block(const IqSpec& spec, const float* x, const float* importance) {
-  const Lattice& L = lattice(spec.grid);
+  const Lattice& L = iq_lattice(spec.grid);
   float a[256], w[256];
   uint8_t sign_bytes[32];
   block_targets(spec, x, importance, a, w, sign_bytes);
@@ -356,6 +245,8 @@ bool has_iq_quantizer(DType type) {
     case DType::IQ2_S:
     case DType::IQ3_XXS:
     case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
       return true;
     default:
       return false;
@@ -363,6 +254,8 @@ bool has_iq_quantizer(DType type) {
 }
 
 void quantize_row_iq(DType type, const float* src, void* dst, int64_t n, const float* importance) {
+  if (type == DType::IQ1_S || type == DType::IQ1_M)
+    return quantize_row_iq1(type, src, dst, n, importance);
   const IqSpec spec = spec_of(type);
   const uint64_t block_bytes = dtype_info(type).block_bytes;
   for (int64_t b = 0; b < n / 256; ++b)

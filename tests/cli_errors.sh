@@ -73,8 +73,12 @@ expect_error "more than the 32 positions" "$strata" logits -m "$work/opt.gguf" \
 expect_error "unknown quantization type 'Q4_K_X'" "$strata" quantize "$model" "$work/q.gguf" Q4_K_X
 expect_error "the pattern is not a regular expression" \
   "$strata" quantize --tensor-type "ffn_(down=q5_0" "$model" "$work/q.gguf" Q4_K_M
-expect_error "'iq2_xxs' is not a type strata writes" \
-  "$strata" quantize --output-tensor-type iq2_xxs "$model" "$work/q.gguf" Q4_K_M
+expect_error "IQ2_XS needs an importance matrix" \
+  "$strata" quantize "$model" "$work/q.gguf" IQ2_XS
+expect_error "'blk.0.ffn_up.weight' as IQ1_M needs an importance matrix" \
+  "$strata" quantize --tensor-type "ffn_up=iq1_m" "$model" "$work/q.gguf" Q8_0
+expect_error "'tq1_0' is not a type strata writes" \
+  "$strata" quantize --output-tensor-type tq1_0 "$model" "$work/q.gguf" Q4_K_M
 "$strata" quantize "$model" "$work/q4km.gguf" Q4_K_M -t 2 >/dev/null
 expect_error "is already Q4_K: strata quantize reads F32, F16 or BF16" \
   "$strata" quantize "$work/q4km.gguf" "$work/q2.gguf" Q2_K

@@ -95,11 +95,7 @@ float best_scale(const Lattice& L, const float* x, const float* w, int n, int de
 Iq1Block quantize_block(const Iq1Spec& spec, const float* x, const float* importance) {
   const Lattice& L = iq_lattice(IqGrid::IQ1S);
   float w[256];
-  float sum2 = 0;
-  for (int i = 0; i < 256; ++i) sum2 += x[i] * x[i];
-  const float sigma2 = 2.0f * sum2 / 256.0f;
-  for (int i = 0; i < 256; ++i)
-    w[i] = importance ? importance[i] * std::sqrt(sigma2 + x[i] * x[i]) : x[i] * x[i] + 1e-12f;
+  iq_block_weights(x, importance, w);
   const int n_scales = 256 / spec.scale_values;
   float s[16], smax = 0;
   for (int k = 0; k < n_scales; ++k) {

@@ -94,6 +94,14 @@ int Lattice::nearest_level(float v) const {
   return best;
 }
 
+void iq_block_weights(const float* x, const float* importance, float* w) {
+  float sum2 = 0;
+  for (int i = 0; i < 256; ++i) sum2 += x[i] * x[i];
+  const float sigma2 = 2.0f * sum2 / 256.0f;
+  for (int i = 0; i < 256; ++i)
+    w[i] = importance ? importance[i] * std::sqrt(sigma2 + x[i] * x[i]) : x[i] * x[i] + 1e-12f;
+}
+
 const Lattice& iq_lattice(IqGrid g) {
   switch (g) {
     case IqGrid::IQ2XXS:

@@ -34,4 +34,8 @@ class Lattice {
 // Each grid's lattice, built on first use (thread-safe).
 const Lattice& iq_lattice(IqGrid g);
 
+// The weight of each of a block's 256 values in its squared error: the importance (null: none)
+// times sqrt(sigma^2 + x^2), sigma^2 twice the block's mean square; x^2 without an importance.
+void iq_block_weights(const float* x, const float* importance, float* w);
+
 }  // namespace strata

@@ -94,13 +94,8 @@ float best_scale(const Lattice& L, const float* a, const float* w, int n) {
 // group of eight (its target magnitude then negative, so the search picks the smallest level).
 void block_targets(const IqSpec& spec, const float* x, const float* importance, float* a, float* w,
                    uint8_t* sign_bytes) {
-  float sum2 = 0;
-  for (int i = 0; i < 256; ++i) sum2 += x[i] * x[i];
-  const float sigma2 = 2.0f * sum2 / 256.0f;
-  for (int i = 0; i < 256; ++i) {
-    a[i] = std::fabs(x[i]);
-    w[i] = importance ? importance[i] * std::sqrt(sigma2 + x[i] * x[i]) : x[i] * x[i] + 1e-12f;
-  }
+  iq_block_weights(x, importance, w);
+  for (int i = 0; i < 256; ++i) a[i] = std::fabs(x[i]);
   for (int k = 0; k < 32; ++k) {
     uint8_t s = 0;
     for (int j = 0; j < 8; ++j)

@@ -49,7 +49,7 @@ expect_error "unknown filter 'shuffle'" "$strata" chat-template -m "$model" --ch
 expect_error "must hold a context object" "$strata" chat-template -m "$model" --context "$work/ctx.json"
 expect_error "threads" "$strata" run -m "$model" -p hi -t 0
 expect_error "STRATA_READ_AHEAD='sideways' is not a read-ahead" env STRATA_READ_AHEAD=sideways "$strata" run -m "$model" -p hi -n 1
-expect_error "not one of" "$strata" synth --type tq1_0 -o "$work/x.gguf"
+expect_error "not one of" "$strata" synth --type q8_1 -o "$work/x.gguf"
 expect_error "needs rows of whole 256-value blocks" "$strata" synth --type q4_k -o "$work/x.gguf"
 expect_error "--arch 'gptj' is not one of" "$strata" synth --arch gptj -o "$work/x.gguf"
 expect_error "falcon has no gate" "$strata" synth --arch falcon --ffn reglu -o "$work/x.gguf"
@@ -77,8 +77,8 @@ expect_error "IQ2_XS needs an importance matrix" \
   "$strata" quantize "$model" "$work/q.gguf" IQ2_XS
 expect_error "'blk.0.ffn_up.weight' as IQ1_M needs an importance matrix" \
   "$strata" quantize --tensor-type "ffn_up=iq1_m" "$model" "$work/q.gguf" Q8_0
-expect_error "'tq1_0' is not a type strata writes" \
-  "$strata" quantize --output-tensor-type tq1_0 "$model" "$work/q.gguf" Q4_K_M
+expect_error "'q8_1' is not a type strata writes" \
+  "$strata" quantize --output-tensor-type q8_1 "$model" "$work/q.gguf" Q4_K_M
 "$strata" quantize "$model" "$work/q4km.gguf" Q4_K_M -t 2 >/dev/null
 expect_error "is already Q4_K: strata quantize reads F32, F16 or BF16" \
   "$strata" quantize "$work/q4km.gguf" "$work/q2.gguf" Q2_K

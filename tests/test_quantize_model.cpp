@@ -33,7 +33,10 @@ TEST(QuantRecipe, NamesAsLlamaQuantizeReadsThem) {
   EXPECT_EQ(quant_recipe_from_name("f16"), QuantRecipe::F16);
   EXPECT_FALSE(quant_recipe_from_name("Q4_K_X").has_value());
   EXPECT_EQ(quant_recipe_from_name("iq2_xxs"), QuantRecipe::IQ2_XXS);
-  EXPECT_FALSE(quant_recipe_from_name("TQ1_0").has_value());  // a type strata cannot write
+  EXPECT_FALSE(quant_recipe_from_name("Q8_1").has_value());  // a type strata cannot write
+  EXPECT_EQ(quant_recipe_from_name("tq1_0"), QuantRecipe::TQ1_0);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::TQ2_0), 37u);
+  EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q2_0), 41u);
   EXPECT_EQ(quant_recipe_from_name("q5_0"), QuantRecipe::Q5_0);
   EXPECT_EQ(quant_recipe_from_name("mxfp4_moe"), QuantRecipe::MXFP4_MOE);
   EXPECT_EQ(quant_recipe_file_type(QuantRecipe::Q4_K_M), 15u);
@@ -266,6 +269,13 @@ TEST(QuantRecipe, LatticeMixtures) {
   EXPECT_EQ(t(QuantRecipe::IQ1_M, TensorRole::FfnUp, 9, mha), DType::IQ1_M);
   EXPECT_EQ(t(QuantRecipe::IQ1_S, TensorRole::Embedding, -1, mha), DType::Q2_K);
   EXPECT_EQ(quant_recipe_file_type(QuantRecipe::IQ1_M), 31u);
+  // The ternary and Q2_0 files: embeddings Q4_K, the head Q6_K, rows of 640 Q4_0.
+  EXPECT_EQ(t(QuantRecipe::TQ1_0, TensorRole::Embedding, -1, mha), DType::Q4_K);
+  EXPECT_EQ(t(QuantRecipe::Q1_0, TensorRole::Embedding, -1, mha), DType::Q1_0);
+  EXPECT_EQ(t(QuantRecipe::TQ2_0, TensorRole::Output, -1, mha), DType::Q6_K);
+  EXPECT_EQ(t(QuantRecipe::Q2_0, TensorRole::FfnUp, 3, mha), DType::Q2_0);
+  EXPECT_EQ(recipe_tensor_type(QuantRecipe::Q2_0, layer(TensorRole::AttnQ, 3), 640 + 32, mha),
+            DType::Q4_0);
   EXPECT_EQ(t(QuantRecipe::IQ2_XS, TensorRole::Embedding, -1, mha), DType::Q2_K);
   EXPECT_EQ(t(QuantRecipe::IQ2_M, TensorRole::Embedding, -1, mha), DType::IQ3_S);
   EXPECT_EQ(t(QuantRecipe::IQ3_XXS, TensorRole::AttnQ, 3, mha), DType::IQ2_S);
@@ -331,7 +341,7 @@ TEST(QuantRecipe, ManualTypesAsLlamaQuantize) {
             DType::F32);
   TypeOverrides bad;
   EXPECT_THROW(add_tensor_type_override(bad, "ffn_(down=q5_0"), Error);
-  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down=tq2_0"), Error);  // not written
+  EXPECT_THROW(add_tensor_type_override(bad, "ffn_down=q8_1"), Error);  // not written
   EXPECT_THROW(add_tensor_type_override(bad, "ffn_down"), Error);
   EXPECT_THROW(add_tensor_type_override(bad, "=q8_0"), Error);
 }

@@ -84,8 +84,18 @@ std::vector<float> gaussian(int64_t n, uint32_t seed, float scale = 1.0f) {
 // each type measured (docs/QUANTIZATION.md).
 TEST(UnitQuants, QuantizersRoundTrip) {
   const std::map<DType, double> bound = {
-      {DType::Q4_1, 0.082},   {DType::Q5_0, 0.045},  {DType::Q5_1, 0.040}, {DType::IQ4_NL, 0.078},
-      {DType::IQ4_XS, 0.079}, {DType::MXFP4, 0.120}, {DType::NVFP4, 0.110}};
+      {DType::Q4_1, 0.082},
+      {DType::Q5_0, 0.045},
+      {DType::Q5_1, 0.040},
+      {DType::IQ4_NL, 0.078},
+      {DType::IQ4_XS, 0.079},
+      {DType::MXFP4, 0.120},
+      {DType::NVFP4, 0.110},
+      // Ternary and 1-/2-bit: for models trained to them; on gaussian values coarse by design.
+      {DType::TQ1_0, 0.82},
+      {DType::TQ2_0, 0.82},
+      {DType::Q1_0, 0.62},
+      {DType::Q2_0, 0.74}};
   const int64_t n = 4096;
   const std::vector<float> x = gaussian(n, 3);
   for (const auto& [t, limit] : bound) {
@@ -101,7 +111,7 @@ TEST(UnitQuants, QuantizersRoundTrip) {
     EXPECT_LT(rel, limit) << dtype_name(t);
     EXPECT_GT(rel, 0.2 * limit) << dtype_name(t) << ": suspiciously exact";
   }
-  for (const DType t : {DType::TQ1_0, DType::TQ2_0, DType::Q1_0, DType::Q2_0})
+  for (const DType t : {DType::IQ2_XS, DType::IQ1_M})  // the lattice types: iq_quantize.h
     EXPECT_FALSE(has_unit_quantizer(t)) << dtype_name(t);
 }
 
@@ -359,6 +369,12 @@ std::vector<float> model_logits(DType type, FfnMode mode) {
   return testing::last_logits(path, mode);
 }
 
+// The ternary and 1-/2-bit types: for models trained to them, so a model trained at full precision
+// comes out far from itself (measured below), and their transposes are held as Q8_0.
+bool low_bit(DType t) {
+  return t == DType::TQ1_0 || t == DType::TQ2_0 || t == DType::Q1_0 || t == DType::Q2_0;
+}
+
 TEST(UnitTypes, ModelsRunDenseAndSparse) {
   const std::vector<float> f16 = model_logits(DType::F16, FfnMode::Dense);
   const double q4_0 = testing::relative_difference(f16, model_logits(DType::Q4_0, FfnMode::Dense));
@@ -368,15 +384,19 @@ TEST(UnitTypes, ModelsRunDenseAndSparse) {
     const std::vector<float> dense = model_logits(t, FfnMode::Dense);
     const double vs_f16 = testing::relative_difference(f16, dense);
     std::printf("%s: vs F16 %.3g\n", dtype_name(t), vs_f16);
-    EXPECT_LT(vs_f16, (t == DType::MXFP4 ? 1.5 : 1.0) * q4_0) << dtype_name(t);
+    if (low_bit(t))  // 0.89-1.0 when written: far, but finite and no larger than the logits
+      EXPECT_LT(vs_f16, 1.2) << dtype_name(t);
+    else
+      EXPECT_LT(vs_f16, (t == DType::MXFP4 ? 1.5 : 1.0) * q4_0) << dtype_name(t);
     EXPECT_GT(vs_f16, 0.0) << dtype_name(t) << ": the weights were not quantized";
     EXPECT_EQ(dense, model_logits(t, FfnMode::GateFirst)) << dtype_name(t);
   }
 }
 
 // A file's ffn_down of a unit type (no ffn_down_t in it) transposes for the sparse path: rows of
-// the same type where strata writes it and the rows are whole blocks, else Q8_0, each neuron's
-// row the file's column within that type's rounding.
+// the same type where strata writes it, a second rounding costs little (not the ternary and 1-
+// or 2-bit types) and the rows are whole blocks, else Q8_0, each neuron's row the file's column
+// within that type's rounding.
 TEST(UnitTypes, DownProjectionsTransposeForTheSparsePath) {
   const int64_t n_ff = 256, n_embd = 64;
   for (const DType type : kUnitTypeList) {
@@ -384,7 +404,8 @@ TEST(UnitTypes, DownProjectionsTransposeForTheSparsePath) {
     const MatrixView down{type, w.data(), n_ff, n_embd, row_bytes(type, n_ff)};
     std::vector<uint8_t> storage;
     const MatrixView t = transpose_down(down, storage);
-    const bool same = has_unit_quantizer(type) && dtype_info(type).block_size <= n_embd;
+    const bool same =
+        has_unit_quantizer(type) && !low_bit(type) && dtype_info(type).block_size <= n_embd;
     EXPECT_EQ(t.type, same ? type : DType::Q8_0) << dtype_name(type);
     ASSERT_EQ(t.rows, n_ff);
     ASSERT_EQ(t.cols, n_embd);

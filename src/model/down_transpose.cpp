@@ -9,11 +9,21 @@
 
 namespace strata {
 
+namespace {
+
+// The transpose is quantized again; a second rounding of the lattice, ternary and 1- or 2-bit
+// unit types would cost as much error as the first (and the lattice search far more time), so
+// those are held as Q8_0.
+bool requantizes_well(DType t) {
+  return !has_iq_quantizer(t) && t != DType::TQ1_0 && t != DType::TQ2_0 && t != DType::Q1_0 &&
+         t != DType::Q2_0;
+}
+
+}  // namespace
+
 DType transposed_down_type(const MatrixView& down) {
-  // The transpose is quantized again; a lattice type's second rounding would cost as much error
-  // as its first (and its search far more time), so those are held as Q8_0.
   const DTypeInfo& info = dtype_info(down.type);
-  if (info.quantize != nullptr && !has_iq_quantizer(down.type) &&
+  if (info.quantize != nullptr && requantizes_well(down.type) &&
       static_cast<uint64_t>(down.rows) % info.block_size == 0)
     return down.type;
   return static_cast<uint64_t>(down.rows) % kQK == 0 ? DType::Q8_0 : DType::F16;

@@ -18,7 +18,7 @@ struct RecipeInfo {
   uint32_t file_type;  // llama.cpp's LLAMA_FTYPE_* numbers
 };
 
-constexpr std::array<RecipeInfo, 31> kRecipes = {{
+constexpr std::array<RecipeInfo, 35> kRecipes = {{
     {QuantRecipe::F32, "F32", DType::F32, 0},
     {QuantRecipe::F16, "F16", DType::F16, 1},
     {QuantRecipe::BF16, "BF16", DType::BF16, 32},
@@ -50,6 +50,10 @@ constexpr std::array<RecipeInfo, 31> kRecipes = {{
     {QuantRecipe::IQ3_M, "IQ3_M", DType::IQ3_S, 27},
     {QuantRecipe::IQ1_S, "IQ1_S", DType::IQ1_S, 24},
     {QuantRecipe::IQ1_M, "IQ1_M", DType::IQ1_M, 31},
+    {QuantRecipe::TQ1_0, "TQ1_0", DType::TQ1_0, 36},
+    {QuantRecipe::TQ2_0, "TQ2_0", DType::TQ2_0, 37},
+    {QuantRecipe::Q1_0, "Q1_0", DType::Q1_0, 40},
+    {QuantRecipe::Q2_0, "Q2_0", DType::Q2_0, 41},
 }};
 
 const RecipeInfo& info(QuantRecipe r) {
@@ -161,11 +165,14 @@ DType output_type(QuantRecipe r, DType base) {
   if (two_bit(r) || r == QuantRecipe::IQ3_XXS) return DType::Q5_K;
   return is_float_type(base) || base == DType::Q8_0 ? base : DType::Q6_K;
 }
-// The token embeddings: fewer bits than the base in the 2-bit mixtures, IQ3_S in IQ3_XXS's.
+// The token embeddings: fewer bits than the base in the 2-bit mixtures, IQ3_S in IQ3_XXS's, Q4_K
+// in the ternary and Q2_0 files.
 DType embedding_type(QuantRecipe r, DType base) {
   if (r == QuantRecipe::IQ2_XXS || r == QuantRecipe::IQ2_XS || iq1(r)) return DType::Q2_K;
   if (r == QuantRecipe::IQ2_S || r == QuantRecipe::IQ2_M || r == QuantRecipe::IQ3_XXS)
     return DType::IQ3_S;
+  if (r == QuantRecipe::TQ1_0 || r == QuantRecipe::TQ2_0 || r == QuantRecipe::Q2_0)
+    return DType::Q4_K;
   return base;
 }
 
@@ -248,6 +255,7 @@ DType fit_row(DType type, int64_t row_length) {
     case DType::IQ4_XS:
       fallback = DType::IQ4_NL;
       break;
+    case DType::Q2_0:
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::TQ1_0:

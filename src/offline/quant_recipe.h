@@ -51,6 +51,11 @@ enum class QuantRecipe {
   IQ3_M,
   IQ1_S,
   IQ1_M,
+  // Ternary and 1-/2-bit types (llama.cpp's TQ1_0, TQ2_0, Q1_0, Q2_0: for models trained so).
+  TQ1_0,
+  TQ2_0,
+  Q1_0,
+  Q2_0,
 };
 
 // llama-quantize's names, any case; also Q3_K, Q4_K, Q5_K (= the _M mixtures, as llama-quantize

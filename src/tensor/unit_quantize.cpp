@@ -1,7 +1,8 @@
 // Rows to and from the unit types (tensor/unit_quants.h). Dequantization is the traits' decode;
-// the quantizers are strata's own: Q4_1, Q5_0, Q5_1, MXFP4 and NVFP4 follow the rules of ggml's
-// reference quantizers (so strata's files round as llama-quantize's do without an importance
-// matrix), IQ4_NL and IQ4_XS search each block's scale for the least squared error.
+// the quantizers are strata's own: Q4_1, Q5_0, Q5_1, MXFP4, NVFP4, TQ1_0, TQ2_0, Q1_0 and Q2_0
+// follow the rules of ggml's reference quantizers (so strata's files round as llama-quantize's
+// do without an importance matrix), IQ4_NL and IQ4_XS search each block's scale for the least
+// squared error.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -198,6 +199,71 @@ void quantize_iq4_xs(const float* x, BlockIQ4_XS& b) {
   }
 }
 
+// The ternary and 1-/2-bit types, as ggml's reference quantizers round them: the scale is the
+// block's largest magnitude (Q1_0: its mean magnitude), each value rounded half away from zero.
+float abs_max(const float* x, int n) {
+  float amax = 0;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  return amax;
+}
+// Five ternary digits (0..2, the first most significant; `n` < 5: zeros after) in a byte as ggml
+// packs them, q * 256 / 243 rounded up, so that trit() reads digit k back.
+uint8_t pack_trits(const int* t, int n) {
+  int q = 0;
+  for (int k = 0; k < 5; ++k) q = q * 3 + (k < n ? t[k] : 0);
+  return static_cast<uint8_t>((q * 256 + 242) / 243);
+}
+
+void quantize_tq1_0(const float* x, BlockTQ1_0& b) {
+  const float d = abs_max(x, 256), id = d != 0.0f ? 1.0f / d : 0.0f;
+  b.d = f32_to_f16(d);
+  auto digit = [&](int i) { return static_cast<int>(std::lround(x[i] * id)) + 1; };
+  int t[5];
+  for (int m = 0; m < 32; ++m) {  // values m + 32k
+    for (int k = 0; k < 5; ++k) t[k] = digit(m + 32 * k);
+    b.qs[m] = pack_trits(t, 5);
+  }
+  for (int m = 0; m < 16; ++m) {  // values 160 + m + 16k
+    for (int k = 0; k < 5; ++k) t[k] = digit(160 + m + 16 * k);
+    b.qs[32 + m] = pack_trits(t, 5);
+  }
+  for (int m = 0; m < 4; ++m) {  // values 240 + m + 4k, then a zero digit
+    for (int k = 0; k < 4; ++k) t[k] = digit(240 + m + 4 * k);
+    b.qh[m] = pack_trits(t, 4);
+  }
+}
+
+void quantize_tq2_0(const float* x, BlockTQ2_0& b) {
+  const float d = abs_max(x, 256), id = d != 0.0f ? 1.0f / d : 0.0f;
+  b.d = f32_to_f16(d);
+  for (int c = 0; c < 2; ++c)
+    for (int m = 0; m < 32; ++m) {
+      uint8_t q = 0;
+      for (int l = 0; l < 4; ++l)
+        q |= static_cast<uint8_t>(((std::lround(x[128 * c + 32 * l + m] * id) + 1) & 3) << (2 * l));
+      b.qs[32 * c + m] = q;
+    }
+}
+
+void quantize_q1_0(const float* x, BlockQ1_0& b) {
+  float sum = 0;
+  for (int j = 0; j < 128; ++j) sum += std::fabs(x[j]);
+  b.d = f32_to_f16(sum / 128.0f);
+  std::memset(b.qs, 0, sizeof b.qs);
+  for (int j = 0; j < 128; ++j)
+    if (x[j] >= 0.0f) b.qs[j / 8] |= static_cast<uint8_t>(1u << (j % 8));
+}
+
+void quantize_q2_0(const float* x, BlockQ2_0& b) {
+  const float d = abs_max(x, 64), id = d > 0.0f ? 1.0f / d : 0.0f;
+  b.d = f32_to_f16(d);
+  std::memset(b.qs, 0, sizeof b.qs);
+  for (int j = 0; j < 64; ++j) {
+    const int q = std::clamp(static_cast<int>(std::round(x[j] * id)) + 1, 0, 3);
+    b.qs[j / 4] |= static_cast<uint8_t>(q << (2 * (j % 4)));
+  }
+}
+
 template <class Block, void (*kQuantize)(const float*, Block&)>
 void quantize_blocks(const float* src, void* dst, int64_t n, int values) {
   auto* blocks = static_cast<Block*>(dst);
@@ -220,6 +286,10 @@ bool has_unit_quantizer(DType type) {
     case DType::IQ4_XS:
     case DType::MXFP4:
     case DType::NVFP4:
+    case DType::TQ1_0:
+    case DType::TQ2_0:
+    case DType::Q1_0:
+    case DType::Q2_0:
       return true;
     default:
       return false;
@@ -242,6 +312,14 @@ void quantize_row_unit(DType type, const float* src, void* dst, int64_t n) {
       return quantize_blocks<BlockMXFP4, quantize_mxfp4>(src, dst, n, 32);
     case DType::NVFP4:
       return quantize_blocks<BlockNVFP4, quantize_nvfp4>(src, dst, n, 64);
+    case DType::TQ1_0:
+      return quantize_blocks<BlockTQ1_0, quantize_tq1_0>(src, dst, n, 256);
+    case DType::TQ2_0:
+      return quantize_blocks<BlockTQ2_0, quantize_tq2_0>(src, dst, n, 256);
+    case DType::Q1_0:
+      return quantize_blocks<BlockQ1_0, quantize_q1_0>(src, dst, n, 128);
+    case DType::Q2_0:
+      return quantize_blocks<BlockQ2_0, quantize_q2_0>(src, dst, n, 64);
     default:
       fail("strata cannot quantize to {}", dtype_name(type));
   }

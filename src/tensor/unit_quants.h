@@ -522,7 +522,7 @@ inline bool is_nibble_unit_type(DType t) {
 // Rows of n values (a multiple of the block) of a unit type to f32, as ggml dequantizes them.
 void dequantize_row_unit(DType type, const void* src, float* dst, int64_t n);
 // strata's quantizers for the unit types that have one (has_unit_quantizer): Q4_1, Q5_0, Q5_1,
-// MXFP4 and NVFP4 follow ggml's reference rules; IQ4_NL and IQ4_XS search scales for the least
+// MXFP4, NVFP4, TQ1_0, TQ2_0, Q1_0 and Q2_0 follow ggml's reference rules; IQ4_NL and IQ4_XS search scales for the least
 // squared error (tensor/unit_quantize.cpp).
 bool has_unit_quantizer(DType type);
 void quantize_row_unit(DType type, const float* src, void* dst, int64_t n);

@@ -10,15 +10,23 @@ namespace strata {
 
 namespace {
 
-// Q4_K: block (d, dmin, scales[12], qs[128]) of row r, super-block s <-> its places in the group.
-// `to_group` copies from the plain block into the group, else back.
-void move_q4k_block(uint8_t* group_block, uint8_t* plain, int r, bool to_group) {
-  auto move = [&](uint64_t group_offset, uint64_t plain_offset, size_t n) {
+// n bytes between a block's place in a group and its place in the plain row, either way.
+struct BlockMove {
+  uint8_t* group_block;
+  uint8_t* plain;
+  bool to_group;
+  void operator()(uint64_t group_offset, uint64_t plain_offset, size_t n) const {
     if (to_group)
       std::memcpy(group_block + group_offset, plain + plain_offset, n);
     else
       std::memcpy(plain + plain_offset, group_block + group_offset, n);
-  };
+  }
+};
+
+// Q4_K: block (d, dmin, scales[12], qs[128]) of row r, super-block s <-> its places in the group.
+// `to_group` copies from the plain block into the group, else back.
+void move_q4k_block(uint8_t* group_block, uint8_t* plain, int r, bool to_group) {
+  const BlockMove move{group_block, plain, to_group};
   move(2 * r, 0, 2);           // d
   move(32 + 2 * r, 2, 2);      // dmin
   for (int w = 0; w < 3; ++w)  // scale words
@@ -44,12 +52,7 @@ void interleave_q4k(uint8_t* data, int64_t rows, int64_t cols) {
 // A nibble unit type's block of row r <-> its places in the group's block (layout in the header).
 void move_unit_block(uint8_t* group_block, uint8_t* plain, int r, int64_t header, int64_t quants,
                      bool to_group) {
-  auto move = [&](uint64_t group_offset, uint64_t plain_offset, size_t n) {
-    if (to_group)
-      std::memcpy(group_block + group_offset, plain + plain_offset, n);
-    else
-      std::memcpy(plain + plain_offset, group_block + group_offset, n);
-  };
+  const BlockMove move{group_block, plain, to_group};
   if (header == 1) move(r, 0, 1);
   for (int64_t w = 0; 2 * w < header && header > 1; ++w) move(32 * w + 2 * r, 2 * w, 2);
   for (int64_t c = 0; c < quants / 4; ++c)

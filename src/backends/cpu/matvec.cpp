@@ -138,15 +138,18 @@ void matvec_rows(const CpuKernels& k, const MatrixView& w, const PreparedInput& 
   if (w.layout == Layout::Interleaved16) {
     const uint64_t group_bytes = interleaved_group_bytes(w.type, w.cols);
     const auto kernel = w.type == DType::Q8_0 ? k.matvec_q8_0x16 : k.matvec_q4_0x16;
+    // A unit type's kernel and block count, looked up once rather than per group.
+    const int slot = unit_slot(w.type);
+    const auto unit_kernel = slot >= 0 ? k.matvec_unit_x16[slot] : nullptr;
+    const int64_t unit_blocks = slot >= 0 ? w.cols / dtype_info(w.type).block_size : 0;
     int64_t r = begin;
     for (; r < end && r % kInterleavedRows != 0; ++r) y[r] = dot_row(k, w, r, x);
     for (; r + kInterleavedRows <= end; r += kInterleavedRows) {
       const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) * group_bytes;
       if (w.type == DType::Q4_K)
         k.matvec_q4_Kx16(group, x.q8k(), w.cols / kQK_K, y + r);
-      else if (is_unit_type(w.type))
-        k.matvec_unit_x16[unit_slot(w.type)](group, {&x.q8(), x.q8k()},
-                                             w.cols / dtype_info(w.type).block_size, y + r);
+      else if (unit_kernel != nullptr)
+        unit_kernel(group, {&x.q8(), x.q8k()}, unit_blocks, y + r);
       else
         kernel(group, x.q8(), w.cols / kQK, y + r);
     }
@@ -232,21 +235,19 @@ void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
   const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) *
                                       interleaved_group_bytes(w.type, w.cols);
   const int64_t batch = static_cast<int64_t>(x.size());
+  const int slot = unit_slot(w.type);
   for (int64_t t0 = 0; t0 < batch; t0 += kGroupTokens) {
     const int n = static_cast<int>(std::min<int64_t>(kGroupTokens, batch - t0));
-    Q8Activation xs[kGroupTokens];
     float* out[kGroupTokens];
-    for (int t = 0; t < n; ++t) {
-      if (!is_unit_type(w.type)) xs[t] = x[static_cast<size_t>(t0 + t)].q8();
-      out[t] = y + (t0 + t) * y_stride + r;
-    }
-    if (is_unit_type(w.type)) {
+    for (int t = 0; t < n; ++t) out[t] = y + (t0 + t) * y_stride + r;
+    const PreparedInput* in = x.data() + t0;
+    if (slot >= 0) {
       UnitInput units[kGroupTokens];
-      for (int t = 0; t < n; ++t)
-        units[t] = {&x[static_cast<size_t>(t0 + t)].q8(), x[static_cast<size_t>(t0 + t)].q8k()};
-      k.matmat_unit_x16[unit_slot(w.type)](group, units, n, w.cols / dtype_info(w.type).block_size,
-                                           out);
+      for (int t = 0; t < n; ++t) units[t] = {&in[t].q8(), in[t].q8k()};
+      k.matmat_unit_x16[slot](group, units, n, w.cols / dtype_info(w.type).block_size, out);
     } else {
+      Q8Activation xs[kGroupTokens];
+      for (int t = 0; t < n; ++t) xs[t] = in[t].q8();
       (w.type == DType::Q8_0 ? k.matmat_q8_0x16 : k.matmat_q4_0x16)(group, xs, n, w.cols / kQK,
                                                                     out);
     }

@@ -109,6 +109,15 @@ expect_error "KV cache" "$strata" run -m "$model" -p hi -n 1 -c 16000000
 printf "a short text" >"$work/short.txt"
 expect_error "fewer than one window" "$strata" perplexity -m "$model" -f "$work/short.txt" -c 100000
 expect_error "outside the vocabulary" "$strata" logits -m "$model" --tokens 1,999999
+# KL divergence (llama-perplexity's --kl-divergence): flags that contradict, damaged bases.
+expect_error "name its file with --kl-divergence-base" "$strata" perplexity -m "$model" --kl-divergence
+expect_error "tokens come from the base file" "$strata" perplexity -m "$model" --kl-divergence \
+  --kl-divergence-base "$work/short.txt" -f "$work/short.txt"
+expect_error "not a log-probability file" "$strata" perplexity -m "$model" --kl-divergence \
+  --kl-divergence-base "$work/short.txt"
+expect_error "not a regular file" "$strata" perplexity -m "$model" --kl-divergence \
+  --kl-divergence-base "$work"
+expect_error "name the text with -f" "$strata" perplexity -m "$model"
 
 # Sparse FFN modes, profiles and predictors.
 "$strata" synth --preset tiny --ffn swiglu --vocab 2048 --tokenizer-from "$model" -o "$work/swiglu.gguf" >/dev/null

@@ -8,7 +8,8 @@ namespace strata {
 
 PerplexityResult measure_perplexity(Session& session, const std::vector<int32_t>& tokens,
                                     int32_t bos, int64_t max_windows,
-                                    const std::function<void(int64_t, int64_t)>& progress) {
+                                    const std::function<void(int64_t, int64_t)>& progress,
+                                    const PredictionObserver& observe) {
   const int64_t n_ctx = session.n_ctx();
   if (n_ctx < 4) fail("perplexity needs a context of at least 4 tokens, got {}", n_ctx);
   int64_t windows = static_cast<int64_t>(tokens.size()) / n_ctx;
@@ -36,6 +37,7 @@ PerplexityResult measure_perplexity(Session& session, const std::vector<int32_t>
       for (float l : logits) sum += std::exp(double{l} - max);
       nll += std::log(sum) - (double{logits[window[j + 1]]} - max);
       ++r.predictions;
+      if (observe) observe(logits, window[j + 1]);
     }
     r.running.push_back(std::exp(nll / static_cast<double>(r.predictions)));
     if (progress) progress(w + 1, windows);

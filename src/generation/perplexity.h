@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "runtime/session.h"
@@ -20,9 +21,13 @@ struct PerplexityResult {
   std::vector<double> running;  // perplexity after each window
 };
 
+// Sees each scored prediction in order: the logits and the token that follows.
+using PredictionObserver = std::function<void(std::span<const float> logits, int32_t next)>;
+
 // max_windows <= 0: all windows. progress(done, total) after each window.
 PerplexityResult measure_perplexity(Session& session, const std::vector<int32_t>& tokens,
                                     int32_t bos, int64_t max_windows,
-                                    const std::function<void(int64_t, int64_t)>& progress = {});
+                                    const std::function<void(int64_t, int64_t)>& progress = {},
+                                    const PredictionObserver& observe = {});
 
 }  // namespace strata

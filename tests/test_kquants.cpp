@@ -290,6 +290,28 @@ TEST(KQuantKernels, InterleavedQ4KGroupsEqualThePlainRowsBitForBit) {
                               plain.data() + (g * 16 + r) * rb, a.data(), n))
             << k->name << " row " << g * 16 + r;
     }
+  // Several activations at once (prompt batches), one of them constant: its Q8_K quants are all
+  // -127, the extreme of the mins' 16-bit pair sums.
+  std::vector<std::vector<BlockQ8_K>> xs(kGroupTokens, std::vector<BlockQ8_K>(n / 256));
+  for (int t = 0; t < kGroupTokens; ++t) {
+    const std::vector<float> v = t == 3 ? std::vector<float>(n, 2.5f) : gaussian(n, 710 + t);
+    quantize_row_q8_K(v.data(), xs[t].data(), n);
+  }
+  ASSERT_EQ(xs[3][0].qs[0], -127);
+  for (const CpuKernels* k : supported_kernels())
+    for (int n_x = 1; n_x <= kGroupTokens; ++n_x)
+      for (int64_t g = 0; g < rows / 16; ++g) {
+        float out[kGroupTokens][16];
+        const BlockQ8_K* in[kGroupTokens];
+        float* outs[kGroupTokens];
+        for (int t = 0; t < n_x; ++t) in[t] = xs[t].data(), outs[t] = out[t];
+        k->matmat_q4_Kx16(inter.data() + g * gb, in, n_x, n / 256, outs);
+        for (int t = 0; t < n_x; ++t)
+          for (int r = 0; r < 16; ++r)
+            ASSERT_EQ(out[t][r], ref.dot_kq[kquant_slot(DType::Q4_K)](
+                                     plain.data() + (g * 16 + r) * rb, xs[t].data(), n))
+                << k->name << " tokens " << n_x << " token " << t << " row " << g * 16 + r;
+      }
 }
 
 }  // namespace

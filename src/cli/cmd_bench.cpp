@@ -1,5 +1,6 @@
 // strata bench: prompt and decode throughput as the median of repeats (like llama-bench), with
-// the machine's measured read bandwidth and the share of the bandwidth limit reached.
+// the machine's measured read bandwidth and the share of the bandwidth limit decode reaches,
+// and its multiply-add rate and the share of the compute limit prompts reach.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "core/input_file.h"
 #include "core/timer.h"
 #include "planning/bandwidth.h"
+#include "planning/compute_limit.h"
 #include "runtime/session.h"
 #include "runtime/timeline_report.h"
 
@@ -116,7 +118,8 @@ BenchResult measure(Session& session, const BenchOptions& o, const ModelConfig& 
     add_decode(r, session, stats, times, flash);
     r.decode_tokens += o.n_gen;
   }
-  if (session.options().sparsity.mode == SparsityMode::Teal) r.input_density = session.input_density();
+  if (session.options().sparsity.mode == SparsityMode::Teal)
+    r.input_density = session.input_density();
   return r;
 }
 
@@ -130,7 +133,20 @@ struct BenchFigures {
   double memory = 0;           // the memory's streaming rate (beside the kernels')
   std::string memory_note;
   std::string type;
+  // Prompts against the compute limit (planning/compute_limit.h): multiply-adds per prompt
+  // token, the rate that bounds them and with which instruction, the tok/s that rate allows.
+  double prompt_macs = 0;
+  ComputeRate compute;
+  double amx_macs_per_s = 0, compute_limit = 0;
 };
+
+// The FFN's weight type names the file (a mixture's: its experts').
+DType ffn_weight_type(const ModelWeights& w) {
+  return w.layers.empty()                     ? w.output.type
+         : !w.layers[0].experts.empty()       ? w.layers[0].experts[0].up.type
+         : w.layers[0].ffn_up.data != nullptr ? w.layers[0].ffn_up.type
+                                              : w.layers[0].attn_q.type;
+}
 
 BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
                      const BandwidthProbe& probe) {
@@ -152,12 +168,7 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
   f.memory = probe.memory_bytes_per_s;
   f.memory_note = probe.memory_note;
   f.limit = bandwidth > 0 ? bandwidth / static_cast<double>(f.bytes) : 0.0;
-  const ModelWeights& w = model.weights;
-  // The FFN's type names the file (a mixture's: its experts').
-  f.type = dtype_name(w.layers.empty()                  ? w.output.type
-                      : !w.layers[0].experts.empty()   ? w.layers[0].experts[0].up.type
-                      : w.layers[0].ffn_up.data != nullptr ? w.layers[0].ffn_up.type
-                                                           : w.layers[0].attn_q.type);
+  f.type = dtype_name(ffn_weight_type(model.weights));
   return f;
 }
 
@@ -193,6 +204,12 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"memory_stream_probe", f.memory_note},
       {"bandwidth_limit_tokens_per_s", f.limit},
       {"bandwidth_limit_percent", f.limit > 0 ? 100 * f.tg / f.limit : 0},
+      {"prompt_macs_per_token", f.prompt_macs},
+      {"compute_macs_per_s", f.compute.macs_per_s},
+      {"compute_instruction", f.compute.instruction},
+      {"amx_int8_macs_per_s", f.amx_macs_per_s},
+      {"compute_limit_tokens_per_s", f.compute_limit},
+      {"compute_limit_percent", f.compute_limit > 0 ? 100 * f.pp / f.compute_limit : 0},
       {"load_s", load_s},
       {"ffn_mode", ffn_mode_name(planned.session.ffn)},
       {"ffn_density", f.density},
@@ -259,7 +276,9 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
         fl.bytes_read / std::max(1.0, r.decode_tokens) / 1048576.0,
         predicted_flash_bytes / 1048576.0,
         static_cast<double>(fl.reads) / std::max(1.0, r.decode_tokens),
-        fl.hits + fl.misses > 0 ? static_cast<double>(fl.hits) / static_cast<double>(fl.hits + fl.misses) : 0.0,
+        fl.hits + fl.misses > 0
+            ? static_cast<double>(fl.hits) / static_cast<double>(fl.hits + fl.misses)
+            : 0.0,
         100.0 * session.options().column_share);
   }
   if (!session.options().vram_neurons.empty())
@@ -272,9 +291,19 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
     fmt::print("memory read bandwidth: {}\n", f.memory_note);
   if (f.bandwidth > 0)
     fmt::print(
-        "weights read at {:.1f} GB/s by {} -> decode limit {:.2f} tok/s; decode reaches "
-        "{:.1f}% of it\n",
-        f.bandwidth / 1e9, f.bandwidth_note, f.limit, 100 * f.tg / f.limit);
+        "weights read at {:.1f} GB/s by {} -> decode limit {:.2f} tok/s{}\n", f.bandwidth / 1e9,
+        f.bandwidth_note, f.limit,
+        r.tg.empty() ? "" : fmt::format("; decode reaches {:.1f}% of it", 100 * f.tg / f.limit));
+  if (f.compute_limit > 0) {
+    fmt::print(
+        "prompt: {:.3f} GMAC per token; {} at {:.0f} GMAC/s ({} threads) -> prompt limit {:.1f} "
+        "tok/s; the prompt reaches {:.1f}% of it",
+        f.prompt_macs / 1e9, f.compute.instruction, f.compute.macs_per_s / 1e9, o.threads,
+        f.compute_limit, 100 * f.pp / f.compute_limit);
+    if (f.amx_macs_per_s > 0 && f.compute.instruction != "AMX tdpbssd")
+      fmt::print(" (AMX tdpbssd: {:.0f} GMAC/s)", f.amx_macs_per_s / 1e9);
+    fmt::print("\n");
+  }
 }
 
 int run_bench(BenchOptions& o) {
@@ -322,7 +351,14 @@ int run_bench(BenchOptions& o) {
     const uint64_t ram_left = b.ram == 0 ? UINT64_MAX : (b.ram > held ? b.ram - held : 0);
     probe = probe_bandwidth(*backend, engine.pool(), *model, ram_left);
   }
-  const BenchFigures f = figures(r, *model, planned.session.ffn, probe);
+  BenchFigures f = figures(r, *model, planned.session.ffn, probe);
+  if (cpu_alone && o.n_prompt > 0 && !o.skip_bandwidth) {
+    const ComputePeaks peaks = measure_compute_peaks(engine.pool(), best_kernels());
+    f.prompt_macs = prompt_macs_per_token(model->config, o.n_prompt);
+    f.compute = prompt_compute_rate(peaks, ffn_weight_type(model->weights));
+    f.amx_macs_per_s = peaks.amx_int8.macs_per_s;
+    f.compute_limit = f.compute.macs_per_s / f.prompt_macs;
+  }
   if (o.json)
     fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, load_s,
                                   cpu_alone && o.n_gen > 0 ? &summary : nullptr)
@@ -349,7 +385,8 @@ Command add_bench_command(CLI::App& app) {
       ->check(in_range(1, 1000));
   cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
   cmd->add_flag("--json", o->json, "Print JSON");
-  cmd->add_flag("--no-bandwidth", o->skip_bandwidth, "Skip the memory bandwidth measurement");
+  cmd->add_flag("--no-bandwidth", o->skip_bandwidth,
+                "Skip the memory bandwidth and compute rate measurements");
   cmd->add_option("--timeline", o->timeline_html,
                   "Draw where the last repetition's decode time went, token by token (HTML page "
                   "with an SVG: each layer's parts and the flash reads in flight)");

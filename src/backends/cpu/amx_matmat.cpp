@@ -37,8 +37,10 @@ struct alignas(64) TileConfig {
 
 // tmm0: C, 16 rows x 16 int32; tmm1: A, 16 weight rows x 32 int8 (one block);
 // tmm2: B, 8 rows x 64 bytes (32 values x 16 tokens, four consecutive values per token).
+thread_local bool tiles_configured = false;  // this thread's tiles are configure_tiles'
+
 void configure_tiles() {
-  thread_local bool configured = false;
+  bool& configured = tiles_configured;
   if (configured) return;
   TileConfig c;
   c.rows[0] = kRows, c.colsb[0] = kTokens * 4;
@@ -249,10 +251,42 @@ void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
   }
 }
 
+uint64_t amx_int8_peak_loop(int64_t iterations) {
+  // Four C tiles of 16 x 16 int32 from one A and one B tile of 16 x 64 int8: four independent
+  // tile products per round (a tile product's latency is about four of its issue intervals).
+  TileConfig c;
+  for (int t = 0; t < 6; ++t) c.rows[t] = 16, c.colsb[t] = 64;
+  _tile_loadconfig(&c);
+  tiles_configured = false;  // the products' own configuration is loaded again on their next use
+  alignas(64) int8_t operand[16][64];
+  std::memset(operand, 1, sizeof operand);
+  alignas(64) int32_t out[16][16];
+  _tile_zero(0);  // tile numbers are immediates
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, operand, 64);
+  _tile_loadd(5, operand, 64);
+  for (int64_t i = 0; i < iterations; ++i) {
+    _tile_dpbssd(0, 4, 5);
+    _tile_dpbssd(1, 4, 5);
+    _tile_dpbssd(2, 4, 5);
+    _tile_dpbssd(3, 4, 5);
+  }
+  _tile_stored(0, out, 64);
+  volatile int32_t sink = out[0][0];
+  (void)sink;
+  return static_cast<uint64_t>(iterations) * 4 * 16 * 16 * 64;
+}
+
 #else
 
 bool amx_available() {
   return false;
+}
+
+uint64_t amx_int8_peak_loop(int64_t) {
+  fail("this build has no AMX kernels");
 }
 
 void amx_matmat_rows(const MatrixView&, int64_t, int64_t, std::span<const Q8Activation>, float*,

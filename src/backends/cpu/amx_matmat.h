@@ -24,4 +24,8 @@ inline constexpr int64_t kAmxMaxTokens = 32;
 void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
                      std::span<const Q8Activation> x, float* y, int64_t y_stride);
 
+// `strata bench`'s compute limit on AMX: `iterations` rounds of four independent int8 tile
+// products; returns the multiply-adds performed. Only after amx_available().
+uint64_t amx_int8_peak_loop(int64_t iterations);
+
 }  // namespace strata

@@ -99,6 +99,12 @@ struct CpuKernels {
                          float* const* out);
   void (*matmat_q8_0x16)(const uint8_t* group, const Q8Activation* xs, int n_x, int64_t nb,
                          float* const* out);
+  // Peak-rate loops, for `strata bench`'s compute limit: `iterations` rounds of independent
+  // multiply-adds with the instructions the kernels multiply with (int8: maddubs + madd on AVX2,
+  // vpdpbusd on 512-bit registers with VNNI; float: FMA on the widest registers); each returns
+  // the multiply-adds it performed.
+  uint64_t (*int8_peak_loop)(int64_t iterations);
+  uint64_t (*f32_peak_loop)(int64_t iterations);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
   // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows
@@ -174,6 +180,10 @@ struct CpuKernels {
   // out[0..15], each equal to dot_kq of the plain row bit for bit (the same integer sums and the
   // same float steps per super-block, lane by lane).
   void (*matvec_q4_Kx16)(const uint8_t* group, const BlockQ8_K* x, int64_t nb, float* out);
+  // The group times n_x <= kGroupTokens activations: out[t][0..15] is matvec_q4_Kx16 of xs[t]
+  // bit for bit; fast variants unpack each super-block's scales and nibbles once for several.
+  void (*matmat_q4_Kx16)(const uint8_t* group, const BlockQ8_K* const* xs, int n_x, int64_t nb,
+                         float* const* out);
   // The axpy above for K-quant rows (n a multiple of 256): y[i] += c[r] * kquant_value(...)
   // row after row, so equal to the scalar reference bit for bit.
   void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,

@@ -306,6 +306,8 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 #include "backends/cpu/kernels_avx2_axpy.inc"
 #include "backends/cpu/kernels_avx2_column_groups.inc"
 #include "backends/cpu/kernels_avx2_kquants.inc"
+#include "backends/cpu/kernels_avx2_q4k_groups.inc"
+#include "backends/cpu/kernels_avx2_peaks.inc"
 #include "backends/cpu/kernels_avx2_tiles.inc"
 #include "backends/cpu/kernels_avx2_units.inc"
 #include "backends/cpu/kernels_avx2_unit_groups.inc"
@@ -379,6 +381,8 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
     .matvec_q8_0x16 = matvec_q8_0x16,
     .matmat_q4_0x16 = matmat_q4_0x16,
     .matmat_q8_0x16 = matmat_q8_0x16,
+    .int8_peak_loop = int8_peak_loop,
+    .f32_peak_loop = f32_peak_loop,
     .quantize_q8_0 = quantize_q8_0,
     .axpy_f32 = axpy_f32<ColumnReadAhead::Far>,
     .axpy_f16 = axpy_f16<ColumnReadAhead::Far>,
@@ -402,6 +406,7 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
                      dot_kquant_multi<BlockQ4_K>, dot_kquant_multi<BlockQ5_K>,
                      dot_kquant_multi<BlockQ6_K>},
     .matvec_q4_Kx16 = matvec_q4_Kx16,
+    .matmat_q4_Kx16 = matmat_q4_Kx16,
     .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
                 axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>},
     .dot_unit = {},

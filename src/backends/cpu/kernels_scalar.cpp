@@ -1,11 +1,11 @@
 // Plain scalar references: the definition of what every fast path must compute.
+#include <utility>
+
 #include "backends/cpu/kernels.h"
 #include "tensor/column_groups.h"
 #include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
-
-#include <utility>
 
 namespace strata {
 
@@ -256,6 +256,37 @@ void matvec_q4_Kx16(const uint8_t* group, const BlockQ8_K* x, int64_t nb, float*
   }
 }
 
+void matmat_q4_Kx16(const uint8_t* group, const BlockQ8_K* const* xs, int n_x, int64_t nb,
+                    float* const* out) {
+  for (int t = 0; t < n_x; ++t) matvec_q4_Kx16(group, xs[t], nb, out[t]);
+}
+
+volatile int64_t g_peak_sink = 0;
+
+uint64_t int8_peak_loop(int64_t iterations) {
+  constexpr int kChains = 8;
+  int32_t acc[kChains] = {};
+  int32_t u = 3, s = -5;
+  for (int64_t i = 0; i < iterations; ++i) {
+    asm volatile("" : "+r"(u), "+r"(s));
+    for (auto& a : acc) a += u * s;
+  }
+  g_peak_sink = acc[0] + acc[kChains - 1];
+  return static_cast<uint64_t>(iterations) * kChains;
+}
+
+uint64_t f32_peak_loop(int64_t iterations) {
+  constexpr int kChains = 8;
+  float acc[kChains] = {};
+  float x = 1e-3f, y = 1e-3f;
+  for (int64_t i = 0; i < iterations; ++i) {
+    asm volatile("" : "+x"(x), "+x"(y));
+    for (auto& a : acc) a += x * y;
+  }
+  g_peak_sink = static_cast<int64_t>(acc[0] + acc[kChains - 1]);
+  return static_cast<uint64_t>(iterations) * kChains;
+}
+
 template <class Block>
 void dot_kquant_multi(const void* w, const BlockQ8_K* const* x, int n_x, int64_t n, float* out) {
   for (int t = 0; t < n_x; ++t) out[t] = dot_kquant<Block>(w, x[t], n);
@@ -284,56 +315,59 @@ void axpy_kquant(const void* const* w, const float* c, int n_rows, float* y, int
 }  // namespace
 
 const CpuKernels& scalar_kernels() {
-  static const CpuKernels k = with_unit_kernels(CpuKernels{
-      .name = "scalar",
-      .dot_f32 = dot_f32,
-      .dot_f16 = dot_f16,
-      .dot_bf16 = dot_bf16,
-      .dot_q8_0 = dot_q8_0,
-      .dot_q4_0 = dot_q4_0,
-      .gather_dot_f32 = gather_f32,
-      .gather_dot_f16 = gather_f16,
-      .gather_dot_bf16 = gather_bf16,
-      .gather_dot_q8_0 = gather_q8_0,
-      .gather_dot_q4_0 = gather_q4_0,
-      .gather_dot4_q4_0 = dot4_q4_0,
-      .dot_f32_tile = dot_f32_tile,
-      .dot_f16_tile = dot_f16_tile,
-      .dot_bf16_tile = dot_bf16_tile,
-      .matvec_q4_0x16 = matvec_q4_0x16,
-      .matvec_q8_0x16 = matvec_q8_0x16,
-      .matmat_q4_0x16 = matmat_q4_0x16,
-      .matmat_q8_0x16 = matmat_q8_0x16,
-      .quantize_q8_0 = quantize_row_q8_0_activations,
-      .axpy_f32 = axpy_f32,
-      .axpy_f16 = axpy_f16,
-      .axpy_bf16 = axpy_bf16,
-      .axpy_q8_0 = axpy_q8_0,
-      .axpy_q4_0 = axpy_q4_0,
-      .axpy_q8_0_group = axpy_q8_0_group,
-      .axpy_q4_0_group = axpy_q4_0_group,
-      .axpy_q4_K_super = axpy_k_super<BlockQ4_K>,
-      .axpy_q5_K_super = axpy_k_super<BlockQ5_K>,
-      .axpy_q6_K_super = axpy_k_super<BlockQ6_K>,
-      .axpy_q2_K_super = axpy_k_super<BlockQ2_K>,
-      .axpy_q3_K_super = axpy_k_super<BlockQ3_K>,
-      .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>, dot_kquant<BlockQ4_K>,
-                 dot_kquant<BlockQ5_K>, dot_kquant<BlockQ6_K>},
-      .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,
-                        gather_kquant<BlockQ4_K>, gather_kquant<BlockQ5_K>,
-                        gather_kquant<BlockQ6_K>},
-      .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>, dot_kquant_multi<BlockQ3_K>,
-                       dot_kquant_multi<BlockQ4_K>, dot_kquant_multi<BlockQ5_K>,
-                       dot_kquant_multi<BlockQ6_K>},
-      .matvec_q4_Kx16 = matvec_q4_Kx16,
-      .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
-                  axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>},
-      .dot_unit = {},
-      .gather_dot_unit = {},
-      .dot_unit_multi = {},
-      .axpy_unit = {},
-    .matvec_unit_x16 = {},
-    .matmat_unit_x16 = {}},
+  static const CpuKernels k = with_unit_kernels(
+      CpuKernels{.name = "scalar",
+                 .dot_f32 = dot_f32,
+                 .dot_f16 = dot_f16,
+                 .dot_bf16 = dot_bf16,
+                 .dot_q8_0 = dot_q8_0,
+                 .dot_q4_0 = dot_q4_0,
+                 .gather_dot_f32 = gather_f32,
+                 .gather_dot_f16 = gather_f16,
+                 .gather_dot_bf16 = gather_bf16,
+                 .gather_dot_q8_0 = gather_q8_0,
+                 .gather_dot_q4_0 = gather_q4_0,
+                 .gather_dot4_q4_0 = dot4_q4_0,
+                 .dot_f32_tile = dot_f32_tile,
+                 .dot_f16_tile = dot_f16_tile,
+                 .dot_bf16_tile = dot_bf16_tile,
+                 .matvec_q4_0x16 = matvec_q4_0x16,
+                 .matvec_q8_0x16 = matvec_q8_0x16,
+                 .matmat_q4_0x16 = matmat_q4_0x16,
+                 .matmat_q8_0x16 = matmat_q8_0x16,
+                 .int8_peak_loop = int8_peak_loop,
+                 .f32_peak_loop = f32_peak_loop,
+                 .quantize_q8_0 = quantize_row_q8_0_activations,
+                 .axpy_f32 = axpy_f32,
+                 .axpy_f16 = axpy_f16,
+                 .axpy_bf16 = axpy_bf16,
+                 .axpy_q8_0 = axpy_q8_0,
+                 .axpy_q4_0 = axpy_q4_0,
+                 .axpy_q8_0_group = axpy_q8_0_group,
+                 .axpy_q4_0_group = axpy_q4_0_group,
+                 .axpy_q4_K_super = axpy_k_super<BlockQ4_K>,
+                 .axpy_q5_K_super = axpy_k_super<BlockQ5_K>,
+                 .axpy_q6_K_super = axpy_k_super<BlockQ6_K>,
+                 .axpy_q2_K_super = axpy_k_super<BlockQ2_K>,
+                 .axpy_q3_K_super = axpy_k_super<BlockQ3_K>,
+                 .dot_kq = {dot_kquant<BlockQ2_K>, dot_kquant<BlockQ3_K>, dot_kquant<BlockQ4_K>,
+                            dot_kquant<BlockQ5_K>, dot_kquant<BlockQ6_K>},
+                 .gather_dot_kq = {gather_kquant<BlockQ2_K>, gather_kquant<BlockQ3_K>,
+                                   gather_kquant<BlockQ4_K>, gather_kquant<BlockQ5_K>,
+                                   gather_kquant<BlockQ6_K>},
+                 .dot_kq_multi = {dot_kquant_multi<BlockQ2_K>, dot_kquant_multi<BlockQ3_K>,
+                                  dot_kquant_multi<BlockQ4_K>, dot_kquant_multi<BlockQ5_K>,
+                                  dot_kquant_multi<BlockQ6_K>},
+                 .matvec_q4_Kx16 = matvec_q4_Kx16,
+                 .matmat_q4_Kx16 = matmat_q4_Kx16,
+                 .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
+                             axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>},
+                 .dot_unit = {},
+                 .gather_dot_unit = {},
+                 .dot_unit_multi = {},
+                 .axpy_unit = {},
+                 .matvec_unit_x16 = {},
+                 .matmat_unit_x16 = {}},
       std::make_index_sequence<kUnitTypes>());
   return k;
 }

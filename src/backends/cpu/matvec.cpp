@@ -228,8 +228,8 @@ void dot_unit_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, int6
   }
 }
 
-// Rows r .. r + 15 (one interleaved Q4_0/Q8_0 or unit-type group) for every input, kGroupTokens
-// at a time.
+// Rows r .. r + 15 (one interleaved Q4_0/Q8_0/Q4_K or unit-type group) for every input,
+// kGroupTokens at a time.
 void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
                   std::span<const PreparedInput> x, float* y, int64_t y_stride) {
   const uint8_t* group = w.data + static_cast<uint64_t>(r / kInterleavedRows) *
@@ -241,7 +241,11 @@ void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
     float* out[kGroupTokens];
     for (int t = 0; t < n; ++t) out[t] = y + (t0 + t) * y_stride + r;
     const PreparedInput* in = x.data() + t0;
-    if (slot >= 0) {
+    if (w.type == DType::Q4_K) {
+      const BlockQ8_K* xs[kGroupTokens];
+      for (int t = 0; t < n; ++t) xs[t] = in[t].q8k();
+      k.matmat_q4_Kx16(group, xs, n, w.cols / kQK_K, out);
+    } else if (slot >= 0) {
       UnitInput units[kGroupTokens];
       for (int t = 0; t < n; ++t) units[t] = {&in[t].q8(), in[t].q8k()};
       k.matmat_unit_x16[slot](group, units, n, w.cols / dtype_info(w.type).block_size, out);
@@ -277,11 +281,11 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
       if (lo < hi && j.w->layout == Layout::Interleaved16 &&
           (!amx || !amx_reads(j.w->type) || (lo - offset) % kInterleavedRows != 0 ||
            (hi - offset) % kInterleavedRows != 0)) {
-        // Each token through the group kernel while the group is in cache (Q4_0/Q8_0: up to
-        // kGroupTokens tokens per pass, each block unpacked once).
+        // Each token through the group kernel while the group is in cache (up to kGroupTokens
+        // tokens per pass, each block unpacked once).
         for (int64_t r = lo - offset; r < hi - offset;) {
           const int64_t next = std::min(hi - offset, (r / kInterleavedRows + 1) * kInterleavedRows);
-          if (j.w->type != DType::Q4_K && r % kInterleavedRows == 0 && next - r == kInterleavedRows)
+          if (r % kInterleavedRows == 0 && next - r == kInterleavedRows)
             group_tokens(k, *j.w, r, x, j.y, j.y_stride);
           else
             for (int64_t b = 0; b < batch; ++b)

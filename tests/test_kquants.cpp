@@ -316,3 +316,45 @@ TEST(KQuantKernels, InterleavedQ4KGroupsEqualThePlainRowsBitForBit) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Q6_K rows in blocks of 16 times a batch (prompts): the VNNI kernel repacks the block and
+// multiplies 16 rows per instruction; every variant equals the scalar dot of each row bit for
+// bit, for every batch size up to the 64 a product takes, and rows further apart than their bytes.
+TEST(KQuantKernels, Q6KBlocksOf16RowsTimesABatchEqualTheScalarDotBitForBit) {
+  const int64_t n = 1024, nb = n / 256, rb = static_cast<int64_t>(row_bytes(DType::Q6_K, n));
+  const int64_t stride = rb + 64;  // a row view's rows may be further apart than their bytes
+  std::vector<uint8_t> rows(static_cast<size_t>(16 * stride), 0xee);
+  for (int r = 0; r < 16; ++r) {
+    std::vector<float> v = gaussian(n, 800 + r);
+    if (r == 5)
+      for (size_t i = 0; i < v.size(); ++i) v[i] *= (i % 16 == 0) ? 50.0f : 1.0f;  // outliers
+    const std::vector<uint8_t> q = quantized(DType::Q6_K, v);
+    std::copy(q.begin(), q.end(), rows.begin() + r * stride);
+  }
+  constexpr int kMaxTokens = 64;
+  std::vector<std::vector<BlockQ8_K>> xs(kMaxTokens, std::vector<BlockQ8_K>(nb));
+  for (int t = 0; t < kMaxTokens; ++t) {
+    const std::vector<float> v = t == 2 ? std::vector<float>(n, -1.5f) : gaussian(n, 900 + t);
+    quantize_row_q8_K(v.data(), xs[t].data(), n);
+  }
+  const CpuKernels& ref = scalar_kernels();
+  const auto slot = kquant_slot(DType::Q6_K);
+  for (const CpuKernels* k : supported_kernels())
+    for (int n_x : {1, 2, 3, 4, 5, 7, 8, 13, 64}) {
+      std::vector<float> out(static_cast<size_t>(n_x * 16), -1.0f);
+      const BlockQ8_K* in[kMaxTokens];
+      float* outs[kMaxTokens];
+      for (int t = 0; t < n_x; ++t) in[t] = xs[t].data(), outs[t] = out.data() + t * 16;
+      k->matmat_q6_K_rows16(rows.data(), static_cast<uint64_t>(stride), in, n_x, nb, outs);
+      for (int t = 0; t < n_x; ++t)
+        for (int r = 0; r < 16; ++r)
+          ASSERT_EQ(out[t * 16 + r], ref.dot_kq[slot](rows.data() + r * stride, xs[t].data(), n))
+              << k->name << " tokens " << n_x << " token " << t << " row " << r;
+    }
+}
+
+}  // namespace
+}  // namespace strata

@@ -184,6 +184,11 @@ struct CpuKernels {
   // bit for bit; fast variants unpack each super-block's scales and nibbles once for several.
   void (*matmat_q4_Kx16)(const uint8_t* group, const BlockQ8_K* const* xs, int n_x, int64_t nb,
                          float* const* out);
+  // 16 Q6_K rows in the file's layout (`row_stride` bytes apart, nb super-blocks each) times
+  // n_x activations: out[t][r] equals dot_kq of row r and xs[t] bit for bit. The VNNI variant
+  // repacks the rows once per call (16 rows to a 512-bit register), so a call takes a batch.
+  void (*matmat_q6_K_rows16)(const uint8_t* rows, uint64_t row_stride, const BlockQ8_K* const* xs,
+                             int n_x, int64_t nb, float* const* out);
   // The axpy above for K-quant rows (n a multiple of 256): y[i] += c[r] * kquant_value(...)
   // row after row, so equal to the scalar reference bit for bit.
   void (*axpy_kq[kKQuantTypes])(const void* const* w, const float* c, int n_rows, float* y,

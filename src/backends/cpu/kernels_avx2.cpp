@@ -307,6 +307,7 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 #include "backends/cpu/kernels_avx2_column_groups.inc"
 #include "backends/cpu/kernels_avx2_kquants.inc"
 #include "backends/cpu/kernels_avx2_q4k_groups.inc"
+#include "backends/cpu/kernels_avx2_q6k_rows.inc"
 #include "backends/cpu/kernels_avx2_peaks.inc"
 #include "backends/cpu/kernels_avx2_tiles.inc"
 #include "backends/cpu/kernels_avx2_units.inc"
@@ -407,6 +408,7 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
                      dot_kquant_multi<BlockQ6_K>},
     .matvec_q4_Kx16 = matvec_q4_Kx16,
     .matmat_q4_Kx16 = matmat_q4_Kx16,
+    .matmat_q6_K_rows16 = matmat_q6_K_rows16,
     .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
                 axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>},
     .dot_unit = {},

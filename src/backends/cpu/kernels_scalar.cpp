@@ -261,6 +261,13 @@ void matmat_q4_Kx16(const uint8_t* group, const BlockQ8_K* const* xs, int n_x, i
   for (int t = 0; t < n_x; ++t) matvec_q4_Kx16(group, xs[t], nb, out[t]);
 }
 
+void matmat_q6_K_rows16(const uint8_t* rows, uint64_t row_stride, const BlockQ8_K* const* xs,
+                        int n_x, int64_t nb, float* const* out) {
+  for (int r = 0; r < 16; ++r)
+    for (int t = 0; t < n_x; ++t)
+      out[t][r] = dot_kquant<BlockQ6_K>(rows + r * row_stride, xs[t], nb * kQK_K);
+}
+
 volatile int64_t g_peak_sink = 0;
 
 uint64_t int8_peak_loop(int64_t iterations) {
@@ -360,6 +367,7 @@ const CpuKernels& scalar_kernels() {
                                   dot_kquant_multi<BlockQ6_K>},
                  .matvec_q4_Kx16 = matvec_q4_Kx16,
                  .matmat_q4_Kx16 = matmat_q4_Kx16,
+                 .matmat_q6_K_rows16 = matmat_q6_K_rows16,
                  .axpy_kq = {axpy_kquant<BlockQ2_K>, axpy_kquant<BlockQ3_K>, axpy_kquant<BlockQ4_K>,
                              axpy_kquant<BlockQ5_K>, axpy_kquant<BlockQ6_K>},
                  .dot_unit = {},

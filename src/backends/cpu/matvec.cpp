@@ -203,6 +203,13 @@ void dot_kquant_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, in
   const BlockQ8_K* xs[kMax];
   float out[kMax];
   for (int b = 0; b < n; ++b) xs[b] = x[static_cast<size_t>(b)].q8k();
+  if (w.type == DType::Q6_K) {  // whole blocks of 16 rows through the 16-row kernel
+    float* out16[kMax];
+    for (; begin + 16 <= end; begin += 16) {
+      for (int b = 0; b < n; ++b) out16[b] = y + b * stride + begin;
+      k.matmat_q6_K_rows16(w.row(begin), w.row_bytes, xs, n, w.cols / kQK_K, out16);
+    }
+  }
   const auto kernel = k.dot_kq_multi[kquant_slot(w.type)];
   for (int64_t r = begin; r < end; ++r) {
     kernel(w.row(r), xs, n, w.cols, out);

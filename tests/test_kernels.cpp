@@ -12,6 +12,7 @@
 #include "backends/cpu/amx_matmat.h"
 #include "backends/cpu/kernels.h"
 #include "backends/cpu/matvec.h"
+#include "tensor/half.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 
@@ -377,6 +378,45 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
     });
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i], 1) << "n=" << n << " i=" << i;
   }
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+// Attention's value sums: every variant equals the scalar reference bit for bit, for F32 and F16
+// values, head groups with a remainder of heads, head sizes with a remainder of lanes, and rows
+// further apart than a head (the cache's stride).
+TEST(Kernels, AttentionValueSumsEqualTheScalarReferenceBitForBit) {
+  for (const CpuKernels* k : supported_kernels())
+    for (bool f16 : {false, true})
+      for (int group : {1, 5, 8})
+        for (int64_t hd : {64, 72, 80})
+          for (int64_t n_pos : {1, 37}) {
+            const int64_t stride = hd * 3;
+            const std::vector<float> values = random_values(n_pos * stride, 40 + group);
+            std::vector<uint16_t> halves(values.size());
+            for (size_t i = 0; i < values.size(); ++i) halves[i] = f32_to_f16(values[i]);
+            const void* v = f16 ? static_cast<const void*>(halves.data()) : values.data();
+            const std::vector<float> w = random_values(n_pos * group, 50 + n_pos);
+            std::vector<std::vector<float>> got(group, std::vector<float>(hd, -1.0f)),
+                want = got;
+            std::vector<float*> g_out, w_out;
+            for (int g = 0; g < group; ++g) g_out.push_back(got[g].data());
+            for (int g = 0; g < group; ++g) w_out.push_back(want[g].data());
+            k->attend_values(v, f16, stride, w.data(), group, n_pos, hd, g_out.data());
+            scalar_kernels().attend_values(v, f16, stride, w.data(), group, n_pos, hd,
+                                           w_out.data());
+            ASSERT_EQ(got, want) << k->name << " f16 " << f16 << " group " << group << " hd " << hd
+                                 << " positions " << n_pos;
+            double expected = 0;  // element 3 of head 0, in double
+            for (int64_t p = 0; p < n_pos; ++p)
+              expected += double{w[p * group]} *
+                          (f16 ? f16_to_f32(halves[p * stride + 3]) : values[p * stride + 3]);
+            ASSERT_NEAR(want[0][3], expected, 1e-4);
+          }
 }
 
 }  // namespace

@@ -19,40 +19,30 @@ void attend_group(const CpuKernels& k, const float* const* q, int group, int64_t
       k.dot_f32_tile(static_cast<const float*>(kv.k) + p0 * kv.stride, kv.stride, rows, q, group,
                      hd, scores + p0 * group);
   }
-  constexpr int kRows = 8;  // positions per axpy call
-  for (int g = 0; g < group; ++g) {
-    float max = -INFINITY;
-    for (int64_t p = 0; p < n_pos; ++p) {
-      float& s = scores[p * group + g];
-      s *= scale;
-      max = std::max(max, s);
-    }
-    float sum = 0.0f;
-    for (int64_t p = 0; p < n_pos; ++p) {
-      float& s = scores[p * group + g];
-      s = std::exp(s - max);
-      sum += s;
-    }
-    float* o = out[g];
-    std::fill(o, o + hd, 0.0f);
-    for (int64_t p0 = 0; p0 < n_pos; p0 += kRows) {
-      const int rows = static_cast<int>(std::min<int64_t>(kRows, n_pos - p0));
-      float weight[kRows];
-      const void* v[kRows];
-      for (int r = 0; r < rows; ++r) {
-        weight[r] = scores[(p0 + r) * group + g] / sum;
-        v[r] =
-            kv.v_f16
-                ? static_cast<const void*>(static_cast<const uint16_t*>(kv.v) +
-                                           (p0 + r) * kv.stride)
-                : static_cast<const void*>(static_cast<const float*>(kv.v) + (p0 + r) * kv.stride);
-      }
-      if (kv.v_f16)
-        k.axpy_f16(reinterpret_cast<const uint16_t* const*>(v), weight, rows, o, hd, nullptr, 0);
-      else
-        k.axpy_f32(reinterpret_cast<const float* const*>(v), weight, rows, o, hd, nullptr, 0);
+  // Softmax per head, all the group's heads side by side (scores are position-major).
+  float max[kMaxHeadsPerGroup], sum[kMaxHeadsPerGroup];
+  std::fill(max, max + group, -INFINITY);
+  std::fill(sum, sum + group, 0.0f);
+  for (int64_t p = 0; p < n_pos; ++p) {
+    float* s = scores + p * group;
+    for (int g = 0; g < group; ++g) {
+      s[g] *= scale;
+      max[g] = std::max(max[g], s[g]);
     }
   }
+  for (int64_t p = 0; p < n_pos; ++p) {
+    float* s = scores + p * group;
+    for (int g = 0; g < group; ++g) {
+      s[g] = std::exp(s[g] - max[g]);
+      sum[g] += s[g];
+    }
+  }
+  for (int64_t p = 0; p < n_pos; ++p) {
+    float* s = scores + p * group;
+    for (int g = 0; g < group; ++g) s[g] /= sum[g];
+  }
+  // The weighted value sums of all the group's heads in one pass over the values.
+  k.attend_values(kv.v, kv.v_f16, kv.stride, scores, group, n_pos, hd, out);
 }
 
 }  // namespace strata

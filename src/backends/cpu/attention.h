@@ -2,7 +2,7 @@
 // group; one head for multi-head attention) over the cached positions of one token: the
 // group's scores come from register-tiled products (each cached key row read once for all the
 // group's heads, instead of one dot call per head and position), the weighted values from the
-// multi-row axpy kernels (8 positions per call, the output in registers).
+// value-sum kernel (each cached value row read once for all the group's heads).
 #pragma once
 
 #include <cstdint>

@@ -11,9 +11,9 @@
 #include "backends/cpu/attention.h"
 #include "backends/cpu/matvec.h"
 #include "backends/cpu/sparse_ops.h"
-#include "tensor/input_sparsity.h"
 #include "tensor/expert_mix.h"
 #include "tensor/half.h"
+#include "tensor/input_sparsity.h"
 #include "tensor/interleaved_rows.h"
 #include "tensor/quantize.h"
 
@@ -202,7 +202,9 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
 void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
                            const TokenPlaces& places, int64_t n_ctx, float* scores, float* out) {
   // Each token's query heads attend to its sequence's cached positions up to its own, a group of
-  // heads sharing a KV head at a time (attention.h).
+  // heads sharing a KV head at a time (attention.h). Tasks go KV head by KV head, the batch's
+  // tokens one after the other: consecutive tokens read the same keys and values, which stay in
+  // cache between them (token by token, all heads' keys and values of a long prompt overflow L2).
   const int group = static_cast<int>(s.n_head / s.n_head_kv);
   const int64_t hd = s.head_dim, q_dim = s.q_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -212,7 +214,7 @@ void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const 
     const float* qg[kMaxHeadsPerGroup];
     float* og[kMaxHeadsPerGroup];
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / s.n_head_kv, kvh = t % s.n_head_kv;
+      const int64_t kvh = t / n, b = t % n;
       for (int g = 0; g < group; ++g) {
         qg[g] = q + b * q_dim + (kvh * group + g) * hd;
         og[g] = out + b * q_dim + (kvh * group + g) * hd;
@@ -298,8 +300,7 @@ void CpuBackend::select_columns(const float* full, std::span<const int32_t> ids,
     for (int64_t k = 0; k < n_ids; ++k) out[b * stride + k] = full[b * stride + ids[k]];
 }
 
-void CpuBackend::sparsify(float* x, int64_t count, float threshold, uint64_t* kept,
-                          uint8_t* mask) {
+void CpuBackend::sparsify(float* x, int64_t count, float threshold, uint64_t* kept, uint8_t* mask) {
   uint64_t nonzero = 0;
   if (mask == nullptr) {
     for (int64_t i = 0; i < count; ++i) {

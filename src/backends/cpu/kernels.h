@@ -105,6 +105,11 @@ struct CpuKernels {
   // the multiply-adds it performed.
   uint64_t (*int8_peak_loop)(int64_t iterations);
   uint64_t (*f32_peak_loop)(int64_t iterations);
+  // Attention's value sums for the `group` query heads of one KV head: out[g][d] = sum over
+  // p < n_pos of w[p * group + g] * v[p * stride + d] (F32 or F16 values), one fused multiply-add
+  // per position in position order for each element, so every variant gives the scalar bits.
+  void (*attend_values)(const void* v, bool v_f16, int64_t stride, const float* w, int group,
+                        int64_t n_pos, int64_t hd, float* const* out);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
   // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows

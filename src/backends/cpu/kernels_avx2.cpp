@@ -310,6 +310,7 @@ void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
 #include "backends/cpu/kernels_avx2_q6k_rows.inc"
 #include "backends/cpu/kernels_avx2_peaks.inc"
 #include "backends/cpu/kernels_avx2_tiles.inc"
+#include "backends/cpu/kernels_avx2_attention.inc"
 #include "backends/cpu/kernels_avx2_units.inc"
 #include "backends/cpu/kernels_avx2_unit_groups.inc"
 
@@ -384,6 +385,7 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
     .matmat_q8_0x16 = matmat_q8_0x16,
     .int8_peak_loop = int8_peak_loop,
     .f32_peak_loop = f32_peak_loop,
+    .attend_values = attend_values,
     .quantize_q8_0 = quantize_q8_0,
     .axpy_f32 = axpy_f32<ColumnReadAhead::Far>,
     .axpy_f16 = axpy_f16<ColumnReadAhead::Far>,

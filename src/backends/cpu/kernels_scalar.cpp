@@ -1,4 +1,5 @@
 // Plain scalar references: the definition of what every fast path must compute.
+#include <cmath>
 #include <utility>
 
 #include "backends/cpu/kernels.h"
@@ -268,6 +269,21 @@ void matmat_q6_K_rows16(const uint8_t* rows, uint64_t row_stride, const BlockQ8_
       out[t][r] = dot_kquant<BlockQ6_K>(rows + r * row_stride, xs[t], nb * kQK_K);
 }
 
+void attend_values(const void* v, bool v_f16, int64_t stride, const float* w, int group,
+                   int64_t n_pos, int64_t hd, float* const* out) {
+  for (int g = 0; g < group; ++g)
+    for (int64_t d = 0; d < hd; ++d) {
+      float o = 0.0f;
+      for (int64_t p = 0; p < n_pos; ++p) {
+        const int64_t i = p * stride + d;
+        const float value = v_f16 ? f16_to_f32(static_cast<const uint16_t*>(v)[i])
+                                  : static_cast<const float*>(v)[i];
+        o = std::fma(w[p * group + g], value, o);
+      }
+      out[g][d] = o;
+    }
+}
+
 volatile int64_t g_peak_sink = 0;
 
 uint64_t int8_peak_loop(int64_t iterations) {
@@ -344,6 +360,7 @@ const CpuKernels& scalar_kernels() {
                  .matmat_q8_0x16 = matmat_q8_0x16,
                  .int8_peak_loop = int8_peak_loop,
                  .f32_peak_loop = f32_peak_loop,
+                 .attend_values = attend_values,
                  .quantize_q8_0 = quantize_row_q8_0_activations,
                  .axpy_f32 = axpy_f32,
                  .axpy_f16 = axpy_f16,

@@ -42,10 +42,18 @@ float silu(float x) {
 
 }  // namespace
 
+namespace {
+
+CpuKernels kernels_for(const CpuBackendOptions& o) {
+  CpuKernels k = o.kernels != nullptr ? *o.kernels : best_kernels();
+  if (!o.repack) k.matmat_q6_K_rows16 = nullptr;  // its rows through the row kernels
+  return k;
+}
+
+}  // namespace
+
 CpuBackend::CpuBackend(ThreadPool& pool, CpuBackendOptions options)
-    : pool_(pool),
-      kernels_(options.kernels != nullptr ? *options.kernels : best_kernels()),
-      options_(options) {}
+    : pool_(pool), kernels_(kernels_for(options)), options_(options) {}
 
 CpuBackend::~CpuBackend() = default;
 

@@ -14,8 +14,8 @@
 namespace strata {
 
 struct CpuBackendOptions {
-  // Interleave Q4_0/Q8_0/Q4_K matrices multiplied whole by 16 rows (tensor/interleaved_rows.h);
-  // off: the file's rows (llama.cpp's --no-repack).
+  // Interleave Q4_0/Q8_0/Q4_K matrices multiplied whole by 16 rows (tensor/interleaved_rows.h),
+  // and repack Q6_K rows per prompt batch; off: the file's rows (llama.cpp's --no-repack).
   bool repack = true;
   const CpuKernels* kernels = nullptr;  // null: best_kernels()
 };
@@ -98,7 +98,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool& pool_;
-  const CpuKernels& kernels_;
+  const CpuKernels kernels_;  // a copy: without repacking, the batch kernels that repack are off
   CpuBackendOptions options_;
   mutable std::mutex mutex_;  // allocations may come from several sessions' threads
   std::unordered_map<uint8_t*, AnonymousMemory> blocks_;

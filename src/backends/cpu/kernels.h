@@ -192,6 +192,7 @@ struct CpuKernels {
   // 16 Q6_K rows in the file's layout (`row_stride` bytes apart, nb super-blocks each) times
   // n_x activations: out[t][r] equals dot_kq of row r and xs[t] bit for bit. The VNNI variant
   // repacks the rows once per call (16 rows to a 512-bit register), so a call takes a batch.
+  // Null in a CPU backend without repacking (--no-repack): the rows go one at a time.
   void (*matmat_q6_K_rows16)(const uint8_t* rows, uint64_t row_stride, const BlockQ8_K* const* xs,
                              int n_x, int64_t nb, float* const* out);
   // The axpy above for K-quant rows (n a multiple of 256): y[i] += c[r] * kquant_value(...)

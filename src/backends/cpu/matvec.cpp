@@ -203,7 +203,7 @@ void dot_kquant_rows(const CpuKernels& k, const MatrixView& w, int64_t begin, in
   const BlockQ8_K* xs[kMax];
   float out[kMax];
   for (int b = 0; b < n; ++b) xs[b] = x[static_cast<size_t>(b)].q8k();
-  if (w.type == DType::Q6_K) {  // whole blocks of 16 rows through the 16-row kernel
+  if (w.type == DType::Q6_K && k.matmat_q6_K_rows16 != nullptr) {  // blocks of 16 rows
     float* out16[kMax];
     for (; begin + 16 <= end; begin += 16) {
       for (int b = 0; b < n; ++b) out16[b] = y + b * stride + begin;

@@ -40,10 +40,6 @@ float silu(float x) {
   return x / (1.0f + std::exp(-x));
 }
 
-}  // namespace
-
-namespace {
-
 CpuKernels kernels_for(const CpuBackendOptions& o) {
   CpuKernels k = o.kernels != nullptr ? *o.kernels : best_kernels();
   if (!o.repack) k.matmat_q6_K_rows16 = nullptr;  // its rows through the row kernels

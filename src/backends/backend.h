@@ -94,10 +94,13 @@ struct RopeTable {
 // (a server's sequence slots share one cache, a range each). Its key and value go to row
 // base[b] + pos[b] and it attends to rows base[b] .. base[b] + pos[b]. Tokens of one sequence
 // come in position order, so a token sees the batch's earlier tokens of its own sequence and
-// never another sequence's.
+// never another sequence's. A sliding window attends from a later row: base[b] is then the
+// window's first row and origin[b] the sequence's first (null: base), which a backend may use to
+// make a token's arithmetic the same wherever its window starts.
 struct TokenPlaces {
   const int64_t* pos = nullptr;
   const int64_t* base = nullptr;
+  const int64_t* origin = nullptr;
 };
 
 // A point on the backend's timeline (see the header comment).

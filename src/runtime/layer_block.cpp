@@ -99,7 +99,7 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   be.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, rope_half(), style}, kv,
                     places);
   // A sliding window is the cache rows from its first: every backend's attention as it is.
-  const TokenPlaces seen{seen_pos_.data(), seen_base_.data()};
+  const TokenPlaces seen{seen_pos_.data(), seen_base_.data(), base_.data()};
   be.attention(ws.q, n, heads, kv, seen, n_ctx_, ws.scores, ws.attn);
   if (cols != nullptr && cols->attn_output.data != nullptr) {
     const ColumnProducts::Job o{&cols->attn_output, out, c_.n_embd};

@@ -2,47 +2,75 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace strata {
 
-void attend_group(const CpuKernels& k, const float* const* q, int group, int64_t hd,
-                  const CachedHead& kv, int64_t n_pos, float scale, float* scores,
-                  float* const* out) {
-  // scores[p * group + g] = q[g] . k_p, a panel of positions at a time.
-  constexpr int64_t kPanel = 64;
-  for (int64_t p0 = 0; p0 < n_pos; p0 += kPanel) {
-    const int rows = static_cast<int>(std::min(kPanel, n_pos - p0));
-    if (kv.k_f16)
-      k.dot_f16_tile(static_cast<const uint16_t*>(kv.k) + p0 * kv.stride, kv.stride, rows, q, group,
-                     hd, scores + p0 * group);
+namespace {
+
+// The partial sums of a row's exponentials added in a fixed tree.
+float total_of(float* sum) {
+  for (int w = kAttentionSumLanes / 2; w >= 1; w /= 2)
+    for (int j = 0; j < w; ++j) sum[j] += sum[j + w];
+  return sum[0];
+}
+
+}  // namespace
+
+void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const CachedHead& kv,
+                 int64_t origin, int64_t hd, float scale) {
+  constexpr int64_t kPanel = kAttentionPanel;
+  constexpr int64_t kState = 1 + kAttentionSumLanes;  // a row's maximum and partial sums
+  thread_local std::vector<float> kt, vp, state;
+  thread_local std::vector<AttentionRow> seen;
+  kt.resize(static_cast<size_t>(kPanel * hd));
+  vp.resize(static_cast<size_t>(kPanel * hd));
+  state.assign(rows.size() * kState, 0.0f);
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::fill(rows[i].out, rows[i].out + hd, 0.0f);
+    state[i * kState] = -INFINITY;
+    lo = std::min(lo, rows[i].first);
+    hi = std::max(hi, rows[i].last);
+  }
+  origin = std::min(origin, lo);
+  const size_t k_elem = kv.k_f16 ? 2 : 4, v_elem = kv.v_f16 ? 2 : 4;
+  for (int64_t start = origin + (lo - origin) / kPanel * kPanel; start <= hi; start += kPanel) {
+    seen.clear();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const QueryRow& r = rows[i];
+      if (r.first >= start + kPanel || r.last < start) continue;
+      float* s = &state[i * kState];
+      seen.push_back({r.q, r.out, s, s + 1, static_cast<int>(std::max(r.first, start) - start),
+                      static_cast<int>(std::min(r.last + 1, start + kPanel) - start)});
+    }
+    if (seen.empty()) continue;
+    const int n_pos = static_cast<int>(std::min(kPanel, hi + 1 - start));
+    const uint64_t at = static_cast<uint64_t>(start * kv.stride);
+    k.load_panel(static_cast<const uint8_t*>(kv.k) + at * k_elem, kv.k_f16, kv.stride, n_pos, hd,
+                 /*transpose=*/true, kt.data());
+    const uint8_t* v = static_cast<const uint8_t*>(kv.v) + at * v_elem;
+    if (kv.v_f16)  // widened once for all the rows
+      k.load_panel(v, true, kv.stride, n_pos, hd, /*transpose=*/false, vp.data());
+    const float* vf = kv.v_f16 ? vp.data() : reinterpret_cast<const float*>(v);
+    const int64_t v_stride = kv.v_f16 ? hd : kv.stride;
+    k.attend_panel(kt.data(), vf, v_stride, hd, scale, seen.data(), static_cast<int>(seen.size()));
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const float inv = 1.0f / total_of(&state[i * kState + 1]);
+    for (int64_t d = 0; d < hd; ++d) rows[i].out[d] *= inv;
+  }
+}
+
+std::vector<TokenRun> attention_runs(const int64_t* origin, int64_t n, int max_tokens) {
+  std::vector<TokenRun> runs;
+  for (int64_t b = 0; b < n; ++b)
+    if (runs.empty() || origin[b] != origin[runs.back().begin] ||
+        b - runs.back().begin >= max_tokens)
+      runs.push_back({b, b + 1});
     else
-      k.dot_f32_tile(static_cast<const float*>(kv.k) + p0 * kv.stride, kv.stride, rows, q, group,
-                     hd, scores + p0 * group);
-  }
-  // Softmax per head, all the group's heads side by side (scores are position-major).
-  float max[kMaxHeadsPerGroup], sum[kMaxHeadsPerGroup];
-  std::fill(max, max + group, -INFINITY);
-  std::fill(sum, sum + group, 0.0f);
-  for (int64_t p = 0; p < n_pos; ++p) {
-    float* s = scores + p * group;
-    for (int g = 0; g < group; ++g) {
-      s[g] *= scale;
-      max[g] = std::max(max[g], s[g]);
-    }
-  }
-  for (int64_t p = 0; p < n_pos; ++p) {
-    float* s = scores + p * group;
-    for (int g = 0; g < group; ++g) {
-      s[g] = std::exp(s[g] - max[g]);
-      sum[g] += s[g];
-    }
-  }
-  for (int64_t p = 0; p < n_pos; ++p) {
-    float* s = scores + p * group;
-    for (int g = 0; g < group; ++g) s[g] /= sum[g];
-  }
-  // The weighted value sums of all the group's heads in one pass over the values.
-  k.attend_values(kv.v, kv.v_f16, kv.stride, scores, group, n_pos, hd, out);
+      runs.back().end = b + 1;
+  return runs;
 }
 
 }  // namespace strata

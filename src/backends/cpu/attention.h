@@ -1,30 +1,52 @@
-// Scaled dot-product attention of the query heads that share one KV head (a grouped-query
-// group; one head for multi-head attention) over the cached positions of one token: the
-// group's scores come from register-tiled products (each cached key row read once for all the
-// group's heads, instead of one dot call per head and position), the weighted values from the
-// value-sum kernel (each cached value row read once for all the group's heads).
+// Scaled dot-product attention on the CPU, flash style: the query heads of one KV head, for a run
+// of consecutive tokens of one sequence, go over the cache a panel of kAttentionPanel positions
+// at a time. Each panel's keys are transposed (and F16 values widened) once for all the run's
+// rows and each row keeps an online softmax, so scores never leave the panel, the exponentials
+// are vectorised, and a long prompt reads its cache once per run instead of once per token.
+// The panel grid starts at the sequence's first cache row and a row's arithmetic depends only on
+// the positions it sees, so a token gets the same bits alone (decode) as in any prompt batch, in
+// any sequence slot, at any thread count.
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "backends/cpu/kernels.h"
 
 namespace strata {
 
-// Query heads per KV head that attend_group's callers provide room for.
+// Query heads per KV head that attention's callers provide room for.
 inline constexpr int kMaxHeadsPerGroup = 256;
+// Tokens attended together: their rows share each panel's transpose (16 tokens of a 4-head
+// group: 64 rows a panel).
+inline constexpr int kAttentionRunTokens = 16;
 
 struct CachedHead {
-  const void* k;      // position 0's key of this KV head (F32 or F16 elements)
-  const void* v;      // position 0's value
+  const void* k;      // cache row 0's key of this KV head (F32 or F16 elements)
+  const void* v;      // cache row 0's value
   bool k_f16, v_f16;  // element types
-  int64_t stride;     // elements from one position to the next
+  int64_t stride;     // elements from one cache row to the next
 };
 
-// out[g][0, hd) = softmax over p < n_pos of (q[g] . k_p * scale) weighted sum of v_p, for the
-// group's `group` heads. `scores` (n_pos * group floats) is scratch.
-void attend_group(const CpuKernels& k, const float* const* q, int group, int64_t hd,
-                  const CachedHead& kv, int64_t n_pos, float scale, float* scores,
-                  float* const* out);
+// One query head of one token and the cache rows it sees, [first, last].
+struct QueryRow {
+  const float* q;  // head_dim elements
+  float* out;      // head_dim elements
+  int64_t first, last;
+};
+
+// out = the softmax over p in [first, last] of (q . k_p * scale) weighted sum of v_p, for every
+// row; the panels are the rows origin + kAttentionPanel * i (origin: the rows' sequence's first
+// cache row, at most every row's first).
+void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const CachedHead& kv,
+                 int64_t origin, int64_t hd, float scale);
+
+// A batch's tokens in runs attended together: consecutive tokens with the same origin (the same
+// sequence), at most max_tokens each.
+struct TokenRun {
+  int64_t begin, end;
+};
+std::vector<TokenRun> attention_runs(const int64_t* origin, int64_t n, int max_tokens);
 
 }  // namespace strata

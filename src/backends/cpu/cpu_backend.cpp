@@ -204,30 +204,41 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
 }
 
 void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                           const TokenPlaces& places, int64_t n_ctx, float* scores, float* out) {
-  // Each token's query heads attend to its sequence's cached positions up to its own, a group of
-  // heads sharing a KV head at a time (attention.h). Tasks go KV head by KV head, the batch's
-  // tokens one after the other: consecutive tokens read the same keys and values, which stay in
-  // cache between them (token by token, all heads' keys and values of a long prompt overflow L2).
+                           const TokenPlaces& places, int64_t, float*, float* out) {
+  // Runs of a sequence's consecutive tokens, the query heads sharing a KV head at a time
+  // (attention.h); tasks go KV head by KV head and are cut by their positions (a prompt's later
+  // tokens see more).
   const int group = static_cast<int>(s.n_head / s.n_head_kv);
   const int64_t hd = s.head_dim, q_dim = s.q_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const bool k16 = kv.k_type == DType::F16, v16 = kv.v_type == DType::F16;
   const size_t k_elem = k16 ? 2 : 4, v_elem = v16 ? 2 : 4;
-  pool_.parallel_for(n * s.n_head_kv, [&](int64_t t0, int64_t t1, int) {
-    const float* qg[kMaxHeadsPerGroup];
-    float* og[kMaxHeadsPerGroup];
+  const int64_t* origin = places.origin != nullptr ? places.origin : places.base;
+  const std::vector<TokenRun> runs = attention_runs(origin, n, kAttentionRunTokens);
+  const auto n_runs = static_cast<int64_t>(runs.size());
+  std::vector<int64_t> cumulative(static_cast<size_t>(s.n_head_kv * n_runs));
+  int64_t total = 0;
+  for (size_t t = 0; t < cumulative.size(); ++t) {
+    const TokenRun& run = runs[t % runs.size()];
+    for (int64_t b = run.begin; b < run.end; ++b) total += places.pos[b] + kAttentionPanel;
+    cumulative[t] = total;
+  }
+  pool_.parallel_for_weighted(cumulative, [&](int64_t t0, int64_t t1, int) {
+    std::vector<QueryRow> rows;
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t kvh = t / n, b = t % n;
-      for (int g = 0; g < group; ++g) {
-        qg[g] = q + b * q_dim + (kvh * group + g) * hd;
-        og[g] = out + b * q_dim + (kvh * group + g) * hd;
-      }
-      const uint64_t at = static_cast<uint64_t>(places.base[b] * kv.kv_dim + kvh * hd);
-      const CachedHead head{static_cast<const uint8_t*>(kv.k) + at * k_elem,
-                            static_cast<const uint8_t*>(kv.v) + at * v_elem, k16, v16, kv.kv_dim};
-      attend_group(kernels_, qg, group, hd, head, places.pos[b] + 1, scale,
-                   scores + (b * s.n_head + kvh * group) * n_ctx, og);
+      const int64_t kvh = t / n_runs;
+      const TokenRun& run = runs[static_cast<size_t>(t % n_runs)];
+      rows.clear();
+      for (int64_t b = run.begin; b < run.end; ++b)
+        for (int g = 0; g < group; ++g) {
+          const int64_t at = b * q_dim + (kvh * group + g) * hd;
+          rows.push_back({q + at, out + at, places.base[b], places.base[b] + places.pos[b]});
+        }
+      const auto head_at = static_cast<uint64_t>(kvh * hd);
+      const CachedHead head{static_cast<const uint8_t*>(kv.k) + head_at * k_elem,
+                            static_cast<const uint8_t*>(kv.v) + head_at * v_elem, k16, v16,
+                            kv.kv_dim};
+      attend_rows(kernels_, rows, head, origin[run.begin], hd, scale);
     }
   });
 }

@@ -43,6 +43,21 @@ struct UnitInput {
   const BlockQ8_K* q8k;
 };
 
+// Attention's unit of the cache: positions per panel (attend_panel), and the partial sums a
+// query row keeps of its softmax's exponentials (one per position modulo 16).
+inline constexpr int kAttentionPanel = 64;
+inline constexpr int kAttentionSumLanes = 16;
+
+// One query row of attend_panel: its head's query, its running (unnormalised) output and
+// softmax state, and the panel positions it sees, [lo, hi).
+struct AttentionRow {
+  const float* q;  // hd elements
+  float* out;      // hd elements
+  float* max;      // the largest score so far (-inf before the first panel)
+  float* sum;      // kAttentionSumLanes partial sums
+  int lo, hi;
+};
+
 // Activations per call of the multi-token group kernels.
 inline constexpr int kGroupTokens = 8;
 
@@ -105,11 +120,19 @@ struct CpuKernels {
   // the multiply-adds it performed.
   uint64_t (*int8_peak_loop)(int64_t iterations);
   uint64_t (*f32_peak_loop)(int64_t iterations);
-  // Attention's value sums for the `group` query heads of one KV head: out[g][d] = sum over
-  // p < n_pos of w[p * group + g] * v[p * stride + d] (F32 or F16 values), one fused multiply-add
-  // per position in position order for each element, so every variant gives the scalar bits.
-  void (*attend_values)(const void* v, bool v_f16, int64_t stride, const float* w, int group,
-                        int64_t n_pos, int64_t hd, float* const* out);
+  // Attention, a panel of kAttentionPanel cached positions at a time (backends/cpu/attention.h),
+  // an online softmax over the panels. `kt`: the panel's keys transposed, kt[d * kAttentionPanel
+  // + p]; `v`: its values, v[p * v_stride + d]. For each row: s_p = (fused q[d] * kt[d][p] summed
+  // over d in order) * scale for p in [lo, hi); m = max(*max, every s_p); c = attention_exp(*max
+  // - m); sum[j] = sum[j] * c, then e_p = attention_exp(s_p - m) of p = j, j + 16, j + 32, j + 48
+  // (0 outside [lo, hi)) added in that order; out[d] = out[d] * c, then e_p * v[p][d] fused in
+  // position order; *max = m. Every step one operation, so every variant gives the scalar bits.
+  void (*attend_panel)(const float* kt, const float* v, int64_t v_stride, int64_t hd, float scale,
+                       const AttentionRow* rows, int n_rows);
+  // n_pos <= kAttentionPanel cached rows (`stride` elements apart, F32 or F16) as F32: transposed,
+  // dst[d * kAttentionPanel + p], the positions from n_pos on 0; or not, dst[p * hd + d].
+  void (*load_panel)(const void* src, bool f16, int64_t stride, int n_pos, int64_t hd,
+                     bool transpose, float* dst);
   // Quantizes the activation once per matrix product.
   void (*quantize_q8_0)(const float* x, BlockQ8_0* y, int64_t n);
   // y[i] += c[0] * w[0][i] + c[1] * w[1][i] + ... for n elements of n_rows weight rows

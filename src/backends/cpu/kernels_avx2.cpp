@@ -6,6 +6,7 @@
 // AVX-512 VL/VNNI enabled: the int8 products then use vpdpbusd on 256-bit registers (one
 // instruction for maddubs + madd), which matters because these loops are bound by the vector
 // ALU ports. 512-bit registers were measured slower: they leave only two ALU ports.
+#include "backends/cpu/attention_exp.h"
 #include "backends/cpu/kernels.h"
 #include "tensor/column_groups.h"
 #include "tensor/half_table.h"
@@ -385,7 +386,8 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
     .matmat_q8_0x16 = matmat_q8_0x16,
     .int8_peak_loop = int8_peak_loop,
     .f32_peak_loop = f32_peak_loop,
-    .attend_values = attend_values,
+    .attend_panel = attend_panel,
+    .load_panel = load_panel,
     .quantize_q8_0 = quantize_q8_0,
     .axpy_f32 = axpy_f32<ColumnReadAhead::Far>,
     .axpy_f16 = axpy_f16<ColumnReadAhead::Far>,

@@ -1,7 +1,9 @@
 // Plain scalar references: the definition of what every fast path must compute.
+#include <algorithm>
 #include <cmath>
 #include <utility>
 
+#include "backends/cpu/attention_exp.h"
 #include "backends/cpu/kernels.h"
 #include "tensor/column_groups.h"
 #include "tensor/half.h"
@@ -269,18 +271,42 @@ void matmat_q6_K_rows16(const uint8_t* rows, uint64_t row_stride, const BlockQ8_
       out[t][r] = dot_kquant<BlockQ6_K>(rows + r * row_stride, xs[t], nb * kQK_K);
 }
 
-void attend_values(const void* v, bool v_f16, int64_t stride, const float* w, int group,
-                   int64_t n_pos, int64_t hd, float* const* out) {
-  for (int g = 0; g < group; ++g)
+void attend_panel(const float* kt, const float* v, int64_t v_stride, int64_t hd, float scale,
+                  const AttentionRow* rows, int n_rows) {
+  for (int r = 0; r < n_rows; ++r) {
+    const AttentionRow& row = rows[r];
+    float e[kAttentionPanel];
+    float m = *row.max;
+    for (int p = row.lo; p < row.hi; ++p) {
+      float s = 0.0f;
+      for (int64_t d = 0; d < hd; ++d) s = std::fma(row.q[d], kt[d * kAttentionPanel + p], s);
+      e[p] = s * scale;
+      m = std::max(m, e[p]);
+    }
+    const float c = attention_exp(*row.max - m);
+    for (int j = 0; j < kAttentionSumLanes; ++j) row.sum[j] = row.sum[j] * c;
+    for (int p = 0; p < kAttentionPanel; ++p) {
+      e[p] = p >= row.lo && p < row.hi ? attention_exp(e[p] - m) : 0.0f;
+      row.sum[p % kAttentionSumLanes] += e[p];
+    }
     for (int64_t d = 0; d < hd; ++d) {
-      float o = 0.0f;
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const int64_t i = p * stride + d;
-        const float value = v_f16 ? f16_to_f32(static_cast<const uint16_t*>(v)[i])
-                                  : static_cast<const float*>(v)[i];
-        o = std::fma(w[p * group + g], value, o);
-      }
-      out[g][d] = o;
+      float o = row.out[d] * c;
+      for (int p = row.lo; p < row.hi; ++p) o = std::fma(e[p], v[p * v_stride + d], o);
+      row.out[d] = o;
+    }
+    *row.max = m;
+  }
+}
+
+void load_panel(const void* src, bool f16, int64_t stride, int n_pos, int64_t hd, bool transpose,
+                float* dst) {
+  for (int p = 0; p < (transpose ? kAttentionPanel : n_pos); ++p)
+    for (int64_t d = 0; d < hd; ++d) {
+      const int64_t i = p * stride + d;
+      const float x = p >= n_pos ? 0.0f
+                      : f16  ? f16_to_f32(static_cast<const uint16_t*>(src)[i])
+                             : static_cast<const float*>(src)[i];
+      dst[transpose ? d * kAttentionPanel + p : p * hd + d] = x;
     }
 }
 
@@ -360,7 +386,8 @@ const CpuKernels& scalar_kernels() {
                  .matmat_q8_0x16 = matmat_q8_0x16,
                  .int8_peak_loop = int8_peak_loop,
                  .f32_peak_loop = f32_peak_loop,
-                 .attend_values = attend_values,
+                 .attend_panel = attend_panel,
+                 .load_panel = load_panel,
                  .quantize_q8_0 = quantize_row_q8_0_activations,
                  .axpy_f32 = axpy_f32,
                  .axpy_f16 = axpy_f16,

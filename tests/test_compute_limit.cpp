@@ -36,6 +36,9 @@ TEST(ComputeLimit, EachTypeIsBoundByTheInstructionItsKernelsUse) {
   EXPECT_EQ(prompt_compute_rate(p, DType::Q8_0).instruction, "amx");
   EXPECT_EQ(prompt_compute_rate(p, DType::Q4_0).instruction, "amx");
   EXPECT_EQ(prompt_compute_rate(p, DType::Q4_K).instruction, "int8");  // its kernels are VNNI's
+  p.amx_f16 = {400, "amx bf16"};
+  EXPECT_EQ(prompt_compute_rate(p, DType::F16).instruction, "amx bf16");
+  EXPECT_EQ(prompt_compute_rate(p, DType::BF16).instruction, "fma");  // no tile kernel for it
 }
 
 TEST(ComputeLimit, PeakLoopsCountTheirMultiplyAddsAndEveryVariantIsMeasured) {
@@ -50,9 +53,12 @@ TEST(ComputeLimit, PeakLoopsCountTheirMultiplyAddsAndEveryVariantIsMeasured) {
     EXPECT_GT(peaks.f32.macs_per_s, 0.0) << k->name;
     EXPECT_FALSE(peaks.int8.instruction.empty());
     EXPECT_EQ(peaks.amx_int8.macs_per_s > 0, amx_available());
+    EXPECT_EQ(peaks.amx_f16.macs_per_s > 0, amx_bf16_available());
   }
   if (!amx_available()) GTEST_SKIP() << "no AMX: its peak loop is not run";
   EXPECT_EQ(amx_int8_peak_loop(3), 3u * 4 * 16 * 16 * 64);
+  if (!amx_bf16_available()) GTEST_SKIP() << "no AMX-BF16: its peak loop is not run";
+  EXPECT_EQ(amx_bf16_peak_loop(3), 3u * 4 * 16 * 16 * 32);
 }
 
 }  // namespace

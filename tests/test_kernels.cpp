@@ -189,6 +189,46 @@ TEST(Kernels, AmxProductsEqualScalarKernelBitForBit) {
   }
 }
 
+// F16 weights on AMX-BF16 tiles: every product within F32 rounding of the exact one (the split
+// drops under 2^-24 of each product), for partial tiles of rows, tokens and columns, with the
+// int8 products' tiles loaded in between.
+TEST(Kernels, AmxBf16ProductsOfF16WeightsAreWithinTheSplitsBound) {
+  if (!amx_bf16_available()) GTEST_SKIP() << "CPU without AMX-BF16";
+  const int64_t rows = 40, cols = 200;
+  const TestMatrix m = make_matrix(DType::F16, rows, cols, 13);
+  const TestMatrix q8 = make_matrix(DType::Q8_0, 16, 256, 14);
+  for (int n_tokens : {1, 5, 16, 17, 33, 64}) {
+    std::vector<std::vector<float>> xs;
+    std::vector<const float*> ptrs;
+    for (int t = 0; t < n_tokens; ++t) xs.push_back(random_values(cols, 200 + t));
+    for (const auto& x : xs) ptrs.push_back(x.data());
+    AmxBf16Activations split;
+    split.prepare(ptrs, cols);
+    if (n_tokens == 17) {  // another kernel's tiles in between
+      PreparedInput in;
+      const std::vector<float> x = random_values(256, 1);
+      in.prepare(scalar_kernels(), x.data(), 256, true);
+      std::vector<float> y(16);
+      amx_matmat_rows(q8.view, 0, 16, std::span(&in.q8(), 1), y.data(), 16);
+    }
+    std::vector<float> y(n_tokens * rows, -7.0f);
+    amx_matmat_f16(m.view, 3, rows, split, y.data(), rows);
+    for (int t = 0; t < n_tokens; ++t) {
+      ASSERT_EQ(y[t * rows + 2], -7.0f) << "a row outside the range was written";
+      for (int64_t r = 3; r < rows; ++r) {
+        const auto* w = reinterpret_cast<const uint16_t*>(m.view.row(r));
+        double exact = 0, magnitude = 0;
+        for (int64_t k = 0; k < cols; ++k) {
+          exact += double{f16_to_f32(w[k])} * xs[t][k];
+          magnitude += std::fabs(double{f16_to_f32(w[k])} * xs[t][k]);
+        }
+        ASSERT_NEAR(y[t * rows + r], exact, 1e-6 * magnitude)
+            << "token " << t << " of " << n_tokens << " row " << r;
+      }
+    }
+  }
+}
+
 // The Q4_0/Q8_0 matrix of `m` interleaved by 16 rows (a copy).
 TestMatrix interleaved(const TestMatrix& m) {
   TestMatrix i = m;

@@ -137,7 +137,7 @@ struct BenchFigures {
   // token, the rate that bounds them and with which instruction, the tok/s that rate allows.
   double prompt_macs = 0;
   ComputeRate compute;
-  double amx_macs_per_s = 0, compute_limit = 0;
+  double amx_macs_per_s = 0, amx_f16_macs_per_s = 0, compute_limit = 0;
 };
 
 // The FFN's weight type names the file (a mixture's: its experts').
@@ -208,6 +208,7 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"compute_macs_per_s", f.compute.macs_per_s},
       {"compute_instruction", f.compute.instruction},
       {"amx_int8_macs_per_s", f.amx_macs_per_s},
+      {"amx_f16_macs_per_s", f.amx_f16_macs_per_s},
       {"compute_limit_tokens_per_s", f.compute_limit},
       {"compute_limit_percent", f.compute_limit > 0 ? 100 * f.pp / f.compute_limit : 0},
       {"load_s", load_s},
@@ -357,6 +358,7 @@ int run_bench(BenchOptions& o) {
     f.prompt_macs = prompt_macs_per_token(model->config, o.n_prompt);
     f.compute = prompt_compute_rate(peaks, ffn_weight_type(model->weights));
     f.amx_macs_per_s = peaks.amx_int8.macs_per_s;
+    f.amx_f16_macs_per_s = peaks.amx_f16.macs_per_s;
     f.compute_limit = f.compute.macs_per_s / f.prompt_macs;
   }
   if (o.json)

@@ -53,6 +53,9 @@ ComputePeaks measure_compute_peaks(ThreadPool& pool, const CpuKernels& k, double
                                                                                : "scalar float"};
   if (amx_available())
     p.amx_int8 = {peak_rate(pool, amx_int8_peak_loop, seconds, passes), "AMX tdpbssd"};
+  if (amx_bf16_available())
+    p.amx_f16 = {peak_rate(pool, amx_bf16_peak_loop, seconds, passes) / 3,
+                 "AMX tdpbf16ps, 3 per F16 multiply-add"};
   return p;
 }
 
@@ -76,6 +79,7 @@ double prompt_macs_per_token(const ModelConfig& c, int64_t n_prompt) {
 }
 
 const ComputeRate& prompt_compute_rate(const ComputePeaks& p, DType weights) {
+  if (weights == DType::F16 && p.amx_f16.macs_per_s > 0) return p.amx_f16;
   if (is_float_type(weights)) return p.f32;
   if (amx_reads(weights) && p.amx_int8.macs_per_s > 0) return p.amx_int8;
   return p.int8;

@@ -22,6 +22,9 @@ struct ComputePeaks {
   ComputeRate int8;      // the int8 products of quantized types (VNNI vpdpbusd, AVX2 maddubs)
   ComputeRate f32;       // the float products of F32/F16/BF16 weights (FMA)
   ComputeRate amx_int8;  // AMX tiles (Q8_0/Q4_0 prompt batches where the CPU has them)
+  // AMX-BF16 tiles (F16 prompt batches where the CPU has them): their rate over three, the tile
+  // products one F16 multiply-add takes there (amx_matmat.h).
+  ComputeRate amx_f16;
 };
 
 // All of the pool's threads run each kernel's peak loop at once; best of `passes` passes of

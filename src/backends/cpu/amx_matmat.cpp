@@ -27,22 +27,11 @@ namespace {
 constexpr int kRows = 16;    // weight rows per tile
 constexpr int kTokens = 16;  // tokens per tile
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // tmm0: C, 16 rows x 16 int32; tmm1: A, 16 weight rows x 32 int8 (one block);
 // tmm2: B, 8 rows x 64 bytes (32 values x 16 tokens, four consecutive values per token).
-thread_local bool tiles_configured = false;  // this thread's tiles are configure_tiles'
-
 void configure_tiles() {
-  bool& configured = tiles_configured;
-  if (configured) return;
-  TileConfig c;
+  if (amx_thread_tiles() == AmxTiles::Int8) return;
+  AmxTileConfig c;
   c.rows[0] = kRows, c.colsb[0] = kTokens * 4;
   c.rows[1] = kRows, c.colsb[1] = kQK;
   c.rows[2] = kQK / 4, c.colsb[2] = kTokens * 4;
@@ -50,7 +39,7 @@ void configure_tiles() {
   c.rows[4] = kQK / 4, c.colsb[4] = kTokens * 4;
   c.rows[5] = kTokens, c.colsb[5] = kQK;  // interleaved Q4_0: tmm1, tmm5 = two token groups
   _tile_loadconfig(&c);
-  configured = true;
+  amx_thread_tiles() = AmxTiles::Int8;
 }
 
 // Interleaved rows (tensor/interleaved_rows.h): the weights are tile B as they lie -- a chunk of
@@ -124,6 +113,11 @@ void amx_matmat_interleaved(const MatrixView& w, int64_t row_begin, int64_t row_
 }
 
 }  // namespace
+
+AmxTiles& amx_thread_tiles() {
+  thread_local AmxTiles tiles = AmxTiles::None;
+  return tiles;
+}
 
 bool amx_available() {
   static const bool ok = [] {
@@ -254,10 +248,10 @@ void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
 uint64_t amx_int8_peak_loop(int64_t iterations) {
   // Four C tiles of 16 x 16 int32 from one A and one B tile of 16 x 64 int8: four independent
   // tile products per round (a tile product's latency is about four of its issue intervals).
-  TileConfig c;
+  AmxTileConfig c;
   for (int t = 0; t < 6; ++t) c.rows[t] = 16, c.colsb[t] = 64;
   _tile_loadconfig(&c);
-  tiles_configured = false;  // the products' own configuration is loaded again on their next use
+  amx_thread_tiles() = AmxTiles::Peak;  // the products load their own again on their next use
   alignas(64) int8_t operand[16][64];
   std::memset(operand, 1, sizeof operand);
   alignas(64) int32_t out[16][16];
@@ -280,6 +274,11 @@ uint64_t amx_int8_peak_loop(int64_t iterations) {
 }
 
 #else
+
+AmxTiles& amx_thread_tiles() {
+  thread_local AmxTiles tiles = AmxTiles::None;
+  return tiles;
+}
 
 bool amx_available() {
   return false;

@@ -19,6 +19,10 @@
 #include <type_traits>
 #include <utility>
 
+#if defined(STRATA_KERNELS_VNNI)
+#include "backends/cpu/transpose_avx512.h"
+#endif
+
 namespace strata {
 
 namespace {

@@ -279,6 +279,19 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
   std::vector<Q8Activation> q8;
   if (amx)
     for (const auto& in : x) q8.push_back(in.q8());
+  // F16 weights: AMX-BF16 tiles where the CPU has them, the activations split once for all rows.
+  const bool amx_f16 =
+      batch >= kAmxMinBatch && batch <= kAmxBf16MaxTokens && amx_bf16_available() &&
+      std::any_of(jobs.begin(), jobs.end(), [](const MatMatJob& j) { return j.w->type == DType::F16; });
+  // The caller's buffer, kept from one product to the next. (A lambda names thread_local
+  // variables without capturing them: the workers reach it through this reference.)
+  thread_local AmxBf16Activations callers_split;
+  AmxBf16Activations& split = callers_split;
+  if (amx_f16) {
+    std::vector<const float*> xs;
+    for (const auto& in : x) xs.push_back(in.f32());
+    split.prepare(xs, x[0].size());
+  }
   pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int) {
     const int64_t begin = t0 * kRowsPerTask;
     const int64_t end = std::min(total, t1 * kRowsPerTask);
@@ -307,6 +320,8 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
                               static_cast<size_t>(t0),
                               static_cast<size_t>(std::min(kAmxMaxTokens, batch - t0))),
                           j.y + t0 * j.y_stride, j.y_stride);
+      } else if (lo < hi && amx_f16 && j.w->type == DType::F16) {
+        amx_matmat_f16(*j.w, lo - offset, hi - offset, split, j.y, j.y_stride);
       } else if (lo < hi && batch > 1 && is_float_type(j.w->type)) {
         // Float weights: register tiles of rows x tokens.
         dot_rows_multi(k, *j.w, lo - offset, hi - offset, x, j.y, j.y_stride);

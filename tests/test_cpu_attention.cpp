@@ -103,8 +103,9 @@ TEST(CpuAttention, PanelLoadsEqualTheScalarReferenceAndTheCache) {
             const int64_t p = n_pos - 1, d = hd - 1;
             const float cached = f16 ? f16_to_f32(halves[p * stride + d]) : values[p * stride + d];
             ASSERT_EQ(want[transpose ? d * kAttentionPanel + p : p * hd + d], cached);
-            if (transpose && n_pos < kAttentionPanel)
+            if (transpose && n_pos < kAttentionPanel) {
               ASSERT_EQ(want[d * kAttentionPanel + n_pos], 0.0f) << "positions past the panel's";
+            }
           }
 }
 

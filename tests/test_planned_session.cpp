@@ -58,7 +58,7 @@ TEST(PlannedSession, InventoryCountsWhatTheSessionAllocates) {
       uint64_t kv = 0;
       for (const auto& l : inv.layers) kv += l.kv_bytes;
       // The backend rounds each allocation up to whole pages.
-      const uint64_t expected = kv + inv.workspace_bytes;
+      const uint64_t expected = kv + inv.host_workspace_bytes;
       EXPECT_GE(backend.allocated() - before, expected);
       EXPECT_LE(backend.allocated() - before, expected + 3 * 4096);
       EXPECT_EQ(kv, s.kv_cache_bytes());

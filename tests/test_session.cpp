@@ -10,6 +10,7 @@
 #include "backends/cpu/matvec.h"
 #include "core/error.h"
 #include "runtime/session.h"
+#include "runtime/workspace.h"
 #include "test_helpers.h"
 
 namespace strata {
@@ -288,6 +289,26 @@ TEST(Session, ASlidingWindowSeesTheLastPositionsOnly) {
   for (size_t i = 0; i < 6; ++i)  // sequence 0's tokens are the batch's even rows
     for (size_t k = 0; k < v; ++k)
       ASSERT_NEAR(l[2 * i * v + k], first_half[i * v + k], 1e-5f * scale) << i;
+}
+
+// The CPU's attention keeps its scores in registers: a session on the CPU holds no score
+// scratch (64 x n_head x n_ctx floats, at a long context the largest buffer), so its memory
+// grows with the context by the KV cache alone.
+TEST(Session, OnTheCpuTheContextCostsTheKvCacheAlone) {
+  const auto m = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);
+  ThreadPool pool(1);
+  const auto held = [&](int64_t n_ctx) {
+    Session s(*m, n_ctx, pool);
+    return s.backend().allocated();
+  };
+  const ModelConfig& c = m->config;
+  const uint64_t kv_row = static_cast<uint64_t>(2 * c.n_layer * c.n_head_kv * c.head_dim) * 4;
+  EXPECT_EQ(held(256) - held(128), 128 * kv_row);
+  WorkspaceShape shape = WorkspaceShape::of(c, 256, Session::kMaxBatch, FfnMode::Dense, false, 0);
+  const uint64_t with_scores = Workspace::bytes(shape);
+  shape.attention_scores = false;
+  EXPECT_EQ(with_scores - Workspace::bytes(shape),
+            static_cast<uint64_t>(Session::kMaxBatch * c.n_head * 256) * 4);
 }
 
 TEST(Session, FullContextAndBadTokenAreErrors) {

@@ -101,7 +101,7 @@ void check_minimum(const Inventory& inv, const Budgets& b) {
         inv.bundled ? static_cast<uint64_t>(inv.min_cache_slots) * l.neuron_bytes : l.ffn_ram_bytes;
   const uint64_t need = before + ffn;
   if (need <= usable_ram(b.ram)) return;
-  const uint64_t buffers = inv.workspace_bytes + inv.host_scratch_bytes;
+  const uint64_t buffers = inv.host_workspace_bytes + inv.host_scratch_bytes;
   if (inv.column_bundled)
     fail(
         "the model without its FFN needs {} in RAM (weights {}, KV cache {}, buffers {}), over "

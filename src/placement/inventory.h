@@ -38,7 +38,9 @@ struct Inventory {
   // RAM held whatever the plan: scratch buffers, the embedding table when resident, and the
   // process itself (code, libraries, allocator slack).
   uint64_t fixed_ram_bytes = 0;
-  uint64_t workspace_bytes = 0;  // part of fixed_ram_bytes; the same again in VRAM for GPU layers
+  uint64_t workspace_bytes = 0;  // a device's buffers, in VRAM for GPU layers
+  // The CPU's buffers, part of fixed_ram_bytes: a device's without attention's score scratch.
+  uint64_t host_workspace_bytes = 0;
   // Part of fixed_ram_bytes: the backend's and stores' own lists, and the process itself.
   uint64_t host_scratch_bytes = 0;
   uint64_t embd_bytes = 0;      // n_embd * 4: the partial sum a split layer moves over the link

@@ -187,13 +187,15 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   if (r.input_columns && model.columns.empty())
     for (const LayerWeights& lw : w.layers) derived += Model::input_column_bytes(lw);
   inv.workspace_bytes = Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns);
+  inv.host_workspace_bytes =
+      Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns, /*on_cpu=*/true);
   const uint64_t rest = resident + derived > placed ? resident + derived - placed : 0;
   // A bundled model reads its embedding a row per token into a one-row buffer: a row and a
   // page stay planned as slack for it (and, with --mmap, for the pages a row touches).
   const uint64_t embedding_slack =
       w.bundled && w.token_embd.data != w.output.data ? w.token_embd.row_bytes + (8ull << 10) : 0;
   inv.host_scratch_bytes = session_host_bytes(model, r) + kProcessSlackBytes + r.front_end_bytes;
-  inv.fixed_ram_bytes = rest + inv.workspace_bytes + inv.host_scratch_bytes + embedding_slack;
+  inv.fixed_ram_bytes = rest + inv.host_workspace_bytes + inv.host_scratch_bytes + embedding_slack;
   return inv;
 }
 

@@ -18,6 +18,13 @@ std::unique_ptr<KvCache> make_kv(Backend& backend, const ModelConfig& c, const P
                                    held);
 }
 
+// The CPU's attention needs no score scratch (at long contexts it is the largest buffer:
+// 64 x n_head x n_ctx floats).
+WorkspaceShape shape_on(const Backend& backend, WorkspaceShape shape) {
+  shape.attention_scores = backend.device() != Device::Host;
+  return shape;
+}
+
 std::vector<int64_t> kv_indices(const PartLayout& layout) {
   std::vector<int64_t> index;
   int64_t held = 0;
@@ -39,7 +46,7 @@ DevicePart::DevicePart(const Model& model, Backend& backend_in, FfnMode mode,
       layout_(layout),
       kv_(make_kv(backend_in, model.config, layout)),
       kv_index_(kv_indices(layout)),
-      ws(backend_in, shape),
+      ws(backend_in, shape_on(backend_in, shape)),
       in(backend_in.make_prepared(max_batch)),
       model_(model),
       mode_(mode) {

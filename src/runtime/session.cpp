@@ -251,8 +251,10 @@ void Session::move_residual(size_t to, int64_t n) {
 }
 
 uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode,
-                                  bool input_columns) {
-  return Workspace::bytes(workspace_shape(model, n_ctx, mode, false, input_columns));
+                                  bool input_columns, bool on_cpu) {
+  WorkspaceShape shape = workspace_shape(model, n_ctx, mode, false, input_columns);
+  shape.attention_scores = !on_cpu;
+  return Workspace::bytes(shape);
 }
 
 bool Session::use_columns(int64_t n) const {

@@ -194,9 +194,10 @@ class Session {
   uint64_t kv_cache_bytes() const;
   // Bytes of a KV cache for n_ctx positions (of all sequences) with these element types.
   static uint64_t kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
-  // Bytes of the scratch buffers a session of this shape allocates (the placement inventory).
+  // Bytes of the scratch buffers a session of this shape allocates (the placement inventory)
+  // on a device, or on the CPU (no score scratch: runtime/workspace.h).
   static uint64_t workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode,
-                                  bool input_columns = false);
+                                  bool input_columns = false, bool on_cpu = false);
 
  private:
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,

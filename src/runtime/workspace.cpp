@@ -54,7 +54,7 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
   if (s.parallel) f(&Workspace::attn_out, B * s.n_embd);
   f(&Workspace::gate, B * s.n_ff);
   f(&Workspace::up, B * s.n_ff);
-  f(&Workspace::scores, B * s.n_head * s.n_ctx);
+  if (s.attention_scores) f(&Workspace::scores, B * s.n_head * s.n_ctx);
   f(&Workspace::rope_cos, B * s.n_rot / 2);
   f(&Workspace::rope_sin, B * s.n_rot / 2);
   if (s.sparse) {

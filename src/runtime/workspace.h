@@ -19,6 +19,9 @@ struct WorkspaceShape {
   int64_t n_expert = 0, n_expert_used = 0;  // a mixture of experts
   bool shared_expert = false;               // beside the routed ones (Qwen2-MoE)
   bool input_columns = false;  // input-sparse products (runtime/column_products.h)
+  // Attention's scratch for scores ([batch][n_head][n_ctx]): the devices keep them there; the
+  // CPU's attention keeps them in registers (backends/cpu/attention.h) and needs none.
+  bool attention_scores = true;
   static WorkspaceShape of(const ModelConfig& c, int64_t n_ctx, int64_t batch, FfnMode mode,
                            bool bundled, int64_t predictor_rank, bool input_columns = false);
 };
@@ -35,7 +38,7 @@ class Workspace {
   float *x = nullptr, *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr;
   float *proj = nullptr, *gate = nullptr, *up = nullptr;
   float* attn_out = nullptr;                       // a parallel residual's attention output
-  float* scores = nullptr;                         // [batch][n_head][n_ctx]
+  float* scores = nullptr;                         // [batch][n_head][n_ctx] or none
   float *rope_cos = nullptr, *rope_sin = nullptr;  // [batch][n_rot / 2]
   // Sparse FFN: compact values [batch][ids] (stride n_ff), per-token selection [batch][n_ff].
   float *gate_c = nullptr, *up_c = nullptr, *h_c = nullptr;

@@ -1,7 +1,8 @@
 // Compiled with -mamx-tile -mamx-bf16 -mavx512f -mavx512bw -mavx512vl -mf16c; entered only after
 // amx_bf16_available(). F16 weights on AMX-BF16 tiles (amx_matmat.h): tile A holds 16 weight
-// rows x 32 values (converted and split per step, straight from the rows), tile B 16 value pairs
-// x 16 tokens (the activations, split and packed once per product), tile C 16 rows x 16 tokens.
+// rows x 32 values (a block of 16 rows converted and split whole, then multiplied by every token
+// block), tile B 16 value pairs x 16 tokens (the activations, split and packed once per product),
+// tile C 16 rows x 16 tokens.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -46,27 +47,26 @@ inline __m512 bf16_value(__m512i bits) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
 }
 
-// 32 values (a: 0-15, b: 16-31) as BF16 parts, each 32 halves in value order (16 lanes of value
-// pairs): hi = bf16(x), lo = bf16(x - hi) (x - hi is exact in F32), and with `rest` the part
-// left, bf16(x - hi - lo), exact: hi + lo + rest is x (8 significant bits a part).
+// 32 activations (a: 0-15, b: 16-31) as their three BF16 parts, each 32 halves in value order
+// (16 lanes of value pairs): hi = bf16(x), lo = bf16(x - hi) (x - hi is exact in F32), rest =
+// bf16(x - hi - lo), exact: hi + lo + rest is x (8 significant bits a part).
 inline __m512i halves_of(__m512i a, __m512i b) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(a)),
                             _mm512_cvtepi32_epi16(b), 1);
 }
 
-inline void split_pairs(__m512 a, __m512 b, __m512i& hi, __m512i& lo, __m512i* rest = nullptr) {
+inline void split_activations(__m512 a, __m512 b, __m512i& hi, __m512i& lo, __m512i& rest) {
   const __m512i ha = bf16_bits(a), hb = bf16_bits(b);
   a = _mm512_sub_ps(a, bf16_value(ha));
   b = _mm512_sub_ps(b, bf16_value(hb));
   const __m512i la = bf16_bits(a), lb = bf16_bits(b);
   hi = halves_of(ha, hb);
   lo = halves_of(la, lb);
-  if (rest != nullptr)
-    *rest = halves_of(bf16_bits(_mm512_sub_ps(a, bf16_value(la))),
-                      bf16_bits(_mm512_sub_ps(b, bf16_value(lb))));
+  rest = halves_of(bf16_bits(_mm512_sub_ps(a, bf16_value(la))),
+                   bf16_bits(_mm512_sub_ps(b, bf16_value(lb))));
 }
 
-// The same for values with at most 16 significant bits (F16 weights: 11): hi is x's upper
+// 32 values with at most 16 significant bits (F16 weights: 11) as two parts: hi is x's upper
 // half, truncated, and lo = x - hi, whose few bits BF16 holds exactly; each part's 32 halves
 // picked out of the floats' upper halves by one two-register permute.
 inline void split_weights(__m512 a, __m512 b, __m512i& hi, __m512i& lo) {
@@ -100,52 +100,52 @@ inline void load32(const uint16_t* w, int64_t k, int64_t n, __m512& a, __m512& b
   b = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
 
-// Tiles A of 16 rows for steps [s0, s1), hi and lo: step s's 16 rows x 32 halves at (s - s0) *
-// 512 (rows past n_rows zero). The rows' pieces are read one after the other as one stream,
-// requested kPrefetchSteps steps ahead (a piece is a few KiB: the hardware prefetcher would start
-// over on every one).
-void weight_tiles(const MatrixView& w, int64_t r0, int n_rows, int64_t s0, int64_t s1,
-                  uint16_t* hi, uint16_t* lo) {
+// Tiles A of 16 rows at every step, hi and lo: step s's 16 rows x 32 halves at s * 512 (rows
+// past n_rows zero). The rows are read one after the other as one stream, requested
+// kPrefetchSteps steps ahead (a row is a few KiB: the hardware prefetcher would start over on
+// every one).
+void weight_tiles(const MatrixView& w, int64_t r0, int n_rows, int64_t steps, uint16_t* hi,
+                  uint16_t* lo) {
   constexpr int64_t kPrefetchSteps = 16;
   for (int i = 0; i < n_rows; ++i) {
     const auto* row = reinterpret_cast<const uint16_t*>(w.row(r0 + i));
-    for (int64_t s = s0; s < s1; ++s) {
+    for (int64_t s = 0; s < steps; ++s) {
       const int64_t ahead = s + kPrefetchSteps;
-      if (ahead < s1)
+      if (ahead < steps)
         _mm_prefetch(reinterpret_cast<const char*>(row + ahead * kStep), _MM_HINT_T0);
       else if (i + 1 < n_rows)
-        _mm_prefetch(reinterpret_cast<const char*>(w.row(r0 + i + 1)) + (ahead - s1 + s0) * 64,
+        _mm_prefetch(reinterpret_cast<const char*>(w.row(r0 + i + 1)) + (ahead - steps) * 64,
                      _MM_HINT_T0);
       __m512i h, l;
       __m512 a, b;
       load32(row, s * kStep, w.cols, a, b);
       split_weights(a, b, h, l);
-      _mm512_store_si512(hi + ((s - s0) * kTile + i) * kStep, h);
-      _mm512_store_si512(lo + ((s - s0) * kTile + i) * kStep, l);
+      _mm512_store_si512(hi + (s * kTile + i) * kStep, h);
+      _mm512_store_si512(lo + (s * kTile + i) * kStep, l);
     }
   }
   for (int i = n_rows; i < kTile; ++i)
-    for (int64_t s = s0; s < s1; ++s) {
-      _mm512_store_si512(hi + ((s - s0) * kTile + i) * kStep, _mm512_setzero_si512());
-      _mm512_store_si512(lo + ((s - s0) * kTile + i) * kStep, _mm512_setzero_si512());
+    for (int64_t s = 0; s < steps; ++s) {
+      _mm512_store_si512(hi + (s * kTile + i) * kStep, _mm512_setzero_si512());
+      _mm512_store_si512(lo + (s * kTile + i) * kStep, _mm512_setzero_si512());
     }
 }
 
-// Token blocks b and b + 1 (when `two`) times the 16 rows' tiles of steps [s0, s1), added to
-// their sums in `acc` (four tiles of 16 x 16: the products of the weights' hi part for each
-// block, then of their lo part). In tmm0-3 meanwhile, so consecutive tile products write
-// different accumulators (a product waits for the last one into its accumulator); tmm6/tmm7
-// hold the blocks' activation parts.
+// Token blocks b and b + 1 (when `two`) times the 16 rows' tiles over the whole row, the sums
+// stored to `acc` (four tiles of 16 x 16: the products of the weights' hi part for each block,
+// then of their lo part). Kept in tmm0-3 meanwhile, so consecutive tile products write different
+// accumulators (a product waits for the last one into its accumulator); tmm6/tmm7 hold the
+// blocks' activation parts.
 void block_pair(const uint16_t* a_hi, const uint16_t* a_lo, const AmxBf16Activations& x,
-                int64_t b, bool two, int64_t s0, int64_t s1, float* acc) {
+                int64_t b, bool two, float* acc) {
   constexpr int kC = kTile * kTile;
-  _tile_loadd(0, acc, 64);
-  _tile_loadd(1, acc + kC, 64);
-  _tile_loadd(2, acc + 2 * kC, 64);
-  _tile_loadd(3, acc + 3 * kC, 64);
-  for (int64_t s = s0; s < s1; ++s) {
-    _tile_loadd(4, a_hi + (s - s0) * kTile * kStep, 64);
-    _tile_loadd(5, a_lo + (s - s0) * kTile * kStep, 64);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int64_t s = 0; s < x.steps(); ++s) {
+    _tile_loadd(4, a_hi + s * kTile * kStep, 64);
+    _tile_loadd(5, a_lo + s * kTile * kStep, 64);
     for (int part = 0; part < kActivationParts; ++part) {
       _tile_loadd(6, x.tile(b, s, part), 64);
       if (two) _tile_loadd(7, x.tile(b + 1, s, part), 64);
@@ -209,7 +209,7 @@ void AmxBf16Activations::prepare(std::span<const float* const> x, int64_t cols) 
         if (t < tokens_) {
           __m512 a, b;
           load32(x[static_cast<size_t>(t)], s * kStep, cols, a, b);
-          split_pairs(a, b, part[0][n], part[1][n], &part[2][n]);
+          split_activations(a, b, part[0][n], part[1][n], part[2][n]);
         }
       }
       uint16_t* out = packed_.data()->halves +
@@ -240,10 +240,9 @@ void amx_matmat_f16(const MatrixView& w, int64_t row_begin, int64_t row_end,
   alignas(64) float acc[4 * kC];
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kTile) {
     const int n_rows = static_cast<int>(std::min<int64_t>(kTile, row_end - r0));
-    weight_tiles(w, r0, n_rows, 0, x.steps(), a_hi, a_lo);
+    weight_tiles(w, r0, n_rows, x.steps(), a_hi, a_lo);
     for (int64_t b = 0; b < blocks; b += 2) {
-      std::fill(acc, acc + 4 * kC, 0.0f);
-      block_pair(a_hi, a_lo, x, b, b + 1 < blocks, 0, x.steps(), acc);
+      block_pair(a_hi, a_lo, x, b, b + 1 < blocks, acc);
       store_pair(acc, b, b + 1 < blocks, x.tokens(), r0, n_rows, y, y_stride);
     }
   }

@@ -389,17 +389,20 @@ void FfnExecutor::split_segment(Backend& be, Workspace& w, PreparedRows& in, Ffn
   const RowsJob& first = gated ? gate : up;
   be.gather(std::span(&first, 1), s.rows, in, need + s.begin, ff);
   if (up_bias != nullptr && !gated) be.add_bias_of(first.y, up_bias, segment_ids(s), n, ff);
+  // A neuron no token fires is dropped whole; one that fires for some token keeps the tokens
+  // that need it (those whose deciding value is not positive get a zero output anyway): the
+  // rest's products are then chosen (panel or single, gather_panels.h) as with whole reads, so
+  // both give the same bits.
   active_.clear();
   for (int64_t k = 0; k < s.end - s.begin; ++k) {
     bool on = false;
-    for (int64_t b = 0; b < n; ++b) {
-      uint8_t& needed = need[b * ff + s.begin + k];
-      if (needed != 0 && first.y[b * ff + k] > 0.0f)
-        on = true;
-      else
-        needed = 0;  // zero output for this token: nothing more to compute
+    for (int64_t b = 0; b < n && !on; ++b)
+      on = need[b * ff + s.begin + k] != 0 && first.y[b * ff + k] > 0.0f;
+    if (on) {
+      active_.push_back(s.neurons[static_cast<size_t>(k)]);
+      continue;
     }
-    if (on) active_.push_back(s.neurons[static_cast<size_t>(k)]);
+    for (int64_t b = 0; b < n; ++b) need[b * ff + s.begin + k] = 0;
   }
   store_->refine(s, active_);
   if (gated) be.gather(std::span(&up, 1), s.rows, in, need + s.begin, ff);

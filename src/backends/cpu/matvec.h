@@ -94,6 +94,24 @@ inline void matmat_multi(const CpuKernels& kernels, std::initializer_list<MatMat
   matmat_multi(kernels, std::span<const MatMatJob>(jobs.begin(), jobs.size()), x, pool);
 }
 
+// A batch's activations in the forms its batched kernels read, made once per product and shared
+// by its threads: each token's Q8_0 view for AMX int8 tiles, the BF16 split for F16 weights on
+// AMX-BF16 (the calling thread's buffer, valid until its next batch_forms).
+class AmxBf16Activations;
+struct BatchForms {
+  bool amx_int8 = false;
+  std::vector<Q8Activation> q8;
+  const AmxBf16Activations* bf16 = nullptr;
+};
+// `any_f16`: a product of the batch reads F16 weights.
+BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16);
+
+// y[b * y_stride + r] = W[r] . x[b] for rows [lo, hi) of w and every input: one job's part of
+// matmat_multi, for callers that split the rows themselves.
+void matmat_rows(const CpuKernels& kernels, const MatrixView& w, int64_t lo, int64_t hi,
+                 std::span<const PreparedInput> x, const BatchForms& forms, float* y,
+                 int64_t y_stride);
+
 // Convenience for a single product from an f32 vector.
 void matvec(const CpuKernels& kernels, const MatrixView& w, const float* x, float* y,
             ThreadPool& pool);

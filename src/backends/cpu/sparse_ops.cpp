@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "backends/cpu/gather_panels.h"
 #include "core/error.h"
 #include "tensor/column_groups.h"
 #include "tensor/dtype.h"
@@ -59,6 +60,46 @@ void axpy_pointers(const CpuKernels& kernels, DType type, const uint8_t* const* 
 
 }  // namespace
 
+namespace {
+
+// Items [k0, k1) of the positions `single` (the id list's entries computed token by token), for
+// the tokens that need them: the four-row Q4_0 kernel where all four rows are needed, one row at
+// a time otherwise. `next`: the caller's next item's rows, requested by the first token's pass.
+void single_item(const CpuKernels& kernels, const GatherJob& job, std::span<const int32_t> ids,
+                 std::span<const int32_t> single, int64_t k0, int64_t k1,
+                 std::span<const PreparedInput> x, const uint8_t* need, int64_t need_stride,
+                 const void* const* next, int n_next) {
+  const int64_t batch = static_cast<int64_t>(x.size());
+  int64_t at[4];
+  const uint8_t* rows[4];
+  for (int64_t i = k0; i < k1; ++i) {
+    at[i - k0] = single[static_cast<size_t>(i)];
+    rows[i - k0] = job.w->row(ids[static_cast<size_t>(at[i - k0])]);
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    float* y = job.y + b * job.y_stride;
+    const uint8_t* nb = need == nullptr ? nullptr : need + b * need_stride;
+    bool all = k1 - k0 == 4;
+    for (int64_t i = 0; all && nb != nullptr && i < k1 - k0; ++i) all = nb[at[i]] != 0;
+    if (all) {
+      float out[4];
+      kernels.gather_dot4_q4_0(reinterpret_cast<const BlockQ4_0* const*>(rows),
+                               x[static_cast<size_t>(b)].q8(), job.w->cols, out, next,
+                               b == 0 ? n_next : 0);
+      for (int i = 0; i < 4; ++i) y[at[i]] = out[i];
+      continue;
+    }
+    for (int64_t i = 0; i < k1 - k0; ++i)
+      y[at[i]] = (nb == nullptr || nb[at[i]] != 0)
+                     ? dot_row_gathered(kernels, *job.w, ids[static_cast<size_t>(at[i])],
+                                        x[static_cast<size_t>(b)],
+                                        b == 0 && i < n_next ? next[i] : nullptr)
+                     : 0.0f;
+  }
+}
+
+}  // namespace
+
 void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
                    std::span<const int32_t> ids, std::span<const PreparedInput> x, ThreadPool& pool,
                    const uint8_t* need, int64_t need_stride) {
@@ -66,51 +107,74 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   const int64_t batch = static_cast<int64_t>(x.size());
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   if (n_ids == 0) return;
-  // Work items are (group of `group` consecutive ids, job), jobs innermost: each thread takes a
-  // contiguous run of the (sorted) neuron list and reads every job's rows for it.
+  // The rows most of a prompt batch needs go through panels (gather_panels.h), the rest token by
+  // token. (The caller's buffers, reached by the workers through references.)
+  thread_local GatherSplit callers_split;
+  GatherSplit& split = callers_split;
+  const BatchForms forms =
+      batch >= kPanelMinBatch
+          ? batch_forms(x, std::any_of(jobs.begin(), jobs.end(),
+                                       [](const GatherJob& j) { return j.w->type == DType::F16; }))
+          : BatchForms{};
+  const bool panels_read = std::all_of(jobs.begin(), jobs.end(), [&](const GatherJob& j) {
+    return panel_reads(j.w->layout) && j.w->type == jobs[0].w->type;
+  });
+  const double crossover = panels_read ? panel_crossover(jobs[0].w->type, forms) : 2.0;
+  split_gather(need, need_stride, n_ids, batch, crossover, split);
+  // Work items, jobs innermost: panels of kPanelRows panel positions, then groups of `group`
+  // single positions; each thread takes a contiguous run of the (sorted) neuron list and reads
+  // every job's rows for it. Weighted by their products (a panel's at the crossover's price).
   const int64_t group = gathers_by_four(jobs) ? 4 : 1;
-  const int64_t n_groups = (n_ids + group - 1) / group;
-  pool.parallel_for(n_jobs * n_groups, [&](int64_t i0, int64_t i1, int) {
+  const int64_t n_panel = static_cast<int64_t>(split.panel.size());
+  const int64_t n_single = static_cast<int64_t>(split.single.size());
+  const int64_t panels = (n_panel + kPanelRows - 1) / kPanelRows;
+  const int64_t singles = (n_single + group - 1) / group;
+  thread_local std::vector<int64_t> callers_weights;
+  std::vector<int64_t>& cumulative = callers_weights;
+  cumulative.clear();
+  int64_t total = 0;
+  const auto panel_weight = static_cast<int64_t>(std::max(1.0, 16.0 * crossover * batch));
+  for (int64_t p = 0; p < panels; ++p)
+    for (int64_t j = 0; j < n_jobs; ++j) {
+      total += panel_weight * std::min(kPanelRows, n_panel - p * kPanelRows);
+      cumulative.push_back(total);
+    }
+  for (int64_t g = 0; g < singles; ++g) {
+    int64_t pairs = 0;
+    for (int64_t i = g * group; i < std::min(n_single, (g + 1) * group); ++i)
+      pairs += split.needing[static_cast<size_t>(split.single[static_cast<size_t>(i)])];
+    for (int64_t j = 0; j < n_jobs; ++j) {
+      total += 16 * std::max<int64_t>(1, pairs);
+      cumulative.push_back(total);
+    }
+  }
+  const std::span<const int32_t> single(split.single);
+  pool.parallel_for_weighted(cumulative, [&](int64_t i0, int64_t i1, int) {
     for (int64_t i = i0; i < i1; ++i) {
       const GatherJob& job = jobs[static_cast<size_t>(i % n_jobs)];
-      const int64_t k0 = (i / n_jobs) * group, k1 = std::min(n_ids, k0 + group);
+      if (i < panels * n_jobs) {
+        const int64_t p0 = (i / n_jobs) * kPanelRows;
+        gather_panel(kernels, *job.w, ids,
+                     std::span<const int32_t>(split.panel)
+                         .subspan(static_cast<size_t>(p0),
+                                  static_cast<size_t>(std::min(kPanelRows, n_panel - p0))),
+                     x, forms, need, need_stride, job.y, job.y_stride);
+        continue;
+      }
+      const int64_t s = i - panels * n_jobs;
+      const int64_t k0 = (s / n_jobs) * group, k1 = std::min(n_single, k0 + group);
       // The next item's rows are elsewhere in memory: request them now. (The gather_dot_*
       // kernels do not prefetch past a row: that would read a neighbour nobody asked for.) The
       // four-row kernel requests them itself, spread over its blocks.
       const void* next[4];
       int n_next = 0;
-      if (group == 1 && i + 1 < i1) {
-        next[n_next++] = jobs[static_cast<size_t>((i + 1) % n_jobs)].w->row(
-            ids[static_cast<size_t>((i + 1) / n_jobs)]);
-      } else if (group == 4 && i + 1 < i1) {
-        const MatrixView& nw = *jobs[static_cast<size_t>((i + 1) % n_jobs)].w;
-        const int64_t n0 = ((i + 1) / n_jobs) * group, n1 = std::min(n_ids, n0 + group);
-        for (int64_t k = n0; k < n1; ++k) next[n_next++] = nw.row(ids[static_cast<size_t>(k)]);
+      if (i + 1 < i1) {
+        const MatrixView& nw = *jobs[static_cast<size_t>((s + 1) % n_jobs)].w;
+        const int64_t n0 = ((s + 1) / n_jobs) * group, n1 = std::min(n_single, n0 + group);
+        for (int64_t k = n0; k < n1; ++k)
+          next[n_next++] = nw.row(ids[static_cast<size_t>(single[static_cast<size_t>(k)])]);
       }
-      for (int64_t b = 0; b < batch; ++b) {
-        float* y = job.y + b * job.y_stride;
-        const uint8_t* nb = need == nullptr ? nullptr : need + b * need_stride;
-        bool all = k1 - k0 == 4;
-        for (int64_t k = k0; all && nb != nullptr && k < k1; ++k) all = nb[k] != 0;
-        if (all) {
-          const BlockQ4_0* rows[4];
-          for (int r = 0; r < 4; ++r)
-            rows[r] =
-                reinterpret_cast<const BlockQ4_0*>(job.w->row(ids[static_cast<size_t>(k0 + r)]));
-          // The first token's pass requests the next rows (the others find them cached).
-          kernels.gather_dot4_q4_0(rows, x[static_cast<size_t>(b)].q8(), job.w->cols, y + k0, next,
-                                   b == 0 ? n_next : 0);
-          continue;
-        }
-        // One row at a time (other types, or rows some token skips): the first token's pass
-        // requests the next rows, spread over this item's rows.
-        for (int64_t k = k0; k < k1; ++k)
-          y[k] = (nb == nullptr || nb[k] != 0)
-                     ? dot_row_gathered(kernels, *job.w, ids[static_cast<size_t>(k)],
-                                        x[static_cast<size_t>(b)],
-                                        b == 0 && k - k0 < n_next ? next[k - k0] : nullptr)
-                     : 0.0f;
-      }
+      single_item(kernels, job, ids, single, k0, k1, x, need, need_stride, next, n_next);
     }
   });
 }

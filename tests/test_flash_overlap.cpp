@@ -109,6 +109,27 @@ TEST(FlashOverlap, LookAheadReadsAheadOfTheLayersOwnFetch) {
   EXPECT_LT(on.bytes_read, off.bytes_read * 3 / 2);
 }
 
+TEST(FlashOverlap, APromptBatchReadsTheNextLayersUnionAhead) {
+  // A prompt in one batch: while a layer computes, the union of its tokens' guesses for the
+  // next layer is read; that layer then finds them cached. The logits are the same bits.
+  const std::string path = bundled_sparse(DType::Q4_0);
+  const auto m = Model::load(path, false);
+  auto prompt = [&](bool lookahead, NeuronCacheStats* stats) {
+    ThreadPool pool(2);
+    SessionOptions o = evicting(lookahead);
+    o.cache_neurons = m->config.ffn_neurons();  // no passes: one read of each union
+    Session s(*m, 64, pool, o);
+    const auto logits = s.eval(kTokens, /*all_logits=*/true);
+    *stats = s.flash_stats();
+    return std::vector<float>(logits.begin(), logits.end());
+  };
+  NeuronCacheStats off, on;
+  const auto expected = prompt(false, &off);
+  EXPECT_EQ(prompt(true, &on), expected);
+  EXPECT_GT(on.hits, off.hits + off.hits / 2) << "the layers' own fetches found the guesses";
+  EXPECT_LT(on.bytes_read, off.bytes_read * 3 / 2);
+}
+
 TEST(FlashOverlap, ARunReadsIntoScatteredSlotsAsOneRequest) {
   const std::string path = bundled_sparse(DType::F16);
   const auto m = Model::load(path, false);

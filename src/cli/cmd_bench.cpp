@@ -49,6 +49,9 @@ struct BenchResult {
   ForwardTimes decode_times;
   double decode_tokens = 0;
   NeuronCacheStats decode_flash;
+  // A bundled model's prompts: what their batches read from flash.
+  NeuronCacheStats prompt_flash;
+  double prompt_tokens = 0;
   // Input-sparse products (TEAL with column copies): each input's share of values kept.
   std::vector<InputDensity> input_density;
   double ms_per_token(double s) const { return decode_tokens > 0 ? 1e3 * s / decode_tokens : 0.0; }
@@ -69,6 +72,22 @@ int32_t greedy_token(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+double hit_rate(const NeuronCacheStats& s) {
+  return s.hits + s.misses > 0
+             ? static_cast<double>(s.hits) / static_cast<double>(s.hits + s.misses)
+             : 0.0;
+}
+
+// Adds the reads between two readings of a session's flash figures to `into`.
+void add_flash(NeuronCacheStats& into, const NeuronCacheStats& now,
+               const NeuronCacheStats& before) {
+  into.hits += now.hits - before.hits;
+  into.misses += now.misses - before.misses;
+  into.bytes_read += now.bytes_read - before.bytes_read;
+  into.reads += now.reads - before.reads;
+  into.read_seconds += now.read_seconds - before.read_seconds;
+}
+
 // Adds what happened in the session since the `before` figures to the decode totals.
 void add_decode(BenchResult& r, const Session& session, const std::vector<FfnLayerStats>& stats,
                 const ForwardTimes& times, const NeuronCacheStats& flash) {
@@ -82,12 +101,7 @@ void add_decode(BenchResult& r, const Session& session, const std::vector<FfnLay
   r.decode_times.predictor += now.predictor - times.predictor;
   r.decode_times.ffn += now.ffn - times.ffn;
   r.decode_times.output += now.output - times.output;
-  const NeuronCacheStats f = session.flash_stats();
-  r.decode_flash.hits += f.hits - flash.hits;
-  r.decode_flash.misses += f.misses - flash.misses;
-  r.decode_flash.bytes_read += f.bytes_read - flash.bytes_read;
-  r.decode_flash.reads += f.reads - flash.reads;
-  r.decode_flash.read_seconds += f.read_seconds - flash.read_seconds;
+  add_flash(r.decode_flash, session.flash_stats(), flash);
 }
 
 // `timeline` (null: none) keeps the last repetition's decode tokens.
@@ -101,9 +115,12 @@ BenchResult measure(Session& session, const BenchOptions& o, const ModelConfig& 
     session.reset();
     int32_t next = 1;
     if (o.n_prompt > 0) {
+      const NeuronCacheStats before = session.flash_stats();
       Timer t;
       next = greedy_token(session.eval(prompt));
       r.pp.push_back(o.n_prompt / t.seconds());
+      add_flash(r.prompt_flash, session.flash_stats(), before);
+      r.prompt_tokens += o.n_prompt;
     }
     if (o.n_gen == 0) continue;
     const auto stats = session.ffn_stats();
@@ -177,6 +194,8 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
                           double load_s, const TimelineSummary* timeline) {
   const NeuronCacheStats& fl = r.decode_flash;
   const double tokens = std::max(1.0, r.decode_tokens);
+  const NeuronCacheStats& pf = r.prompt_flash;
+  const double prompt_tokens = std::max(1.0, r.prompt_tokens);
   nlohmann::json j = {
       {"model", o.model},
       {"type", f.type},
@@ -222,10 +241,13 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
         // The plan's cost model beside what the run read (a bundled model's decode).
         {"plan_predicted_bytes_per_token", planned.plan.predicted.flash_bytes_per_token},
         {"reads_per_token", fl.reads / tokens},
-        {"cache_hit_rate", fl.hits + fl.misses > 0 ? static_cast<double>(fl.hits) /
-                                                         static_cast<double>(fl.hits + fl.misses)
-                                                   : 0.0},
+        {"cache_hit_rate", hit_rate(fl)},
         {"io_wait_s_per_token", fl.read_seconds / tokens}}},
+      {"prompt_flash",
+       {{"bytes_read_per_token", pf.bytes_read / prompt_tokens},
+        {"reads_per_token", pf.reads / prompt_tokens},
+        {"cache_hit_rate", hit_rate(pf)},
+        {"io_wait_s_per_token", pf.read_seconds / prompt_tokens}}},
       {"decode_ms_per_token",
        {{"attention", r.ms_per_token(r.decode_times.attention)},
         {"predictor", r.ms_per_token(r.decode_times.predictor)},
@@ -262,6 +284,9 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   if (!r.tg.empty())
     fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
+  if (model.weights.bundled && r.prompt_tokens > 0)
+    fmt::print("flash: {:.2f} MiB read per prompt token, cache hit rate {:.3f}\n",
+               r.prompt_flash.bytes_read / r.prompt_tokens / 1048576.0, hit_rate(r.prompt_flash));
   if (model.weights.bundled && r.decode_tokens > 0)
     fmt::print(
         "flash: {:.2f} MiB read per decoded token, the plan predicted {:.2f} MiB; decode {:.2f} "
@@ -277,10 +302,7 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
         fl.bytes_read / std::max(1.0, r.decode_tokens) / 1048576.0,
         predicted_flash_bytes / 1048576.0,
         static_cast<double>(fl.reads) / std::max(1.0, r.decode_tokens),
-        fl.hits + fl.misses > 0
-            ? static_cast<double>(fl.hits) / static_cast<double>(fl.hits + fl.misses)
-            : 0.0,
-        100.0 * session.options().column_share);
+        hit_rate(fl), 100.0 * session.options().column_share);
   }
   if (!session.options().vram_neurons.empty())
     fmt::print("{}\n", split_report_line(ffn_report_json(model, session)["split"]));

@@ -114,6 +114,7 @@ void Engine::plan(int64_t n_ctx) {
   planned_once_ = true;
   RunRequest& r = options_.run;
   r.n_ctx = n_ctx;
+  r.threads = options_.threads;
   read_files();
   if (!r.allow_vram) {  // a run: the budget is its device's, not a hybrid plan's
     r.device.vram_budget = r.budgets.vram;

@@ -241,8 +241,9 @@ bool keep_what_the_device_declines(const Model& model, PlannedRun& run) {
 }  // namespace
 
 bool plan_on_device(const Model& model, RunRequest& r, PlannedRun& run) {
-  const InventoryRequest ir{r.n_ctx, r.mode,           r.kv, r.profile, r.logits_rows,
-                            r.n_seq, r.front_end_bytes};
+  InventoryRequest ir{r.n_ctx, r.mode,           r.kv, r.profile, r.logits_rows,
+                      r.n_seq, r.front_end_bytes};
+  ir.threads = r.threads;
   const Inventory inv = take_inventory(model, ir);
   const DeviceFacts facts = device_facts(model, inv, r);
   run.device = choose_device(r.device, facts);

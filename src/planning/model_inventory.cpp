@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "model/down_transpose.h"
+#include "runtime/ffn_executor.h"
 #include "runtime/session.h"
 #include "tiers/flash_ffn_store.h"
 
@@ -114,7 +115,7 @@ uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   // The CPU backend's scratch is for one product: a dense mixture's is one expert's.
   const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
   const int64_t widest = std::max({c.n_embd, neurons, c.n_head * c.head_dim});
-  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd);
+  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd, r.threads);
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
   // Column products from flash (ColumnProducts): a later pass's sums, the values in the passes'
   // order, and per column its position, id and slot.
@@ -128,6 +129,9 @@ uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   if (model.weights.bundled)
     bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(neurons, neurons) +
              FlashFfnStore::bookkeeping_bytes(neurons, Session::kMaxBatch);
+  // Look-ahead's predictor buffers (taken whether or not the run reads ahead).
+  if (model.weights.bundled && r.mode == FfnMode::Predict)
+    bytes += FfnExecutor::lookahead_bytes(model, Session::kMaxBatch);
   return bytes;
 }
 

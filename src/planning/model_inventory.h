@@ -40,6 +40,7 @@ struct InventoryRequest {
   // TEAL's input-sparse products: the column copies Model::ensure_input_columns makes and the
   // workspace's column buffers.
   bool input_columns = false;
+  int threads = 1;  // the CPU's pool: each thread keeps its own scratch
 };
 
 // Without a profile a neuron of a sparse FFN counts as firing for this share of tokens.

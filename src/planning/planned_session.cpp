@@ -196,6 +196,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   InventoryRequest ir{r.n_ctx,   r.mode,        r.kv,
                       r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
   ir.input_columns = r.input_columns && r.sparsity.mode == SparsityMode::Teal;
+  ir.threads = r.threads;
   run.inventory = take_inventory(model, ir);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);

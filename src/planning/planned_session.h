@@ -27,6 +27,7 @@ struct RunRequest {
   int64_t n_ctx = 0;             // positions per sequence
   int n_seq = 1;                 // sequences held at once (server slots), each with n_ctx positions
   int64_t logits_rows = 1;       // perplexity and logits ask for every token's logits
+  int threads = 1;               // the CPU's pool (its threads' scratch is planned)
   uint64_t front_end_bytes = 0;  // RAM the front end holds beside the session (the server's)
   KvTypes kv{};
   Budgets budgets;

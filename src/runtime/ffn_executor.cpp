@@ -2,6 +2,7 @@
 
 #include <numeric>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/timer.h"
 
@@ -151,7 +152,20 @@ void FfnExecutor::predict(int64_t l, int64_t n, PreparedRows& in, float* hidden,
   backend_.threshold(scores, p.threshold, false, mask, n * ff);
 }
 
-void FfnExecutor::set_lookahead(bool on) {
+uint64_t FfnExecutor::lookahead_bytes(const Model& model, int64_t rows) {
+  const ModelConfig& c = model.config;
+  int64_t rank = 1;
+  for (const LayerWeights& l : model.weights.layers) rank = std::max(rank, l.predictor.rank());
+  const auto ff = static_cast<uint64_t>(c.ffn_neurons());
+  const auto n = static_cast<uint64_t>(rows);
+  // The predictor's input (prepared as the CPU backend does), hidden values, scores, mask and
+  // need per row, and the union's ids.
+  return CpuBackend::scratch_bytes(rows, std::max<int64_t>(c.n_embd, rank), 0, 0, 1) +
+         n * static_cast<uint64_t>(rank) * sizeof(float) + n * ff * (sizeof(float) + 2) +
+         ff * sizeof(int32_t);
+}
+
+void FfnExecutor::set_lookahead(bool on, int64_t rows) {
   if (!on) {
     ahead_.reset();
     return;
@@ -165,12 +179,14 @@ void FfnExecutor::set_lookahead(bool on) {
   for (int64_t l = 0; l < c_.n_layer; ++l)
     rank = std::max(rank, weights_.layer(l).predictor.rank());
   const auto ff = static_cast<size_t>(c_.ffn_neurons());
+  const auto n = static_cast<size_t>(rows);
   ahead_ = std::make_unique<LookAhead>();
-  ahead_->in = backend_.make_prepared(1);
-  ahead_->hidden.resize(static_cast<size_t>(rank));
-  ahead_->scores.resize(ff);
-  ahead_->mask.resize(ff);
-  ahead_->need.resize(ff);
+  ahead_->rows = rows;
+  ahead_->in = backend_.make_prepared(rows);
+  ahead_->hidden.resize(static_cast<size_t>(rank) * n);
+  ahead_->scores.resize(ff * n);
+  ahead_->mask.resize(ff * n);
+  ahead_->need.resize(ff * n);
   ahead_->ids.resize(ff);
 }
 
@@ -203,11 +219,11 @@ void FfnExecutor::gate_first(int64_t l, int64_t n) {
   backend_.threshold(y, 0.0f, true, ws_.mask, n * neurons);
 }
 
-void FfnExecutor::prefetch(int64_t l, int64_t token) {
+void FfnExecutor::prefetch(int64_t l, int64_t n, int64_t token) {
   LookAhead& a = *ahead_;
-  predict(l, 1, *a.in, a.hidden.data(), a.scores.data(), a.mask.data());
+  predict(l, n, *a.in, a.hidden.data(), a.scores.data(), a.mask.data());
   uint64_t selected = 0;
-  const int64_t n_ids = backend_.select_union(a.mask.data(), 1, c_.ffn_neurons(), a.ids.data(),
+  const int64_t n_ids = backend_.select_union(a.mask.data(), n, c_.ffn_neurons(), a.ids.data(),
                                               a.need.data(), &selected);
   store_->prefetch(l, std::span<const int32_t>(a.ids.data(), static_cast<size_t>(n_ids)), token);
 }
@@ -273,12 +289,13 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
   Event device_idle{};  // a split: the device's part done (its timeline), the CPU's begins
   bool host_part = false;
   for (int pass = 0; store_->next(s); ++pass) {
-    if (pass == 0 && ahead_ && n == 1 && l + 1 < c_.n_layer) {
-      // This layer's reads are in: the next layer's go out while this one computes. Marked as
-      // used by the previous token, so wrong guesses stay evictable.
+    if (pass == 0 && ahead_ && n <= ahead_->rows && l + 1 < c_.n_layer) {
+      // This layer's reads are in: the next layer's go out while this one computes (a prompt
+      // batch's: the union of its tokens' guesses). Marked as used by the previous token, so
+      // wrong guesses stay evictable.
       const double mark = timeline_now(timeline_);
       const Event start = backend_.record();
-      prefetch(l + 1, token - 1);
+      prefetch(l + 1, n, token - 1);
       const Event end = backend_.record();
       spans.add(start, end, &times.predictor, 1, &backend_);
       spans.add(start, end, &times.ffn, -1, &backend_);

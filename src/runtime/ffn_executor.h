@@ -73,11 +73,14 @@ class FfnExecutor {
   // Sparse modes: sees each layer's selection (host backends only).
   void set_selection_observer(SelectionObserver observer) { selection_ = std::move(observer); }
 
-  // Look-ahead (decode of a bundled model on the CPU): as soon as a layer's own reads are in,
+  // Look-ahead (a bundled model on the CPU, decode and prompt batches): as soon as a layer's own reads are in,
   // the next layer's predictor runs on the residual as it stands (after this layer's
   // attention, before its FFN: Deja Vu's look-ahead, one step earlier) and the store reads
   // those neurons in the background while this layer's products and the next attention run.
-  void set_lookahead(bool on);
+  // `rows`: the largest batch that reads ahead (its buffers are for that many tokens).
+  void set_lookahead(bool on, int64_t rows = 1);
+  // The memory set_lookahead(true, rows) takes, for plans.
+  static uint64_t lookahead_bytes(const Model& model, int64_t rows);
 
  private:
   void dense(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
@@ -127,7 +130,7 @@ class FfnExecutor {
   }
   // Look-ahead: layer's predicted neurons to the store (its own buffers: the current layer's
   // selection and prepared input stay as they are).
-  void prefetch(int64_t layer, int64_t token);
+  void prefetch(int64_t layer, int64_t n, int64_t token);
   // A mixture: y = the rows of m (one per neuron of every expert) of the chosen experts only,
   // for the prepared batch, into their places of a [n][ffn_neurons] output.
   void chosen_expert_rows(const MatrixView& m, float* y);
@@ -179,6 +182,7 @@ class FfnExecutor {
   Timeline* timeline_ = nullptr;
   // Look-ahead's own predictor buffers (host memory: look-ahead runs on the CPU).
   struct LookAhead {
+    int64_t rows = 1;
     std::unique_ptr<PreparedRows> in;
     std::vector<float> hidden, scores;
     std::vector<uint8_t> mask, need;

@@ -89,7 +89,7 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   // not exist yet.
   if (options_.flash.lookahead && flash_ != nullptr && split_ == nullptr && !c_.moe() &&
       options_.ffn == FfnMode::Predict)
-    parts_[0]->ffn->set_lookahead(true);
+    parts_[0]->ffn->set_lookahead(true, kMaxBatch);
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
   if (backend_.device() != Device::Host && !options_.output_on_host)

@@ -59,7 +59,7 @@ def bench(budget, profile, *extra):
 # The timeline (issue 30, item 1): every byte read is on it, its parts add up to the token, and
 # look-ahead (on by default) reads ahead of the layers without reading much more.
 html = os.path.join(work, "timeline.html")
-ahead, _, j = bench("115M", None, "--timeline", html)
+ahead, _, j = bench("120M", None, "--timeline", html)
 t = j["decode_timeline"]
 parts = sum(t["mean_ms_per_token"].values())
 check(t["tokens_recorded"] == 32 and abs(parts - t["mean_total_ms"]) < 1e-3 * t["mean_total_ms"],
@@ -69,13 +69,13 @@ check(abs(t["bytes_read_per_token"] - ahead) <= 1 + 1e-9 * ahead,
 check(t["mean_ms_per_token"]["lookahead"] > 0, "timeline: look-ahead on by default")
 page = open(html).read()
 check("<svg" in page and "look-ahead reads" in page, "timeline: the page draws the tokens")
-alone, _, _ = bench("115M", None, "--no-lookahead")
+alone, _, _ = bench("120M", None, "--no-lookahead")
 check(ahead <= 1.25 * alone,
       f"look-ahead reads {ahead / 2**20:.2f} MiB a token, without {alone / 2**20:.2f}")
 
 
 print(f"{'budget':>7} {'plan':34} {'predicted MiB':>13} {'read MiB':>9} {'error':>7}")
-for budget in ("115M", "130M"):
+for budget in ("120M", "135M"):
     read = {}
     for label, profile in [("greedy, no profile", None), ("ilp, predict-mode profile", "predict"),
                            ("ilp, dense profile", "dense")]:

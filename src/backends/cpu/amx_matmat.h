@@ -63,6 +63,11 @@ uint64_t amx_bf16_peak_loop(int64_t iterations);
 class AmxBf16Activations {
  public:
   void prepare(std::span<const float* const> x, int64_t cols);
+  // What prepare holds for `tokens` activations of `cols` values.
+  static uint64_t bytes(int64_t tokens, int64_t cols) {
+    return static_cast<uint64_t>((tokens + 15) / 16) * static_cast<uint64_t>((cols + 31) / 32) *
+           kActivationParts * 16 * sizeof(Line);
+  }
   int64_t tokens() const { return tokens_; }
   int64_t steps() const { return steps_; }  // tile steps of 32 values along a row
   // Tile B of token block `block` (16 tokens) at step s, part 0, 1 or 2 of the split: 16 rows

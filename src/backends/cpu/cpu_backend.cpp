@@ -8,7 +8,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/amx_matmat.h"
 #include "backends/cpu/attention.h"
+#include "backends/cpu/gather_panels.h"
 #include "backends/cpu/matvec.h"
 #include "backends/cpu/sparse_ops.h"
 #include "tensor/expert_mix.h"
@@ -89,7 +91,8 @@ Layout CpuBackend::layout_for(const MatrixView& w, WeightUse use, bool repack) {
   return repack && use == WeightUse::Whole && fits ? Layout::Interleaved16 : Layout::Rows;
 }
 
-uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols) {
+uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols,
+                                   int threads) {
   // Per element: its int8 quant, a share of the block (34 bytes), its scale, scaled sum and
   // -8 sum (4 bytes each) and 8 lane offsets and 8 lane scales (4 bytes each) per 32 elements;
   // and a Q8_K super-block (292 bytes) per 256 elements for K-quant readers.
@@ -98,7 +101,9 @@ uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_
   const uint64_t per_row = static_cast<uint64_t>(max_dim) + blocks * (34 + 3 * 4 + 16 * 4) +
                            super_blocks * sizeof(BlockQ8_K);
   return static_cast<uint64_t>(max_rows) * (per_row + sizeof(PreparedInput)) +
-         axpy_scratch_bound(max_rows, n_ids, cols);
+         axpy_scratch_bound(max_rows, n_ids, cols) +
+         gather_scratch_bytes(max_rows, n_ids, cols, threads) +
+         AmxBf16Activations::bytes(max_rows, max_dim);
 }
 
 std::unique_ptr<PreparedRows> CpuBackend::make_prepared(int64_t max_rows) {

@@ -43,6 +43,15 @@ void split_gather(const uint8_t* need, int64_t need_stride, int64_t n_ids, int64
         .push_back(static_cast<int32_t>(k));
 }
 
+uint64_t gather_scratch_bytes(int64_t batch, int64_t n_ids, int64_t cols, int threads) {
+  // Work items: at most one per id and job (two jobs: gate and up).
+  const auto ids = static_cast<uint64_t>(n_ids);
+  const uint64_t caller = ids * 3 * sizeof(int32_t) + 2 * (ids + 1) * sizeof(int64_t);
+  const uint64_t panel = kPanelRows * row_bytes(DType::F32, cols) +
+                         static_cast<uint64_t>(batch * kPanelRows) * sizeof(float);
+  return caller + static_cast<uint64_t>(std::max(1, threads)) * panel;
+}
+
 void gather_panel(const CpuKernels& kernels, const MatrixView& w, std::span<const int32_t> ids,
                   std::span<const int32_t> positions, std::span<const PreparedInput> x,
                   const BatchForms& forms, const uint8_t* need, int64_t need_stride, float* y,

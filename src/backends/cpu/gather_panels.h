@@ -43,6 +43,11 @@ struct GatherSplit {
 void split_gather(const uint8_t* need, int64_t need_stride, int64_t n_ids, int64_t batch,
                   double crossover, GatherSplit& out);
 
+// The most memory gather_matmat keeps for batches of up to `batch` tokens over id lists of up
+// to `n_ids` entries of rows of `cols` values, on a pool of `threads`: the calling thread's
+// split and work weights, each thread's panel and its products.
+uint64_t gather_scratch_bytes(int64_t batch, int64_t n_ids, int64_t cols, int threads);
+
 // y[b * y_stride + k] = w.row(ids[k]) . x[b] for the positions k in `positions` (at most
 // kPanelRows) and every token b, written as 0 where need[b][k] == 0 (need may be null).
 void gather_panel(const CpuKernels& kernels, const MatrixView& w, std::span<const int32_t> ids,

@@ -130,6 +130,39 @@ TEST(FlashOverlap, APromptBatchReadsTheNextLayersUnionAhead) {
   EXPECT_LT(on.bytes_read, off.bytes_read * 3 / 2);
 }
 
+TEST(FlashOverlap, APromptInLargerBatchesReadsFewerBytesForTheSameLogits) {
+  // 160 tokens in batches of 64 read each batch's union; in one batch of 160, the union once
+  // (in passes where the cache is smaller). Each token's logits stay within rounding.
+  const auto m = Model::load(bundled_sparse(DType::Q4_0), false);
+  std::vector<int32_t> prompt(160);
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>((i * 37 + 11) % static_cast<size_t>(m->config.n_vocab));
+  auto run = [&](int64_t max_batch, int64_t slots, uint64_t* bytes) {
+    ThreadPool pool(2);
+    SessionOptions o = evicting(false);
+    o.cache_neurons = slots;
+    o.max_batch = max_batch;
+    Session s(*m, 256, pool, o);
+    const auto logits = s.eval(prompt, /*all_logits=*/true);
+    *bytes = s.flash_stats().bytes_read;
+    return std::vector<float>(logits.begin(), logits.end());
+  };
+  for (int64_t slots : {m->config.ffn_neurons(), int64_t{110}}) {
+    uint64_t small = 0, large = 0;
+    const auto batches = run(Session::kMaxBatch, slots, &small);
+    const auto one = run(160, slots, &large);
+    EXPECT_LT(strata::testing::relative_difference(one, batches), 1e-5) << slots << " slots";
+    if (slots == m->config.ffn_neurons())
+      EXPECT_EQ(large, small) << "a cache of every neuron reads each once either way";
+    else
+      EXPECT_LT(large, small) << slots << " slots: a batch of 64 cycles the cache";
+  }
+  ThreadPool pool(1);
+  SessionOptions o = evicting(false);
+  o.max_batch = Session::kMaxUbatch + 1;
+  EXPECT_THROW(Session(*m, 64, pool, o), Error);
+}
+
 TEST(FlashOverlap, ARunReadsIntoScatteredSlotsAsOneRequest) {
   const std::string path = bundled_sparse(DType::F16);
   const auto m = Model::load(path, false);

@@ -13,6 +13,7 @@
 #include "offline/bundle.h"
 #include "offline/profile.h"
 #include "placement/cost_model.h"
+#include "placement/solver.h"
 #include "runtime/kv_cache.h"
 #include "planning/planned_session.h"
 #include "runtime/workspace.h"
@@ -164,6 +165,47 @@ TEST(TransferQueue, RunsJobsInOrderAndReportsFailuresToTheirTicket) {
   q.wait(good);
   EXPECT_TRUE(q.done(good));
   EXPECT_EQ(done.load(), 21);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(PromptBatch, AFlashTierOnTheCpuTakesTheLargestBatchItsSpareRamAffords) {
+  const int64_t base = Session::kMaxBatch;
+  EXPECT_EQ(prompt_batch(0, false, true, std::nullopt, 1000), base) << "a model in RAM";
+  EXPECT_EQ(prompt_batch(0, true, false, std::nullopt, 1000), base) << "below a device";
+  EXPECT_EQ(prompt_batch(0, true, true, std::nullopt, 1000), kFlashPromptBatch) << "no budget";
+  // 1 KiB a token beyond 64: 512 needs 448 KiB of buffers, 1/4 of 1792 KiB of spare RAM.
+  EXPECT_EQ(prompt_batch(0, true, true, uint64_t{1792} << 10, 1024), 512);
+  EXPECT_EQ(prompt_batch(0, true, true, (uint64_t{1792} << 10) - 1, 1024), 256);
+  EXPECT_EQ(prompt_batch(0, true, true, uint64_t{256} << 10, 1024), 128);
+  EXPECT_EQ(prompt_batch(0, true, true, uint64_t{255} << 10, 1024), base) << "a tight budget";
+  EXPECT_EQ(prompt_batch(0, true, true, 0, 1024), base);
+  EXPECT_EQ(prompt_batch(100, false, true, std::nullopt, 0), 100) << "-ub as asked";
+  EXPECT_EQ(prompt_batch(32, true, false, std::nullopt, 0), 32);
+  EXPECT_THROW(prompt_batch(128, true, false, std::nullopt, 0), Error) << "over 64 on a device";
+  EXPECT_THROW(prompt_batch(Session::kMaxUbatch + 1, true, true, std::nullopt, 0), Error);
+}
+
+TEST(PromptBatch, APlannedFlashRunTakesLargerBatchesWithinItsBudget) {
+  const std::string path = strata::testing::bundled_model(
+      strata::testing::sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 4));
+  const auto m = Model::load(path, false);
+  RunRequest r;
+  r.mode = FfnMode::Predict;
+  r.n_ctx = 64;
+  const PlannedRun free = plan_run(*m, r);
+  EXPECT_EQ(free.session.max_batch, kFlashPromptBatch);
+  // The budget's minimum at batches of 64 and a little more: the caches keep their RAM.
+  RunRequest small = r;
+  const Inventory inv = take_inventory(*m, {64, FfnMode::Predict, {}});
+  small.budgets.ram = minimum_ram(inv) * 32 / 31 + (uint64_t{16} << 10);
+  const PlannedRun tight = plan_run(*m, small);
+  EXPECT_EQ(tight.session.max_batch, Session::kMaxBatch);
+  EXPECT_LE(tight.inventory.fixed_ram_bytes, free.inventory.fixed_ram_bytes);
 }
 
 }  // namespace

@@ -211,6 +211,7 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
                                       : accelerator_of(planned.device)->info(0).peak_bytes_per_s},
       {"n_prompt", o.n_prompt},
       {"n_gen", o.n_gen},
+      {"ubatch", session.max_batch()},
       {"repetitions", o.reps},
       {"prompt_tokens_per_s", f.pp},
       {"decode_tokens_per_s", f.tg},
@@ -285,8 +286,9 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
     fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
   if (model.weights.bundled && r.prompt_tokens > 0)
-    fmt::print("flash: {:.2f} MiB read per prompt token, cache hit rate {:.3f}\n",
-               r.prompt_flash.bytes_read / r.prompt_tokens / 1048576.0, hit_rate(r.prompt_flash));
+    fmt::print("flash: {:.2f} MiB read per prompt token (batches of {}), cache hit rate {:.3f}\n",
+               r.prompt_flash.bytes_read / r.prompt_tokens / 1048576.0, session.max_batch(),
+               hit_rate(r.prompt_flash));
   if (model.weights.bundled && r.decode_tokens > 0)
     fmt::print(
         "flash: {:.2f} MiB read per decoded token, the plan predicted {:.2f} MiB; decode {:.2f} "

@@ -87,6 +87,11 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
   cmd->add_flag("--split-reads", flags.run.flash.split_reads,
                 "Bundled models: read a missing neuron's gate row first and the rest only if it "
                 "fires (fewer bytes, one more round of reads per layer)");
+  cmd->add_option("--ubatch-size", flags.run.ubatch,
+                  "Tokens per batch through the layers (-ub, llama.cpp's name): default 64, 512 "
+                  "for a bundled model on the CPU (a batch reads its neurons from flash once); "
+                  "more than 64 on the CPU alone")
+      ->check(in_range(1, 512));
   cmd->add_option("--window", flags.run.flash.window,
                   "Bundled models: tokens a neuron stays cached after its last use")
       ->check(in_range(1, 1 << 20));

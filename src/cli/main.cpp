@@ -39,7 +39,8 @@ std::vector<char*> with_long_names(int argc, char** argv) {
   static const std::pair<std::string_view, const char*> kAliases[] = {{"-np", "--parallel"},
                                                                       {"-ctk", "--cache-type-k"},
                                                                       {"-ctv", "--cache-type-v"},
-                                                                      {"-ngl", "--n-gpu-layers"}};
+                                                                      {"-ngl", "--n-gpu-layers"},
+                                                                      {"-ub", "--ubatch-size"}};
   std::vector<char*> out(argv, argv + argc);
   for (char*& a : out)
     for (const auto& [alias, name] : kAliases)

@@ -90,16 +90,21 @@ void place_vram_greedy(const Inventory& inv, const Budgets& b, const SolverOptio
 
 }  // namespace
 
+uint64_t minimum_ram(const Inventory& inv) {
+  uint64_t need = ram_before_ffn(inv);
+  for (const LayerInventory& l : inv.layers)
+    need +=
+        inv.bundled ? static_cast<uint64_t>(inv.min_cache_slots) * l.neuron_bytes : l.ffn_ram_bytes;
+  return need;
+}
+
 void check_minimum(const Inventory& inv, const Budgets& b) {
   if (inv.layers.empty()) fail("the model has no layers to place");
   if (b.ram == 0) return;
   const uint64_t before = ram_before_ffn(inv);
   const uint64_t kv = kv_total(inv);
-  uint64_t ffn = 0;
-  for (const LayerInventory& l : inv.layers)
-    ffn +=
-        inv.bundled ? static_cast<uint64_t>(inv.min_cache_slots) * l.neuron_bytes : l.ffn_ram_bytes;
-  const uint64_t need = before + ffn;
+  const uint64_t need = minimum_ram(inv);
+  const uint64_t ffn = need - before;
   if (need <= usable_ram(b.ram)) return;
   const uint64_t buffers = inv.host_workspace_bytes + inv.host_scratch_bytes;
   if (inv.column_bundled)

@@ -47,5 +47,8 @@ std::vector<std::vector<int32_t>> hottest_first(const Inventory& inv);
 // The memory every plan needs before any neuron is placed: fails naming the parts when the
 // RAM budget cannot hold them.
 void check_minimum(const Inventory& inv, const Budgets& budgets);
+// The RAM check_minimum asks for (before the 1/32 kept free): the model without its FFN and
+// the FFN's smallest caches (a bundled model) or whole FFN.
+uint64_t minimum_ram(const Inventory& inv);
 
 }  // namespace strata

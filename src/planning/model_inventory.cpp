@@ -115,23 +115,23 @@ uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   // The CPU backend's scratch is for one product: a dense mixture's is one expert's.
   const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
   const int64_t widest = std::max({c.n_embd, neurons, c.n_head * c.head_dim});
-  uint64_t bytes = CpuBackend::scratch_bytes(Session::kMaxBatch, widest, neurons, c.n_embd, r.threads);
+  uint64_t bytes = CpuBackend::scratch_bytes(r.max_batch, widest, neurons, c.n_embd, r.threads);
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
   // Column products from flash (ColumnProducts): a later pass's sums, the values in the passes'
   // order, and per column its position, id and slot.
   if (model.weights.column_bundled) {
     const auto widest_input = static_cast<uint64_t>(std::max(c.n_ff, c.n_embd));
-    bytes += static_cast<uint64_t>(Session::kMaxBatch * std::max(2 * c.n_ff, c.n_embd)) *
+    bytes += static_cast<uint64_t>(r.max_batch * std::max(2 * c.n_ff, c.n_embd)) *
                  sizeof(float) +
-             static_cast<uint64_t>(Session::kMaxBatch) * widest_input * sizeof(float) +
+             static_cast<uint64_t>(r.max_batch) * widest_input * sizeof(float) +
              widest_input * (sizeof(int64_t) + 2 * sizeof(int32_t));
   }
   if (model.weights.bundled)
     bytes += static_cast<uint64_t>(c.n_layer) * NeuronCache::bookkeeping_bytes(neurons, neurons) +
-             FlashFfnStore::bookkeeping_bytes(neurons, Session::kMaxBatch);
+             FlashFfnStore::bookkeeping_bytes(neurons, r.max_batch);
   // Look-ahead's predictor buffers (taken whether or not the run reads ahead).
   if (model.weights.bundled && r.mode == FfnMode::Predict)
-    bytes += FfnExecutor::lookahead_bytes(model, Session::kMaxBatch);
+    bytes += FfnExecutor::lookahead_bytes(model, r.max_batch);
   return bytes;
 }
 
@@ -190,9 +190,11 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   // which decode reads instead of them (the per-token figures keep the rows' bytes).
   if (r.input_columns && model.columns.empty())
     for (const LayerWeights& lw : w.layers) derived += Model::input_column_bytes(lw);
-  inv.workspace_bytes = Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns);
+  inv.workspace_bytes =
+      Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns, false, r.max_batch);
   inv.host_workspace_bytes =
-      Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns, /*on_cpu=*/true);
+      Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns, /*on_cpu=*/true,
+                               r.max_batch);
   const uint64_t rest = resident + derived > placed ? resident + derived - placed : 0;
   // A bundled model reads its embedding a row per token into a one-row buffer: a row and a
   // page stay planned as slack for it (and, with --mmap, for the pages a row touches).

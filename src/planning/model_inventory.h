@@ -41,6 +41,7 @@ struct InventoryRequest {
   // workspace's column buffers.
   bool input_columns = false;
   int threads = 1;  // the CPU's pool: each thread keeps its own scratch
+  int64_t max_batch = 64;  // tokens per batch (Session::kMaxBatch unless the plan chose more)
 };
 
 // Without a profile a neuron of a sparse FFN counts as firing for this share of tokens.

@@ -5,11 +5,12 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/registry.h"
 #include "backends/refdev/reference_device.h"
+#include "backends/registry.h"
 #include "core/error.h"
 #include "placement/column_cache.h"
 #include "placement/cost_model.h"
+#include "placement/solver.h"
 #include "planning/device_plan.h"
 #include "planning/plan_replay.h"
 #include "planning/run_solver.h"
@@ -33,7 +34,30 @@ SessionOptions base_options(const RunRequest& r) {
   o.flash = r.flash;
   o.n_seq = r.n_seq;
   o.sparsity = r.sparsity;
+  o.max_batch = r.ubatch;
   return o;
+}
+
+// The batch of a plan made on the CPU's path (prompt_batch): what a batch costs per token
+// beyond Session::kMaxBatch (the buffers grow linearly with it), from the inventory at two
+// sizes, and what the budget leaves beyond its minimum at Session::kMaxBatch. A plan for a GPU
+// (strata plan --vram-budget) is for a device's batches.
+int64_t cpu_batch(const Model& model, const RunRequest& r, InventoryRequest ir) {
+  const bool cpu_alone = !r.allow_vram && r.budgets.vram == 0;
+  if (r.ubatch > 0 || !model.weights.bundled || !cpu_alone)
+    return prompt_batch(r.ubatch, model.weights.bundled, cpu_alone, {}, 0);
+  ir.max_batch = Session::kMaxBatch;
+  const Inventory base = take_inventory(model, ir);
+  ir.max_batch = 2 * Session::kMaxBatch;
+  const uint64_t twice = take_inventory(model, ir).fixed_ram_bytes;
+  const uint64_t per_token =
+      twice > base.fixed_ram_bytes ? (twice - base.fixed_ram_bytes) / Session::kMaxBatch : 0;
+  std::optional<uint64_t> spare;
+  if (r.budgets.ram > 0) {
+    const uint64_t usable = usable_ram(r.budgets.ram), need = minimum_ram(base);
+    spare = usable > need ? usable - need : 0;
+  }
+  return prompt_batch(0, true, true, spare, per_token);
 }
 
 void refuse_vram(const PlacementPlan& p) {
@@ -151,7 +175,8 @@ void choose_by_replay(const Model& model, const RunRequest& r, PlannedRun& run) 
     even.solver_options.pin_share = 0;
     PlacementPlan plain = solve_run(run.inventory, even, true);
     plain.budgets = r.budgets;
-    const double plain_bytes = replayed_flash_bytes(model, plain, *r.profile, r.flash.window, r.flash.storage);
+    const double plain_bytes =
+        replayed_flash_bytes(model, plain, *r.profile, r.flash.window, r.flash.storage);
     if (bytes > margin * plain_bytes) {
       run.notes.push_back(fmt::format(
           "note: replayed over the profile's {} tokens, the solver's plan reads {:.1f} MiB a "
@@ -181,7 +206,8 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   run.session = base_options(r);
   Session::check_options(model, run.session);
   if (model.weights.bundled && r.costs.flash_neuron_s <= 0)
-    r.costs.flash_neuron_s = flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.flash.storage, 16);
+    r.costs.flash_neuron_s =
+        flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.flash.storage, 16);
   if (gpu_asked) {
     if (plan_on_device(model, r, run)) return run;
     if (!r.kv_types_given) {  // back on the CPU: its default cache
@@ -193,10 +219,11 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
       r.plan == nullptr && r.budgets.vram == 0)
     run.notes.push_back(
         "the profile is not used: a model in RAM with a dense FFN has nothing to place");
-  InventoryRequest ir{r.n_ctx,   r.mode,        r.kv,
-                      r.profile, r.logits_rows, r.n_seq,  r.front_end_bytes};
+  InventoryRequest ir{r.n_ctx, r.mode, r.kv, r.profile, r.logits_rows, r.n_seq, r.front_end_bytes};
   ir.input_columns = r.input_columns && r.sparsity.mode == SparsityMode::Teal;
   ir.threads = r.threads;
+  run.session.max_batch = cpu_batch(model, r, ir);
+  ir.max_batch = run.session.max_batch;
   run.inventory = take_inventory(model, ir);
   if (r.plan != nullptr) {
     run.plan = plan_from_json(*r.plan, run.inventory);
@@ -227,7 +254,8 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
     // The reads' time, at the disk's rate for reads of a gate/up bundle (most of the bytes),
     // added to the token's: a layer's column reads and its products do not overlap.
     const uint64_t bundle = model.weights.layers[0].column_bundle.gate_up_bytes;
-    p.seconds_per_token += p.flash_bytes_per_token * flash_neuron_seconds(bundle, r.flash.storage, 16) /
+    p.seconds_per_token += p.flash_bytes_per_token *
+                           flash_neuron_seconds(bundle, r.flash.storage, 16) /
                            static_cast<double>(bundle);
   }
   return run;
@@ -245,6 +273,21 @@ void apply_plan(const PlacementPlan& p, const Inventory& inv, SessionOptions& o)
 }
 
 }  // namespace
+
+int64_t prompt_batch(int64_t asked, bool neuron_bundled, bool cpu_alone,
+                     std::optional<uint64_t> spare_ram, uint64_t bytes_per_token) {
+  if (asked < 0 || asked > Session::kMaxUbatch)
+    fail("-ub {}: a batch holds 1 to {} tokens", asked, Session::kMaxUbatch);
+  if (asked > Session::kMaxBatch && !cpu_alone)
+    fail("-ub {}: batches of more than {} tokens are for the CPU alone", asked, Session::kMaxBatch);
+  if (asked > 0) return asked;
+  if (!neuron_bundled || !cpu_alone) return Session::kMaxBatch;
+  for (int64_t b = kFlashPromptBatch; b > Session::kMaxBatch; b /= 2)
+    if (!spare_ram ||
+        static_cast<uint64_t>(b - Session::kMaxBatch) * bytes_per_token <= *spare_ram / 4)
+      return b;
+  return Session::kMaxBatch;
+}
 
 PlannedRun plan_run(Model& model, const RunRequest& r) {
   PlannedRun run = make_plan(model, r);

@@ -5,6 +5,7 @@
 // one place where a run's placement is decided; the CLI parses flags and prints the result.
 #pragma once
 
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ struct RunRequest {
   int n_seq = 1;                 // sequences held at once (server slots), each with n_ctx positions
   int64_t logits_rows = 1;       // perplexity and logits ask for every token's logits
   int threads = 1;               // the CPU's pool (its threads' scratch is planned)
+  int64_t ubatch = 0;            // -ub: tokens per batch (0: prompt_batch's choice)
   uint64_t front_end_bytes = 0;  // RAM the front end holds beside the session (the server's)
   KvTypes kv{};
   Budgets budgets;
@@ -63,6 +65,18 @@ struct PlannedRun {
   Inventory inventory;
   std::vector<std::string> notes;  // for stderr: what was done to the model
 };
+
+// Tokens per batch through the layers (llama.cpp's -ub): `asked` when given; for a
+// neuron-bundled model on the CPU alone the largest of kFlashPromptBatch, its half and quarter
+// whose buffers beyond a batch of Session::kMaxBatch (`bytes_per_token` each) take at most
+// 1/4 of the RAM the budget leaves beyond its minimum (`spare_ram`; nullopt: no budget) -- a
+// batch reads the union of its tokens' neurons once, so a prompt in larger batches reads fewer
+// bytes per token, but the caches keep most of what they would hold (7B F16 under 7 GiB: 256
+// tokens, prompts 1.7x faster, decode a few percent slower: docs/FLASH.md); else
+// Session::kMaxBatch.
+inline constexpr int64_t kFlashPromptBatch = 512;
+int64_t prompt_batch(int64_t asked, bool neuron_bundled, bool cpu_alone,
+                     std::optional<uint64_t> spare_ram, uint64_t bytes_per_token);
 
 // Plans without touching the model (strata plan): inventory, solver or plan file, budgets.
 PlannedRun make_plan(const Model& model, const RunRequest& r);

@@ -42,9 +42,9 @@ int64_t largest_predictor_rank(const ModelWeights& w) {
 
 // `split`: an FFN in two parts (a split store), whose second part's sum needs pass_out as a
 // bundled model's later passes do.
-WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, FfnMode mode, bool split = false,
-                               bool input_columns = false) {
-  return WorkspaceShape::of(m.config, n_ctx, Session::kMaxBatch, mode, m.weights.bundled || split,
+WorkspaceShape workspace_shape(const Model& m, int64_t n_ctx, int64_t max_batch, FfnMode mode,
+                               bool split = false, bool input_columns = false) {
+  return WorkspaceShape::of(m.config, n_ctx, max_batch, mode, m.weights.bundled || split,
                             largest_predictor_rank(m.weights),
                             input_columns || m.weights.column_bundled);
 }
@@ -64,8 +64,14 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
       own_backend_(std::move(own)),
       backend_(backend != nullptr ? *backend : *own_backend_),
       n_ctx_(n_ctx),
+      max_batch_(options.max_batch > 0 ? options.max_batch : kMaxBatch),
       options_(std::move(options)) {
   if (n_ctx <= 0) fail("context size must be positive, got {}", n_ctx);
+  if (max_batch_ > kMaxUbatch)
+    fail("a batch of {} tokens is more than the {} a session takes", max_batch_, kMaxUbatch);
+  if (max_batch_ > kMaxBatch && backend_.device() != Device::Host)
+    fail("batches of more than {} tokens are for the CPU alone, not {}", kMaxBatch,
+         backend_.name());
   if (options_.n_seq < 1) fail("a session holds at least one sequence, not {}", options_.n_seq);
   n_past_.assign(static_cast<size_t>(options_.n_seq), 0);
   const MatrixView& positions = model.weights.position_embd;
@@ -89,12 +95,12 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
   // not exist yet.
   if (options_.flash.lookahead && flash_ != nullptr && split_ == nullptr && !c_.moe() &&
       options_.ffn == FfnMode::Predict)
-    parts_[0]->ffn->set_lookahead(true, kMaxBatch);
+    parts_[0]->ffn->set_lookahead(true, max_batch_);
   embedding_ = std::make_unique<EmbeddingRows>(model);
   ffn_stats_.assign(static_cast<size_t>(c_.n_layer), {});
   if (backend_.device() != Device::Host && !options_.output_on_host)
     device_logits_ = backend_.allocate(
-        static_cast<uint64_t>(kMaxBatch * c_.n_vocab) * sizeof(float), "the logits");
+        static_cast<uint64_t>(max_batch_ * c_.n_vocab) * sizeof(float), "the logits");
 }
 
 void Session::make_parts() {
@@ -103,7 +109,8 @@ void Session::make_parts() {
   int64_t cpu_layers = 0;
   for (uint8_t h : options_.host_layers) cpu_layers += h != 0;
   const bool mixed = cpu_layers > 0 || options_.output_on_host;
-  const WorkspaceShape shape = workspace_shape(model_, n_ctx_, options_.ffn, split, columns_made_);
+  const WorkspaceShape shape =
+      workspace_shape(model_, n_ctx_, max_batch_, options_.ffn, split, columns_made_);
   PartLayout layout;
   layout.kv_positions = n_ctx_ * options_.n_seq;
   layout.k_type = options_.kv.k;
@@ -119,7 +126,7 @@ void Session::make_parts() {
   layout.ffn_rows = !split || experts_split();
   if (experts_split()) layout.experts_held = experts_held();
   parts_.push_back(
-      std::make_unique<DevicePart>(model_, backend_, options_.ffn, layout, shape, kMaxBatch));
+      std::make_unique<DevicePart>(model_, backend_, options_.ffn, layout, shape, max_batch_));
   if ((split || mixed) && !host) {
     // The CPU beside the device: the plan's layers and output head, or only a split's RAM part.
     for (uint8_t& here : layout.layers) here = here != 0 ? 0 : 1;
@@ -127,7 +134,7 @@ void Session::make_parts() {
     layout.ffn_rows = true;
     layout.experts_held.clear();
     parts_.push_back(std::make_unique<DevicePart>(model_, *options_.host_backend, options_.ffn,
-                                                  layout, shape, kMaxBatch));
+                                                  layout, shape, max_batch_));
   }
   output_part_ = options_.output_on_host ? 1 : 0;
   FfnStore* store = options_.ffn != FfnMode::Dense ? make_stores() : nullptr;
@@ -251,8 +258,9 @@ void Session::move_residual(size_t to, int64_t n) {
 }
 
 uint64_t Session::workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode,
-                                  bool input_columns, bool on_cpu) {
-  WorkspaceShape shape = workspace_shape(model, n_ctx, mode, false, input_columns);
+                                  bool input_columns, bool on_cpu, int64_t max_batch) {
+  WorkspaceShape shape = workspace_shape(model, n_ctx, max_batch > 0 ? max_batch : kMaxBatch,
+                                         mode, false, input_columns);
   shape.attention_scores = !on_cpu;
   return Workspace::bytes(shape);
 }
@@ -307,7 +315,7 @@ void Session::set_input_observer(InputObserver observer) {
 }
 
 void Session::replay_layer(int64_t l, float* x, int64_t n, int64_t pos0) {
-  if (n < 1 || n > kMaxBatch || pos0 < 0 || pos0 + n > n_ctx_ || l < 0 || l >= c_.n_layer)
+  if (n < 1 || n > max_batch_ || pos0 < 0 || pos0 + n > n_ctx_ || l < 0 || l >= c_.n_layer)
     fail("replay_layer: {} tokens at position {} of layer {} do not fit the session", n, pos0, l);
   if (parts_.size() > 1 || backend_.device() != Device::Host)
     fail("replay_layer runs on the CPU backend alone");
@@ -325,7 +333,7 @@ void Session::replay_layer(int64_t l, float* x, int64_t n, int64_t pos0) {
 
 void Session::embed_tokens(std::span<const int32_t> tokens, int64_t pos0, float* out) {
   const auto n = static_cast<int64_t>(tokens.size());
-  if (n < 1 || n > kMaxBatch || pos0 < 0 || pos0 + n > n_ctx_)
+  if (n < 1 || n > max_batch_ || pos0 < 0 || pos0 + n > n_ctx_)
     fail("embed_tokens: {} tokens at position {} do not fit the session", n, pos0);
   if (backend_.device() != Device::Host) fail("embed_tokens runs on the CPU backend");
   one_seq_.clear();
@@ -381,9 +389,9 @@ std::span<const float> Session::decode(std::span<const BatchToken> batch) {
   logits_.resize(static_cast<size_t>(rows * c_.n_vocab));
   hidden_.resize(static_cast<size_t>(hidden_rows * c_.n_embd));
   int64_t done_rows = 0, done_hidden = 0;
-  for (int64_t start = 0; start < n; start += kMaxBatch) {
+  for (int64_t start = 0; start < n; start += max_batch_) {
     const auto part = batch.subspan(static_cast<size_t>(start),
-                                    static_cast<size_t>(std::min(kMaxBatch, n - start)));
+                                    static_cast<size_t>(std::min(max_batch_, n - start)));
     forward(part, logits_.data() + done_rows * c_.n_vocab,
             hidden_.data() + done_hidden * c_.n_embd);
     for (const BatchToken& t : part) {

@@ -90,6 +90,9 @@ struct SessionOptions {
   bool output_on_host = false;
   // Training-free activation sparsity (runtime/input_sparsifier.h). Dense FFN only.
   InputSparsityChoice sparsity{};
+  // Tokens per batch through the layers (llama.cpp's ubatch); 0: Session::kMaxBatch. More than
+  // that (up to kMaxUbatch) on the CPU alone: a flash tier's prompt batch reads its union once.
+  int64_t max_batch = 0;
 };
 
 // One token of a batch: its sequence (0 .. n_seq - 1), whether its logits are wanted, and
@@ -138,6 +141,8 @@ class Session {
   std::span<const float> hidden() const { return hidden_; }
 
   static constexpr int64_t kMaxBatch = 64;
+  static constexpr int64_t kMaxUbatch = 512;
+  int64_t max_batch() const { return max_batch_; }  // tokens per batch (options' max_batch)
   void reset() { std::fill(n_past_.begin(), n_past_.end(), 0); }
   // Keeps positions 0 .. n - 1 of a sequence and forgets the rest (the next eval overwrites
   // their KV entries): how a server reuses the prompt prefix two requests share.
@@ -196,8 +201,10 @@ class Session {
   static uint64_t kv_cache_bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type);
   // Bytes of the scratch buffers a session of this shape allocates (the placement inventory)
   // on a device, or on the CPU (no score scratch: runtime/workspace.h).
+  // `max_batch`: tokens per batch (0: kMaxBatch).
   static uint64_t workspace_bytes(const Model& model, int64_t n_ctx, FfnMode mode,
-                                  bool input_columns = false, bool on_cpu = false);
+                                  bool input_columns = false, bool on_cpu = false,
+                                  int64_t max_batch = 0);
 
  private:
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
@@ -243,6 +250,7 @@ class Session {
   std::unique_ptr<Backend> own_backend_;
   Backend& backend_;
   int64_t n_ctx_;
+  int64_t max_batch_;
   std::vector<int64_t> n_past_;      // per sequence
   std::vector<int64_t> pos_, base_;  // the batch's TokenPlaces
   // What attention sees of each token's sequence (pos_ and base_ without a sliding window; with

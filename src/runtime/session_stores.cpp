@@ -20,7 +20,7 @@ FfnStore* Session::make_stores() {
   FfnStore& below = flash_ ? *flash_ : host.ram_store();
   split_ =
       std::make_unique<SplitFfnStore>(backend_, below, options_.vram_neurons, c_.ffn_neurons(),
-                                      kMaxBatch);
+                                      max_batch_);
   return split_.get();
 }
 

@@ -178,6 +178,20 @@ void matmat_rows(const CpuKernels& k, const MatrixView& w, int64_t lo, int64_t h
 
 void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
                   std::span<const PreparedInput> x, ThreadPool& pool) {
+  const int64_t batch = static_cast<int64_t>(x.size());
+  if (batch > kBatchKernelTokens) {
+    // The batched kernels take kBatchKernelTokens at most: larger batches (a flash tier's
+    // prompts) go in slices, each over the whole matrix.
+    std::vector<MatMatJob> slice(jobs.begin(), jobs.end());
+    for (int64_t t0 = 0; t0 < batch; t0 += kBatchKernelTokens) {
+      for (size_t j = 0; j < jobs.size(); ++j) slice[j].y = jobs[j].y + t0 * jobs[j].y_stride;
+      matmat_multi(k, slice,
+                   x.subspan(static_cast<size_t>(t0),
+                             static_cast<size_t>(std::min(kBatchKernelTokens, batch - t0))),
+                   pool);
+    }
+    return;
+  }
   int64_t total = 0;
   for (const auto& j : jobs) total += j.w->rows;
   constexpr int64_t kRowsPerTask = 16;

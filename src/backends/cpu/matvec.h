@@ -85,6 +85,9 @@ void matvec_multi(const CpuKernels& kernels, std::initializer_list<MatVecJob> jo
 // tile products (amx_matmat.h) that equal the scalar reference kernel bit for bit and the SIMD
 // dot kernels within rounding. Interleaved Q4_0 equals the scalar reference on every path.
 inline constexpr int64_t kAmxMinBatch = 4;
+// The most tokens one batched kernel call takes; matmat_multi and the gather slice larger
+// batches.
+inline constexpr int64_t kBatchKernelTokens = 64;
 
 using MatMatJob = RowsJob;  // {w, y, y_stride}: backend.h's job, so ops pass them through
 void matmat_multi(const CpuKernels& kernels, std::span<const MatMatJob> jobs,

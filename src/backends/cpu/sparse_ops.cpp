@@ -107,6 +107,18 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   const int64_t batch = static_cast<int64_t>(x.size());
   const int64_t n_jobs = static_cast<int64_t>(jobs.size());
   if (n_ids == 0) return;
+  if (batch > kBatchKernelTokens) {
+    // Slices of tokens the batched kernels take, each deciding its panels by its own need.
+    std::vector<GatherJob> slice(jobs.begin(), jobs.end());
+    for (int64_t t0 = 0; t0 < batch; t0 += kBatchKernelTokens) {
+      for (size_t j = 0; j < jobs.size(); ++j) slice[j].y = jobs[j].y + t0 * jobs[j].y_stride;
+      gather_matmat(kernels, slice, ids,
+                    x.subspan(static_cast<size_t>(t0),
+                              static_cast<size_t>(std::min(kBatchKernelTokens, batch - t0))),
+                    pool, need == nullptr ? nullptr : need + t0 * need_stride, need_stride);
+    }
+    return;
+  }
   // The rows most of a prompt batch needs go through panels (gather_panels.h), the rest token by
   // token. (The caller's buffers, reached by the workers through references.)
   thread_local GatherSplit callers_split;

@@ -31,7 +31,7 @@ void configure_tiles() {
   if (amx_thread_tiles() == AmxTiles::Bf16) return;
   AmxTileConfig c;
   for (int t = 0; t < 8; ++t) c.rows[t] = kTile, c.colsb[t] = 64;
-  _tile_loadconfig(&c);
+  load_tile_config(c);
   amx_thread_tiles() = AmxTiles::Bf16;
 }
 

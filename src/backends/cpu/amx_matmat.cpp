@@ -38,7 +38,7 @@ void configure_tiles() {
   c.rows[3] = kRows, c.colsb[3] = kTokens * 4;  // tmm3, tmm4: C and B of a second token group
   c.rows[4] = kQK / 4, c.colsb[4] = kTokens * 4;
   c.rows[5] = kTokens, c.colsb[5] = kQK;  // interleaved Q4_0: tmm1, tmm5 = two token groups
-  _tile_loadconfig(&c);
+  load_tile_config(c);
   amx_thread_tiles() = AmxTiles::Int8;
 }
 
@@ -133,38 +133,54 @@ bool amx_available() {
   return ok;
 }
 
+void AmxInt8Activations::prepare(std::span<const Q8Activation> x, int64_t cols) {
+  tokens_ = static_cast<int64_t>(x.size());
+  blocks_ = cols / kQK;
+  const int64_t n_groups = (tokens_ + kTokens - 1) / kTokens;
+  // Padding tokens are zero.
+  packed_.assign(static_cast<size_t>(n_groups * blocks_ * kQK * kTokens), 0);
+  scales_.assign(static_cast<size_t>(n_groups * blocks_ * kTokens), 0.0f);
+  for (int64_t t = 0; t < tokens_; ++t) {
+    const Q8Activation& xt = x[static_cast<size_t>(t)];
+    const int64_t g = t / kTokens, n = t % kTokens;
+    for (int64_t b = 0; b < blocks_; ++b) {
+      int32_t* tile = reinterpret_cast<int32_t*>(packed_.data() + (g * blocks_ + b) * kQK * kTokens);
+      int32_t quad[kQK / 4];
+      std::memcpy(quad, xt.blocks[b].qs, kQK);
+      for (int k4 = 0; k4 < kQK / 4; ++k4) tile[k4 * kTokens + n] = quad[k4];
+      scales_[static_cast<size_t>((g * blocks_ + b) * kTokens + n)] = xt.scale[b];
+    }
+  }
+}
+
 void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
                      std::span<const Q8Activation> x, float* y, int64_t y_stride) {
   if (w.type != DType::Q8_0 && w.type != DType::Q4_0)
     fail("AMX products take Q8_0 or Q4_0 weights, not {}", dtype_name(w.type));
-  configure_tiles();
-  const int64_t nb = w.cols / kQK, n_tokens = static_cast<int64_t>(x.size());
-  const int64_t n_groups = (n_tokens + kTokens - 1) / kTokens;
-  if (n_groups > 2) fail("AMX products take at most {} tokens per call", 2 * kTokens);
+  if (static_cast<int64_t>(x.size()) > kAmxMaxTokens)
+    fail("AMX products take at most {} tokens per call", kAmxMaxTokens);
   if (w.layout == Layout::Interleaved16) {
     if (row_begin % kRows != 0 || row_end % kRows != 0)
       fail("interleaved rows {}..{} do not start and end at groups of {}", row_begin, row_end,
            kRows);
+    configure_tiles();
     amx_matmat_interleaved(w, row_begin, row_end, x, y, y_stride);
     return;
   }
-  // Activations packed per 16-token group and block as tile B (four consecutive values of a
-  // token side by side), with their block scales; padding tokens are zero.
-  thread_local std::vector<int8_t> packed;
-  thread_local std::vector<float> scales;
-  packed.assign(static_cast<size_t>(n_groups * nb * kQK * kTokens), 0);
-  scales.assign(static_cast<size_t>(n_groups * nb * kTokens), 0.0f);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const Q8Activation& xt = x[static_cast<size_t>(t)];
-    const int64_t g = t / kTokens, n = t % kTokens;
-    for (int64_t b = 0; b < nb; ++b) {
-      int32_t* tile = reinterpret_cast<int32_t*>(packed.data() + (g * nb + b) * kQK * kTokens);
-      int32_t quad[kQK / 4];
-      std::memcpy(quad, xt.blocks[b].qs, kQK);
-      for (int k4 = 0; k4 < kQK / 4; ++k4) tile[k4 * kTokens + n] = quad[k4];
-      scales[static_cast<size_t>((g * nb + b) * kTokens + n)] = xt.scale[b];
-    }
-  }
+  thread_local AmxInt8Activations packed;
+  packed.prepare(x, w.cols);
+  amx_matmat_rows(w, row_begin, row_end, packed, y, y_stride);
+}
+
+void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
+                     const AmxInt8Activations& x, float* y, int64_t y_stride) {
+  if (w.type != DType::Q8_0 && w.type != DType::Q4_0)
+    fail("AMX products take Q8_0 or Q4_0 weights, not {}", dtype_name(w.type));
+  if (w.layout != Layout::Rows) fail("prepacked AMX products read rows in the file's layout");
+  if (x.blocks() != w.cols / kQK) fail("activations of {} blocks for rows of {}", x.blocks(), w.cols / kQK);
+  configure_tiles();
+  const int64_t nb = x.blocks(), n_tokens = x.tokens();
+  const int64_t all_groups = (n_tokens + kTokens - 1) / kTokens;
   const bool q8 = w.type == DType::Q8_0;
   alignas(64) int32_t c[2][kRows][kTokens];
   alignas(64) int8_t a[kRows][kQK];
@@ -176,72 +192,77 @@ void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
     const int64_t nr = std::min<int64_t>(kRows, row_end - r0);
     const bool full = nr == kRows;
-    __m512 acc[2][kRows];
-    for (auto& g : acc)
-      for (auto& v : g) v = _mm512_setzero_ps();
     const uint8_t* base = w.row(r0);
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk0 = base + b * block_bytes;
-      // The 16 rows' scales d_w (f16) gathered and widened.
-      alignas(64) float dw[kRows];
-      if (full) {
-        const __m512i raw = _mm512_i32gather_epi32(row_offsets, blk0, 1);
-        _mm512_store_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
-      } else {
-        for (int64_t i = 0; i < kRows; ++i) {
-          uint16_t d = 0;
-          if (i < nr) std::memcpy(&d, blk0 + i * w.row_bytes, 2);
-          dw[i] = f16_to_f32(d);
-        }
-      }
-      // Tile A: Q8_0 values straight from the rows (stride = row bytes); Q4_0 unpacked.
-      if (q8 && full) {
-        _tile_loadd(1, blk0 + 2, static_cast<long>(w.row_bytes));
-      } else {
-        for (int64_t i = 0; i < kRows; ++i) {
-          if (i >= nr) {
-            std::memset(a[i], 0, kQK);
-          } else if (q8) {
-            std::memcpy(a[i], blk0 + i * w.row_bytes + 2, kQK);
-          } else {
-            const __m128i raw =
-                _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + i * w.row_bytes + 2));
-            const __m128i m = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
-            _mm_store_si128(reinterpret_cast<__m128i*>(a[i]),
-                            _mm_sub_epi8(_mm_and_si128(raw, m), eight));
-            _mm_store_si128(reinterpret_cast<__m128i*>(a[i] + 16),
-                            _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m), eight));
+    // Two groups of 16 tokens per pass over the rows' blocks (the tile registers hold two).
+    for (int64_t g0 = 0; g0 < all_groups; g0 += 2) {
+      const int64_t n_groups = std::min<int64_t>(2, all_groups - g0);
+      __m512 acc[2][kRows];
+      for (auto& g : acc)
+        for (auto& v : g) v = _mm512_setzero_ps();
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blk0 = base + b * block_bytes;
+        // The 16 rows' scales d_w (f16) gathered and widened.
+        alignas(64) float dw[kRows];
+        if (full) {
+          const __m512i raw = _mm512_i32gather_epi32(row_offsets, blk0, 1);
+          _mm512_store_ps(dw, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
+        } else {
+          for (int64_t i = 0; i < kRows; ++i) {
+            uint16_t d = 0;
+            if (i < nr) std::memcpy(&d, blk0 + i * w.row_bytes, 2);
+            dw[i] = f16_to_f32(d);
           }
         }
-        _tile_loadd(1, a, kQK);
-      }
-      _tile_zero(0);
-      _tile_loadd(2, packed.data() + b * kQK * kTokens, kTokens * 4);
-      _tile_dpbssd(0, 1, 2);
-      _tile_stored(0, c[0], kTokens * 4);
-      if (n_groups > 1) {
-        _tile_zero(3);
-        _tile_loadd(4, packed.data() + (nb + b) * kQK * kTokens, kTokens * 4);
-        _tile_dpbssd(3, 1, 4);
-        _tile_stored(3, c[1], kTokens * 4);
-      }
-      // As the scalar kernel: sum += float(int dot) * (d_w * d_x), multiply then add.
-      for (int64_t g = 0; g < n_groups; ++g) {
-        const __m512 dx = _mm512_loadu_ps(scales.data() + (g * nb + b) * kTokens);
-        for (int64_t i = 0; i < kRows; ++i) {
-          const __m512 s = _mm512_mul_ps(_mm512_set1_ps(dw[i]), dx);
-          const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[g][i])), s);
-          acc[g][i] = _mm512_add_ps(acc[g][i], p);
+        // Tile A: Q8_0 values straight from the rows (stride = row bytes); Q4_0 unpacked.
+        if (q8 && full) {
+          _tile_loadd(1, blk0 + 2, static_cast<long>(w.row_bytes));
+        } else {
+          for (int64_t i = 0; i < kRows; ++i) {
+            if (i >= nr) {
+              std::memset(a[i], 0, kQK);
+            } else if (q8) {
+              std::memcpy(a[i], blk0 + i * w.row_bytes + 2, kQK);
+            } else {
+              const __m128i raw =
+                  _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk0 + i * w.row_bytes + 2));
+              const __m128i m = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+              _mm_store_si128(reinterpret_cast<__m128i*>(a[i]),
+                              _mm_sub_epi8(_mm_and_si128(raw, m), eight));
+              _mm_store_si128(reinterpret_cast<__m128i*>(a[i] + 16),
+                              _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), m), eight));
+            }
+          }
+          _tile_loadd(1, a, kQK);
+        }
+        _tile_zero(0);
+        _tile_loadd(2, x.tile(g0, b), kTokens * 4);
+        _tile_dpbssd(0, 1, 2);
+        _tile_stored(0, c[0], kTokens * 4);
+        if (n_groups > 1) {
+          _tile_zero(3);
+          _tile_loadd(4, x.tile(g0 + 1, b), kTokens * 4);
+          _tile_dpbssd(3, 1, 4);
+          _tile_stored(3, c[1], kTokens * 4);
+        }
+        // As the scalar kernel: sum += float(int dot) * (d_w * d_x), multiply then add.
+        for (int64_t g = 0; g < n_groups; ++g) {
+          const __m512 dx = _mm512_loadu_ps(x.scales(g0 + g, b));
+          for (int64_t i = 0; i < kRows; ++i) {
+            const __m512 s = _mm512_mul_ps(_mm512_set1_ps(dw[i]), dx);
+            const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c[g][i])), s);
+            acc[g][i] = _mm512_add_ps(acc[g][i], p);
+          }
         }
       }
+      for (int64_t g = 0; g < n_groups; ++g)
+        for (int64_t i = 0; i < nr; ++i) {
+          alignas(64) float out[kTokens];
+          _mm512_store_ps(out, acc[g][i]);
+          const int64_t first = (g0 + g) * kTokens;
+          for (int64_t t = first; t < std::min(n_tokens, first + kTokens); ++t)
+            y[t * y_stride + r0 + i] = out[t - first];
+        }
     }
-    for (int64_t g = 0; g < n_groups; ++g)
-      for (int64_t i = 0; i < nr; ++i) {
-        alignas(64) float out[kTokens];
-        _mm512_store_ps(out, acc[g][i]);
-        for (int64_t t = g * kTokens; t < std::min(n_tokens, (g + 1) * kTokens); ++t)
-          y[t * y_stride + r0 + i] = out[t - g * kTokens];
-      }
   }
 }
 
@@ -250,7 +271,7 @@ uint64_t amx_int8_peak_loop(int64_t iterations) {
   // tile products per round (a tile product's latency is about four of its issue intervals).
   AmxTileConfig c;
   for (int t = 0; t < 6; ++t) c.rows[t] = 16, c.colsb[t] = 64;
-  _tile_loadconfig(&c);
+  load_tile_config(c);
   amx_thread_tiles() = AmxTiles::Peak;  // the products load their own again on their next use
   alignas(64) int8_t operand[16][64];
   std::memset(operand, 1, sizeof operand);
@@ -289,6 +310,15 @@ uint64_t amx_int8_peak_loop(int64_t) {
 }
 
 void amx_matmat_rows(const MatrixView&, int64_t, int64_t, std::span<const Q8Activation>, float*,
+                     int64_t) {
+  fail("this build has no AMX kernels");
+}
+
+void AmxInt8Activations::prepare(std::span<const Q8Activation>, int64_t) {
+  fail("this build has no AMX kernels");
+}
+
+void amx_matmat_rows(const MatrixView&, int64_t, int64_t, const AmxInt8Activations&, float*,
                      int64_t) {
   fail("this build has no AMX kernels");
 }

@@ -25,6 +25,37 @@ inline constexpr int64_t kAmxMaxTokens = 32;
 void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
                      std::span<const Q8Activation> x, float* y, int64_t y_stride);
 
+// A batch's Q8_0 activations packed once as the file-layout kernel's tile B (16 tokens x one
+// block of 32 values, four consecutive values of a token side by side) with their block
+// scales, for products over many short row ranges (a sparse gather's panels).
+class AmxInt8Activations {
+ public:
+  void prepare(std::span<const Q8Activation> x, int64_t cols);
+  int64_t tokens() const { return tokens_; }
+  int64_t blocks() const { return blocks_; }
+  // Token group g (16 tokens), block b: the B tile and the 16 scales.
+  const int8_t* tile(int64_t g, int64_t b) const {
+    return packed_.data() + (g * blocks_ + b) * 32 * 16;
+  }
+  const float* scales(int64_t g, int64_t b) const {
+    return scales_.data() + (g * blocks_ + b) * 16;
+  }
+  // What prepare holds for `tokens` activations of `cols` values.
+  static uint64_t bytes(int64_t tokens, int64_t cols) {
+    return static_cast<uint64_t>((tokens + 15) / 16) * static_cast<uint64_t>((cols + 31) / 32) *
+           16 * (32 + sizeof(float));
+  }
+
+ private:
+  int64_t tokens_ = 0, blocks_ = 0;
+  std::vector<int8_t> packed_;
+  std::vector<float> scales_;
+};
+
+// The same for Q8_0/Q4_0 rows in the file's layout and every token of `x`, prepacked.
+void amx_matmat_rows(const MatrixView& w, int64_t row_begin, int64_t row_end,
+                     const AmxInt8Activations& x, float* y, int64_t y_stride);
+
 // `strata bench`'s compute limit on AMX: `iterations` rounds of four independent int8 tile
 // products; returns the multiply-adds performed. Only after amx_available().
 uint64_t amx_int8_peak_loop(int64_t iterations);
@@ -42,6 +73,19 @@ struct alignas(64) AmxTileConfig {
   uint16_t colsb[16] = {};
   uint8_t rows[16] = {};
 };
+
+#if defined(__AMX_TILE__)
+}  // namespace strata
+#include <immintrin.h>
+namespace strata {
+// _tile_loadconfig reads the whole configuration, but GCC 12 does not see that read and may
+// drop the stores to rows and colsb before it (seen: a configuration of zero rows, SIGILL at
+// the first tile load): the empty asm makes the configuration's memory observed first.
+inline void load_tile_config(const AmxTileConfig& c) {
+  asm volatile("" : : "r"(&c) : "memory");
+  _tile_loadconfig(&c);
+}
+#endif
 
 // F16 weights (the file's rows) times float activations on AMX-BF16 tiles, for prompts. Each
 // weight is split exactly into two BF16 parts (hi + lo: an F16 value has 11 significant bits),

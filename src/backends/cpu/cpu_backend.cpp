@@ -103,7 +103,8 @@ uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_
   return static_cast<uint64_t>(max_rows) * (per_row + sizeof(PreparedInput)) +
          axpy_scratch_bound(max_rows, n_ids, cols) +
          gather_scratch_bytes(max_rows, n_ids, cols, threads) +
-         AmxBf16Activations::bytes(max_rows, max_dim);
+         AmxBf16Activations::bytes(std::min<int64_t>(max_rows, kBatchKernelTokens), max_dim) +
+         AmxInt8Activations::bytes(std::min<int64_t>(max_rows, kBatchKernelTokens), max_dim);
 }
 
 std::unique_ptr<PreparedRows> CpuBackend::make_prepared(int64_t max_rows) {

@@ -1,7 +1,6 @@
 #include "backends/cpu/gather_panels.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 
 #include "backends/cpu/amx_matmat.h"
@@ -16,9 +15,11 @@ bool through_panel(int64_t needing, int64_t batch, double crossover) {
 }
 
 double panel_crossover(DType type, const BatchForms& forms) {
-  if (const char* v = std::getenv("STRATA_PANEL_CROSSOVER")) return std::atof(v);  // tuning
-  if (forms.amx_int8 && amx_reads(type)) return 0.15;
-  if (forms.bf16 != nullptr && type == DType::F16) return 0.15;
+  // Measured on a 2-core Xeon (docs/PERFORMANCE.md, "Prompts on the sparse paths"): the best
+  // of a sweep for AMX int8 (1B Q4_0) and AMX-BF16 (7B F16); the group kernels' gain is within
+  // that machine's noise from 0.25 to 0.6.
+  if (forms.amx_int8 && amx_reads(type)) return 0.12;
+  if (forms.bf16 != nullptr && type == DType::F16) return 0.25;
   if (interleavable(type) || is_kquant(type) || is_float_type(type) || is_unit_type(type))
     return 0.4;
   return 2.0;

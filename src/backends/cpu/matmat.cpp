@@ -118,12 +118,17 @@ void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
 
 }  // namespace
 
-BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16) {
+BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16, bool packed_int8) {
   BatchForms f;
   const int64_t batch = static_cast<int64_t>(x.size());
   f.amx_int8 = batch >= kAmxMinBatch && amx_available();
   if (f.amx_int8)
     for (const auto& in : x) f.q8.push_back(in.q8());
+  if (f.amx_int8 && packed_int8) {
+    thread_local AmxInt8Activations callers_tiles;  // the caller's, kept for its next batch
+    callers_tiles.prepare(f.q8, x[0].size());
+    f.int8 = &callers_tiles;
+  }
   if (any_f16 && batch >= kAmxMinBatch && batch <= kAmxBf16MaxTokens && amx_bf16_available()) {
     // The caller's buffer, kept from one product to the next.
     thread_local AmxBf16Activations callers_split;
@@ -152,6 +157,8 @@ void matmat_rows(const CpuKernels& k, const MatrixView& w, int64_t lo, int64_t h
         for (int64_t b = 0; b < batch; ++b) matvec_rows(k, w, x[b], y + b * y_stride, r, next);
       r = next;
     }
+  } else if (amx && forms.int8 != nullptr && w.layout == Layout::Rows) {
+    amx_matmat_rows(w, lo, hi, *forms.int8, y, y_stride);
   } else if (amx) {
     // The tile kernel takes up to kAmxMaxTokens tokens per call.
     for (int64_t t0 = 0; t0 < batch; t0 += kAmxMaxTokens)

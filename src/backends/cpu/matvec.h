@@ -101,13 +101,16 @@ inline void matmat_multi(const CpuKernels& kernels, std::initializer_list<MatMat
 // by its threads: each token's Q8_0 view for AMX int8 tiles, the BF16 split for F16 weights on
 // AMX-BF16 (the calling thread's buffer, valid until its next batch_forms).
 class AmxBf16Activations;
+class AmxInt8Activations;
 struct BatchForms {
   bool amx_int8 = false;
   std::vector<Q8Activation> q8;
+  const AmxInt8Activations* int8 = nullptr;  // amx_int8 and `packed_int8`: tile B, packed once
   const AmxBf16Activations* bf16 = nullptr;
 };
-// `any_f16`: a product of the batch reads F16 weights.
-BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16);
+// `any_f16`: a product of the batch reads F16 weights. `packed_int8`: pack the activations for
+// AMX int8 tiles of rows in the file's layout once (products over many short row ranges).
+BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16, bool packed_int8 = false);
 
 // y[b * y_stride + r] = W[r] . x[b] for rows [lo, hi) of w and every input: one job's part of
 // matmat_multi, for callers that split the rows themselves.

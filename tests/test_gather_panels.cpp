@@ -68,6 +68,24 @@ Weights random_weights(DType type, int64_t rows, int64_t cols, uint64_t stride, 
   return w;
 }
 
+// A batch of random activations prepared for weights of `type` (the values kept beside them).
+struct Inputs {
+  std::vector<float> values;
+  std::vector<PreparedInput> prepared;
+};
+
+Inputs random_inputs(DType type, int64_t batch, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Inputs in;
+  in.values.resize(static_cast<size_t>(batch * cols));
+  for (auto& x : in.values) x = dist(rng);
+  in.prepared.resize(static_cast<size_t>(batch));
+  for (int64_t b = 0; b < batch; ++b)
+    in.prepared[b].prepare_for(best_kernels(), in.values.data() + b * cols, cols, type);
+  return in;
+}
+
 // Products of every type the gather takes, each row needed by a share of a prompt's tokens
 // that runs from none to all: panel rows within rounding of the scalar dot product (their
 // kernels sum in another order), single rows and zeros as before.
@@ -79,13 +97,10 @@ TEST(GatherPanels, EveryTypeEqualsTheScalarProductWithZerosWhereNotNeeded) {
   for (DType type : types)
     for (int64_t batch : {5, 37}) {
       const Weights w = random_weights(type, rows, cols, row_bytes(type, cols) + 64, 3);
+      const Inputs inputs = random_inputs(type, batch, cols, 11);
+      const std::vector<PreparedInput>& in = inputs.prepared;
+      const std::vector<float>& xs = inputs.values;
       std::mt19937 rng(11);
-      std::normal_distribution<float> dist(0.0f, 1.0f);
-      std::vector<float> xs(batch * cols);
-      for (auto& x : xs) x = dist(rng);
-      std::vector<PreparedInput> in(batch);
-      for (int64_t b = 0; b < batch; ++b)
-        in[b].prepare_for(best_kernels(), xs.data() + b * cols, cols, type);
       std::vector<int32_t> ids;
       for (int32_t r = 1; r < rows; r += 2) ids.push_back(r);  // every other row
       const int64_t n = static_cast<int64_t>(ids.size());
@@ -123,13 +138,9 @@ TEST(GatherPanels, ResultsAreTheSameBitsAtAnyThreadCount) {
   for (DType type : {DType::F16, DType::Q4_0, DType::Q4_K}) {
     const int64_t cols = 1024, rows = 300, batch = 24;
     const Weights w = random_weights(type, rows, cols, row_bytes(type, cols), 5);
+    const Inputs inputs = random_inputs(type, batch, cols, 2);
+    const std::vector<PreparedInput>& in = inputs.prepared;
     std::mt19937 rng(2);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<float> xs(batch * cols);
-    for (auto& x : xs) x = dist(rng);
-    std::vector<PreparedInput> in(batch);
-    for (int64_t b = 0; b < batch; ++b)
-      in[b].prepare_for(best_kernels(), xs.data() + b * cols, cols, type);
     std::vector<int32_t> ids;
     for (int32_t r = 0; r < rows; ++r) ids.push_back(r);
     std::vector<uint8_t> need(batch * rows);

@@ -72,8 +72,7 @@ struct PlannedRun {
 // 1/4 of the RAM the budget leaves beyond its minimum (`spare_ram`; nullopt: no budget) -- a
 // batch reads the union of its tokens' neurons once, so a prompt in larger batches reads fewer
 // bytes per token, but the caches keep most of what they would hold (7B F16 under 7 GiB: 256
-// tokens, prompts 1.7x faster, decode a few percent slower: docs/FLASH.md); else
-// Session::kMaxBatch.
+// tokens, prompts 1.7x faster; docs/FLASH.md); else Session::kMaxBatch.
 inline constexpr int64_t kFlashPromptBatch = 512;
 int64_t prompt_batch(int64_t asked, bool neuron_bundled, bool cpu_alone,
                      std::optional<uint64_t> spare_ram, uint64_t bytes_per_token);

@@ -33,6 +33,13 @@ void split_gather(const uint8_t* need, int64_t need_stride, int64_t n_ids, int64
                   double crossover, GatherSplit& out) {
   out.panel.clear();
   out.single.clear();
+  if (batch < kPanelMinBatch) {  // decode: every entry token by token, nothing to count
+    out.needing.clear();
+    out.single.resize(static_cast<size_t>(n_ids));
+    for (int64_t k = 0; k < n_ids; ++k)
+      out.single[static_cast<size_t>(k)] = static_cast<int32_t>(k);
+    return;
+  }
   out.needing.assign(static_cast<size_t>(n_ids), need == nullptr ? static_cast<int32_t>(batch) : 0);
   if (need != nullptr)
     for (int64_t b = 0; b < batch; ++b) {

@@ -36,7 +36,7 @@ double panel_crossover(DType type, const BatchForms& forms);
 bool panel_reads(Layout layout);
 
 // The positions k of an id list of n_ids entries, each way; `needing[k]`: the tokens that need
-// entry k. `need`: row-major [batch][need_stride] over k (null: every token needs every entry).
+// entry k (left empty for a batch below kPanelMinBatch: all single). `need`: row-major [batch][need_stride] over k (null: every token needs every entry).
 struct GatherSplit {
   std::vector<int32_t> panel, single, needing;
 };

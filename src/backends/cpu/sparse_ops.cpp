@@ -98,6 +98,31 @@ void single_item(const CpuKernels& kernels, const GatherJob& job, std::span<cons
   }
 }
 
+// The cumulative cost of gather_matmat's work items (panels, then groups of `group` single
+// positions; jobs innermost): a single item's products, a panel's at the crossover's price.
+void item_weights(const GatherSplit& split, int64_t group, int64_t n_jobs, double crossover,
+                  int64_t batch, std::vector<int64_t>& cumulative) {
+  const auto n_panel = static_cast<int64_t>(split.panel.size());
+  const auto n_single = static_cast<int64_t>(split.single.size());
+  cumulative.clear();
+  int64_t total = 0;
+  const auto panel_weight = static_cast<int64_t>(std::max(1.0, 16.0 * crossover * batch));
+  for (int64_t p = 0; p * kPanelRows < n_panel; ++p)
+    for (int64_t j = 0; j < n_jobs; ++j) {
+      total += panel_weight * std::min(kPanelRows, n_panel - p * kPanelRows);
+      cumulative.push_back(total);
+    }
+  for (int64_t g = 0; g * group < n_single; ++g) {
+    int64_t pairs = 0;
+    for (int64_t i = g * group; i < std::min(n_single, (g + 1) * group); ++i)
+      pairs += split.needing[static_cast<size_t>(split.single[static_cast<size_t>(i)])];
+    for (int64_t j = 0; j < n_jobs; ++j) {
+      total += 16 * std::max<int64_t>(1, pairs);
+      cumulative.push_back(total);
+    }
+  }
+}
+
 }  // namespace
 
 void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
@@ -145,46 +170,18 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   const int64_t n_single = static_cast<int64_t>(split.single.size());
   const int64_t panels = (n_panel + kPanelRows - 1) / kPanelRows;
   const int64_t singles = (n_single + group - 1) / group;
-  thread_local std::vector<int64_t> callers_weights;
-  std::vector<int64_t>& cumulative = callers_weights;
-  cumulative.clear();
-  int64_t total = 0;
-  const auto panel_weight = static_cast<int64_t>(std::max(1.0, 16.0 * crossover * batch));
-  for (int64_t p = 0; p < panels; ++p)
-    for (int64_t j = 0; j < n_jobs; ++j) {
-      total += panel_weight * std::min(kPanelRows, n_panel - p * kPanelRows);
-      cumulative.push_back(total);
-    }
-  for (int64_t g = 0; g < singles; ++g) {
-    int64_t pairs = 0;
-    for (int64_t i = g * group; i < std::min(n_single, (g + 1) * group); ++i)
-      pairs += split.needing[static_cast<size_t>(split.single[static_cast<size_t>(i)])];
-    for (int64_t j = 0; j < n_jobs; ++j) {
-      total += 16 * std::max<int64_t>(1, pairs);
-      cumulative.push_back(total);
-    }
-  }
   const std::span<const int32_t> single(split.single);
-  pool.parallel_for_weighted(cumulative, [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const GatherJob& job = jobs[static_cast<size_t>(i % n_jobs)];
-      if (i < panels * n_jobs) {
-        const int64_t p0 = (i / n_jobs) * kPanelRows;
-        gather_panel(kernels, *job.w, ids,
-                     std::span<const int32_t>(split.panel)
-                         .subspan(static_cast<size_t>(p0),
-                                  static_cast<size_t>(std::min(kPanelRows, n_panel - p0))),
-                     x, forms, need, need_stride, job.y, job.y_stride);
-        continue;
-      }
-      const int64_t s = i - panels * n_jobs;
+  // Items [i0, i1) of the single positions (item i: group i / n_jobs, job i % n_jobs).
+  auto run_singles = [&](int64_t i0, int64_t i1) {
+    for (int64_t s = i0; s < i1; ++s) {
+      const GatherJob& job = jobs[static_cast<size_t>(s % n_jobs)];
       const int64_t k0 = (s / n_jobs) * group, k1 = std::min(n_single, k0 + group);
       // The next item's rows are elsewhere in memory: request them now. (The gather_dot_*
       // kernels do not prefetch past a row: that would read a neighbour nobody asked for.) The
       // four-row kernel requests them itself, spread over its blocks.
       const void* next[4];
       int n_next = 0;
-      if (i + 1 < i1) {
+      if (s + 1 < i1) {
         const MatrixView& nw = *jobs[static_cast<size_t>((s + 1) % n_jobs)].w;
         const int64_t n0 = ((s + 1) / n_jobs) * group, n1 = std::min(n_single, n0 + group);
         for (int64_t k = n0; k < n1; ++k)
@@ -192,6 +189,27 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
       }
       single_item(kernels, job, ids, single, k0, k1, x, need, need_stride, next, n_next);
     }
+  };
+  if (panels == 0 && split.needing.empty()) {  // decode: items of equal cost
+    pool.parallel_for(singles * n_jobs, [&](int64_t i0, int64_t i1, int) { run_singles(i0, i1); });
+    return;
+  }
+  thread_local std::vector<int64_t> callers_weights;
+  std::vector<int64_t>& cumulative = callers_weights;
+  item_weights(split, group, n_jobs, crossover, batch, cumulative);
+  const int64_t first_single = panels * n_jobs;
+  pool.parallel_for_weighted(cumulative, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < std::min(i1, first_single); ++i) {
+      const GatherJob& job = jobs[static_cast<size_t>(i % n_jobs)];
+      const int64_t p0 = (i / n_jobs) * kPanelRows;
+      gather_panel(kernels, *job.w, ids,
+                   std::span<const int32_t>(split.panel)
+                       .subspan(static_cast<size_t>(p0),
+                                static_cast<size_t>(std::min(kPanelRows, n_panel - p0))),
+                   x, forms, need, need_stride, job.y, job.y_stride);
+    }
+    if (i1 > first_single)
+      run_singles(std::max(i0, first_single) - first_single, i1 - first_single);
   });
 }
 

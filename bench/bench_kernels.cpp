@@ -117,3 +117,47 @@ BENCHMARK(BM_RowKernel)
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+// Prompt-batch products (matmat_multi): a 1B-shape FFN matrix (5632 x 2048 by default, from L3
+// or RAM as in a model) times a batch of tokens, in multiply-adds per second (`MAC/s` counter) -- the
+// figure `strata bench` sets against the compute limit. The kernel family is the CPU's best
+// (STRATA_CPU=avx512vnni or avx2 picks a narrower one, without AMX).
+void BM_MatMat(benchmark::State& state) {
+  const auto type = static_cast<DType>(state.range(0));
+  const int64_t tokens = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
+  const bool interleaved = state.range(3) != 0;
+  const CpuKernels& k = best_kernels();
+  const int64_t cols = state.range(4), rows = 5632;
+  Matrix m = make(type, rows, cols);
+  if (interleaved) interleave(m);
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> x(static_cast<size_t>(tokens * cols)), y(static_cast<size_t>(tokens * rows));
+  for (auto& v : x) v = d(rng);
+  std::vector<PreparedInput> in(static_cast<size_t>(tokens));
+  for (int64_t t = 0; t < tokens; ++t) in[t].prepare_for(k, x.data() + t * cols, cols, type);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    matmat_multi(k, {MatMatJob{&m.view, y.data(), rows}}, in, pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["MAC/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(rows * cols * tokens),
+      benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(dtype_name(type)) + (interleaved ? "x16 " : " ") + k.name);
+}
+
+// Arguments: type, tokens, threads, interleaved by 16 rows, columns.
+BENCHMARK(BM_MatMat)
+    ->ArgsProduct({{1, 8, 2, 12}, {64}, {1, 2}, {0}, {2048}})
+    ->ArgsProduct({{8, 2, 12}, {64}, {1, 2}, {1}, {2048}})
+    ->ArgsProduct({{1}, {64}, {1}, {0}, {256, 512, 8192}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace strata

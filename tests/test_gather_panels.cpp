@@ -114,7 +114,8 @@ TEST(GatherPanels, EveryTypeEqualsTheScalarProductWithZerosWhereNotNeeded) {
       const GatherJob job{&w.view, y.data(), n};
       gather_matmat(best_kernels(), std::span(&job, 1), ids, in, pool, need.data(), n);
       GatherSplit split;
-      const BatchForms forms = batch_forms(in, type == DType::F16);
+      const DType types[] = {type};
+      const BatchForms forms = batch_forms(best_kernels(), in, types);
       split_gather(need.data(), n, n, batch, panel_crossover(type, forms), split);
       ASSERT_FALSE(split.panel.empty()) << dtype_name(type) << ": no row went through a panel";
       std::vector<PreparedInput> scalar_in(1);

@@ -108,6 +108,18 @@ void add_activations(LayerInventory& li, const InventoryRequest& r, size_t l, do
   if (l < p.window_reuse.size()) li.window_hit_rate = p.window_reuse[l];
 }
 
+// Whether a layer matrix or predictor is F32, F16 or BF16 (its batched products keep float
+// forms).
+bool has_float_matrices(const ModelWeights& w) {
+  const auto is_float = [](const MatrixView& m) { return m.data != nullptr && is_float_type(m.type); };
+  for (const auto& layer : w.layers) {
+    if (is_float(layer.predictor.fc1) || is_float(layer.predictor.fc2)) return true;
+    for (const auto& slot : kLayerMatrixSlots)
+      if (is_float(layer.*slot.member)) return true;
+  }
+  return false;
+}
+
 // Host memory a session holds beyond its workspace and KV cache: the CPU backend's prepared
 // inputs and axpy scratch, the logits, and for a bundled model the caches' and store's lists.
 uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
@@ -115,7 +127,8 @@ uint64_t session_host_bytes(const Model& model, const InventoryRequest& r) {
   // The CPU backend's scratch is for one product: a dense mixture's is one expert's.
   const int64_t neurons = r.mode == FfnMode::Dense ? c.n_ff : c.ffn_neurons();
   const int64_t widest = std::max({c.n_embd, neurons, c.n_head * c.head_dim});
-  uint64_t bytes = CpuBackend::scratch_bytes(r.max_batch, widest, neurons, c.n_embd, r.threads);
+  uint64_t bytes = CpuBackend::scratch_bytes(r.max_batch, widest, neurons, c.n_embd, r.threads,
+                                             has_float_matrices(model.weights));
   bytes += static_cast<uint64_t>(std::max<int64_t>(1, r.logits_rows) * c.n_vocab) * sizeof(float);
   // Column products from flash (ColumnProducts): a later pass's sums, the values in the passes'
   // order, and per column its position, id and slot.

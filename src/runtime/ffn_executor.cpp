@@ -155,12 +155,18 @@ void FfnExecutor::predict(int64_t l, int64_t n, PreparedRows& in, float* hidden,
 uint64_t FfnExecutor::lookahead_bytes(const Model& model, int64_t rows) {
   const ModelConfig& c = model.config;
   int64_t rank = 1;
-  for (const LayerWeights& l : model.weights.layers) rank = std::max(rank, l.predictor.rank());
+  bool float_predictor = false;
+  for (const LayerWeights& l : model.weights.layers) {
+    rank = std::max(rank, l.predictor.rank());
+    float_predictor |= l.predictor.present() && (is_float_type(l.predictor.fc1.type) ||
+                                                 is_float_type(l.predictor.fc2.type));
+  }
   const auto ff = static_cast<uint64_t>(c.ffn_neurons());
   const auto n = static_cast<uint64_t>(rows);
   // The predictor's input (prepared as the CPU backend does), hidden values, scores, mask and
   // need per row, and the union's ids.
-  return CpuBackend::scratch_bytes(rows, std::max<int64_t>(c.n_embd, rank), 0, 0, 1) +
+  return CpuBackend::scratch_bytes(rows, std::max<int64_t>(c.n_embd, rank), 0, 0, 1,
+                                   float_predictor) +
          n * static_cast<uint64_t>(rank) * sizeof(float) + n * ff * (sizeof(float) + 2) +
          ff * sizeof(int32_t);
 }

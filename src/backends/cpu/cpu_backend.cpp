@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/cpu/amx_matmat.h"
+#include "backends/cpu/token_lanes.h"
 #include "backends/cpu/attention.h"
 #include "backends/cpu/gather_panels.h"
 #include "backends/cpu/matvec.h"
@@ -92,7 +93,7 @@ Layout CpuBackend::layout_for(const MatrixView& w, WeightUse use, bool repack) {
 }
 
 uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols,
-                                   int threads) {
+                                   int threads, bool float_weights) {
   // Per element: its int8 quant, a share of the block (34 bytes), its scale, scaled sum and
   // -8 sum (4 bytes each) and 8 lane offsets and 8 lane scales (4 bytes each) per 32 elements;
   // and a Q8_K super-block (292 bytes) per 256 elements for K-quant readers.
@@ -100,11 +101,14 @@ uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_
   const uint64_t super_blocks = static_cast<uint64_t>((max_dim + kQK_K - 1) / kQK_K);
   const uint64_t per_row = static_cast<uint64_t>(max_dim) + blocks * (34 + 3 * 4 + 16 * 4) +
                            super_blocks * sizeof(BlockQ8_K);
+  const int64_t batch = std::min<int64_t>(max_rows, kBatchKernelTokens);
+  const uint64_t float_forms = float_weights ? AmxBf16Activations::bytes(batch, max_dim) +
+                                                   TokenLaneActivations::bytes(batch, max_dim, threads)
+                                             : 0;
   return static_cast<uint64_t>(max_rows) * (per_row + sizeof(PreparedInput)) +
          axpy_scratch_bound(max_rows, n_ids, cols) +
          gather_scratch_bytes(max_rows, n_ids, cols, threads) +
-         AmxBf16Activations::bytes(std::min<int64_t>(max_rows, kBatchKernelTokens), max_dim) +
-         AmxInt8Activations::bytes(std::min<int64_t>(max_rows, kBatchKernelTokens), max_dim);
+         AmxInt8Activations::bytes(batch, max_dim) + float_forms;
 }
 
 std::unique_ptr<PreparedRows> CpuBackend::make_prepared(int64_t max_rows) {

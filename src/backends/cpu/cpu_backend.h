@@ -37,10 +37,11 @@ class CpuBackend final : public Backend {
   // Host memory of a make_prepared(max_rows) batch after rows of up to max_dim elements were
   // prepared for quantized weights (PreparedInput's Q8 blocks, scales and lanes), plus the
   // axpy's scratch the calling thread keeps for n_ids neurons of `cols` (sparse_ops.h), the
-  // gather's for n_ids rows of `cols` on `threads` (gather_panels.h) and AMX-BF16's split
-  // activations of max_rows x max_dim: for the placement inventory.
+  // gather's for n_ids rows of `cols` on `threads` (gather_panels.h), AMX int8 activations,
+  // and where the model has float matrices (`float_weights`) the float batches' forms (AMX-BF16
+  // split, token lanes) of max_rows x max_dim: for the placement inventory.
   static uint64_t scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols,
-                                int threads);
+                                int threads, bool float_weights);
   // The decision itself, for planning before a backend exists.
   static Layout layout_for(const MatrixView& w, WeightUse use, bool repack);
 

@@ -100,6 +100,15 @@ struct CpuKernels {
                        int n_x, int64_t n, float* out);
   void (*dot_bf16_tile)(const uint16_t* w, int64_t stride, int n_rows, const float* const* x,
                         int n_x, int64_t n, float* out);
+  // Prompt batches of float weights (F32, F16, BF16) with a lane per token, for batches of at
+  // least `token_lanes` tokens: n_rows <= 16 rows (`stride` elements apart) times activations
+  // stored by column in groups of token_lanes tokens (token t's element k at
+  // xt[k * n_groups * token_lanes + t], token_lanes.h), out[r * n_groups * token_lanes + t].
+  // Every product is the fused sum of its terms in column order from zero, in every variant:
+  // equal to the scalar reference bit for bit, whatever the batch or thread count.
+  int token_lanes;
+  void (*dot_float_lanes)(DType type, const void* w, int64_t stride, int n_rows, const float* xt,
+                          int n_groups, int64_t n, float* out);
   // One group of 16 interleaved rows (tensor/interleaved_rows.h) times the activation:
   // out[0..15]. Each row's blocks are summed in order exactly as the scalar dot_q4_0 / dot_q8_0
   // sum them (integer block sum, times d_w * d_x, added to the running sum without fusing), so

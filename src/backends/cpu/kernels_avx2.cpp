@@ -15,6 +15,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <utility>
@@ -384,6 +385,8 @@ const CpuKernels kTable = with_unit_kernels(CpuKernels{
     .dot_f32_tile = dot_f32_tile,
     .dot_f16_tile = dot_f16_tile,
     .dot_bf16_tile = dot_bf16_tile,
+    .token_lanes = kTileLanes,
+    .dot_float_lanes = dot_float_lanes,
     .matvec_q4_0x16 = matvec_q4_0x16,
     .matvec_q8_0x16 = matvec_q8_0x16,
     .matmat_q4_0x16 = matmat_q4_0x16,

@@ -123,6 +123,27 @@ void dot_bf16_tile(const uint16_t* w, int64_t stride, int n_rows, const float* c
     for (int t = 0; t < n_x; ++t) out[r * n_x + t] = dot_bf16(w + r * stride, x[t], n);
 }
 
+// The reference of the token-lane products: each (row, token) fused term by term in column
+// order. Groups of 16 tokens, as the AVX-512 kernels take them (any width gives these bits).
+constexpr int kScalarTokenLanes = 16;
+float float_weight(DType type, const void* w, int64_t i) {
+  if (type == DType::F32) return static_cast<const float*>(w)[i];
+  const uint16_t h = static_cast<const uint16_t*>(w)[i];
+  return type == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+void dot_float_lanes(DType type, const void* w, int64_t stride, int n_rows, const float* xt,
+                     int n_groups, int64_t n, float* out) {
+  const int64_t xs = static_cast<int64_t>(n_groups) * kScalarTokenLanes;
+  for (int r = 0; r < n_rows; ++r)
+    for (int64_t t = 0; t < xs; ++t) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < n; ++k)
+        acc = std::fma(float_weight(type, w, r * stride + k), xt[k * xs + t], acc);
+      out[r * xs + t] = acc;
+    }
+}
+
 // Row by row: the reference order of the additions.
 void axpy_f32(const float* const* w, const float* c, int n_rows, float* y, int64_t n,
               const void* const* /*next*/, int /*n_next*/) {
@@ -380,6 +401,8 @@ const CpuKernels& scalar_kernels() {
                  .dot_f32_tile = dot_f32_tile,
                  .dot_f16_tile = dot_f16_tile,
                  .dot_bf16_tile = dot_bf16_tile,
+                 .token_lanes = kScalarTokenLanes,
+                 .dot_float_lanes = dot_float_lanes,
                  .matvec_q4_0x16 = matvec_q4_0x16,
                  .matvec_q8_0x16 = matvec_q8_0x16,
                  .matmat_q4_0x16 = matmat_q4_0x16,

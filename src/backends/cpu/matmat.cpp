@@ -5,6 +5,7 @@
 
 #include "backends/cpu/amx_matmat.h"
 #include "backends/cpu/matvec.h"
+#include "backends/cpu/token_lanes.h"
 #include "core/error.h"
 #include "tensor/interleaved_rows.h"
 
@@ -118,9 +119,11 @@ void group_tokens(const CpuKernels& k, const MatrixView& w, int64_t r,
 
 }  // namespace
 
-BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16, bool packed_int8) {
+BatchForms batch_forms(const CpuKernels& k, std::span<const PreparedInput> x,
+                       std::span<const DType> types, bool packed_int8) {
   BatchForms f;
   const int64_t batch = static_cast<int64_t>(x.size());
+  const auto reads = [&](auto&& pred) { return std::any_of(types.begin(), types.end(), pred); };
   f.amx_int8 = batch >= kAmxMinBatch && amx_available();
   if (f.amx_int8)
     for (const auto& in : x) f.q8.push_back(in.q8());
@@ -129,13 +132,22 @@ BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16, bool pack
     callers_tiles.prepare(f.q8, x[0].size());
     f.int8 = &callers_tiles;
   }
-  if (any_f16 && batch >= kAmxMinBatch && batch <= kAmxBf16MaxTokens && amx_bf16_available()) {
+  std::vector<const float*> xs;
+  for (const auto& in : x) xs.push_back(in.f32());
+  const bool f16 = reads([](DType t) { return t == DType::F16; });
+  if (f16 && batch >= kAmxMinBatch && batch <= kAmxBf16MaxTokens && amx_bf16_available()) {
     // The caller's buffer, kept from one product to the next.
     thread_local AmxBf16Activations callers_split;
-    std::vector<const float*> xs;
-    for (const auto& in : x) xs.push_back(in.f32());
     callers_split.prepare(xs, x[0].size());
     f.bf16 = &callers_split;
+  }
+  const bool other_floats = reads([&](DType t) {
+    return is_float_type(t) && (t != DType::F16 || f.bf16 == nullptr);
+  });
+  if (other_floats && uses_token_lanes(batch, k.token_lanes)) {
+    thread_local TokenLaneActivations callers_lanes;
+    callers_lanes.prepare(xs, x[0].size(), k.token_lanes);
+    f.lanes = &callers_lanes;
   }
   return f;
 }
@@ -169,6 +181,8 @@ void matmat_rows(const CpuKernels& k, const MatrixView& w, int64_t lo, int64_t h
                       y + t0 * y_stride, y_stride);
   } else if (forms.bf16 != nullptr && w.type == DType::F16) {
     amx_matmat_f16(w, lo, hi, *forms.bf16, y, y_stride);
+  } else if (forms.lanes != nullptr && is_float_type(w.type)) {
+    token_lane_rows(k, w, lo, hi, *forms.lanes, y, y_stride);
   } else if (batch > 1 && is_float_type(w.type)) {
     // Float weights: register tiles of rows x tokens.
     dot_rows_multi(k, w, lo, hi, x, y, y_stride);
@@ -203,9 +217,9 @@ void matmat_multi(const CpuKernels& k, std::span<const MatMatJob> jobs,
   for (const auto& j : jobs) total += j.w->rows;
   constexpr int64_t kRowsPerTask = 16;
   const int64_t n_tasks = (total + kRowsPerTask - 1) / kRowsPerTask;
-  const BatchForms forms = batch_forms(
-      x, std::any_of(jobs.begin(), jobs.end(),
-                     [](const MatMatJob& j) { return j.w->type == DType::F16; }));
+  std::vector<DType> types;
+  for (const auto& j : jobs) types.push_back(j.w->type);
+  const BatchForms forms = batch_forms(k, x, types);
   pool.parallel_for(n_tasks, [&](int64_t t0, int64_t t1, int) {
     const int64_t begin = t0 * kRowsPerTask;
     const int64_t end = std::min(total, t1 * kRowsPerTask);

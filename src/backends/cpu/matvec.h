@@ -102,15 +102,18 @@ inline void matmat_multi(const CpuKernels& kernels, std::initializer_list<MatMat
 // AMX-BF16 (the calling thread's buffer, valid until its next batch_forms).
 class AmxBf16Activations;
 class AmxInt8Activations;
+class TokenLaneActivations;
 struct BatchForms {
   bool amx_int8 = false;
   std::vector<Q8Activation> q8;
   const AmxInt8Activations* int8 = nullptr;  // amx_int8 and `packed_int8`: tile B, packed once
-  const AmxBf16Activations* bf16 = nullptr;
+  const AmxBf16Activations* bf16 = nullptr;  // F16 weights on AMX-BF16 tiles
+  const TokenLaneActivations* lanes = nullptr;  // the other float weights (token_lanes.h)
 };
-// `any_f16`: a product of the batch reads F16 weights. `packed_int8`: pack the activations for
+// `types`: the weight types of the batch's products. `packed_int8`: pack the activations for
 // AMX int8 tiles of rows in the file's layout once (products over many short row ranges).
-BatchForms batch_forms(std::span<const PreparedInput> x, bool any_f16, bool packed_int8 = false);
+BatchForms batch_forms(const CpuKernels& kernels, std::span<const PreparedInput> x,
+                       std::span<const DType> types, bool packed_int8 = false);
 
 // y[b * y_stride + r] = W[r] . x[b] for rows [lo, hi) of w and every input: one job's part of
 // matmat_multi, for callers that split the rows themselves.

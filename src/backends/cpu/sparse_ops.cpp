@@ -149,13 +149,11 @@ void gather_matmat(const CpuKernels& kernels, std::span<const GatherJob> jobs,
   thread_local GatherSplit callers_split;
   GatherSplit& split = callers_split;
   // Panels are short row ranges: the AMX int8 tiles' activations are packed once for all.
+  std::vector<DType> types;
+  for (const auto& j : jobs) types.push_back(j.w->type);
   const BatchForms forms =
       batch >= kPanelMinBatch
-          ? batch_forms(x,
-                        std::any_of(jobs.begin(), jobs.end(),
-                                    [](const GatherJob& j) { return j.w->type == DType::F16; }),
-                        std::any_of(jobs.begin(), jobs.end(),
-                                    [](const GatherJob& j) { return amx_reads(j.w->type); }))
+          ? batch_forms(kernels, x, types, std::any_of(types.begin(), types.end(), amx_reads))
           : BatchForms{};
   const bool panels_read = std::all_of(jobs.begin(), jobs.end(), [&](const GatherJob& j) {
     return panel_reads(j.w->layout) && j.w->type == jobs[0].w->type;

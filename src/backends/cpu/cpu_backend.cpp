@@ -94,12 +94,12 @@ Layout CpuBackend::layout_for(const MatrixView& w, WeightUse use, bool repack) {
 
 uint64_t CpuBackend::scratch_bytes(int64_t max_rows, int64_t max_dim, int64_t n_ids, int64_t cols,
                                    int threads, bool float_weights) {
-  // Per element: its int8 quant, a share of the block (34 bytes), its scale, scaled sum and
-  // -8 sum (4 bytes each) and 8 lane offsets and 8 lane scales (4 bytes each) per 32 elements;
-  // and a Q8_K super-block (292 bytes) per 256 elements for K-quant readers.
+  // Per element: its int8 quant and its biased byte; per 32 elements a block (34 bytes), its
+  // scale, scaled sum, -8 sum and Q8_1 sum (4 bytes each) and 8 lane offsets and 8 lane scales
+  // (4 bytes each); and a Q8_K super-block (292 bytes) per 256 elements for K-quant readers.
   const uint64_t blocks = static_cast<uint64_t>((max_dim + kQK - 1) / kQK);
   const uint64_t super_blocks = static_cast<uint64_t>((max_dim + kQK_K - 1) / kQK_K);
-  const uint64_t per_row = static_cast<uint64_t>(max_dim) + blocks * (34 + 3 * 4 + 16 * 4) +
+  const uint64_t per_row = 2 * static_cast<uint64_t>(max_dim) + blocks * (34 + 4 * 4 + 16 * 4) +
                            super_blocks * sizeof(BlockQ8_K);
   const int64_t batch = std::min<int64_t>(max_rows, kBatchKernelTokens);
   const uint64_t float_forms = float_weights ? AmxBf16Activations::bytes(batch, max_dim) +

@@ -34,6 +34,9 @@ struct Q8Activation {
   // f16(d * sum(blocks[b].qs)) with d = max|x| / 127 before its rounding to f16: the sum as
   // llama.cpp's Q8_1 activation stores it, which Q4_1/Q5_1's offset term multiplies.
   const float* q8_1_sum;
+  // The quants plus 128 as unsigned bytes (qs ^ 0x80), all blocks back to back: the VNNI Q8_0
+  // batch kernels' unsigned operand, made once per token instead of once per row group.
+  const uint8_t* qs_biased;
 };
 
 // What a unit-type product reads (tensor/unit_quants.h): the activation's Q8_0 blocks, or for the

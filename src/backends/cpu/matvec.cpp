@@ -47,6 +47,9 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
       }
       std::copy(q8_[b].qs, q8_[b].qs + kQK, q8_qs_.begin() + b * kQK);
     }
+    q8_biased_.resize(n);
+    for (int64_t i = 0; i < n; ++i)
+      q8_biased_[i] = static_cast<uint8_t>(static_cast<uint8_t>(q8_qs_[i]) ^ 0x80u);
     q8_view_ = {q8_.data(),
                 q8_scale_.data(),
                 q8_scaled_sum_.data(),
@@ -54,7 +57,8 @@ void PreparedInput::prepare(const CpuKernels& kernels, const float* x, int64_t n
                 q4_lane_offsets_.data(),
                 q8_qs_.data(),
                 q8_lane_scale_.data(),
-                q8_1_sum_.data()};
+                q8_1_sum_.data(),
+                q8_biased_.data()};
   }
 }
 

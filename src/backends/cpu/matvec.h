@@ -50,6 +50,7 @@ class PreparedInput {
   std::vector<BlockQ8_0> q8_;
   std::vector<float> q8_scale_, q8_scaled_sum_, q4_lane_offsets_, q8_lane_scale_, q8_1_sum_;
   std::vector<int8_t> q8_qs_;
+  std::vector<uint8_t> q8_biased_;
   std::vector<int32_t> q8_minus_8_sum_;
   Q8Activation q8_view_{};
 };

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +19,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "generation/generator.h"
+#include "generation/seed_choice.h"
 
 namespace strata {
 
@@ -71,9 +71,7 @@ int run_chat(const ChatOptions& o) {
   GenerationParams params;
   params.max_tokens = o.n_predict;
   params.sampling = o.sampling;
-  params.sampling.seed =
-      o.seed >= 0 ? static_cast<uint64_t>(o.seed)
-                  : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  params.sampling.seed = choose_seed(o.seed, kRandomSeed, fresh_seed());
   catch_interrupts();
   fmt::print(stderr,
              "chat with {} (template {}, context {}): Ctrl-C stops a reply, Ctrl-D or /quit ends; "
@@ -164,7 +162,7 @@ Command add_chat_command(CLI::App& app) {
   cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens a reply may have (-1: until it ends)")
       ->check(in_range(int64_t{-1}, int64_t{1} << 30));
   add_sampling_flags(cmd, o->sampling);
-  cmd->add_option("-s,--seed", o->seed, "Random seed (-1: from the clock)")
+  cmd->add_option("-s,--seed", o->seed, "Random seed (-1: a new one each run)")
       ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
   add_ffn_flags(cmd, o->ffn);
   add_gpu_flags(cmd, o->ffn);

@@ -1,7 +1,6 @@
 // strata run: generate text from a prompt, streaming tokens, then a timing line.
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -16,6 +15,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "generation/sampler.h"
+#include "generation/seed_choice.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -49,7 +49,7 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("-c,--ctx-size", o.ctx, "Context size (default: the model's, at most 4096)")
       ->check(in_range(int64_t{0}, int64_t{1} << 24));
   add_sampling_flags(cmd, o.sampling);
-  cmd->add_option("-s,--seed", o.seed, "Random seed (-1: from the clock)")
+  cmd->add_option("-s,--seed", o.seed, "Random seed (-1: a new one each run)")
       ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--grammar", o.grammar, "GBNF grammar the output must follow");
   cmd->add_option("--grammar-file", o.grammar_file, "File with a GBNF grammar");
@@ -169,10 +169,7 @@ int run_generation(const RunOptions& o) {
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);
   SamplerParams sp = o.sampling;
-  sp.seed =
-      o.seed >= 0
-          ? static_cast<uint64_t>(o.seed)
-          : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  sp.seed = choose_seed(o.seed, kRandomSeed, fresh_seed());
   Session& session = engine.start(n_ctx);
   announce_plan(engine.planned(), o.ffn);
   Sampler sampler(sp);

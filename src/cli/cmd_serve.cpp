@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -90,6 +91,10 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "Tokens to generate when a request sets no max_tokens (-1: until EOS or full)")
       ->check(in_range(int64_t{-1}, int64_t{1} << 30));
   add_sampling_flags(cmd, o.server.defaults.sampling, "Default");
+  cmd->add_option("-s,--seed", o.server.defaults.seed,
+                  "Seed of requests that name none (-1: a new one for each request, as OpenAI "
+                  "and llama-server draw)")
+      ->check(in_range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   cmd->add_option("--drain-timeout", o.drain_timeout_s,
                   "On SIGTERM, seconds requests in flight may take to finish (new ones get 503) "
                   "before they are cancelled; a second SIGTERM, or SIGINT, stops at once")

@@ -398,6 +398,7 @@ struct HttpServer::Impl {
       p.slot_context = scheduler().slot_context();
       p.max_tokens = options.defaults.max_tokens;
       p.sampling = options.defaults.sampling;
+      p.seed = options.defaults.seed;
       res.set_content(dump_json(props_json(p)), "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

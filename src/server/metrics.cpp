@@ -86,7 +86,7 @@ nlohmann::json props_json(const ServerProps& p) {
               {"min_p", s.min_p},
               {"repeat_penalty", s.repeat_penalty},
               {"repeat_last_n", s.repeat_last_n},
-              {"seed", s.seed}}}}},
+              {"seed", p.seed}}}}},
           {"total_slots", p.total_slots},
           {"model_path", p.model_path},
           {"model_alias", p.model_name},

@@ -22,6 +22,7 @@ struct ServerProps {
   std::string model_path, model_name, chat_template;
   int64_t total_slots = 1, slot_context = 0, max_tokens = -1;
   SamplerParams sampling;
+  int64_t seed = -1;  // the default seed; -1: one drawn for each request
 };
 nlohmann::json props_json(const ServerProps& props);
 

@@ -2,6 +2,7 @@
 
 #include "chat/json_schema_grammar.h"
 #include "generation/grammar.h"
+#include "generation/seed_choice.h"
 
 #include <fmt/format.h>
 
@@ -419,8 +420,9 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   if (present(body, "min_p")) g.sampling.min_p = static_cast<float>(number(body, "min_p", 0, 1));
   if (present(body, "repeat_penalty"))
     g.sampling.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0, 100));
-  if (present(body, "seed"))
-    g.sampling.seed = static_cast<uint64_t>(integer(body, "seed", INT64_MIN, INT64_MAX));
+  std::optional<int64_t> seed;
+  if (present(body, "seed")) seed = integer(body, "seed", INT64_MIN, INT64_MAX);
+  g.sampling.seed = choose_seed(seed, defaults.seed, fresh_seed());
   if (present(body, "stop")) {
     const json& s = body["stop"];
     if (s.is_string()) {

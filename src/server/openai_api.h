@@ -57,6 +57,7 @@ inline constexpr int kMaxChoices = 16;
 struct ServerDefaults {
   int64_t max_tokens = -1;  // when the request has none: until EOS or a full context
   SamplerParams sampling;   // temperature, top_k, ... when the request has none
+  int64_t seed = -1;        // when the request has none (seed_choice.h): -1 draws one each time
 };
 
 // Throws ApiError (status 400) naming the field.

@@ -40,6 +40,16 @@ expect_error "cannot open" "$strata" run -m "$work/no-such-file.gguf" -p hi
 expect_error "not a regular file" "$strata" info "$work"
 expect_error "context holds 16" "$strata" run -m "$model" -c 16 -p "$long_prompt" -n 1
 expect_error "bogus" "$strata" run -m "$model" --bogus
+# llama.cpp's spellings: strata's option, or refused naming what to use (never split into letters:
+# -sys was a bad --seed, -hf printed the help and exited 0).
+expect_error "strata chat --system" "$strata" run -m "$model" -sys "be brief" -p hi
+expect_error "does not download models" "$strata" run -m "$model" -hf user/repo
+expect_error "conversation is" "$strata" run -m "$model" -cnv
+expect_error "draft model" "$strata" run -m "$model" -md draft.gguf
+expect_error "strata serve --parallel" "$strata" chat -m "$model" -np 2
+expect_error "did you mean --temp?" "$strata" run -m "$model" --temprature 0.5 -p hi
+expect_error "did you mean --top-k?" "$strata" run -m "$model" --top_k 3 -p hi
+expect_error "excludes" "$strata" run -m "$model" -p hi -f "$text"
 expect_error "never defines it" "$strata" run -m "$model" -p hi --grammar 'root ::= item'
 expect_error "'pattern' is not a keyword" "$strata" run -m "$model" -p hi -j '{"type":"string","pattern":"a"}'
 expect_error "is not valid JSON" "$strata" run -m "$model" -p hi -j '{"type":'
@@ -282,6 +292,25 @@ expect_error "not a regular file" "$strata" synth --preset tiny -o "$work/fifo"
 ln -sf /dev/null "$work/null-link.gguf"
 expect_error "not a regular file" "$strata" synth --preset tiny -o "$work/null-link.gguf"
 [ -c /dev/full ] || { echo "FAIL: /dev/full was replaced"; failures=$((failures + 1)); }
+
+# And the llama.cpp spellings that work: the prompt from -f, escapes processed (llama.cpp's -e
+# default) unless --no-escape, what strata does anyway dropped with llama.cpp's value.
+expect_prompt() {  # expect_prompt EXPECTED_STDOUT ARGS...
+  want=$1; shift
+  got=$(timeout 60 "$strata" run -m "$model" -n 0 "$@" 2>"$work/err")
+  if [ "$got" != "$want" ]; then
+    printf '%s\n' "FAIL (printed '$got', not '$want'): run $*"; cat "$work/err"
+    failures=$((failures + 1))
+  else
+    printf '%s\n' "ok: run $* printed the prompt '$got'"
+  fi
+}
+printf 'In the beginning' >"$work/prompt.txt"
+tab=$(printf 'a\tb')
+expect_prompt "In the beginning" -f "$work/prompt.txt"
+expect_prompt "$tab" -p 'a\tb'
+expect_prompt 'a\tb' -p 'a\tb' --no-escape
+expect_prompt "hi" -p hi -fa on --no-mmap -no-cnv
 
 if [ "$failures" -ne 0 ]; then
   echo "$failures CLI error cases failed"

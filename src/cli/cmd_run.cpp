@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
+#include "cli/prompt_escapes.h"
 #include "cli/flag_checks.h"
 #include "chat/json_schema_grammar.h"
 #include "cli/sampling_flags.h"
@@ -25,7 +26,8 @@ namespace {
 struct RunOptions {
   bool mmap = false;
   std::string model = default_model_path();
-  std::string prompt;
+  std::string prompt, prompt_file;
+  bool escape = true;  // llama.cpp's default
   int n_predict = 128;
   int threads = default_threads();
   int64_t ctx = 0;
@@ -42,7 +44,12 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
                 "Use the model file in place (memory map) instead of reading it into huge-page "
                 "memory: faster start, slower decode");
   cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)");
-  cmd->add_option("-p,--prompt", o.prompt, "Prompt text");
+  auto* text = cmd->add_option("-p,--prompt", o.prompt, "Prompt text");
+  cmd->add_option("-f,--file", o.prompt_file, "File holding the prompt (instead of -p)")
+      ->excludes(text);
+  cmd->add_flag("-e,--escape,!--no-escape", o.escape,
+                "Turn \\n, \\t, \\\\ ... in the prompt into the characters (default: on, as "
+                "llama.cpp)");
   cmd->add_option("-n,--n-predict", o.n_predict, "Tokens to generate (-1: until EOS or full)")
       ->check(in_range(-1, 1 << 30));
   cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
@@ -158,6 +165,14 @@ std::shared_ptr<const Grammar> output_grammar(const RunOptions& o) {
   return std::make_shared<const Grammar>(Grammar::parse(gbnf));
 }
 
+// The prompt as llama.cpp takes it: -p or the file -f, its escapes processed unless --no-escape.
+std::string prompt_text(const RunOptions& o) {
+  const std::string text = o.prompt_file.empty()
+                               ? o.prompt
+                               : read_regular_file(o.prompt_file, kMaxTextFileBytes, "prompt");
+  return o.escape ? process_escapes(text) : text;
+}
+
 int run_generation(const RunOptions& o) {
   const auto grammar = output_grammar(o);  // a bad grammar or schema fails before any loading
   Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
@@ -186,7 +201,11 @@ Command add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Generate text from a prompt");
   auto o = std::make_shared<RunOptions>();
   add_run_flags(cmd, *o);
-  return {cmd, [o] { return run_generation(*o); }};
+  return {cmd, [o] {
+            RunOptions given = *o;
+            given.prompt = prompt_text(given);
+            return run_generation(given);
+          }};
 }
 
 }  // namespace strata

@@ -1,11 +1,14 @@
 // strata: the command-line front end. Each subcommand lives in its own cmd_*.cpp.
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/llama_flags.h"
 #include "core/error.h"
 
 #ifndef STRATA_DEFAULT_MODEL
@@ -33,19 +36,34 @@ std::string default_model_path() {
   return STRATA_DEFAULT_MODEL;
 }
 
-// llama.cpp's flags of several letters after one dash (-np, -ctk), which CLI11 2.1 cannot
-// name: rewritten to their long names before parsing.
-std::vector<char*> with_long_names(int argc, char** argv) {
-  static const std::pair<std::string_view, const char*> kAliases[] = {{"-np", "--parallel"},
-                                                                      {"-ctk", "--cache-type-k"},
-                                                                      {"-ctv", "--cache-type-v"},
-                                                                      {"-ngl", "--n-gpu-layers"},
-                                                                      {"-ub", "--ubatch-size"}};
-  std::vector<char*> out(argv, argv + argc);
-  for (char*& a : out)
-    for (const auto& [alias, name] : kAliases)
-      if (alias == a) a = const_cast<char*>(name);
-  return out;
+// A flag strata does not know, with the nearest it does: "did you mean" for CLI11's errors.
+std::string with_suggestion(const CLI::App* app, const CLI::Error& e) {
+  std::string message = "error: " + std::string(e.what());
+  const auto parsed = app->get_subcommands();
+  const CLI::App* sub = parsed.empty() ? app : parsed[0];
+  std::vector<std::string> names;
+  for (const CLI::Option* o : sub->get_options()) {
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+    for (const std::string& s : o->get_snames()) names.push_back("-" + s);
+  }
+  for (const std::string& arg : sub->remaining()) {
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    const std::string near = closest_flag(arg, names);
+    if (!near.empty()) return message + " (did you mean " + near + "? see --help)\n";
+  }
+  return message + " (see --help)\n";
+}
+
+// The command line with llama.cpp's spellings made strata's (llama_flags.h).
+std::vector<std::string> strata_arguments(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const CLI::App* sub = nullptr;
+  if (!args.empty())
+    for (const CLI::App* s : app.get_subcommands({}))
+      if (s->check_name(args[0])) sub = s;
+  return with_strata_spellings(args, [&](std::string_view name) {
+    return sub != nullptr && sub->get_option_no_throw(std::string(name)) != nullptr;
+  });
 }
 
 }  // namespace strata
@@ -54,9 +72,7 @@ int main(int argc, char** argv) {
   CLI::App app{"strata: fast LLM inference for machines whose memory is too small or too slow"};
   app.require_subcommand(1);
   // Flag errors on one line, like every other error.
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "error: " + std::string(e.what()) + " (see --help)\n";
-  });
+  app.failure_message(strata::with_suggestion);
   app.set_version_flag("--version", "strata 0.1.0");
   const std::vector<strata::Command> commands = {
       strata::add_run_command(app),           strata::add_info_command(app),
@@ -70,10 +86,14 @@ int main(int argc, char** argv) {
       strata::add_chat_template_command(app), strata::add_chat_command(app),
       strata::add_sparsify_command(app),      strata::add_imatrix_command(app)};
   try {
-    std::vector<char*> args = strata::with_long_names(argc, argv);
-    app.parse(static_cast<int>(args.size()), args.data());
+    std::vector<std::string> args = strata::strata_arguments(app, argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+    app.parse(std::move(args));
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const strata::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
   }
   try {
     for (const auto& c : commands)

@@ -54,6 +54,15 @@ TEST(SlotPolicy, DefaultSlotContextIsTheModelsUnlessTheKvCacheWouldNotFit) {
   EXPECT_EQ(default_slot_context(0, 2, 0, 0), 4096);
 }
 
+TEST(SlotPolicy, ARunsContextIsTheAskedOrTheModelsCappedAt4096) {
+  // One rule for run, chat, plan and serve: a plan sizes the KV cache the run will hold.
+  EXPECT_EQ(run_context(512, 256), 512);
+  EXPECT_EQ(run_context(0, 256), 256);
+  EXPECT_EQ(run_context(0, 131072), 4096);
+  EXPECT_EQ(run_context(0, 0), 4096);
+  EXPECT_EQ(run_context(8192, 131072), 8192);
+}
+
 TEST(SlotPolicy, PromptChunksFillTheStepFirstComeFirstServed) {
   EXPECT_EQ(prompt_chunks(0, std::vector<int64_t>{100, 10}, 64, 16), (std::vector<int64_t>{64, 0}));
   EXPECT_EQ(prompt_chunks(10, std::vector<int64_t>{30, 40}, 64, 16),

@@ -20,6 +20,7 @@
 #include "core/input_file.h"
 #include "generation/generator.h"
 #include "generation/seed_choice.h"
+#include "runtime/run_context.h"
 
 namespace strata {
 
@@ -65,7 +66,7 @@ int run_chat(const ChatOptions& o) {
   } catch (const std::runtime_error& e) {
     fail("{}", e.what());
   }
-  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model->config.n_ctx_train, 4096);
+  const int64_t n_ctx = run_context(o.ctx, model->config.n_ctx_train);
   Session& session = engine.start(n_ctx);
   Generator generator(*model, session);
   GenerationParams params;

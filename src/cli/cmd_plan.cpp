@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "placement/cost_model.h"
 #include "planning/bandwidth.h"
+#include "runtime/run_context.h"
 
 namespace strata {
 
@@ -21,7 +22,7 @@ Command add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "Place a model's weights across VRAM, RAM and flash");
   struct Options {
     std::string model = default_model_path();
-    int64_t n_ctx = 4096;
+    int64_t n_ctx = 0;  // run_context: as run sizes it
     std::string out, html;
     bool json = false;
     int threads = default_threads();
@@ -29,8 +30,10 @@ Command add_plan_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("-m,--model", o->model, "GGUF model file");
-  cmd->add_option("-c,--ctx-size", o->n_ctx, "Context the KV cache is planned for")
-      ->check(in_range<int64_t>(1, int64_t{1} << 24));
+  cmd->add_option("-c,--ctx-size", o->n_ctx,
+                  "Context the KV cache is planned for (default: as run takes it, the model's, at "
+                  "most 4096)")
+      ->check(in_range<int64_t>(0, int64_t{1} << 24));
   cmd->add_option("-o,--output", o->out, "Write the plan as JSON (for --plan)")->check(kNotEmpty);
   cmd->add_option("--html", o->html, "Write a picture of the plan (HTML/SVG)")->check(kNotEmpty);
   cmd->add_flag("--json", o->json, "Print the plan as JSON");
@@ -56,7 +59,8 @@ Command add_plan_command(CLI::App& app) {
               fmt::print(stderr, "RAM bandwidth measured: {:.1f} GB/s\n", measured / 1e9);
             }
             Timer solve;
-            const PlannedRun& run = engine.plan_only(o->n_ctx);
+            const PlannedRun& run =
+                engine.plan_only(run_context(o->n_ctx, engine.model().config.n_ctx_train));
             const double solve_s = solve.seconds();
             const nlohmann::json j = plan_to_json(run.plan);
             if (!o->out.empty()) write_text_file(o->out, j.dump(1) + "\n");

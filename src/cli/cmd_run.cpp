@@ -17,6 +17,7 @@
 #include "core/timer.h"
 #include "generation/sampler.h"
 #include "generation/seed_choice.h"
+#include "runtime/run_context.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -178,7 +179,7 @@ int run_generation(const RunOptions& o) {
   Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
   const Model& model = engine.model();
   const Tokenizer& tok = *model.tokenizer;
-  const int64_t n_ctx = o.ctx > 0 ? o.ctx : std::min<int64_t>(model.config.n_ctx_train, 4096);
+  const int64_t n_ctx = run_context(o.ctx, model.config.n_ctx_train);
   const auto prompt = tok.encode(o.prompt, /*add_special=*/!o.no_bos);
   if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
   if (static_cast<int64_t>(prompt.size()) > n_ctx)

@@ -18,6 +18,7 @@
 #include "core/anonymous_memory.h"
 #include "core/error.h"
 #include "generation/slot_context.h"
+#include "runtime/run_context.h"
 #include "server/http_server.h"
 #include "server/signal_policy.h"
 
@@ -159,7 +160,7 @@ void return_large_blocks_to_the_system() {
 int64_t slot_context(const ServeOptions& o, const Model& model, const RunRequest& r) {
   const uint64_t kv_per_position = Session::kv_cache_bytes(model.config, 1, r.kv.k, r.kv.v);
   const uint64_t memory = r.budgets.ram > 0 ? r.budgets.ram : AnonymousMemory::available();
-  const int64_t model_ctx = std::min<int64_t>(model.config.n_ctx_train, 4096);
+  const int64_t model_ctx = run_context(0, model.config.n_ctx_train);
   const int64_t n_ctx = o.ctx > 0 ? o.ctx / o.parallel
                                   : default_slot_context(model.config.n_ctx_train, o.parallel,
                                                          kv_per_position, memory);

@@ -7,13 +7,15 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/run_context.h"
+
 namespace strata {
 
 inline constexpr int64_t kMinSlotContext = 256;
 
 inline int64_t default_slot_context(int64_t n_ctx_train, int slots, uint64_t kv_bytes_per_position,
                                     uint64_t memory) {
-  const int64_t wanted = std::min<int64_t>(n_ctx_train > 0 ? n_ctx_train : 4096, 4096);
+  const int64_t wanted = run_context(0, n_ctx_train);
   const int64_t floor = std::min(wanted, kMinSlotContext);
   if (kv_bytes_per_position == 0 || slots < 1) return wanted;
   const uint64_t fits = memory / 2 / kv_bytes_per_position / static_cast<uint64_t>(slots);

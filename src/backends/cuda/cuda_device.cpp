@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
 #include "core/error.h"
 
 namespace strata::STRATA_CUDA_NS {
@@ -25,6 +27,18 @@ std::string unavailable_reason() {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   cudaGetLastError();
+  // Without a loaded NVIDIA driver the runtime says "CUDA driver version is insufficient",
+  // which reads as "update your driver" on a machine that has no GPU at all.
+  const bool driver_loaded = std::filesystem::exists("/proc/driver/nvidia/version");
+  if ((e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice || n == 0) && !driver_loaded)
+    return "no NVIDIA GPU driver is loaded on this machine (no GPU, or its driver is not "
+           "installed)";
+  if (e == cudaErrorInsufficientDriver) {
+    int runtime = 0;
+    cudaRuntimeGetVersion(&runtime);
+    return fmt::format("the NVIDIA driver is older than this build's CUDA {}.{} needs: update it",
+                       runtime / 1000, runtime % 1000 / 10);
+  }
   if (e != cudaSuccess) return fmt::format("no CUDA GPU can be used: {}", cudaGetErrorString(e));
   return n == 0 ? "no CUDA GPU was found" : "";
 }

@@ -248,6 +248,11 @@ cudaError_t cudaGetDeviceCount(int* count) {
   return cudaSuccess;
 }
 
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = 13000;
+  return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice, "the emulator has one device, 0");
   return cudaSuccess;

@@ -30,6 +30,7 @@ enum cudaError_t {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDevicePointer = 17,
+  cudaErrorInsufficientDriver = 35,
   cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
@@ -69,6 +70,8 @@ using cudaStream_t = EmuStream*;
 using cudaEvent_t = EmuEvent*;
 
 cudaError_t cudaGetDeviceCount(int* count);
+// The CUDA version the emulator stands for (13.0).
+cudaError_t cudaRuntimeGetVersion(int* version);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
+#include "chat/context_fit.h"
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
@@ -120,14 +121,27 @@ int run_chat(const ChatOptions& o) {
     std::vector<int32_t> prompt;
     ChatPrompt p;
     try {
-      p = tmpl->apply(history);
-      const std::string bos = text_of(tok.bos());
-      const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
-      prompt = tok.encode(p.text, /*add_special=*/!has_bos, /*parse_special=*/true);
+      const auto tokens_of = [&](const std::vector<ChatMessage>& messages) {
+        p = tmpl->apply(messages);
+        const std::string bos = text_of(tok.bos());
+        const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
+        prompt = tok.encode(p.text, /*add_special=*/!has_bos, /*parse_special=*/true);
+        return prompt.size();
+      };
+      // The oldest turns go when the conversation leaves the reply no room (the system
+      // prompt stays): said, never silent.
+      const ChatFit fit = fit_chat(
+          history, static_cast<size_t>(n_ctx - reply_reserve(n_ctx, o.n_predict)), tokens_of);
+      if (fit.dropped > 0) {
+        history = fit.messages;
+        fmt::print("(the {} oldest messages are left out: the context holds {} tokens)\n",
+                   fit.dropped, n_ctx);
+      }
+      tokens_of(history);
       check_prompt(prompt, model->config.n_vocab, n_ctx);
     } catch (const std::runtime_error& e) {
       history.pop_back();
-      fmt::print("error: {}\n", e.what());
+      fmt::print("error: {} (/reset starts a new conversation)\n", e.what());
       continue;
     }
     GenerationParams turn = params;

@@ -37,6 +37,7 @@ struct CompletionRequest {
   std::string prompt;                 // completions: the text
   std::vector<int32_t> prompt_ids;    // completions: or token ids
   std::vector<ChatMessage> messages;  // chat
+  size_t dropped_messages = 0;        // chat: the oldest turns left out for the context's sake
   GenerationParams generation;
   std::string grammar_param;  // the field generation.grammar came from: a grammar's error names it
   // chat: OpenAI's tools (null: none), what tool_choice asks (none, auto, required, or function:

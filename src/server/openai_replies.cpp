@@ -124,7 +124,7 @@ json completion_response(const CompletionRequest& req, const CompletionIds& ids,
   }
   const GenerationResult& first = choices.front();
   const int64_t evaluated = first.prompt_tokens - first.cached_tokens;
-  return {{"id", ids.id},
+  json reply = {{"id", ids.id},
           {"object", req.chat ? "chat.completion" : "text_completion"},
           {"created", ids.created},
           {"model", ids.model},
@@ -139,6 +139,9 @@ json completion_response(const CompletionRequest& req, const CompletionIds& ids,
             {"predicted_n", predicted},
             {"predicted_ms", 1e3 * decode_s},
             {"predicted_per_second", decode_s > 0 ? predicted / decode_s : 0.0}}}};
+  // strata's note: the oldest turns of a conversation too long for the context were left out.
+  if (req.dropped_messages > 0) reply["dropped_messages"] = req.dropped_messages;
+  return reply;
 }
 
 json completion_chunk(const CompletionRequest& req, const CompletionIds& ids,

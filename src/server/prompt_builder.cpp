@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 
+#include "chat/context_fit.h"
 #include "chat/json_schema_grammar.h"
 #include "chat/tool_calls.h"
 #include "generation/grammar.h"
@@ -67,26 +70,55 @@ void PromptBuilder::prepare_tools(CompletionRequest& req) const {
   req.grammar_param = "tools";
 }
 
-std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req,
-                                                const jinja::RenderLimits& limits) const {
-  const Tokenizer& tok = *model_.tokenizer;
-  prepare_tools(req);
-  ChatPrompt p;
+ChatPrompt PromptBuilder::render(const CompletionRequest& req,
+                                  const std::vector<ChatMessage>& messages,
+                                  const jinja::RenderLimits& limits) const {
   try {
     jinja::Dict extra;
     if (req.tools_active()) extra.set("tools", jinja::from_json(req.tools));
-    p = template_.apply(message_values(req.messages), extra, true, limits);
+    return template_.apply(message_values(messages), extra, true, limits);
   } catch (const ChatTemplateRefusal& e) {
     throw ApiError(400, e.what(), "messages");
   } catch (const std::runtime_error& e) {
     throw ApiError(400, e.what(), "messages");
   }
-  for (auto& s : p.stop) req.generation.stop.push_back(std::move(s));
-  check_fits_before_tokenizing(p.text, "messages", "the prompt");
+}
+
+std::vector<int32_t> PromptBuilder::tokens_of(const ChatPrompt& p) const {
+  const Tokenizer& tok = *model_.tokenizer;
   // A template that writes the BOS itself ({{ bos_token }}) gets no second one.
   const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string();
   const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
   return tok.encode(p.text, /*add_special=*/!has_bos, /*parse_special=*/true);
+}
+
+std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req,
+                                                const jinja::RenderLimits& limits) const {
+  prepare_tools(req);
+  // A conversation too long for the context loses its oldest turns (chat/context_fit.h), so
+  // that the reply has room; each candidate's prompt kept by its message count.
+  std::map<size_t, std::pair<ChatPrompt, std::vector<int32_t>>> tried;
+  const auto length = [&](const std::vector<ChatMessage>& messages) -> size_t {
+    ChatPrompt p = render(req, messages, limits);
+    if (model_.tokenizer->min_tokens(p.text.size()) >= n_ctx_) return SIZE_MAX;  // not tokenized
+    auto ids = tokens_of(p);
+    const size_t n = ids.size();
+    tried[messages.size()] = {std::move(p), std::move(ids)};
+    return n;
+  };
+  const int64_t reserve = reply_reserve(n_ctx_, req.generation.max_tokens);
+  const ChatFit fit = fit_chat(req.messages, static_cast<size_t>(std::max<int64_t>(1, n_ctx_ - reserve)),
+                               length);
+  req.messages = fit.messages;
+  req.dropped_messages = fit.dropped;
+  auto it = tried.find(req.messages.size());
+  if (it == tried.end()) {  // the whole conversation, longer than the context: said by size
+    const ChatPrompt p = render(req, req.messages, limits);
+    check_fits_before_tokenizing(p.text, "messages", "the prompt");
+    it = tried.emplace(req.messages.size(), std::pair{p, tokens_of(p)}).first;
+  }
+  for (auto& s : it->second.first.stop) req.generation.stop.push_back(std::move(s));
+  return std::move(it->second.second);
 }
 
 std::vector<int32_t> PromptBuilder::prompt_tokens(CompletionRequest& req,

@@ -1,4 +1,5 @@
-// A request's prompt as tokens: a chat's messages through the chat template (with its tools,
+// A request's prompt as tokens: a chat's messages through the chat template (its oldest turns
+// left out when the whole conversation leaves the reply no room: chat/context_fit.h; with its tools,
 // their call style and, for a required call, the grammar that makes the reply one call), a
 // completion's text or token ids; every token checked against the vocabulary and the whole
 // against the slots' context, a text too long for it refused before it is tokenized. Failures
@@ -33,6 +34,9 @@ class PromptBuilder {
  private:
   void prepare_tools(CompletionRequest& req) const;
   std::vector<int32_t> chat_tokens(CompletionRequest& req, const jinja::RenderLimits& limits) const;
+  ChatPrompt render(const CompletionRequest& req, const std::vector<ChatMessage>& messages,
+                    const jinja::RenderLimits& limits) const;
+  std::vector<int32_t> tokens_of(const ChatPrompt& p) const;
   void check_fits_before_tokenizing(const std::string& text, const char* param,
                                     const std::string& what) const;
   void check_vocabulary(int32_t id, const char* what, const char* param) const;

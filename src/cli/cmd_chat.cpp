@@ -55,6 +55,30 @@ void save(const std::vector<ChatMessage>& history, const std::string& path) {
   write_text_file(path, messages.dump(1) + "\n");
 }
 
+// The next turn's prompt (`p`: its template output), the oldest turns of `history` left out
+// when the conversation leaves the reply no room (the system prompt stays): said, never silent.
+std::vector<int32_t> turn_prompt(std::vector<ChatMessage>& history, const ChatTemplate& tmpl,
+                                 const Tokenizer& tok, int64_t n_ctx, int64_t n_predict,
+                                 ChatPrompt& p) {
+  std::vector<int32_t> prompt;
+  const std::string bos = tok.bos() >= 0 ? tok.token_text(tok.bos()) : std::string();
+  const auto tokens_of = [&](const std::vector<ChatMessage>& messages) {
+    p = tmpl.apply(messages);
+    const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
+    prompt = tok.encode(p.text, /*add_special=*/!has_bos, /*parse_special=*/true);
+    return prompt.size();
+  };
+  const ChatFit fit =
+      fit_chat(history, static_cast<size_t>(n_ctx - reply_reserve(n_ctx, n_predict)), tokens_of);
+  if (fit.dropped > 0) {
+    history = fit.messages;
+    fmt::print("(the {} oldest messages are left out: the context holds {} tokens)\n",
+               fit.dropped, n_ctx);
+  }
+  tokens_of(history);
+  return prompt;
+}
+
 int run_chat(const ChatOptions& o) {
   Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
   const Model* model = &engine.model();
@@ -121,23 +145,7 @@ int run_chat(const ChatOptions& o) {
     std::vector<int32_t> prompt;
     ChatPrompt p;
     try {
-      const auto tokens_of = [&](const std::vector<ChatMessage>& messages) {
-        p = tmpl->apply(messages);
-        const std::string bos = text_of(tok.bos());
-        const bool has_bos = !bos.empty() && p.text.compare(0, bos.size(), bos) == 0;
-        prompt = tok.encode(p.text, /*add_special=*/!has_bos, /*parse_special=*/true);
-        return prompt.size();
-      };
-      // The oldest turns go when the conversation leaves the reply no room (the system
-      // prompt stays): said, never silent.
-      const ChatFit fit = fit_chat(
-          history, static_cast<size_t>(n_ctx - reply_reserve(n_ctx, o.n_predict)), tokens_of);
-      if (fit.dropped > 0) {
-        history = fit.messages;
-        fmt::print("(the {} oldest messages are left out: the context holds {} tokens)\n",
-                   fit.dropped, n_ctx);
-      }
-      tokens_of(history);
+      prompt = turn_prompt(history, *tmpl, tok, n_ctx, o.n_predict, p);
       check_prompt(prompt, model->config.n_vocab, n_ctx);
     } catch (const std::runtime_error& e) {
       history.pop_back();

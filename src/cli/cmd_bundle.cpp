@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "model/flash_route.h"
 #include "offline/bundle.h"
 #include "offline/column_bundle.h"
 
@@ -50,10 +51,8 @@ Command add_bundle_command(CLI::App& app) {
           return 0;
         }
         if (!model->weights.has_predictors)
-          fail(
-              "'{}' has no predictors; the flash tier reads only predicted neurons (run "
-              "strata train-predictors first)",
-              o->model);
+          fail("'{}' has no predictors (the flash tier's neuron bundles read predicted neurons): {}",
+               o->model, flash_route(model->config, false));
         ProgressBar bar("bundle");
         const BundleReport report =
             write_bundled_model(*model, o->out, [&](uint64_t d, uint64_t t) { bar.update(d, t); });

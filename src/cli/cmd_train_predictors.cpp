@@ -12,6 +12,7 @@
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "model/flash_route.h"
 #include "offline/predictor_training.h"
 #include "offline/text_windows.h"
 
@@ -144,8 +145,8 @@ int run_training(const TrainOptions& o) {
   if (!ffn_is_relu_family(model->config.ffn))
     fail(
         "'{}' has a {} FFN, whose activations are never exactly zero: predictors need a "
-        "ReLU-family model (reglu, drelu, relu)",
-        o.model, ffn_activation_name(model->config.ffn));
+        "ReLU-family model (reglu, drelu, relu); for this one {}",
+        o.model, ffn_activation_name(model->config.ffn), flash_route(model->config, false));
   ThreadPool pool(checked_threads(o.threads));
   Timer timer;
   int64_t tokens = 0;

@@ -116,9 +116,10 @@ void check_minimum(const Inventory& inv, const Budgets& b) {
   if (!inv.bundled)
     fail(
         "the model needs {} in RAM (weights {}, KV cache {}, buffers {}), over --ram-budget {}; "
-        "`strata bundle` it to keep the FFN on flash",
+        "{}",
         size_text(need), size_text(need - kv - buffers), size_text(kv), size_text(buffers),
-        size_text(b.ram));
+        size_text(b.ram),
+        inv.flash_route.empty() ? "`strata bundle` it to keep the FFN on flash" : inv.flash_route);
   fail(
       "--ram-budget {} is below the minimum {} (attention, output, norms and predictors {}, KV "
       "cache {}, buffers {}, {} neurons per layer {}, and 1/32 of the budget kept free)",

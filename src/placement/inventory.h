@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace strata {
@@ -45,6 +46,7 @@ struct Inventory {
   uint64_t host_scratch_bytes = 0;
   uint64_t embd_bytes = 0;      // n_embd * 4: the partial sum a split layer moves over the link
   bool bundled = false;         // the FFN's home is flash (strata bundle), read into RAM caches
+  std::string flash_route;      // for messages: the commands that put this FFN on flash
   // The FFN is on flash as column bundles (strata bundle --columns): its caches are planned
   // apart (placement/column_cache.h), in none of the layers' bytes.
   bool column_bundled = false;

@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "model/down_transpose.h"
+#include "model/flash_route.h"
 #include "runtime/ffn_executor.h"
 #include "runtime/session.h"
 #include "tiers/flash_ffn_store.h"
@@ -156,6 +157,7 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   Inventory inv;
   inv.bundled = w.bundled;
   inv.column_bundled = w.column_bundled;
+  inv.flash_route = flash_route(c, w.has_predictors);
   inv.input_columns = r.input_columns;
   inv.sparse = r.mode != FfnMode::Dense;
   inv.kv_sequences = r.n_seq;

@@ -71,6 +71,8 @@ std::vector<std::string> strata_arguments(const CLI::App& app, int argc, char** 
 int main(int argc, char** argv) {
   CLI::App app{"strata: fast LLM inference for machines whose memory is too small or too slow"};
   app.require_subcommand(1);
+  // --help shows each option's default (subcommands take this from the app when made).
+  app.option_defaults()->always_capture_default();
   // Flag errors on one line, like every other error.
   app.failure_message(strata::with_suggestion);
   app.set_version_flag("--version", "strata 0.1.0");

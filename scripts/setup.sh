@@ -15,7 +15,7 @@ quick=0
 
 scripts/install_packages.sh build-essential cmake ninja-build pkg-config libfmt-dev \
   libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  libsentencepiece-dev liburing-dev libcpp-httplib-dev libglpk-dev
+  libsentencepiece-dev liburing-dev libcpp-httplib-dev libglpk-dev libedit-dev
 if [ "$quick" -eq 1 ]; then
   gpu="-DSTRATA_CUDA=OFF"
   if nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then

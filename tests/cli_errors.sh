@@ -215,7 +215,7 @@ expect_error "those layers need" "$strata" run -m "$model" -p hi -n 1 --device r
 expect_error "of --vram-budget" "$strata" run -m "$model" -p hi -n 1 --device reference --vram-budget 1M
 expect_error "n-gpu-layers" "$strata" run -m "$model" -p hi -n 1 -ngl -2
 expect_error "tpu" "$strata" run -m "$model" -p hi -n 1 --device tpu
-expect_error "another model" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/other.profile.gguf"
+expect_error "profiles '.*strata-tiny.gguf'" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/other.profile.gguf"
 expect_error "pin-share" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/sparse.profile.gguf" --pin-share 2
 expect_error "cannot open" "$strata" bench -m "$work/sparse.bundle.gguf" -p 0 -n 1 --profile "$work/missing.gguf"
 expect_error "excludes" "$strata" profile -m "$work/sparse.gguf" -f "$work/out" --random-tokens 5 -o "$work/p.gguf"

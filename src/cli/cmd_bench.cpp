@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "backends/cpu/kernels.h"
+#include "cli/bench_table.h"
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
@@ -36,6 +37,9 @@ struct BenchOptions {
   int n_gen = 128;
   int reps = 3;
   int threads = default_threads();
+  // As typed (llama-bench's lists: "16,32"); one value each and no format: the full report.
+  std::string prompts = "64", gens = "128", thread_list = std::to_string(default_threads());
+  std::string format;  // -o: md, csv, json, jsonl (llama-bench's rows)
   bool json = false;
   bool skip_bandwidth = false;
   std::string timeline_html;  // --timeline: the drawing's file
@@ -331,7 +335,55 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
   }
 }
 
+// llama-bench's rows: per thread count, a row per prompt size (no decode) and per decode
+// length (no prompt).
+int run_bench_rows(const BenchOptions& o, const std::vector<int>& prompts,
+                   const std::vector<int>& gens, const std::vector<int>& threads) {
+  const BenchFormat format = bench_format_from_name(o.format.empty() ? "md" : o.format);
+  const int longest = *std::max_element(prompts.begin(), prompts.end()) +
+                      *std::max_element(gens.begin(), gens.end());
+  if (longest == 0) fail("nothing to measure: -p and -n are all 0");
+  std::vector<BenchRow> rows;
+  for (int t : threads) {
+    EngineOptions engine_opts = engine_options(o.ffn, o.model, o.mmap, t);
+    engine_opts.require_tokenizer = false;
+    Engine engine(std::move(engine_opts), print_note);
+    Session& session = engine.start(longest + 1);
+    const Model& model = engine.model();
+    BenchRow row;
+    row.model_file = o.model;
+    row.model_size = model.file->file_size();
+    for (const auto& info : model.file->tensors()) row.model_params += info.n_elements;
+    row.model_type = fmt::format("{} {} {}", model.config.architecture,
+                                 params_label(row.model_params), dtype_name(ffn_weight_type(model.weights)));
+    row.backend = engine.backend().device() == Device::Host ? "CPU" : "CUDA";
+    row.threads = t;
+    auto measure_row = [&](int p, int n) {
+      BenchOptions one = o;
+      one.n_prompt = p, one.n_gen = n;
+      const BenchResult r = measure(session, one, model.config, nullptr);
+      row.n_prompt = p, row.n_gen = n, row.samples = p > 0 ? r.pp : r.tg;
+      rows.push_back(row);
+    };
+    for (int p : prompts)
+      if (p > 0) measure_row(p, 0);
+    for (int n : gens)
+      if (n > 0) measure_row(0, n);
+  }
+  fmt::print("{}", format_bench_rows(rows, format));
+  return 0;
+}
+
 int run_bench(BenchOptions& o) {
+  const auto prompts = parse_int_list("-p", o.prompts, 0, 1 << 20);
+  const auto gens = parse_int_list("-n", o.gens, 0, 1 << 20);
+  const auto threads = parse_int_list("-t", o.thread_list, 1, 1024);
+  if (!o.format.empty() || prompts.size() + gens.size() + threads.size() > 3) {
+    if (o.json || !o.timeline_html.empty())
+      fail("--json and --timeline belong to the single-run report; use -o json for the rows");
+    return run_bench_rows(o, prompts, gens, threads);
+  }
+  o.n_prompt = prompts[0], o.n_gen = gens[0], o.threads = threads[0];
   if (o.n_prompt + o.n_gen == 0) fail("nothing to measure: -p and -n are both 0");
   EngineOptions engine_opts = engine_options(o.ffn, o.model, o.mmap, o.threads);
   engine_opts.require_tokenizer = false;
@@ -405,12 +457,15 @@ Command add_bench_command(CLI::App& app) {
                 "Use the model file in place (memory map) instead of reading it into huge-page "
                 "memory: faster start, slower decode");
   cmd->add_option("-m,--model", o->model, "GGUF model file");
-  cmd->add_option("-p,--n-prompt", o->n_prompt, "Prompt tokens")->check(in_range(0, 1 << 20));
-  cmd->add_option("-n,--n-gen", o->n_gen, "Generated tokens")->check(in_range(0, 1 << 20));
+  cmd->add_option("-p,--n-prompt", o->prompts,
+                  "Prompt tokens; a list (16,32,64) measures each, as llama-bench does");
+  cmd->add_option("-n,--n-gen", o->gens, "Generated tokens; a list measures each");
   cmd->add_option("-r,--repetitions", o->reps, "Repeats (the median is reported)")
       ->check(in_range(1, 1000));
-  cmd->add_option("-t,--threads", o->threads, "Threads")->check(in_range(1, 1024));
-  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_option("-t,--threads", o->thread_list, "Threads; a list measures each");
+  cmd->add_option("-o,--output", o->format,
+                  "llama-bench's rows in this format: md, csv, json, jsonl (lists imply md)");
+  cmd->add_flag("--json", o->json, "Print the single-run report as JSON");
   cmd->add_flag("--no-bandwidth", o->skip_bandwidth,
                 "Skip the memory bandwidth and compute rate measurements");
   cmd->add_option("--timeline", o->timeline_html,

@@ -1,21 +1,25 @@
 // strata chat: an interactive chat in the terminal (llama-cli's conversation mode): the model's
 // chat template (or --chat-template), the conversation kept and re-rendered each turn (the KV
 // entries of the part it shares with the last turn are reused), replies streamed as they become
-// final. Ctrl-C stops a reply, not the program; Ctrl-D or /quit ends it. Commands: /reset (a
-// new conversation), /save FILE (the conversation as OpenAI-style JSON messages), /help.
+// final. Ctrl-C stops a reply, not the program; Ctrl-D or /quit ends it. Commands
+// (cli/chat_commands.h): /reset (a new conversation), /save FILE (the conversation as
+// OpenAI-style JSON messages), /help; unknown ones are refused. Lines are edited with libedit
+// on a terminal (arrows, history).
 #include <fmt/format.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "chat/chat_template.h"
 #include "chat/context_fit.h"
+#include "cli/chat_commands.h"
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/line_reader.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
 #include "core/input_file.h"
@@ -106,41 +110,38 @@ int run_chat(const ChatOptions& o) {
   std::vector<ChatMessage> history;
   if (!o.system.empty()) history.emplace_back("system", o.system);
   const std::vector<ChatMessage> start = history;
-  std::string line;
+  LineReader reader;
   while (true) {
-    fmt::print("> ");
-    std::fflush(stdout);
     g_interrupted = false;
-    if (!std::getline(std::cin, line)) {
-      if (g_interrupted && !std::cin.eof()) {  // Ctrl-C at the prompt: a fresh line
-        std::cin.clear();
-        fmt::print("\n");
-        continue;
-      }
+    bool interrupted = false;
+    const std::optional<std::string> typed = reader.read("> ", &interrupted);
+    if (!typed) {
       fmt::print("\n");
+      if (interrupted || g_interrupted) continue;  // Ctrl-C at the prompt: a fresh line
       return 0;
     }
-    if (line.empty()) continue;
-    if (line == "/quit" || line == "/exit") return 0;
-    if (line == "/help") {
-      fmt::print("/reset: a new conversation; /save FILE: write it as JSON messages; /quit; "
-                 "Ctrl-C stops a reply\n");
+    const ChatLine in = parse_chat_line(*typed);
+    if (in.kind == ChatLineKind::Message && in.text.empty()) continue;
+    if (in.kind == ChatLineKind::Quit) return 0;
+    if (in.kind == ChatLineKind::Help || in.kind == ChatLineKind::Refused) {
+      fmt::print("{}\n", in.kind == ChatLineKind::Help ? chat_commands_help() : in.text);
       continue;
     }
-    if (line == "/reset") {
+    if (in.kind == ChatLineKind::Reset) {
       history = start;
       fmt::print("(a new conversation)\n");
       continue;
     }
-    if (line.rfind("/save ", 0) == 0) {
+    if (in.kind == ChatLineKind::Save) {
       try {
-        save(history, line.substr(6));
-        fmt::print("(saved {} messages to {})\n", history.size(), line.substr(6));
+        save(history, in.text);
+        fmt::print("(saved {} messages to {})\n", history.size(), in.text);
       } catch (const Error& e) {
         fmt::print("error: {}\n", e.what());
       }
       continue;
     }
+    const std::string& line = in.text;
     history.emplace_back("user", line);
     std::vector<int32_t> prompt;
     ChatPrompt p;

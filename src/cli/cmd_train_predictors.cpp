@@ -26,7 +26,7 @@ struct TrainOptions {
   int64_t max_tokens = 16384, ctx = 512;
   int threads = default_threads();
   double recall = 0.99;
-  int epochs = 8;
+  int epochs = 8, search_epochs = 3;
   bool keep_down = false, json = false, verbose = false;
 };
 
@@ -42,7 +42,11 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o) {
   cmd->add_option("--ranks", o.ranks, "Rank ladder, comma separated, increasing");
   cmd->add_option("--recall", o.recall, "Recall target on held-out tokens")
       ->check(in_range(0.5, 1.0));
-  cmd->add_option("--epochs", o.epochs, "Training epochs per rank")->check(in_range(1, 1000));
+  cmd->add_option("--epochs", o.epochs, "Training epochs of the chosen rank")
+      ->check(in_range(1, 1000));
+  cmd->add_option("--search-epochs", o.search_epochs,
+                  "Training epochs per rank while searching the ladder")
+      ->check(in_range(1, 1000));
   cmd->add_option("--predictor-type", o.type, "Predictor weight type: f32, f16, q8_0");
   cmd->add_flag("--keep-down", o.keep_down, "Keep ffn_down as well as ffn_down_t");
   cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
@@ -140,6 +144,7 @@ int run_training(const TrainOptions& o) {
   PredictorTrainingOptions opt;
   opt.recall_target = o.recall;
   opt.epochs = o.epochs;
+  opt.search_epochs = o.search_epochs;
   opt.rank_ladder = rank_ladder(o.ranks, *type);
   const auto model = Model::load(o.model);
   if (!ffn_is_relu_family(model->config.ffn))

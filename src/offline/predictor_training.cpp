@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "format/gguf_writer.h"
 #include "model/down_transpose.h"
+#include "offline/float_products.h"
 #include "offline/text_windows.h"
 #include "runtime/session.h"
 #include "tensor/quantize.h"
@@ -67,61 +68,38 @@ class PredictorNet {
   // scores[b][n_ff] for inputs x[b][d]; hidden (pre-activation) kept in hpre.
   void forward(const float* x, int64_t b, std::vector<float>& hpre, std::vector<float>& h,
                std::vector<float>& scores) const {
-    hpre.resize(b * r_), h.resize(b * r_), scores.resize(b * f_);
-    pool_.parallel_for(b, [&](int64_t b0, int64_t b1, int) {
-      for (int64_t t = b0; t < b1; ++t)
-        for (int64_t m = 0; m < r_; ++m) {
-          hpre[t * r_ + m] = k_.dot_f32(w1_.data() + m * d_, x + t * d_, d_);
-          h[t * r_ + m] = std::max(hpre[t * r_ + m], 0.0f);
-        }
-    });
-    pool_.parallel_for(f_, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t t = 0; t < b; ++t)
-        for (int64_t i = i0; i < i1; ++i)
-          scores[t * f_ + i] = k_.dot_f32(w2_.data() + i * r_, h.data() + t * r_, r_);
-    });
+    multiply_abt(k_, pool_, x, b, w1_.data(), r_, d_, hpre);
+    h.resize(hpre.size());
+    for (size_t i = 0; i < h.size(); ++i) h[i] = std::max(hpre[i], 0.0f);
+    multiply_abt(k_, pool_, h.data(), b, w2_.data(), f_, r_, scores);
   }
 
+  // One Adam step on a batch; the gradients as products of whole matrices (transposed where a
+  // product sums over the batch).
   void train_step(const float* x, const uint8_t* y, int64_t b, float lr, float pos_weight) {
     forward(x, b, hpre_, h_, s_);
     // dL/ds for weighted binary cross-entropy, averaged over the batch.
     ds_.resize(b * f_);
-    for (int64_t i = 0; i < b * f_; ++i) {
-      const float p = 1.0f / (1.0f + std::exp(-s_[i]));
-      ds_[i] = (y[i] ? pos_weight * (p - 1.0f) : p) / static_cast<float>(b);
-    }
-    g2_.assign(w2_.size(), 0.0f);
-    pool_.parallel_for(f_, [&](int64_t i0, int64_t i1, int) {
-      for (int64_t i = i0; i < i1; ++i)
-        for (int64_t t = 0; t < b; ++t)
-          if (ds_[t * f_ + i] != 0.0f)
-            axpy1(h_.data() + t * r_, ds_[t * f_ + i], g2_.data() + i * r_, r_);
-    });
-    dh_.assign(b * r_, 0.0f);
-    pool_.parallel_for(b, [&](int64_t b0, int64_t b1, int) {
-      for (int64_t t = b0; t < b1; ++t) {
-        for (int64_t i = 0; i < f_; ++i)
-          axpy1(w2_.data() + i * r_, ds_[t * f_ + i], dh_.data() + t * r_, r_);
-        for (int64_t m = 0; m < r_; ++m)
-          if (hpre_[t * r_ + m] <= 0.0f) dh_[t * r_ + m] = 0.0f;
+    pool_.parallel_for(b, [&](int64_t t0, int64_t t1, int) {
+      for (int64_t i = t0 * f_; i < t1 * f_; ++i) {
+        const float p = 1.0f / (1.0f + std::exp(-s_[i]));
+        ds_[i] = (y[i] ? pos_weight * (p - 1.0f) : p) / static_cast<float>(b);
       }
     });
-    g1_.assign(w1_.size(), 0.0f);
-    pool_.parallel_for(r_, [&](int64_t m0, int64_t m1, int) {
-      for (int64_t m = m0; m < m1; ++m)
-        for (int64_t t = 0; t < b; ++t)
-          if (dh_[t * r_ + m] != 0.0f) axpy1(x + t * d_, dh_[t * r_ + m], g1_.data() + m * d_, d_);
-    });
+    transpose(pool_, h_.data(), b, r_, h_t_);
+    multiply_ab_transposed(k_, pool_, h_t_.data(), r_, ds_.data(), f_, b, g2_);  // [f][r]
+    multiply_ab_transposed(k_, pool_, ds_.data(), b, w2_.data(), r_, f_, dh_t_);  // [r][b]
+    for (int64_t m = 0; m < r_; ++m)
+      for (int64_t t = 0; t < b; ++t)
+        if (hpre_[t * r_ + m] <= 0.0f) dh_t_[m * b + t] = 0.0f;
+    transpose(pool_, x, b, d_, x_t_);
+    multiply_abt(k_, pool_, dh_t_.data(), r_, x_t_.data(), d_, b, g1_);  // [r][d]
     ++step_;
     adam(w1_, g1_, m1_, v1_, lr);
     adam(w2_, g2_, m2_, v2_, lr);
   }
 
   std::vector<float>& w1() { return w1_; }
-  // y += c * w with the SIMD kernel.
-  void axpy1(const float* w, float c, float* y, int64_t n) const {
-    k_.axpy_f32(&w, &c, 1, y, n, nullptr, 0);
-  }
   std::vector<float>& w2() { return w2_; }
 
  private:
@@ -130,18 +108,22 @@ class PredictorNet {
     const float b1 = 0.9f, b2 = 0.999f;
     const float c1 = 1.0f - std::pow(b1, static_cast<float>(step_));
     const float c2 = 1.0f - std::pow(b2, static_cast<float>(step_));
-    for (size_t i = 0; i < w.size(); ++i) {
-      m[i] = b1 * m[i] + (1 - b1) * g[i];
-      v[i] = b2 * v[i] + (1 - b2) * g[i] * g[i];
-      w[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + 1e-8f);
-    }
+    pool_.parallel_for(static_cast<int64_t>(w.size()), [&](int64_t lo, int64_t hi, int) {
+      float *wp = w.data(), *mp = m.data(), *vp = v.data();
+      const float* gp = g.data();
+      for (int64_t i = lo; i < hi; ++i) {
+        mp[i] = b1 * mp[i] + (1 - b1) * gp[i];
+        vp[i] = b2 * vp[i] + (1 - b2) * gp[i] * gp[i];
+        wp[i] -= lr * (mp[i] / c1) / (std::sqrt(vp[i] / c2) + 1e-8f);
+      }
+    });
   }
 
   int64_t d_, f_, r_;
   const CpuKernels& k_;
   ThreadPool& pool_;
   std::vector<float> w1_, w2_, m1_, v1_, m2_, v2_, g1_, g2_;
-  std::vector<float> hpre_, h_, s_, ds_, dh_;
+  std::vector<float> hpre_, h_, s_, ds_, h_t_, dh_t_, x_t_;
   int64_t step_ = 0;
 };
 
@@ -150,88 +132,129 @@ struct Split {
   int64_t size() const { return end - begin; }
 };
 
+// One layer's samples ready for training: inputs scaled to unit RMS (the scale is folded into
+// fc1 at the end), the train split's mean input and each neuron's base rate.
+struct ScaledSamples {
+  const LayerSamples& data;
+  int64_t d, n_ff;
+  Split train, cal, held;
+  float scale = 1;
+  std::vector<float> x, mean;
+  std::vector<double> base;
+
+  ScaledSamples(const LayerSamples& samples, int64_t d_in, int64_t neurons)
+      : data(samples), d(d_in), n_ff(neurons) {
+    const int64_t n = data.count;
+    train = {0, n * 8 / 10}, cal = {n * 8 / 10, n * 9 / 10}, held = {n * 9 / 10, n};
+    double sq = 0;
+    for (int64_t i = 0; i < train.end * d; ++i) sq += double{data.inputs[i]} * data.inputs[i];
+    scale = static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(train.end * d) + 1e-30));
+    x.resize(data.inputs.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = data.inputs[i] * scale;
+    mean.assign(d, 0.0f);
+    base.assign(n_ff, 0.0);
+    for (int64_t t = train.begin; t < train.end; ++t) {
+      for (int64_t j = 0; j < d; ++j) mean[j] += x[t * d + j] / static_cast<float>(train.size());
+      for (int64_t i = 0; i < n_ff; ++i) base[i] += data.active[t * n_ff + i];
+    }
+    for (auto& b : base) b /= static_cast<double>(train.size());
+  }
+};
+
+PredictorNet train_net(const ScaledSamples& s, int64_t rank, int epochs,
+                       const PredictorTrainingOptions& o, const CpuKernels& k, ThreadPool& pool) {
+  const int64_t d = s.d, n_ff = s.n_ff;
+  PredictorNet net(d, n_ff, rank, k, pool);
+  net.init(s.mean, s.base, o.seed + static_cast<uint64_t>(rank));
+  std::vector<int64_t> order(s.train.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937_64 rng(o.seed);
+  std::vector<float> xb(static_cast<size_t>(o.batch * d));
+  std::vector<uint8_t> yb(static_cast<size_t>(o.batch * n_ff));
+  for (int e = 0; e < epochs; ++e) {
+    std::shuffle(order.begin(), order.end(), rng);
+    const float lr = o.learning_rate * (e + 1 == epochs ? 0.3f : 1.0f);
+    for (int64_t b = 0; b + o.batch <= s.train.size(); b += o.batch) {
+      for (int64_t t = 0; t < o.batch; ++t) {
+        const int64_t src = order[b + t];
+        std::copy_n(s.x.begin() + src * d, d, xb.begin() + t * d);
+        std::copy_n(s.data.active.begin() + src * n_ff, n_ff, yb.begin() + t * n_ff);
+      }
+      net.train_step(xb.data(), yb.data(), o.batch, lr, o.positive_weight);
+    }
+  }
+  return net;
+}
+
+// The threshold calibrated on the calibration split for the recall target, then recall,
+// precision and density measured on the held-out split.
+TrainedPredictor evaluate_net(const PredictorNet& net, const ScaledSamples& s, int64_t rank,
+                              bool gated, double recall_target) {
+  const int64_t d = s.d, n_ff = s.n_ff;
+  std::vector<float> hp, h, scores, active_scores;
+  net.forward(s.x.data() + s.cal.begin * d, s.cal.size(), hp, h, scores);
+  for (int64_t i = 0; i < s.cal.size() * n_ff; ++i)
+    if (s.data.active[s.cal.begin * n_ff + i]) active_scores.push_back(scores[i]);
+  float threshold = 0.0f;
+  if (!active_scores.empty()) {  // the (1 - target) quantile of the active neurons' scores
+    const size_t q = static_cast<size_t>(
+        std::floor((1.0 - recall_target) * static_cast<double>(active_scores.size())));
+    std::nth_element(active_scores.begin(), active_scores.begin() + q, active_scores.end());
+    threshold = active_scores[q];
+  }
+  net.forward(s.x.data() + s.held.begin * d, s.held.size(), hp, h, scores);
+  uint64_t tp = 0, pred = 0, act = 0;
+  for (int64_t i = 0; i < s.held.size() * n_ff; ++i) {
+    const bool a = s.data.active[s.held.begin * n_ff + i], p = scores[i] >= threshold;
+    tp += a && p, pred += p, act += a;
+  }
+  const double total = static_cast<double>(s.held.size() * n_ff);
+  const double ffn_macs = static_cast<double>((gated ? 3 : 2) * d * n_ff);
+  TrainedPredictor r;
+  r.rank = rank;
+  r.threshold = threshold;
+  r.recall = act ? double(tp) / act : 1.0;
+  r.precision = pred ? double(tp) / pred : 1.0;
+  r.predicted_density = pred / total;
+  r.true_density = act / total;
+  r.predictor_share = static_cast<double>(rank * (d + n_ff)) / ffn_macs;
+  r.cost_share = r.predictor_share + r.predicted_density;
+  return r;
+}
+
+std::string describe(const TrainedPredictor& r, int epochs) {
+  return fmt::format(
+      "rank {:>4} ({} epochs): recall {:.4f} precision {:.3f} density {:.3f} (true {:.3f}) "
+      "cost {:.1f}% of dense",
+      r.rank, epochs, r.recall, r.precision, r.predicted_density, r.true_density,
+      100 * r.cost_share);
+}
+
+TrainedPredictor with_weights(TrainedPredictor r, PredictorNet& net, float scale) {
+  r.fc1 = std::move(net.w1());
+  r.fc2 = std::move(net.w2());
+  for (auto& v : r.fc1) v *= scale;  // the predictor reads unscaled inputs
+  return r;
+}
+
 }  // namespace
 
 TrainedPredictor train_layer_predictor(const LayerSamples& data, int64_t d, int64_t n_ff,
                                        bool gated, const PredictorTrainingOptions& o,
                                        ThreadPool& pool,
                                        const std::function<void(const std::string&)>& log) {
-  const int64_t n = data.count;
-  if (n < 50) fail("too few tokens to train predictors ({}); give more text", n);
-  const Split train{0, n * 8 / 10}, cal{n * 8 / 10, n * 9 / 10}, held{n * 9 / 10, n};
-  // Inputs scaled to unit RMS (the scale is folded into fc1 at the end).
-  double sq = 0;
-  for (int64_t i = 0; i < train.end * d; ++i) sq += double{data.inputs[i]} * data.inputs[i];
-  const float scale =
-      static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(train.end * d) + 1e-30));
-  std::vector<float> x(data.inputs.size());
-  for (size_t i = 0; i < x.size(); ++i) x[i] = data.inputs[i] * scale;
-  std::vector<float> mean(d, 0.0f);
-  std::vector<double> base(n_ff, 0.0);
-  for (int64_t t = train.begin; t < train.end; ++t) {
-    for (int64_t j = 0; j < d; ++j) mean[j] += x[t * d + j] / static_cast<float>(train.size());
-    for (int64_t i = 0; i < n_ff; ++i) base[i] += data.active[t * n_ff + i];
-  }
-  for (auto& b : base) b /= static_cast<double>(train.size());
-
+  if (data.count < 50) fail("too few tokens to train predictors ({}); give more text", data.count);
+  const ScaledSamples s(data, d, n_ff);
   const CpuKernels& k = best_kernels();
-  const double ffn_macs = static_cast<double>((gated ? 3 : 2) * d * n_ff);
+  // The ladder is searched with short training (ranks' costs order the same after a few epochs;
+  // on fewer tokens they did not); the chosen rank is then trained for the full epochs.
+  const int search_epochs = std::min(o.search_epochs, o.epochs);
   TrainedPredictor best;
   bool best_meets = false;
-  std::vector<float> hp, h, scores;
   for (int64_t rank : o.rank_ladder) {
-    PredictorNet net(d, n_ff, rank, k, pool);
-    net.init(mean, base, o.seed + static_cast<uint64_t>(rank));
-    std::vector<int64_t> order(train.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::mt19937_64 rng(o.seed);
-    std::vector<float> xb(static_cast<size_t>(o.batch * d));
-    std::vector<uint8_t> yb(static_cast<size_t>(o.batch * n_ff));
-    for (int e = 0; e < o.epochs; ++e) {
-      std::shuffle(order.begin(), order.end(), rng);
-      const float lr = o.learning_rate * (e + 1 == o.epochs ? 0.3f : 1.0f);
-      for (int64_t s = 0; s + o.batch <= train.size(); s += o.batch) {
-        for (int64_t t = 0; t < o.batch; ++t) {
-          const int64_t src = order[s + t];
-          std::copy_n(x.begin() + src * d, d, xb.begin() + t * d);
-          std::copy_n(data.active.begin() + src * n_ff, n_ff, yb.begin() + t * n_ff);
-        }
-        net.train_step(xb.data(), yb.data(), o.batch, lr, o.positive_weight);
-      }
-    }
-    // Calibrate the threshold: the (1 - target) quantile of the active neurons' scores.
-    std::vector<float> active_scores;
-    net.forward(x.data() + cal.begin * d, cal.size(), hp, h, scores);
-    for (int64_t i = 0; i < cal.size() * n_ff; ++i)
-      if (data.active[cal.begin * n_ff + i]) active_scores.push_back(scores[i]);
-    float threshold = 0.0f;
-    if (!active_scores.empty()) {
-      const size_t q = static_cast<size_t>(
-          std::floor((1.0 - o.recall_target) * static_cast<double>(active_scores.size())));
-      std::nth_element(active_scores.begin(), active_scores.begin() + q, active_scores.end());
-      threshold = active_scores[q];
-    }
-    net.forward(x.data() + held.begin * d, held.size(), hp, h, scores);
-    uint64_t tp = 0, pred = 0, act = 0;
-    for (int64_t i = 0; i < held.size() * n_ff; ++i) {
-      const bool a = data.active[held.begin * n_ff + i], p = scores[i] >= threshold;
-      tp += a && p, pred += p, act += a;
-    }
-    const double total = static_cast<double>(held.size() * n_ff);
-    TrainedPredictor r;
-    r.rank = rank;
-    r.threshold = threshold;
-    r.recall = act ? double(tp) / act : 1.0;
-    r.precision = pred ? double(tp) / pred : 1.0;
-    r.predicted_density = pred / total;
-    r.true_density = act / total;
-    r.predictor_share = static_cast<double>(rank * (d + n_ff)) / ffn_macs;
-    r.cost_share = r.predictor_share + r.predicted_density;
-    if (log)
-      log(fmt::format(
-          "rank {:>4}: recall {:.4f} precision {:.3f} density {:.3f} (true {:.3f}) "
-          "cost {:.1f}% of dense",
-          rank, r.recall, r.precision, r.predicted_density, r.true_density, 100 * r.cost_share));
+    PredictorNet net = train_net(s, rank, search_epochs, o, k, pool);
+    TrainedPredictor r = evaluate_net(net, s, rank, gated, o.recall_target);
+    if (log) log(describe(r, search_epochs));
     // A rank "meets" the target when its held-out recall is within 0.01 of it (the threshold
     // was calibrated on other tokens). Among those the cheapest wins; failing all, the best recall.
     const bool meets = r.recall >= o.recall_target - 0.01;
@@ -239,16 +262,17 @@ TrainedPredictor train_layer_predictor(const LayerSamples& data, int64_t d, int6
                       (meets && (!best_meets || r.cost_share < best.cost_share)) ||
                       (!meets && !best_meets && r.recall > best.recall);
     if (take) {
-      r.fc1 = std::move(net.w1());
-      r.fc2 = std::move(net.w2());
-      for (auto& v : r.fc1) v *= scale;  // the predictor reads unscaled inputs
-      best = std::move(r);
+      best = with_weights(std::move(r), net, s.scale);
       best_meets = meets;
     } else if (meets && best_meets) {
       break;  // the cost rose: larger ranks only cost more
     }
   }
-  return best;
+  if (search_epochs == o.epochs) return best;
+  PredictorNet net = train_net(s, best.rank, o.epochs, o, k, pool);
+  TrainedPredictor r = evaluate_net(net, s, best.rank, gated, o.recall_target);
+  if (log) log(describe(r, o.epochs));
+  return with_weights(std::move(r), net, s.scale);
 }
 
 void write_model_with_predictors(const Model& model, const std::vector<TrainedPredictor>& p,

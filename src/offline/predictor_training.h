@@ -4,9 +4,9 @@
 // precision: a missed neuron changes the output, an extra one only costs time). Each layer's
 // threshold is then calibrated on a separate split so that `recall_target` of the truly active
 // neurons are predicted, and recall/precision are measured on a third, held-out split. The rank
-// is chosen per layer from a ladder: ranks are tried in increasing order and the one with the
-// lowest total cost (predictor + predicted neurons' FFN rows) wins; the search stops once the
-// cost rises.
+// is chosen per layer from a ladder: ranks are tried in increasing order, each trained briefly
+// (search_epochs), and the one with the lowest total cost (predictor + predicted neurons' FFN
+// rows) wins; the search stops once the cost rises; the winner is then trained for `epochs`.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +23,7 @@ struct PredictorTrainingOptions {
   std::vector<int64_t> rank_ladder = {16, 32, 64, 128, 256, 512};
   double recall_target = 0.99;
   int epochs = 8;
+  int search_epochs = 3;  // epochs per rank while searching the ladder
   int batch = 256;
   float learning_rate = 2e-3f;
   float positive_weight = 4.0f;

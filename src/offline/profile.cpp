@@ -32,6 +32,7 @@ NeuronProfile profile_model(const Model& model, const std::vector<int32_t>& toke
   const int64_t neurons = c.ffn_neurons();
   NeuronProfile p;
   p.model_hash = model_hash(model);
+  p.model_file = model.file->path();
   p.ffn_mode = mode == FfnMode::Predict ? "predict" : "dense";
   p.counts.assign(c.n_layer, std::vector<uint32_t>(neurons, 0));
   SessionOptions options;
@@ -109,6 +110,7 @@ void write_profile(const NeuronProfile& p, const std::string& path) {
   GgufWriter w(path);
   w.set("general.architecture", GgufValue::str(kProfileArch));
   w.set("strata.profile.model_hash", GgufValue::str(p.model_hash));
+  w.set("strata.profile.model_file", GgufValue::str(p.model_file));
   w.set("strata.profile.text", GgufValue::str(p.text));
   w.set("strata.profile.tokens", GgufValue::u64(p.tokens));
   w.set("strata.profile.layer_count", GgufValue::u32(static_cast<uint32_t>(p.counts.size())));
@@ -142,6 +144,7 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
     fail("'{}' is not a strata activation profile", path);
   NeuronProfile p;
   p.model_hash = f->get_string("strata.profile.model_hash", "");
+  p.model_file = f->get_string("strata.profile.model_file", "").substr(0, 256);
   p.text = f->get_string("strata.profile.text", "");
   p.ffn_mode = f->get_string("strata.profile.ffn_mode", "dense");
   if (p.ffn_mode != "dense" && p.ffn_mode != "predict")
@@ -154,7 +157,12 @@ NeuronProfile read_profile(const std::string& path, const std::string& expected_
     fail("'{}': strata.profile.tokens is {}; a profile counts at least one token", path, tokens);
   p.tokens = static_cast<uint64_t>(tokens);
   if (!expected_hash.empty() && p.model_hash != expected_hash)
-    fail("'{}' was made from another model (hash {} vs {})", path, p.model_hash, expected_hash);
+    fail(
+        "'{}' profiles {} (hash {}), not the model given (hash {}); profile the model you run "
+        "(after train-predictors, the file it wrote; for a bundle, the file it was bundled "
+        "from): strata profile -m MODEL -f TEXT -o {}",
+        path, p.model_file.empty() ? "another model" : "'" + p.model_file + "'",
+        p.model_hash.substr(0, 64), expected_hash, path);
   const int64_t layers = f->get_int("strata.profile.layer_count");
   if (layers <= 0 || layers > static_cast<int64_t>(f->tensors().size()))
     fail("'{}': strata.profile.layer_count {} does not match its {} tensors", path, layers,

@@ -18,6 +18,7 @@ namespace strata {
 
 struct NeuronProfile {
   std::string model_hash;  // content_hash_hex of the model file
+  std::string model_file;  // the profiled model's file name (empty in older profiles)
   std::string text;        // what was read (file name)
   uint64_t tokens = 0;
   std::vector<std::vector<uint32_t>> counts;  // [layer][n_ff]

@@ -26,6 +26,18 @@ void TokenLaneActivations::prepare(std::span<const float* const> xs, int64_t col
     }
 }
 
+void TokenLaneActivations::prepare_columns(const float* m, int64_t rows, int64_t tokens,
+                                           int lanes) {
+  tokens_ = tokens;
+  cols_ = rows;
+  lanes_ = lanes;
+  groups_ = static_cast<int>((tokens_ + lanes - 1) / lanes);
+  const int64_t width = static_cast<int64_t>(groups_) * lanes;
+  xt_.assign(static_cast<size_t>((width * rows + 15) / 16), Line{});
+  float* xt = xt_.data()->v;
+  for (int64_t k = 0; k < rows; ++k) std::copy_n(m + k * tokens, tokens, xt + k * width);
+}
+
 bool uses_token_lanes(int64_t batch, int lanes) {
   return lanes > 0 && batch >= lanes;
 }

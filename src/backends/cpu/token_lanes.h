@@ -19,6 +19,9 @@ class TokenLaneActivations {
   // xs: the batch's activation vectors, `cols` values each; tokens past the batch up to a whole
   // group of `lanes` are zeros.
   void prepare(std::span<const float* const> xs, int64_t cols, int lanes);
+  // The tokens are the columns of `m` (row-major, `rows` x `tokens`): each token's `rows`
+  // values are one column, so the lanes are m's rows copied (no transposition).
+  void prepare_columns(const float* m, int64_t rows, int64_t tokens, int lanes);
   const float* data() const { return xt_.data()->v; }
   int groups() const { return groups_; }
   int lanes() const { return lanes_; }

@@ -71,8 +71,43 @@ echo "ok: a whole reply streamed and the prompt came back"
 echo "the terminal (each line cut at 100 characters, a reply at 6 lines):"
 screen | grep -v '^$' | awk '/^>|^\(|\[stopped\]|\[the reply/ { n = 0; print substr($0, 1, 100); next }
   { if (++n <= 6) print substr($0, 1, 100); else if (n == 7) print "  ..." }'
+# Commands: an unknown one is refused with the list, never sent to the model; Up recalls it.
+tmux send-keys -t "$session" "/bogus" Enter
+wait_for 'unknown command /bogus .*/reset' 10
+tmux send-keys -t "$session" Up
+wait_for '^> /bogus$' 10
+tmux send-keys -t "$session" Enter
+i=0
+while [ "$(screen | grep -c 'unknown command /bogus')" -lt 2 ]; do
+  i=$((i + 1))
+  [ "$i" -lt 200 ] || { echo "FAILED: Up did not recall the last line"; screen; exit 1; }
+  sleep 0.05
+done
+echo "ok: /bogus refused with the list, and Up recalled it (line editing with history)"
 tmux send-keys -t "$session" C-d
 i=0
 while [ ! -s "$work/status" ] && [ "$i" -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 [ "$(cat "$work/status" 2>/dev/null)" = 0 ] || { echo "FAILED: exit status $(cat "$work/status" 2>/dev/null)"; screen; exit 1; }
 echo "ok: Ctrl-D ended the chat with status 0"
+
+# Ten turns of short replies in a fresh chat: every turn answered, the oldest turns left out
+# (with a note) once the 256-token context is full, never an error.
+rm -f "$work/status"
+tmux kill-session -t "$session" 2>/dev/null || true
+tmux new-session -d -s "$session" -x 160 -y 200 \
+  "'$strata' chat -m '$model' --temp 0 -n 24 -t 1; echo \$? > '$work/status'; sleep 60"
+wait_for '^chat with .*template' 30
+wait_for '^>$'
+for turn in 1 2 3 4 5 6 7 8 9 10; do
+  tmux send-keys -t "$session" "And it came to pass $turn" Enter
+  wait_for "^> And it came to pass $turn\$" 10
+  i=0
+  while [ "$(last_line)" != ">" ]; do
+    i=$((i + 1))
+    [ "$i" -lt 600 ] || { echo "FAILED: no prompt after turn $turn"; screen; exit 1; }
+    sleep 0.05
+  done
+done
+if screen | grep -q '^error'; then echo "FAILED: a turn failed"; screen; exit 1; fi
+echo "ok: ten turns answered$(screen | grep -q 'left out' && echo ', the oldest left out with a note')"
+tmux send-keys -t "$session" C-d

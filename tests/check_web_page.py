@@ -6,7 +6,11 @@ DevTools protocol (python3-websocket), on the shipped model behind an API key:
   - with the key typed in, it shows the model's name (from /props);
   - a message streams a reply (the text grows while the reply is in flight); Stop ends it
     ("[stopped]"), the text then stays as it was, and the server counts a cancelled request;
-  - a second message gets a whole reply (after the first turn) that ends by itself;
+  - a second message gets a whole reply (after the first turn) that ends by itself, with its
+    timing (tokens, tok/s, the prompt's time) under it; eight more turns each get one (ten in
+    all: the oldest are left out once the context is full);
+  - replies are Markdown rendered as elements (code blocks, lists, bold), markup shown as text;
+  - at 400 px wide nothing overflows and the buttons stay on screen;
   - a screenshot of the page is written to WORK_DIR/chat_page.png (its path printed).
 Exits 77 (skipped) without chromium or python3-websocket.
 
@@ -104,9 +108,27 @@ def metric(port, name):
 
 
 def last_reply(dt):
+    """The last reply's state, its text (the rendered Markdown without the page's notes) and
+    everything it shows."""
     return dt.js("(() => { const r = [...document.querySelectorAll('.assistant')].pop();"
-                 " return r ? {state: r.dataset.state, text: r.firstChild ? r.firstChild.nodeValue : '',"
-                 " all: r.textContent} : null; })()")
+                 " if (!r) return null;"
+                 " const own = [...r.childNodes].filter(n => !(n.classList && (n.classList.contains('note')"
+                 " || n.classList.contains('timing'))));"
+                 " const timing = r.querySelector('.timing');"
+                 " return {state: r.dataset.state, text: own.map(n => n.textContent).join(''),"
+                 " all: r.textContent, timing: timing ? timing.textContent : ''}; })()")
+
+
+MARKDOWN_CHECK = r"""(() => {
+  const d = document.createElement('div');
+  renderMarkdown(d, 'Intro with `x<y` and **bold** <img src=x onerror="window.pwned=1">\n\n' +
+                    '```js\nlet a = "<b>";\n```\n- one\n- two\n1. first\n# Title\n```\nopen');
+  return {pre: d.querySelectorAll('pre').length, li: d.querySelectorAll('ul > li').length,
+          ol: d.querySelectorAll('ol > li').length, strong: d.querySelectorAll('strong').length,
+          code: d.querySelectorAll('p code').length, img: d.querySelectorAll('img, b').length,
+          firstPre: d.querySelector('pre').textContent, lastPre: [...d.querySelectorAll('pre')].pop().textContent,
+          text: d.querySelector('p').textContent};
+})()"""
 
 
 def main():
@@ -166,7 +188,36 @@ def main():
         assert done["state"] == "done" and done["text"], done
         users = dt.js("document.querySelectorAll('.user').length")
         assert users == 2, users
-        print(f"ok: a second turn got a whole reply: {done['all'][:60]!r}...")
+        assert "tok/s" in done["timing"] and "prompt" in done["timing"], done
+        print(f"ok: a second turn got a whole reply: {done['text'][:60]!r}... timed: {done['timing']!r}")
+
+        # Eight more turns: ten in all, the oldest left out once the context is full.
+        for turn in range(3, 11):
+            dt.js("document.getElementById('input').value = 'And it came to pass';"
+                  "document.getElementById('send').click()")
+            reply = wait_until(f"reply {turn}", lambda: dt.js("document.querySelectorAll('.user').length") == turn
+                               and (r := last_reply(dt)) and r["state"] in ("done", "error") and r)
+            assert reply["state"] == "done" and reply["text"], (turn, reply)
+        print(f"ok: ten turns, each with a whole reply (the last: {reply['all'][-80:]!r})")
+
+        md = dt.js(MARKDOWN_CHECK)
+        assert md["pre"] == 2 and md["li"] == 2 and md["ol"] == 1 and md["code"] == 1, md
+        assert md["img"] == 0 and "<img" in md["text"] and md["firstPre"] == 'let a = "<b>";', md
+        assert md["lastPre"] == "open" and md["strong"] == 2, md
+        assert not dt.js("window.pwned === 1"), "markup in a reply ran"
+        print(f"ok: Markdown rendered as elements (code blocks, lists, bold), markup shown as text: {md}")
+
+        dt.call("Emulation.setDeviceMetricsOverride", width=400, height=720, deviceScaleFactor=1, mobile=True)
+        narrow = dt.js("(() => { const r = (id) => document.getElementById(id).getBoundingClientRect();"
+                       " return {scroll: document.documentElement.scrollWidth, send: r('send').right,"
+                       " stop: r('stop').right, reset: r('reset').right, input: r('input').width}; })()")
+        assert narrow["scroll"] <= 400 and max(narrow["send"], narrow["stop"], narrow["reset"]) <= 400, narrow
+        assert narrow["input"] >= 150, narrow
+        shot = dt.call("Page.captureScreenshot", format="png")
+        with open(os.path.join(os.path.abspath(work), "chat_page_400px.png"), "wb") as f:
+            f.write(base64.b64decode(shot["data"]))
+        print(f"ok: at 400 px nothing overflows: {narrow}")
+        dt.call("Emulation.setDeviceMetricsOverride", width=1000, height=720, deviceScaleFactor=1, mobile=False)
 
         shot = dt.call("Page.captureScreenshot", format="png")
         png = os.path.join(os.path.abspath(work), "chat_page.png")

@@ -282,12 +282,12 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
         ffn_mode_name(mode), f.density, r.ms_per_token(r.decode_times.attention),
         r.ms_per_token(r.decode_times.predictor), r.ms_per_token(r.decode_times.ffn),
         r.ms_per_token(r.decode_times.output));
-  fmt::print("| test   |   tok/s (median of {}) | runs\n", o.reps);
+  fmt::print("| test   | tok/s (median of {}) | runs |\n|--------|---------------------:|------|\n",
+             o.reps);
   if (!r.pp.empty())
-    fmt::print("| pp{:<4} | {:>10.2f}            | {:.2f}\n", o.n_prompt, f.pp,
-               fmt::join(r.pp, ", "));
+    fmt::print("| pp{:<4} | {:>20.2f} | {:.2f} |\n", o.n_prompt, f.pp, fmt::join(r.pp, ", "));
   if (!r.tg.empty())
-    fmt::print("| tg{:<4} | {:>10.2f}            | {:.2f}\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
+    fmt::print("| tg{:<4} | {:>20.2f} | {:.2f} |\n", o.n_gen, f.tg, fmt::join(r.tg, ", "));
   if (session.options().check_predictor) print_ffn_report(model, session, stdout);
   if (model.weights.bundled && r.prompt_tokens > 0)
     fmt::print("flash: {:.2f} MiB read per prompt token (batches of {}), cache hit rate {:.3f}\n",

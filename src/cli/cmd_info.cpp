@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "format/file_type.h"
 #include "format/gguf.h"
 #include "model/expert_summary.h"
@@ -45,11 +46,14 @@ Command add_info_command(CLI::App& app) {
     size_t max_items = 8;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("file", o->path, "GGUF model file")->required();
+  auto* file = cmd->add_option("file", o->path, "GGUF model file");
+  cmd->add_option("-m,--model", o->path, "GGUF model file (as llama.cpp's tools take it)")
+      ->excludes(file);
   cmd->add_flag("--json", o->json, "Print JSON instead of text");
   cmd->add_option("--max-items", o->max_items, "Array items to show per key");
   return {
       cmd, [o] {
+        if (o->path.empty()) fail("info needs a file: strata info FILE (or -m FILE)");
         const auto f = GgufFile::open(o->path);
         if (o->json) {
           nlohmann::json j;

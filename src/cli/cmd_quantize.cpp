@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/flag_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "offline/quantize.h"
@@ -55,6 +56,8 @@ Command add_quantize_command(CLI::App& app) {
   cmd->add_option("output", o->out, "Output GGUF file (written as OUTPUT.tmp, then renamed)")
       ->required();
   cmd->add_option("type", o->type, "Type or mixture: " + quant_recipe_names())->required();
+  cmd->add_option("nthreads", o->threads, "Threads, as llama-quantize's last argument")
+      ->check(in_range(1, 1024));
   cmd->add_flag("--pure", o->pure, "Every matrix the base type: no mixture, no Q6_K output");
   cmd->add_flag("--keep-predictors-f16", o->keep_predictors_f16,
                 "Keep PowerInfer predictors (fc1/fc2) F16 (the default)");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -161,30 +162,40 @@ struct ScaledSamples {
   }
 };
 
-PredictorNet train_net(const ScaledSamples& s, int64_t rank, int epochs,
-                       const PredictorTrainingOptions& o, const CpuKernels& k, ThreadPool& pool) {
-  const int64_t d = s.d, n_ff = s.n_ff;
-  PredictorNet net(d, n_ff, rank, k, pool);
-  net.init(s.mean, s.base, o.seed + static_cast<uint64_t>(rank));
-  std::vector<int64_t> order(s.train.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::mt19937_64 rng(o.seed);
-  std::vector<float> xb(static_cast<size_t>(o.batch * d));
-  std::vector<uint8_t> yb(static_cast<size_t>(o.batch * n_ff));
-  for (int e = 0; e < epochs; ++e) {
-    std::shuffle(order.begin(), order.end(), rng);
-    const float lr = o.learning_rate * (e + 1 == epochs ? 0.3f : 1.0f);
-    for (int64_t b = 0; b + o.batch <= s.train.size(); b += o.batch) {
-      for (int64_t t = 0; t < o.batch; ++t) {
-        const int64_t src = order[b + t];
-        std::copy_n(s.x.begin() + src * d, d, xb.begin() + t * d);
-        std::copy_n(s.data.active.begin() + src * n_ff, n_ff, yb.begin() + t * n_ff);
+// A rank's training in progress: the net (with Adam's state) and the shuffling, so that
+// training it for e epochs and then on to E is the same as training it for E at once.
+struct NetTraining {
+  PredictorNet net;
+  std::mt19937_64 rng;
+  std::vector<int64_t> order;
+  int epochs_done = 0;
+
+  NetTraining(const ScaledSamples& s, int64_t rank, const PredictorTrainingOptions& o,
+              const CpuKernels& k, ThreadPool& pool)
+      : net(s.d, s.n_ff, rank, k, pool), rng(o.seed), order(s.train.size()) {
+    net.init(s.mean, s.base, o.seed + static_cast<uint64_t>(rank));
+    std::iota(order.begin(), order.end(), 0);
+  }
+
+  // On to `until` epochs; the learning rate drops on the schedule's last epoch (o.epochs).
+  void train_until(int until, const ScaledSamples& s, const PredictorTrainingOptions& o) {
+    const int64_t d = s.d, n_ff = s.n_ff;
+    std::vector<float> xb(static_cast<size_t>(o.batch * d));
+    std::vector<uint8_t> yb(static_cast<size_t>(o.batch * n_ff));
+    for (; epochs_done < until; ++epochs_done) {
+      std::shuffle(order.begin(), order.end(), rng);
+      const float lr = o.learning_rate * (epochs_done + 1 == o.epochs ? 0.3f : 1.0f);
+      for (int64_t b = 0; b + o.batch <= s.train.size(); b += o.batch) {
+        for (int64_t t = 0; t < o.batch; ++t) {
+          const int64_t src = order[b + t];
+          std::copy_n(s.x.begin() + src * d, d, xb.begin() + t * d);
+          std::copy_n(s.data.active.begin() + src * n_ff, n_ff, yb.begin() + t * n_ff);
+        }
+        net.train_step(xb.data(), yb.data(), o.batch, lr, o.positive_weight);
       }
-      net.train_step(xb.data(), yb.data(), o.batch, lr, o.positive_weight);
     }
   }
-  return net;
-}
+};
 
 // The threshold calibrated on the calibration split for the recall target, then recall,
 // precision and density measured on the held-out split.
@@ -247,13 +258,15 @@ TrainedPredictor train_layer_predictor(const LayerSamples& data, int64_t d, int6
   const ScaledSamples s(data, d, n_ff);
   const CpuKernels& k = best_kernels();
   // The ladder is searched with short training (ranks' costs order the same after a few epochs;
-  // on fewer tokens they did not); the chosen rank is then trained for the full epochs.
+  // on fewer tokens they did not); the chosen rank then trains on to the full epochs.
   const int search_epochs = std::min(o.search_epochs, o.epochs);
   TrainedPredictor best;
+  std::unique_ptr<NetTraining> best_training;
   bool best_meets = false;
   for (int64_t rank : o.rank_ladder) {
-    PredictorNet net = train_net(s, rank, search_epochs, o, k, pool);
-    TrainedPredictor r = evaluate_net(net, s, rank, gated, o.recall_target);
+    auto training = std::make_unique<NetTraining>(s, rank, o, k, pool);
+    training->train_until(search_epochs, s, o);
+    TrainedPredictor r = evaluate_net(training->net, s, rank, gated, o.recall_target);
     if (log) log(describe(r, search_epochs));
     // A rank "meets" the target when its held-out recall is within 0.01 of it (the threshold
     // was calibrated on other tokens). Among those the cheapest wins; failing all, the best recall.
@@ -262,17 +275,18 @@ TrainedPredictor train_layer_predictor(const LayerSamples& data, int64_t d, int6
                       (meets && (!best_meets || r.cost_share < best.cost_share)) ||
                       (!meets && !best_meets && r.recall > best.recall);
     if (take) {
-      best = with_weights(std::move(r), net, s.scale);
+      best = std::move(r);
+      best_training = std::move(training);
       best_meets = meets;
     } else if (meets && best_meets) {
       break;  // the cost rose: larger ranks only cost more
     }
   }
-  if (search_epochs == o.epochs) return best;
-  PredictorNet net = train_net(s, best.rank, o.epochs, o, k, pool);
-  TrainedPredictor r = evaluate_net(net, s, best.rank, gated, o.recall_target);
-  if (log) log(describe(r, o.epochs));
-  return with_weights(std::move(r), net, s.scale);
+  // The winner trained on from where the search left it.
+  best_training->train_until(o.epochs, s, o);
+  TrainedPredictor r = evaluate_net(best_training->net, s, best.rank, gated, o.recall_target);
+  if (log && search_epochs < o.epochs) log(describe(r, o.epochs));
+  return with_weights(std::move(r), best_training->net, s.scale);
 }
 
 void write_model_with_predictors(const Model& model, const std::vector<TrainedPredictor>& p,

@@ -94,6 +94,7 @@ bool stream_completion(const CompletionRequest& req, JobHandle& job, const Compl
   for (size_t i = 0; i < results.size(); ++i) {
     json last = completion_chunk(req, cid, "", finish[i], static_cast<int>(i));
     if (req.include_usage && i + 1 == results.size()) last["usage"] = usage_json(results);
+    if (i + 1 == results.size()) last["timings"] = timings_json(results);
     if (req.dropped_messages > 0) last["dropped_messages"] = req.dropped_messages;
     if (!send(last)) return false;
   }

@@ -91,6 +91,9 @@ nlohmann::json completion_chunk(const CompletionRequest& req, const CompletionId
                                 int index = 0, const nlohmann::json& logprobs = nullptr);
 // The prompt counted once, the choices' tokens added.
 nlohmann::json usage_json(std::span<const GenerationResult> choices);
+// llama-server's extension: where a reply's time went (queued: waiting for a slot); in a whole
+// reply and in a stream's last chunk.
+nlohmann::json timings_json(std::span<const GenerationResult> choices);
 
 // JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
 // The assistant message of a reply to a request with tools: its tool_calls (ids, names,

@@ -11,6 +11,24 @@ namespace strata {
 
 using nlohmann::json;
 
+json timings_json(std::span<const GenerationResult> choices) {
+  int64_t predicted = 0;
+  double decode_s = 0;
+  for (const GenerationResult& r : choices) {
+    predicted += r.completion_tokens;
+    decode_s = std::max(decode_s, r.decode_s);
+  }
+  const GenerationResult& first = choices.front();
+  const int64_t evaluated = first.prompt_tokens - first.cached_tokens;
+  return {{"queued_ms", 1e3 * first.queued_s},
+          {"prompt_n", evaluated},
+          {"prompt_ms", 1e3 * first.prompt_s},
+          {"prompt_per_second", first.prompt_s > 0 ? evaluated / first.prompt_s : 0.0},
+          {"predicted_n", predicted},
+          {"predicted_ms", 1e3 * decode_s},
+          {"predicted_per_second", decode_s > 0 ? predicted / decode_s : 0.0}};
+}
+
 json usage_json(std::span<const GenerationResult> choices) {
   const GenerationResult& first = choices.front();
   int64_t completion = 0;
@@ -99,8 +117,6 @@ ToolReply tool_reply(const CompletionRequest& req, const CompletionIds& ids, con
 json completion_response(const CompletionRequest& req, const CompletionIds& ids,
                          std::span<const GenerationResult> choices, const TokenText& token_text) {
   json list = json::array();
-  int64_t predicted = 0;
-  double decode_s = 0;
   for (size_t i = 0; i < choices.size(); ++i) {
     const GenerationResult& r = choices[i];
     json choice = {{"index", i}, {"finish_reason", r.finish_reason}};
@@ -119,26 +135,14 @@ json completion_response(const CompletionRequest& req, const CompletionIds& ids,
       choice["logprobs"] = logprobs;
     }
     list.push_back(std::move(choice));
-    predicted += r.completion_tokens;
-    decode_s = std::max(decode_s, r.decode_s);
   }
-  const GenerationResult& first = choices.front();
-  const int64_t evaluated = first.prompt_tokens - first.cached_tokens;
   json reply = {{"id", ids.id},
           {"object", req.chat ? "chat.completion" : "text_completion"},
           {"created", ids.created},
           {"model", ids.model},
           {"choices", std::move(list)},
           {"usage", usage_json(choices)},
-          // llama-server's extension: where the time went (queued: waiting for a slot).
-          {"timings",
-           {{"queued_ms", 1e3 * first.queued_s},
-            {"prompt_n", evaluated},
-            {"prompt_ms", 1e3 * first.prompt_s},
-            {"prompt_per_second", first.prompt_s > 0 ? evaluated / first.prompt_s : 0.0},
-            {"predicted_n", predicted},
-            {"predicted_ms", 1e3 * decode_s},
-            {"predicted_per_second", decode_s > 0 ? predicted / decode_s : 0.0}}}};
+          {"timings", timings_json(choices)}};
   // strata's note: the oldest turns of a conversation too long for the context were left out.
   if (req.dropped_messages > 0) reply["dropped_messages"] = req.dropped_messages;
   return reply;

@@ -219,6 +219,18 @@ CostModel free_gpu_costs() {
 // strata's runs compute a layer whose dense blocks stay on the CPU wholly there: with
 // neurons_with_attention no solver puts such a layer's neurons in VRAM, and under a budget
 // that holds some layers' blocks the VRAM neurons all sit in those layers.
+TEST(Placement, APredictionMovesToTheMeasuredRamRateExactly) {
+  Inventory inv = make_inventory(3, 50, false, 5);
+  PlacementPlan p;
+  p.layers.resize(3);
+  CostModel slow = costs();
+  slow.ram_bytes_per_s = 25e9;
+  const PlanPrediction planned = evaluate(p, inv, costs());
+  EXPECT_NEAR(seconds_at_ram_rate(planned, costs().ram_bytes_per_s, 25e9),
+              evaluate(p, inv, slow).seconds_per_token, 1e-12);
+  EXPECT_EQ(seconds_at_ram_rate(planned, costs().ram_bytes_per_s, 0), planned.seconds_per_token);
+}
+
 TEST(Placement, NeuronsGoToVramOnlyWithTheirLayersAttention) {
   for (bool bundled : {false, true}) {
     const Inventory inv = make_inventory(6, 200, bundled, 11, 1 << 14);

@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/input_file.h"
 #include "core/timer.h"
+#include "placement/cost_model.h"
 #include "planning/bandwidth.h"
 #include "planning/compute_limit.h"
 #include "runtime/session.h"
@@ -195,7 +196,8 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
 
 nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const BenchFigures& f,
                           const Model& model, const Session& session, const PlannedRun& planned,
-                          double load_s, const TimelineSummary* timeline) {
+                          const PlanPrediction& predicted, double load_s,
+                          const TimelineSummary* timeline) {
   const NeuronCacheStats& fl = r.decode_flash;
   const double tokens = std::max(1.0, r.decode_tokens);
   const NeuronCacheStats& pf = r.prompt_flash;
@@ -240,7 +242,7 @@ nlohmann::json bench_json(const BenchOptions& o, const BenchResult& r, const Ben
       {"ffn_density", f.density},
       {"ffn_report", ffn_report_json(model, session)},
       {"plan", plan_summary(planned.plan, planned.inventory)},
-      {"plan_predicted_tokens_per_s", planned.plan.predicted.tokens_per_s()},
+      {"plan_predicted_tokens_per_s", predicted.tokens_per_s()},
       {"decode_flash",
        {{"bytes_read_per_token", fl.bytes_read / tokens},
         // The plan's cost model beside what the run read (a bundled model's decode).
@@ -299,6 +301,8 @@ void print_bench(const BenchOptions& o, const BenchResult& r, const BenchFigures
         "tok/s, the plan predicted {:.2f}\n",
         r.decode_flash.bytes_read / std::max(1.0, r.decode_tokens) / 1048576.0,
         predicted_flash_bytes / 1048576.0, f.tg, predicted.tokens_per_s());
+  if (!model.weights.bundled && r.decode_tokens > 0 && predicted.seconds_per_token > 0)
+    fmt::print("decode {:.2f} tok/s, the plan predicted {:.2f}\n", f.tg, predicted.tokens_per_s());
   if (model.weights.column_bundled && r.decode_tokens > 0) {
     const NeuronCacheStats& fl = r.decode_flash;
     fmt::print(
@@ -429,6 +433,14 @@ int run_bench(BenchOptions& o) {
     probe = probe_bandwidth(*backend, engine.pool(), *model, ram_left);
   }
   BenchFigures f = figures(r, *model, planned.session.ffn, probe);
+  // The plan's prediction at the RAM rate this run measured (a plan assumes one without
+  // measuring): the memory's streaming rate, else the decode kernels' (which a small model's
+  // matrices reach from the caches); a device's plan stays as planned.
+  PlanPrediction predicted = planned.plan.predicted;
+  const double ram_rate = f.memory > 0 ? f.memory : f.bandwidth;
+  if (cpu_alone && ram_rate > 0)
+    predicted.seconds_per_token =
+        seconds_at_ram_rate(predicted, planned.plan.costs.ram_bytes_per_s, ram_rate);
   if (cpu_alone && o.n_prompt > 0 && !o.skip_bandwidth) {
     const ComputePeaks peaks = measure_compute_peaks(engine.pool(), best_kernels());
     f.prompt_macs = prompt_macs_per_token(model->config, o.n_prompt);
@@ -438,11 +450,11 @@ int run_bench(BenchOptions& o) {
     f.compute_limit = f.compute.macs_per_s / f.prompt_macs;
   }
   if (o.json)
-    fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, load_s,
+    fmt::print("{}\n", bench_json(o, r, f, *model, session, planned, predicted, load_s,
                                   cpu_alone && o.n_gen > 0 ? &summary : nullptr)
                            .dump(2));
   else
-    print_bench(o, r, f, *model, session, planned.session.ffn, planned.plan.predicted);
+    print_bench(o, r, f, *model, session, planned.session.ffn, predicted);
   if (!o.json && cpu_alone && o.n_gen > 0 && (model->weights.bundled || !o.timeline_html.empty()))
     fmt::print("{}", timeline_table(summary));
   return 0;

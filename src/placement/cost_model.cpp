@@ -121,6 +121,11 @@ PlanPrediction evaluate(const PlacementPlan& plan, const Inventory& inv, const C
   return t;
 }
 
+double seconds_at_ram_rate(const PlanPrediction& p, double assumed, double measured) {
+  if (assumed <= 0 || measured <= 0) return p.seconds_per_token;
+  return p.seconds_per_token + p.ram_bytes_per_token * (1.0 / measured - 1.0 / assumed);
+}
+
 void check_budgets(const PlacementPlan& plan, const Inventory& inv) {
   PlanPrediction t;
   held_bytes(plan, inv, t);

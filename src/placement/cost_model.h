@@ -46,6 +46,10 @@ LayerCost layer_cost(const PlacementPlan& plan, const Inventory& inv, const Cost
 // The bytes each tier holds (ram_bytes, vram_bytes of `t`), without the per-token figures.
 void held_bytes(const PlacementPlan& plan, const Inventory& inv, PlanPrediction& t);
 PlanPrediction evaluate(const PlacementPlan& plan, const Inventory& inv, const CostModel& cost);
+// A CPU-only plan's seconds per token had RAM been read at `measured` bytes/s instead of the
+// `assumed` rate it was planned with (every RAM byte costs 1/rate there, so the change is
+// exact): what a run that measured its rate predicts.
+double seconds_at_ram_rate(const PlanPrediction& p, double assumed, double measured);
 
 // Fails with a one-line message when the plan holds more than a budget allows (the usable RAM
 // is the budget less kRamReserve of it).

@@ -19,8 +19,9 @@
 namespace strata {
 
 double flash_neuron_seconds(uint64_t bundle_bytes, const StorageProfile* storage, int depth) {
+  // read_seconds is already the time one read takes of the disk's throughput at that depth.
   if (storage != nullptr && !storage->points.empty())
-    return storage->read_seconds(bundle_bytes, depth) / depth;
+    return storage->read_seconds(bundle_bytes, depth);
   return static_cast<double>(bundle_bytes) / kDefaultFlashBytesPerS;
 }
 
@@ -207,7 +208,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
   Session::check_options(model, run.session);
   if (model.weights.bundled && r.costs.flash_neuron_s <= 0)
     r.costs.flash_neuron_s =
-        flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.flash.storage, 16);
+        flash_neuron_seconds(model.weights.bundle.bundle_bytes, r.flash.storage, kPlannedReadDepth);
   if (gpu_asked) {
     if (plan_on_device(model, r, run)) return run;
     if (!r.kv_types_given) {  // back on the CPU: its default cache
@@ -255,7 +256,7 @@ PlannedRun make_plan(const Model& model, const RunRequest& request) {
     // added to the token's: a layer's column reads and its products do not overlap.
     const uint64_t bundle = model.weights.layers[0].column_bundle.gate_up_bytes;
     p.seconds_per_token += p.flash_bytes_per_token *
-                           flash_neuron_seconds(bundle, r.flash.storage, 16) /
+                           flash_neuron_seconds(bundle, r.flash.storage, kPlannedReadDepth) /
                            static_cast<double>(bundle);
   }
   return run;

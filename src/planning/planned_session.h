@@ -98,9 +98,12 @@ const AcceleratorProvider* accelerator_of(const DeviceChoice& choice);
 uint64_t device_session_bytes(const Model& model, const Inventory& inv, DeviceKind kind,
                               bool with_ffn = true);
 
-// The flash tier's cost of reading one bundle: the storage profile at `depth` reads in flight,
-// or, without one, bundle_bytes at kDefaultFlashBytesPerS.
+// The flash tier's cost of reading one bundle: its share of the disk's throughput at `depth`
+// reads in flight (the storage profile), or, without one, bundle_bytes at
+// kDefaultFlashBytesPerS. Plans take the depth decode's reads reach (a layer's misses are
+// submitted together, up to the ring's 256; the probe measures up to 64).
 inline constexpr double kDefaultFlashBytesPerS = 2e9;
+inline constexpr int kPlannedReadDepth = 64;
 double flash_neuron_seconds(uint64_t bundle_bytes, const StorageProfile* storage, int depth);
 
 }  // namespace strata

@@ -57,14 +57,17 @@ wait_for 'saved 1 messages' 10
 echo "ok: /reset kept only the system message"
 # A whole reply: it streams to its end (EOS, or the context) and a fresh prompt follows it.
 last_line() { screen | grep -v '^$' | tail -n 1; }
+wait_for_prompt() {  # wait_for_prompt SECONDS WHAT: until the last line is the bare prompt
+  i=0
+  while [ "$(last_line)" != ">" ]; do
+    i=$((i + 1))
+    [ "$i" -lt $(( $1 * 20 )) ] || { echo "FAILED: no prompt after $2"; screen; exit 1; }
+    sleep 0.05
+  done
+}
 tmux send-keys -t "$session" "Once upon a time" Enter
 wait_for '^> Once upon a time$' 10
-i=0
-while [ "$(last_line)" != ">" ]; do
-  i=$((i + 1))
-  [ "$i" -lt 1200 ] || { echo "FAILED: no prompt after a whole reply"; screen; exit 1; }
-  sleep 0.05
-done
+wait_for_prompt 60 "a whole reply"
 screen | sed -n '/^> Once upon a time$/,$p' | sed -n 2p | grep -q '[[:alnum:]]' ||
   { echo "FAILED: the reply is empty"; screen; exit 1; }
 echo "ok: a whole reply streamed and the prompt came back"
@@ -101,12 +104,7 @@ wait_for '^>$'
 for turn in 1 2 3 4 5 6 7 8 9 10; do
   tmux send-keys -t "$session" "And it came to pass $turn" Enter
   wait_for "^> And it came to pass $turn\$" 10
-  i=0
-  while [ "$(last_line)" != ">" ]; do
-    i=$((i + 1))
-    [ "$i" -lt 600 ] || { echo "FAILED: no prompt after turn $turn"; screen; exit 1; }
-    sleep 0.05
-  done
+  wait_for_prompt 30 "turn $turn"
 done
 if screen | grep -q '^error'; then echo "FAILED: a turn failed"; screen; exit 1; fi
 echo "ok: ten turns answered$(screen | grep -q 'left out' && echo ', the oldest left out with a note')"

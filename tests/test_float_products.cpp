@@ -21,20 +21,42 @@ std::vector<float> random_matrix(int64_t rows, int64_t cols, uint64_t seed) {
   return m;
 }
 
-void expect_abt(const CpuKernels& k, int64_t m, int64_t n, int64_t depth) {
-  const auto a = random_matrix(m, depth, 1), b = random_matrix(n, depth, 2);
+// `product` on a (m x depth) and b (n x depth, or depth x n when b_by_columns) against the
+// plain loop; c[at(i, j)] holds a[i] . (b's j-th vector). The same bits on 1 and 3 threads.
+template <class Product>
+void expect_product(Product product, int64_t m, int64_t n, int64_t depth, bool b_by_columns) {
+  const auto a = random_matrix(m, depth, 1);
+  const auto b = b_by_columns ? random_matrix(depth, n, 2) : random_matrix(n, depth, 2);
   std::vector<float> one, three;
   ThreadPool pool1(1), pool3(3);
-  multiply_abt(k, pool1, a.data(), m, b.data(), n, depth, one);
-  multiply_abt(k, pool3, a.data(), m, b.data(), n, depth, three);
+  product(pool1, a, b, one);
+  product(pool3, a, b, three);
   ASSERT_EQ(one.size(), static_cast<size_t>(m * n));
   EXPECT_EQ(one, three) << "thread count changed the sums";
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       double want = 0;
-      for (int64_t c = 0; c < depth; ++c) want += double{a[i * depth + c]} * b[j * depth + c];
-      ASSERT_NEAR(one[i * n + j], want, 1e-5 * depth) << m << "x" << n << "x" << depth;
+      for (int64_t c = 0; c < depth; ++c)
+        want += double{a[i * depth + c]} * (b_by_columns ? b[c * n + j] : b[j * depth + c]);
+      const float got = b_by_columns ? one[j * m + i] : one[i * n + j];
+      ASSERT_NEAR(got, want, 1e-5 * depth) << m << "x" << n << "x" << depth;
     }
+}
+
+void expect_abt(const CpuKernels& k, int64_t m, int64_t n, int64_t depth) {
+  expect_product(
+      [&](ThreadPool& pool, const std::vector<float>& a, const std::vector<float>& b,
+          std::vector<float>& c) { multiply_abt(k, pool, a.data(), m, b.data(), n, depth, c); },
+      m, n, depth, false);
+}
+
+void expect_ab_transposed(const CpuKernels& k, int64_t m, int64_t n, int64_t depth) {
+  expect_product(
+      [&](ThreadPool& pool, const std::vector<float>& a, const std::vector<float>& b,
+          std::vector<float>& c) {
+        multiply_ab_transposed(k, pool, a.data(), m, b.data(), n, depth, c);
+      },
+      m, n, depth, true);
 }
 
 TEST(FloatProducts, MatchPlainLoopsInEveryOrientation) {
@@ -44,22 +66,6 @@ TEST(FloatProducts, MatchPlainLoopsInEveryOrientation) {
     expect_abt(*k, 200, 5, 64);    // too few tokens for a lane group: plain dot products
     expect_abt(*k, 3, 7, 300);
   }
-}
-
-void expect_ab_transposed(const CpuKernels& k, int64_t m, int64_t n, int64_t depth) {
-  const auto a = random_matrix(m, depth, 4), b = random_matrix(depth, n, 5);
-  std::vector<float> one, three;
-  ThreadPool pool1(1), pool3(3);
-  multiply_ab_transposed(k, pool1, a.data(), m, b.data(), n, depth, one);
-  multiply_ab_transposed(k, pool3, a.data(), m, b.data(), n, depth, three);
-  ASSERT_EQ(one.size(), static_cast<size_t>(m * n));
-  EXPECT_EQ(one, three) << "thread count changed the sums";
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double want = 0;
-      for (int64_t c = 0; c < depth; ++c) want += double{a[i * depth + c]} * b[c * n + j];
-      ASSERT_NEAR(one[j * m + i], want, 1e-5 * depth) << m << "x" << n << "x" << depth;
-    }
 }
 
 TEST(FloatProducts, ProductTransposedTakesTheColumnsAsTheyLie) {

@@ -55,8 +55,14 @@ Command add_plan_command(CLI::App& app) {
               // A scratch buffer, not the model: the file is mapped, and reading it whole
               // would measure the disk.
               const double measured = measure_read_bandwidth(pool, kMinProbeBytes);
-              engine.request().costs.ram_bytes_per_s = measured;
-              fmt::print(stderr, "RAM bandwidth measured: {:.1f} GB/s\n", measured / 1e9);
+              if (measured > 0) {
+                engine.request().costs.ram_bytes_per_s = measured;
+                fmt::print(stderr, "RAM bandwidth measured: {:.1f} GB/s\n", measured / 1e9);
+              } else {  // no memory for the probe's buffer now: the plan's assumed rate
+                fmt::print(stderr, "RAM bandwidth not measured (no memory for the probe); {:.0f} "
+                                   "GB/s assumed (--ram-bandwidth sets it)\n",
+                           engine.request().costs.ram_bytes_per_s / 1e9);
+              }
             }
             Timer solve;
             const PlannedRun& run =

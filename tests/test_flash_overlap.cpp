@@ -291,8 +291,9 @@ TEST(Timeline, ASessionRecordsEachLayersPartsAndItsReads) {
       EXPECT_GT(k.part[static_cast<size_t>(TimelinePart::Predictor)], 0);
       EXPECT_GT(k.part[static_cast<size_t>(TimelinePart::Ffn)], 0);
       EXPECT_GT(k.part[static_cast<size_t>(TimelinePart::Output)], 0);
-      EXPECT_GE(k.other, -1e-9);  // spans never overlap on the main thread
-      EXPECT_LT(k.other, 0.5 * k.total);
+      // Spans never overlap on the main thread. (How much of a token no span covers is not
+      // asserted: a preempted thread makes it any size, and it failed so on a loaded CI run.)
+      EXPECT_GE(k.other, -1e-9);
       bytes += k.bytes;
     }
     // Every byte the caches read is on the timeline, in look-ahead reads or the layers' own.

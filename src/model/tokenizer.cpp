@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/unicode.h"
 
 namespace strata {
 
@@ -56,7 +57,6 @@ void Tokenizer::load_common(const GgufFile& f) {
 }
 
 std::string with_spaces(std::string_view t) {
-  constexpr std::string_view kSpaceMark = "\xe2\x96\x81";
   std::string out;
   for (size_t i = 0; i < t.size();) {
     if (t.substr(i, kSpaceMark.size()) == kSpaceMark) {

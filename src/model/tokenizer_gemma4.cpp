@@ -15,7 +15,6 @@ namespace strata {
 
 namespace {
 
-const std::string kSpaceMark = "\xe2\x96\x81";  // U+2581
 
 class Gemma4Tokenizer : public Tokenizer {
  public:

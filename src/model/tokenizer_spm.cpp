@@ -18,7 +18,6 @@ namespace strata {
 
 namespace {
 
-const std::string kSpaceMark = "\xe2\x96\x81";  // U+2581
 
 class SpmTokenizer : public Tokenizer {
  public:

@@ -13,7 +13,6 @@ namespace strata {
 
 namespace {
 
-const std::string kSpaceMark = "\xe2\x96\x81";  // U+2581
 
 // llama.cpp's whitespace set (Unicode's White_Space property).
 bool wpm_whitespace(uint32_t cp) {

@@ -29,4 +29,8 @@ bool is_control(uint32_t cp);      // \p{Cc}, \p{Cf}, \p{Co}, \p{Cs}
 uint32_t to_lower(uint32_t cp);
 uint32_t nfd_first(uint32_t cp);
 
+// SentencePiece's mark for a space (U+2581), which SPM, WordPiece-as-SPM and Gemma vocabularies
+// write where the text has ' '.
+inline const std::string kSpaceMark = "\xe2\x96\x81";
+
 }  // namespace strata

@@ -83,7 +83,7 @@ class Random {
 // A row filler per tensor: the default is uniform with variance 1/cols, which keeps each
 // product's outputs near unit scale; norm weights are near 1.
 using Fill = std::function<void(int64_t row, float* out)>;
-struct Planned {
+struct PlannedTensor {
   std::string name;
   DType type;
   int64_t cols, rows;  // rows == 0: a norm vector of `cols`
@@ -93,7 +93,7 @@ struct Planned {
 
 // A mixture's FFN: the router (F32, as llama.cpp keeps it) and each expert's matrices, stacked
 // or one tensor per expert.
-void add_experts(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
+void add_experts(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
                  DType type, const std::string& p, bool stacked) {
   const ExpertNames& n = *a.experts;
   plan.push_back({p + n.router, DType::F32, c.n_embd, c.n_expert, {}});
@@ -125,7 +125,7 @@ void add_experts(std::vector<Planned>& plan, const Architecture& a, const ModelC
 // A sparse mixture: the generator's layer of n_expert * n_ff neurons cut into experts (expert
 // e's neuron j is neuron e * n_ff + j: the stacked tensors' row order), a random router, and
 // predictors for every expert's neurons. ffn_down_t is left to the loader (Model::ensure_down_t).
-void add_sparse_experts(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
+void add_sparse_experts(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
                         const SynthSpec& s, const std::string& p,
                         std::unique_ptr<SparseLayerGenerator>& gen) {
   const ExpertNames& n = *a.experts;
@@ -184,7 +184,7 @@ struct SparseLayer {
 // One layer of a random model of any architecture, from its tensor list: the first name of every
 // role it has (a second input norm where the shape has KV groups, as Falcon-40B), ffn_down
 // rather than ffn_down_t, no gate for a plain FFN; with `sparse`, as SparseLayer says.
-void add_architecture_layer(std::vector<Planned>& plan, const Architecture& a, const ModelConfig& c,
+void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
                             DType type, const std::string& p, Random& rng, bool stacked,
                             const SparseLayer* sparse = nullptr) {
   const size_t first = plan.size();
@@ -366,7 +366,7 @@ void start_sparse_model(SynthState& st, GgufWriter& w) {
 
 // The tensors outside the layers: the embedding (sparse: with the anchor dimension), the output
 // norm and matrix, learned positions.
-void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<Planned>& plan) {
+void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<PlannedTensor>& plan) {
   const SynthSpec& s = st.s;
   const ModelConfig& c = st.c;
   SynthState* state = &st;
@@ -401,7 +401,7 @@ void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<Pl
 
 // One dense llama-family layer after its q/k/v: random matrices, or a mixture's experts.
 void plan_dense_llama_ffn(const SynthState& st, const Architecture& arch, const std::string& p,
-                          std::vector<Planned>& plan) {
+                          std::vector<PlannedTensor>& plan) {
   const SynthSpec& s = st.s;
   const ModelConfig& c = st.c;
   plan.push_back({p + "attn_output.weight", s.type, c.n_head * c.head_dim, c.n_embd, {}});
@@ -418,7 +418,7 @@ void plan_dense_llama_ffn(const SynthState& st, const Architecture& arch, const 
 // A sparse llama-family layer after its q/k/v: the generator's attention output (layer 0's
 // context attention's), FFN norm, gate (or up), down_t (and down) and predictors, or experts.
 void plan_sparse_llama_ffn(SynthState& st, const Architecture& arch, const std::string& p,
-                           bool context_layer, std::vector<Planned>& plan) {
+                           bool context_layer, std::vector<PlannedTensor>& plan) {
   const SynthSpec& s = st.s;
   const ModelConfig& c = st.c;
   SynthState* state = &st;
@@ -457,7 +457,7 @@ void plan_sparse_llama_ffn(SynthState& st, const Architecture& arch, const std::
 // One llama-family layer: its norm (a sparse layer's makes the layer's generator when written),
 // q/k/v (layer 0's context attention's when asked), then the dense or sparse rest.
 void plan_llama_layer(SynthState& st, const Architecture& arch, int64_t l,
-                      std::vector<Planned>& plan) {
+                      std::vector<PlannedTensor>& plan) {
   const SynthSpec& s = st.s;
   const ModelConfig& c = st.c;
   SynthState* state = &st;
@@ -492,7 +492,7 @@ void plan_llama_layer(SynthState& st, const Architecture& arch, int64_t l,
 
 // Every planned tensor's header, then its data row by row (norms near 1, matrices uniform with
 // variance 1/cols unless filled), reporting bytes written of the total.
-void write_planned(const std::vector<Planned>& plan, GgufWriter& w, Random& rng,
+void write_planned(const std::vector<PlannedTensor>& plan, GgufWriter& w, Random& rng,
                    const std::function<void(uint64_t, uint64_t)>& progress) {
   uint64_t total = 0;
   for (const auto& t : plan) {
@@ -557,7 +557,7 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
   SynthState st(s, c);
   start_sparse_model(st, w);
   st.rng = Random(s.seed);
-  std::vector<Planned> plan;
+  std::vector<PlannedTensor> plan;
   plan_outer_tensors(st, arch, plan);
   const bool llama = arch.name == "llama" || arch.name == "bamboo";
   for (int64_t l = 0; l < c.n_layer; ++l) {

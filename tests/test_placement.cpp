@@ -2,6 +2,7 @@
 // instances (every assignment of every neuron to every tier, every cache room, every device
 // for the dense blocks), never worse than the greedy rule, PowerInfer's ILP as a special case,
 // budgets as hard limits, and plans saved and read back.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -229,6 +230,19 @@ TEST(Placement, APredictionMovesToTheMeasuredRamRateExactly) {
   EXPECT_NEAR(seconds_at_ram_rate(planned, costs().ram_bytes_per_s, 25e9),
               evaluate(p, inv, slow).seconds_per_token, 1e-12);
   EXPECT_EQ(seconds_at_ram_rate(planned, costs().ram_bytes_per_s, 0), planned.seconds_per_token);
+}
+
+TEST(Placement, TheSummaryStatesTheSpeedOnlyWhereAsked) {
+  Inventory inv = make_inventory(3, 50, false, 5);
+  PlacementPlan p;
+  p.layers.resize(3);
+  p.predicted = evaluate(p, inv, costs());
+  const std::string with = plan_summary(p, inv);
+  EXPECT_NE(with.find(fmt::format("predicted {:.1f} tok/s", p.predicted.tokens_per_s())),
+            std::string::npos) << with;
+  const std::string without = plan_summary(p, inv, PredictionShown::No);
+  EXPECT_EQ(without.find("predicted"), std::string::npos) << without;
+  EXPECT_EQ(without.find("3 layers"), with.find("3 layers"));
 }
 
 TEST(Placement, NeuronsGoToVramOnlyWithTheirLayersAttention) {

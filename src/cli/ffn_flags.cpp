@@ -200,7 +200,8 @@ void print_note(const std::string& note) {
 }
 
 void announce_plan(const PlannedRun& run, const FfnFlags& flags) {
-  fmt::print(stderr, "{}\n", plan_summary(run.plan, run.inventory));
+  // `bench` and `plan` state the speed the plan predicts; a run prints what it measured.
+  fmt::print(stderr, "{}\n", plan_summary(run.plan, run.inventory, PredictionShown::No));
   if (flags.verbose) print_plan_layers(run.plan, run.inventory, stderr);
 }
 

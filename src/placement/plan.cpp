@@ -187,7 +187,7 @@ std::vector<uint8_t> whole_experts(std::span<const int32_t> ids, int64_t expert_
   return held;
 }
 
-std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
+std::string plan_summary(const PlacementPlan& p, const Inventory& inv, PredictionShown prediction) {
   int64_t vram = 0, pinned = 0, gpu_layers = 0, min_slots = INT64_MAX, max_slots = 0;
   for (const LayerPlan& lp : p.layers) {
     vram += static_cast<int64_t>(lp.vram.size());
@@ -212,7 +212,8 @@ std::string plan_summary(const PlacementPlan& p, const Inventory& inv) {
   if (inv.bundled || inv.column_bundled)
     s += fmt::format(", {} from flash", size_text(t.flash_bytes_per_token));
   if (gpu) s += fmt::format(", {} from VRAM", size_text(t.vram_bytes_per_token));
-  s += fmt::format("; predicted {:.1f} tok/s", t.tokens_per_s());
+  if (prediction == PredictionShown::Yes)
+    s += fmt::format("; predicted {:.1f} tok/s", t.tokens_per_s());
   return s;
 }
 

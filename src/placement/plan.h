@@ -75,8 +75,11 @@ std::vector<uint8_t> whole_experts(std::span<const int32_t> ids, int64_t expert_
 // "4.55 GiB", "12.3 MiB": sizes in plans and in their errors.
 std::string size_text(double bytes);
 // "plan (ilp): 22 layers; VRAM 0 B; RAM 57.3 MiB (pinned 1200 neurons, cache 64..200 slots);
-// flash 320 MiB; predicted 41.2 tok/s"
-std::string plan_summary(const PlacementPlan& plan, const Inventory& inventory);
+// flash 320 MiB; predicted 41.2 tok/s". The speed is left out where the caller has not measured
+// this machine's memory (a plain run: the assumed rate can be a third off).
+enum class PredictionShown { Yes, No };
+std::string plan_summary(const PlacementPlan& plan, const Inventory& inventory,
+                         PredictionShown prediction = PredictionShown::Yes);
 // A self-contained HTML page: per layer a bar of its neurons by tier, and the totals.
 std::string plan_report_html(const PlacementPlan& plan, const Inventory& inventory,
                              const std::string& model_name);

@@ -13,7 +13,7 @@ namespace strata {
 
 namespace {
 
-void read(const ConfigReader& r, HfConfig& c) {
+void read_falcon(const ConfigReader& r, HfConfig& c) {
   const bool old_keys = !r.has("hidden_size") && r.has("n_embd");  // RWForCausalLM
   read_common_sizes(r, c, old_keys ? "n_embd" : "hidden_size",
                     old_keys ? "n_layer" : "num_hidden_layers",
@@ -59,7 +59,8 @@ std::function<int64_t(int64_t)> grouped_qkv(const ModelConfig& m) {
   };
 }
 
-std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std::string&)>& has) {
+std::vector<Planned> plan_falcon(const HfConfig& c,
+                                 const std::function<bool(const std::string&)>& has) {
   const ModelConfig& m = c.model;
   const int64_t qkv = (m.n_head + 2 * m.n_head_kv) * m.head_dim;
   std::vector<Planned> p;
@@ -92,8 +93,8 @@ std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std:
 
 const HfFamily& hf_falcon_family() {
   static const HfFamily f{{"FalconForCausalLM", "RWForCausalLM"},
-                          read,
-                          plan,
+                          read_falcon,
+                          plan_falcon,
                           "transformer.word_embeddings.weight",
                           "transformer.h.{}.self_attention.dense.weight"};
   return f;

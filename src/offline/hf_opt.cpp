@@ -10,7 +10,7 @@ namespace strata {
 
 namespace {
 
-void read(const ConfigReader& r, HfConfig& c) {
+void read_opt(const ConfigReader& r, HfConfig& c) {
   read_common_sizes(r, c, "hidden_size", "num_hidden_layers", "num_attention_heads", "ffn_dim");
   if (!r.flag_or("do_layer_norm_before", true))
     fail("'{}': OPT with do_layer_norm_before false (post-norm) is not supported", r.path());
@@ -28,7 +28,8 @@ void read(const ConfigReader& r, HfConfig& c) {
   c.tied = r.flag_or("tie_word_embeddings", true);
 }
 
-std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std::string&)>& has) {
+std::vector<Planned> plan_opt(const HfConfig& c,
+                              const std::function<bool(const std::string&)>& has) {
   const ModelConfig& m = c.model;
   const int64_t positions = m.n_ctx_train + opt_architecture().position_offset;
   const std::string d = "model.decoder.";
@@ -61,8 +62,8 @@ std::vector<Planned> plan(const HfConfig& c, const std::function<bool(const std:
 
 const HfFamily& hf_opt_family() {
   static const HfFamily f{{"OPTForCausalLM"},
-                          read,
-                          plan,
+                          read_opt,
+                          plan_opt,
                           "model.decoder.embed_tokens.weight",
                           "model.decoder.layers.{}.self_attn_layer_norm.weight"};
   return f;

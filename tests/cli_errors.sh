@@ -40,6 +40,8 @@ expect_error "cannot open" "$strata" run -m "$work/no-such-file.gguf" -p hi
 expect_error "not a regular file" "$strata" info "$work"
 expect_error "context holds 16" "$strata" run -m "$model" -c 16 -p "$long_prompt" -n 1
 expect_error "bogus" "$strata" run -m "$model" --bogus
+expect_error "add --context-shift" "$strata" run -m "$model" -p hi --keep 3
+expect_error "would drop nothing" "$strata" run -m "$model" -c 15 -p "and the earth was without form and void and darkness" --context-shift --keep -1
 # llama.cpp's spellings: strata's option, or refused naming what to use (never split into letters:
 # -sys was a bad --seed, -hf printed the help and exited 0).
 expect_error "strata chat --system" "$strata" run -m "$model" -sys "be brief" -p hi

@@ -56,6 +56,13 @@ TEST(LlamaFlags, WhatStrataLacksIsRefusedNamingWhatToUse) {
   EXPECT_NE(refusal({"run", "--mlock"}).find("does not lock"), std::string::npos);
   EXPECT_NE(refusal({"run", "-fa", "off"}).find("cannot be turned off"), std::string::npos);
   EXPECT_EQ(refusal({"run", "-p", "hi", "-n", "4"}), "");
+  // A flag only some commands have: refused where it is not, naming the one that has it.
+  const std::string shift = refusal({"serve", "--context-shift"});
+  EXPECT_NE(shift.find("strata run --context-shift"), std::string::npos) << shift;
+  EXPECT_EQ(shift.find("strata's"), std::string::npos) << shift;
+  const auto run = options({"--context-shift", "--keep"});
+  EXPECT_EQ(with_strata_spellings({"run", "--context-shift", "--keep", "4"}, run),
+            (Args{"run", "--context-shift", "--keep", "4"}));
 }
 
 TEST(LlamaFlags, MisspelledFlagsGetTheClosestName) {

@@ -4,17 +4,18 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "chat/json_schema_grammar.h"
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
-#include "cli/prompt_escapes.h"
 #include "cli/flag_checks.h"
-#include "chat/json_schema_grammar.h"
+#include "cli/prompt_escapes.h"
 #include "cli/sampling_flags.h"
+#include "core/error.h"
 #include "core/input_file.h"
 #include "core/json_limits.h"
-#include "generation/grammar_constraint.h"
-#include "core/error.h"
 #include "core/timer.h"
+#include "generation/context_shift.h"
+#include "generation/grammar_constraint.h"
 #include "generation/sampler.h"
 #include "generation/seed_choice.h"
 #include "runtime/run_context.h"
@@ -34,6 +35,8 @@ struct RunOptions {
   int64_t ctx = 0;
   int64_t seed = -1;
   bool no_bos = false;
+  bool context_shift = false;
+  int64_t keep = 0;
   bool json = false;
   SamplerParams sampling;
   std::string grammar, grammar_file, json_schema, json_schema_file;
@@ -65,6 +68,12 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
                   "JSON schema the output must follow (a JSON text; {} for any JSON object)");
   cmd->add_option("--json-schema-file", o.json_schema_file, "File with a JSON schema");
   cmd->add_flag("--no-bos", o.no_bos, "Do not add the BOS token");
+  cmd->add_flag("--context-shift,!--no-context-shift", o.context_shift,
+                "When the context is full, drop the older half of what follows --keep's tokens "
+                "and go on (default: stop, as llama.cpp)");
+  cmd->add_option("--keep", o.keep,
+                  "Prompt tokens a context shift keeps after BOS (-1: the whole prompt)")
+      ->check(in_range<int64_t>(-1, int64_t{1} << 24));
   cmd->add_flag("--json", o.json, "Print the timing report as JSON on stderr");
   add_ffn_flags(cmd, o.ffn);
   add_gpu_flags(cmd, o.ffn);
@@ -72,19 +81,23 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
 
 struct Generation {
   int generated = 0;
+  int shifts = 0;       // context shifts
+  int64_t dropped = 0;  // tokens they dropped
   double prompt_s = 0, decode_s = 0;
 };
 
 // Streams the continuation of `prompt` to stdout until -n tokens, EOS or a full context.
 Generation generate(Session& session, Sampler& sampler, GrammarConstraint* constraint,
-                    const Tokenizer& tok, const std::vector<int32_t>& prompt, const RunOptions& o) {
+                    const Tokenizer& tok, const std::vector<int32_t>& prompt, int64_t keep,
+                    const RunOptions& o) {
   Generation g;
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
   Timer prompt_timer;
   auto logits = session.eval(prompt);
   g.prompt_s = prompt_timer.seconds();
-  std::vector<int32_t> history = prompt;
+  std::vector<int32_t> history = prompt;     // what the sampler's penalties read
+  std::vector<int32_t> in_context = prompt;  // what the KV cache holds
   Timer decode_timer;
   bool context_full = false;
   while (o.n_predict < 0 || g.generated < o.n_predict) {
@@ -97,16 +110,29 @@ Generation generate(Session& session, Sampler& sampler, GrammarConstraint* const
     std::fflush(stdout);
     if (constraint && constraint->finished()) break;
     if (session.n_past() >= session.n_ctx()) {
-      context_full = true;
-      break;
+      if (!o.context_shift) {
+        context_full = true;
+        break;
+      }
+      const ContextShift shift = plan_context_shift(session.n_past(), keep);
+      logits = shift_context(session, in_context, shift, next);
+      ++g.shifts;
+      g.dropped += shift.discard;
+      continue;
     }
+    in_context.push_back(next);
     logits = session.eval(next);
   }
   g.decode_s = decode_timer.seconds();
   std::fputs("\n", stdout);
   std::fflush(stdout);
   if (context_full)
-    fmt::print(stderr, "note: stopped, the context ({}) is full\n", session.n_ctx());
+    fmt::print(stderr, "note: stopped, the context ({}) is full (--context-shift goes on)\n",
+               session.n_ctx());
+  if (g.shifts > 0)
+    fmt::print(stderr,
+               "note: the context ({}) shifted {} times, dropping {} tokens after the first {}\n",
+               session.n_ctx(), g.shifts, g.dropped, keep);
   return g;
 }
 
@@ -122,6 +148,8 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
                               {"load_s", load_s},
                               {"peak_rss_bytes", peak_rss_bytes()},
                               {"seed", seed},
+                              {"context_shifts", g.shifts},
+                              {"context_dropped_tokens", g.dropped},
                               {"ffn", ffn_report_json(model, session)}};
     fmt::print(stderr, "{}\n", j.dump());
     return;
@@ -143,7 +171,8 @@ std::shared_ptr<const Grammar> output_grammar(const RunOptions& o) {
   if (given == 0) return nullptr;
   if (given > 1) fail("give one of --grammar, --grammar-file, --json-schema, --json-schema-file");
   std::string gbnf = o.grammar;
-  if (!o.grammar_file.empty()) gbnf = read_regular_file(o.grammar_file, kMaxJsonFileBytes, "grammar");
+  if (!o.grammar_file.empty())
+    gbnf = read_regular_file(o.grammar_file, kMaxJsonFileBytes, "grammar");
   std::string schema = o.json_schema, where = "--json-schema";
   if (!o.json_schema_file.empty()) {
     schema = read_regular_file(o.json_schema_file, kMaxJsonFileBytes, "JSON schema");
@@ -175,6 +204,8 @@ std::string prompt_text(const RunOptions& o) {
 }
 
 int run_generation(const RunOptions& o) {
+  if (o.keep != 0 && !o.context_shift)
+    fail("--keep N says what a context shift keeps: add --context-shift");
   const auto grammar = output_grammar(o);  // a bad grammar or schema fails before any loading
   Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
   const Model& model = engine.model();
@@ -184,6 +215,11 @@ int run_generation(const RunOptions& o) {
   if (prompt.empty()) fail("the prompt is empty and the model has no BOS token");
   if (static_cast<int64_t>(prompt.size()) > n_ctx)
     fail("the prompt has {} tokens but the context holds {} (raise -c)", prompt.size(), n_ctx);
+  const int64_t keep =
+      tokens_kept(o.keep, static_cast<int64_t>(prompt.size()), !o.no_bos && tok.add_bos_default());
+  if (o.context_shift && plan_context_shift(n_ctx, keep).discard < 1)
+    fail("--keep keeps {} of the context's {} positions: a context shift would drop nothing", keep,
+         n_ctx);
   SamplerParams sp = o.sampling;
   sp.seed = choose_seed(o.seed, kRandomSeed, fresh_seed());
   Session& session = engine.start(n_ctx);
@@ -191,7 +227,7 @@ int run_generation(const RunOptions& o) {
   Sampler sampler(sp);
   std::unique_ptr<GrammarConstraint> constraint;
   if (grammar) constraint = std::make_unique<GrammarConstraint>(grammar, tok);
-  const Generation g = generate(session, sampler, constraint.get(), tok, prompt, o);
+  const Generation g = generate(session, sampler, constraint.get(), tok, prompt, keep, o);
   report(g, prompt.size(), engine.load_seconds(), sp.seed, model, session, o.json);
   return 0;
 }

@@ -36,6 +36,12 @@ constexpr LlamaFlag kFlags[] = {
     {"--system-prompt", Meaning::Alias, "--system",
      "`strata run` takes the prompt as it is; `strata chat --system TEXT` applies the chat "
      "template"},
+    {"--context-shift", Meaning::Alias, "--context-shift",
+     "`strata run --context-shift` generates past a full context; chat and serve drop a "
+     "conversation's oldest turns to fit it, and say so"},
+    {"--keep", Meaning::Alias, "--keep",
+     "`strata run --context-shift --keep N` keeps N prompt tokens; chat and serve keep the "
+     "system prompt"},
     {"-cnv", Meaning::Refuse, nullptr, "conversation is `strata chat -m FILE`"},
     {"--conversation", Meaning::Refuse, nullptr, "conversation is `strata chat -m FILE`"},
     {"--interactive", Meaning::Refuse, nullptr, "conversation is `strata chat -m FILE`"},
@@ -122,9 +128,12 @@ std::vector<std::string> with_strata_spellings(
     }
     switch (f->meaning) {
       case Meaning::Alias:
-        if (!has_option(f->target))
+        if (!has_option(f->target)) {
+          if (args[i] == f->target)
+            fail("{} is not an option of strata {}: {}", args[i], command, f->hint);
           fail("{} (strata's {}) is not an option of strata {}: {}", args[i], f->target,
                command, f->hint);
+        }
         out.push_back(f->target);
         break;
       case Meaning::Drop:

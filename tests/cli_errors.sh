@@ -242,7 +242,8 @@ rm -f "$work/port"
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
 open(sys.argv[1], "w").write(str(s.getsockname()[1])); time.sleep(20)' "$work/port" >/dev/null 2>&1 &
 holder=$!
-for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$work/port" ] && break; sleep 0.2; done
+# Python starts in well under a second alone, in seconds beside a loaded build: wait up to 30 s.
+for _ in $(seq 150); do [ -s "$work/port" ] && break; sleep 0.2; done
 expect_error "cannot listen" "$strata" serve -m "$model" --port "$(cat "$work/port")"
 kill "$holder" 2>/dev/null
 

@@ -22,12 +22,12 @@ namespace {
 using strata::testing::sparse_tiny_model;
 using strata::testing::tiny_model;
 
-const std::vector<int32_t> kPrompt = {1, 5, 200, 17, 3, 99, 42, 7};
+const std::vector<int32_t> kDevicePrompt = {1, 5, 200, 17, 3, 99, 42, 7};
 const int32_t kDecode[] = {150, 8, 64, 33};
 
 // The prompt's logits (every token) and then each decoded token's.
 std::vector<std::vector<float>> run(const Model& m, Backend& be, SessionOptions o) {
-  return strata::testing::prompt_and_decode_logits(m, be, o, kPrompt,
+  return strata::testing::prompt_and_decode_logits(m, be, o, kDevicePrompt,
                                                    std::vector<int32_t>(kDecode, kDecode + 4));
 }
 
@@ -89,8 +89,8 @@ TEST_F(DeviceSession, SequencesBatchedTogetherAndCopiedGiveTheCpuLogits) {
     o.n_seq = 3;
     Session s(*m, 32, be, o);
     std::vector<BatchToken> batch;
-    for (size_t i = 0; i < kPrompt.size(); ++i)
-      batch.push_back({kPrompt[i], static_cast<int32_t>(i % 2), true});
+    for (size_t i = 0; i < kDevicePrompt.size(); ++i)
+      batch.push_back({kDevicePrompt[i], static_cast<int32_t>(i % 2), true});
     std::vector<float> out;
     auto l = s.decode(batch);
     out.insert(out.end(), l.begin(), l.end());
@@ -111,8 +111,8 @@ TEST_F(DeviceSession, CountsActivationsAsTheCpuDoes) {
   ReferenceDevice dev;
   for (FfnMode mode : {FfnMode::Predict, FfnMode::Dense}) {
     Session a(*m, 32, cpu, {mode}), b(*m, 32, dev, {mode});
-    a.eval(kPrompt);
-    b.eval(kPrompt);
+    a.eval(kDevicePrompt);
+    b.eval(kDevicePrompt);
     a.eval(3);
     b.eval(3);
     EXPECT_EQ(a.ffn_zeros(), b.ffn_zeros()) << ffn_mode_name(mode);

@@ -20,6 +20,13 @@
 
 namespace strata::testing {
 
+// RAM every plan holds before its FFN part: fixed parts, output, dense blocks and KV caches.
+inline uint64_t ram_before_ffn(const Inventory& inv) {
+  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes;
+  for (const auto& l : inv.layers) ram += l.dense_bytes + l.kv_bytes;
+  return ram;
+}
+
 // The logits after five fixed tokens of the model in `path`, its FFN run in `mode`.
 inline std::vector<float> last_logits(const std::string& path, FfnMode mode) {
   auto m = Model::load(path, false);

@@ -16,6 +16,7 @@
 #include "placement/cost_model.h"
 #include "placement/plan.h"
 #include "placement/solver.h"
+#include "test_helpers.h"
 
 namespace strata {
 namespace {
@@ -49,12 +50,6 @@ Inventory make_inventory(int layers, int n, bool bundled, uint32_t seed,
   return inv;
 }
 
-// RAM every plan holds before its FFN part: fixed parts, output, dense blocks and KV caches.
-uint64_t ram_before_ffn(const Inventory& inv) {
-  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes;
-  for (const auto& l : inv.layers) ram += l.dense_bytes + l.kv_bytes;
-  return ram;
-}
 
 CostModel costs() {
   CostModel c;
@@ -157,7 +152,7 @@ TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
   for (uint32_t seed = 1; seed <= 6; ++seed) {
     const Inventory inv = make_inventory(2, 4, true, seed);
     // Room for the dense parts and a few neurons more than the minimum caches.
-    const uint64_t base = ram_before_ffn(inv);
+    const uint64_t base = testing::ram_before_ffn(inv);
     const uint64_t ram = base + (3 + seed % 4) * inv.layers[0].neuron_bytes;
     const Budgets b{ram + ram / 31 + 1, 0};
     expect_optimal(inv, b, false, seed);
@@ -167,7 +162,7 @@ TEST(Placement, IlpFindsTheBruteForceOptimumOfSmallBundledInstances) {
 TEST(Placement, IlpFindsTheBruteForceOptimumWithThreeTiersAndTheDenseBlocksDevice) {
   for (uint32_t seed = 1; seed <= 3; ++seed) {
     const Inventory inv = make_inventory(2, 3, true, seed);
-    const uint64_t base = ram_before_ffn(inv);
+    const uint64_t base = testing::ram_before_ffn(inv);
     const uint64_t ram = base + 5 * inv.layers[0].neuron_bytes;
     // VRAM for the buffers, one layer's dense blocks and a couple of neurons.
     const uint64_t vram = inv.workspace_bytes + inv.layers[0].dense_bytes + inv.layers[0].kv_bytes +
@@ -191,7 +186,7 @@ TEST(Placement, IlpIsNeverWorseThanTheGreedyRule) {
   for (uint32_t seed = 1; seed <= 8; ++seed) {
     const bool bundled = seed % 2 == 1;
     const Inventory inv = make_inventory(6, 700, bundled, seed, 1 << 14);
-    const uint64_t base = ram_before_ffn(inv);
+    const uint64_t base = testing::ram_before_ffn(inv);
     Budgets b;
     if (bundled) b.ram = (base + (200 + 60 * seed) * 6 * (1 << 14)) * 33 / 32;
     if (seed > 2) b.vram = inv.workspace_bytes + (seed * 3 + 2) * (1 << 20);
@@ -250,7 +245,7 @@ TEST(Placement, NeuronsGoToVramOnlyWithTheirLayersAttention) {
     const Inventory inv = make_inventory(6, 200, bundled, 11, 1 << 14);
     SolverOptions o;
     o.neurons_with_attention = true;
-    const uint64_t ram = bundled ? ram_before_ffn(inv) + (40 << 20) : 0;
+    const uint64_t ram = bundled ? testing::ram_before_ffn(inv) + (40 << 20) : 0;
     // Room for the buffers, three layers' blocks (5, 6 and 7 MiB), the output head (3 MiB) and
     // 2 MiB of neurons.
     const uint64_t vram = inv.workspace_bytes + ((18 + 3 + 2) << 20);
@@ -318,7 +313,7 @@ TEST(Placement, PerLayerMinimumOfVramNeuronsHolds) {
 TEST(Placement, GreedyRuleSizesTheCacheFromTheBudgetAndPinsTheHottest) {
   Inventory inv = make_inventory(3, 400, true, 5, 1 << 14);
   inv.layers[1].activation[17] = 0;  // never fired: never pinned
-  const uint64_t base = ram_before_ffn(inv);
+  const uint64_t base = testing::ram_before_ffn(inv);
   const uint64_t budget = (base + 3 * 250 * (1 << 14)) * 32 / 31 + 64;
   SolverOptions o;
   o.pin_share = 0.4;
@@ -360,7 +355,7 @@ TEST(Placement, BudgetsBelowTheMinimumAreClearErrors) {
 
 TEST(Placement, PlansRoundTripThroughJsonAndBadOnesAreRefused) {
   const Inventory inv = make_inventory(3, 50, true, 2);
-  const uint64_t base = ram_before_ffn(inv);
+  const uint64_t base = testing::ram_before_ffn(inv);
   const Budgets b{(base + 3 * 30 * inv.layers[0].neuron_bytes) * 33 / 32, 0};
   const PlacementPlan p = plan_ilp(inv, b, costs());
   const PlacementPlan q = plan_from_json(plan_to_json(p), inv);
@@ -408,7 +403,7 @@ TEST(Placement, NonFiniteInputsAreAnErrorNotAnAbort) {
                      -std::numeric_limits<double>::infinity()}) {
     Inventory inv = make_inventory(2, 50, true, 2);
     inv.layers[1].window_hit_rate = bad;
-    const Budgets b{(ram_before_ffn(inv) + 2 * 30 * inv.layers[0].neuron_bytes), 0};
+    const Budgets b{(testing::ram_before_ffn(inv) + 2 * 30 * inv.layers[0].neuron_bytes), 0};
     try {
       plan_ilp(inv, b, costs());
       ADD_FAILURE() << "accepted a window hit rate of " << bad;

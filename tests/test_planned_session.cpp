@@ -23,24 +23,19 @@
 namespace strata {
 namespace {
 
-const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
+const std::vector<int32_t> kPlannedTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
 
 std::vector<std::vector<float>> logits(const Model& m, const SessionOptions& o) {
   ThreadPool pool(2);
   Session s(m, 64, pool, o);
   std::vector<std::vector<float>> out;
-  for (int32_t t : kTokens) {
+  for (int32_t t : kPlannedTokens) {
     auto l = s.eval(t);
     out.emplace_back(l.begin(), l.end());
   }
   return out;
 }
 
-uint64_t ram_before_ffn(const Inventory& inv) {
-  uint64_t ram = inv.fixed_ram_bytes + inv.output_bytes;
-  for (const auto& l : inv.layers) ram += l.dense_bytes + l.kv_bytes;
-  return ram;
-}
 
 using strata::testing::profile_counts;
 
@@ -87,7 +82,7 @@ TEST(PlannedSession, BundledModelUnderAnIlpPlanGivesTheLogitsOfTheModelInRam) {
   // What the smallest caches need, and room for about half the neurons more.
   const Inventory inv =
       take_inventory(*flash, {64, FfnMode::Predict, {DType::F32, DType::F32}, &counts});
-  const uint64_t base = ram_before_ffn(inv);
+  const uint64_t base = testing::ram_before_ffn(inv);
   const uint64_t ffn = inv.layers.size() * inv.layers[0].neuron_bytes;
   r.budgets.ram = (base + ffn * 160) * 32 / 31 + 1;
   for (SolverChoice solver : {SolverChoice::Ilp, SolverChoice::Greedy}) {

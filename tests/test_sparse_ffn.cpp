@@ -19,7 +19,7 @@ namespace {
 using strata::testing::temp_file;
 using strata::testing::tiny_model;
 
-const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
+const std::vector<int32_t> kSparseTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
 
 std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false,
                          bool keep_down = false) {
@@ -27,11 +27,11 @@ std::string sparse_model(DType type, FfnActivation ffn, bool powerinfer = false,
 }
 
 // Logits of every position, token by token.
-std::vector<std::vector<float>> run(const Model& m, SessionOptions o, int threads = 2) {
+std::vector<std::vector<float>> run_sparse(const Model& m, SessionOptions o, int threads = 2) {
   ThreadPool pool(threads);
   Session s(m, 64, pool, o);
   std::vector<std::vector<float>> out;
-  for (int32_t t : kTokens) {
+  for (int32_t t : kSparseTokens) {
     auto l = s.eval(t);
     out.emplace_back(l.begin(), l.end());
   }
@@ -52,7 +52,7 @@ void expect_close(const std::vector<std::vector<float>>& a,
   }
 }
 
-const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+const DType kSparseTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
 
 TEST(SparseFfn, GateFirstMatchesDenseAfterTransposingDownAtLoad) {
   // Same neurons, down projection summed in a different order (axpy over ffn_down_t vs dot
@@ -61,9 +61,9 @@ TEST(SparseFfn, GateFirstMatchesDenseAfterTransposingDownAtLoad) {
   for (FfnActivation ffn : {FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU})
     for (DType type : {DType::F32, DType::F16, DType::BF16}) {
       const auto m = Model::load(tiny_model(type, ffn), false);
-      const auto dense = run(*m, {});
+      const auto dense = run_sparse(*m, {});
       m->ensure_down_t();
-      expect_close(dense, run(*m, {FfnMode::GateFirst}), 1e-4f,
+      expect_close(dense, run_sparse(*m, {FfnMode::GateFirst}), 1e-4f,
                    std::string(ffn_activation_name(ffn)) + " " + dtype_name(type));
     }
 }
@@ -72,9 +72,9 @@ TEST(SparseFfn, GateFirstIsBitIdenticalToDenseOnFilesWithDownT) {
   // With ffn_down_t stored, dense mode sums every neuron through the same axpy, which skips
   // exact zeros: gate-first computes the same sums, for every type.
   for (FfnActivation ffn : {FfnActivation::ReGLU, FfnActivation::DReLU, FfnActivation::ReLU})
-    for (DType type : kTypes) {
+    for (DType type : kSparseTypes) {
       const auto m = Model::load(sparse_model(type, ffn), false);
-      EXPECT_EQ(run(*m, {}), run(*m, {FfnMode::GateFirst}))
+      EXPECT_EQ(run_sparse(*m, {}), run_sparse(*m, {FfnMode::GateFirst}))
           << ffn_activation_name(ffn) << " " << dtype_name(type);
     }
 }
@@ -84,7 +84,7 @@ TEST(SparseFfn, SynthKeepDownWritesTheSameMatrixInBothLayouts) {
   const auto m = Model::load(sparse_model(DType::F32, FfnActivation::ReGLU, false, true), false);
   ASSERT_NE(m->weights.layers[0].ffn_down.data, nullptr);
   ASSERT_NE(m->weights.layers[0].ffn_down_t.data, nullptr);
-  expect_close(run(*m, {}), run(*m, {FfnMode::GateFirst}), 1e-5f, "keep-down");
+  expect_close(run_sparse(*m, {}), run_sparse(*m, {FfnMode::GateFirst}), 1e-5f, "keep-down");
 }
 
 TEST(SparseFfn, GateFirstGreedyTokensEqualDenseOnTheShippedModel) {
@@ -108,13 +108,13 @@ TEST(SparseFfn, GateFirstGreedyTokensEqualDenseOnTheShippedModel) {
 }
 
 TEST(SparseFfn, PredictSelectingEveryNeuronMatchesDense) {
-  for (DType type : kTypes) {
+  for (DType type : kSparseTypes) {
     const auto m = Model::load(sparse_model(type, FfnActivation::ReGLU), false);
     ASSERT_TRUE(m->weights.has_predictors && m->weights.has_down_t);
     ASSERT_TRUE(m->weights.layers[0].ffn_down.data == nullptr);  // only ffn_down_t stored
-    const auto dense = run(*m, {});
+    const auto dense = run_sparse(*m, {});
     for (auto& l : m->weights.layers) l.predictor.threshold = -1e30f;
-    const auto predict = run(*m, {FfnMode::Predict});
+    const auto predict = run_sparse(*m, {FfnMode::Predict});
     expect_close(dense, predict, 1e-5f, dtype_name(type));
   }
 }
@@ -123,12 +123,12 @@ TEST(SparseFfn, PredictorOfASyntheticModelFindsTheActiveNeurons) {
   const auto m = Model::load(sparse_model(DType::F16, FfnActivation::ReGLU), false);
   ThreadPool pool(2);
   Session s(*m, 64, pool, {FfnMode::Predict, /*check_predictor=*/true});
-  s.eval(kTokens);
+  s.eval(kSparseTokens);
   for (const FfnLayerStats& st : s.ffn_stats()) {
     ASSERT_GT(st.truly_active, 0u);
     const double recall = double(st.predicted_and_active) / st.truly_active;
     EXPECT_GT(recall, 0.95);
-    EXPECT_LT(st.computed, kTokens.size() * 256 * 6 / 10);  // far from dense
+    EXPECT_LT(st.computed, kSparseTokens.size() * 256 * 6 / 10);  // far from dense
     EXPECT_EQ(st.computed, st.predicted);
   }
 }
@@ -137,15 +137,15 @@ TEST(SparseFfn, SparseModesIdenticalAcrossThreadCountsAndBatching) {
   for (DType type : {DType::F32, DType::Q4_0}) {
     const auto m = Model::load(sparse_model(type, FfnActivation::ReGLU), false);
     for (FfnMode mode : {FfnMode::Predict, FfnMode::GateFirst}) {
-      const auto one = run(*m, {mode}, 1);
-      EXPECT_EQ(one, run(*m, {mode}, 2)) << ffn_mode_name(mode);
-      EXPECT_EQ(one, run(*m, {mode}, 3)) << ffn_mode_name(mode);
+      const auto one = run_sparse(*m, {mode}, 1);
+      EXPECT_EQ(one, run_sparse(*m, {mode}, 2)) << ffn_mode_name(mode);
+      EXPECT_EQ(one, run_sparse(*m, {mode}, 3)) << ffn_mode_name(mode);
       ThreadPool pool(2);
       Session batch(*m, 64, pool, {mode});
-      const auto all = batch.eval(kTokens, /*all_logits=*/true);
-      const size_t v = all.size() / kTokens.size();
+      const auto all = batch.eval(kSparseTokens, /*all_logits=*/true);
+      const size_t v = all.size() / kSparseTokens.size();
       std::vector<std::vector<float>> batched;
-      for (size_t i = 0; i < kTokens.size(); ++i)
+      for (size_t i = 0; i < kSparseTokens.size(); ++i)
         batched.emplace_back(all.begin() + i * v, all.begin() + (i + 1) * v);
       // Batched products use tile kernels (register tiles for floats, AMX for quantized types)
       // whose sums are split differently from the single-token dot kernels': equal within
@@ -166,7 +166,7 @@ TEST(SparseFfn, PowerInferFileRunsInPredictModeLikeTheSameStrataFile) {
     const auto ours = Model::load(sparse_model(DType::F16, ffn, false), false);
     EXPECT_EQ(pwri->weights.layers[1].predictor.threshold,
               ours->weights.layers[1].predictor.threshold);
-    EXPECT_EQ(run(*pwri, {FfnMode::Predict}), run(*ours, {FfnMode::Predict}));
+    EXPECT_EQ(run_sparse(*pwri, {FfnMode::Predict}), run_sparse(*ours, {FfnMode::Predict}));
   }
 }
 
@@ -198,14 +198,14 @@ TEST(SparseFfn, SyntheticFalconAndOptAreSparseWithPredictorsThatFindTheActiveNeu
     ASSERT_TRUE(m->weights.has_predictors && m->weights.has_down_t) << what;
     ThreadPool pool(2);
     Session s(*m, 64, pool, {FfnMode::Predict, /*check_predictor=*/true});
-    s.eval(kTokens);
+    s.eval(kSparseTokens);
     for (const FfnLayerStats& st : s.ffn_stats()) {
-      const double density = double(st.truly_active) / double(kTokens.size() * 256);
+      const double density = double(st.truly_active) / double(kSparseTokens.size() * 256);
       EXPECT_NEAR(density, 0.2, 0.08) << what;
       EXPECT_GT(double(st.predicted_and_active) / double(st.truly_active), 0.95) << what;
     }
     // The exact sparse mode (up-first for a plain FFN) equals dense within rounding.
-    expect_close(run(*m, {}), run(*m, {FfnMode::GateFirst}), 1e-5f, what);
+    expect_close(run_sparse(*m, {}), run_sparse(*m, {FfnMode::GateFirst}), 1e-5f, what);
   }
 }
 
@@ -220,7 +220,7 @@ TEST(SparseFfn, PowerInferFalconAndOptFilesRunLikeTheSameStrataFiles) {
               std::string(arch) == "opt");
     EXPECT_EQ(pwri->file->find_tensor("output.weight") != nullptr, std::string(arch) != "opt");
     const auto ours = Model::load(sparse_architecture_model(arch, kv, false), false);
-    EXPECT_EQ(run(*pwri, {FfnMode::Predict}), run(*ours, {FfnMode::Predict})) << arch;
+    EXPECT_EQ(run_sparse(*pwri, {FfnMode::Predict}), run_sparse(*ours, {FfnMode::Predict})) << arch;
   }
 }
 

@@ -56,7 +56,7 @@ Selection random_selection(int64_t n_ff, int64_t batch, double p, uint32_t seed)
   return s;
 }
 
-const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+const DType kOpTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
 
 std::vector<const CpuKernels*> variants() {
   return supported_kernels();
@@ -69,7 +69,7 @@ TEST(SparseOps, AxpyEqualsDenseDownProjectionWithMaskApplied) {
   // the only error is float rounding of the sum: tolerance 1e-5 relative to sum |terms|.
   const int64_t n_embd = 320, n_ff = 700, batch = 3;
   ThreadPool pool(2);
-  for (DType type : kTypes) {
+  for (DType type : kOpTypes) {
     const TestMatrix wt = make_matrix(type, n_ff, n_embd, 11);
     for (double p : {0.02, 0.1, 0.5, 1.0}) {
       const Selection s = random_selection(n_ff, batch, p, 5);
@@ -113,7 +113,7 @@ TEST(SparseOps, GatherEqualsDenseRowsOfTheMatrixProduct) {
   // token, exactly: both are the same dot_row call. Skipped (need = 0) entries are written as 0.
   const int64_t n_embd = 256, n_ff = 500, batch = 2;
   ThreadPool pool(3);
-  for (DType type : kTypes) {
+  for (DType type : kOpTypes) {
     const TestMatrix w = make_matrix(type, n_ff, n_embd, 21);
     std::vector<float> xs(batch * n_embd);
     std::mt19937 rng(4);
@@ -166,7 +166,7 @@ TEST(SparseOps, ResultsIdenticalForOneTwoAndThreeThreads) {
 TEST(SparseOps, SimdAxpyMatchesScalarOverRowGroups) {
   const auto all = variants();
   if (all.size() == 1) GTEST_SKIP() << "CPU without SIMD variants";
-  for (DType type : kTypes) {
+  for (DType type : kOpTypes) {
     const TestMatrix wt = make_matrix(
         type, 9, 1000 - 1000 % 32 + 32 + (type == DType::Q8_0 || type == DType::Q4_0 ? 0 : 13 - 32),
         41);

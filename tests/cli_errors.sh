@@ -45,7 +45,9 @@ expect_error "would drop nothing" "$strata" run -m "$model" -c 15 -p "and the ea
 # llama.cpp's spellings: strata's option, or refused naming what to use (never split into letters:
 # -sys was a bad --seed, -hf printed the help and exited 0).
 expect_error "strata chat --system" "$strata" run -m "$model" -sys "be brief" -p hi
-expect_error "does not download models" "$strata" run -m "$model" -hf user/repo
+expect_error "not both" "$strata" run -m "$model" -hf user/repo
+expect_error "is not user/repo" "$strata" pull not-a-repo
+expect_error "pulled where a model is loaded" "$strata" bench -hf user/repo
 expect_error "conversation is" "$strata" run -m "$model" -cnv
 expect_error "draft model" "$strata" run -m "$model" -md draft.gguf
 expect_error "strata serve --parallel" "$strata" chat -m "$model" -np 2
@@ -53,7 +55,8 @@ expect_error "did you mean --temp?" "$strata" run -m "$model" --temprature 0.5 -
 expect_error "did you mean --top-k?" "$strata" run -m "$model" --top_k 3 -p hi
 expect_error "excludes" "$strata" run -m "$model" -p hi -f "$text"
 expect_error "never defines it" "$strata" run -m "$model" -p hi --grammar 'root ::= item'
-expect_error "'pattern' is not a keyword" "$strata" run -m "$model" -p hi -j '{"type":"string","pattern":"a"}'
+expect_error "backreference" "$strata" run -m "$model" -p hi -j '{"type":"string","pattern":"(a)\\1"}'
+expect_error "'multipleOf' is not a keyword" "$strata" run -m "$model" -p hi -j '{"type":"integer","multipleOf":2}'
 expect_error "is not valid JSON" "$strata" run -m "$model" -p hi -j '{"type":'
 expect_error "give one of --grammar" "$strata" run -m "$model" -p hi -j '{}' --grammar 'root ::= "a"'
 expect_error "neither a built-in template" "$strata" chat-template --chat-template nope

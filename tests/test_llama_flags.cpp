@@ -37,6 +37,10 @@ TEST(LlamaFlags, SeveralLettersAfterOneDashBecomeStrataOptions) {
             (Args{"serve", "--parallel", "4", "--cache-type-k", "q8_0", "--n-gpu-layers", "99"}));
   EXPECT_EQ(with_strata_spellings({"chat", "-sys", "be brief"}, serve),
             (Args{"chat", "--system", "be brief"}));
+  // -hf pulls where a model is loaded; a command without the option names where.
+  EXPECT_EQ(with_strata_spellings({"run", "-hf", "u/r:Q4_0"}, options({"--hf-repo"})),
+            (Args{"run", "--hf-repo", "u/r:Q4_0"}));
+  EXPECT_NE(refusal({"bench", "-hf", "u/r"}).find("pulled where a model is loaded"), std::string::npos);
   // What strata does anyway is dropped, with llama.cpp's value.
   EXPECT_EQ(with_strata_spellings({"run", "-fa", "on", "--no-mmap", "-no-cnv", "-p", "x"}, serve),
             (Args{"run", "-p", "x"}));
@@ -49,7 +53,7 @@ TEST(LlamaFlags, SeveralLettersAfterOneDashBecomeStrataOptions) {
 TEST(LlamaFlags, WhatStrataLacksIsRefusedNamingWhatToUse) {
   EXPECT_NE(refusal({"run", "-sys", "x"}).find("strata chat --system"), std::string::npos);
   EXPECT_NE(refusal({"chat", "-np", "2"}).find("strata serve --parallel"), std::string::npos);
-  EXPECT_NE(refusal({"run", "-hf", "user/repo"}).find("-m FILE"), std::string::npos);
+  EXPECT_NE(refusal({"run", "-hff", "m.gguf"}).find("-hf user/repo:QUANT"), std::string::npos);
   EXPECT_NE(refusal({"run", "-cnv"}).find("strata chat"), std::string::npos);
   EXPECT_NE(refusal({"run", "-md", "d.gguf"}).find("draft"), std::string::npos);
   EXPECT_NE(refusal({"run", "-ot", "x=CPU"}).find("--vram-budget"), std::string::npos);

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include "chat/schema_combine.h"
+#include "chat/schema_numbers.h"
+#include "chat/schema_strings.h"
+
 #include <map>
 #include <set>
 #include <vector>
@@ -122,13 +126,18 @@ class Converter {
     static const std::set<std::string> annotations = {"title", "description", "default", "examples",
                                                       "$schema", "$id", "$comment", "strict",
                                                       "$defs", "definitions"};
-    static const std::set<std::string> known = {"type", "properties", "required", "additionalProperties",
-                                                "items", "minItems", "maxItems", "minLength", "maxLength",
-                                                "enum", "const", "anyOf", "$ref"};
+    static const std::set<std::string> known = {
+        "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
+        "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "enum", "const", "anyOf", "oneOf", "allOf", "$ref"};
     for (auto it = s.begin(); it != s.end(); ++it)
       if (!annotations.count(it.key()) && !known.count(it.key()))
         refuse(it.key(), "is not a keyword strata can enforce");
     if (s.contains("$ref")) return reference(s["$ref"]);
+    if (s.contains("allOf")) {
+      const Json merged = merge_all_of(s, resolver());
+      return visit(merged, hint);
+    }
     if (s.contains("const")) return add_rule(hint, literal(s["const"].dump()) + " ws");
     if (s.contains("enum")) {
       if (!s["enum"].is_array() || s["enum"].empty()) refuse("enum", "must be a non-empty array");
@@ -136,18 +145,9 @@ class Converter {
       for (const auto& v : s["enum"]) alts += (alts.empty() ? "" : " | ") + literal(v.dump());
       return add_rule(hint, "(" + alts + ") ws");
     }
-    if (s.contains("anyOf")) {
-      if (!s["anyOf"].is_array() || s["anyOf"].empty()) refuse("anyOf", "must be a non-empty array");
-      std::string alts;
-      for (size_t i = 0; i < s["anyOf"].size(); ++i)
-        alts += (alts.empty() ? "" : " | ") + visit(s["anyOf"][i], hint + "-" + std::to_string(i));
-      return add_rule(hint, alts);
-    }
-    if (!s.contains("type")) {
-      if (s.contains("properties")) return object(s, hint);
-      if (s.contains("items")) return array(s, hint);
-      return "value";  // no constraint: any JSON value
-    }
+    if (s.contains("anyOf")) return any_of(s, "anyOf", hint);
+    if (s.contains("oneOf")) return any_of(s, "oneOf", hint);
+    if (!s.contains("type")) return untyped(s, hint);
     const Json& type = s["type"];
     if (type.is_array()) {
       std::string alts;
@@ -164,7 +164,8 @@ class Converter {
     if (t == "object") return object(s, hint);
     if (t == "array") return array(s, hint);
     if (t == "string") return string(s, hint);
-    if (t == "integer" || t == "number" || t == "boolean" || t == "null") return t;
+    if (t == "integer" || t == "number") return number(s, t, hint);
+    if (t == "boolean" || t == "null") return t;
     refuse("type", fmt::format("'{}' is not a JSON type", t));
   }
 
@@ -201,6 +202,20 @@ class Converter {
   }
 
   std::string string(const Json& s, const std::string& hint) {
+    const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) refuse("pattern", "must be a string");
+      if (lengths || s.contains("format")) refuse("pattern", "beside format, minLength or maxLength is not enforced");
+      return add_rule(hint, pattern_string_gbnf(s["pattern"].get<std::string>()) + " ws");
+    }
+    if (s.contains("format")) {
+      if (!s["format"].is_string()) refuse("format", "must be a string");
+      if (lengths) refuse("format", "beside minLength or maxLength is not enforced");
+      const std::string f = s["format"].get<std::string>();
+      const auto g = format_string_gbnf(f);
+      if (!g) refuse("format", fmt::format("'{}' is not a format strata can enforce (date, time, date-time, uuid, ipv4, email)", f));
+      return add_rule(hint, *g + " ws");
+    }
     const int min = count(s, "minLength", 0), max = count(s, "maxLength", -1);
     if (max >= 0 && max < min) refuse("maxLength", "is below minLength");
     if (min == 0 && max < 0) return "string";
@@ -226,43 +241,140 @@ class Converter {
     }
     const bool has_props = s.contains("properties");
     if (has_props && !s["properties"].is_object()) refuse("properties", "must be an object");
-    if (s.contains("additionalProperties")) {
-      const Json& ap = s["additionalProperties"];
-      const bool none = ap.is_boolean() && !ap.get<bool>();
-      if (!none && has_props)
-        refuse("additionalProperties", "other than false beside properties is not enforced");
-      if (!none) {  // a map: any keys, values of one schema
-        const std::string v = ap.is_boolean() ? "value" : visit(ap, hint + "-value");
-        const std::string kv = "string \":\" ws " + v;
-        return add_rule(hint, "\"{\" ws " + repeated(kv, "\",\" ws", 0, -1) + " \"}\" ws");
-      }
+    // Keys beyond the properties: written only where additionalProperties is given (true or a
+    // schema); left out where it is absent, which the schema allows.
+    const Json* extra_value = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
+    if (extra_value && extra_value->is_boolean() && !extra_value->get<bool>()) extra_value = nullptr;
+    if (extra_value && !has_props) {  // a map: any keys, values of one schema
+      const std::string v = extra_value->is_boolean() ? "value" : visit(*extra_value, hint + "-value");
+      const std::string kv = "string \":\" ws " + v;
+      return add_rule(hint, "\"{\" ws " + repeated(kv, "\",\" ws", 0, -1) + " \"}\" ws");
     }
     std::vector<std::pair<std::string, bool>> props;  // rule of "key": value, required
+    std::vector<std::string> names;
     if (has_props) {
       for (auto it = s["properties"].begin(); it != s["properties"].end(); ++it) {
         const std::string v = visit(it.value(), hint + "-" + it.key());
         props.emplace_back(add_rule(hint + "-" + it.key() + "-kv", literal(Json(it.key()).dump()) + " ws \":\" ws " + v),
                            required.count(it.key()) > 0);
+        names.push_back(it.key());
       }
     }
     for (const auto& r : required)
       if (!has_props || !s["properties"].contains(r))
         refuse("required", fmt::format("names '{}', which is not among the properties", r));
-    // In the schema's order; an optional property may be left out (commas only between).
-    // tail_i: what may follow once a property before i was written; head_i: nothing written yet.
-    const size_t n = props.size();
-    std::vector<std::string> tail(n + 1), head(n + 1);
-    for (size_t i = n; i-- > 0;) {
-      const auto& [kv, req] = props[i];
-      const std::string after = tail[i + 1].empty() ? "" : " " + tail[i + 1];
-      tail[i] = add_rule(hint + "-tail", req ? "\",\" ws " + kv + after
-                                             : "(\",\" ws " + kv + ")?" + after);
-      const std::string first = kv + after;
-      head[i] = add_rule(hint + "-head", req || head[i + 1].empty() ? (req ? first : "(" + first + ")?")
-                                                                 : first + " | " + head[i + 1]);
+    std::string extra;
+    if (extra_value) {
+      const std::string v = extra_value->is_boolean() ? "value" : visit(*extra_value, hint + "-extra-value");
+      extra = add_rule(hint + "-extra", key_not_in_gbnf(names) + " ws \":\" ws " + v);
     }
-    const std::string body = n == 0 ? "" : head[0] + " ";
-    return add_rule(hint, "\"{\" ws " + body + "\"}\" ws");
+    return add_rule(hint, "\"{\" ws " + members(props, extra, hint) + "\"}\" ws");
+  }
+
+  // The properties in the schema's order, an optional one maybe left out (commas only between),
+  // then any number of `extra` pairs (none if empty). Built from the end: tail is what may
+  // follow once something was written, head what may come first.
+  std::string members(const std::vector<std::pair<std::string, bool>>& props, const std::string& extra,
+                      const std::string& hint) {
+    std::string tail, head;  // empty: nothing may come
+    if (!extra.empty()) {
+      tail = add_rule(hint + "-more", "(\",\" ws " + extra + ")*");
+      head = add_rule(hint + "-extras", "(" + extra + " " + tail + ")?");
+    }
+    for (size_t i = props.size(); i-- > 0;) {
+      const auto& [kv, req] = props[i];
+      const std::string after = tail.empty() ? "" : " " + tail;
+      const std::string first = kv + after;
+      const std::string new_head = req ? first : head.empty() ? "(" + first + ")?" : first + " | " + head;
+      tail = add_rule(hint + "-tail", req ? "\",\" ws " + kv + after : "(\",\" ws " + kv + ")?" + after);
+      head = add_rule(hint + "-head", new_head);
+    }
+    return head.empty() ? "" : head + " ";
+  }
+
+  SchemaResolver resolver() {
+    return [this](const Json& s) -> const Json& {
+      if (!s.is_object() || !s.contains("$ref")) return s;
+      if (!s["$ref"].is_string()) refuse("$ref", "must be a string");
+      const Json* target = resolve(s["$ref"].get<std::string>());
+      if (!target) refuse("$ref", fmt::format("'{}' does not name a schema in #/$defs or #/definitions", s["$ref"].get<std::string>()));
+      return *target;
+    };
+  }
+
+  // anyOf, or oneOf where its branches never take the same value; keywords beside the list hold
+  // in every branch.
+  std::string any_of(const Json& s, const char* key, const std::string& hint) {
+    const Json& branches = s[key];
+    if (!branches.is_array() || branches.empty()) refuse(key, "must be a non-empty array");
+    if (std::string(key) == "oneOf")
+      for (size_t i = 0; i < branches.size(); ++i)
+        for (size_t j = i + 1; j < branches.size(); ++j)
+          if (!never_both(branches[i], branches[j], resolver()))
+            refuse(key, "has branches that may take the same value (oneOf then rejects it): strata enforces "
+                        "oneOf where types, const or enum values or required keys tell them apart; anyOf otherwise");
+    Json beside = s;
+    for (const char* k : {key, "$defs", "definitions", "title", "description", "default", "examples", "$comment"})
+      beside.erase(k);
+    std::string alts;
+    for (size_t i = 0; i < branches.size(); ++i) {
+      const std::string name = fmt::format("{}-{}", hint, i);
+      const std::string alt = beside.empty() ? visit(branches[i], name)
+                                             : visit(Json{{"allOf", Json::array({beside, branches[i]})}}, name);
+      alts += (alts.empty() ? "" : " | ") + alt;
+    }
+    return add_rule(hint, alts);
+  }
+
+  // A schema without a type constrains the kind of value its keywords apply to.
+  std::string untyped(const Json& s, const std::string& hint) {
+    const auto has = [&](std::initializer_list<const char*> keys) {
+      for (const char* k : keys)
+        if (s.contains(k)) return true;
+      return false;
+    };
+    if (has({"properties", "additionalProperties", "required"})) return object(s, hint);
+    if (has({"items", "minItems", "maxItems"})) return array(s, hint);
+    if (has({"minLength", "maxLength", "pattern", "format"})) return string(s, hint);
+    if (has({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})) return number(s, "number", hint);
+    return "value";  // no constraint: any JSON value
+  }
+
+  // The tightest bound on each side; draft 4's boolean exclusiveMinimum/Maximum read as such.
+  NumberBounds bounds(const Json& s) {
+    NumberBounds b;
+    const auto read = [&](const char* k) -> std::optional<double> {
+      if (!s.contains(k) || s[k].is_boolean()) return std::nullopt;
+      if (!s[k].is_number()) refuse(k, "must be a number");
+      return s[k].get<double>();
+    };
+    const auto flag = [&](const char* k) { return s.contains(k) && s[k].is_boolean() && s[k].get<bool>(); };
+    const auto tighten = [](std::optional<double>& bound, bool& exclusive, std::optional<double> v, bool ex, bool lower) {
+      if (!v) return;
+      if (!bound || (lower ? *v > *bound : *v < *bound) || (*v == *bound && ex)) bound = v, exclusive = ex;
+    };
+    tighten(b.lower, b.lower_exclusive, read("minimum"), flag("exclusiveMinimum"), true);
+    tighten(b.lower, b.lower_exclusive, read("exclusiveMinimum"), true, true);
+    tighten(b.upper, b.upper_exclusive, read("maximum"), flag("exclusiveMaximum"), false);
+    tighten(b.upper, b.upper_exclusive, read("exclusiveMaximum"), true, false);
+    return b;
+  }
+
+  std::string number(const Json& s, const std::string& type, const std::string& hint) {
+    const NumberBounds b = bounds(s);
+    if (!b.lower && !b.upper) return type;
+    const char* key = s.contains("minimum") ? "minimum" : s.contains("exclusiveMinimum") ? "exclusiveMinimum"
+                      : s.contains("maximum") ? "maximum" : "exclusiveMaximum";
+    if (type == "integer") {
+      const auto span = integers_within(b);
+      if (!span) refuse(key, "leaves no integer within the bounds (or is beyond 9e18)");
+      return add_rule(hint, integer_range_gbnf(span->lo, span->hi) + " ws");
+    }
+    const std::string g = number_range_gbnf(b);
+    if (g.empty())
+      refuse(key, "leaves no number strata writes within the bounds (whole numbers, and decimals whose "
+                  "integer part keeps them inside; nothing beyond 9e18)");
+    return add_rule(hint, g + " ws");
   }
 
   const Json& root_;

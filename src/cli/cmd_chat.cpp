@@ -17,6 +17,7 @@
 #include "chat/context_fit.h"
 #include "cli/chat_commands.h"
 #include "cli/commands.h"
+#include "cli/hf_model.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/line_reader.h"
@@ -41,6 +42,7 @@ struct ChatOptions {
   int64_t ctx = 0, n_predict = -1, seed = -1;
   SamplerParams sampling;
   FfnFlags ffn;
+  HfFlag hf;
 };
 
 // Ctrl-C sets a flag instead of ending the program, and interrupts a blocked read (no
@@ -175,7 +177,7 @@ int run_chat(const ChatOptions& o) {
 Command add_chat_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("chat", "Chat with a model in the terminal");
   auto o = std::make_shared<ChatOptions>();
-  cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)");
+  add_hf_flag(cmd, o->hf, cmd->add_option("-m,--model", o->model, "GGUF model file (default: the shipped model)"));
   cmd->add_flag("--mmap", o->mmap, "Use the model file in place (memory map)");
   cmd->add_option("--chat-template", o->chat_template,
                   "A built-in template's name or a Jinja file (default: the model's)");
@@ -190,7 +192,11 @@ Command add_chat_command(CLI::App& app) {
       ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
   add_ffn_flags(cmd, o->ffn);
   add_gpu_flags(cmd, o->ffn);
-  return {cmd, [o] { return run_chat(*o); }};
+  return {cmd, [o] {
+            ChatOptions given = *o;
+            use_hf_model(given.hf, given.model);
+            return run_chat(given);
+          }};
 }
 
 }  // namespace strata

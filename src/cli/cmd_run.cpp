@@ -6,6 +6,7 @@
 
 #include "chat/json_schema_grammar.h"
 #include "cli/commands.h"
+#include "cli/hf_model.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/prompt_escapes.h"
@@ -41,13 +42,14 @@ struct RunOptions {
   SamplerParams sampling;
   std::string grammar, grammar_file, json_schema, json_schema_file;
   FfnFlags ffn;
+  HfFlag hf;
 };
 
 void add_run_flags(CLI::App* cmd, RunOptions& o) {
   cmd->add_flag("--mmap", o.mmap,
                 "Use the model file in place (memory map) instead of reading it into huge-page "
                 "memory: faster start, slower decode");
-  cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)");
+  add_hf_flag(cmd, o.hf, cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)"));
   auto* text = cmd->add_option("-p,--prompt", o.prompt, "Prompt text");
   cmd->add_option("-f,--file", o.prompt_file, "File holding the prompt (instead of -p)")
       ->excludes(text);
@@ -240,6 +242,7 @@ Command add_run_command(CLI::App& app) {
   add_run_flags(cmd, *o);
   return {cmd, [o] {
             RunOptions given = *o;
+            use_hf_model(given.hf, given.model);
             given.prompt = prompt_text(given);
             return run_generation(given);
           }};

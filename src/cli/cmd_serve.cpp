@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/hf_model.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/sampling_flags.h"
@@ -60,10 +61,11 @@ struct ServeOptions {
   int parallel = 4;
   std::string request_memory = "64M";
   ServerOptions server;
+  HfFlag hf;
 };
 
 void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
-  cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)");
+  add_hf_flag(cmd, o.hf, cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)"));
   cmd->add_flag("--mmap", o.mmap, "Use the model file in place (memory map)");
   cmd->add_option("--host", o.server.host, "Address to listen on");
   cmd->add_option("--port", o.server.port, "Port to listen on")->check(in_range(1, 65535));
@@ -257,7 +259,11 @@ Command add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   auto o = std::make_shared<ServeOptions>();
   add_serve_flags(cmd, *o);
-  return {cmd, [o] { return serve(*o); }};
+  return {cmd, [o] {
+            ServeOptions given = *o;
+            use_hf_model(given.hf, given.model);
+            return serve(given);
+          }};
 }
 
 }  // namespace strata

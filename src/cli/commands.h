@@ -31,6 +31,7 @@ Command add_batched_command(CLI::App& app);
 Command add_chat_template_command(CLI::App& app);
 Command add_chat_command(CLI::App& app);
 Command add_sparsify_command(CLI::App& app);
+Command add_pull_command(CLI::App& app);
 
 // Threads to use by default: every hardware thread.
 int default_threads();

@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
       strata::add_serve_command(app),         strata::add_plan_command(app),
       strata::add_quantize_command(app),      strata::add_batched_command(app),
       strata::add_chat_template_command(app), strata::add_chat_command(app),
-      strata::add_sparsify_command(app),      strata::add_imatrix_command(app)};
+      strata::add_sparsify_command(app),      strata::add_imatrix_command(app),
+      strata::add_pull_command(app)};
   try {
     std::vector<std::string> args = strata::strata_arguments(app, argc, argv);
     std::reverse(args.begin(), args.end());  // CLI11 takes them last first

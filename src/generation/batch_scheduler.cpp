@@ -491,6 +491,7 @@ void BatchScheduler::finish(Sequence& s, const char* reason) {
     deliver(s, s.text.take());
   }
   s.result.text = s.text.text();
+  s.result.stopping_word = s.text.stopping_word();
   Job& job = *s.job;
   if (job.leader == &s) job.leader = nullptr;
   std::erase(job.followers, &s);

@@ -31,7 +31,7 @@ bool CompletionText::add(int32_t token) {
   for (const auto& s : stop_) {
     if (s.empty()) continue;
     const size_t at = text_.find(s, from);
-    if (at != std::string::npos) cut = std::min(cut, at);
+    if (at != std::string::npos && at < cut) cut = at, stopping_word_ = s;
   }
   if (cut != std::string::npos) {
     text_.resize(cut);

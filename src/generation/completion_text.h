@@ -25,6 +25,8 @@ class CompletionText {
   // The final text not handed out before (empty when nothing new is final).
   std::string_view take();
   const std::string& text() const { return text_; }
+  // The stop string that ended the text (empty while none has).
+  const std::string& stopping_word() const { return stopping_word_; }
 
  private:
   const Tokenizer& tok_;
@@ -34,6 +36,7 @@ class CompletionText {
   size_t final_ = 0;   // bytes of text_ that are final
   size_t handed_ = 0;  // bytes of text_ handed out by take()
   bool stopped_ = false;
+  std::string stopping_word_;
 };
 
 // Length of the longest prefix of `text` that is whole UTF-8 characters (an incomplete final

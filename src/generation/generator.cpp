@@ -88,6 +88,7 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
     emit();
   }
   r.text = text.text();
+  r.stopping_word = text.stopping_word();
   return r;
 }
 

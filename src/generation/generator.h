@@ -36,6 +36,7 @@ struct GenerationParams {
 struct GenerationResult {
   std::string text;
   std::string finish_reason;  // "stop": EOS or a stop string; "length": token limit or context
+  std::string stopping_word;  // the stop string that ended it (empty: EOS, the grammar or length)
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double queued_s = 0, prompt_s = 0, decode_s = 0;  // waiting for a slot, prompt, decode
   bool cancelled = false;                           // on_text returned false (the client went away)

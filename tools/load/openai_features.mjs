@@ -23,9 +23,24 @@ function flags(argv) {
 }
 
 const PERSON = {type: 'object', additionalProperties: false, required: ['name', 'age', 'tribe'],
-                properties: {name: {type: 'string', maxLength: 16}, age: {type: 'integer'},
+                properties: {name: {type: 'string', maxLength: 16},
+                             age: {type: 'integer', minimum: 0, maximum: 150},
                              tribe: {enum: ['Judah', 'Levi']}, tags: {type: 'array',
                              items: {type: 'string', maxLength: 8}, maxItems: 3}}};
+// Integer ranges as people send them (llama-server enforces these; strata refused them once).
+const RANGES = [
+  {type: 'object', properties: {age: {type: 'integer', minimum: 0, maximum: 150}}, required: ['age']},
+  {type: 'object', properties: {year: {type: 'integer', minimum: 1900, maximum: 2100},
+                                month: {type: 'integer', minimum: 1, maximum: 12}},
+   required: ['year', 'month'], additionalProperties: false},
+  {type: 'object', properties: {delta: {type: 'integer', exclusiveMinimum: -10, exclusiveMaximum: 10}},
+   required: ['delta']},
+  {type: 'object', properties: {rating: {type: 'integer', minimum: 1, maximum: 5},
+                                confidence: {type: 'number', minimum: 0, maximum: 1}},
+   required: ['rating', 'confidence']},
+  {type: 'array', items: {type: 'integer', minimum: -3, maximum: 3}, minItems: 1, maxItems: 4},
+  {type: 'object', properties: {port: {type: 'integer', minimum: 1024, maximum: 65535}}, required: ['port']},
+];
 const TOOLS = [
   {type: 'function', function: {name: 'get_weather', description: 'Current weather in a city',
    parameters: {type: 'object', properties: {city: {type: 'string', maxLength: 12},
@@ -95,6 +110,14 @@ async function main() {
       }
     }
     results.push({kind: 'tools streamed', finish: tfinish, only: null, calls: gathered});
+  }
+  // Six requests with integer ranges, one schema each.
+  for (const [i, schema] of RANGES.entries()) {
+    const r = await client.chat.completions.create({
+      model: 'strata', messages: ASK, max_tokens: 120, seed: 10 + i, temperature: 0.8,
+      response_format: {type: 'json_schema', json_schema: {name: `ranges${i}`, schema}}});
+    results.push({kind: 'json_schema integer ranges', schema, output: r.choices[0].message.content,
+                  finish: r.choices[0].finish_reason});
   }
   // logprobs: one entry per token, each with its alternatives.
   const lp = await client.chat.completions.create({

@@ -1,0 +1,126 @@
+// The APIs beside OpenAI's: Ollama's /api/chat and /api/generate run as any completion (their
+// requests translated, their replies in Ollama's dialect), /api/tags, /api/ps, /api/show and
+// /api/version describe_model the model served; llama-server's own /completion.
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <ctime>
+
+#include "core/sha256.h"
+#include "format/file_type.h"
+#include "server/llama_completion.h"
+#include "server/server_impl.h"
+
+namespace strata {
+
+namespace {
+
+std::string modified_time(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "1970-01-01T00:00:00Z";
+  std::tm utc{};
+  gmtime_r(&st.st_mtim.tv_sec, &utc);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z", utc.tm_year + 1900, utc.tm_mon + 1, utc.tm_mday,
+                     utc.tm_hour, utc.tm_min, utc.tm_sec);
+}
+
+OllamaModel describe_model(const Model& model, const std::string& name, const ChatTemplate& chat_template,
+                     int64_t context) {
+  const GgufFile& f = *model.file;
+  OllamaModel m;
+  m.name = name;
+  m.architecture = model.config.architecture;
+  m.file_bytes = f.file_size();
+  m.modified_at = modified_time(f.path());
+  std::optional<uint32_t> file_type;
+  if (f.find("general.file_type") != nullptr) file_type = static_cast<uint32_t>(f.get_int("general.file_type"));
+  std::vector<DType> types;
+  for (const auto& t : f.tensors()) {
+    types.push_back(t.type);
+    m.parameters += t.n_elements;
+  }
+  m.quantization = file_mixture_name(file_type, types);
+  // Ollama names the type alone; llama.cpp marks one read from the tensors "(guessed)".
+  if (m.quantization.rfind("(guessed) ", 0) == 0) m.quantization = m.quantization.substr(10);
+  m.context_length = context;
+  m.embedding_length = model.config.n_embd;
+  m.chat_template = chat_template.source();
+  m.tools = m.chat_template.find("tools") != std::string::npos;
+  m.digest = sha256_hex(fmt::format("{}\n{}\n{}\n{}\n{}", f.path(), m.file_bytes, m.modified_at, m.quantization,
+                                    m.chat_template));
+  return m;
+}
+
+}  // namespace
+
+void HttpServer::Impl::ollama_routes() {
+  auto generation = [this](bool chat_endpoint) {
+    return [this, chat_endpoint](const httplib::Request& req, httplib::Response& res,
+                                 const httplib::ContentReader& reader) {
+      RequestMemory::Reservation memory(request_memory);
+      auto guard = std::make_shared<InFlight>(in_flight);
+      const auto errors = ollama_dialect({}, chat_endpoint, false);  // Ollama's error shape
+      answer(
+          req, res,
+          [&] {
+            const std::string body = intake.read_body(req, reader, res, memory);
+            intake.reserve_document(body, memory);
+            const OllamaRequest o =
+                translate_ollama_request(parse_body(body), chat_endpoint, scheduler().slot_context());
+            const OllamaStamp stamp{o.openai.value("model", options.model_name), ollama_time_now()};
+            if (o.load_only) {
+              res.set_content(dump_json(ollama_loaded(stamp)), "application/json");
+              log(req, 200, nullptr);
+              return;
+            }
+            const bool chat = o.openai.contains("messages");
+            auto parsed = std::make_shared<CompletionRequest>(
+                parse_completion_request(dump_json(o.openai), chat, options.defaults));
+            complete(req, parsed, ollama_dialect(stamp, o.chat_reply, o.stream), res, guard, memory);
+          },
+          *errors);
+      if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
+    };
+  };
+  http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res,
+                                  const httplib::ContentReader& reader) {
+    RequestMemory::Reservation memory(request_memory);
+    auto guard = std::make_shared<InFlight>(in_flight);
+    answer(req, res, [&] {
+      const std::string body = intake.read_body(req, reader, res, memory);
+      intake.reserve_document(body, memory);
+      check_llama_completion_fields(parse_body(body));
+      complete(req, std::make_shared<CompletionRequest>(parse_completion_request(body, false, options.defaults)),
+               llama_completion_dialect(), res, guard, memory);
+    });
+    if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
+  });
+  http.Post("/api/chat", generation(true));
+  http.Post("/api/generate", generation(false));
+  const auto described = [this] {
+    return describe_model(model(), options.model_name, chat_template(), scheduler().slot_context());
+  };
+  http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json({{"version", kOllamaApiVersion}}), "application/json");
+  });
+  http.Get("/api/tags", [described](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json(ollama_tags(described())), "application/json");
+  });
+  http.Get("/api/ps", [described](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json(ollama_ps(described())), "application/json");
+  });
+  http.Post("/api/show", [this, described](const httplib::Request& req, httplib::Response& res,
+                                           const httplib::ContentReader& reader) {
+    RequestMemory::Reservation memory(request_memory);
+    answer(
+        req, res,
+        [&] {
+          const json body = parse_body(intake.read_body(req, reader, res, memory));
+          if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+          res.set_content(dump_json(ollama_show(described())), "application/json");
+        },
+        *ollama_dialect({}, false, false));
+  });
+}
+
+}  // namespace strata

@@ -309,6 +309,33 @@ TEST(SchemaKeywords, WhatCannotBeEnforcedIsRefusedByName) {
             "allOf: the JSON schema's 'allOf' has branches that set 'const' differently");
   EXPECT_EQ(refusal(R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})"),
             "allOf: the JSON schema's 'allOf' nests deeper than 32 levels");
+  // Hostile: self-reference that doubles at every level stops at the depth bound at once; breadth
+  // is bounded in all.
+  EXPECT_EQ(refusal(R"({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}, {"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"})"),
+            "allOf: the JSON schema's 'allOf' nests deeper than 32 levels");
+  const auto refused = [](const nlohmann::ordered_json& schema) {
+    try {
+      json_schema_grammar(schema);
+    } catch (const SchemaError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  nlohmann::ordered_json wide_all = {{"allOf", nlohmann::ordered_json::array()}};
+  for (int i = 0; i < 5000; ++i) wide_all["allOf"].push_back({{"type", "integer"}});
+  EXPECT_EQ(refused(wide_all), "the JSON schema's 'allOf' merges more than 4096 branches in all");
+  nlohmann::ordered_json wide_any = {{"anyOf", nlohmann::ordered_json::array()}};
+  for (int i = 0; i < 20001; ++i) wide_any["anyOf"].push_back({{"type", "integer"}});
+  EXPECT_EQ(refused(wide_any),
+            "the JSON schema expands into more than 20000 schemas (allOf, anyOf and $ref together)");
+  nlohmann::ordered_json many = {{"oneOf", nlohmann::ordered_json::array()}};
+  for (int i = 0; i < 300; ++i) many["oneOf"].push_back({{"const", i}});
+  try {
+    json_schema_grammar(many);
+    ADD_FAILURE() << "300 oneOf branches were compared";
+  } catch (const SchemaError& e) {
+    EXPECT_EQ(std::string(e.what()), "the JSON schema's 'oneOf' has more than 256 branches");
+  }
 }
 
 }  // namespace

@@ -18,6 +18,10 @@ using Json = nlohmann::ordered_json;
 
 constexpr int kMaxCount = 1000;  // minItems/maxItems/minLength/maxLength the grammar spells out
 constexpr int kMaxDepth = 128;   // schemas inside schemas, $ref chains included
+// Schemas visited in all: allOf merges copies (not memoized as $ref targets are), so a schema
+// whose branches refer to themselves twice would double at each of kMaxDepth levels.
+constexpr int kMaxVisits = 20000;
+constexpr size_t kMaxOneOfBranches = 256;  // compared pairwise
 
 // The primitive rules every schema grammar shares.
 constexpr const char* kPrimitives = R"(ws ::= | " "
@@ -117,6 +121,9 @@ class Converter {
 
   std::string visit(const Json& s, const std::string& hint) {
     const Deeper deeper(*this);
+    if (++visits_ > kMaxVisits)
+      throw SchemaError("schema", fmt::format("the JSON schema expands into more than {} schemas (allOf, anyOf "
+                                              "and $ref together)", kMaxVisits));
     const Scope scope(*this, s);
     if (s.is_boolean()) {
       if (!s.get<bool>()) refuse("false", "schema accepts nothing");
@@ -307,6 +314,8 @@ class Converter {
   std::string any_of(const Json& s, const char* key, const std::string& hint) {
     const Json& branches = s[key];
     if (!branches.is_array() || branches.empty()) refuse(key, "must be a non-empty array");
+    if (std::string(key) == "oneOf" && branches.size() > kMaxOneOfBranches)
+      refuse(key, fmt::format("has more than {} branches", kMaxOneOfBranches));
     if (std::string(key) == "oneOf")
       for (size_t i = 0; i < branches.size(); ++i)
         for (size_t j = i + 1; j < branches.size(); ++j)
@@ -382,6 +391,7 @@ class Converter {
   std::map<const Json*, std::string> refs_;  // a referenced schema's rule
   std::vector<const Json*> scopes_;
   int depth_ = 0;
+  int visits_ = 0;
 };
 
 }  // namespace

@@ -171,9 +171,10 @@ bool never_both_at(const Json& a, const Json& b, const SchemaResolver& resolve, 
 
 namespace {
 
-constexpr int kMaxAllOfDepth = 32;  // allOf inside allOf, through $ref (a cycle is refused)
+constexpr int kMaxAllOfDepth = 32;     // allOf inside allOf, through $ref (a cycle is refused)
+constexpr int kMaxAllOfParts = 4096;   // branches merged in all: two at each of 32 levels is 2^32
 
-Json merge_all_of_at(const Json& schema, const SchemaResolver& resolve, int depth) {
+Json merge_all_of_at(const Json& schema, const SchemaResolver& resolve, int depth, int& parts_left) {
   if (depth > kMaxAllOfDepth) refuse_all_of(fmt::format("nests deeper than {} levels", kMaxAllOfDepth));
   const Json& branches = schema["allOf"];
   if (!branches.is_array() || branches.empty()) refuse_all_of("must be a non-empty array");
@@ -181,13 +182,14 @@ Json merge_all_of_at(const Json& schema, const SchemaResolver& resolve, int dept
   merged.erase("allOf");
   std::vector<Json> parts{merged};
   for (const auto& b : branches) {
+    if (--parts_left < 0) refuse_all_of(fmt::format("merges more than {} branches in all", kMaxAllOfParts));
     Json part = resolve(b);
     if (part == Json(false)) refuse_all_of("has a branch that accepts nothing");
     if (part == Json(true)) continue;
     if (!part.is_object()) refuse_all_of("has a branch that is not a schema");
     part.erase("$defs");  // resolved where they are: the merged copy keeps the root's
     part.erase("definitions");
-    if (part.contains("allOf")) part = merge_all_of_at(part, resolve, depth + 1);
+    if (part.contains("allOf")) part = merge_all_of_at(part, resolve, depth + 1, parts_left);
     for (auto it = part.begin(); it != part.end(); ++it) {
       if (is_annotation(it.key()) && merged.contains(it.key())) continue;
       if (!merged.contains(it.key())) merged[it.key()] = it.value();
@@ -201,7 +203,10 @@ Json merge_all_of_at(const Json& schema, const SchemaResolver& resolve, int dept
 
 }  // namespace
 
-Json merge_all_of(const Json& schema, const SchemaResolver& resolve) { return merge_all_of_at(schema, resolve, 0); }
+Json merge_all_of(const Json& schema, const SchemaResolver& resolve) {
+  int parts_left = kMaxAllOfParts;
+  return merge_all_of_at(schema, resolve, 0, parts_left);
+}
 
 bool never_both(const Json& a, const Json& b, const SchemaResolver& resolve) {
   return never_both_at(a, b, resolve, 0);

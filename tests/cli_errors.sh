@@ -233,7 +233,7 @@ else
   echo "FAIL: bench with --profile"; cat "$work/err"; failures=$((failures + 1))
 fi
 
-expect_error "not one of f32, f16" "$strata" run -m "$model" -p hi -n 1 --cache-type-k q8_0
+expect_error "not one of f32, f16, q8_0, q4_0" "$strata" run -m "$model" -p hi -n 1 --cache-type-k q5_1
 
 # serve: bad flags, a model without a tokenizer, a port already taken.
 expect_error "port" "$strata" serve -m "$model" --port 70000

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/cpu/attention.h"
+#include "tensor/quantize.h"
 #include "backends/cpu/attention_exp.h"
 #include "backends/cpu/kernels.h"
 #include "tensor/half.h"
@@ -115,8 +116,8 @@ struct Cache {
   std::vector<float> k, v;
   std::vector<uint16_t> k16, v16;
   CachedHead head(bool f16) const {
-    if (f16) return {k16.data(), v16.data(), true, true, stride};
-    return {k.data(), v.data(), false, false, stride};
+    if (f16) return {k16.data(), v16.data(), DType::F16, DType::F16, stride};
+    return {k.data(), v.data(), DType::F32, DType::F32, stride};
   }
   double value(const std::vector<float>& x, const std::vector<uint16_t>& h, bool f16,
                int64_t i) const {
@@ -178,6 +179,53 @@ TEST(CpuAttention, RowsMatchDoublePrecisionAndAreTheSameAloneAsInARun) {
           }
         }
       }
+}
+
+// llama.cpp's -ctk/-ctv q8_0 and q4_0: a cache of blocks reads as its dequantized values (the
+// double reference over them), each row the same alone as in a run, keys and values of
+// different types.
+TEST(CpuAttention, BlockCachesReadAsTheirDequantizedValues) {
+  const int64_t hd = 64, origin = 5, n_tokens = 6, group = 2, n_rows = 300;
+  Cache plain = make_cache(n_rows, hd);
+  for (auto [kt, vt] : {std::pair{DType::Q8_0, DType::Q8_0}, std::pair{DType::Q4_0, DType::Q4_0},
+                        std::pair{DType::Q8_0, DType::F16}}) {
+    const auto blocks = [&](const std::vector<float>& x, DType t) {
+      std::vector<uint8_t> out(row_bytes(t, static_cast<uint64_t>(x.size())));
+      quantize_row(t, x.data(), out.data(), static_cast<int64_t>(x.size()));
+      return out;
+    };
+    const std::vector<uint8_t> kq = blocks(plain.k, kt), vq = blocks(plain.v, vt);
+    Cache seen = plain;  // what the blocks hold, for the reference
+    dequantize_row(kt, kq.data(), seen.k.data(), static_cast<int64_t>(seen.k.size()));
+    dequantize_row(vt, vq.data(), seen.v.data(), static_cast<int64_t>(seen.v.size()));
+    for (float& x : seen.v) x = vt == DType::F16 ? f16_to_f32(f32_to_f16(x)) : x;
+    std::vector<uint16_t> v16;
+    for (float x : plain.v) v16.push_back(f32_to_f16(x));
+    const CachedHead head{kq.data(), vt == DType::F16 ? static_cast<const void*>(v16.data()) : vq.data(), kt, vt,
+                          plain.stride};
+    EXPECT_NE(seen.k, plain.k) << "the blocks round";
+    for (const CpuKernels* k : supported_kernels()) {
+      const std::vector<float> q = random_values(n_tokens * group * hd, 9);
+      std::vector<float> run_out(q.size()), alone_out(q.size());
+      std::vector<QueryRow> rows;
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t g = 0; g < group; ++g) {
+          const int64_t at = (t * group + g) * hd;
+          rows.push_back({&q[at], &run_out[at], origin, origin + 100 + 37 * t});
+        }
+      attend_rows(*k, rows, head, origin, hd, 1.0f / std::sqrt(float(hd)));
+      for (const QueryRow& r : rows) {
+        QueryRow alone = r;
+        alone.out = &alone_out[r.out - run_out.data()];
+        attend_rows(*k, std::span(&alone, 1), head, origin, hd, 1.0f / std::sqrt(float(hd)));
+        const std::vector<double> want = seen.attend(r.q, r.first, r.last, false);
+        for (int64_t d = 0; d < hd; ++d) {
+          ASSERT_EQ(alone.out[d], r.out[d]) << k->name << " alone vs in the run";
+          ASSERT_NEAR(r.out[d], want[d], 2e-6) << k->name << " " << dtype_name(kt) << "/" << dtype_name(vt);
+        }
+      }
+    }
+  }
 }
 
 TEST(CpuAttention, RunsAreASequencesConsecutiveTokensUpToTheLimit) {

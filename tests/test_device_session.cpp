@@ -69,6 +69,19 @@ TEST_F(DeviceSession, EveryTypeDenseGivesTheCpuLogitsBitForBit) {
   }
 }
 
+TEST_F(DeviceSession, ABlockKvCacheIsRefusedOnTheDeviceNamingTheFlag) {
+  auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");  // heads of 32
+  ReferenceDevice dev;
+  SessionOptions o;
+  o.kv = {DType::Q8_0, DType::F16};
+  try {
+    run(*m, dev, o);
+    ADD_FAILURE() << "a q8_0 cache on the device";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("-ctk q8_0 runs on the CPU"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(DeviceSession, SparseModesGiveTheCpuLogitsBitForBit) {
   for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0}) {
     auto m = Model::load(sparse_tiny_model(type, FfnActivation::ReGLU, 5), false);

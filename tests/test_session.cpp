@@ -1,6 +1,8 @@
 // The forward pass: thread-count independence, incremental decoding, context limits.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/matvec.h"
 #include "core/error.h"
+#include "generation/perplexity.h"
 #include "runtime/session.h"
 #include "runtime/workspace.h"
 #include "test_helpers.h"
@@ -203,8 +206,55 @@ TEST(Session, F16KvCacheHalvesTheCacheAndStaysCloseToF32) {
   const auto batched = logits(DType::F16, DType::F16, true, &unused);
   for (size_t i = 0; i < f16.size(); ++i) EXPECT_NEAR(batched[i], f16[i], 1e-3f * max_abs);
   SessionOptions bad;
-  bad.kv.k = DType::Q8_0;
+  bad.kv.k = DType::Q5_1;
   EXPECT_THROW(Session(*m, 64, pool, bad), Error);
+}
+
+// llama.cpp's -ctk/-ctv q8_0 and q4_0: 34 and 18 bytes for 32 values, the planned bytes what the
+// session holds, logits close to F32's, and held-out perplexity with q8_0 within 0.5% of F32's.
+TEST(Session, BlockKvCachesHoldLlamaCppsBlocksAndStayCloseToF32) {
+  const auto m = Model::load(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny.gguf");
+  ThreadPool pool(2);
+  const auto tokens = m->tokenizer->encode("In the beginning God created the heaven and the earth", true);
+  auto run = [&](DType t, uint64_t* bytes) {
+    SessionOptions o;
+    o.kv = {t, t};
+    Session s(*m, 64, pool, o);
+    *bytes = s.kv_cache_bytes();
+    auto l = s.eval(std::span<const int32_t>(tokens));
+    return std::vector<float>(l.begin(), l.end());
+  };
+  uint64_t f32_bytes = 0, f16_bytes = 0, q8_bytes = 0, q4_bytes = 0;
+  const auto f32 = run(DType::F32, &f32_bytes);
+  run(DType::F16, &f16_bytes);
+  const auto q8 = run(DType::Q8_0, &q8_bytes);
+  const auto q4 = run(DType::Q4_0, &q4_bytes);
+  EXPECT_EQ(q8_bytes * 32, f16_bytes * 17);  // 34 bytes for 32 values against 64
+  EXPECT_EQ(q4_bytes * 32, f16_bytes * 9);
+  EXPECT_EQ(q8_bytes, Session::kv_cache_bytes(m->config, 64, DType::Q8_0, DType::Q8_0));
+  float max_abs = 0, q8_diff = 0, q4_diff = 0;
+  for (size_t i = 0; i < f32.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(f32[i]));
+    q8_diff = std::max(q8_diff, std::fabs(q8[i] - f32[i]));
+    q4_diff = std::max(q4_diff, std::fabs(q4[i] - f32[i]));
+  }
+  EXPECT_GT(q8_diff, 0.0f);
+  EXPECT_LT(q8_diff, 2e-2f * max_abs);
+  EXPECT_LT(q4_diff, 1e-1f * max_abs);
+  EXPECT_GT(q4_diff, q8_diff);
+  // Held-out perplexity (llama.cpp's method, 20 windows of 256 tokens).
+  std::ifstream in(std::string(STRATA_SOURCE_DIR) + "/models/strata-tiny-heldout.txt");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto ids = m->tokenizer->encode(text, true);
+  const auto ppl = [&](DType t) {
+    SessionOptions o;
+    o.kv = {t, t};
+    Session s(*m, 256, pool, o);
+    return measure_perplexity(s, ids, m->tokenizer->bos(), 20).perplexity;
+  };
+  const double base = ppl(DType::F32), with_q8 = ppl(DType::Q8_0);
+  EXPECT_NE(with_q8, base);
+  EXPECT_LT(std::fabs(with_q8 / base - 1), 0.005) << base << " " << with_q8;
 }
 
 TEST(Session, ResetReproducesTheSameLogits) {

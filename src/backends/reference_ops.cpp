@@ -104,15 +104,14 @@ void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, i
 }
 
 namespace {
-float load(const void* base, DType t, int64_t at) {
-  return t == DType::F16 ? f16_to_f32(static_cast<const uint16_t*>(base)[at])
-                         : static_cast<const float*>(base)[at];
+// A KV cache row of n elements at element `at` (whole blocks of a block type), in and out as F32.
+void store_row(void* base, DType t, int64_t at, const float* x, int64_t n) {
+  dtype_info(t).quantize(x, static_cast<uint8_t*>(base) + row_bytes(t, static_cast<uint64_t>(at)), n);
 }
-void store(void* base, DType t, int64_t at, float v) {
-  if (t == DType::F16)
-    static_cast<uint16_t*>(base)[at] = f32_to_f16(v);
-  else
-    static_cast<float*>(base)[at] = v;
+std::vector<float> load_row(const void* base, DType t, int64_t at, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  dtype_info(t).dequantize(static_cast<const uint8_t*>(base) + row_bytes(t, static_cast<uint64_t>(at)), out.data(), n);
+  return out;
 }
 }  // namespace
 
@@ -133,10 +132,8 @@ void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadSha
     for (int64_t h = 0; h < s.n_head; ++h) rotate(q + b * s.q_dim() + h * s.head_dim, b);
     for (int64_t h = 0; h < s.n_head_kv; ++h) rotate(k + b * s.kv_dim() + h * s.head_dim, b);
     const int64_t row = at.base[b] + at.pos[b];
-    for (int64_t i = 0; i < s.kv_dim(); ++i) {
-      store(kv.k, kv.k_type, row * kv.kv_dim + i, k[b * s.kv_dim() + i]);
-      store(kv.v, kv.v_type, row * kv.kv_dim + i, v[b * s.kv_dim() + i]);
-    }
+    store_row(kv.k, kv.k_type, row * kv.kv_dim, k + b * s.kv_dim(), s.kv_dim());
+    store_row(kv.v, kv.v_type, row * kv.kv_dim, v + b * s.kv_dim(), s.kv_dim());
   }
 }
 
@@ -150,10 +147,12 @@ void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
       const int64_t kvh = h / group, positions = at.pos[b] + 1, base = at.base[b];
       std::vector<double> score(static_cast<size_t>(positions));
       double most = -INFINITY;
+      std::vector<std::vector<float>> values(static_cast<size_t>(positions));
       for (int64_t p = 0; p < positions; ++p) {
+        const std::vector<float> key = load_row(kv.k, kv.k_type, (base + p) * kv.kv_dim + kvh * hd, hd);
+        values[static_cast<size_t>(p)] = load_row(kv.v, kv.v_type, (base + p) * kv.kv_dim + kvh * hd, hd);
         double d = 0;
-        for (int64_t i = 0; i < hd; ++i)
-          d += double{qh[i]} * load(kv.k, kv.k_type, (base + p) * kv.kv_dim + kvh * hd + i);
+        for (int64_t i = 0; i < hd; ++i) d += double{qh[i]} * key[static_cast<size_t>(i)];
         score[static_cast<size_t>(p)] = d * scale;
         most = std::max(most, d * scale);
       }
@@ -162,8 +161,7 @@ void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
       for (int64_t i = 0; i < hd; ++i) {
         double acc = 0;
         for (int64_t p = 0; p < positions; ++p)
-          acc += score[static_cast<size_t>(p)] *
-                 load(kv.v, kv.v_type, (base + p) * kv.kv_dim + kvh * hd + i);
+          acc += score[static_cast<size_t>(p)] * values[static_cast<size_t>(p)][static_cast<size_t>(i)];
         out[b * s.q_dim() + h * hd + i] = static_cast<float>(acc / total);
       }
     }

@@ -142,8 +142,8 @@ uint64_t parse_bytes(const std::string& text, const char* flag) {
 
 DType kv_type(const std::string& name, const char* flag) {
   const auto t = dtype_from_name(name);
-  if (!t || (*t != DType::F32 && *t != DType::F16))
-    fail("{} '{}' is not one of f32, f16", flag, name);
+  if (!t || (*t != DType::F32 && *t != DType::F16 && *t != DType::Q8_0 && *t != DType::Q4_0))
+    fail("{} '{}' is not one of f32, f16, q8_0, q4_0", flag, name);
   return *t;
 }
 

@@ -40,7 +40,7 @@ struct FfnFlags {
 
 // "16G", "1500M", "123456": bytes. Fails on anything else.
 uint64_t parse_bytes(const std::string& text, const char* flag);
-// --cache-type-k / -v: F32 or F16. Fails on anything else.
+// --cache-type-k / -v: F32, F16, Q8_0 or Q4_0 (llama.cpp's). Fails on anything else.
 DType kv_type(const std::string& name, const char* flag);
 
 void add_ffn_flags(CLI::App* cmd, FfnFlags& flags);

@@ -10,8 +10,9 @@
 
 namespace strata {
 
-// The KV cache's element types (llama.cpp's -ctk / -ctv): F32 or F16. One value from the flags
-// through planning to the session.
+// The KV cache's element types (llama.cpp's -ctk / -ctv): F32, F16, or llama.cpp's Q8_0 and Q4_0
+// blocks along each row (a head whole blocks). One value from the flags through planning to the
+// session.
 struct KvTypes {
   DType k = DType::F32, v = DType::F32;
   bool operator==(const KvTypes&) const = default;
@@ -34,6 +35,8 @@ class KvCache {
 
   static uint64_t bytes(const ModelConfig& c, int64_t n_ctx, DType k_type, DType v_type,
                         int64_t layers = 0);
+  // Fails naming the flag when a type is not a KV cache type or splits this model's heads.
+  static void check_types(const ModelConfig& c, DType k_type, DType v_type);
   uint64_t bytes() const { return k_.bytes + v_.bytes; }
   KvLayer layer(int64_t l) const;
   // Rows [from, from + n) of every layer's keys and values copied to rows [to, to + n).

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "runtime/kv_cache.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -21,9 +22,7 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
         model.file->path());
   if (mw.column_bundled && (!options.vram_neurons.empty() || options.check_predictor))
     fail("'{}' is column-bundled: its FFN runs on the CPU from the flash tier", model.file->path());
-  for (DType t : {options.kv.k, options.kv.v})
-    if (t != DType::F32 && t != DType::F16)
-      fail("the KV cache holds f32 or f16, not {}", dtype_name(t));
+  KvCache::check_types(model.config, options.kv.k, options.kv.v);
   if (options.check_predictor && options.ffn != FfnMode::Predict)
     fail("--check-predictor needs --ffn predict (and a model with predictors)");
   if (model.config.n_ff_shared > 0 && options.ffn != FfnMode::Dense)

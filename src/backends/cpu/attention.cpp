@@ -15,16 +15,24 @@ float total_of(float* sum) {
   return sum[0];
 }
 
+// n rows of a head in a block-typed cache (rows `stride` elements apart) to F32, hd apart.
+void dequantize_panel(DType type, const uint8_t* rows, int64_t stride, int n, int64_t hd, std::vector<float>& out) {
+  const auto dequantize = dtype_info(type).dequantize;
+  const uint64_t row_stride = row_bytes(type, static_cast<uint64_t>(stride));
+  for (int r = 0; r < n; ++r) dequantize(rows + r * row_stride, out.data() + r * hd, hd);
+}
+
 }  // namespace
 
 void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const CachedHead& kv,
                  int64_t origin, int64_t hd, float scale) {
   constexpr int64_t kPanel = kAttentionPanel;
   constexpr int64_t kState = 1 + kAttentionSumLanes;  // a row's maximum and partial sums
-  thread_local std::vector<float> kt, vp, state;
+  thread_local std::vector<float> kt, vp, deq, state;
   thread_local std::vector<AttentionRow> seen;
   kt.resize(static_cast<size_t>(kPanel * hd));
   vp.resize(static_cast<size_t>(kPanel * hd));
+  deq.resize(static_cast<size_t>(kPanel * hd));
   state.assign(rows.size() * kState, 0.0f);
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -34,7 +42,8 @@ void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const Cach
     hi = std::max(hi, rows[i].last);
   }
   origin = std::min(origin, lo);
-  const size_t k_elem = kv.k_f16 ? 2 : 4, v_elem = kv.v_f16 ? 2 : 4;
+  const bool k_f16 = kv.k_type == DType::F16, v_f16 = kv.v_type == DType::F16;
+  const bool k_blocks = !k_f16 && kv.k_type != DType::F32, v_blocks = !v_f16 && kv.v_type != DType::F32;
   for (int64_t start = origin + (lo - origin) / kPanel * kPanel; start <= hi; start += kPanel) {
     seen.clear();
     for (size_t i = 0; i < rows.size(); ++i) {
@@ -47,13 +56,21 @@ void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const Cach
     if (seen.empty()) continue;
     const int n_pos = static_cast<int>(std::min(kPanel, hi + 1 - start));
     const uint64_t at = static_cast<uint64_t>(start * kv.stride);
-    k.load_panel(static_cast<const uint8_t*>(kv.k) + at * k_elem, kv.k_f16, kv.stride, n_pos, hd,
-                 /*transpose=*/true, kt.data());
-    const uint8_t* v = static_cast<const uint8_t*>(kv.v) + at * v_elem;
-    if (kv.v_f16)  // widened once for all the rows
+    const uint8_t* kp = static_cast<const uint8_t*>(kv.k) + row_bytes(kv.k_type, at);
+    if (k_blocks) {  // dequantized, then transposed as F32 rows
+      dequantize_panel(kv.k_type, kp, kv.stride, n_pos, hd, deq);
+      k.load_panel(reinterpret_cast<const uint8_t*>(deq.data()), false, hd, n_pos, hd, /*transpose=*/true, kt.data());
+    } else {
+      k.load_panel(kp, k_f16, kv.stride, n_pos, hd, /*transpose=*/true, kt.data());
+    }
+    const uint8_t* v = static_cast<const uint8_t*>(kv.v) + row_bytes(kv.v_type, at);
+    if (v_blocks)
+      dequantize_panel(kv.v_type, v, kv.stride, n_pos, hd, vp);
+    else if (v_f16)  // widened once for all the rows
       k.load_panel(v, true, kv.stride, n_pos, hd, /*transpose=*/false, vp.data());
-    const float* vf = kv.v_f16 ? vp.data() : reinterpret_cast<const float*>(v);
-    const int64_t v_stride = kv.v_f16 ? hd : kv.stride;
+    const bool v_direct = !v_blocks && !v_f16;
+    const float* vf = v_direct ? reinterpret_cast<const float*>(v) : vp.data();
+    const int64_t v_stride = v_direct ? kv.stride : hd;
     k.attend_panel(kt.data(), vf, v_stride, hd, scale, seen.data(), static_cast<int>(seen.size()));
   }
   for (size_t i = 0; i < rows.size(); ++i) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels.h"
+#include "tensor/dtype.h"
 
 namespace strata {
 
@@ -23,10 +24,12 @@ inline constexpr int kMaxHeadsPerGroup = 256;
 inline constexpr int kAttentionRunTokens = 16;
 
 struct CachedHead {
-  const void* k;      // cache row 0's key of this KV head (F32 or F16 elements)
-  const void* v;      // cache row 0's value
-  bool k_f16, v_f16;  // element types
-  int64_t stride;     // elements from one cache row to the next
+  const void* k;  // cache row 0's key of this KV head
+  const void* v;  // cache row 0's value
+  // Element types: F32, F16, or a block type (Q8_0, Q4_0: llama.cpp's -ctk q8_0), whose rows are
+  // dequantized a panel at a time.
+  DType k_type = DType::F32, v_type = DType::F32;
+  int64_t stride = 0;  // elements from one cache row to the next (whole blocks)
 };
 
 // One query head of one token and the cache rows it sees, [first, last].

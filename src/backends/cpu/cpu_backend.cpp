@@ -183,6 +183,7 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
                                 const TokenPlaces& places) {
   const int64_t hd = s.head_dim, q_dim = s.q_dim(), kv_dim = s.kv_dim(), half = rope.half;
   const bool k16 = kv.k_type == DType::F16, v16 = kv.v_type == DType::F16;
+  const bool k32 = kv.k_type == DType::F32, v32 = kv.v_type == DType::F32;
   for (int64_t b = 0; b < n; ++b) {
     const float* cs = rope.cos + b * half;
     const float* sn = rope.sin + b * half;
@@ -204,12 +205,16 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
     const float* vb = v + b * kv_dim;
     if (k16)
       for (int64_t i = 0; i < kv_dim; ++i) static_cast<uint16_t*>(kv.k)[at + i] = f32_to_f16(kb[i]);
-    else
+    else if (k32)
       std::copy_n(kb, kv_dim, static_cast<float*>(kv.k) + at);
+    else  // a block type: the row quantized as llama.cpp's -ctk q8_0 stores it
+      dtype_info(kv.k_type).quantize(kb, static_cast<uint8_t*>(kv.k) + row_bytes(kv.k_type, at), kv_dim);
     if (v16)
       for (int64_t i = 0; i < kv_dim; ++i) static_cast<uint16_t*>(kv.v)[at + i] = f32_to_f16(vb[i]);
-    else
+    else if (v32)
       std::copy_n(vb, kv_dim, static_cast<float*>(kv.v) + at);
+    else
+      dtype_info(kv.v_type).quantize(vb, static_cast<uint8_t*>(kv.v) + row_bytes(kv.v_type, at), kv_dim);
   }
 }
 
@@ -221,8 +226,6 @@ void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const 
   const int group = static_cast<int>(s.n_head / s.n_head_kv);
   const int64_t hd = s.head_dim, q_dim = s.q_dim();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const bool k16 = kv.k_type == DType::F16, v16 = kv.v_type == DType::F16;
-  const size_t k_elem = k16 ? 2 : 4, v_elem = v16 ? 2 : 4;
   const int64_t* origin = places.origin != nullptr ? places.origin : places.base;
   const std::vector<TokenRun> runs = attention_runs(origin, n, kAttentionRunTokens);
   const auto n_runs = static_cast<int64_t>(runs.size());
@@ -245,9 +248,9 @@ void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const 
           rows.push_back({q + at, out + at, places.base[b], places.base[b] + places.pos[b]});
         }
       const auto head_at = static_cast<uint64_t>(kvh * hd);
-      const CachedHead head{static_cast<const uint8_t*>(kv.k) + head_at * k_elem,
-                            static_cast<const uint8_t*>(kv.v) + head_at * v_elem, k16, v16,
-                            kv.kv_dim};
+      const CachedHead head{static_cast<const uint8_t*>(kv.k) + row_bytes(kv.k_type, head_at),
+                            static_cast<const uint8_t*>(kv.v) + row_bytes(kv.v_type, head_at), kv.k_type,
+                            kv.v_type, kv.kv_dim};
       attend_rows(kernels_, rows, head, origin[run.begin], hd, scale);
     }
   });

@@ -73,11 +73,11 @@ void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
       "Keep Q4_0/Q8_0/Q4_K weights in the file's row layout instead of interleaving them by 16 "
       "rows at load (llama.cpp's --no-repack)");
   cmd->add_option("--cache-type-k", flags.cache_type_k,
-                  "KV cache type for keys: f32 or f16 (half the memory); default f32, f16 on a "
-                  "GPU");
+                  "KV cache type for keys: f32, f16 (half the memory), q8_0 or q4_0 (llama.cpp's "
+                  "blocks, CPU); default f32, f16 on a GPU");
   cmd->add_option("--cache-type-v", flags.cache_type_v,
-                  "KV cache type for values: f32 or f16 (half the memory); default f32, f16 on "
-                  "a GPU");
+                  "KV cache type for values: f32, f16 (half the memory), q8_0 or q4_0 (llama.cpp's "
+                  "blocks, CPU); default f32, f16 on a GPU");
   cmd->add_flag("--lookahead", flags.lookahead,
                 "Bundled models: read the next layer's guessed neurons while this layer's FFN "
                 "and the next attention compute (the default for a flash tier the CPU computes "

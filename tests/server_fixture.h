@@ -114,7 +114,7 @@ class ServerHttp : public ::testing::Test {
   // Tests that need other options call restart() with a function that changes them.
   void SetUp() override { start(); }
   void start(const std::function<void(ServerOptions&)>& adjust = {}) {
-    model_ = Model::load(shipped_model());
+    model_ = Model::load(model_path_);
     SessionOptions so;
     so.n_seq = slots_;
     server_.reset();  // its scheduler runs on the old session
@@ -155,6 +155,7 @@ class ServerHttp : public ::testing::Test {
     return nlohmann::json::parse(res->body);
   }
 
+  std::string model_path_ = shipped_model();  // the model served (set before restart())
   int slots_ = 1;              // sequence slots of the session (set before restart())
   int64_t slot_context_ = 64;  // positions per slot
   ThreadPool pool_{2};

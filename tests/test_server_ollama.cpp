@@ -12,6 +12,8 @@
 #include <sstream>
 
 #include "core/sha256.h"
+#include "format/gguf.h"
+#include "format/gguf_writer.h"
 #include "server/llama_completion.h"
 #include "server/ollama_api.h"
 #include "server_fixture.h"
@@ -252,6 +254,49 @@ TEST_F(ServerOllama, LlamaServerCompletionAnswersAsLlamaServer) {
   EXPECT_EQ(last["tokens_predicted"], 12);
   const json refused = post("/completion", R"({"prompt": "x", "mirostat": 2})", 400);
   EXPECT_EQ(refused["error"]["param"], "mirostat");
+}
+
+// The shipped model with llama.cpp's fill-in-the-middle keys naming three of its tokens.
+std::string fim_model() {
+  const std::string path = ::testing::TempDir() + "strata-fim.gguf";
+  const auto src = GgufFile::open(strata::testing::shipped_model());
+  GgufWriter w(path);
+  for (const auto& [k, v] : src->metadata()) w.set(k, v);
+  w.set("tokenizer.ggml.fim_pre_token_id", GgufValue::u32(5));
+  w.set("tokenizer.ggml.fim_suf_token_id", GgufValue::u32(6));
+  w.set("tokenizer.ggml.fim_mid_token_id", GgufValue::u32(7));
+  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.dims);
+  for (const auto& t : src->tensors()) w.write_tensor_data({t.data, t.n_bytes});
+  w.finish();
+  return path;
+}
+
+TEST_F(ServerOllama, InfillIsTheCompletionOfLlamaServersFimPrompt) {
+  const json refused = post("/infill", R"({"input_prefix": "a", "input_suffix": "b"})", 400);
+  EXPECT_NE(refused["error"]["message"].get<std::string>().find("no fill-in-the-middle tokens"), std::string::npos);
+  model_path_ = fim_model();
+  restart({});
+  const Tokenizer& tok = *model_->tokenizer;
+  const json body = json::parse(R"({"input_prefix": "In the beginning", "input_suffix": " the earth.", "prompt": " God"})");
+  std::vector<int32_t> want{tok.bos(), 5};
+  for (int32_t id : tok.encode("In the beginning", false)) want.push_back(id);
+  want.push_back(6);
+  for (int32_t id : tok.encode(" the earth.", false)) want.push_back(id);
+  want.push_back(7);
+  for (int32_t id : tok.encode(" God", false)) want.push_back(id);
+  EXPECT_EQ(infill_tokens(tok, body), want);
+  json spm = body;
+  spm["spm_infill"] = true;
+  EXPECT_EQ(infill_tokens(tok, spm)[1], 6);  // the suffix first
+  json asked = body;
+  asked["n_predict"] = 8;
+  asked["temperature"] = 0;
+  const json r = post("/infill", asked.dump(), 200);
+  const json same = post("/completion", json{{"prompt", want}, {"n_predict", 8}, {"temperature", 0}}.dump(), 200);
+  EXPECT_EQ(r["content"], same["content"]);
+  EXPECT_EQ(r["tokens_evaluated"], static_cast<int64_t>(want.size()));
+  const json extra = post("/infill", R"({"input_prefix": "a", "input_extra": [{"filename": "x", "text": "y"}]})", 400);
+  EXPECT_EQ(extra["error"]["param"], "input_extra");
 }
 
 }  // namespace

@@ -45,6 +45,20 @@ void Tokenizer::load_common(const GgufFile& f) {
   bos_ = special("tokenizer.ggml.bos_token_id");
   eos_ = special("tokenizer.ggml.eos_token_id");
   unk_ = special("tokenizer.ggml.unknown_token_id");
+  // llama.cpp's keys, then the texts its vocabulary loader looks for when they are absent.
+  const auto fim = [&](const char* key, std::initializer_list<const char*> texts) {
+    int32_t id = special(key);
+    for (const char* t : texts)
+      if (id < 0)
+        if (const auto it = token_ids_.find(t); it != token_ids_.end()) id = it->second;
+    return id;
+  };
+  fim_.pre = fim("tokenizer.ggml.fim_pre_token_id",
+                 {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xe2\x96\x81<PRE>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>"});
+  fim_.suf = fim("tokenizer.ggml.fim_suf_token_id",
+                 {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xe2\x96\x81<SUF>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>"});
+  fim_.mid = fim("tokenizer.ggml.fim_mid_token_id",
+                 {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xe2\x96\x81<MID>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>"});
   const std::string model = f.get_string("tokenizer.ggml.model", "");
   const std::string pre = f.get_string("tokenizer.ggml.pre", "");
   add_bos_ = default_add_bos(model, pre);

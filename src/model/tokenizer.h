@@ -52,6 +52,14 @@ class Tokenizer {
   const std::string& token_text(int32_t id) const { return tokens_.at(id); }
   int32_t bos() const { return bos_; }
   int32_t eos() const { return eos_; }
+  // Fill-in-the-middle tokens (llama-server's /infill): tokenizer.ggml.fim_pre/suf/mid_token_id,
+  // else the token llama.cpp recognises by its text (<|fim_prefix|>, <fim-prefix>, <PRE>, ...);
+  // -1 where there is none.
+  struct FimTokens {
+    int32_t pre = -1, suf = -1, mid = -1;
+    bool complete() const { return pre >= 0 && suf >= 0 && mid >= 0; }
+  };
+  const FimTokens& fim() const { return fim_; }
   // Whether text is tokenized with BOS in front (EOS behind): tokenizer.ggml.add_bos_token
   // (add_eos_token), else the vocabulary's default (default_add_bos).
   bool add_bos_default() const { return add_bos_; }
@@ -77,6 +85,7 @@ class Tokenizer {
   // Control and user-defined tokens, longest text first: what encode takes whole.
   std::vector<int32_t> whole_tokens_;
   int32_t bos_ = -1, eos_ = -1, unk_ = -1;
+  FimTokens fim_;
   bool add_bos_ = true, add_eos_ = false;
   size_t max_piece_bytes_ = 4;  // the longest token text, and at least one UTF-8 character
 

@@ -97,6 +97,36 @@ json llama_completion_reply(const CompletionRequest& req, const CompletionIds& i
           {"timings", timings_json(std::span<const GenerationResult>(&r, 1))}};
 }
 
+std::vector<int32_t> infill_tokens(const Tokenizer& tok, const json& body) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  const Tokenizer::FimTokens& fim = tok.fim();
+  if (!fim.complete())
+    throw ApiError(400, "the model has no fill-in-the-middle tokens (tokenizer.ggml.fim_pre_token_id, "
+                        "fim_suf_token_id, fim_mid_token_id)");
+  const auto text = [&](const char* key) {
+    if (!body.contains(key) || body[key].is_null()) return std::string();
+    if (!body[key].is_string()) throw ApiError(400, fmt::format("'{}' must be a string", key), key);
+    return body[key].get<std::string>();
+  };
+  if (body.contains("input_extra") && !(body["input_extra"].is_array() && body["input_extra"].empty()) &&
+      !body["input_extra"].is_null())
+    throw ApiError(400, "'input_extra' (other files as context) is not supported", "input_extra");
+  const bool spm = body.contains("spm_infill") && body["spm_infill"].is_boolean() && body["spm_infill"].get<bool>();
+  std::vector<int32_t> prefix{fim.pre}, suffix{fim.suf};
+  const auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& more) {
+    to.insert(to.end(), more.begin(), more.end());
+  };
+  append(prefix, tok.encode(text("input_prefix"), false, false));
+  append(suffix, tok.encode(text("input_suffix"), false, false));
+  std::vector<int32_t> out;
+  if (tok.add_bos_default() && tok.bos() >= 0) out.push_back(tok.bos());
+  append(out, spm ? suffix : prefix);
+  append(out, spm ? prefix : suffix);
+  out.push_back(fim.mid);
+  append(out, tok.encode(text("prompt"), false, true));
+  return out;
+}
+
 std::shared_ptr<const ReplyDialect> llama_completion_dialect() {
   static const auto d = std::make_shared<const LlamaCompletionDialect>();
   return d;

@@ -95,6 +95,22 @@ void HttpServer::Impl::ollama_routes() {
     });
     if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
   });
+  http.Post("/infill", [this](const httplib::Request& req, httplib::Response& res,
+                              const httplib::ContentReader& reader) {
+    RequestMemory::Reservation memory(request_memory);
+    auto guard = std::make_shared<InFlight>(in_flight);
+    answer(req, res, [&] {
+      const std::string text = intake.read_body(req, reader, res, memory);
+      intake.reserve_document(text, memory);
+      json body = parse_body(text);
+      check_llama_completion_fields(body);
+      body["prompt"] = infill_tokens(*model().tokenizer, body);
+      for (const char* key : {"input_prefix", "input_suffix", "input_extra", "spm_infill"}) body.erase(key);
+      complete(req, std::make_shared<CompletionRequest>(parse_completion_request(dump_json(body), false, options.defaults)),
+               llama_completion_dialect(), res, guard, memory);
+    });
+    if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
+  });
   http.Post("/api/chat", generation(true));
   http.Post("/api/generate", generation(false));
   const auto described = [this] {

@@ -241,7 +241,7 @@ struct HttpServer::Impl {
     ollama_routes();
   }
 
-  // Ollama's /api/* and llama-server's /completion (ollama_routes.cpp).
+  // Ollama's /api/* and llama-server's /completion and /infill (ollama_routes.cpp).
   void ollama_routes();
 
   // Limits, the head's checks before any route, and the replies of what no route answers.

@@ -1,7 +1,8 @@
 // strata's OpenAI-compatible HTTP server (cpp-httplib): POST /v1/completions and
 // /v1/chat/completions (whole or streamed as server-sent events), /v1/embeddings (pooled final
 // hidden states, computed in the same batches as generation), GET /v1/models, /health,
-// /metrics (Prometheus) and /slots. Requests generate at once on the session's sequence slots
+// /metrics (Prometheus) and /slots; Ollama's /api/* and llama-server's /completion and /infill
+// run the same way, their replies in their own shapes (server/reply_dialect.h). Requests generate at once on the session's sequence slots
 // through the batch scheduler (continuous batching, generation/batch_scheduler.h); each slot keeps
 // the KV entries of its last conversation, and a request goes to the slot sharing the longest
 // prefix with it, so a follow-up evaluates only the new part. Requests beyond the slots wait in

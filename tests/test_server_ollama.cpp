@@ -299,5 +299,22 @@ TEST_F(ServerOllama, InfillIsTheCompletionOfLlamaServersFimPrompt) {
   EXPECT_EQ(extra["error"]["param"], "input_extra");
 }
 
+TEST_F(ServerOllama, EmbedGivesTheOpenAiEndpointsVectors) {
+  const json openai = post("/v1/embeddings", R"({"input": ["In the beginning", "light"]})", 200);
+  const json r = post("/api/embed", R"({"model": "tiny", "input": ["In the beginning", "light"]})", 200);
+  EXPECT_EQ(r["model"], "tiny");
+  ASSERT_EQ(r["embeddings"].size(), 2u);
+  EXPECT_EQ(r["embeddings"][0], openai["data"][0]["embedding"]);
+  EXPECT_EQ(r["embeddings"][1], openai["data"][1]["embedding"]);
+  EXPECT_EQ(r["prompt_eval_count"], openai["usage"]["prompt_tokens"]);
+  const json one = post("/api/embed", R"({"input": "light"})", 200);
+  EXPECT_EQ(one["embeddings"][0], openai["data"][1]["embedding"]);
+  const json legacy = post("/api/embeddings", R"({"model": "tiny", "prompt": "light"})", 200);
+  EXPECT_EQ(legacy["embedding"], openai["data"][1]["embedding"]);
+  EXPECT_EQ(post("/api/embed", R"({"input": [1, 2]})", 400),
+            json({{"error", "'input' must be a string or a list of strings"}}));
+  EXPECT_EQ(post("/api/embeddings", R"({"input": "x"})", 400), json({{"error", "'prompt' is required"}}));
+}
+
 }  // namespace
 }  // namespace strata

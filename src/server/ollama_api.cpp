@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <set>
@@ -152,6 +153,30 @@ OllamaRequest translate_ollama_request(const json& body, bool chat_endpoint, int
   messages.push_back({{"role", "user"}, {"content", prompt}});
   r.openai["messages"] = std::move(messages);
   return r;
+}
+
+json translate_ollama_embed(const json& body, bool legacy) {
+  if (!body.is_object()) refuse_ollama("", "the request body must be a JSON object");
+  const char* field = legacy ? "prompt" : "input";
+  if (!given(body, field)) refuse_ollama(field, fmt::format("'{}' is required", field));
+  const json& in = body[field];
+  const bool texts = in.is_array() && !in.empty() &&
+                     std::all_of(in.begin(), in.end(), [](const json& x) { return x.is_string(); });
+  if (!in.is_string() && (legacy || !texts))
+    refuse_ollama(field, legacy ? "'prompt' must be a string" : "'input' must be a string or a list of strings");
+  if (given(body, "options") && !(body["options"].is_object() && body["options"].empty()))
+    refuse_ollama("options", "'options' are not supported for embeddings");
+  json out = {{"input", in}};
+  if (given(body, "dimensions")) out["dimensions"] = body["dimensions"];
+  return out;
+}
+
+json ollama_embed_reply(const json& openai_reply, const std::string& model, bool legacy, double seconds) {
+  json vectors = json::array();
+  for (const json& d : openai_reply.at("data")) vectors.push_back(d.at("embedding"));
+  if (legacy) return {{"embedding", vectors.at(0)}};
+  return {{"model", model}, {"embeddings", vectors}, {"total_duration", static_cast<int64_t>(seconds * 1e9)},
+          {"load_duration", 0}, {"prompt_eval_count", openai_reply.at("usage").at("prompt_tokens")}};
 }
 
 std::string ollama_time_now() {

@@ -33,6 +33,15 @@ struct OllamaRequest {
 OllamaRequest translate_ollama_request(const nlohmann::json& body, bool chat_endpoint,
                                        int64_t max_context);
 
+// /api/embed ({"input": text or texts}) and the older /api/embeddings ({"prompt": text}) as the
+// OpenAI embeddings body; ApiError (400) naming the field. `truncate: false` is taken (strata
+// refuses an input longer than the context rather than cutting it either way).
+nlohmann::json translate_ollama_embed(const nlohmann::json& body, bool legacy);
+// OpenAI's embeddings answer in Ollama's shape: {"model", "embeddings": [[...]],
+// "prompt_eval_count", durations}, or legacy {"embedding": [...]}.
+nlohmann::json ollama_embed_reply(const nlohmann::json& openai_reply, const std::string& model, bool legacy,
+                                  double seconds);
+
 // Time as Ollama writes it: RFC 3339 in UTC with nanoseconds.
 std::string ollama_time_now();
 

@@ -54,6 +54,13 @@ OllamaModel describe_model(const Model& model, const std::string& name, const Ch
 }  // namespace
 
 void HttpServer::Impl::ollama_routes() {
+  ollama_generation_routes();
+  ollama_embedding_routes();
+  ollama_model_routes();
+  llama_server_routes();
+}
+
+void HttpServer::Impl::ollama_generation_routes() {
   auto generation = [this](bool chat_endpoint) {
     return [this, chat_endpoint](const httplib::Request& req, httplib::Response& res,
                                  const httplib::ContentReader& reader) {
@@ -82,6 +89,66 @@ void HttpServer::Impl::ollama_routes() {
       if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
     };
   };
+  http.Post("/api/chat", generation(true));
+  http.Post("/api/generate", generation(false));
+}
+
+void HttpServer::Impl::ollama_embedding_routes() {
+  // /api/embed and the older /api/embeddings: the embeddings path, its answer reshaped.
+  auto embedding = [this](bool legacy) {
+    return [this, legacy](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      RequestMemory::Reservation memory(request_memory);
+      const InFlight guard(in_flight);
+      answer(
+          req, res,
+          [&] {
+            const std::string text = intake.read_body(req, reader, res, memory);
+            intake.reserve_document(text, memory);
+            const json body = parse_body(text);
+            const json openai = translate_ollama_embed(body, legacy);
+            const auto start = std::chrono::steady_clock::now();
+            embed(req, dump_json(openai), res);
+            if (res.status != 200 && res.status != -1) return;
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            const std::string name = body.value("model", options.model_name);
+            res.set_content(dump_json(ollama_embed_reply(json::parse(res.body), name, legacy, seconds)),
+                            "application/json");
+          },
+          *ollama_dialect({}, false, false));
+    };
+  };
+  http.Post("/api/embed", embedding(false));
+  http.Post("/api/embeddings", embedding(true));
+}
+
+void HttpServer::Impl::ollama_model_routes() {
+  const auto described = [this] {
+    return describe_model(model(), options.model_name, chat_template(), scheduler().slot_context());
+  };
+  http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json({{"version", kOllamaApiVersion}}), "application/json");
+  });
+  http.Get("/api/tags", [described](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json(ollama_tags(described())), "application/json");
+  });
+  http.Get("/api/ps", [described](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump_json(ollama_ps(described())), "application/json");
+  });
+  http.Post("/api/show", [this, described](const httplib::Request& req, httplib::Response& res,
+                                           const httplib::ContentReader& reader) {
+    RequestMemory::Reservation memory(request_memory);
+    answer(
+        req, res,
+        [&] {
+          const json body = parse_body(intake.read_body(req, reader, res, memory));
+          if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+          res.set_content(dump_json(ollama_show(described())), "application/json");
+        },
+        *ollama_dialect({}, false, false));
+  });
+}
+
+void HttpServer::Impl::llama_server_routes() {
   http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res,
                                   const httplib::ContentReader& reader) {
     RequestMemory::Reservation memory(request_memory);
@@ -110,32 +177,6 @@ void HttpServer::Impl::ollama_routes() {
                llama_completion_dialect(), res, guard, memory);
     });
     if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
-  });
-  http.Post("/api/chat", generation(true));
-  http.Post("/api/generate", generation(false));
-  const auto described = [this] {
-    return describe_model(model(), options.model_name, chat_template(), scheduler().slot_context());
-  };
-  http.Get("/api/version", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump_json({{"version", kOllamaApiVersion}}), "application/json");
-  });
-  http.Get("/api/tags", [described](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump_json(ollama_tags(described())), "application/json");
-  });
-  http.Get("/api/ps", [described](const httplib::Request&, httplib::Response& res) {
-    res.set_content(dump_json(ollama_ps(described())), "application/json");
-  });
-  http.Post("/api/show", [this, described](const httplib::Request& req, httplib::Response& res,
-                                           const httplib::ContentReader& reader) {
-    RequestMemory::Reservation memory(request_memory);
-    answer(
-        req, res,
-        [&] {
-          const json body = parse_body(intake.read_body(req, reader, res, memory));
-          if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
-          res.set_content(dump_json(ollama_show(described())), "application/json");
-        },
-        *ollama_dialect({}, false, false));
   });
 }
 

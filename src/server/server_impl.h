@@ -243,6 +243,10 @@ struct HttpServer::Impl {
 
   // Ollama's /api/* and llama-server's /completion and /infill (ollama_routes.cpp).
   void ollama_routes();
+  void ollama_generation_routes();  // /api/chat, /api/generate
+  void ollama_embedding_routes();   // /api/embed, /api/embeddings
+  void ollama_model_routes();       // /api/tags, /api/ps, /api/show, /api/version
+  void llama_server_routes();       // /completion, /infill
 
   // Limits, the head's checks before any route, and the replies of what no route answers.
   void hygiene() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // strata serve through the npm `ollama` client, as Open WebUI and editors speak to Ollama:
 // list, show, ps and version; chat and generate whole and streamed (the streamed parts adding
-// up to the whole reply, greedy); a JSON-schema format with an integer range; an error the
+// up to the whole reply, greedy); a JSON-schema format with an integer range; embed; an error the
 // client raises as Ollama's ResponseError with the server's message. Exits 1 on any mismatch.
 //
 //   node tools/load/ollama_client.mjs --port 11434 --model tiny
@@ -78,6 +78,11 @@ async function main() {
     console.log(`cut  format reply ended by length: ${formatted.message.content}`);
   }
 
+  const emb = await ollama.embed({model: o.model, input: ['In the beginning', 'light']});
+  const norm = (v) => Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+  check(emb.embeddings.length === 2 && emb.embeddings.every((v) => Math.abs(norm(v) - 1) < 1e-4) &&
+        emb.embeddings[0].some((x, i) => x !== emb.embeddings[1][i]),
+        `embed: ${emb.embeddings.length} unit vectors of ${emb.embeddings[0].length}`);
   try {
     await ollama.chat({model: o.model, messages: [{role: 'user', content: 'x', images: ['aGk=']}]});
     check(false, 'an image is refused');

@@ -1,6 +1,7 @@
 // The CPU's flash-style attention: its exponential against exp, every kernel variant against
 // the scalar reference bit for bit, and attend_rows against attention in double precision, with
 // a row's bits the same alone as in any run of rows.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -149,6 +150,25 @@ Cache make_cache(int64_t n_rows, int64_t hd) {
   return c;
 }
 
+// Attends `rows` as one run (their outputs in run_out), then each row alone (into alone_out):
+// the same bits either way, and each row within 2e-6 of cache.attend over its range.
+void expect_run_as_alone_and_near(const CpuKernels& k, const std::vector<QueryRow>& rows, const CachedHead& head,
+                                  const Cache& cache, bool f16, int64_t origin, const float* run_out,
+                                  float* alone_out, const std::string& what) {
+  const int64_t hd = cache.hd;
+  attend_rows(k, rows, head, origin, hd, 1.0f / std::sqrt(float(hd)));
+  for (const QueryRow& r : rows) {
+    QueryRow alone = r;
+    alone.out = alone_out + (r.out - run_out);
+    attend_rows(k, std::span(&alone, 1), head, origin, hd, 1.0f / std::sqrt(float(hd)));
+    const std::vector<double> want = cache.attend(r.q, r.first, r.last, f16);
+    for (int64_t d = 0; d < hd; ++d) {
+      ASSERT_EQ(alone.out[d], r.out[d]) << k.name << " alone vs in the run";
+      ASSERT_NEAR(r.out[d], want[d], 2e-6) << k.name << " " << what;
+    }
+  }
+}
+
 // A run of tokens with causal ranges (and a sliding window of 70) starting off the panel grid:
 // each row within 2e-6 of double-precision attention, and each row's bits the same alone.
 TEST(CpuAttention, RowsMatchDoublePrecisionAndAreTheSameAloneAsInARun) {
@@ -166,18 +186,8 @@ TEST(CpuAttention, RowsMatchDoublePrecisionAndAreTheSameAloneAsInARun) {
             const int64_t first = window > 0 ? last + 1 - window : origin;
             rows.push_back({&q[at], &run_out[at], first, last});
           }
-        attend_rows(*k, rows, cache.head(f16), origin, hd, 1.0f / std::sqrt(float(hd)));
-        for (const QueryRow& r : rows) {
-          QueryRow alone = r;
-          alone.out = &alone_out[r.out - run_out.data()];
-          attend_rows(*k, std::span(&alone, 1), cache.head(f16), origin, hd,
-                      1.0f / std::sqrt(float(hd)));
-          const std::vector<double> want = cache.attend(r.q, r.first, r.last, f16);
-          for (int64_t d = 0; d < hd; ++d) {
-            ASSERT_EQ(alone.out[d], r.out[d]) << k->name << " alone vs in the run";
-            ASSERT_NEAR(r.out[d], want[d], 2e-6) << k->name << " f16 " << f16 << " window " << window;
-          }
-        }
+        expect_run_as_alone_and_near(*k, rows, cache.head(f16), cache, f16, origin, run_out.data(),
+                                     alone_out.data(), fmt::format("f16 {} window {}", f16, window));
       }
 }
 
@@ -198,11 +208,7 @@ TEST(CpuAttention, BlockCachesReadAsTheirDequantizedValues) {
     Cache seen = plain;  // what the blocks hold, for the reference
     dequantize_row(kt, kq.data(), seen.k.data(), static_cast<int64_t>(seen.k.size()));
     dequantize_row(vt, vq.data(), seen.v.data(), static_cast<int64_t>(seen.v.size()));
-    for (float& x : seen.v) x = vt == DType::F16 ? f16_to_f32(f32_to_f16(x)) : x;
-    std::vector<uint16_t> v16;
-    for (float x : plain.v) v16.push_back(f32_to_f16(x));
-    const CachedHead head{kq.data(), vt == DType::F16 ? static_cast<const void*>(v16.data()) : vq.data(), kt, vt,
-                          plain.stride};
+    const CachedHead head{kq.data(), vq.data(), kt, vt, plain.stride};
     EXPECT_NE(seen.k, plain.k) << "the blocks round";
     for (const CpuKernels* k : supported_kernels()) {
       const std::vector<float> q = random_values(n_tokens * group * hd, 9);
@@ -213,17 +219,8 @@ TEST(CpuAttention, BlockCachesReadAsTheirDequantizedValues) {
           const int64_t at = (t * group + g) * hd;
           rows.push_back({&q[at], &run_out[at], origin, origin + 100 + 37 * t});
         }
-      attend_rows(*k, rows, head, origin, hd, 1.0f / std::sqrt(float(hd)));
-      for (const QueryRow& r : rows) {
-        QueryRow alone = r;
-        alone.out = &alone_out[r.out - run_out.data()];
-        attend_rows(*k, std::span(&alone, 1), head, origin, hd, 1.0f / std::sqrt(float(hd)));
-        const std::vector<double> want = seen.attend(r.q, r.first, r.last, false);
-        for (int64_t d = 0; d < hd; ++d) {
-          ASSERT_EQ(alone.out[d], r.out[d]) << k->name << " alone vs in the run";
-          ASSERT_NEAR(r.out[d], want[d], 2e-6) << k->name << " " << dtype_name(kt) << "/" << dtype_name(vt);
-        }
-      }
+      expect_run_as_alone_and_near(*k, rows, head, seen, false, origin, run_out.data(), alone_out.data(),
+                                   fmt::format("{}/{}", dtype_name(kt), dtype_name(vt)));
     }
   }
 }

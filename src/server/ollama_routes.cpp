@@ -62,32 +62,22 @@ void HttpServer::Impl::ollama_routes() {
 
 void HttpServer::Impl::ollama_generation_routes() {
   auto generation = [this](bool chat_endpoint) {
-    return [this, chat_endpoint](const httplib::Request& req, httplib::Response& res,
-                                 const httplib::ContentReader& reader) {
-      RequestMemory::Reservation memory(request_memory);
-      auto guard = std::make_shared<InFlight>(in_flight);
-      const auto errors = ollama_dialect({}, chat_endpoint, false);  // Ollama's error shape
-      answer(
-          req, res,
-          [&] {
-            const std::string body = intake.read_body(req, reader, res, memory);
-            intake.reserve_document(body, memory);
-            const OllamaRequest o =
-                translate_ollama_request(parse_body(body), chat_endpoint, scheduler().slot_context());
-            const OllamaStamp stamp{o.openai.value("model", options.model_name), ollama_time_now()};
-            if (o.load_only) {
-              res.set_content(dump_json(ollama_loaded(stamp)), "application/json");
-              log(req, 200, nullptr);
-              return;
-            }
-            const bool chat = o.openai.contains("messages");
-            auto parsed = std::make_shared<CompletionRequest>(
-                parse_completion_request(dump_json(o.openai), chat, options.defaults));
-            complete(req, parsed, ollama_dialect(stamp, o.chat_reply, o.stream), res, guard, memory);
-          },
-          *errors);
-      if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
-    };
+    return body_route(ollama_dialect({}, chat_endpoint, false),  // errors in Ollama's shape
+                      [this, chat_endpoint](const httplib::Request& req, httplib::Response& res,
+                                            const std::string& body, const std::shared_ptr<InFlight>& guard,
+                                            RequestMemory::Reservation& memory) {
+      const OllamaRequest o = translate_ollama_request(parse_body(body), chat_endpoint, scheduler().slot_context());
+      const OllamaStamp stamp{o.openai.value("model", options.model_name), ollama_time_now()};
+      if (o.load_only) {
+        res.set_content(dump_json(ollama_loaded(stamp)), "application/json");
+        log(req, 200, nullptr);
+        return;
+      }
+      const bool chat = o.openai.contains("messages");
+      auto parsed =
+          std::make_shared<CompletionRequest>(parse_completion_request(dump_json(o.openai), chat, options.defaults));
+      complete(req, parsed, ollama_dialect(stamp, o.chat_reply, o.stream), res, guard, memory);
+    });
   };
   http.Post("/api/chat", generation(true));
   http.Post("/api/generate", generation(false));
@@ -96,26 +86,18 @@ void HttpServer::Impl::ollama_generation_routes() {
 void HttpServer::Impl::ollama_embedding_routes() {
   // /api/embed and the older /api/embeddings: the embeddings path, its answer reshaped.
   auto embedding = [this](bool legacy) {
-    return [this, legacy](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-      RequestMemory::Reservation memory(request_memory);
-      const InFlight guard(in_flight);
-      answer(
-          req, res,
-          [&] {
-            const std::string text = intake.read_body(req, reader, res, memory);
-            intake.reserve_document(text, memory);
-            const json body = parse_body(text);
-            const json openai = translate_ollama_embed(body, legacy);
-            const auto start = std::chrono::steady_clock::now();
-            embed(req, dump_json(openai), res);
-            if (res.status != 200 && res.status != -1) return;
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            const std::string name = body.value("model", options.model_name);
-            res.set_content(dump_json(ollama_embed_reply(json::parse(res.body), name, legacy, seconds)),
-                            "application/json");
-          },
-          *ollama_dialect({}, false, false));
-    };
+    return body_route(ollama_dialect({}, false, false),
+                      [this, legacy](const httplib::Request& req, httplib::Response& res, const std::string& text,
+                                     const std::shared_ptr<InFlight>&, RequestMemory::Reservation&) {
+      const json body = parse_body(text);
+      const json openai = translate_ollama_embed(body, legacy);
+      const auto start = std::chrono::steady_clock::now();
+      embed(req, dump_json(openai), res);
+      if (res.status != 200 && res.status != -1) return;  // cancelled: embed answered
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const std::string name = body.value("model", options.model_name);
+      res.set_content(dump_json(ollama_embed_reply(json::parse(res.body), name, legacy, seconds)), "application/json");
+    });
   };
   http.Post("/api/embed", embedding(false));
   http.Post("/api/embeddings", embedding(true));
@@ -149,35 +131,25 @@ void HttpServer::Impl::ollama_model_routes() {
 }
 
 void HttpServer::Impl::llama_server_routes() {
-  http.Post("/completion", [this](const httplib::Request& req, httplib::Response& res,
-                                  const httplib::ContentReader& reader) {
-    RequestMemory::Reservation memory(request_memory);
-    auto guard = std::make_shared<InFlight>(in_flight);
-    answer(req, res, [&] {
-      const std::string body = intake.read_body(req, reader, res, memory);
-      intake.reserve_document(body, memory);
-      check_llama_completion_fields(parse_body(body));
-      complete(req, std::make_shared<CompletionRequest>(parse_completion_request(body, false, options.defaults)),
-               llama_completion_dialect(), res, guard, memory);
-    });
-    if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
-  });
-  http.Post("/infill", [this](const httplib::Request& req, httplib::Response& res,
-                              const httplib::ContentReader& reader) {
-    RequestMemory::Reservation memory(request_memory);
-    auto guard = std::make_shared<InFlight>(in_flight);
-    answer(req, res, [&] {
-      const std::string text = intake.read_body(req, reader, res, memory);
-      intake.reserve_document(text, memory);
-      json body = parse_body(text);
-      check_llama_completion_fields(body);
-      body["prompt"] = infill_tokens(*model().tokenizer, body);
-      for (const char* key : {"input_prefix", "input_suffix", "input_extra", "spm_infill"}) body.erase(key);
-      complete(req, std::make_shared<CompletionRequest>(parse_completion_request(dump_json(body), false, options.defaults)),
-               llama_completion_dialect(), res, guard, memory);
-    });
-    if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
-  });
+  http.Post("/completion", body_route(llama_completion_dialect(), [this](const httplib::Request& req,
+                                                                         httplib::Response& res, const std::string& body,
+                                                                         const std::shared_ptr<InFlight>& guard,
+                                                                         RequestMemory::Reservation& memory) {
+    check_llama_completion_fields(parse_body(body));
+    complete(req, std::make_shared<CompletionRequest>(parse_completion_request(body, false, options.defaults)),
+             llama_completion_dialect(), res, guard, memory);
+  }));
+  http.Post("/infill", body_route(llama_completion_dialect(), [this](const httplib::Request& req,
+                                                                     httplib::Response& res, const std::string& text,
+                                                                     const std::shared_ptr<InFlight>& guard,
+                                                                     RequestMemory::Reservation& memory) {
+    json body = parse_body(text);
+    check_llama_completion_fields(body);
+    body["prompt"] = infill_tokens(*model().tokenizer, body);
+    for (const char* key : {"input_prefix", "input_suffix", "input_extra", "spm_infill"}) body.erase(key);
+    complete(req, std::make_shared<CompletionRequest>(parse_completion_request(dump_json(body), false, options.defaults)),
+             llama_completion_dialect(), res, guard, memory);
+  }));
 }
 
 }  // namespace strata

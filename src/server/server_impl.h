@@ -319,28 +319,40 @@ struct HttpServer::Impl {
   }
 
   // The POST routes of the API and llama-server's token endpoints.
+  // A POST route that generates or embeds, whatever its API: the request memory and the
+  // in-flight count held while handle(req, res, body, guard, memory) runs on the body read within
+  // its limits (a stream keeps the guard to its end), errors in `dialect`'s shape.
+  template <typename Handle>
+  auto body_route(std::shared_ptr<const ReplyDialect> dialect, Handle handle) {
+    return [this, dialect, handle](const httplib::Request& req, httplib::Response& res,
+                                   const httplib::ContentReader& reader) {
+      RequestMemory::Reservation memory(request_memory);
+      auto guard = std::make_shared<InFlight>(in_flight);
+      answer(
+          req, res,
+          [&] {
+            const std::string body = intake.read_body(req, reader, res, memory);
+            intake.reserve_document(body, memory);
+            handle(req, res, body, guard, memory);
+          },
+          *dialect);
+      // The body and its document are freed; glibc keeps freed memory in its arenas, so a
+      // large request's pages go back to the system now (the budget counts what is held).
+      if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
+    };
+  }
+
   void api_routes() {
     enum class Endpoint { Completions, Chat, Embeddings };
     auto handler = [this](Endpoint kind) {
-      return [this, kind](const httplib::Request& req, httplib::Response& res,
-                          const httplib::ContentReader& reader) {
-        RequestMemory::Reservation memory(request_memory);
-        auto guard = std::make_shared<InFlight>(in_flight);  // a stream holds it to its end
-        answer(req, res, [&] {
-          const std::string body = intake.read_body(req, reader, res, memory);
-          intake.reserve_document(body, memory);
-          if (kind == Endpoint::Embeddings) {
-            embed(req, body, res);
-            return;
-          }
-          const bool chat = kind == Endpoint::Chat;
-          complete(req, std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults)),
-                   openai_dialect(), res, guard, memory);
-        });
-        // The body and its document are freed; glibc keeps freed memory in its arenas, so a
-        // large request's pages go back to the system now (the budget counts what is held).
-        if (memory.held() >= kTrimAfterBytes) ::malloc_trim(0);
-      };
+      return body_route(openai_dialect(), [this, kind](const httplib::Request& req, httplib::Response& res,
+                                                       const std::string& body, const std::shared_ptr<InFlight>& guard,
+                                                       RequestMemory::Reservation& memory) {
+        if (kind == Endpoint::Embeddings) return embed(req, body, res);
+        const bool chat = kind == Endpoint::Chat;
+        complete(req, std::make_shared<CompletionRequest>(parse_completion_request(body, chat, options.defaults)),
+                 openai_dialect(), res, guard, memory);
+      });
     };
     // llama-server's token endpoints: the body in, a JSON answer out (server/token_api.h).
     auto json_endpoint = [this](auto reply) {

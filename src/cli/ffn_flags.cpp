@@ -15,6 +15,15 @@
 namespace strata {
 
 void add_ffn_flags(CLI::App* cmd, FfnFlags& flags) {
+  cmd->add_option("--lora", flags.lora,
+                  "LoRA adapter (llama.cpp's GGUF adapter file), FILE[:SCALE]; comma-separated "
+                  "or repeated for several")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--lora-scaled", flags.lora_scaled,
+                  "LoRA adapters with their scales, FILE:SCALE[,FILE:SCALE...]")
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--ffn", flags.mode,
                   "FFN mode: dense, predict (predictors pick the neurons; default when the model "
                   "has them), gate-first (exact; ReLU-family models), auto")
@@ -192,6 +201,11 @@ EngineOptions engine_options(const FfnFlags& flags, const std::string& model, bo
   r.sparsity.mode = parse_sparsity_mode(flags.sparsity_mode);
   if (r.input_columns && r.sparsity.mode != SparsityMode::Teal)
     fail("--input-columns reads TEAL's thresholded inputs: add --sparsity-mode teal");
+  for (const std::string& list : flags.lora)
+    for (LoraFile& f : parse_lora_list(list, false, "--lora")) options.lora.push_back(std::move(f));
+  for (const std::string& list : flags.lora_scaled)
+    for (LoraFile& f : parse_lora_list(list, true, "--lora-scaled"))
+      options.lora.push_back(std::move(f));
   return options;
 }
 

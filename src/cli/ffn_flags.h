@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "model/model.h"
@@ -35,6 +36,8 @@ struct FfnFlags {
   std::string cache_type_k, cache_type_v;
   // Training-free activation sparsity: teal, cats or off (the level goes to run.sparsity).
   std::string sparsity_mode = "off";
+  // LoRA adapters (llama.cpp's --lora FILE[,FILE] and --lora-scaled FILE:SCALE[,...]).
+  std::vector<std::string> lora, lora_scaled;
   RunRequest run;
 };
 

@@ -68,6 +68,13 @@ Engine::Engine(EngineOptions options, Notes notes)
     : options_(std::move(options)), notes_(std::move(notes)) {
   Timer timer;
   model_ = Model::load(options_.model_path, options_.require_tokenizer, options_.load);
+  if (!options_.lora.empty()) {
+    model_->lora = load_lora_adapters(options_.lora, *model_);
+    notes_(fmt::format("LoRA: {} adapter{} on {} matrices ({:.1f} MiB in f32)",
+                       options_.lora.size(), options_.lora.size() == 1 ? "" : "s",
+                       model_->lora.matrices(),
+                       static_cast<double>(model_->lora.bytes()) / (1 << 20)));
+  }
   load_seconds_ = timer.seconds();
   RunRequest& r = options_.run;
   r.mode = resolve_ffn_mode(options_.ffn_mode, r.sparsity.mode, model_->weights.has_predictors);

@@ -41,6 +41,7 @@ struct EngineOptions {
   // What the run asks of planning; its mode and n_ctx are set when the engine starts.
   RunRequest run;
   RunFiles files;
+  std::vector<LoraFile> lora;  // adapters applied to the model (model/lora_adapter.h)
 };
 
 // The mode --ffn auto (none) resolves to for a model with or without predictors.

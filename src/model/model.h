@@ -11,6 +11,7 @@
 #include "format/gguf.h"
 #include "model/config.h"
 #include "model/input_thresholds.h"
+#include "model/lora_adapter.h"
 #include "model/tokenizer.h"
 #include "model/weights.h"
 
@@ -48,6 +49,7 @@ struct Model {
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;  // null when the file has no tokenizer metadata
   InputThresholds sparsity;              // empty unless `strata sparsify` calibrated the file
+  LoraAdapters lora;                     // --lora: applied by every product they change
 
   // Opens and validates everything; throws Error with a one-line message on any problem.
   // LoadMode::Read (the default) copies the file into huge-page memory for faster decode;

@@ -5,6 +5,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/timer.h"
+#include "runtime/lora_products.h"
 
 namespace strata {
 
@@ -97,6 +98,10 @@ void FfnExecutor::gate_up_products(int64_t l, int64_t n, int64_t token, const La
                      {w.ffn_up.type, gated ? w.ffn_gate.type : w.ffn_up.type});
     const RowsJob jobs[2] = {{&w.ffn_gate, ws_.gate, ff}, {&w.ffn_up, ws_.up, ff}};
     backend_.matmul(gated ? std::span(jobs, 2) : std::span(jobs + 1, 1), in_);
+    if (lora_ != nullptr) {
+      if (gated) lora_->add(lora_->find(l, LayerMatrix::FfnGate), ws_.xn, n, ws_.gate, ff);
+      lora_->add(lora_->find(l, LayerMatrix::FfnUp), ws_.xn, n, ws_.up, ff);
+    }
   }
 }
 
@@ -127,6 +132,8 @@ void FfnExecutor::down_products(int64_t l, int64_t n, int64_t token, const Layer
                                        static_cast<size_t>(ff));
     backend_.axpy(w.ffn_down_t, all, h, ff, n, ws_.proj, c_.n_embd, {}, ff);
   }
+  if (lora_ != nullptr)
+    lora_->add(lora_->find(l, LayerMatrix::FfnDown), h, n, ws_.proj, c_.n_embd);
 }
 
 void FfnExecutor::add_down_bias(const ResidentLayer& w, int64_t n) {
@@ -219,6 +226,9 @@ void FfnExecutor::gate_first(int64_t l, int64_t n) {
   } else {
     const RowsJob first{&deciding, y, neurons};
     backend_.matmul(std::span(&first, 1), in_);
+    if (lora_ != nullptr)
+      lora_->add(lora_->find(l, gated ? LayerMatrix::FfnGate : LayerMatrix::FfnUp), ws_.xn, n, y,
+                 neurons);
   }
   if (const float* b = w.vec(LayerVector::FfnUpBias); b != nullptr && !gated)
     backend_.add_bias(ws_.up, b, n, neurons);
@@ -322,10 +332,12 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     }
     const Event device_start = backend_.record();
     const float* up_bias = weights_.layer(l).vec(LayerVector::FfnUpBias);
+    if (s.partial && lora_ != nullptr)
+      fail("--lora: a flash tier's partial reads do not take adapters");
     if (s.partial)
       split_segment(backend_, ws_, in_, s, n, up_bias);
     else
-      gather_segment(s, n, up_bias);
+      gather_segment(l, s, n, up_bias);
     for (int64_t b = 0; b < n; ++b)
       backend_.activation(c_.ffn, ws_.gate_c + b * ff + s.begin, ws_.up_c + b * ff + s.begin,
                           ws_.h_c + b * ff + s.begin, s.end - s.begin);
@@ -337,6 +349,9 @@ void FfnExecutor::compute_segments(int64_t l, NeuronList& list, int64_t n, int64
     // The neuron ids (not the rows) decide the order of additions: every split of the
     // neurons sums to the same bits.
     backend_.axpy(s.down_t, s.rows, ws_.h_c + s.begin, ff, n, out, c_.n_embd, s.neurons, ff);
+    if (lora_ != nullptr)
+      lora_->add_columns(lora_->find(l, LayerMatrix::FfnDown), segment_ids(s), ws_.h_c + s.begin,
+                         ff, n, out, c_.n_embd);
     if (split) spans.add(device_start, backend_.record(), &times.ffn_device_part, 1, &backend_);
     if (pass > 0) backend_.add(ws_.proj, ws_.pass_out, n * c_.n_embd);
     timeline_span(timeline_, TimelinePart::Ffn, l, products);
@@ -378,7 +393,8 @@ std::span<const int32_t> FfnExecutor::segment_ids(const FfnSegment& s) {
   return s.neurons.empty() ? s.rows : s.neurons;
 }
 
-void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n, const float* up_bias) {
+void FfnExecutor::gather_segment(int64_t layer, const FfnSegment& s, int64_t n,
+                                 const float* up_bias) {
   const int64_t ff = c_.ffn_neurons();
   const bool gated = ffn_has_gate(c_.ffn);
   const uint8_t* need = (s.need != nullptr ? s.need : ws_.need) + s.begin;
@@ -388,8 +404,11 @@ void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n, const float* up
     backend_.select_columns(gated ? ws_.gate : ws_.up, ids, n, ff,
                             (gated ? ws_.gate_c : ws_.up_c) + s.begin);
     const RowsJob up{&s.up, ws_.up_c + s.begin, ff};
-    if (!gated) return;  // the up values selected already hold their bias
+    if (!gated) return;  // the up values selected already hold their bias (and adapters)
     backend_.gather(std::span(&up, 1), s.rows, in_, need, ff);
+    if (lora_ != nullptr)
+      lora_->add_rows(lora_->find(layer, LayerMatrix::FfnUp), ws_.xn, n, segment_ids(s), need, ff,
+                      ws_.up_c + s.begin);
     if (up_bias != nullptr)
       backend_.add_bias_of(ws_.up_c + s.begin, up_bias, segment_ids(s), n, ff);
     return;
@@ -397,6 +416,14 @@ void FfnExecutor::gather_segment(const FfnSegment& s, int64_t n, const float* up
   const RowsJob jobs[2] = {{&s.up, ws_.up_c + s.begin, ff}, {&s.gate, ws_.gate_c + s.begin, ff}};
   backend_.gather(std::span(jobs, gated ? 2 : 1), s.rows, in_, need, ff);
   if (up_bias != nullptr) backend_.add_bias_of(ws_.up_c + s.begin, up_bias, segment_ids(s), n, ff);
+  if (lora_ != nullptr) {
+    const std::span<const int32_t> ids = segment_ids(s);
+    lora_->add_rows(lora_->find(layer, LayerMatrix::FfnUp), ws_.xn, n, ids, need, ff,
+                    ws_.up_c + s.begin);
+    if (gated)
+      lora_->add_rows(lora_->find(layer, LayerMatrix::FfnGate), ws_.xn, n, ids, need, ff,
+                      ws_.gate_c + s.begin);
+  }
 }
 
 void FfnExecutor::split_segment(Backend& be, Workspace& w, PreparedRows& in, FfnSegment& s,

@@ -19,6 +19,10 @@
 #include "tiers/ffn_store.h"
 
 namespace strata {
+class LoraProducts;
+}
+
+namespace strata {
 
 class FfnExecutor {
  public:
@@ -65,6 +69,9 @@ class FfnExecutor {
     sparsity_stride_ = stride;
     columns_ = columns;
   }
+  // --lora: the adapters' products beside the base weights' (null: none; dense, predict and
+  // gate-first modes over a model in RAM, on the CPU: Session::check_lora).
+  void set_lora(LoraProducts* lora) { lora_ = lora; }
   // A column-bundled model's FFN (every batch through the columns of its non-zero inputs;
   // set_sparsifier's ColumnProducts computes them).
   void set_flash_columns(FlashColumnStore* store) { flash_columns_ = store; }
@@ -138,7 +145,7 @@ class FfnExecutor {
   void compute_segments(int64_t layer, NeuronList& list, int64_t n, int64_t token,
                         uint64_t* nonzero, ForwardTimes& times, TimeSpans& spans);
   // The up rows' biases (null: none) go onto the gathered values, by neuron id.
-  void gather_segment(const FfnSegment& s, int64_t n, const float* up_bias);
+  void gather_segment(int64_t layer, const FfnSegment& s, int64_t n, const float* up_bias);
   static std::span<const int32_t> segment_ids(const FfnSegment& s);
   void add_down_bias(const ResidentLayer& w, int64_t n);
   void host_segment(int64_t layer, FfnSegment& s, int64_t n, float* out);
@@ -179,6 +186,7 @@ class FfnExecutor {
   int64_t sparsity_stride_ = 0;
   ColumnProducts* columns_ = nullptr;
   FlashColumnStore* flash_columns_ = nullptr;
+  LoraProducts* lora_ = nullptr;
   Timeline* timeline_ = nullptr;
   // Look-ahead's own predictor buffers (host memory: look-ahead runs on the CPU).
   struct LookAhead {

@@ -7,6 +7,7 @@
 #include "runtime/device_part.h"
 #include "runtime/ffn_executor.h"
 #include "runtime/kv_cache.h"
+#include "runtime/lora_products.h"
 #include "runtime/resident_weights.h"
 #include "runtime/session.h"
 #include "runtime/workspace.h"
@@ -82,6 +83,11 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
     const RowsJob qkv[3] = {
         {&w.attn_q, ws.q, q_dim}, {&w.attn_k, ws.k, kv_dim}, {&w.attn_v, ws.v, kv_dim}};
     be.matmul(qkv, *p.in);
+    if (lora_ != nullptr) {
+      lora_->add(lora_->find(l, LayerMatrix::AttnQ), ws.xn, n, ws.q, q_dim);
+      lora_->add(lora_->find(l, LayerMatrix::AttnK), ws.xn, n, ws.k, kv_dim);
+      lora_->add(lora_->find(l, LayerMatrix::AttnV), ws.xn, n, ws.v, kv_dim);
+    }
   }
   for (auto [bias, y, dim] : {std::tuple{LayerVector::AttnQBias, ws.q, q_dim},
                               {LayerVector::AttnKBias, ws.k, kv_dim},
@@ -109,6 +115,8 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
     be.prepare(*p.in, ws.attn, q_dim, n, {w.attn_output.type});
     const RowsJob o{&w.attn_output, out, c_.n_embd};
     be.matmul(std::span(&o, 1), *p.in);
+    if (lora_ != nullptr)
+      lora_->add(lora_->find(l, LayerMatrix::AttnOutput), ws.attn, n, out, c_.n_embd);
   }
   if (const float* b = w.vec(LayerVector::AttnOutputBias)) be.add_bias(out, b, n, c_.n_embd);
 }

@@ -12,6 +12,7 @@
 #include "runtime/embedding_rows.h"
 #include "runtime/ffn_executor.h"
 #include "runtime/kv_cache.h"
+#include "runtime/lora_products.h"
 #include "runtime/resident_weights.h"
 #include "runtime/workspace.h"
 #include "tiers/flash_column_store.h"
@@ -83,6 +84,7 @@ Session::Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own
          kMaxHeadsPerGroup);
   check_options(model, options_);
   check_layout();
+  check_lora();
   check_weight_types();
   sparsifier_ =
       std::make_unique<InputSparsifier>(model, options_.sparsity.mode, options_.sparsity.level);
@@ -150,6 +152,10 @@ void Session::make_parts() {
                                                       DevicePart::kCountersPerLayer);
   device.ffn->set_sparsifier(sparsifier_.get(), device.sparsity_counters(0),
                              DevicePart::kCountersPerLayer, device.columns.get());
+  if (!model_.lora.empty()) {
+    lora_ = std::make_unique<LoraProducts>(model_.lora, backend_, max_batch_);
+    device.ffn->set_lora(lora_.get());
+  }
   if (DevicePart* cpu = cpu_part()) {
     if (split)
       device.ffn->set_host_side(
@@ -498,6 +504,7 @@ void Session::output(std::span<const BatchToken> batch, float* logits, float* hi
   p.backend.prepare(*p.in, p.ws.xn, c_.n_embd, rows, {out.type});
   const RowsJob job{&out, y, c_.n_vocab};
   p.backend.matmul(std::span(&job, 1), *p.in);
+  if (lora_ != nullptr) lora_->add(lora_->output(), p.ws.xn, rows, y, c_.n_vocab);
   if (const float* bias = p.weights->output_bias()) p.backend.add_bias(y, bias, rows, c_.n_vocab);
   if (y != logits)
     backend_.download(logits, y, static_cast<uint64_t>(rows * c_.n_vocab) * sizeof(float));

@@ -33,6 +33,7 @@ class FfnStore;
 class FlashFfnStore;
 class FlashColumnStore;
 class SplitFfnStore;
+class LoraProducts;
 
 // How a bundled model's FFN is read from flash (--window, --lookahead, --split-reads,
 // --storage-profile): one value from the flags through planning to the session.
@@ -210,6 +211,8 @@ class Session {
   Session(const Model& model, int64_t n_ctx, std::unique_ptr<Backend> own, Backend* backend,
           SessionOptions options);
   void check_layout() const;
+  // --lora: the adapters' products on the CPU, over the model in RAM (one line where not).
+  void check_lora() const;
   // A device session: each weight it computes with is of a type its backend reads.
   void check_weight_types() const;
   // A dense mixture split by expert, and per layer the experts on the device (1 each).
@@ -265,6 +268,7 @@ class Session {
   FfnObserver observer_;
   Timeline* timeline_ = nullptr;
   std::unique_ptr<InputSparsifier> sparsifier_;
+  std::unique_ptr<LoraProducts> lora_;  // --lora: the adapters' products (null: none)
   // TEAL with the model's column copies on the host: small batches take input-sparse products.
   bool columns_made_ = false;
   bool use_columns(int64_t n) const;

@@ -88,6 +88,20 @@ void Session::check_layout() const {
   }
 }
 
+void Session::check_lora() const {
+  const LoraAdapters& lora = model_.lora;
+  if (lora.empty()) return;
+  const ModelWeights& mw = model_.weights;
+  if (backend_.device() != Device::Host || !options_.vram_neurons.empty())
+    fail("--lora: adapters run on the CPU in strata; run without a GPU (-ngl 0)");
+  if (mw.bundled || mw.column_bundled)
+    fail("--lora: '{}' keeps its FFN on the flash tier; adapters apply to a model in RAM",
+         model_.file->path());
+  if (options_.sparsity.mode != SparsityMode::Off)
+    fail("--lora with --sparsity-mode {}: the input-sparse products do not take adapters yet",
+         sparsity_mode_name(options_.sparsity.mode));
+}
+
 void Session::check_weight_types() const {
   if (backend_.device() == Device::Host) return;
   auto check = [&](const MatrixView& m, const std::string& what) {

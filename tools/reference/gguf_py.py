@@ -200,7 +200,7 @@ class GGUFReader:
 
 
 class GGUFWriter:
-    """Writes metadata and F32 tensors (enough for tokenizer-only files and fixtures)."""
+    """Writes metadata and F32 or F16 tensors (enough for tokenizer-only files and fixtures)."""
 
     def __init__(self):
         self.kv = []
@@ -209,8 +209,9 @@ class GGUFWriter:
     def add(self, key, vtype, value, item_type=None):
         self.kv.append((key, vtype, value, item_type))
 
-    def add_tensor(self, name, array):
-        self.tensors.append((name, np.ascontiguousarray(array, dtype=np.float32)))
+    def add_tensor(self, name, array, f16=False):
+        dtype = np.float16 if f16 else np.float32
+        self.tensors.append((name, np.ascontiguousarray(array, dtype=dtype)))
 
     def _value(self, vtype, value, item_type):
         if vtype == STRING:
@@ -232,7 +233,7 @@ class GGUFWriter:
             out += self._value(STRING, name, None) + struct.pack("<I", arr.ndim)
             for d in reversed(arr.shape):
                 out += struct.pack("<Q", d)
-            out += struct.pack("<IQ", 0, offset)
+            out += struct.pack("<IQ", 1 if arr.dtype == np.float16 else 0, offset)
             offsets.append(offset)
             offset = (offset + arr.nbytes + 31) // 32 * 32
         out += b"\0" * ((-len(out)) % 32)

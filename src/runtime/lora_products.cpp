@@ -1,0 +1,77 @@
+#include "runtime/lora_products.h"
+
+#include "core/error.h"
+
+namespace strata {
+
+LoraProducts::LoraProducts(const LoraAdapters& adapters, Backend& backend, int64_t max_rows)
+    : adapters_(adapters), be_(backend), max_rows_(max_rows) {
+  if (be_.device() != Device::Host) fail("LoRA adapters run on the CPU backend only");
+  int64_t rank = 1;
+  for (const auto& layer : adapters_.layers)
+    for (const LoraPair& p : layer) rank = std::max(rank, p.rank);
+  rank = std::max(rank, adapters_.output.rank);
+  in_ = be_.make_prepared(max_rows_);
+  t_.resize(static_cast<size_t>(max_rows_ * rank));
+}
+
+float* LoraProducts::scratch(int64_t values) {
+  if (tmp_.size() < static_cast<size_t>(values)) tmp_.resize(static_cast<size_t>(values));
+  return tmp_.data();
+}
+
+void LoraProducts::low_rank(const LoraPair& p, const float* x, int64_t n) {
+  if (n > max_rows_) fail("LoRA products: a batch of {} rows (at most {})", n, max_rows_);
+  const MatrixView a = p.a_view();
+  be_.prepare(*in_, x, p.n_in, n, {DType::F32});
+  const RowsJob job{&a, t_.data(), p.rank};
+  be_.matmul(std::span(&job, 1), *in_);
+  be_.prepare(*in_, t_.data(), p.rank, n, {DType::F32});
+}
+
+void LoraProducts::add_rows_of(float* y, int64_t y_stride, const float* t, int64_t t_stride,
+                               int64_t n, int64_t count) {
+  if (y_stride == count && t_stride == count) {
+    be_.add(y, t, n * count);
+    return;
+  }
+  for (int64_t b = 0; b < n; ++b) be_.add(y + b * y_stride, t + b * t_stride, count);
+}
+
+void LoraProducts::add(const LoraPair* p, const float* x, int64_t n, float* y, int64_t y_stride) {
+  if (p == nullptr || n == 0) return;
+  low_rank(*p, x, n);
+  float* tmp = scratch(n * p->n_out);
+  const MatrixView b = p->b_view();
+  const RowsJob job{&b, tmp, p->n_out};
+  be_.matmul(std::span(&job, 1), *in_);
+  add_rows_of(y, y_stride, tmp, p->n_out, n, p->n_out);
+}
+
+void LoraProducts::add_rows(const LoraPair* p, const float* x, int64_t n,
+                            std::span<const int32_t> ids, const uint8_t* need, int64_t stride,
+                            float* y) {
+  if (p == nullptr || n == 0 || ids.empty()) return;
+  low_rank(*p, x, n);
+  float* tmp = scratch(n * stride);
+  const MatrixView b = p->b_view();
+  const RowsJob job{&b, tmp, stride};
+  be_.gather(std::span(&job, 1), ids, *in_, need, stride);
+  add_rows_of(y, stride, tmp, stride, n, static_cast<int64_t>(ids.size()));
+}
+
+void LoraProducts::add_columns(const LoraPair* p, std::span<const int32_t> ids, const float* c,
+                               int64_t c_stride, int64_t n, float* out, int64_t out_stride) {
+  if (p == nullptr || n == 0 || ids.empty()) return;
+  if (n > max_rows_) fail("LoRA products: a batch of {} rows (at most {})", n, max_rows_);
+  // A c over the listed neurons: the sum of their columns of A, weighted.
+  be_.axpy(p->a_t_view(), ids, c, c_stride, n, t_.data(), p->rank, {}, p->n_in);
+  be_.prepare(*in_, t_.data(), p->rank, n, {DType::F32});
+  float* tmp = scratch(n * p->n_out);
+  const MatrixView b = p->b_view();
+  const RowsJob job{&b, tmp, p->n_out};
+  be_.matmul(std::span(&job, 1), *in_);
+  add_rows_of(out, out_stride, tmp, p->n_out, n, p->n_out);
+}
+
+}  // namespace strata

@@ -73,7 +73,7 @@ if [ "$what" = all ] || [ "$what" = tsan ]; then
   # trees run them); under TSan only the suites where the CPU and the device overlap (the
   # splits, budgets, the emulator's own threads) -- the rest cost ~5 minutes of CI here.
   build-tsan/tests/strata_tests \
-    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:ServerLoading.*:ServerDrain*:ServerEmbeddings.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:FlashOverlap.*:Timeline.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*:CudaEmu.*:*CudaSession.*:InputSparsity.InputSparseProducts*-*CudaSession.ShippedModel*:*CudaSession.EveryType*:*CudaSession.MixturesOfExperts*:*CudaSession.SparseModes*:*CudaSession.KvCacheInF16*:*CudaSession.TheSameInputs*:*CudaSession.OneBillion*'
+    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:ServerLoading.*:ServerDrain*:ServerEmbeddings.*:BatchScheduler.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:FlashOverlap.*:Timeline.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*:CudaEmu.*:*CudaSession.*:InputSparsity.InputSparseProducts*-*CudaSession.ShippedModel*:*CudaSession.EveryType*:*CudaSession.MixturesOfExperts*:*CudaSession.SparseModes*:*CudaSession.KvCacheInF16*:*CudaSession.BlockKvCaches*:*CudaSession.TheSameInputs*:*CudaSession.OneBillion*'
 fi
 step "done"
 cd "$root"

@@ -13,6 +13,7 @@
 #include "backends/reference_ops.h"
 #include "core/error.h"
 #include "device_memory.h"
+#include "tensor/block_quant_math.h"
 #include "tensor/half.h"
 
 namespace strata {
@@ -38,24 +39,40 @@ BatchPlaces batch_places(int64_t n, int64_t first, bool mixed, int64_t n_ctx) {
   return p;
 }
 
+// Element i of a KV cache of `type` (F32, F16, or Q8_0/Q4_0 blocks).
+float kv_element(DType type, const std::vector<uint8_t>& cache, int64_t i) {
+  if (type == DType::F32) return reinterpret_cast<const float*>(cache.data())[i];
+  if (type == DType::F16) return f16_to_f32(reinterpret_cast<const uint16_t*>(cache.data())[i]);
+  return block_value(type, cache.data(), i);
+}
+
+// How far two stores of one key may be apart: a rotation differing in its last bit rounds to
+// the neighbouring F16 value, or (blocks) to the neighbouring step of the block's scale.
+double kv_key_slack(DType type, const std::vector<uint8_t>& cache, int64_t i, float value) {
+  if (type == DType::F32 || type == DType::F16) return 1e-3 * std::abs(value) + 1e-6;
+  const uint64_t block_bytes = type == DType::Q8_0 ? 34 : 18;
+  return 1.001 * std::abs(block_scale(cache.data() + (i / kQK) * block_bytes)) + 1e-6;
+}
+
 TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
-  const HeadShape s{8, 2, 16};
+  const HeadShape s{8, 2, 32};
   const int64_t n_ctx = 70, half = 8, prior_rows = 2 * n_ctx;
   struct Case {
     int64_t n, first;
     bool mixed;
   };
   for (auto& [name, be] : backends)
-    for (DType kv_type : {DType::F32, DType::F16})
+    for (DType kv_type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_0})
       // Cache rows as wide as the heads, and wider (a cache laid out for more than the batch's
       // rows hold: the rows of k and v are the heads' width, the cache's its own).
-      for (const int64_t row : {s.kv_dim(), s.kv_dim() + 8})
+      for (const int64_t row : {s.kv_dim(), s.kv_dim() + 32})
         for (const Case& cs_ :
              {Case{1, 5, false}, Case{64, 3, false}, Case{64, 0, true}, Case{2, 0, true}}) {
           const int64_t n = cs_.n;
           const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
           const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence") +
-                                   " cache rows of " + std::to_string(row);
+                                   " cache rows of " + std::to_string(row) + " " +
+                                   dtype_name(kv_type);
           std::vector<float> x = random_rows(n, 64, 41), w = random_rows(1, 64, 42);
           std::vector<float> ref(x.size());
           {
@@ -75,8 +92,8 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
               cs[static_cast<size_t>(b * half + i)] = static_cast<float>(std::cos(theta));
               sn[static_cast<size_t>(b * half + i)] = static_cast<float>(std::sin(theta));
             }
-          const size_t elem = kv_type == DType::F16 ? 2 : 4;
-          std::vector<uint8_t> kc(static_cast<size_t>(prior_rows * row) * elem), vc(kc.size());
+          std::vector<uint8_t> kc(row_bytes(kv_type, static_cast<uint64_t>(prior_rows * row))),
+              vc(kc.size());
           // Every row before the batch holds something (stored unrotated by the reference), so
           // a token that read another sequence's rows, or rows past its own, would differ.
           {
@@ -110,13 +127,8 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
           for (size_t i = 0; i < q.size(); ++i) ASSERT_NEAR(q[i], q_ref[i], 1e-5) << what;
           // Keys are rotated (rounding may differ in the last bit, then F16's); values are copied.
           for (int64_t i = 0; i < prior_rows * row; ++i) {
-            const float a = kv_type == DType::F16
-                                ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc.data())[i])
-                                : reinterpret_cast<const float*>(kc.data())[i];
-            const float r = kv_type == DType::F16
-                                ? f16_to_f32(reinterpret_cast<const uint16_t*>(kc_ref.data())[i])
-                                : reinterpret_cast<const float*>(kc_ref.data())[i];
-            ASSERT_NEAR(a, r, 1e-3 * std::abs(r) + 1e-6) << what << " key " << i;
+            const float a = kv_element(kv_type, kc, i), r = kv_element(kv_type, kc_ref, i);
+            ASSERT_NEAR(a, r, kv_key_slack(kv_type, kc_ref, i, r)) << what << " key " << i;
           }
           ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
           const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
@@ -124,7 +136,9 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
           be->attention(dq.get(), n, s, kv, places.view(), n_ctx, dscores.get(), datt.get());
           const std::vector<float> att = datt.read();
           std::vector<float> att_ref(att.size());
-          reference::attention(q.data(), n, s, kv_ref, places.view(), att_ref.data());
+          // Over the backend's own cache: its keys' last-bit differences are checked above.
+          const KvLayer stored{kc.data(), vc.data(), kv_type, kv_type, row};
+          reference::attention(q.data(), n, s, stored, places.view(), att_ref.data());
           for (size_t i = 0; i < att.size(); ++i)
             ASSERT_NEAR(att[i], att_ref[i], 1e-4) << what << " attention";
         }

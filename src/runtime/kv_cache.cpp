@@ -50,11 +50,6 @@ KvCache::KvCache(Backend& backend, const ModelConfig& c, int64_t n_ctx, DType k_
       kv_dim_(c.n_head_kv * c.head_dim),
       n_layer_(layers > 0 ? layers : c.n_layer) {
   check_types(c, k_type, v_type);
-  // The device kernels read F32 and F16 caches; block caches run on the CPU.
-  for (const auto& [type, flag] : {std::pair{k_type, "-ctk"}, std::pair{v_type, "-ctv"}})
-    if (backend.device() != Device::Host && type != DType::F32 && type != DType::F16)
-      fail("{} {} runs on the CPU; a KV cache on the GPU is f16 or f32 (use {} f16 with -ngl or --vram-budget)",
-           flag, flag_spelling(type), flag);
   const uint64_t need = bytes(c, n_ctx, k_type, v_type, n_layer_);
   if (backend.device() == Device::Host && need > AnonymousMemory::available())
     fail(

@@ -5,20 +5,14 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "tensor/block_quant_math.h"
 #include "tensor/half.h"
 
 namespace strata {
 
 void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float* x = src + b * kQK;
-    float amax = 0.0f;
-    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    dst[b].d = f32_to_f16(d);
-    for (int j = 0; j < kQK; ++j) dst[b].qs[j] = static_cast<int8_t>(std::lround(x[j] * id));
-  }
+  for (int64_t b = 0; b < n / kQK; ++b)
+    quantize_block_q8_0(src + b * kQK, reinterpret_cast<uint8_t*>(dst + b));
 }
 
 void quantize_row_q8_0_activations(const float* src, BlockQ8_0* dst, int64_t n) {
@@ -34,24 +28,8 @@ void quantize_row_q8_0_activations(const float* src, BlockQ8_0* dst, int64_t n) 
 }
 
 void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQK; ++b) {
-    const float* x = src + b * kQK;
-    float amax = 0.0f, max = 0.0f;  // max keeps the sign of the largest magnitude
-    for (int j = 0; j < kQK; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    dst[b].d = f32_to_f16(d);
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int lo = std::min(15, static_cast<int>(x[j] * id + 8.5f));
-      const int hi = std::min(15, static_cast<int>(x[j + kQK / 2] * id + 8.5f));
-      dst[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-    }
-  }
+  for (int64_t b = 0; b < n / kQK; ++b)
+    quantize_block_q4_0(src + b * kQK, reinterpret_cast<uint8_t*>(dst + b));
 }
 
 void quantize_row_f32(const float* src, void* dst, int64_t n) {

@@ -243,8 +243,8 @@ class CudaBackend final : public Backend {
                         static_cast<int>(s.n_head), static_cast<int>(s.n_head_kv),
                         static_cast<int>(s.head_dim), rope.cos + t0 * rope.half,
                         rope.sin + t0 * rope.half, static_cast<int>(rope.half),
-                        rope.style == RopeStyle::Neox, kv.k, kv.v, kv.k_type == DType::F16,
-                        kv.v_type == DType::F16, kv.kv_dim, places(at, t0, m), stream_);
+                        rope.style == RopeStyle::Neox, kv.k, kv.v, kv.k_type, kv.v_type,
+                        kv.kv_dim, places(at, t0, m), stream_);
     }
   }
 
@@ -254,7 +254,7 @@ class CudaBackend final : public Backend {
       const int64_t m = std::min<int64_t>(kMaxPlaces, n - t0);
       launch_attention(q + t0 * s.q_dim(), m, static_cast<int>(s.n_head),
                        static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), kv.k, kv.v,
-                       kv.k_type == DType::F16, kv.v_type == DType::F16, kv.kv_dim,
+                       kv.k_type, kv.v_type, kv.kv_dim,
                        places(at, t0, m), n_ctx, scores + t0 * s.n_head * n_ctx,
                        out + t0 * s.q_dim(), stream_);
     }

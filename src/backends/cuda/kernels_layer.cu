@@ -6,6 +6,7 @@
 
 #include "backends/cuda/block_math.h"
 #include "backends/cuda/launch.h"
+#include "tensor/block_quant_math.h"
 #include "tensor/expert_mix.h"
 #include "tensor/input_sparsity.h"
 
@@ -92,24 +93,45 @@ __global__ void add_bias_of_kernel(float* y, const float* bias, const int32_t* i
   y[b * stride + k] += bias[ids[k]];
 }
 
-__device__ inline void store_value(void* cache, bool f16, int64_t at, float v) {
-  if (f16)
-    static_cast<uint16_t*>(cache)[at] = float_to_half(v);
-  else
-    static_cast<float*>(cache)[at] = v;
+__device__ inline bool block_cache(DType type) {
+  return type == DType::Q8_0 || type == DType::Q4_0;
 }
 
-__device__ inline float load_value(const void* cache, bool f16, int64_t at) {
-  return f16 ? half_to_float(static_cast<const uint16_t*>(cache)[at])
-             : static_cast<const float*>(cache)[at];
+// A KV row of `count` values at element `at` of the cache (F32, F16, or Q8_0/Q4_0 blocks,
+// quantized as the CPU does: tensor/block_quant_math.h), by the block's threads.
+__device__ inline void store_row(void* cache, DType type, int64_t at, const float* x,
+                                 int64_t count) {
+  if (block_cache(type)) {
+    const uint64_t block_bytes = type == DType::Q8_0 ? 34 : 18;
+    uint8_t* first = static_cast<uint8_t*>(cache) + static_cast<uint64_t>(at / kQK) * block_bytes;
+    for (int64_t b = threadIdx.x; b < count / kQK; b += blockDim.x) {
+      if (type == DType::Q8_0)
+        quantize_block_q8_0(x + b * kQK, first + b * block_bytes);
+      else
+        quantize_block_q4_0(x + b * kQK, first + b * block_bytes);
+    }
+    return;
+  }
+  for (int64_t i = threadIdx.x; i < count; i += blockDim.x) {
+    if (type == DType::F16)
+      static_cast<uint16_t*>(cache)[at + i] = float_to_half(x[i]);
+    else
+      static_cast<float*>(cache)[at + i] = x[i];
+  }
+}
+
+__device__ inline float load_value(const void* cache, DType type, int64_t at) {
+  if (type == DType::F16) return half_to_float(static_cast<const uint16_t*>(cache)[at]);
+  if (type == DType::F32) return static_cast<const float*>(cache)[at];
+  return block_value(type, static_cast<const uint8_t*>(cache), at);
 }
 
 // One block per token: rotate its query and key heads' first `half` pairs, then store its key
 // and value at its cache row.
 __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head, int n_head_kv,
                                   int head_dim, const float* cos, const float* sin, int half,
-                                  bool neox, void* k_cache, void* v_cache, bool k16, bool v16,
-                                  int64_t kv_dim, Places at) {
+                                  bool neox, void* k_cache, void* v_cache, DType k_type,
+                                  DType v_type, int64_t kv_dim, Places at) {
   const int b = blockIdx.x;
   const int64_t q_dim = static_cast<int64_t>(n_head) * head_dim;
   const int64_t k_dim =
@@ -130,17 +152,15 @@ __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head
   }
   __syncthreads();
   const int64_t row = (at.base[b] + at.pos[b]) * kv_dim;
-  for (int64_t i = threadIdx.x; i < k_dim; i += blockDim.x) {
-    store_value(k_cache, k16, row + i, kb[i]);
-    store_value(v_cache, v16, row + i, v[b * k_dim + i]);
-  }
+  store_row(k_cache, k_type, row, kb, k_dim);
+  store_row(v_cache, v_type, row, v + b * k_dim, k_dim);
 }
 
 // Block (head h, token b): scores of the token's query head against its sequence's cached
 // keys up to its position, softmax, the weighted sum of values.
 __global__ void attention_kernel(const float* q, int n_head, int group, int head_dim,
-                                 const void* k_cache, const void* v_cache, bool k16, bool v16,
-                                 int64_t kv_dim, Places at, int64_t n_ctx, float* scores,
+                                 const void* k_cache, const void* v_cache, DType k_type,
+                                 DType v_type, int64_t kv_dim, Places at, int64_t n_ctx, float* scores,
                                  float* out, float scale) {
   __shared__ float qs[512];
   __shared__ float red[kThreads];
@@ -155,7 +175,7 @@ __global__ void attention_kernel(const float* q, int n_head, int group, int head
   for (int64_t p = warp; p < positions; p += warps) {
     const int64_t row = (base + p) * kv_dim + head;
     float d = 0.0f;
-    for (int i = lane; i < head_dim; i += 32) d += qs[i] * load_value(k_cache, k16, row + i);
+    for (int i = lane; i < head_dim; i += 32) d += qs[i] * load_value(k_cache, k_type, row + i);
     d = warp_sum(d);
     if (lane == 0) sc[p] = d * scale;
   }
@@ -186,7 +206,7 @@ __global__ void attention_kernel(const float* q, int n_head, int group, int head
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
     float acc = 0.0f;
     for (int64_t p = 0; p < positions; ++p)
-      acc += sc[p] * load_value(v_cache, v16, (base + p) * kv_dim + head + i);
+      acc += sc[p] * load_value(v_cache, v_type, (base + p) * kv_dim + head + i);
     out[b * q_dim + h * head_dim + i] = acc / total;
   }
 }
@@ -390,24 +410,25 @@ void launch_add_bias_of(float* y, const float* bias, const int32_t* ids, int64_t
 
 void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
                        int head_dim, const float* cos, const float* sin, int half, bool neox,
-                       void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
-                       const Places& at, cudaStream_t stream) {
+                       void* k_cache, void* v_cache, DType k_type, DType v_type,
+                       int64_t kv_dim, const Places& at, cudaStream_t stream) {
   if (n == 0) return;
   STRATA_LAUNCH(rope_store_kernel, static_cast<unsigned>(n), kThreads, stream, q, k, v, n_head,
-                n_head_kv, head_dim, cos, sin, half, neox, k_cache, v_cache, k16, v16, kv_dim, at);
+                n_head_kv, head_dim, cos, sin, half, neox, k_cache, v_cache, k_type, v_type, kv_dim,
+                at);
   check_launch("rope_and_store", stream);
 }
 
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
-                      const void* k_cache, const void* v_cache, bool k16, bool v16, int64_t kv_dim,
-                      const Places& at, int64_t n_ctx, float* scores, float* out,
+                      const void* k_cache, const void* v_cache, DType k_type, DType v_type,
+                      int64_t kv_dim, const Places& at, int64_t n_ctx, float* scores, float* out,
                       cudaStream_t stream) {
   if (n == 0) return;
   if (head_dim > 512) kernel_failure("the CUDA attention takes heads of up to 512 values");
   const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
   STRATA_LAUNCH(attention_kernel, dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)),
-                kThreads, stream, q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k16,
-                v16, kv_dim, at, n_ctx, scores, out, scale);
+                kThreads, stream, q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k_type,
+                v_type, kv_dim, at, n_ctx, scores, out, scale);
   check_launch("attention", stream);
 }
 

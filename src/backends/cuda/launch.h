@@ -80,14 +80,14 @@ void launch_add_bias_of(float* y, const float* bias, const int32_t* ids, int64_t
                         int64_t stride, cudaStream_t stream);
 // n <= kMaxPlaces tokens; `neox`: NeoX's pairs (i, i + half), else adjacent ones.
 // q, k, v rows are the heads' widths (n_head or n_head_kv times head_dim); the caches' rows
-// are kv_dim wide.
+// are kv_dim wide, of F32, F16, Q8_0 or Q4_0 values (blocks quantized as the CPU's).
 void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head, int n_head_kv,
                        int head_dim, const float* cos, const float* sin, int half, bool neox,
-                       void* k_cache, void* v_cache, bool k16, bool v16, int64_t kv_dim,
+                       void* k_cache, void* v_cache, DType k_type, DType v_type, int64_t kv_dim,
                        const Places& at, cudaStream_t stream);
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
-                      const void* k_cache, const void* v_cache, bool k16, bool v16, int64_t kv_dim,
-                      const Places& at, int64_t n_ctx, float* scores, float* out,
+                      const void* k_cache, const void* v_cache, DType k_type, DType v_type,
+                      int64_t kv_dim, const Places& at, int64_t n_ctx, float* scores, float* out,
                       cudaStream_t stream);
 
 void launch_activation(FfnActivation act, const float* gate, const float* up, float* h,

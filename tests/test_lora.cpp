@@ -10,6 +10,7 @@
 #include "backends/refdev/reference_device.h"
 #include "core/error.h"
 #include "format/gguf_writer.h"
+#include "planning/model_inventory.h"
 #include "runtime/lora_products.h"
 #include "test_helpers.h"
 
@@ -251,10 +252,14 @@ TEST(LoraProducts, SessionsRefuseAdaptersWhereTheyCannotApplyThem) {
   const int32_t tokens[] = {1, 5, 9};
   const auto a = with.eval(tokens);
   const std::vector<float> adapted(a.begin(), a.end());
+  const Inventory held = take_inventory(*m, {16, FfnMode::Dense, {DType::F32, DType::F32}});
   m->lora = {};
   Session without(*m, 16, pool, {});
   const auto b = without.eval(tokens);
   EXPECT_GT(strata::testing::relative_difference(adapted, {b.begin(), b.end()}), 1e-4);
+  // Plans count the adapters and their buffers (a --ram-budget holds them too).
+  const Inventory bare = take_inventory(*m, {16, FfnMode::Dense, {DType::F32, DType::F32}});
+  EXPECT_GE(held.fixed_ram_bytes, bare.fixed_ram_bytes + 2 * 64 * 4 * sizeof(float));
 }
 
 }  // namespace

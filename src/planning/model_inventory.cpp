@@ -7,6 +7,7 @@
 #include "model/down_transpose.h"
 #include "model/flash_route.h"
 #include "runtime/ffn_executor.h"
+#include "runtime/lora_products.h"
 #include "runtime/session.h"
 #include "tiers/flash_ffn_store.h"
 
@@ -205,6 +206,10 @@ Inventory take_inventory(const Model& model, const InventoryRequest& r) {
   // which decode reads instead of them (the per-token figures keep the rows' bytes).
   if (r.input_columns && model.columns.empty())
     for (const LayerWeights& lw : w.layers) derived += Model::input_column_bytes(lw);
+  // LoRA adapters (f32, beside the weights) and their products' buffers.
+  derived += model.lora.bytes() +
+             LoraProducts::scratch_bytes(model.lora, r.max_batch > 0 ? r.max_batch
+                                                                     : Session::kMaxBatch);
   inv.workspace_bytes =
       Session::workspace_bytes(model, r.n_ctx, r.mode, r.input_columns, false, r.max_batch);
   inv.host_workspace_bytes =

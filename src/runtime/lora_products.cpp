@@ -15,6 +15,19 @@ LoraProducts::LoraProducts(const LoraAdapters& adapters, Backend& backend, int64
   t_.resize(static_cast<size_t>(max_rows_ * rank));
 }
 
+uint64_t LoraProducts::scratch_bytes(const LoraAdapters& adapters, int64_t max_rows) {
+  if (adapters.empty()) return 0;
+  int64_t rank = adapters.output.rank, out = adapters.output.n_out;
+  for (const auto& layer : adapters.layers)
+    for (const LoraPair& p : layer) {
+      rank = std::max(rank, p.rank);
+      out = std::max(out, p.n_out);
+    }
+  // t_ and tmp_, and the prepared rows (f32 inputs of up to the widest n_in, at most n_out).
+  return static_cast<uint64_t>(max_rows) * static_cast<uint64_t>(2 * rank + 2 * out) *
+         sizeof(float);
+}
+
 float* LoraProducts::scratch(int64_t values) {
   if (tmp_.size() < static_cast<size_t>(values)) tmp_.resize(static_cast<size_t>(values));
   return tmp_.data();

@@ -23,6 +23,8 @@ class LoraProducts {
     return adapters_.find(layer, role);
   }
   const LoraPair* output() const { return adapters_.find_output(); }
+  // The buffers a session's products hold for batches of up to max_rows (for plans).
+  static uint64_t scratch_bytes(const LoraAdapters& adapters, int64_t max_rows);
 
   // y[b * y_stride + j] += (B (A x_b))[j] for n rows x_b of p->n_in values; nothing when p is
   // null.

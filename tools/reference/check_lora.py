@@ -9,7 +9,11 @@ llama.cpp skips) and a copy of the model with W + s * B @ A written over each ad
 (s = scale * alpha / rank, or scale when alpha is 0), in numpy, independent of strata. Then
 `strata logits` of the base model with --lora / --lora-scaled must equal the merged model's:
 max |a - b| / max |b| <= 1e-4, in dense, predict and gate-first modes (llama) and for a fused
-attn_qkv (falcon)."""
+attn_qkv (falcon).
+
+With LLAMACPP_GGUF_PY set to llama.cpp v0.5.0's gguf-py folder (../shared/vocab/README.md says
+where its source comes from), the first adapter is also written by its GGUFWriter with its
+constants, as convert_lora_to_gguf.py calls them, and must give the same logits."""
 import json
 import os
 import shutil
@@ -50,6 +54,23 @@ def write_adapter(path, arch, pairs, alpha, f16):
         w.add_tensor(name + ".lora_b", b, f16=f16)
     w.add_tensor("blk.0.attn_norm.weight", np.ones(8, dtype=np.float32))  # skipped, as llama.cpp
     w.write(path)
+
+
+def write_adapter_with_gguf_py(path, arch, pairs, alpha):
+    """The calls convert_lora_to_gguf.py makes (llama.cpp's gguf-py), for the same pairs."""
+    sys.path.insert(0, os.environ["LLAMACPP_GGUF_PY"])
+    import gguf  # noqa: E402  (llama.cpp's, only where the environment names it)
+    w = gguf.GGUFWriter(path, arch)
+    w.add_type(gguf.GGUFType.ADAPTER)
+    w.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(alpha))
+    for name, (a, b) in pairs.items():
+        w.add_tensor(name + ".lora_a", a)
+        w.add_tensor(name + ".lora_b", b)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def random_pairs(reader, names, rank, rng, f16):
@@ -132,6 +153,12 @@ def check_llama(strata, work, rng):
     compare("llama dense, --lora A,B:0.5", got, logits(strata, merged, "--ffn", "dense"))
     zero = logits(strata, base, "--ffn", "dense", "--lora", f"{a1}:0", "--lora", f"{a2}:0")
     compare("llama dense, scale 0", zero, logits(strata, base, "--ffn", "dense"))
+    if os.environ.get("LLAMACPP_GGUF_PY"):
+        theirs = os.path.join(work, "llama-a1-gguf-py.gguf")
+        write_adapter_with_gguf_py(theirs, "llama", first, alpha=16)
+        ours = logits(strata, base, "--ffn", "dense", "--lora", a1)
+        compare("llama dense, the adapter written by llama.cpp's gguf-py",
+                logits(strata, base, "--ffn", "dense", "--lora", theirs), ours)
 
 
 def check_falcon(strata, work, rng):

@@ -12,6 +12,7 @@
 #include "format/gguf_writer.h"
 #include "planning/model_inventory.h"
 #include "runtime/lora_products.h"
+#include "tensor/half.h"
 #include "test_helpers.h"
 
 namespace strata {
@@ -136,49 +137,71 @@ TEST(LoraAdapterFile, AdaptersOnOneMatrixStackTheirRanksWithTheirScalesInB) {
   first.push_back({"blk.0.attn_norm.weight", {64}, 1.0f});
   const LoraFile files[] = {{lora_write_adapter("lora_first.gguf", first), 1.0f},
                             {lora_write_adapter("lora_second.gguf", lora_q_pair(0.03f, 0.5f, 2)), 0.25f}};
-  const LoraAdapters a = load_lora_adapters(files, *m);
-  EXPECT_EQ(a.matrices(), 1);
-  EXPECT_EQ(a.find(0, LayerMatrix::AttnK), nullptr);
-  EXPECT_EQ(a.find_output(), nullptr);
-  const LoraPair* q = a.find(0, LayerMatrix::AttnQ);
+  const LoraAdapters adapters = load_lora_adapters(files, *m);
+  EXPECT_EQ(adapters.matrices(), 1);
+  EXPECT_EQ(adapters.find(0, LayerMatrix::AttnK), nullptr);
+  EXPECT_EQ(adapters.find_output(), nullptr);
+  const LoraPair* q = adapters.find(0, LayerMatrix::AttnQ);
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->rank, 6);
   EXPECT_EQ(q->n_in, 64);
   EXPECT_EQ(q->n_out, 64);
-  EXPECT_FLOAT_EQ(q->a[0], 0.01f);
-  EXPECT_FLOAT_EQ(q->a[4 * 64], 0.03f);  // the second adapter's first row
+  ASSERT_EQ(q->type, DType::F32);  // the files' type
+  const auto* a = reinterpret_cast<const float*>(q->a.data());
+  const auto* b_t = reinterpret_cast<const float*>(q->b_t.data());  // B's columns
+  EXPECT_FLOAT_EQ(a[0], 0.01f);
+  EXPECT_FLOAT_EQ(a[4 * 64], 0.03f);  // the second adapter's first row
   for (int64_t j : {0, 63}) {
-    EXPECT_FLOAT_EQ(q->b[static_cast<size_t>(j * 6)], 0.02f * 8 / 4);
-    EXPECT_FLOAT_EQ(q->b[static_cast<size_t>(j * 6 + 4)], 0.25f * 0.5f * 8 / 2);
+    EXPECT_FLOAT_EQ(b_t[j], 0.02f);
+    EXPECT_FLOAT_EQ(b_t[4 * 64 + j], 0.5f);
   }
+  EXPECT_TRUE(q->b.empty());  // only ffn_gate's and ffn_up's are read by neuron
+  // s = scale * alpha / rank, on each adapter's columns.
+  ASSERT_EQ(q->scale.size(), 6u);
+  EXPECT_FLOAT_EQ(q->scale[0], 8.0f / 4);
+  EXPECT_FLOAT_EQ(q->scale[3], 8.0f / 4);
+  EXPECT_FLOAT_EQ(q->scale[4], 0.25f * 8 / 2);
   EXPECT_TRUE(q->a_t.empty());  // only ffn_down's is read by column
 }
 
-// A random pair and the scalar B (A x).
+// A random pair (F32 or F16 values, a scale per column) and the scalar B (scale * (A x)).
 struct LoraPairFixture {
   LoraAdapters adapters;
-  explicit LoraPairFixture(int64_t rank, int64_t n_in, int64_t n_out) {
+  std::vector<float> a, b;  // the values, as the pair holds them
+  LoraPairFixture(int64_t rank, int64_t n_in, int64_t n_out, DType type) {
     std::mt19937 rng(5);
     std::normal_distribution<float> d(0.0f, 1.0f);
     LoraPair p;
-    p.rank = rank, p.n_in = n_in, p.n_out = n_out;
-    for (int64_t i = 0; i < rank * n_in; ++i) p.a.push_back(d(rng));
-    for (int64_t i = 0; i < n_out * rank; ++i) p.b.push_back(d(rng));
-    p.a_t.resize(p.a.size());
+    p.rank = rank, p.n_in = n_in, p.n_out = n_out, p.type = type;
+    auto put = [&](std::vector<uint8_t>& bytes, std::vector<float>& values, float v) {
+      const uint16_t h = f32_to_f16(v);
+      values.push_back(type == DType::F16 ? f16_to_f32(h) : v);
+      const auto* raw = type == DType::F16 ? reinterpret_cast<const uint8_t*>(&h)
+                                           : reinterpret_cast<const uint8_t*>(&v);
+      bytes.insert(bytes.end(), raw, raw + (type == DType::F16 ? 2 : 4));
+    };
+    for (int64_t i = 0; i < rank * n_in; ++i) put(p.a, a, d(rng));
+    for (int64_t i = 0; i < n_out * rank; ++i) put(p.b, b, d(rng));
+    std::vector<float> unused;
+    for (int64_t i = 0; i < n_in; ++i)
+      for (int64_t r = 0; r < rank; ++r) put(p.a_t, unused, a[r * n_in + i]);
     for (int64_t r = 0; r < rank; ++r)
-      for (int64_t i = 0; i < n_in; ++i) p.a_t[i * rank + r] = p.a[r * n_in + i];
+      for (int64_t j = 0; j < n_out; ++j) put(p.b_t, unused, b[j * rank + r]);
+    for (int64_t r = 0; r < rank; ++r) p.scale.push_back(r < 2 ? 0.5f : 2.0f);
     adapters.files = {"x"};
     adapters.layers.resize(1);
     adapters.layers[0][static_cast<size_t>(LayerMatrix::FfnDown)] = std::move(p);
   }
   const LoraPair& pair() const { return *adapters.find(0, LayerMatrix::FfnDown); }
-  std::vector<double> product(const float* x) const {  // B (A x)
+  std::vector<double> product(const float* x) const {  // B (scale * (A x))
     const LoraPair& p = pair();
     std::vector<double> t(static_cast<size_t>(p.rank)), y(static_cast<size_t>(p.n_out));
-    for (int64_t r = 0; r < p.rank; ++r)
-      for (int64_t i = 0; i < p.n_in; ++i) t[r] += double{p.a[r * p.n_in + i]} * x[i];
+    for (int64_t r = 0; r < p.rank; ++r) {
+      for (int64_t i = 0; i < p.n_in; ++i) t[r] += double{a[r * p.n_in + i]} * x[i];
+      t[r] *= p.scale[r];
+    }
     for (int64_t j = 0; j < p.n_out; ++j)
-      for (int64_t r = 0; r < p.rank; ++r) y[j] += double{p.b[j * p.rank + r]} * t[r];
+      for (int64_t r = 0; r < p.rank; ++r) y[j] += double{b[j * p.rank + r]} * t[r];
     return y;
   }
 };
@@ -191,9 +214,11 @@ std::vector<float> lora_random_rows(int64_t n, uint32_t seed) {
   return v;
 }
 
-TEST(LoraProducts, WholeRowsListedRowsAndListedColumnsEqualTheScalarProduct) {
+class LoraProductsOfType : public ::testing::TestWithParam<DType> {};
+
+TEST_P(LoraProductsOfType, WholeRowsListedRowsAndListedColumnsEqualTheScalarProduct) {
   const int64_t rank = 5, n_in = 70, n_out = 40, n = 3;
-  LoraPairFixture f(rank, n_in, n_out);
+  LoraPairFixture f(rank, n_in, n_out, GetParam());
   ThreadPool pool(2);
   CpuBackend cpu(pool);
   LoraProducts lora(f.adapters, cpu, 8);
@@ -234,6 +259,9 @@ TEST(LoraProducts, WholeRowsListedRowsAndListedColumnsEqualTheScalarProduct) {
   }
   EXPECT_THROW(lora.add(p, x.data(), 9, y.data(), stride), Error);  // more rows than made for
 }
+
+INSTANTIATE_TEST_SUITE_P(Types, LoraProductsOfType, ::testing::Values(DType::F32, DType::F16),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(LoraProducts, SessionsRefuseAdaptersWhereTheyCannotApplyThem) {
   auto m = Model::load(tiny_model(DType::F32, FfnActivation::SwiGLU), false);

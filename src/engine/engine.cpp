@@ -70,7 +70,7 @@ Engine::Engine(EngineOptions options, Notes notes)
   model_ = Model::load(options_.model_path, options_.require_tokenizer, options_.load);
   if (!options_.lora.empty()) {
     model_->lora = load_lora_adapters(options_.lora, *model_);
-    notes_(fmt::format("LoRA: {} adapter{} on {} matrices ({:.1f} MiB in f32)",
+    notes_(fmt::format("LoRA: {} adapter{} on {} matrices ({:.1f} MiB)",
                        options_.lora.size(), options_.lora.size() == 1 ? "" : "s",
                        model_->lora.matrices(),
                        static_cast<double>(model_->lora.bytes()) / (1 << 20)));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstring>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -61,19 +62,28 @@ Target target_of(const std::string& base, const Model& model, const std::string&
   fail("LoRA adapter '{}': strata does not adapt '{}'", path, base);
 }
 
-// One adapter's low-rank pair for one matrix, in f32, its scale folded into B.
+// One adapter's low-rank pair for one matrix: its A and B as the file has them, and its s.
 struct Part {
   int64_t rank = 0, n_in = 0, n_out = 0;
-  std::vector<float> a, b;
+  float s = 1.0f;
+  const GgufTensorInfo *a = nullptr, *b = nullptr;
+  int64_t first_out = 0;  // a fused qkv's part: the first of B's rows it takes
 };
 
-std::vector<float> tensor_f32(const GgufTensorInfo& t, const std::string& path) {
-  const auto info = dtype_info(static_cast<uint32_t>(t.type));
-  if (!info || info->dequantize == nullptr)
-    fail("LoRA adapter '{}': tensor '{}' has a type strata cannot read", path, t.name);
-  std::vector<float> v(t.n_elements);
-  dequantize_row(t.type, t.data, v.data(), static_cast<int64_t>(t.n_elements));
-  return v;
+// A tensor's values as `type` (F16 or BF16: the file's bytes; F32: decoded), rows
+// [first, first + rows) of `cols` elements.
+void append_values(const GgufTensorInfo& t, DType type, int64_t first, int64_t rows, int64_t cols,
+                   std::vector<uint8_t>& out) {
+  const uint64_t begin = row_bytes(t.type, static_cast<uint64_t>(first * cols));
+  const uint64_t bytes = row_bytes(t.type, static_cast<uint64_t>(rows * cols));
+  if (t.type == type) {
+    out.insert(out.end(), t.data + begin, t.data + begin + bytes);
+    return;
+  }
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  dequantize_row(t.type, t.data + begin, v.data(), rows * cols);
+  const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+  out.insert(out.end(), p, p + v.size() * sizeof(float));
 }
 
 Part read_part(const GgufTensorInfo& a, const GgufTensorInfo& b, const GgufTensorInfo& base,
@@ -81,6 +91,8 @@ Part read_part(const GgufTensorInfo& a, const GgufTensorInfo& b, const GgufTenso
   if (a.dims.size() != 2 || b.dims.size() != 2 || base.dims.size() != 2)
     fail("LoRA adapter '{}': '{}' and its pair must be 2-D matrices", path, base.name);
   Part p;
+  p.a = &a;
+  p.b = &b;
   p.n_in = base.dims[0];
   p.n_out = base.dims[1];
   p.rank = a.dims[1];
@@ -92,10 +104,12 @@ Part read_part(const GgufTensorInfo& a, const GgufTensorInfo& b, const GgufTenso
   if (b.dims[0] != p.rank || p.rank <= 0)
     fail("LoRA adapter '{}': '{}.lora_a' is not transposed (its rank {} against lora_b's {})", path,
          base.name, p.rank, b.dims[0]);
-  p.a = tensor_f32(a, path);
-  p.b = tensor_f32(b, path);
-  const float s = alpha != 0.0f ? s_user * alpha / static_cast<float>(p.rank) : s_user;
-  for (float& v : p.b) v *= s;
+  for (const GgufTensorInfo* t : {&a, &b}) {
+    const auto info = dtype_info(static_cast<uint32_t>(t->type));
+    if (!info || info->dequantize == nullptr)
+      fail("LoRA adapter '{}': tensor '{}' has a type strata cannot read", path, t->name);
+  }
+  p.s = alpha != 0.0f ? s_user * alpha / static_cast<float>(p.rank) : s_user;
   return p;
 }
 
@@ -103,29 +117,56 @@ Part read_part(const GgufTensorInfo& a, const GgufTensorInfo& b, const GgufTenso
 Part output_rows(const Part& p, int64_t first, int64_t count) {
   Part q = p;
   q.n_out = count;
-  q.b.assign(p.b.begin() + first * p.rank, p.b.begin() + (first + count) * p.rank);
+  q.first_out = first;
   return q;
 }
 
-LoraPair stacked(const std::vector<Part>& parts, bool transposed) {
+// The type a stack keeps: the files' own where every A and B shares F16 or BF16, else f32.
+DType stack_type(const std::vector<Part>& parts) {
+  const DType first = parts.front().a->type;
+  for (const Part& p : parts)
+    if (p.a->type != first || p.b->type != first) return DType::F32;
+  return first == DType::F16 || first == DType::BF16 ? first : DType::F32;
+}
+
+// `rows` rows of `cols` elements (of `size` bytes each) as cols rows of rows.
+std::vector<uint8_t> transposed(const std::vector<uint8_t>& m, int64_t rows, int64_t cols,
+                                size_t size) {
+  std::vector<uint8_t> t(m.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c)
+      std::memcpy(&t[static_cast<size_t>(c * rows + r) * size],
+                  &m[static_cast<size_t>(r * cols + c) * size], size);
+  return t;
+}
+
+LoraPair stacked(const std::vector<Part>& parts, LayerMatrix role) {
   LoraPair pair;
+  pair.type = stack_type(parts);
   pair.n_in = parts.front().n_in;
   pair.n_out = parts.front().n_out;
   for (const Part& p : parts) {
     pair.rank += p.rank;
-    pair.a.insert(pair.a.end(), p.a.begin(), p.a.end());
+    append_values(*p.a, pair.type, 0, p.rank, p.n_in, pair.a);
+    pair.scale.insert(pair.scale.end(), static_cast<size_t>(p.rank), p.s);
   }
-  pair.b.reserve(static_cast<size_t>(pair.n_out * pair.rank));
+  // B's row j is every part's row j, side by side; kept as its columns for whole rows, and as
+  // it is where the sparse FFN reads a neuron's row.
+  std::vector<uint8_t> b;
+  std::vector<std::vector<uint8_t>> bs(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i)
+    append_values(*parts[i].b, pair.type, parts[i].first_out, parts[i].n_out, parts[i].rank,
+                  bs[i]);
   for (int64_t j = 0; j < pair.n_out; ++j)
-    for (const Part& p : parts)
-      pair.b.insert(pair.b.end(), p.b.begin() + j * p.rank, p.b.begin() + (j + 1) * p.rank);
-  if (transposed) {
-    pair.a_t.resize(pair.a.size());
-    for (int64_t r = 0; r < pair.rank; ++r)
-      for (int64_t i = 0; i < pair.n_in; ++i)
-        pair.a_t[static_cast<size_t>(i * pair.rank + r)] =
-            pair.a[static_cast<size_t>(r * pair.n_in + i)];
-  }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const uint64_t row = row_bytes(pair.type, static_cast<uint64_t>(parts[i].rank));
+      b.insert(b.end(), bs[i].begin() + static_cast<int64_t>(j * row),
+               bs[i].begin() + static_cast<int64_t>((j + 1) * row));
+    }
+  const size_t size = dtype_info(pair.type).block_bytes;
+  pair.b_t = transposed(b, pair.n_out, pair.rank, size);
+  if (role == LayerMatrix::FfnGate || role == LayerMatrix::FfnUp) pair.b = std::move(b);
+  if (role == LayerMatrix::FfnDown) pair.a_t = transposed(pair.a, pair.rank, pair.n_in, size);
   return pair;
 }
 
@@ -146,8 +187,11 @@ void check_header(const GgufFile& f, const Model& model, const std::string& path
          "does not run", path);
 }
 
-void read_adapter(const LoraFile& file, const Model& model, PartsByTarget& parts) {
-  const auto f = GgufFile::open(file.path, LoadMode::Map);
+// The pairs of one file into `parts`, which point into the file: `opened` keeps it.
+void read_adapter(const LoraFile& file, const Model& model, PartsByTarget& parts,
+                  std::vector<std::unique_ptr<GgufFile>>& opened) {
+  opened.push_back(GgufFile::open(file.path, LoadMode::Map));
+  const GgufFile* f = opened.back().get();
   check_header(*f, model, file.path);
   const auto alpha = static_cast<float>(f->get_float("adapter.lora.alpha", 0.0));
   std::map<std::string, std::pair<const GgufTensorInfo*, const GgufTensorInfo*>> pairs;
@@ -206,13 +250,13 @@ std::vector<LoraFile> parse_lora_list(std::string_view list, bool scale_required
   return files;
 }
 
-MatrixView LoraPair::view(const std::vector<float>& v, int64_t rows, int64_t cols) {
+MatrixView LoraPair::view(const std::vector<uint8_t>& v, int64_t rows, int64_t cols) const {
   MatrixView m;
-  m.type = DType::F32;
-  m.data = reinterpret_cast<const uint8_t*>(v.data());
+  m.type = type;
+  m.data = v.data();
   m.rows = rows;
   m.cols = cols;
-  m.row_bytes = static_cast<uint64_t>(cols) * sizeof(float);
+  m.row_bytes = row_bytes(type, static_cast<uint64_t>(cols));
   return m;
 }
 
@@ -240,14 +284,15 @@ LoraAdapters load_lora_adapters(std::span<const LoraFile> files, const Model& mo
   LoraAdapters out;
   if (files.empty()) return out;
   PartsByTarget parts;
+  std::vector<std::unique_ptr<GgufFile>> opened;
   for (const LoraFile& f : files) {
-    read_adapter(f, model, parts);
+    read_adapter(f, model, parts, opened);
     out.files.push_back(f.path);
   }
   out.layers.resize(static_cast<size_t>(model.config.n_layer));
   for (const auto& [key, list] : parts) {
     const auto role = static_cast<LayerMatrix>(key.second);
-    LoraPair pair = stacked(list, role == LayerMatrix::FfnDown);
+    LoraPair pair = stacked(list, role);
     if (key.first < 0)
       out.output = std::move(pair);
     else

@@ -4,8 +4,9 @@
 // and N.lora_b (B: W's outputs rows of rank). A matrix then computes
 //   W x + s * B (A x),  s = scale * alpha / rank (scale alone when alpha is 0),
 // `scale` the user's (--lora-scaled). Several adapters on one matrix are one pair here: their
-// ranks stacked (A's rows, B's columns) and each one's s folded into its columns of B, so a
-// product costs one low-rank pass whatever the number of adapters.
+// ranks stacked (A's rows, B's columns) with each one's s on its columns, so a product costs
+// one low-rank pass whatever the number of adapters. A and B keep the file's values: F16 or
+// BF16 where every stacked adapter has that type (half the bytes a token reads), else f32.
 #pragma once
 
 #include <array>
@@ -34,20 +35,27 @@ struct LoraFile {
 std::vector<LoraFile> parse_lora_list(std::string_view list, bool scale_required,
                                       const char* flag);
 
-// One matrix's adapters as one low-rank product, in f32 on the host.
+// One matrix's adapters as one low-rank product on the host: W x + B (scale * (A x)), scale
+// per column of B (each adapter's s on its rank).
 struct LoraPair {
   int64_t rank = 0, n_in = 0, n_out = 0;
-  std::vector<float> a;    // rank rows of n_in
-  std::vector<float> b;    // n_out rows of rank, each adapter's s folded in
-  std::vector<float> a_t;  // n_in rows of rank (A's columns): ffn_down's, read by neuron
+  DType type = DType::F32;     // of a, b_t, b and a_t
+  std::vector<uint8_t> a;      // rank rows of n_in
+  std::vector<uint8_t> b_t;    // rank rows of n_out (B's columns: whole rows add them, long)
+  std::vector<uint8_t> b;      // n_out rows of rank: ffn_gate's and ffn_up's, read by neuron
+  std::vector<uint8_t> a_t;    // n_in rows of rank (A's columns): ffn_down's, read by neuron
+  std::vector<float> scale;    // rank values
   bool present() const { return rank > 0; }
   MatrixView a_view() const { return view(a, rank, n_in); }
+  MatrixView b_t_view() const { return view(b_t, rank, n_out); }
   MatrixView b_view() const { return view(b, n_out, rank); }
   MatrixView a_t_view() const { return view(a_t, n_in, rank); }
-  uint64_t bytes() const { return (a.size() + b.size() + a_t.size()) * sizeof(float); }
+  uint64_t bytes() const {
+    return a.size() + b_t.size() + b.size() + a_t.size() + scale.size() * 4;
+  }
 
  private:
-  static MatrixView view(const std::vector<float>& v, int64_t rows, int64_t cols);
+  MatrixView view(const std::vector<uint8_t>& v, int64_t rows, int64_t cols) const;
 };
 
 // The matrices an adapter may change, by the layer's roles (q, k, v, output, gate, up, down;

@@ -13,6 +13,8 @@ LoraProducts::LoraProducts(const LoraAdapters& adapters, Backend& backend, int64
   rank = std::max(rank, adapters_.output.rank);
   in_ = be_.make_prepared(max_rows_);
   t_.resize(static_cast<size_t>(max_rows_ * rank));
+  ranks_.resize(static_cast<size_t>(rank));
+  for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r] = static_cast<int32_t>(r);
 }
 
 uint64_t LoraProducts::scratch_bytes(const LoraAdapters& adapters, int64_t max_rows) {
@@ -36,10 +38,17 @@ float* LoraProducts::scratch(int64_t values) {
 void LoraProducts::low_rank(const LoraPair& p, const float* x, int64_t n) {
   if (n > max_rows_) fail("LoRA products: a batch of {} rows (at most {})", n, max_rows_);
   const MatrixView a = p.a_view();
-  be_.prepare(*in_, x, p.n_in, n, {DType::F32});
+  be_.prepare(*in_, x, p.n_in, n, {p.type});
   const RowsJob job{&a, t_.data(), p.rank};
   be_.matmul(std::span(&job, 1), *in_);
-  be_.prepare(*in_, t_.data(), p.rank, n, {DType::F32});
+  scale(p, n);
+}
+
+void LoraProducts::scale(const LoraPair& p, int64_t n) {
+  // Each adapter's s on its share of the rank (host memory: the CPU backend's).
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t r = 0; r < p.rank; ++r)
+      t_[static_cast<size_t>(b * p.rank + r)] *= p.scale[static_cast<size_t>(r)];
 }
 
 void LoraProducts::add_rows_of(float* y, int64_t y_stride, const float* t, int64_t t_stride,
@@ -54,11 +63,15 @@ void LoraProducts::add_rows_of(float* y, int64_t y_stride, const float* t, int64
 void LoraProducts::add(const LoraPair* p, const float* x, int64_t n, float* y, int64_t y_stride) {
   if (p == nullptr || n == 0) return;
   low_rank(*p, x, n);
-  float* tmp = scratch(n * p->n_out);
-  const MatrixView b = p->b_view();
-  const RowsJob job{&b, tmp, p->n_out};
-  be_.matmul(std::span(&job, 1), *in_);
-  add_rows_of(y, y_stride, tmp, p->n_out, n, p->n_out);
+  add_b_columns(*p, n, y, y_stride);
+}
+
+void LoraProducts::add_b_columns(const LoraPair& p, int64_t n, float* y, int64_t y_stride) {
+  // B t as the sum of B's columns weighted by t: rank long rows, not n_out short ones.
+  float* tmp = scratch(n * p.n_out);
+  be_.axpy(p.b_t_view(), std::span(ranks_.data(), static_cast<size_t>(p.rank)), t_.data(), p.rank,
+           n, tmp, p.n_out, {}, p.rank);
+  add_rows_of(y, y_stride, tmp, p.n_out, n, p.n_out);
 }
 
 void LoraProducts::add_rows(const LoraPair* p, const float* x, int64_t n,
@@ -66,6 +79,7 @@ void LoraProducts::add_rows(const LoraPair* p, const float* x, int64_t n,
                             float* y) {
   if (p == nullptr || n == 0 || ids.empty()) return;
   low_rank(*p, x, n);
+  be_.prepare(*in_, t_.data(), p->rank, n, {p->type});
   float* tmp = scratch(n * stride);
   const MatrixView b = p->b_view();
   const RowsJob job{&b, tmp, stride};
@@ -79,12 +93,8 @@ void LoraProducts::add_columns(const LoraPair* p, std::span<const int32_t> ids, 
   if (n > max_rows_) fail("LoRA products: a batch of {} rows (at most {})", n, max_rows_);
   // A c over the listed neurons: the sum of their columns of A, weighted.
   be_.axpy(p->a_t_view(), ids, c, c_stride, n, t_.data(), p->rank, {}, p->n_in);
-  be_.prepare(*in_, t_.data(), p->rank, n, {DType::F32});
-  float* tmp = scratch(n * p->n_out);
-  const MatrixView b = p->b_view();
-  const RowsJob job{&b, tmp, p->n_out};
-  be_.matmul(std::span(&job, 1), *in_);
-  add_rows_of(out, out_stride, tmp, p->n_out, n, p->n_out);
+  scale(*p, n);
+  add_b_columns(*p, n, out, out_stride);
 }
 
 }  // namespace strata

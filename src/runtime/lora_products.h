@@ -40,8 +40,11 @@ class LoraProducts {
                    int64_t c_stride, int64_t n, float* out, int64_t out_stride);
 
  private:
-  // t_ = A x for n rows, then prepared for B.
+  // t_ = scale * (A x) for n rows.
   void low_rank(const LoraPair& p, const float* x, int64_t n);
+  void scale(const LoraPair& p, int64_t n);  // t_ *= p.scale
+  // y[b * y_stride + j] += (B t_b)[j].
+  void add_b_columns(const LoraPair& p, int64_t n, float* y, int64_t y_stride);
   float* scratch(int64_t values);  // tmp_ of at least `values`
   void add_rows_of(float* y, int64_t y_stride, const float* t, int64_t t_stride, int64_t n,
                    int64_t count);
@@ -51,6 +54,7 @@ class LoraProducts {
   int64_t max_rows_;
   std::unique_ptr<PreparedRows> in_;
   std::vector<float> t_, tmp_;
+  std::vector<int32_t> ranks_;  // 0, 1, ...: every column of B
 };
 
 }  // namespace strata

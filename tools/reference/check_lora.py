@@ -9,7 +9,7 @@ llama.cpp skips) and a copy of the model with W + s * B @ A written over each ad
 (s = scale * alpha / rank, or scale when alpha is 0), in numpy, independent of strata. Then
 `strata logits` of the base model with --lora / --lora-scaled must equal the merged model's:
 max |a - b| / max |b| <= 1e-4, in dense, predict and gate-first modes (llama) and for a fused
-attn_qkv (falcon).
+attn_qkv (falcon, an F16 adapter: strata keeps F16 pairs in F16).
 
 With LLAMACPP_GGUF_PY set to llama.cpp v0.5.0's gguf-py folder (../shared/vocab/README.md says
 where its source comes from), the first adapter is also written by its GGUFWriter with its
@@ -167,13 +167,13 @@ def check_falcon(strata, work, rng):
          "2", "-o", base])
     reader = GGUFReader(base)
     names = layer_names(reader, 2, ["attn_qkv", "attn_output", "ffn_up", "ffn_down"])
-    pairs = random_pairs(reader, names, 6, rng, f16=False)
+    pairs = random_pairs(reader, names, 6, rng, f16=True)
     adapter = os.path.join(work, "falcon-a.gguf")
-    write_adapter(adapter, "falcon", pairs, alpha=12, f16=False)
+    write_adapter(adapter, "falcon", pairs, alpha=12, f16=True)
     merged = os.path.join(work, "falcon-merged.gguf")
     merge(base, merged, [(pairs, 12, 1.0)])
     got = logits(strata, base, "--lora", adapter)
-    compare("falcon fused qkv", got, logits(strata, merged))
+    compare("falcon fused qkv, F16 adapter", got, logits(strata, merged))
     # An adapter of another architecture is refused naming both.
     r = subprocess.run([strata, "logits", "-m", base, "--tokens", "1,2", "--lora",
                         os.path.join(work, "llama-a1.gguf")], capture_output=True, text=True)

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "chat/json_schema_grammar.h"
@@ -19,6 +20,7 @@
 #include "generation/grammar_constraint.h"
 #include "generation/sampler.h"
 #include "generation/seed_choice.h"
+#include "generation/speculative.h"
 #include "runtime/run_context.h"
 #include "runtime/session.h"
 
@@ -40,6 +42,8 @@ struct RunOptions {
   int64_t keep = 0;
   bool json = false;
   SamplerParams sampling;
+  bool lookup = false;  // speculative decoding with prompt-lookup drafts
+  SpeculationParams speculation;
   std::string grammar, grammar_file, json_schema, json_schema_file;
   FfnFlags ffn;
   HfFlag hf;
@@ -77,6 +81,15 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
                   "Prompt tokens a context shift keeps after BOS (-1: the whole prompt)")
       ->check(in_range<int64_t>(-1, int64_t{1} << 24));
   cmd->add_flag("--json", o.json, "Print the timing report as JSON on stderr");
+  cmd->add_flag("--lookup", o.lookup,
+                "Speculative decoding with drafts looked up in the prompt and output (n-grams): "
+                "the same text, fewer passes over the weights when the output repeats its input");
+  cmd->add_option("--draft-max,--draft,--draft-n", o.speculation.draft_max,
+                  "Tokens drafted a step (speculative decoding)")
+      ->check(in_range(1, 256));
+  cmd->add_option("--draft-min,--draft-n-min", o.speculation.draft_min,
+                  "Fewer drafted tokens than this: a plain step")
+      ->check(in_range(1, 256));
   add_ffn_flags(cmd, o.ffn);
   add_gpu_flags(cmd, o.ffn);
 }
@@ -86,7 +99,59 @@ struct Generation {
   int shifts = 0;       // context shifts
   int64_t dropped = 0;  // tokens they dropped
   double prompt_s = 0, decode_s = 0;
+  bool context_full = false;
+  std::optional<SpeculationStats> speculation;  // --lookup's
 };
+
+// Prints a drawn token of the generation; false when the generation ends with it (EOS, no token
+// the grammar allows, the grammar's end, -n reached).
+bool take_token(Generation& g, int32_t t, const Tokenizer& tok, const GrammarConstraint* constraint,
+                int n_predict) {
+  if (t < 0 || t == tok.eos()) return false;
+  ++g.generated;
+  const std::string piece = tok.token_bytes(t);
+  if (tok.has_text(t)) std::fwrite(piece.data(), 1, piece.size(), stdout);
+  std::fflush(stdout);
+  if (constraint && constraint->finished()) return false;
+  return n_predict < 0 || g.generated < n_predict;
+}
+
+// --lookup: generate()'s tokens (the same draws), several a pass where the prompt-lookup draft
+// holds (generation/speculative.h); the context's end stops it (no shift).
+Generation generate_speculative(Session& session, Sampler& sampler, GrammarConstraint* constraint,
+                                const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                                const RunOptions& o) {
+  Generation g;
+  std::fputs(o.prompt.c_str(), stdout);
+  std::fflush(stdout);
+  Timer prompt_timer;
+  const auto logits = session.eval(prompt);
+  g.prompt_s = prompt_timer.seconds();
+  std::vector<int32_t> history = prompt;
+  Timer decode_timer;
+  SpeculativeDecoder spec(session, sampler, constraint, o.speculation);
+  bool go = o.n_predict != 0;
+  if (go) {
+    const int32_t first = sampler.sample(logits, history, constraint);
+    if (first >= 0) history.push_back(first);
+    go = take_token(g, first, tok, constraint, o.n_predict);
+  }
+  while (go) {
+    if (session.n_past() >= session.n_ctx()) {
+      g.context_full = true;
+      break;
+    }
+    spec.step(history, [&](int32_t t) {
+      go = take_token(g, t, tok, constraint, o.n_predict);
+      return !go;
+    });
+  }
+  g.decode_s = decode_timer.seconds();
+  g.speculation = spec.stats();
+  std::fputs("\n", stdout);
+  std::fflush(stdout);
+  return g;
+}
 
 // Streams the continuation of `prompt` to stdout until -n tokens, EOS or a full context.
 Generation generate(Session& session, Sampler& sampler, GrammarConstraint* constraint,
@@ -101,19 +166,13 @@ Generation generate(Session& session, Sampler& sampler, GrammarConstraint* const
   std::vector<int32_t> history = prompt;     // what the sampler's penalties read
   std::vector<int32_t> in_context = prompt;  // what the KV cache holds
   Timer decode_timer;
-  bool context_full = false;
-  while (o.n_predict < 0 || g.generated < o.n_predict) {
+  while (o.n_predict != 0) {
     const int32_t next = sampler.sample(logits, history, constraint);
-    if (next < 0 || next == tok.eos()) break;  // < 0: the grammar allows no token
-    history.push_back(next);
-    ++g.generated;
-    const std::string piece = tok.token_bytes(next);
-    if (tok.has_text(next)) std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    if (constraint && constraint->finished()) break;
+    if (next >= 0) history.push_back(next);
+    if (!take_token(g, next, tok, constraint, o.n_predict)) break;
     if (session.n_past() >= session.n_ctx()) {
       if (!o.context_shift) {
-        context_full = true;
+        g.context_full = true;
         break;
       }
       const ContextShift shift = plan_context_shift(session.n_past(), keep);
@@ -128,14 +187,24 @@ Generation generate(Session& session, Sampler& sampler, GrammarConstraint* const
   g.decode_s = decode_timer.seconds();
   std::fputs("\n", stdout);
   std::fflush(stdout);
-  if (context_full)
+  return g;
+}
+
+void print_generation_notes(const Generation& g, const Session& session, int64_t keep) {
+  if (g.context_full)
     fmt::print(stderr, "note: stopped, the context ({}) is full (--context-shift goes on)\n",
                session.n_ctx());
   if (g.shifts > 0)
     fmt::print(stderr,
                "note: the context ({}) shifted {} times, dropping {} tokens after the first {}\n",
                session.n_ctx(), g.shifts, g.dropped, keep);
-  return g;
+}
+
+nlohmann::json speculation_json(const std::optional<SpeculationStats>& s) {
+  if (!s) return nullptr;
+  return {{"draft", "prompt lookup"},   {"steps", s->steps},
+          {"drafted", s->drafted},      {"accepted", s->accepted},
+          {"acceptance", s->acceptance()}, {"plain_steps", s->plain}};
 }
 
 void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t seed,
@@ -152,6 +221,7 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
                               {"seed", seed},
                               {"context_shifts", g.shifts},
                               {"context_dropped_tokens", g.dropped},
+                              {"speculative", speculation_json(g.speculation)},
                               {"ffn", ffn_report_json(model, session)}};
     fmt::print(stderr, "{}\n", j.dump());
     return;
@@ -161,6 +231,11 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
              "| peak memory: {:.1f} MiB | seed: {}\n",
              prompt_tokens, prompt_tps, g.generated, decode_tps, load_s,
              peak_rss_bytes() / 1048576.0, seed);
+  if (const auto& s = g.speculation)
+    fmt::print(stderr,
+               "speculative (prompt lookup): {} of {} drafted tokens kept ({:.1f}%) in {} "
+               "steps, {} steps without a draft\n",
+               s->accepted, s->drafted, 100.0 * s->acceptance(), s->steps, s->plain);
   if (session.options().ffn != FfnMode::Dense ||
       session.options().sparsity.mode != SparsityMode::Off)
     print_ffn_report(model, session, stderr);
@@ -208,6 +283,8 @@ std::string prompt_text(const RunOptions& o) {
 int run_generation(const RunOptions& o) {
   if (o.keep != 0 && !o.context_shift)
     fail("--keep N says what a context shift keeps: add --context-shift");
+  if (o.lookup && o.context_shift)
+    fail("--lookup stops at the context's end: --context-shift is for plain decoding");
   const auto grammar = output_grammar(o);  // a bad grammar or schema fails before any loading
   Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
   const Model& model = engine.model();
@@ -229,7 +306,10 @@ int run_generation(const RunOptions& o) {
   Sampler sampler(sp);
   std::unique_ptr<GrammarConstraint> constraint;
   if (grammar) constraint = std::make_unique<GrammarConstraint>(grammar, tok);
-  const Generation g = generate(session, sampler, constraint.get(), tok, prompt, keep, o);
+  const Generation g = o.lookup
+                           ? generate_speculative(session, sampler, constraint.get(), tok, prompt, o)
+                           : generate(session, sampler, constraint.get(), tok, prompt, keep, o);
+  print_generation_notes(g, session, keep);
   report(g, prompt.size(), engine.load_seconds(), sp.seed, model, session, o.json);
   return 0;
 }

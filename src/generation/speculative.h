@@ -1,0 +1,68 @@
+// Speculative decoding with drafts that propose one continuation each step (prompt lookup here;
+// a draft model's greedy tokens are the same kind). The target evaluates the pending token and
+// the draft in one batch, then the sampler draws each position's token in order from the
+// target's logits, keeping the draft while its token equals the draw. For a draft that puts all
+// its probability on one token d, speculative sampling's rule (accept with probability p(d),
+// else draw from p without d) gives each token its target probability; drawing from p and
+// accepting when the draw is d does exactly that, with the draws plain decoding makes, in the
+// same order. So the text equals the text without speculation for the same seed, greedy or
+// sampled, wherever the batch's logits equal one token's at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "generation/sampler.h"
+#include "runtime/session.h"
+
+namespace strata {
+
+struct SpeculationParams {
+  int draft_max = 16;  // tokens drafted a step (llama.cpp's --draft-max)
+  int draft_min = 1;   // fewer found: a plain step (--draft-min)
+  // Prompt lookup: the history's last ngram_max .. ngram_min tokens looked up earlier in it.
+  int ngram_min = 2, ngram_max = 4;
+};
+
+// Prompt lookup (n-gram) drafting: the longest suffix of `history` of ngram_max down to ngram_min
+// tokens that also occurs earlier in it, and the tokens that followed it there, at most `max`:
+// at its most recent earlier place with `max` tokens after it, else at the place with the most
+// (a loop of one token drafts `max` of it, not the one token after its last repeat). Empty when
+// no suffix recurs.
+std::vector<int32_t> lookup_draft(std::span<const int32_t> history, int ngram_min, int ngram_max,
+                                  int max);
+
+// How many drafted tokens the target kept, over a generation.
+struct SpeculationStats {
+  uint64_t steps = 0;     // batches of a pending token and a draft
+  uint64_t drafted = 0;   // draft tokens evaluated
+  uint64_t accepted = 0;  // of them, kept
+  uint64_t plain = 0;     // steps without a draft (none found, or no room in the context)
+  double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0; }
+};
+
+class SpeculativeDecoder {
+ public:
+  SpeculativeDecoder(Session& session, Sampler& sampler, TokenConstraint* constraint,
+                     const SpeculationParams& params);
+
+  // The tokens drawn after the pending one (drawn already, at the end of `history`, not
+  // evaluated yet), at least one, each appended to `history` as it is drawn; `stop` sees each
+  // (-1: the grammar allows no token) and ends the step when it says true. The session then
+  // holds the pending token and every returned token but the last (the next pending one).
+  std::vector<int32_t> step(std::vector<int32_t>& history,
+                            const std::function<bool(int32_t)>& stop);
+  const SpeculationStats& stats() const { return stats_; }
+
+ private:
+  Session& session_;
+  Sampler& sampler_;
+  TokenConstraint* constraint_;
+  SpeculationParams params_;
+  SpeculationStats stats_;
+  std::vector<int32_t> batch_;
+};
+
+}  // namespace strata

@@ -68,6 +68,9 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
       for (const int64_t row : {s.kv_dim(), s.kv_dim() + 32})
         for (const Case& cs_ :
              {Case{1, 5, false}, Case{64, 3, false}, Case{64, 0, true}, Case{2, 0, true}}) {
+          // The block caches differ from F16's only in how a row is stored and read: a token
+          // alone and a batch of two sequences cover that (the emulated GPU's time halved).
+          if (!is_float_type(kv_type) && (cs_.n == 2 || !cs_.mixed) && cs_.n != 1) continue;
           const int64_t n = cs_.n;
           const BatchPlaces places = batch_places(n, cs_.first, cs_.mixed, n_ctx);
           const std::string what = name + (cs_.mixed ? " two sequences" : " one sequence") +

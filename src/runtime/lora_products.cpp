@@ -1,16 +1,33 @@
 #include "runtime/lora_products.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace strata {
 
+namespace {
+
+// The largest rank and output width of the adapters' pairs: what the buffers are sized by.
+struct Widest {
+  int64_t rank = 1, out = 1;
+};
+Widest widest(const LoraAdapters& adapters) {
+  Widest w{std::max<int64_t>(1, adapters.output.rank), std::max<int64_t>(1, adapters.output.n_out)};
+  for (const auto& layer : adapters.layers)
+    for (const LoraPair& p : layer) {
+      w.rank = std::max(w.rank, p.rank);
+      w.out = std::max(w.out, p.n_out);
+    }
+  return w;
+}
+
+}  // namespace
+
 LoraProducts::LoraProducts(const LoraAdapters& adapters, Backend& backend, int64_t max_rows)
     : adapters_(adapters), be_(backend), max_rows_(max_rows) {
   if (be_.device() != Device::Host) fail("LoRA adapters run on the CPU backend only");
-  int64_t rank = 1;
-  for (const auto& layer : adapters_.layers)
-    for (const LoraPair& p : layer) rank = std::max(rank, p.rank);
-  rank = std::max(rank, adapters_.output.rank);
+  const int64_t rank = widest(adapters_).rank;
   in_ = be_.make_prepared(max_rows_);
   t_.resize(static_cast<size_t>(max_rows_ * rank));
   ranks_.resize(static_cast<size_t>(rank));
@@ -19,14 +36,9 @@ LoraProducts::LoraProducts(const LoraAdapters& adapters, Backend& backend, int64
 
 uint64_t LoraProducts::scratch_bytes(const LoraAdapters& adapters, int64_t max_rows) {
   if (adapters.empty()) return 0;
-  int64_t rank = adapters.output.rank, out = adapters.output.n_out;
-  for (const auto& layer : adapters.layers)
-    for (const LoraPair& p : layer) {
-      rank = std::max(rank, p.rank);
-      out = std::max(out, p.n_out);
-    }
+  const Widest w = widest(adapters);
   // t_ and tmp_, and the prepared rows (f32 inputs of up to the widest n_in, at most n_out).
-  return static_cast<uint64_t>(max_rows) * static_cast<uint64_t>(2 * rank + 2 * out) *
+  return static_cast<uint64_t>(max_rows) * static_cast<uint64_t>(2 * w.rank + 2 * w.out) *
          sizeof(float);
 }
 

@@ -100,7 +100,7 @@ SessionOptions teal(double share = 1.0) {
 }
 
 // Logits of a 12-token prompt in one batch, then 14 tokens decoded one at a time.
-std::vector<float> run(const Model& m, SessionOptions o, int threads = 2, bool prompt = true,
+std::vector<float> run_columns(const Model& m, SessionOptions o, int threads = 2, bool prompt = true,
                        NeuronCacheStats* flash = nullptr) {
   ThreadPool pool(threads);
   Session s(m, 64, pool, o);
@@ -168,11 +168,11 @@ TEST(FlashColumns, DecodeFromBundlesIsTheColumnCopiesBitForBit) {
     cb->ensure_input_columns();  // the attention's copies (its FFN has none: it is on flash)
     ASSERT_EQ(cb->columns[0].ffn_gate_up.data, nullptr);
     NeuronCacheStats stats;
-    const auto expected = run(*ram, teal(), 2, false);
-    EXPECT_EQ(run(*cb, teal(), 2, false, &stats), expected) << dtype_name(type);
+    const auto expected = run_columns(*ram, teal(), 2, false);
+    EXPECT_EQ(run_columns(*cb, teal(), 2, false, &stats), expected) << dtype_name(type);
     EXPECT_GT(stats.bytes_read, 0u);
-    EXPECT_EQ(run(*cb, teal(), 1, false), expected) << dtype_name(type) << " 1 thread";
-    EXPECT_EQ(run(*cb, teal(), 3, false), expected) << dtype_name(type) << " 3 threads";
+    EXPECT_EQ(run_columns(*cb, teal(), 1, false), expected) << dtype_name(type) << " 1 thread";
+    EXPECT_EQ(run_columns(*cb, teal(), 3, false), expected) << dtype_name(type) << " 3 threads";
   }
 }
 
@@ -222,15 +222,15 @@ TEST(FlashColumns, QuantizedBundlesAreTheColumnGroupCopiesBitForBit) {
       EXPECT_EQ(std::memcmp(plane, expected.data(), bytes), 0) << dtype_name(type);
     }
     NeuronCacheStats whole, small;
-    const auto expected = run(*ram, teal(), 2, false);
-    EXPECT_EQ(run(*cb, teal(), 2, false, &whole), expected) << dtype_name(type);
-    EXPECT_EQ(run(*cb, teal(), 1, false), expected) << dtype_name(type) << " 1 thread";
-    EXPECT_EQ(run(*cb, teal(), 3, false), expected) << dtype_name(type) << " 3 threads";
-    const auto passes = run(*cb, teal(0.01), 2, false, &small);
+    const auto expected = run_columns(*ram, teal(), 2, false);
+    EXPECT_EQ(run_columns(*cb, teal(), 2, false, &whole), expected) << dtype_name(type);
+    EXPECT_EQ(run_columns(*cb, teal(), 1, false), expected) << dtype_name(type) << " 1 thread";
+    EXPECT_EQ(run_columns(*cb, teal(), 3, false), expected) << dtype_name(type) << " 3 threads";
+    const auto passes = run_columns(*cb, teal(0.01), 2, false, &small);
     EXPECT_LT(relative_difference(expected, passes), 1e-4) << dtype_name(type);
     EXPECT_GT(small.bytes_read, whole.bytes_read) << dtype_name(type);
     // A prompt's batch reads its union of columns from the same bundles.
-    EXPECT_LT(relative_difference(run(*ram, teal()), run(*cb, teal())), 1e-4) << dtype_name(type);
+    EXPECT_LT(relative_difference(run_columns(*ram, teal()), run_columns(*cb, teal())), 1e-4) << dtype_name(type);
   }
 }
 
@@ -250,7 +250,7 @@ TEST(FlashColumns, ALayersDownMayHaveItsOwnType) {
   ram->ensure_input_columns();
   cb->ensure_input_columns();
   EXPECT_EQ(ram->columns[1].ffn_down.type, DType::Q4_0);
-  EXPECT_EQ(run(*cb, teal(), 2, false), run(*ram, teal(), 2, false));
+  EXPECT_EQ(run_columns(*cb, teal(), 2, false), run_columns(*ram, teal(), 2, false));
   // The per-layer types are recorded; a list of the wrong length is refused.
   const auto src = GgufFile::open(f.columns);
   const std::string cut = temp_file("columns_types_cut.gguf");
@@ -283,17 +283,17 @@ TEST(FlashColumns, SmallCachesComputeInPassesAndPromptsAndDenseComeFromTheSameBu
   ASSERT_EQ(FlashColumnStore::capacity_for(cb->config.n_ff, 0.01), 64);
   EXPECT_EQ(FlashColumnStore::capacity_for(512, 0.01, 256), 256);  // a pass holds a unit
   NeuronCacheStats whole, small;
-  const auto one_pass = run(*cb, teal(1.0), 2, true, &whole);
-  const auto passes = run(*cb, teal(0.01), 2, true, &small);
+  const auto one_pass = run_columns(*cb, teal(1.0), 2, true, &whole);
+  const auto passes = run_columns(*cb, teal(0.01), 2, true, &small);
   EXPECT_LT(relative_difference(one_pass, passes), 1e-5);
   EXPECT_GT(small.bytes_read, whole.bytes_read);
   // Against the thresholded row-major products of the RAM model (prompt and decode).
-  EXPECT_LT(relative_difference(run(*ram, teal()), one_pass), 1e-4);
+  EXPECT_LT(relative_difference(run_columns(*ram, teal()), one_pass), 1e-4);
   // Sparsity off: every non-zero input's column, the dense model within rounding.
   SessionOptions off = teal(0.01);
   off.sparsity.mode = SparsityMode::Off;
   NeuronCacheStats dense;
-  EXPECT_LT(relative_difference(run(*ram, {}), run(*cb, off, 2, true, &dense)), 1e-4);
+  EXPECT_LT(relative_difference(run_columns(*ram, {}), run_columns(*cb, off, 2, true, &dense)), 1e-4);
   // Every token wants every column: the gate/up cache (64 of 64) always hits; the down cache
   // (64 of 192 columns) hits the 64 the last token left, because the passes take the columns
   // held first (in id order, each pass would evict what the next token wants first: no hits).
@@ -302,13 +302,13 @@ TEST(FlashColumns, SmallCachesComputeInPassesAndPromptsAndDenseComeFromTheSameBu
   // CATS: the gate thresholded, its zeros' down columns never read.
   SessionOptions cats = teal();
   cats.sparsity.mode = SparsityMode::Cats;
-  EXPECT_LT(relative_difference(run(*ram, cats), run(*cb, cats)), 1e-4);
+  EXPECT_LT(relative_difference(run_columns(*ram, cats), run_columns(*cb, cats)), 1e-4);
 }
 
 // Fails every read after the first `good` ones.
-class FaultySource final : public BundleSource {
+class FaultyColumnSource final : public BundleSource {
  public:
-  FaultySource(const std::string& path, int good) : inner_(path), good_(good) {}
+  FaultyColumnSource(const std::string& path, int good) : inner_(path), good_(good) {}
   void read(void* dst, uint64_t bytes, uint64_t offset) override {
     if (good_-- <= 0)
       fail("reading bundles from '{}' at offset {} failed: Input/output error", describe(),
@@ -325,11 +325,11 @@ class FaultySource final : public BundleSource {
 TEST(FlashColumns, ReadFailuresAreClearErrors) {
   const Files f = calibrated(DType::F32);
   const auto cb = Model::load(f.columns, false);
-  FaultySource source(f.columns, 3);
+  FaultyColumnSource source(f.columns, 3);
   SessionOptions o = teal();
   o.source = &source;
   try {
-    run(*cb, o);
+    run_columns(*cb, o);
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("Input/output error"), std::string::npos) << e.what();

@@ -21,7 +21,7 @@
 namespace strata {
 namespace {
 
-const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33, 12, 77, 201};
+const std::vector<int32_t> kOverlapTokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33, 12, 77, 201};
 
 std::string bundled_sparse(DType type) {
   return strata::testing::bundled_model(
@@ -43,7 +43,7 @@ std::vector<std::vector<float>> decode(const Model& m, SessionOptions o,
   Session s(m, 64, pool, o);
   s.set_timeline(timeline);
   std::vector<std::vector<float>> out;
-  for (int32_t t : kTokens) {
+  for (int32_t t : kOverlapTokens) {
     auto l = s.eval(t);
     out.emplace_back(l.begin(), l.end());
   }
@@ -84,7 +84,7 @@ TEST(FlashOverlap, LookAheadThroughEitherSourceGivesTheSameLogits) {
     const auto in_passes = decode(*m, passes);
     passes.flash.lookahead = true;
     const auto ahead_in_passes = decode(*m, passes);
-    for (size_t t = 0; t < kTokens.size(); ++t)
+    for (size_t t = 0; t < kOverlapTokens.size(); ++t)
       EXPECT_LT(strata::testing::relative_difference(ahead_in_passes[t], in_passes[t]), 1e-5)
           << dtype_name(type) << " passes, token " << t;
   }
@@ -98,7 +98,7 @@ TEST(FlashOverlap, LookAheadReadsAheadOfTheLayersOwnFetch) {
   auto stats = [&](bool lookahead) {
     ThreadPool pool(2);
     Session s(*m, 64, pool, evicting(lookahead));
-    for (int32_t t : kTokens) s.eval(t);
+    for (int32_t t : kOverlapTokens) s.eval(t);
     return s.flash_stats();
   };
   const NeuronCacheStats off = stats(false), on = stats(true);
@@ -119,7 +119,7 @@ TEST(FlashOverlap, APromptBatchReadsTheNextLayersUnionAhead) {
     SessionOptions o = evicting(lookahead);
     o.cache_neurons = m->config.ffn_neurons();  // no passes: one read of each union
     Session s(*m, 64, pool, o);
-    const auto logits = s.eval(kTokens, /*all_logits=*/true);
+    const auto logits = s.eval(kOverlapTokens, /*all_logits=*/true);
     *stats = s.flash_stats();
     return std::vector<float>(logits.begin(), logits.end());
   };
@@ -281,10 +281,10 @@ TEST(Timeline, ASessionRecordsEachLayersPartsAndItsReads) {
     ThreadPool pool(2);
     Session s(*m, 64, pool, evicting(lookahead));
     s.set_timeline(&timeline);
-    for (int32_t t : kTokens) s.eval(t);
+    for (int32_t t : kOverlapTokens) s.eval(t);
     const NeuronCacheStats flash = s.flash_stats();
     const TimelineSummary sum = summarize_timeline(timeline);
-    ASSERT_EQ(sum.tokens.size(), kTokens.size());
+    ASSERT_EQ(sum.tokens.size(), kOverlapTokens.size());
     uint64_t bytes = 0;
     for (const TimelineTokenSummary& k : sum.tokens) {
       EXPECT_GT(k.part[static_cast<size_t>(TimelinePart::Attention)], 0);
@@ -305,7 +305,7 @@ TEST(Timeline, ASessionRecordsEachLayersPartsAndItsReads) {
     }
     for (const TimelineSpan& sp : timeline.spans()) spans += sp.part == TimelinePart::Ahead;
     EXPECT_EQ(ahead > 0, lookahead);
-    EXPECT_EQ(spans, lookahead ? kTokens.size() * static_cast<size_t>(m->config.n_layer - 1) : 0);
+    EXPECT_EQ(spans, lookahead ? kOverlapTokens.size() * static_cast<size_t>(m->config.n_layer - 1) : 0);
   }
 }
 

@@ -55,7 +55,11 @@ TEST(LlamaFlags, WhatStrataLacksIsRefusedNamingWhatToUse) {
   EXPECT_NE(refusal({"chat", "-np", "2"}).find("strata serve --parallel"), std::string::npos);
   EXPECT_NE(refusal({"run", "-hff", "m.gguf"}).find("-hf user/repo:QUANT"), std::string::npos);
   EXPECT_NE(refusal({"run", "-cnv"}).find("strata chat"), std::string::npos);
-  EXPECT_NE(refusal({"run", "-md", "d.gguf"}).find("draft"), std::string::npos);
+  EXPECT_NE(refusal({"perplexity", "-md", "d.gguf"}).find("where text is generated"),
+            std::string::npos);
+  EXPECT_EQ(with_strata_spellings({"run", "-md", "d.gguf", "-ngld", "9", "-td", "1"},
+                                  options({"--model-draft", "--gpu-layers-draft", "--threads-draft"})),
+            (Args{"run", "--model-draft", "d.gguf", "--gpu-layers-draft", "9", "--threads-draft", "1"}));
   EXPECT_NE(refusal({"run", "-ot", "x=CPU"}).find("--vram-budget"), std::string::npos);
   EXPECT_NE(refusal({"run", "--mlock"}).find("does not lock"), std::string::npos);
   EXPECT_NE(refusal({"run", "-fa", "off"}).find("cannot be turned off"), std::string::npos);

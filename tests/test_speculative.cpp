@@ -60,7 +60,8 @@ Decoded decode_tokens(const Model& m, const std::vector<int32_t>& prompt, int n,
   } else {
     SpeculationParams p;
     p.draft_max = 6;
-    SpeculativeDecoder spec(s, sampler, nullptr, p);
+    LookupDrafter lookup(p.ngram_min, p.ngram_max);
+    SpeculativeDecoder spec(s, sampler, nullptr, lookup, p);
     while (static_cast<int>(d.tokens.size()) < n)
       spec.step(history, [&](int32_t t) {
         d.tokens.push_back(t);
@@ -120,12 +121,17 @@ TEST(SpeculativeDecoder, RefusesDraftLimitsThatCannotHold) {
   ThreadPool pool(1);
   Session s(*m, 16, pool, {});
   Sampler sampler({});
+  LookupDrafter lookup(2, 4);
   SpeculationParams p;
   p.draft_min = 5, p.draft_max = 4;
-  EXPECT_THROW(SpeculativeDecoder(s, sampler, nullptr, p), Error);
+  EXPECT_THROW(SpeculativeDecoder(s, sampler, nullptr, lookup, p), Error);
   p = {};
   p.ngram_min = 0;
-  EXPECT_THROW(SpeculativeDecoder(s, sampler, nullptr, p), Error);
+  EXPECT_THROW(SpeculativeDecoder(s, sampler, nullptr, lookup, p), Error);
+  p = {};
+  p.p_min = 1.5f;
+  EXPECT_THROW(SpeculativeDecoder(s, sampler, nullptr, lookup, p), Error);
+  EXPECT_THROW(LookupDrafter(3, 2), Error);
 }
 
 }  // namespace

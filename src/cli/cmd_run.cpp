@@ -7,6 +7,7 @@
 
 #include "chat/json_schema_grammar.h"
 #include "cli/commands.h"
+#include "cli/draft_flags.h"
 #include "cli/hf_model.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
@@ -42,8 +43,7 @@ struct RunOptions {
   int64_t keep = 0;
   bool json = false;
   SamplerParams sampling;
-  bool lookup = false;  // speculative decoding with prompt-lookup drafts
-  SpeculationParams speculation;
+  DraftFlags draft;  // speculative decoding
   std::string grammar, grammar_file, json_schema, json_schema_file;
   FfnFlags ffn;
   HfFlag hf;
@@ -81,15 +81,7 @@ void add_run_flags(CLI::App* cmd, RunOptions& o) {
                   "Prompt tokens a context shift keeps after BOS (-1: the whole prompt)")
       ->check(in_range<int64_t>(-1, int64_t{1} << 24));
   cmd->add_flag("--json", o.json, "Print the timing report as JSON on stderr");
-  cmd->add_flag("--lookup", o.lookup,
-                "Speculative decoding with drafts looked up in the prompt and output (n-grams): "
-                "the same text, fewer passes over the weights when the output repeats its input");
-  cmd->add_option("--draft-max,--draft,--draft-n", o.speculation.draft_max,
-                  "Tokens drafted a step (speculative decoding)")
-      ->check(in_range(1, 256));
-  cmd->add_option("--draft-min,--draft-n-min", o.speculation.draft_min,
-                  "Fewer drafted tokens than this: a plain step")
-      ->check(in_range(1, 256));
+  add_draft_flags(cmd, o.draft);
   add_ffn_flags(cmd, o.ffn);
   add_gpu_flags(cmd, o.ffn);
 }
@@ -100,7 +92,7 @@ struct Generation {
   int64_t dropped = 0;  // tokens they dropped
   double prompt_s = 0, decode_s = 0;
   bool context_full = false;
-  std::optional<SpeculationStats> speculation;  // --lookup's
+  std::optional<SpeculationStats> speculation;  // speculative decoding's
 };
 
 // Prints a drawn token of the generation; false when the generation ends with it (EOS, no token
@@ -116,11 +108,11 @@ bool take_token(Generation& g, int32_t t, const Tokenizer& tok, const GrammarCon
   return n_predict < 0 || g.generated < n_predict;
 }
 
-// --lookup: generate()'s tokens (the same draws), several a pass where the prompt-lookup draft
+// Speculative decoding: generate()'s tokens (the same draws), several a pass where the draft
 // holds (generation/speculative.h); the context's end stops it (no shift).
 Generation generate_speculative(Session& session, Sampler& sampler, GrammarConstraint* constraint,
                                 const Tokenizer& tok, const std::vector<int32_t>& prompt,
-                                const RunOptions& o) {
+                                const Speculation& speculation, const RunOptions& o) {
   Generation g;
   std::fputs(o.prompt.c_str(), stdout);
   std::fflush(stdout);
@@ -129,7 +121,8 @@ Generation generate_speculative(Session& session, Sampler& sampler, GrammarConst
   g.prompt_s = prompt_timer.seconds();
   std::vector<int32_t> history = prompt;
   Timer decode_timer;
-  SpeculativeDecoder spec(session, sampler, constraint, o.speculation);
+  SpeculativeDecoder spec(session, sampler, constraint, *speculation.drafter,
+                          o.draft.speculation);
   bool go = o.n_predict != 0;
   if (go) {
     const int32_t first = sampler.sample(logits, history, constraint);
@@ -200,15 +193,8 @@ void print_generation_notes(const Generation& g, const Session& session, int64_t
                session.n_ctx(), g.shifts, g.dropped, keep);
 }
 
-nlohmann::json speculation_json(const std::optional<SpeculationStats>& s) {
-  if (!s) return nullptr;
-  return {{"draft", "prompt lookup"},   {"steps", s->steps},
-          {"drafted", s->drafted},      {"accepted", s->accepted},
-          {"acceptance", s->acceptance()}, {"plain_steps", s->plain}};
-}
-
-void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t seed,
-            const Model& model, const Session& session, bool json) {
+void report(const Generation& g, const Speculation& speculation, size_t prompt_tokens,
+            double load_s, uint64_t seed, const Model& model, const Session& session, bool json) {
   const double prompt_tps = prompt_tokens / g.prompt_s;
   const double decode_tps = g.generated > 0 ? g.generated / g.decode_s : 0.0;
   if (json) {
@@ -221,7 +207,8 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
                               {"seed", seed},
                               {"context_shifts", g.shifts},
                               {"context_dropped_tokens", g.dropped},
-                              {"speculative", speculation_json(g.speculation)},
+                              {"speculative", g.speculation ? speculation_json(speculation, *g.speculation)
+                                                            : nlohmann::json()},
                               {"ffn", ffn_report_json(model, session)}};
     fmt::print(stderr, "{}\n", j.dump());
     return;
@@ -231,11 +218,8 @@ void report(const Generation& g, size_t prompt_tokens, double load_s, uint64_t s
              "| peak memory: {:.1f} MiB | seed: {}\n",
              prompt_tokens, prompt_tps, g.generated, decode_tps, load_s,
              peak_rss_bytes() / 1048576.0, seed);
-  if (const auto& s = g.speculation)
-    fmt::print(stderr,
-               "speculative (prompt lookup): {} of {} drafted tokens kept ({:.1f}%) in {} "
-               "steps, {} steps without a draft\n",
-               s->accepted, s->drafted, 100.0 * s->acceptance(), s->steps, s->plain);
+  if (g.speculation)
+    fmt::print(stderr, "speculative, {}\n", speculation_line(speculation, *g.speculation));
   if (session.options().ffn != FfnMode::Dense ||
       session.options().sparsity.mode != SparsityMode::Off)
     print_ffn_report(model, session, stderr);
@@ -283,8 +267,10 @@ std::string prompt_text(const RunOptions& o) {
 int run_generation(const RunOptions& o) {
   if (o.keep != 0 && !o.context_shift)
     fail("--keep N says what a context shift keeps: add --context-shift");
-  if (o.lookup && o.context_shift)
-    fail("--lookup stops at the context's end: --context-shift is for plain decoding");
+  check_draft_flags(o.draft);
+  if (o.draft.on() && o.context_shift)
+    fail("speculative decoding stops at the context's end: --context-shift is for plain "
+         "decoding");
   const auto grammar = output_grammar(o);  // a bad grammar or schema fails before any loading
   Engine engine(engine_options(o.ffn, o.model, o.mmap, o.threads), print_note);
   const Model& model = engine.model();
@@ -301,16 +287,18 @@ int run_generation(const RunOptions& o) {
          n_ctx);
   SamplerParams sp = o.sampling;
   sp.seed = choose_seed(o.seed, kRandomSeed, fresh_seed());
+  const Speculation speculation = start_speculation(o.draft, engine, n_ctx);
   Session& session = engine.start(n_ctx);
   announce_plan(engine.planned(), o.ffn);
   Sampler sampler(sp);
   std::unique_ptr<GrammarConstraint> constraint;
   if (grammar) constraint = std::make_unique<GrammarConstraint>(grammar, tok);
-  const Generation g = o.lookup
-                           ? generate_speculative(session, sampler, constraint.get(), tok, prompt, o)
-                           : generate(session, sampler, constraint.get(), tok, prompt, keep, o);
+  const Generation g =
+      speculation.drafter
+          ? generate_speculative(session, sampler, constraint.get(), tok, prompt, speculation, o)
+          : generate(session, sampler, constraint.get(), tok, prompt, keep, o);
   print_generation_notes(g, session, keep);
-  report(g, prompt.size(), engine.load_seconds(), sp.seed, model, session, o.json);
+  report(g, speculation, prompt.size(), engine.load_seconds(), sp.seed, model, session, o.json);
   return 0;
 }
 

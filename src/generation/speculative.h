@@ -1,5 +1,5 @@
-// Speculative decoding with drafts that propose one continuation each step (prompt lookup here;
-// a draft model's greedy tokens are the same kind). The target evaluates the pending token and
+// Speculative decoding with drafts that propose one continuation each step (prompt lookup, a
+// draft model's greedy tokens: generation/drafter.h). The target evaluates the pending token and
 // the draft in one batch, then the sampler draws each position's token in order from the
 // target's logits, keeping the draft while its token equals the draw. For a draft that puts all
 // its probability on one token d, speculative sampling's rule (accept with probability p(d),
@@ -14,6 +14,7 @@
 #include <span>
 #include <vector>
 
+#include "generation/drafter.h"
 #include "generation/sampler.h"
 #include "runtime/session.h"
 
@@ -24,15 +25,12 @@ struct SpeculationParams {
   int draft_min = 1;   // fewer found: a plain step (--draft-min)
   // Prompt lookup: the history's last ngram_max .. ngram_min tokens looked up earlier in it.
   int ngram_min = 2, ngram_max = 4;
+  // A draft model keeps drafting while its most likely token has at least this probability
+  // (--draft-p-min; llama.cpp's default before its 2026 rewrite, which made it 0).
+  float p_min = 0.75f;
 };
-
-// Prompt lookup (n-gram) drafting: the longest suffix of `history` of ngram_max down to ngram_min
-// tokens that also occurs earlier in it, and the tokens that followed it there, at most `max`:
-// at its most recent earlier place with `max` tokens after it, else at the place with the most
-// (a loop of one token drafts `max` of it, not the one token after its last repeat). Empty when
-// no suffix recurs.
-std::vector<int32_t> lookup_draft(std::span<const int32_t> history, int ngram_min, int ngram_max,
-                                  int max);
+// Fails naming the first bad value.
+void check_speculation(const SpeculationParams& p);
 
 // How many drafted tokens the target kept, over a generation.
 struct SpeculationStats {
@@ -40,13 +38,15 @@ struct SpeculationStats {
   uint64_t drafted = 0;   // draft tokens evaluated
   uint64_t accepted = 0;  // of them, kept
   uint64_t plain = 0;     // steps without a draft (none found, or no room in the context)
+  double draft_s = 0, verify_s = 0;  // time drafting, and evaluating batches and drawing
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0; }
 };
 
 class SpeculativeDecoder {
  public:
+  // Drafts from `drafter` (which outlives the decoder).
   SpeculativeDecoder(Session& session, Sampler& sampler, TokenConstraint* constraint,
-                     const SpeculationParams& params);
+                     Drafter& drafter, const SpeculationParams& params);
 
   // The tokens drawn after the pending one (drawn already, at the end of `history`, not
   // evaluated yet), at least one, each appended to `history` as it is drawn; `stop` sees each
@@ -60,6 +60,7 @@ class SpeculativeDecoder {
   Session& session_;
   Sampler& sampler_;
   TokenConstraint* constraint_;
+  Drafter& drafter_;
   SpeculationParams params_;
   SpeculationStats stats_;
   std::vector<int32_t> batch_;

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "backends/cpu/kernels.h"
+#include "cli/bench_speculative.h"
 #include "cli/bench_table.h"
 #include "cli/commands.h"
 #include "cli/ffn_flags.h"
@@ -45,6 +46,8 @@ struct BenchOptions {
   bool skip_bandwidth = false;
   std::string timeline_html;  // --timeline: the drawing's file
   FfnFlags ffn;
+  DraftFlags draft;         // speculative decoding: plain and speculative decode side by side
+  std::string prompt_file;  // -f: its prompt's text (default: -p pseudo-random tokens)
 };
 
 // What the repeats measured; the decode figures cover decode steps only.
@@ -378,6 +381,34 @@ int run_bench_rows(const BenchOptions& o, const std::vector<int>& prompts,
   return 0;
 }
 
+// --model-draft or --lookup: greedy decode with and without the drafts, alternating.
+int run_speculative_bench(const BenchOptions& o) {
+  check_draft_flags(o.draft);
+  if (o.n_gen < 2) fail("a speculative run measures decode: -n must be at least 2");
+  if (o.n_prompt < 1 && o.prompt_file.empty()) fail("a speculative run needs a prompt: -p or -f");
+  EngineOptions engine_opts = engine_options(o.ffn, o.model, o.mmap, o.threads);
+  engine_opts.require_tokenizer = !o.prompt_file.empty();
+  Engine engine(std::move(engine_opts), print_note);
+  const std::vector<int32_t> prompt =
+      o.prompt_file.empty()
+          ? bench_prompt(o.n_prompt, engine.model().config.n_vocab)
+          : engine.model().tokenizer->encode(
+                read_regular_file(o.prompt_file, kMaxTextFileBytes, "prompt"), true);
+  const int64_t n_ctx =
+      static_cast<int64_t>(prompt.size()) + o.n_gen + o.draft.speculation.draft_max + 1;
+  const Speculation speculation = start_speculation(o.draft, engine, n_ctx);
+  Session& session = engine.start(n_ctx);
+  announce_plan(engine.planned(), o.ffn);
+  const SpeculativeBench b = measure_speculative(session, speculation, o.draft.speculation, prompt,
+                                                 o.n_gen, o.reps);
+  const int n_prompt = static_cast<int>(prompt.size());
+  if (o.json)
+    fmt::print("{}\n", speculative_bench_json(b, speculation, n_prompt, o.n_gen).dump(2));
+  else
+    fmt::print("{}", speculative_bench_text(b, speculation, n_prompt, o.n_gen));
+  return 0;
+}
+
 int run_bench(BenchOptions& o) {
   const auto prompts = parse_int_list("-p", o.prompts, 0, 1 << 20);
   const auto gens = parse_int_list("-n", o.gens, 0, 1 << 20);
@@ -385,9 +416,12 @@ int run_bench(BenchOptions& o) {
   if (!o.format.empty() || prompts.size() + gens.size() + threads.size() > 3) {
     if (o.json || !o.timeline_html.empty())
       fail("--json and --timeline belong to the single-run report; use -o json for the rows");
+    if (o.draft.on()) fail("a speculative run measures one -p, -n and -t, without -o");
     return run_bench_rows(o, prompts, gens, threads);
   }
   o.n_prompt = prompts[0], o.n_gen = gens[0], o.threads = threads[0];
+  if (o.draft.on()) return run_speculative_bench(o);
+  if (!o.prompt_file.empty()) fail("-f gives the prompt of a speculative run (--model-draft, --lookup)");
   if (o.n_prompt + o.n_gen == 0) fail("nothing to measure: -p and -n are both 0");
   EngineOptions engine_opts = engine_options(o.ffn, o.model, o.mmap, o.threads);
   engine_opts.require_tokenizer = false;
@@ -483,8 +517,12 @@ Command add_bench_command(CLI::App& app) {
   cmd->add_option("--timeline", o->timeline_html,
                   "Draw where the last repetition's decode time went, token by token (HTML page "
                   "with an SVG: each layer's parts and the flash reads in flight)");
+  cmd->add_option("-f,--file", o->prompt_file,
+                  "With --model-draft or --lookup: a file whose text is the prompt (drafts depend "
+                  "on the text)");
   add_ffn_flags(cmd, o->ffn);
   add_gpu_flags(cmd, o->ffn);
+  add_draft_flags(cmd, o->draft);
   return {cmd, [o] { return run_bench(*o); }};
 }
 

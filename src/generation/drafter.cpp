@@ -97,14 +97,32 @@ ModelDrafter::ModelDrafter(Session& session, int32_t target_vocab, float p_min)
   if (!(p_min >= 0.0f && p_min <= 1.0f)) fail("--draft-p-min {}: a probability, 0 to 1", p_min);
 }
 
-void ModelDrafter::catch_up(const DraftRequest& r) {
-  std::vector<int32_t>& held = held_.at(static_cast<size_t>(r.seq));
-  const size_t h = r.history.size();
+size_t ModelDrafter::keep_prefix(int seq, std::span<const int32_t> history, size_t most) {
+  std::vector<int32_t>& held = held_.at(static_cast<size_t>(seq));
   size_t keep = 0;
-  while (keep < held.size() && keep + 1 < h && held[keep] == r.history[keep]) ++keep;
-  session_.truncate(r.seq, static_cast<int64_t>(keep));
+  while (keep < held.size() && keep < most && held[keep] == history[keep]) ++keep;
+  session_.truncate(seq, static_cast<int64_t>(keep));
   held.resize(keep);
-  for (size_t i = keep; i < h; ++i) {
+  return keep;
+}
+
+void ModelDrafter::forget(int seq) { keep_prefix(seq, {}, 0); }
+
+void ModelDrafter::prepare(int seq, std::span<const int32_t> history) {
+  if (history.empty() || static_cast<int64_t>(history.size()) > session_.n_ctx()) return;
+  const size_t h = history.size() - 1;
+  batch_.clear();
+  for (size_t i = keep_prefix(seq, history, h); i < h; ++i) {
+    batch_.push_back({history[i], seq, false, false});
+    held_[static_cast<size_t>(seq)].push_back(history[i]);
+  }
+  if (!batch_.empty()) session_.decode(batch_);
+}
+
+void ModelDrafter::catch_up(const DraftRequest& r) {
+  const size_t h = r.history.size();
+  std::vector<int32_t>& held = held_[static_cast<size_t>(r.seq)];
+  for (size_t i = keep_prefix(r.seq, r.history, h - 1); i < h; ++i) {
     batch_.push_back({r.history[i], r.seq, i + 1 == h, false});
     held.push_back(r.history[i]);
   }

@@ -30,6 +30,11 @@ class Drafter {
   virtual void draft(std::span<const DraftRequest> requests) = 0;
   virtual const char* kind() const = 0;  // for reports: "prompt lookup", "draft model"
   virtual uint64_t passes() const { return 0; }  // a draft model's batches evaluated
+  // A slot's state is dropped (its sequence starts over).
+  virtual void forget(int seq) {}
+  // Reads a slot's history but its last token ahead of drafting (a draft model's prompt, which a
+  // benchmark keeps out of its decode timer).
+  virtual void prepare(int seq, std::span<const int32_t> history) {}
   // One sequence (slot 0).
   std::vector<int32_t> draft_one(std::span<const int32_t> history, int max);
 };
@@ -73,8 +78,12 @@ class ModelDrafter : public Drafter {
   void draft(std::span<const DraftRequest> requests) override;
   const char* kind() const override { return "draft model"; }
   uint64_t passes() const override { return passes_; }
+  void forget(int seq) override;
+  void prepare(int seq, std::span<const int32_t> history) override;
 
  private:
+  // Keeps the slot's cached tokens the history starts with, at most `most`; returns how many.
+  size_t keep_prefix(int seq, std::span<const int32_t> history, size_t most);
   // Brings a slot's cache to the history but its last token; that one goes into batch_.
   void catch_up(const DraftRequest& r);
 

@@ -2,7 +2,9 @@
 # strata run's speculative decoding (--lookup: prompt lookup; --model-draft: the model's own Q4_0
 # copy drafting) prints plain decoding's text for the same seed, greedy and sampled, says how
 # many drafted tokens it kept (--json too), and stops at a full context as plain decoding does;
-# a draft of another vocabulary is refused naming the difference.
+# a draft of another vocabulary is refused naming the difference; `strata serve --model-draft`
+# answers /completion with the text of a server without it, its timings and /metrics counting
+# the drafts.
 # Usage: run_speculative.sh STRATA_BINARY MODEL WORK_DIR
 set -eu
 strata=$1 model=$2 work=$3
@@ -39,4 +41,46 @@ grep -q "give one of them" "$work/err" || { echo "FAIL: --lookup with -md"; cat 
 "$strata" run -m "$model" -p "x" -n 4 -md "$work/other.gguf" >/dev/null 2>"$work/err" && exit 1
 grep -q "cannot draft for" "$work/err" || { echo "FAIL: a draft of another vocabulary"; cat "$work/err"; exit 1; }
 [ "$(wc -l <"$work/err")" -eq 1 ] || { echo "FAIL: the refusal is not one line"; cat "$work/err"; exit 1; }
-echo "ok: --lookup and --model-draft gave plain decoding's text, greedy and sampled"
+# The server: two slots drafting in one batch, against a server without drafts.
+. "$(dirname "$0")/serve_on_free_port.sh"
+pid=
+trap 'kill $pid 2>/dev/null || true' EXIT
+ask() {  # ask PORT OUT: three completions (greedy, sampled, greedy with no drafts), at once
+  python3 - "$1" "$2" "$prompt" <<'PY'
+import json, sys, threading, urllib.request
+port, out, prompt = sys.argv[1], sys.argv[2], sys.argv[3]
+bodies = [{"prompt": prompt, "n_predict": 40, "temperature": 0},
+          {"prompt": prompt, "n_predict": 40, "temperature": 0.8, "seed": 3},
+          {"prompt": "In the beginning", "n_predict": 20, "temperature": 0, "speculative.n_max": 0}]
+replies = [None] * len(bodies)
+def post(i):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", json.dumps(bodies[i]).encode(),
+                                 {"Content-Type": "application/json"})
+    replies[i] = json.load(urllib.request.urlopen(req, timeout=60))
+threads = [threading.Thread(target=post, args=(i,)) for i in range(len(bodies))]
+[t.start() for t in threads]
+[t.join() for t in threads]
+metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+json.dump({"replies": replies, "metrics": metrics}, open(out, "w"))
+PY
+}
+for draft in "" "--model-draft $work/draft.gguf --draft-p-min 0.2"; do
+  # shellcheck disable=SC2086
+  serve_on_free_port "$work/serve.log" "$strata" serve -m "$model" -np 2 -c 256 -t 2 $draft || exit 1
+  ask "$port" "$work/served${draft:+-draft}.json"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+done
+python3 - "$work/served.json" "$work/served-draft.json" <<'PY'
+import json, sys
+plain, spec = (json.load(open(f)) for f in sys.argv[1:])
+for a, b in zip(plain["replies"], spec["replies"]):
+    assert a["content"] == b["content"], (a["content"], b["content"])
+    assert "draft_n" not in a["timings"], a["timings"]
+t = [r["timings"] for r in spec["replies"]]
+assert t[0]["draft_n"] > 0 and 0 <= t[0]["draft_n_accepted"] <= t[0]["draft_n"], t[0]
+assert "draft_n" not in t[2], t[2]  # speculative.n_max 0
+m = dict(l.rsplit(" ", 1) for l in spec["metrics"].splitlines() if l and not l.startswith("#"))
+assert float(m["llamacpp:spec_decode_num_draft_tokens_total"]) == t[0]["draft_n"] + t[1].get("draft_n", 0), m
+assert float(m["strata_draft_tokens_accepted_total"]) > 0, m
+PY
+echo "ok: --lookup and --model-draft gave plain decoding's text, greedy and sampled; so did serve"

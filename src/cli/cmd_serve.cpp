@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "cli/hf_model.h"
+#include "cli/draft_flags.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
 #include "cli/sampling_flags.h"
@@ -62,6 +63,7 @@ struct ServeOptions {
   std::string request_memory = "64M";
   ServerOptions server;
   HfFlag hf;
+  DraftFlags draft;  // speculative decoding, per slot
 };
 
 void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
@@ -116,6 +118,7 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "--ram-budget")
       ->check(kNotEmpty);
   add_ffn_flags(cmd, o.ffn);
+  add_draft_flags(cmd, o.draft);
   add_gpu_flags(cmd, o.ffn);
 }
 
@@ -138,6 +141,8 @@ ServerOptions server_options(const ServeOptions& o) {
   options.connections.worker_threads =
       o.threads_http > 0 ? o.threads_http : o.parallel + options.scheduler.max_queue + 32;
   options.request_memory_bytes = parse_bytes(o.request_memory, "--request-memory");
+  check_draft_flags(o.draft);
+  options.scheduler.speculation = o.draft.speculation;
   if (options.request_memory_bytes < 2 * options.max_body_bytes)
     fail(
         "--request-memory {} holds less than two bodies of the largest size ({} MiB each); give "
@@ -178,10 +183,12 @@ int64_t slot_context(const ServeOptions& o, const Model& model, const RunRequest
   return n_ctx;
 }
 
-// The engine the server serves, opened while the server already listens.
-std::unique_ptr<Engine> load(const ServeOptions& o, EngineOptions options) {
+// The engine the server serves, opened while the server already listens, with its draft
+// model's when speculating.
+std::unique_ptr<Engine> load(const ServeOptions& o, EngineOptions options, Speculation& speculation) {
   auto engine = std::make_unique<Engine>(std::move(options), print_note);
   const int64_t n_ctx = slot_context(o, engine->model(), engine->request());
+  speculation = start_speculation(o.draft, *engine, n_ctx);
   engine->start(n_ctx);
   announce_plan(engine->planned(), o.ffn);
   return engine;
@@ -198,6 +205,7 @@ int serve(const ServeOptions& o) {
   // Declared before the server, so that it outlives the server's scheduler (which runs on the
   // engine's session).
   std::unique_ptr<Engine> engine;
+  Speculation speculation;
   // The port answers before the model is loaded (/health: 503 "loading"), so a load balancer
   // or a readiness probe sees a replica that is starting, and a busy port fails at once.
   HttpServer server(options);
@@ -228,8 +236,9 @@ int serve(const ServeOptions& o) {
     notice.join();
   };
   try {
-    engine = load(o, std::move(engine_opts));
-    server.attach(engine->model(), engine->session(), model_name(o, &engine->model()));
+    engine = load(o, std::move(engine_opts), speculation);
+    server.attach(engine->model(), engine->session(), model_name(o, &engine->model()),
+                  speculation.drafter.get());
   } catch (...) {
     end_notice();
     server.stop();

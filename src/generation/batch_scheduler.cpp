@@ -44,6 +44,14 @@ std::vector<int64_t> prompt_chunks(int64_t decoding, std::span<const int64_t> re
   return chunks;
 }
 
+int draft_room(const SpeculationParams& server, int request_max, int64_t n_past, int64_t n_ctx,
+               int64_t tokens_left) {
+  int64_t room = request_max >= 0 ? request_max : server.draft_max;
+  room = std::min(room, n_ctx - n_past - 2);
+  if (tokens_left >= 0) room = std::min(room, tokens_left - 1);
+  return static_cast<int>(std::max<int64_t>(room, 0));
+}
+
 bool JobHandle::wait(std::vector<Piece>& out, std::chrono::milliseconds timeout) {
   std::unique_lock lock(m_);
   const auto ready = [&] { return !pieces_.empty() || done_ == static_cast<int>(results_.size()); };
@@ -331,21 +339,48 @@ void BatchScheduler::admit() {
   metrics_.slots_busy = busy_slots();
 }
 
+std::vector<std::vector<int32_t>> BatchScheduler::draft_for(
+    std::span<Sequence* const> generating) {
+  std::vector<std::vector<int32_t>> drafts(generating.size());
+  if (options_.drafter == nullptr) return drafts;
+  std::vector<DraftRequest> requests;
+  for (size_t i = 0; i < generating.size(); ++i) {
+    const Sequence& s = *generating[i];
+    const GenerationParams& p = s.job->request.params;
+    const int64_t left = p.max_tokens < 0 ? -1 : p.max_tokens - s.result.completion_tokens;
+    const int room = draft_room(options_.speculation, p.draft_max, session_.n_past(s.slot),
+                                session_.n_ctx(), left);
+    if (room > 0) requests.push_back({s.slot, s.history, room, &drafts[i], p.draft_p_min});
+  }
+  if (!requests.empty()) options_.drafter->draft(requests);
+  for (size_t i = 0; i < generating.size(); ++i) {
+    const int min = generating[i]->job->request.params.draft_min;
+    if (static_cast<int>(drafts[i].size()) < (min >= 0 ? min : options_.speculation.draft_min))
+      drafts[i].clear();
+  }
+  return drafts;
+}
+
 void BatchScheduler::step() {
-  // Generating sequences first (one token each), then prompt chunks in arrival order.
+  // Generating sequences first (their pending token and its draft), then prompt chunks in
+  // arrival order.
   std::vector<BatchToken> batch;
-  std::vector<Sequence*> rows;  // the sequence of each logits row
+  std::vector<Sequence*> generating;
+  std::vector<Sequence*> rows;         // the prompt sequence of each logits row after theirs
   std::vector<Sequence*> hidden_rows;  // the embedding sequence of each hidden-state row
   std::vector<Sequence*> reading;
   std::vector<int64_t> remaining;
   for (auto& s : slots_) {
     if (!s || !s->in_batch()) continue;
-    if (s->reading_prompt()) {
-      reading.push_back(s.get());
-      continue;
-    }
-    batch.push_back({s->next, s->slot, true});
-    rows.push_back(s.get());
+    (s->reading_prompt() ? reading : generating).push_back(s.get());
+  }
+  const std::vector<std::vector<int32_t>> drafts = draft_for(generating);
+  std::vector<int64_t> n_past(generating.size());
+  for (size_t i = 0; i < generating.size(); ++i) {
+    const Sequence& s = *generating[i];
+    n_past[i] = session_.n_past(s.slot);
+    batch.push_back({s.next, s.slot, true});
+    for (const int32_t d : drafts[i]) batch.push_back({d, s.slot, true});
   }
   // Arrival order: by request, then choice.
   std::sort(reading.begin(), reading.end(), [](const Sequence* a, const Sequence* b) {
@@ -379,7 +414,7 @@ void BatchScheduler::step() {
   Timer timer;
   const std::span<const float> logits = session_.decode(batch);
   const double seconds = timer.seconds();
-  const int64_t v = model_.config.n_vocab;
+  const auto v = static_cast<size_t>(model_.config.n_vocab);
   // What slots() reads changes under m_ only (this thread alone writes it).
   std::lock_guard lock(m_);
   // The cache now holds what was fed.
@@ -388,7 +423,6 @@ void BatchScheduler::step() {
   ++metrics_.steps;
   metrics_.step_tokens += batch.size();
   metrics_.prompt_tokens += static_cast<uint64_t>(prompt_tokens);
-  metrics_.generated_tokens += static_cast<uint64_t>(decoding);
   const double share = seconds / static_cast<double>(batch.size());
   metrics_.prompt_s += share * static_cast<double>(prompt_tokens);
   metrics_.decode_s += share * static_cast<double>(decoding);
@@ -397,28 +431,64 @@ void BatchScheduler::step() {
     hidden_rows[r]->pooled->add(session_.hidden().subspan(r * d, d));
   for (Sequence* s : reading)
     if (s->pooled && !s->reading_prompt()) finish_embedding(*s);
-  for (size_t r = 0; r < rows.size(); ++r)
-    on_logits(*rows[r], logits.subspan(static_cast<size_t>(r) * static_cast<size_t>(v),
-                                       static_cast<size_t>(v)));
+  size_t row = 0;
+  for (size_t i = 0; i < generating.size(); ++i) {
+    const size_t n = 1 + drafts[i].size();
+    metrics_.generated_tokens += static_cast<uint64_t>(
+        on_draft_rows(*generating[i], drafts[i], logits.subspan(row * v, n * v), n_past[i]));
+    row += n;
+  }
+  for (Sequence* s : rows) on_logits(*s, logits.subspan(row++ * v, v));
   metrics_.slots_busy = busy_slots();
 }
 
-void BatchScheduler::on_logits(Sequence& s, std::span<const float> logits) {
+int64_t BatchScheduler::on_draft_rows(Sequence& s, std::span<const int32_t> draft,
+                                      std::span<const float> rows, int64_t n_past_before) {
+  const int slot = s.slot;
+  const Sequence* const self = &s;
+  const size_t v = rows.size() / (draft.size() + 1);
+  if (!draft.empty()) {
+    ++metrics_.draft_steps;
+    metrics_.draft_tokens += draft.size();
+    s.result.draft_tokens += static_cast<int64_t>(draft.size());
+  }
+  size_t kept = 0;
+  int64_t drawn = 0;
+  for (size_t i = 0; i <= draft.size(); ++i) {
+    const int32_t expected = i < draft.size() ? draft[i] : -1;
+    const int32_t t = on_logits(s, rows.subspan(i * v, v), expected);
+    ++drawn;
+    if (t < 0 || t != expected) break;
+    ++kept;
+    if (slots_[static_cast<size_t>(slot)].get() != self) break;  // it finished on a kept token
+  }
+  metrics_.draft_accepted += kept;
+  // The pending token and the kept draft stay in a slot that goes on (a finished one keeps its
+  // cache whole: every entry is its token's after the ones before it, for the next prompt).
+  if (slots_[static_cast<size_t>(slot)].get() == self) {
+    session_.truncate(slot, n_past_before + 1 + static_cast<int64_t>(kept));
+    cached_[static_cast<size_t>(slot)].resize(static_cast<size_t>(n_past_before + 1) + kept);
+  }
+  return drawn;
+}
+
+int32_t BatchScheduler::on_logits(Sequence& s, std::span<const float> logits, int32_t drafted) {
   // What fails here is this sequence's alone (its grammar past its limits, above all): it ends
   // with the reason, and every other slot goes on.
   const auto slot = static_cast<size_t>(s.slot);
   Sequence* const self = &s;
   try {
-    sample_next(s, logits);
+    return sample_next(s, logits, drafted);
   } catch (const std::exception& e) {
-    if (slots_[slot].get() != self) return;  // it had finished already
+    if (slots_[slot].get() != self) return -1;  // it had finished already
     self->result.error = e.what();
     self->result.request_fault = dynamic_cast<const GrammarLimit*>(&e) != nullptr;
     finish(*self, "error");
+    return -1;
   }
 }
 
-void BatchScheduler::sample_next(Sequence& s, std::span<const float> logits) {
+int32_t BatchScheduler::sample_next(Sequence& s, std::span<const float> logits, int32_t drafted) {
   if (!s.first_logits) {
     s.first_logits = true;
     s.result.prompt_s = s.started.seconds();
@@ -429,18 +499,21 @@ void BatchScheduler::sample_next(Sequence& s, std::span<const float> logits) {
   const Tokenizer& tok = *model_.tokenizer;
   // A limit of 0 tokens: the prompt was evaluated (its KV entries kept for the next request),
   // and nothing is sampled.
-  if (p.max_tokens == 0) return finish(s, "length");
+  if (p.max_tokens == 0) return finish(s, "length"), -1;
   const int32_t next = s.sampler.sample(logits, s.history, s.constraint.get());
-  if (next < 0 || next == tok.eos()) return finish(s, "stop");  // < 0: the grammar allows nothing
+  if (next >= 0 && next == drafted) ++s.result.draft_accepted;
+  if (next < 0 || next == tok.eos()) return finish(s, "stop"), next;  // < 0: the grammar allows nothing
   if (p.logprobs >= 0) s.pending.push_back(token_logprob(logits, next, p.logprobs));
   s.history.push_back(next);
   ++s.result.completion_tokens;
   const bool stopped = s.text.add(next);
   deliver(s, s.text.take());
-  if (stopped || (s.constraint && s.constraint->finished())) return finish(s, "stop");
-  if (p.max_tokens >= 0 && s.result.completion_tokens >= p.max_tokens) return finish(s, "length");
-  if (session_.n_past(s.slot) >= session_.n_ctx()) return finish(s, "length");
+  if (stopped || (s.constraint && s.constraint->finished())) return finish(s, "stop"), next;
+  if (p.max_tokens >= 0 && s.result.completion_tokens >= p.max_tokens)
+    return finish(s, "length"), next;
+  if (session_.n_past(s.slot) >= session_.n_ctx()) return finish(s, "length"), next;
   s.next = next;
+  return next;
 }
 
 void BatchScheduler::finish_embedding(Sequence& s) {

@@ -27,6 +27,7 @@
 #include "model/model.h"
 #include "generation/generator.h"
 #include "generation/pooling.h"
+#include "generation/speculative.h"
 #include "runtime/session.h"
 
 namespace strata {
@@ -56,7 +57,17 @@ struct SchedulerOptions {
   int max_queue = 256;                       // requests waiting for a slot; more are refused
   int64_t step_tokens = Session::kMaxBatch;  // tokens per step (one pass over the weights)
   int64_t min_prompt_chunk = 16;
+  // Speculative decoding (null: off): each generating slot's pending token goes into the step
+  // with its draft, and the draws keep the draft while it agrees (generation/speculative.h).
+  Drafter* drafter = nullptr;  // outlives the scheduler; drafts for the session's slots
+  SpeculationParams speculation;
 };
+
+// How many tokens a generating slot may draft: the request's limit (or the server's), no more
+// than its remaining tokens allow (one is drawn after the draft) nor than leave a position free in
+// its context (so a step never fills it with tokens the draws may drop). 0: none.
+int draft_room(const SpeculationParams& server, int request_max, int64_t n_past, int64_t n_ctx,
+               int64_t tokens_left);
 
 struct JobRequest {
   std::vector<int32_t> prompt;
@@ -115,6 +126,9 @@ struct SlotStatus {
 struct SchedulerMetrics {
   uint64_t requests = 0, rejected = 0, cancelled = 0, finished = 0;
   uint64_t prompt_tokens = 0, generated_tokens = 0, steps = 0, step_tokens = 0;
+  // Speculative decoding: draft tokens evaluated, kept, and verification steps (a slot's pending
+  // token with a draft).
+  uint64_t draft_tokens = 0, draft_accepted = 0, draft_steps = 0;
   double prompt_s = 0, decode_s = 0;  // step time shared out by the step's tokens
   int queue_depth = 0, slots_busy = 0, slots = 0;
   // At the moment metrics() is read: requests with a sequence in a slot, and the KV positions
@@ -153,8 +167,16 @@ class BatchScheduler {
   void admit();           // with m_ held
   void drop_cancelled();  // with m_ held
   void step();
-  void on_logits(Sequence& s, std::span<const float> logits);    // sample_next, its failure its own
-  void sample_next(Sequence& s, std::span<const float> logits);  // the next token, or finish
+  // The drafts of the generating sequences (empty where none), by their order in `generating`.
+  std::vector<std::vector<int32_t>> draft_for(std::span<Sequence* const> generating);
+  // A generating sequence's rows (its pending token's, then its draft's): draws in order while
+  // the draft holds; the slot keeps what was kept. Returns the tokens drawn. With m_ held.
+  int64_t on_draft_rows(Sequence& s, std::span<const int32_t> draft, std::span<const float> rows,
+                        int64_t n_past_before);
+  // sample_next, its failure its own. `drafted`: the draft's token at this row (-1: none).
+  // Returns the token drawn (-1: none).
+  int32_t on_logits(Sequence& s, std::span<const float> logits, int32_t drafted = -1);
+  int32_t sample_next(Sequence& s, std::span<const float> logits, int32_t drafted);
   void fail_unplaced(Job& job, const std::string& error);
   void release_followers(Sequence& leader, std::span<const float> logits);
   void finish(Sequence& s, const char* reason);

@@ -151,7 +151,8 @@ void ModelDrafter::draft(std::span<const DraftRequest> requests) {
     for (size_t row = 0; row < rows_.size(); ++row) {
       const DraftRequest& r = requests[rows_[row]];
       const DraftChoice c = draft_choice(logits.subspan(row * n_vocab, n_vocab));
-      if (c.token < 0 || c.token >= target_vocab_ || c.p < p_min_) continue;
+      const float p_min = r.p_min >= 0 ? r.p_min : p_min_;
+      if (c.token < 0 || c.token >= target_vocab_ || c.p < p_min) continue;
       r.out->push_back(c.token);
       if (static_cast<int>(r.out->size()) >= room[rows_[row]]) continue;
       batch_.push_back({c.token, r.seq, true, false});

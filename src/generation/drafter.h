@@ -22,6 +22,7 @@ struct DraftRequest {
   std::span<const int32_t> history;
   int max = 0;
   std::vector<int32_t>* out = nullptr;  // the draft, cleared first (empty: none)
+  float p_min = -1;  // a draft model's confidence to go on (< 0: the drafter's own)
 };
 
 class Drafter {

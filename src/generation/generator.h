@@ -31,6 +31,10 @@ struct GenerationParams {
   // Set: every token keeps the text within this grammar (response_format, grammar), EOS only
   // where the grammar may end; generation stops where it must end.
   std::shared_ptr<const Grammar> grammar;
+  // Speculative decoding where the server drafts (llama-server's speculative.n_max, .n_min,
+  // .p_min); < 0: the server's own.
+  int draft_max = -1, draft_min = -1;
+  float draft_p_min = -1;
 };
 
 struct GenerationResult {
@@ -44,6 +48,7 @@ struct GenerationResult {
   bool request_fault = false;  // its own grammar ran past strata's limits mid-reply
   // With GenerationParams::logprobs: the tokens whose text was delivered, in order.
   std::vector<TokenLogprob> logprobs;
+  int64_t draft_tokens = 0, draft_accepted = 0;  // speculative decoding's (llama-server's draft_n)
 };
 
 // Fails (strata::Error) when the prompt is empty, does not leave room for one generated token

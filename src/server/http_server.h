@@ -59,8 +59,10 @@ class HttpServer {
   // every route but / answers 503.
   explicit HttpServer(ServerOptions options);
   // Serves `model` on `session` from now on (both must outlive the server); a non-empty
-  // model_name replaces options.model_name. Fails on a chat template strata cannot run.
-  void attach(const Model& model, Session& session, const std::string& model_name = "");
+  // model_name replaces options.model_name; a drafter (which must outlive the server too) makes
+  // the slots decode speculatively. Fails on a chat template strata cannot run.
+  void attach(const Model& model, Session& session, const std::string& model_name = "",
+              Drafter* drafter = nullptr);
   bool ready() const;  // attach() has been done
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

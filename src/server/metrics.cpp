@@ -29,8 +29,22 @@ std::string prometheus_metrics(const SchedulerMetrics& m, const ConnectionStats&
          d(m.finished));
   metric(out, "prompt_tokens_total", "counter", "Prompt tokens evaluated (cached ones not).",
          d(m.prompt_tokens));
-  metric(out, "generated_tokens_total", "counter", "Tokens evaluated while generating.",
-         d(m.generated_tokens));
+  metric(out, "generated_tokens_total", "counter", "Tokens generated.", d(m.generated_tokens));
+  // Speculative decoding, under strata's names and llama-server's.
+  metric(out, "draft_tokens_total", "counter", "Speculative decoding: draft tokens evaluated.",
+         d(m.draft_tokens));
+  metric(out, "draft_tokens_accepted_total", "counter",
+         "Speculative decoding: draft tokens the draws kept.", d(m.draft_accepted));
+  metric(out, "draft_steps_total", "counter",
+         "Speculative decoding: verification steps (a pending token with a draft).",
+         d(m.draft_steps));
+  plain_metric(out, "llamacpp:spec_decode_num_draft_tokens_total", "counter",
+               "Speculative: Total draft tokens generated", d(m.draft_tokens));
+  plain_metric(out, "llamacpp:spec_decode_num_accepted_tokens_total", "counter",
+               "Speculative: Total draft tokens accepted by the target model",
+               d(m.draft_accepted));
+  plain_metric(out, "llamacpp:spec_decode_num_drafts_total", "counter",
+               "Speculative: Total speculative decoding verification steps", d(m.draft_steps));
   metric(out, "prompt_seconds_total", "counter",
          "Batch time spent on prompt tokens (a step's time shared out by its tokens).", m.prompt_s);
   metric(out, "decode_seconds_total", "counter",

@@ -464,6 +464,13 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
     if (present(body, key) && !(body[key].is_boolean() && !body[key].get<bool>()))
       bad(key, fmt::format("'{}' is not supported", key));
   if (present(body, "logit_bias")) g.sampling.logit_bias = parse_logit_bias(body["logit_bias"]);
+  // llama-server's per-request speculative settings (where the server drafts).
+  if (present(body, "speculative.n_max"))
+    g.draft_max = static_cast<int>(integer(body, "speculative.n_max", 0, 256));
+  if (present(body, "speculative.n_min"))
+    g.draft_min = static_cast<int>(integer(body, "speculative.n_min", 0, 256));
+  if (present(body, "speculative.p_min"))
+    g.draft_p_min = static_cast<float>(number(body, "speculative.p_min", 0, 1));
   r.grammar_param = read_output_format(text, body, g);
   read_tools(text, body, r);
   if (present(body, "function_call")) bad("function_call", "'function_call' is not supported");

@@ -20,13 +20,21 @@ json timings_json(std::span<const GenerationResult> choices) {
   }
   const GenerationResult& first = choices.front();
   const int64_t evaluated = first.prompt_tokens - first.cached_tokens;
-  return {{"queued_ms", 1e3 * first.queued_s},
+  json t = {{"queued_ms", 1e3 * first.queued_s},
           {"prompt_n", evaluated},
           {"prompt_ms", 1e3 * first.prompt_s},
           {"prompt_per_second", first.prompt_s > 0 ? evaluated / first.prompt_s : 0.0},
           {"predicted_n", predicted},
           {"predicted_ms", 1e3 * decode_s},
           {"predicted_per_second", decode_s > 0 ? predicted / decode_s : 0.0}};
+  // Speculative decoding's, as llama-server reports them (only where a draft was made).
+  int64_t drafted = 0, accepted = 0;
+  for (const GenerationResult& r : choices) drafted += r.draft_tokens, accepted += r.draft_accepted;
+  if (drafted > 0) {
+    t["draft_n"] = drafted;
+    t["draft_n_accepted"] = accepted;
+  }
+  return t;
 }
 
 json usage_json(std::span<const GenerationResult> choices) {

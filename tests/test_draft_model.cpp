@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
+#include "generation/generator.h"
 #include "generation/speculative.h"
 #include "offline/quantize.h"
 #include "planning/shared_budgets.h"
@@ -183,6 +184,34 @@ TEST_F(DraftModel, SlotsDraftedInOneBatchGetTheirOwnDrafts) {
   both.draft(again);
   EXPECT_EQ(std::vector<int32_t>(a.begin() + 1, a.begin() + 4), c);
   EXPECT_LE(together.tokens_evaluated() - before, 3u);
+}
+
+// chat's replies: a generator that drafts gives each turn the reply of one that does not, and
+// reuses what its session holds from the turn before.
+TEST_F(DraftModel, GeneratorRepliesAreThoseWithoutDrafts) {
+  ThreadPool pool(2);
+  Session plain_session(*target, 256, pool, {}), spec_session(*target, 256, pool, {});
+  Session draft_session(*draft, 256, pool, {});
+  ModelDrafter drafter(draft_session, target->tokenizer->n_vocab(), 0.2f);
+  Generator plain(*target, plain_session), spec(*target, spec_session);
+  SpeculationParams p;
+  p.draft_max = 4;
+  spec.set_speculation(&drafter, p);
+  std::vector<int32_t> turn = prompt;
+  for (const float temperature : {0.0f, 0.7f}) {
+    GenerationParams g;
+    g.max_tokens = 30;
+    g.sampling.temperature = temperature;
+    g.sampling.seed = 9;
+    const GenerationResult a = plain.generate(turn, g), b = spec.generate(turn, g);
+    EXPECT_EQ(b.text, a.text) << "temperature " << temperature;
+    EXPECT_EQ(b.completion_tokens, a.completion_tokens);
+    EXPECT_EQ(b.cached_tokens, a.cached_tokens);
+    EXPECT_GT(b.draft_tokens, 0);
+    const auto reply = target->tokenizer->encode(a.text + " And", false);
+    turn.insert(turn.end(), reply.begin(), reply.end());
+  }
+  EXPECT_GT(spec.speculation_stats().accepted, 0u);
 }
 
 // Pearson's statistic of `counts` against probabilities `p` (of n draws): tokens expected at

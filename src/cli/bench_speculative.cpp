@@ -55,9 +55,7 @@ std::vector<int32_t> speculative_run(Session& session, Drafter& drafter,
       return static_cast<int>(out.size()) >= n_gen;
     });
   speed.push_back((n_gen - 1) / t.seconds());
-  const SpeculationStats& s = spec.stats();
-  total.steps += s.steps, total.drafted += s.drafted, total.accepted += s.accepted;
-  total.plain += s.plain, total.draft_s += s.draft_s, total.verify_s += s.verify_s;
+  total += spec.stats();
   return out;
 }
 

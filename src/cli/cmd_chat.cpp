@@ -17,6 +17,7 @@
 #include "chat/context_fit.h"
 #include "cli/chat_commands.h"
 #include "cli/commands.h"
+#include "cli/draft_flags.h"
 #include "cli/hf_model.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
@@ -43,6 +44,7 @@ struct ChatOptions {
   SamplerParams sampling;
   FfnFlags ffn;
   HfFlag hf;
+  DraftFlags draft;  // speculative decoding
 };
 
 // Ctrl-C sets a flag instead of ending the program, and interrupts a blocked read (no
@@ -98,8 +100,10 @@ int run_chat(const ChatOptions& o) {
     fail("{}", e.what());
   }
   const int64_t n_ctx = run_context(o.ctx, model->config.n_ctx_train);
+  const Speculation speculation = start_speculation(o.draft, engine, n_ctx);
   Session& session = engine.start(n_ctx);
   Generator generator(*model, session);
+  generator.set_speculation(speculation.drafter.get(), speculation.params);
   GenerationParams params;
   params.max_tokens = o.n_predict;
   params.sampling = o.sampling;
@@ -113,6 +117,13 @@ int run_chat(const ChatOptions& o) {
   if (!o.system.empty()) history.emplace_back("system", o.system);
   const std::vector<ChatMessage> start = history;
   LineReader reader;
+  // At the end: what speculative decoding kept, on stderr.
+  const auto done = [&] {
+    if (speculation.drafter)
+      fmt::print(stderr, "speculative, {}\n",
+                 speculation_line(speculation, generator.speculation_stats()));
+    return 0;
+  };
   while (true) {
     g_interrupted = false;
     bool interrupted = false;
@@ -120,11 +131,11 @@ int run_chat(const ChatOptions& o) {
     if (!typed) {
       fmt::print("\n");
       if (interrupted || g_interrupted) continue;  // Ctrl-C at the prompt: a fresh line
-      return 0;
+      return done();
     }
     const ChatLine in = parse_chat_line(*typed);
     if (in.kind == ChatLineKind::Message && in.text.empty()) continue;
-    if (in.kind == ChatLineKind::Quit) return 0;
+    if (in.kind == ChatLineKind::Quit) return done();
     if (in.kind == ChatLineKind::Help || in.kind == ChatLineKind::Refused) {
       fmt::print("{}\n", in.kind == ChatLineKind::Help ? chat_commands_help() : in.text);
       continue;
@@ -191,6 +202,7 @@ Command add_chat_command(CLI::App& app) {
   cmd->add_option("-s,--seed", o->seed, "Random seed (-1: a new one each run)")
       ->check(in_range<int64_t>(-1, std::numeric_limits<int64_t>::max()));
   add_ffn_flags(cmd, o->ffn);
+  add_draft_flags(cmd, o->draft);
   add_gpu_flags(cmd, o->ffn);
   return {cmd, [o] {
             ChatOptions given = *o;

@@ -121,8 +121,7 @@ Generation generate_speculative(Session& session, Sampler& sampler, GrammarConst
   g.prompt_s = prompt_timer.seconds();
   std::vector<int32_t> history = prompt;
   Timer decode_timer;
-  SpeculativeDecoder spec(session, sampler, constraint, *speculation.drafter,
-                          o.draft.speculation);
+  SpeculativeDecoder spec(session, sampler, constraint, *speculation.drafter, speculation.params);
   bool go = o.n_predict != 0;
   if (go) {
     const int32_t first = sampler.sample(logits, history, constraint);

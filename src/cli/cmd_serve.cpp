@@ -142,7 +142,6 @@ ServerOptions server_options(const ServeOptions& o) {
       o.threads_http > 0 ? o.threads_http : o.parallel + options.scheduler.max_queue + 32;
   options.request_memory_bytes = parse_bytes(o.request_memory, "--request-memory");
   check_draft_flags(o.draft);
-  options.scheduler.speculation = o.draft.speculation;
   if (options.request_memory_bytes < 2 * options.max_body_bytes)
     fail(
         "--request-memory {} holds less than two bodies of the largest size ({} MiB each); give "
@@ -238,7 +237,7 @@ int serve(const ServeOptions& o) {
   try {
     engine = load(o, std::move(engine_opts), speculation);
     server.attach(engine->model(), engine->session(), model_name(o, &engine->model()),
-                  speculation.drafter.get());
+                  speculation.drafter.get(), speculation.params);
   } catch (...) {
     end_notice();
     server.stop();

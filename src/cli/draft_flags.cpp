@@ -16,14 +16,17 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags) {
   cmd->add_flag("--lookup", flags.lookup,
                 "Speculative decoding with drafts looked up in the prompt and output (n-grams): "
                 "the same text, fewer passes over the weights when the output repeats its input");
+  flags.speculation.draft_max = 0;  // not given: speculation_params's default
   cmd->add_option("--draft-max,--draft,--draft-n,--spec-draft-n-max",
-                  flags.speculation.draft_max, "Tokens drafted a step (speculative decoding)")
+                  flags.speculation.draft_max,
+                  "Tokens drafted a step (default: 3 with a draft model, 16 with --lookup)")
       ->check(in_range(1, 256));
   cmd->add_option("--draft-min,--draft-n-min,--spec-draft-n-min", flags.speculation.draft_min,
                   "Fewer drafted tokens than this: a plain step")
       ->check(in_range(1, 256));
   cmd->add_option("--draft-p-min,--spec-draft-p-min", flags.speculation.p_min,
-                  "A draft model drafts while its most likely token is at least this likely")
+                  "A draft model drafts while its most likely token is at least this likely "
+                  "(default 0)")
       ->check(in_range(0.0f, 1.0f));
   cmd->add_option("--gpu-layers-draft,--n-gpu-layers-draft,--spec-draft-ngl", flags.gpu_layers,
                   "The draft model's layers on the GPU (-ngld, llama.cpp's name)")
@@ -33,15 +36,22 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags) {
       ->check(in_range(0, 1024));
 }
 
+SpeculationParams speculation_params(const DraftFlags& flags) {
+  SpeculationParams p = flags.speculation;
+  if (p.draft_max == 0) p.draft_max = flags.model.empty() ? 16 : 3;
+  return p;
+}
+
 void check_draft_flags(const DraftFlags& flags) {
   if (flags.lookup && !flags.model.empty())
     fail("--lookup drafts without a model and --model-draft with one: give one of them");
-  check_speculation(flags.speculation);
+  check_speculation(speculation_params(flags));
 }
 
 Speculation start_speculation(const DraftFlags& flags, Engine& target, int64_t n_ctx) {
   check_draft_flags(flags);
   Speculation s;
+  s.params = speculation_params(flags);
   if (flags.lookup) {
     s.drafter = std::make_unique<LookupDrafter>(flags.speculation.ngram_min,
                                                 flags.speculation.ngram_max);
@@ -54,8 +64,7 @@ Speculation start_speculation(const DraftFlags& flags, Engine& target, int64_t n
                                        flags.threads > 0 ? flags.threads : t.threads);
   s.draft_engine = start_draft_engine(std::move(draft), target, n_ctx, print_note);
   s.drafter = std::make_unique<ModelDrafter>(s.draft_engine->session(),
-                                             target.model().tokenizer->n_vocab(),
-                                             flags.speculation.p_min);
+                                             target.model().tokenizer->n_vocab(), s.params.p_min);
   s.draft_model = flags.model;
   return s;
 }

@@ -21,7 +21,7 @@ struct DraftFlags {
   bool lookup = false;  // --lookup: prompt-lookup drafts
   int gpu_layers = 0;  // -ngld: the draft's layers on the GPU
   int threads = 0;     // -td: the draft's threads (0: the target's)
-  SpeculationParams speculation;
+  SpeculationParams speculation;  // draft_max 0: not given (speculation_params)
   bool on() const { return lookup || !model.empty(); }
 };
 
@@ -31,6 +31,7 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags);
 struct Speculation {
   std::unique_ptr<Engine> draft_engine;
   std::unique_ptr<Drafter> drafter;  // null: speculative decoding is off
+  SpeculationParams params;          // speculation_params of the flags
   std::string draft_model;  // its file, empty for prompt lookup
 };
 // The speculative part of a --json report (null when off): where drafts came from, what was
@@ -40,6 +41,10 @@ nlohmann::json speculation_json(const Speculation& s, const SpeculationStats& st
 // drafting 0.21 s, verifying 1.20 s"
 std::string speculation_line(const Speculation& s, const SpeculationStats& stats);
 
+// The flags' parameters, --draft-max defaulting by the draft's source: 16 for prompt lookup
+// (its drafts cost nothing), 3 for a draft model (llama.cpp v0.5.0's; 2 to 4 measured within 6%
+// of each other with a 7B F16 model and its Q4_0 copy: docs/PERFORMANCE.md).
+SpeculationParams speculation_params(const DraftFlags& flags);
 // Checks the flags (one line naming what is wrong) before any model is read.
 void check_draft_flags(const DraftFlags& flags);
 // Before target.start(): the draft model, if any, is started inside the target's budgets for

@@ -3,6 +3,7 @@
 #include "generation/grammar_constraint.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -62,25 +63,43 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
     const std::string_view piece = text.take();
     if (!piece.empty() && on_text && !on_text(piece)) r.cancelled = true;
   };
-  while (params.max_tokens < 0 || r.completion_tokens < params.max_tokens) {
-    const int32_t next = sampler.sample(logits, history, constraint.get());
-    if (next < 0 || next == tok.eos()) {  // < 0: the grammar allows nothing
+  // Each drawn token (in history already, unless < 0: the grammar allows nothing): false when
+  // the reply ends with it.
+  auto take = [&](int32_t next) {
+    if (next < 0 || next == tok.eos()) {
       r.finish_reason = "stop";
-      break;
+      return false;
     }
-    history.push_back(next);
     ++r.completion_tokens;
     const bool stopped = text.add(next) || (constraint && constraint->finished());
     emit();
-    if (stopped) {
-      r.finish_reason = "stop";
-      break;
-    }
-    if (r.cancelled) break;
-    if (session_.n_past() >= n_ctx) break;  // context full: "length"
-    const auto out = session_.eval(next);
-    logits.assign(out.begin(), out.end());
-    cached_.push_back(next);
+    if (stopped) r.finish_reason = "stop";
+    return !stopped && !r.cancelled &&
+           (params.max_tokens < 0 || r.completion_tokens < params.max_tokens);
+  };
+  auto draw = [&](std::span<const float> l) {
+    const int32_t next = sampler.sample(l, history, constraint.get());
+    if (next >= 0) history.push_back(next);
+    return take(next);
+  };
+  std::optional<SpeculativeDecoder> spec;
+  if (drafter_) spec.emplace(session_, sampler, constraint.get(), *drafter_, speculation_);
+  bool go = params.max_tokens != 0 && draw(logits);
+  while (go && session_.n_past() < n_ctx) {  // a full context: "length"
+    if (spec)
+      spec->step(history, [&](int32_t t) { return !(go = take(t)); });
+    else
+      go = draw(session_.eval(history.back()));
+  }
+  // The session holds the prompt and every drawn token it evaluated: a prefix of the history.
+  cached_.assign(history.begin(),
+                 history.begin() + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(history.size()),
+                                                            session_.n_past()));
+  if (spec) {
+    const SpeculationStats& s = spec->stats();
+    stats_ += s;
+    r.draft_tokens = static_cast<int64_t>(s.drafted);
+    r.draft_accepted = static_cast<int64_t>(s.accepted);
   }
   r.decode_s = decode_timer.seconds();
   if (!r.cancelled) {
@@ -90,6 +109,12 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
   r.text = text.text();
   r.stopping_word = text.stopping_word();
   return r;
+}
+
+void Generator::set_speculation(Drafter* drafter, const SpeculationParams& params) {
+  if (drafter) check_speculation(params);
+  drafter_ = drafter;
+  speculation_ = params;
 }
 
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include "generation/completion_text.h"
 #include "generation/grammar.h"
 #include "generation/sampler.h"
+#include "generation/speculative.h"
 #include "generation/token_logprobs.h"
 #include "runtime/session.h"
 
@@ -63,11 +64,18 @@ class Generator {
   // Fails (strata::Error) when the prompt is empty or does not fit the context.
   GenerationResult generate(const std::vector<int32_t>& prompt, const GenerationParams& params,
                             const std::function<bool(std::string_view)>& on_text = {});
+  // Speculative decoding from here on (generation/speculative.h: the same text); `drafter`
+  // outlives the generator. Null: plain decoding.
+  void set_speculation(Drafter* drafter, const SpeculationParams& params);
+  const SpeculationStats& speculation_stats() const { return stats_; }  // summed over replies
 
  private:
   const Model& model_;
   Session& session_;
   std::vector<int32_t> cached_;  // the tokens whose KV entries the session holds, in order
+  Drafter* drafter_ = nullptr;
+  SpeculationParams speculation_;
+  SpeculationStats stats_;
 };
 
 }  // namespace strata

@@ -26,8 +26,9 @@ struct SpeculationParams {
   // Prompt lookup: the history's last ngram_max .. ngram_min tokens looked up earlier in it.
   int ngram_min = 2, ngram_max = 4;
   // A draft model keeps drafting while its most likely token has at least this probability
-  // (--draft-p-min; llama.cpp's default before its 2026 rewrite, which made it 0).
-  float p_min = 0.75f;
+  // (--draft-p-min; 0 as llama.cpp v0.5.0: a small model is rarely that sure, and a draft it
+  // stops at once costs its pass for nothing).
+  float p_min = 0.0f;
 };
 // Fails naming the first bad value.
 void check_speculation(const SpeculationParams& p);
@@ -40,6 +41,11 @@ struct SpeculationStats {
   uint64_t plain = 0;     // steps without a draft (none found, or no room in the context)
   double draft_s = 0, verify_s = 0;  // time drafting, and evaluating batches and drawing
   double acceptance() const { return drafted > 0 ? static_cast<double>(accepted) / drafted : 0; }
+  SpeculationStats& operator+=(const SpeculationStats& o) {
+    steps += o.steps, drafted += o.drafted, accepted += o.accepted, plain += o.plain;
+    draft_s += o.draft_s, verify_s += o.verify_s;
+    return *this;
+  }
 };
 
 class SpeculativeDecoder {

@@ -30,11 +30,12 @@ HttpServer::HttpServer(const Model& model, Session& session, ServerOptions optio
 }
 
 void HttpServer::attach(const Model& model, Session& session, const std::string& model_name,
-                        Drafter* drafter) {
+                        Drafter* drafter, const SpeculationParams& speculation) {
   Impl& s = *impl_;
   if (s.engine) fail("the server already serves a model");
   if (!model_name.empty()) s.options.model_name = model_name;  // no handler reads it yet
   s.options.scheduler.drafter = drafter;
+  s.options.scheduler.speculation = speculation;
   s.engine = std::make_unique<ServedModel>(model, session, s.options);
   s.ready = true;  // from here on every route runs (pre_route reads it before any handler)
 }

@@ -62,7 +62,7 @@ class HttpServer {
   // model_name replaces options.model_name; a drafter (which must outlive the server too) makes
   // the slots decode speculatively. Fails on a chat template strata cannot run.
   void attach(const Model& model, Session& session, const std::string& model_name = "",
-              Drafter* drafter = nullptr);
+              Drafter* drafter = nullptr, const SpeculationParams& speculation = {});
   bool ready() const;  // attach() has been done
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

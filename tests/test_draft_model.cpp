@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -212,6 +213,105 @@ TEST_F(DraftModel, GeneratorRepliesAreThoseWithoutDrafts) {
     turn.insert(turn.end(), reply.begin(), reply.end());
   }
   EXPECT_GT(spec.speculation_stats().accepted, 0u);
+}
+
+// An early exit of the model itself drafts (--draft-layers): its logits are not the model's,
+// and the text is still plain decoding's.
+TEST_F(DraftModel, TheModelsFirstLayersDraftAndTheTextIsPlainDecodings) {
+  ThreadPool pool(2);
+  SessionOptions early;
+  early.exit_layer = 3;
+  Session whole(*target, 256, pool, {}), exit3(*target, 256, pool, early);
+  const auto a = whole.eval(prompt);
+  const std::vector<float> full(a.begin(), a.end());
+  const auto b = exit3.eval(prompt);
+  EXPECT_GT(strata::testing::relative_difference(full, {b.begin(), b.end()}), 1e-2);
+  for (const float temperature : {0.0f, 0.8f}) {
+    Session s(*target, 256, pool, {}), d(*target, 256, pool, early), p(*target, 256, pool, {});
+    ModelDrafter drafter(d, target->tokenizer->n_vocab(), 0.0f);
+    SamplerParams sp;
+    sp.temperature = temperature;
+    sp.seed = 4;
+    Sampler plain_sampler(sp), spec_sampler(sp);
+    std::vector<int32_t> plain = prompt, spec = prompt;
+    plain.push_back(plain_sampler.sample(p.eval(prompt), plain));
+    spec.push_back(spec_sampler.sample(s.eval(prompt), spec));
+    while (plain.size() < prompt.size() + 30)
+      plain.push_back(plain_sampler.sample(p.eval(plain.back()), plain));
+    SpeculationParams params;
+    params.draft_max = 3;
+    SpeculativeDecoder decoder(s, spec_sampler, nullptr, drafter, params);
+    while (spec.size() < plain.size())
+      decoder.step(spec, [&](int32_t) { return spec.size() >= plain.size(); });
+    EXPECT_EQ(spec, plain) << "temperature " << temperature;
+    EXPECT_GT(decoder.stats().accepted, 0u);
+  }
+}
+
+// Greedy tokens after `prompt` on a session of `m` with `o`, plain or drafted by `drafter`;
+// bytes read from flash go to `flash_bytes`.
+std::vector<int32_t> greedy_tokens(const Model& m, const SessionOptions& o,
+                                   const std::vector<int32_t>& prompt, size_t n,
+                                   Drafter* drafter, uint64_t& flash_bytes,
+                                   SpeculationStats* stats = nullptr) {
+  ThreadPool pool(2);
+  Session s(m, 128, pool, o);
+  SamplerParams sp;
+  sp.temperature = 0;
+  Sampler sampler(sp);
+  std::vector<int32_t> h = prompt;
+  h.push_back(sampler.sample(s.eval(prompt), h));
+  SpeculationParams params;
+  params.draft_max = 4;
+  std::optional<SpeculativeDecoder> spec;
+  if (drafter) spec.emplace(s, sampler, nullptr, *drafter, params);
+  while (h.size() < prompt.size() + n) {
+    if (spec)
+      spec->step(h, [&](int32_t) { return h.size() >= prompt.size() + n; });
+    else
+      h.push_back(sampler.sample(s.eval(h.back()), h));
+  }
+  flash_bytes = s.flash_stats().bytes_read;
+  if (stats && spec) *stats = spec->stats();
+  return {h.begin() + static_cast<std::ptrdiff_t>(prompt.size()), h.end()};
+}
+
+// Verification on the sparse and expert paths: a model drafting for itself (its dense copy in
+// RAM: every draft kept, so whole batches are verified) gives its plain greedy tokens in
+// predict mode in RAM, from flash (the batch's union of neurons read once: fewer bytes than
+// token by token) and as a mixture of experts. Q8_0: a batch's rows are one token's bit for bit.
+TEST(SpeculativePaths, EveryPathGivesItsPlainTokens) {
+  const std::string sparse = strata::testing::sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 9);
+  const std::string moe = strata::testing::tiny_moe_model(DType::Q8_0);
+  struct Path {
+    const char* name;
+    std::string file, draft_file;
+    SessionOptions options;
+  };
+  SessionOptions predict{FfnMode::Predict}, flash{FfnMode::Predict};
+  flash.cache_neurons = 96;
+  const Path paths[] = {{"predict", sparse, sparse, predict},
+                        {"flash", strata::testing::bundled_model(sparse), sparse, flash},
+                        {"experts", moe, moe, {}}};
+  for (const Path& path : paths) {
+    auto m = Model::load(path.file, false);
+    if (path.options.ffn != FfnMode::Dense && !m->weights.bundled) m->ensure_down_t();
+    const auto draft_model = Model::load(path.draft_file, false);
+    const auto prompt = strata::testing::random_tokens(*m, 12, 5);
+    uint64_t plain_bytes = 0, spec_bytes = 0;
+    const auto plain = greedy_tokens(*m, path.options, prompt, 24, nullptr, plain_bytes);
+    ThreadPool pool(2);
+    Session d(*draft_model, 128, pool, {});
+    ModelDrafter drafter(d, m->config.n_vocab, 0.0f);
+    SpeculationStats stats;
+    EXPECT_EQ(greedy_tokens(*m, path.options, prompt, 24, &drafter, spec_bytes, &stats), plain)
+        << path.name;
+    EXPECT_GT(stats.acceptance(), 0.9) << path.name << ": its own dense copy drafts";
+    if (m->weights.bundled) {
+      EXPECT_LT(spec_bytes, plain_bytes) << "a verified batch reads the union of its neurons once";
+      EXPECT_GT(spec_bytes, 0u);
+    }
+  }
 }
 
 // Pearson's statistic of `counts` against probabilities `p` (of n draws): tokens expected at

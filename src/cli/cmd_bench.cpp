@@ -396,8 +396,9 @@ int run_speculative_bench(const BenchOptions& o) {
                 read_regular_file(o.prompt_file, kMaxTextFileBytes, "prompt"), true);
   const int64_t n_ctx =
       static_cast<int64_t>(prompt.size()) + o.n_gen + speculation_params(o.draft).draft_max + 1;
-  const Speculation speculation = start_speculation(o.draft, engine, n_ctx);
+  Speculation speculation = start_speculation(o.draft, engine, n_ctx);
   Session& session = engine.start(n_ctx);
+  finish_speculation(speculation, o.draft, engine);
   announce_plan(engine.planned(), o.ffn);
   const SpeculativeBench b = measure_speculative(session, speculation, speculation.params, prompt,
                                                  o.n_gen, o.reps);

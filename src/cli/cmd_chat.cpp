@@ -100,8 +100,9 @@ int run_chat(const ChatOptions& o) {
     fail("{}", e.what());
   }
   const int64_t n_ctx = run_context(o.ctx, model->config.n_ctx_train);
-  const Speculation speculation = start_speculation(o.draft, engine, n_ctx);
+  Speculation speculation = start_speculation(o.draft, engine, n_ctx);
   Session& session = engine.start(n_ctx);
+  finish_speculation(speculation, o.draft, engine);
   Generator generator(*model, session);
   generator.set_speculation(speculation.drafter.get(), speculation.params);
   GenerationParams params;

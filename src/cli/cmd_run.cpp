@@ -286,8 +286,9 @@ int run_generation(const RunOptions& o) {
          n_ctx);
   SamplerParams sp = o.sampling;
   sp.seed = choose_seed(o.seed, kRandomSeed, fresh_seed());
-  const Speculation speculation = start_speculation(o.draft, engine, n_ctx);
+  Speculation speculation = start_speculation(o.draft, engine, n_ctx);
   Session& session = engine.start(n_ctx);
+  finish_speculation(speculation, o.draft, engine);
   announce_plan(engine.planned(), o.ffn);
   Sampler sampler(sp);
   std::unique_ptr<GrammarConstraint> constraint;

@@ -189,6 +189,7 @@ std::unique_ptr<Engine> load(const ServeOptions& o, EngineOptions options, Specu
   const int64_t n_ctx = slot_context(o, engine->model(), engine->request());
   speculation = start_speculation(o.draft, *engine, n_ctx);
   engine->start(n_ctx);
+  finish_speculation(speculation, o.draft, *engine);
   announce_plan(engine->planned(), o.ffn);
   return engine;
 }

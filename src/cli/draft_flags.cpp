@@ -31,6 +31,10 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags) {
   cmd->add_option("--gpu-layers-draft,--n-gpu-layers-draft,--spec-draft-ngl", flags.gpu_layers,
                   "The draft model's layers on the GPU (-ngld, llama.cpp's name)")
       ->check(in_range(0, 1 << 20));
+  cmd->add_option("--draft-layers", flags.layers,
+                  "Speculative decoding drafting with the model's own first N layers and its "
+                  "output head (an early exit: no second model)")
+      ->check(in_range(0, 1 << 20));
   cmd->add_option("--threads-draft,--spec-draft-threads", flags.threads,
                   "The draft model's threads (-td; default: the model's)")
       ->check(in_range(0, 1024));
@@ -38,13 +42,13 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags) {
 
 SpeculationParams speculation_params(const DraftFlags& flags) {
   SpeculationParams p = flags.speculation;
-  if (p.draft_max == 0) p.draft_max = flags.model.empty() ? 16 : 3;
+  if (p.draft_max == 0) p.draft_max = flags.lookup ? 16 : 3;
   return p;
 }
 
 void check_draft_flags(const DraftFlags& flags) {
-  if (flags.lookup && !flags.model.empty())
-    fail("--lookup drafts without a model and --model-draft with one: give one of them");
+  if (flags.lookup + !flags.model.empty() + (flags.layers > 0) > 1)
+    fail("--lookup, --model-draft and --draft-layers are three sources of drafts: give one");
   check_speculation(speculation_params(flags));
 }
 
@@ -69,10 +73,29 @@ Speculation start_speculation(const DraftFlags& flags, Engine& target, int64_t n
   return s;
 }
 
+void finish_speculation(Speculation& s, const DraftFlags& flags, Engine& target) {
+  if (flags.layers == 0) return;
+  const Model& m = target.model();
+  if (flags.layers >= m.config.n_layer)
+    fail("--draft-layers {}: the model has {} layers, and a draft takes fewer", flags.layers,
+         m.config.n_layer);
+  const Session& t = target.session();
+  if (t.backend().device() != Device::Host || m.weights.bundled)
+    fail("--draft-layers drafts on the CPU beside a model in RAM; this run's model is on a "
+         "device or on flash (use --model-draft or --lookup)");
+  SessionOptions o = t.options();
+  o.exit_layer = flags.layers;
+  s.self_session = std::make_unique<Session>(m, t.n_ctx(), target.backend(), o);
+  s.drafter = std::make_unique<ModelDrafter>(*s.self_session, m.tokenizer->n_vocab(),
+                                             s.params.p_min);
+}
+
 nlohmann::json speculation_json(const Speculation& s, const SpeculationStats& stats) {
   if (!s.drafter) return nullptr;
   return {{"draft", s.drafter->kind()},
           {"draft_model", s.draft_model.empty() ? nlohmann::json() : nlohmann::json(s.draft_model)},
+          {"draft_layers",
+           s.self_session ? nlohmann::json(s.self_session->options().exit_layer) : nlohmann::json()},
           {"steps", stats.steps},
           {"drafted", stats.drafted},
           {"accepted", stats.accepted},
@@ -85,7 +108,9 @@ nlohmann::json speculation_json(const Speculation& s, const SpeculationStats& st
 
 std::string speculation_line(const Speculation& s, const SpeculationStats& stats) {
   const std::string source =
-      s.draft_model.empty() ? s.drafter->kind() : fmt::format("draft model '{}'", s.draft_model);
+      s.self_session ? fmt::format("the model's first {} layers", s.self_session->options().exit_layer)
+      : s.draft_model.empty() ? std::string(s.drafter->kind())
+                              : fmt::format("draft model '{}'", s.draft_model);
   return fmt::format(
       "{}: {} of {} drafted tokens kept ({:.1f}%) in {} steps ({} without a draft); drafting "
       "{:.2f} s, verifying {:.2f} s",

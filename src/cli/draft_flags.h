@@ -21,8 +21,9 @@ struct DraftFlags {
   bool lookup = false;  // --lookup: prompt-lookup drafts
   int gpu_layers = 0;  // -ngld: the draft's layers on the GPU
   int threads = 0;     // -td: the draft's threads (0: the target's)
+  int layers = 0;      // --draft-layers: the model's own first N layers draft (0: not)
   SpeculationParams speculation;  // draft_max 0: not given (speculation_params)
-  bool on() const { return lookup || !model.empty(); }
+  bool on() const { return lookup || !model.empty() || layers > 0; }
 };
 
 void add_draft_flags(CLI::App* cmd, DraftFlags& flags);
@@ -30,9 +31,10 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags);
 // The drafter the flags ask for, with its draft model's engine when there is one.
 struct Speculation {
   std::unique_ptr<Engine> draft_engine;
+  std::unique_ptr<Session> self_session;  // --draft-layers: the model's early exit
   std::unique_ptr<Drafter> drafter;  // null: speculative decoding is off
   SpeculationParams params;          // speculation_params of the flags
-  std::string draft_model;  // its file, empty for prompt lookup
+  std::string draft_model;  // its file, empty for prompt lookup and --draft-layers
 };
 // The speculative part of a --json report (null when off): where drafts came from, what was
 // kept, and the time drafting and verifying.
@@ -50,5 +52,8 @@ void check_draft_flags(const DraftFlags& flags);
 // Before target.start(): the draft model, if any, is started inside the target's budgets for
 // n_ctx positions (engine/draft_engine.h); `target_threads` unless -td.
 Speculation start_speculation(const DraftFlags& flags, Engine& target, int64_t n_ctx);
+// After target.start(): --draft-layers' drafter, a second session of the model's (on the CPU,
+// its first N layers then its output head) beside the target's.
+void finish_speculation(Speculation& s, const DraftFlags& flags, Engine& target);
 
 }  // namespace strata

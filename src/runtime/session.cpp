@@ -459,7 +459,9 @@ void Session::forward(std::span<const BatchToken> batch, float* logits, float* h
   place(batch);
   embed(batch);
   residual_part_ = 0;
-  for (int64_t l = 0; l < c_.n_layer; ++l) {
+  const int64_t layers =
+      options_.exit_layer > 0 ? std::min(options_.exit_layer, c_.n_layer) : c_.n_layer;
+  for (int64_t l = 0; l < layers; ++l) {
     move_residual(layer_part_[static_cast<size_t>(l)], n);
     layer(part_of(l), l, n);
     if (l == 0)  // a token's: its k experts' neurons and a shared expert's

@@ -94,6 +94,9 @@ struct SessionOptions {
   // Tokens per batch through the layers (llama.cpp's ubatch); 0: Session::kMaxBatch. More than
   // that (up to kMaxUbatch) on the CPU alone: a flash tier's prompt batch reads its union once.
   int64_t max_batch = 0;
+  // > 0: the forward pass ends after this many layers, the output head reading their residual
+  // (a self-speculative draft: the model's first layers, LayerSkip's early exit).
+  int64_t exit_layer = 0;
 };
 
 // One token of a batch: its sequence (0 .. n_seq - 1), whether its logits are wanted, and

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "format/gguf.h"
@@ -16,6 +17,7 @@
 #include "generation/speculative.h"
 #include "offline/quantize.h"
 #include "planning/shared_budgets.h"
+#include "split_testing.h"
 #include "test_helpers.h"
 
 namespace strata {
@@ -250,12 +252,10 @@ TEST_F(DraftModel, TheModelsFirstLayersDraftAndTheTextIsPlainDecodings) {
 
 // Greedy tokens after `prompt` on a session of `m` with `o`, plain or drafted by `drafter`;
 // bytes read from flash go to `flash_bytes`.
-std::vector<int32_t> greedy_tokens(const Model& m, const SessionOptions& o,
-                                   const std::vector<int32_t>& prompt, size_t n,
-                                   Drafter* drafter, uint64_t& flash_bytes,
-                                   SpeculationStats* stats = nullptr) {
-  ThreadPool pool(2);
-  Session s(m, 128, pool, o);
+std::vector<int32_t> greedy_tokens(const Model& m, Backend& backend, const SessionOptions& o,
+                                   const std::vector<int32_t>& prompt, size_t n, Drafter* drafter,
+                                   uint64_t& flash_bytes, SpeculationStats* stats = nullptr) {
+  Session s(m, 64, backend, o);
   SamplerParams sp;
   sp.temperature = 0;
   Sampler sampler(sp);
@@ -276,12 +276,15 @@ std::vector<int32_t> greedy_tokens(const Model& m, const SessionOptions& o,
   return {h.begin() + static_cast<std::ptrdiff_t>(prompt.size()), h.end()};
 }
 
-// Verification on the sparse and expert paths: a model drafting for itself (its dense copy in
-// RAM: every draft kept, so whole batches are verified) gives its plain greedy tokens in
+// Verification on the sparse, split and expert paths: a model drafting for itself (its dense
+// copy in RAM: every draft kept, so whole batches are verified) gives its plain greedy tokens in
 // predict mode in RAM, from flash (the batch's union of neurons read once: fewer bytes than
-// token by token) and as a mixture of experts. Q8_0: a batch's rows are one token's bit for bit.
+// token by token), split between the reference device and the CPU (PowerInfer's hybrid, as
+// planned under a VRAM budget) and as a mixture of experts. Q8_0: a batch's rows are one
+// token's bit for bit.
 TEST(SpeculativePaths, EveryPathGivesItsPlainTokens) {
-  const std::string sparse = strata::testing::sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 9);
+  const std::string sparse =
+      strata::testing::sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 9);
   const std::string moe = strata::testing::tiny_moe_model(DType::Q8_0);
   struct Path {
     const char* name;
@@ -293,18 +296,19 @@ TEST(SpeculativePaths, EveryPathGivesItsPlainTokens) {
   const Path paths[] = {{"predict", sparse, sparse, predict},
                         {"flash", strata::testing::bundled_model(sparse), sparse, flash},
                         {"experts", moe, moe, {}}};
+  ThreadPool pool(2);
+  CpuBackend cpu(pool);
   for (const Path& path : paths) {
     auto m = Model::load(path.file, false);
     if (path.options.ffn != FfnMode::Dense && !m->weights.bundled) m->ensure_down_t();
     const auto draft_model = Model::load(path.draft_file, false);
     const auto prompt = strata::testing::random_tokens(*m, 12, 5);
     uint64_t plain_bytes = 0, spec_bytes = 0;
-    const auto plain = greedy_tokens(*m, path.options, prompt, 24, nullptr, plain_bytes);
-    ThreadPool pool(2);
-    Session d(*draft_model, 128, pool, {});
+    const auto plain = greedy_tokens(*m, cpu, path.options, prompt, 24, nullptr, plain_bytes);
+    Session d(*draft_model, 64, pool, {});
     ModelDrafter drafter(d, m->config.n_vocab, 0.0f);
     SpeculationStats stats;
-    EXPECT_EQ(greedy_tokens(*m, path.options, prompt, 24, &drafter, spec_bytes, &stats), plain)
+    EXPECT_EQ(greedy_tokens(*m, cpu, path.options, prompt, 24, &drafter, spec_bytes, &stats), plain)
         << path.name;
     EXPECT_GT(stats.acceptance(), 0.9) << path.name << ": its own dense copy drafts";
     if (m->weights.bundled) {
@@ -312,6 +316,29 @@ TEST(SpeculativePaths, EveryPathGivesItsPlainTokens) {
       EXPECT_GT(spec_bytes, 0u);
     }
   }
+}
+
+TEST(SpeculativePaths, ASplitFfnGivesItsPlainTokens) {
+  auto m =
+      Model::load(strata::testing::sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 9), false);
+  const auto draft_model =
+      Model::load(strata::testing::sparse_tiny_model(DType::Q8_0, FfnActivation::ReGLU, 9), false);
+  RunRequest r = split_testing::on_reference();
+  const split_testing::DeviceSizes size = split_testing::device_sizes(*m);
+  r.device.vram_budget = (size.whole + size.dense) / 2;
+  PlannedRun planned = plan_run(*m, r);
+  ASSERT_TRUE(planned.device.split);
+  ThreadPool pool(2);
+  auto device = make_session_backend(planned, pool);
+  const auto prompt = strata::testing::random_tokens(*m, 12, 5);
+  uint64_t bytes = 0;
+  const auto plain = greedy_tokens(*m, *device, planned.session, prompt, 24, nullptr, bytes);
+  Session d(*draft_model, 64, pool, {});
+  ModelDrafter drafter(d, m->config.n_vocab, 0.0f);
+  SpeculationStats stats;
+  EXPECT_EQ(greedy_tokens(*m, *device, planned.session, prompt, 24, &drafter, bytes, &stats),
+            plain);
+  EXPECT_GT(stats.acceptance(), 0.9);
 }
 
 // Pearson's statistic of `counts` against probabilities `p` (of n draws): tokens expected at
@@ -408,8 +435,8 @@ TEST_F(DraftModel, AcceptedTokensFollowTheTargetsDistribution) {
   ASSERT_GT(kept, 100) << "too few kept drafts to test the next token";
   const double stat_second =
       chi_square(second, target_distribution(*target, after, kTemperature), kept, bins);
-  EXPECT_LT(stat_second, chi_square_quantile_9999(bins - 1)) << bins << " bins, " << kept
-                                                              << " kept";
+  EXPECT_LT(stat_second, chi_square_quantile_9999(bins - 1))
+      << bins << " bins, " << kept << " kept";
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ TEST(DraftRoom, TheRequestsLimitTheTokensLeftAndAFreePosition) {
   SpeculationParams server;
   server.draft_max = 16;
   EXPECT_EQ(draft_room(server, -1, 10, 128, -1), 16);
-  EXPECT_EQ(draft_room(server, 4, 10, 128, -1), 4);   // the request's own
-  EXPECT_EQ(draft_room(server, 0, 10, 128, -1), 0);   // a request that drafts nothing
+  EXPECT_EQ(draft_room(server, 4, 10, 128, -1), 4);    // the request's own
+  EXPECT_EQ(draft_room(server, 0, 10, 128, -1), 0);    // a request that drafts nothing
   EXPECT_EQ(draft_room(server, -1, 120, 128, -1), 6);  // 120 + pending + 6 leaves one free
   EXPECT_EQ(draft_room(server, -1, 126, 128, -1), 0);
   EXPECT_EQ(draft_room(server, -1, 10, 128, 3), 2);  // three tokens left: two drafted, one drawn

@@ -61,8 +61,12 @@ std::vector<int32_t> speculative_run(Session& session, Drafter& drafter,
 
 }  // namespace
 
-double SpeculativeBench::plain_median() const { return median_of(plain); }
-double SpeculativeBench::speculative_median() const { return median_of(speculative); }
+double SpeculativeBench::plain_median() const {
+  return median_of(plain);
+}
+double SpeculativeBench::speculative_median() const {
+  return median_of(speculative);
+}
 
 SpeculativeBench measure_speculative(Session& session, const Speculation& speculation,
                                      const SpeculationParams& params,
@@ -71,8 +75,8 @@ SpeculativeBench measure_speculative(Session& session, const Speculation& specul
   session.eval(prompt.front());  // warm-up: maps every weight page
   for (int rep = 0; rep < reps; ++rep) {
     const auto plain = plain_run(session, prompt, n_gen, b.plain);
-    const auto spec =
-        speculative_run(session, *speculation.drafter, params, prompt, n_gen, b.speculative, b.stats);
+    const auto spec = speculative_run(session, *speculation.drafter, params, prompt, n_gen,
+                                      b.speculative, b.stats);
     const auto diff = std::mismatch(plain.begin(), plain.end(), spec.begin(), spec.end());
     if (diff.first != plain.end() && b.first_difference < 0)
       b.first_difference = diff.first - plain.begin();
@@ -105,8 +109,8 @@ std::string speculative_bench_text(const SpeculativeBench& b, const Speculation&
       "tg{} after pp{}: plain {:.2f} tok/s, speculative {:.2f} tok/s ({:.2f}x; medians of {}, "
       "alternating); {}\nspeculative, {}\n",
       n_gen, n_prompt, b.plain_median(), b.speculative_median(),
-      b.plain_median() > 0 ? b.speculative_median() / b.plain_median() : 0.0, b.plain.size(),
-      text, speculation_line(speculation, b.stats));
+      b.plain_median() > 0 ? b.speculative_median() / b.plain_median() : 0.0, b.plain.size(), text,
+      speculation_line(speculation, b.stats));
 }
 
 }  // namespace strata

@@ -17,8 +17,7 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags) {
                 "Speculative decoding with drafts looked up in the prompt and output (n-grams): "
                 "the same text, fewer passes over the weights when the output repeats its input");
   flags.speculation.draft_max = 0;  // not given: speculation_params's default
-  cmd->add_option("--draft-max,--draft,--draft-n,--spec-draft-n-max",
-                  flags.speculation.draft_max,
+  cmd->add_option("--draft-max,--draft,--draft-n,--spec-draft-n-max", flags.speculation.draft_max,
                   "Tokens drafted a step (default: 3 with a draft model, 16 with --lookup)")
       ->check(in_range(1, 256));
   cmd->add_option("--draft-min,--draft-n-min,--spec-draft-n-min", flags.speculation.draft_min,
@@ -57,8 +56,8 @@ Speculation start_speculation(const DraftFlags& flags, Engine& target, int64_t n
   Speculation s;
   s.params = speculation_params(flags);
   if (flags.lookup) {
-    s.drafter = std::make_unique<LookupDrafter>(flags.speculation.ngram_min,
-                                                flags.speculation.ngram_max);
+    s.drafter =
+        std::make_unique<LookupDrafter>(flags.speculation.ngram_min, flags.speculation.ngram_max);
   }
   if (flags.model.empty()) return s;
   const EngineOptions& t = target.options();
@@ -81,21 +80,22 @@ void finish_speculation(Speculation& s, const DraftFlags& flags, Engine& target)
          m.config.n_layer);
   const Session& t = target.session();
   if (t.backend().device() != Device::Host || m.weights.bundled)
-    fail("--draft-layers drafts on the CPU beside a model in RAM; this run's model is on a "
-         "device or on flash (use --model-draft or --lookup)");
+    fail(
+        "--draft-layers drafts on the CPU beside a model in RAM; this run's model is on a "
+        "device or on flash (use --model-draft or --lookup)");
   SessionOptions o = t.options();
   o.exit_layer = flags.layers;
   s.self_session = std::make_unique<Session>(m, t.n_ctx(), target.backend(), o);
-  s.drafter = std::make_unique<ModelDrafter>(*s.self_session, m.tokenizer->n_vocab(),
-                                             s.params.p_min);
+  s.drafter =
+      std::make_unique<ModelDrafter>(*s.self_session, m.tokenizer->n_vocab(), s.params.p_min);
 }
 
 nlohmann::json speculation_json(const Speculation& s, const SpeculationStats& stats) {
   if (!s.drafter) return nullptr;
   return {{"draft", s.drafter->kind()},
           {"draft_model", s.draft_model.empty() ? nlohmann::json() : nlohmann::json(s.draft_model)},
-          {"draft_layers",
-           s.self_session ? nlohmann::json(s.self_session->options().exit_layer) : nlohmann::json()},
+          {"draft_layers", s.self_session ? nlohmann::json(s.self_session->options().exit_layer)
+                                          : nlohmann::json()},
           {"steps", stats.steps},
           {"drafted", stats.drafted},
           {"accepted", stats.accepted},
@@ -108,7 +108,8 @@ nlohmann::json speculation_json(const Speculation& s, const SpeculationStats& st
 
 std::string speculation_line(const Speculation& s, const SpeculationStats& stats) {
   const std::string source =
-      s.self_session ? fmt::format("the model's first {} layers", s.self_session->options().exit_layer)
+      s.self_session
+          ? fmt::format("the model's first {} layers", s.self_session->options().exit_layer)
       : s.draft_model.empty() ? std::string(s.drafter->kind())
                               : fmt::format("draft model '{}'", s.draft_model);
   return fmt::format(

@@ -17,11 +17,11 @@
 namespace strata {
 
 struct DraftFlags {
-  std::string model;   // -md: a draft model's file
-  bool lookup = false;  // --lookup: prompt-lookup drafts
-  int gpu_layers = 0;  // -ngld: the draft's layers on the GPU
-  int threads = 0;     // -td: the draft's threads (0: the target's)
-  int layers = 0;      // --draft-layers: the model's own first N layers draft (0: not)
+  std::string model;              // -md: a draft model's file
+  bool lookup = false;            // --lookup: prompt-lookup drafts
+  int gpu_layers = 0;             // -ngld: the draft's layers on the GPU
+  int threads = 0;                // -td: the draft's threads (0: the target's)
+  int layers = 0;                 // --draft-layers: the model's own first N layers draft (0: not)
   SpeculationParams speculation;  // draft_max 0: not given (speculation_params)
   bool on() const { return lookup || !model.empty() || layers > 0; }
 };
@@ -32,9 +32,9 @@ void add_draft_flags(CLI::App* cmd, DraftFlags& flags);
 struct Speculation {
   std::unique_ptr<Engine> draft_engine;
   std::unique_ptr<Session> self_session;  // --draft-layers: the model's early exit
-  std::unique_ptr<Drafter> drafter;  // null: speculative decoding is off
-  SpeculationParams params;          // speculation_params of the flags
-  std::string draft_model;  // its file, empty for prompt lookup and --draft-layers
+  std::unique_ptr<Drafter> drafter;       // null: speculative decoding is off
+  SpeculationParams params;               // speculation_params of the flags
+  std::string draft_model;                // its file, empty for prompt lookup and --draft-layers
 };
 // The speculative part of a --json report (null when off): where drafts came from, what was
 // kept, and the time drafting and verifying.

@@ -502,7 +502,8 @@ int32_t BatchScheduler::sample_next(Sequence& s, std::span<const float> logits, 
   if (p.max_tokens == 0) return finish(s, "length"), -1;
   const int32_t next = s.sampler.sample(logits, s.history, s.constraint.get());
   if (next >= 0 && next == drafted) ++s.result.draft_accepted;
-  if (next < 0 || next == tok.eos()) return finish(s, "stop"), next;  // < 0: the grammar allows nothing
+  // < 0: the grammar allows nothing.
+  if (next < 0 || next == tok.eos()) return finish(s, "stop"), next;
   if (p.logprobs >= 0) s.pending.push_back(token_logprob(logits, next, p.logprobs));
   s.history.push_back(next);
   ++s.result.completion_tokens;

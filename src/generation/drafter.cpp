@@ -43,8 +43,8 @@ LookupDrafter::LookupDrafter(int ngram_min, int ngram_max)
 
 void LookupDrafter::draft(std::span<const DraftRequest> requests) {
   for (const DraftRequest& r : requests)
-    *r.out = r.max > 0 ? lookup_draft(r.history, ngram_min_, ngram_max_, r.max)
-                       : std::vector<int32_t>{};
+    *r.out =
+        r.max > 0 ? lookup_draft(r.history, ngram_min_, ngram_max_, r.max) : std::vector<int32_t>{};
 }
 
 DraftChoice draft_choice(std::span<const float> logits) {
@@ -82,8 +82,9 @@ std::string draft_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft
                        draft.add_eos_default() ? "adds" : "does not add", draft.eos());
   const int32_t nt = target.n_vocab(), nd = draft.n_vocab();
   if (std::abs(nt - nd) > kMaxSizeDifference)
-    return fmt::format("the vocabularies hold {} (target) and {} (draft) tokens, more than {} apart",
-                       nt, nd, kMaxSizeDifference);
+    return fmt::format(
+        "the vocabularies hold {} (target) and {} (draft) tokens, more than {} apart", nt, nd,
+        kMaxSizeDifference);
   for (int32_t id = kFirstCheckedId; id < std::min(nt, nd); ++id)
     if (target.token_text(id) != draft.token_text(id))
       return fmt::format("token {} is '{}' in the target and '{}' in the draft", id,
@@ -92,7 +93,9 @@ std::string draft_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft
 }
 
 ModelDrafter::ModelDrafter(Session& session, int32_t target_vocab, float p_min)
-    : session_(session), target_vocab_(target_vocab), p_min_(p_min),
+    : session_(session),
+      target_vocab_(target_vocab),
+      p_min_(p_min),
       held_(static_cast<size_t>(session.n_seq())) {
   if (!(p_min >= 0.0f && p_min <= 1.0f)) fail("--draft-p-min {}: a probability, 0 to 1", p_min);
 }
@@ -106,7 +109,9 @@ size_t ModelDrafter::keep_prefix(int seq, std::span<const int32_t> history, size
   return keep;
 }
 
-void ModelDrafter::forget(int seq) { keep_prefix(seq, {}, 0); }
+void ModelDrafter::forget(int seq) {
+  keep_prefix(seq, {}, 0);
+}
 
 void ModelDrafter::prepare(int seq, std::span<const int32_t> history) {
   if (history.empty() || static_cast<int64_t>(history.size()) > session_.n_ctx()) return;

@@ -29,7 +29,7 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual void draft(std::span<const DraftRequest> requests) = 0;
-  virtual const char* kind() const = 0;  // for reports: "prompt lookup", "draft model"
+  virtual const char* kind() const = 0;          // for reports: "prompt lookup", "draft model"
   virtual uint64_t passes() const { return 0; }  // a draft model's batches evaluated
   // A slot's state is dropped (its sequence starts over).
   virtual void forget(int seq) {}

@@ -1,13 +1,12 @@
 #include "generation/generator.h"
 
-#include "generation/grammar_constraint.h"
-
 #include <algorithm>
 #include <optional>
 
 #include "core/error.h"
 #include "core/timer.h"
 #include "generation/completion_text.h"
+#include "generation/grammar_constraint.h"
 
 namespace strata {
 
@@ -92,9 +91,9 @@ GenerationResult Generator::generate(const std::vector<int32_t>& prompt,
       go = draw(session_.eval(history.back()));
   }
   // The session holds the prompt and every drawn token it evaluated: a prefix of the history.
-  cached_.assign(history.begin(),
-                 history.begin() + std::min<std::ptrdiff_t>(static_cast<std::ptrdiff_t>(history.size()),
-                                                            session_.n_past()));
+  cached_.assign(history.begin(), history.begin() + std::min<std::ptrdiff_t>(
+                                                        static_cast<std::ptrdiff_t>(history.size()),
+                                                        session_.n_past()));
   if (spec) {
     const SpeculationStats& s = spec->stats();
     stats_ += s;

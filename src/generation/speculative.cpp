@@ -19,7 +19,10 @@ void check_speculation(const SpeculationParams& p) {
 SpeculativeDecoder::SpeculativeDecoder(Session& session, Sampler& sampler,
                                        TokenConstraint* constraint, Drafter& drafter,
                                        const SpeculationParams& params)
-    : session_(session), sampler_(sampler), constraint_(constraint), drafter_(drafter),
+    : session_(session),
+      sampler_(sampler),
+      constraint_(constraint),
+      drafter_(drafter),
       params_(params) {
   check_speculation(params_);
 }
@@ -29,7 +32,8 @@ std::vector<int32_t> SpeculativeDecoder::step(std::vector<int32_t>& history,
   if (history.empty()) fail("speculative decoding needs the pending token in the history");
   // Room in the context for the pending token and a draft.
   const int64_t room = session_.n_ctx() - session_.n_past() - 1;
-  const int max = static_cast<int>(std::min<int64_t>(params_.draft_max, std::max<int64_t>(room, 0)));
+  const int max =
+      static_cast<int>(std::min<int64_t>(params_.draft_max, std::max<int64_t>(room, 0)));
   Timer drafting;
   std::vector<int32_t> draft = max > 0 ? drafter_.draft_one(history, max) : std::vector<int32_t>{};
   stats_.draft_s += drafting.seconds();

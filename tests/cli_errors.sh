@@ -49,7 +49,10 @@ expect_error "not both" "$strata" run -m "$model" -hf user/repo
 expect_error "is not user/repo" "$strata" pull not-a-repo
 expect_error "pulled where a model is loaded" "$strata" bench -hf user/repo
 expect_error "conversation is" "$strata" run -m "$model" -cnv
-expect_error "draft model" "$strata" run -m "$model" -md draft.gguf
+expect_error "cannot open 'draft.gguf'" "$strata" run -m "$model" -p hi -md draft.gguf
+expect_error "where text is generated" "$strata" perplexity -m "$model" -md draft.gguf
+expect_error "three sources of drafts" "$strata" run -m "$model" -p hi --lookup -md draft.gguf
+expect_error "the model has 6 layers" "$strata" run -m "$model" -p hi --draft-layers 6
 expect_error "strata serve --parallel" "$strata" chat -m "$model" -np 2
 expect_error "did you mean --temp?" "$strata" run -m "$model" --temprature 0.5 -p hi
 expect_error "did you mean --top-k?" "$strata" run -m "$model" --top_k 3 -p hi

@@ -35,7 +35,7 @@ done
 grep -q "error: speculative decoding stops at the context's end" "$work/err" ||
   { echo "FAIL: --lookup with --context-shift"; cat "$work/err"; exit 1; }
 "$strata" run -m "$model" -p "x" -n 4 --lookup -md "$work/draft.gguf" >/dev/null 2>"$work/err" && exit 1
-grep -q "give one of them" "$work/err" || { echo "FAIL: --lookup with -md"; cat "$work/err"; exit 1; }
+grep -q "three sources of drafts: give one" "$work/err" || { echo "FAIL: --lookup with -md"; cat "$work/err"; exit 1; }
 # A draft with another vocabulary (a random model with GPT-2's).
 "$strata" synth --preset tiny --vocab 857 --tokenizer-from "$(dirname "$0")/data/gpt2-tokenizer.gguf" -o "$work/other.gguf" >/dev/null 2>&1
 "$strata" run -m "$model" -p "x" -n 4 -md "$work/other.gguf" >/dev/null 2>"$work/err" && exit 1

@@ -32,6 +32,24 @@ TEST(LookupDraft, TheLongestRecurringSuffixWhereADraftFollowsIt) {
   EXPECT_EQ(lookup_draft(std::vector<int32_t>{3, 3, 3}, 1, 2, 4), (std::vector<int32_t>{3}));
 }
 
+TEST(DraftBackoff, FailedDraftsWaitLongerEachTimeAndAKeptTokenEndsIt) {
+  DraftBackoff b;
+  EXPECT_TRUE(draft_now(b));
+  int skipped = 0;
+  for (const int expected : {1, 2, 4, 8, 16, 16}) {  // each failure in a row doubles the wait
+    b = next_backoff(b, 0);
+    for (skipped = 0; !draft_now(b); ++skipped) {
+    }
+    EXPECT_EQ(skipped, expected);
+  }
+  b = next_backoff(b, 0);
+  b = next_backoff(b, 2);  // a kept token: drafts at once again, and a failure waits one step
+  EXPECT_TRUE(draft_now(b));
+  b = next_backoff(b, 0);
+  EXPECT_FALSE(draft_now(b));
+  EXPECT_TRUE(draft_now(b));
+}
+
 // The tokens after `prompt`: plain decoding (one token a pass) or speculative, same sampler.
 struct Decoded {
   std::vector<int32_t> tokens;

@@ -112,6 +112,7 @@ struct BatchScheduler::Sequence {
   GenerationResult result;
   Timer started;  // admitted to the slot
   bool first_logits = false;
+  DraftBackoff backoff;  // speculative decoding: steps to skip drafting after failed drafts
 };
 
 BatchScheduler::BatchScheduler(const Model& model, Session& session, SchedulerOptions options)
@@ -350,7 +351,8 @@ std::vector<std::vector<int32_t>> BatchScheduler::draft_for(
     const int64_t left = p.max_tokens < 0 ? -1 : p.max_tokens - s.result.completion_tokens;
     const int room = draft_room(options_.speculation, p.draft_max, session_.n_past(s.slot),
                                 session_.n_ctx(), left);
-    if (room > 0) requests.push_back({s.slot, s.history, room, &drafts[i], p.draft_p_min});
+    if (room > 0 && draft_now(generating[i]->backoff))
+      requests.push_back({s.slot, s.history, room, &drafts[i], p.draft_p_min});
   }
   if (!requests.empty()) options_.drafter->draft(requests);
   for (size_t i = 0; i < generating.size(); ++i) {
@@ -466,6 +468,7 @@ int64_t BatchScheduler::on_draft_rows(Sequence& s, std::span<const int32_t> draf
   // The pending token and the kept draft stay in a slot that goes on (a finished one keeps its
   // cache whole: every entry is its token's after the ones before it, for the next prompt).
   if (slots_[static_cast<size_t>(slot)].get() == self) {
+    if (!draft.empty()) s.backoff = next_backoff(s.backoff, kept);
     session_.truncate(slot, n_past_before + 1 + static_cast<int64_t>(kept));
     cached_[static_cast<size_t>(slot)].resize(static_cast<size_t>(n_past_before + 1) + kept);
   }

@@ -16,6 +16,18 @@ void check_speculation(const SpeculationParams& p) {
     fail("--draft-p-min {}: a probability, 0 to 1", p.p_min);
 }
 
+DraftBackoff next_backoff(DraftBackoff b, size_t kept) {
+  constexpr int kLongestWait = 16;
+  if (kept > 0) return {};
+  return {b.wait, std::min(2 * b.wait, kLongestWait)};
+}
+
+bool draft_now(DraftBackoff& b) {
+  if (b.skip == 0) return true;
+  --b.skip;
+  return false;
+}
+
 SpeculativeDecoder::SpeculativeDecoder(Session& session, Sampler& sampler,
                                        TokenConstraint* constraint, Drafter& drafter,
                                        const SpeculationParams& params)
@@ -35,7 +47,8 @@ std::vector<int32_t> SpeculativeDecoder::step(std::vector<int32_t>& history,
   const int max =
       static_cast<int>(std::min<int64_t>(params_.draft_max, std::max<int64_t>(room, 0)));
   Timer drafting;
-  std::vector<int32_t> draft = max > 0 ? drafter_.draft_one(history, max) : std::vector<int32_t>{};
+  std::vector<int32_t> draft = max > 0 && draft_now(backoff_) ? drafter_.draft_one(history, max)
+                                                              : std::vector<int32_t>{};
   stats_.draft_s += drafting.seconds();
   Timer verifying;
   if (static_cast<int>(draft.size()) < params_.draft_min) draft.clear();
@@ -63,6 +76,7 @@ std::vector<int32_t> SpeculativeDecoder::step(std::vector<int32_t>& history,
   ++stats_.steps;
   stats_.drafted += draft.size();
   stats_.accepted += kept;
+  backoff_ = next_backoff(backoff_, kept);
   return drawn;
 }
 

@@ -33,6 +33,19 @@ struct SpeculationParams {
 // Fails naming the first bad value.
 void check_speculation(const SpeculationParams& p);
 
+// After a draft fails at its first token the next ones wait: each failure in a row doubles the
+// steps that skip drafting (1, 2, 4 .. 16), and a kept draft token ends the wait. On text that
+// does not repeat (prompt lookup) or with a draft that disagrees, a few drafts are verified in
+// vain, not one every step; skipping never changes the text.
+struct DraftBackoff {
+  int skip = 0;  // steps left without a draft
+  int wait = 1;  // steps the next failure skips
+};
+// The backoff after a step that drafted `drafted` tokens (> 0) and kept `kept` of them.
+DraftBackoff next_backoff(DraftBackoff b, size_t kept);
+// Whether this step drafts; a skipped step is counted off.
+bool draft_now(DraftBackoff& b);
+
 // How many drafted tokens the target kept, over a generation.
 struct SpeculationStats {
   uint64_t steps = 0;     // batches of a pending token and a draft
@@ -69,6 +82,7 @@ class SpeculativeDecoder {
   Drafter& drafter_;
   SpeculationParams params_;
   SpeculationStats stats_;
+  DraftBackoff backoff_;
   std::vector<int32_t> batch_;
 };
 

@@ -134,16 +134,22 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
             ASSERT_NEAR(a, r, kv_key_slack(kv_type, kc_ref, i, r)) << what << " key " << i;
           }
           ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
-          const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
-              datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
-          be->attention(dq.get(), n, s, kv, places.view(), n_ctx, dscores.get(), datt.get());
-          const std::vector<float> att = datt.read();
-          std::vector<float> att_ref(att.size());
-          // Over the backend's own cache: its keys' last-bit differences are checked above.
-          const KvLayer stored{kc.data(), vc.data(), kv_type, kv_type, row};
-          reference::attention(q.data(), n, s, stored, places.view(), att_ref.data());
-          for (size_t i = 0; i < att.size(); ++i)
-            ASSERT_NEAR(att[i], att_ref[i], 1e-4) << what << " attention";
+          // The plain rule and Gemma 2's: another scale and a soft cap small enough to bend
+          // every score (scores here reach ~3).
+          for (const ScoreRule rule : {ScoreRule::plain(s.head_dim), ScoreRule{0.3f, 1.5f}}) {
+            const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
+                datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
+            be->attention(dq.get(), n, s, rule, kv, places.view(), n_ctx, dscores.get(),
+                          datt.get());
+            const std::vector<float> att = datt.read();
+            std::vector<float> att_ref(att.size());
+            // Over the backend's own cache: its keys' last-bit differences are checked above.
+            const KvLayer stored{kc.data(), vc.data(), kv_type, kv_type, row};
+            reference::attention(q.data(), n, s, rule, stored, places.view(), att_ref.data());
+            for (size_t i = 0; i < att.size(); ++i)
+              ASSERT_NEAR(att[i], att_ref[i], 1e-4)
+                  << what << " attention, soft cap " << rule.softcap;
+          }
         }
 }
 

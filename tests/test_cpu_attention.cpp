@@ -66,21 +66,37 @@ PanelCase make_rows(int n_rows, int64_t hd, bool fresh, uint32_t seed) {
   return c;
 }
 
+TEST(CpuAttention, SoftCapIsCapTimesTanh) {
+  double worst = 0;
+  for (const float cap : {1.5f, 50.0f})
+    for (float s = -400.0f; s <= 400.0f; s += 0.0371f) {
+      const double want = cap * std::tanh(static_cast<double>(s) / cap);
+      worst = std::max(worst, std::fabs(attention_soft_cap(s, cap, 1.0f / cap) - want));
+    }
+  EXPECT_LT(worst, 2e-5);  // in absolute terms: near 0 tanh's (1 - e) loses relative precision
+  EXPECT_EQ(attention_soft_cap(0.0f, 50.0f, 0.02f), 0.0f);
+  EXPECT_EQ(attention_soft_cap(1e30f, 50.0f, 0.02f), 50.0f);
+  EXPECT_EQ(attention_soft_cap(-1e30f, 50.0f, 0.02f), -50.0f);
+}
+
 TEST(CpuAttention, PanelsEqualTheScalarReferenceBitForBit) {
   for (const CpuKernels* k : supported_kernels())
     for (int64_t hd : {64, 72, 80, 128})
       for (int n_rows : {1, 3, 4, 9})
-        for (bool fresh : {true, false}) {
+        for (bool fresh : {true, false})
+          for (const float softcap : {0.0f, 0.75f}) {
           const int64_t v_stride = hd * 3;
           const std::vector<float> kt = random_values(kAttentionPanel * hd, 7 + n_rows);
           const std::vector<float> v = random_values(kAttentionPanel * v_stride, 11 + hd);
           PanelCase got = make_rows(n_rows, hd, fresh, 20), want = make_rows(n_rows, hd, fresh, 20);
           const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-          k->attend_panel(kt.data(), v.data(), v_stride, hd, scale, got.rows.data(), n_rows);
-          scalar_kernels().attend_panel(kt.data(), v.data(), v_stride, hd, scale, want.rows.data(),
-                                        n_rows);
+          k->attend_panel(kt.data(), v.data(), v_stride, hd, scale, softcap, got.rows.data(),
+                          n_rows);
+          scalar_kernels().attend_panel(kt.data(), v.data(), v_stride, hd, scale, softcap,
+                                        want.rows.data(), n_rows);
           const std::string what = std::string(k->name) + " hd " + std::to_string(hd) + " rows " +
-                                   std::to_string(n_rows) + (fresh ? " fresh" : " continuing");
+                                   std::to_string(n_rows) + (fresh ? " fresh" : " continuing") +
+                                   " cap " + std::to_string(softcap);
           ASSERT_EQ(got.out, want.out) << what;
           ASSERT_EQ(got.state, want.state) << what;
         }

@@ -25,6 +25,7 @@
 //     and bit for bit when every bucket lies wholly in one segment.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -74,6 +75,14 @@ struct HeadShape {
   int64_t n_head = 0, n_head_kv = 0, head_dim = 0;
   int64_t q_dim() const { return n_head * head_dim; }
   int64_t kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// How attention's scores are made from q . k: times `scale`, then, when softcap > 0, soft-capped
+// as softcap * tanh(s / softcap) (Gemma 2's attention logits).
+struct ScoreRule {
+  float scale = 1.0f;
+  float softcap = 0.0f;
+  static ScoreRule plain(int64_t head_dim) { return {1.0f / std::sqrt(float(head_dim)), 0.0f}; }
 };
 
 // Which elements of a head RoPE rotates together: adjacent pairs (2i, 2i + 1) as GGUF llama
@@ -179,10 +188,11 @@ class Backend {
   virtual void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
                               const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) = 0;
   // out[b] (q_dim) = causal softmax attention of token b over its sequence's cached rows up to
-  // its own (TokenPlaces), grouped-query heads; scores: scratch of n * n_head * n_ctx floats,
-  // n_ctx at least every token's pos + 1.
-  virtual void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                         const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) = 0;
+  // its own (TokenPlaces), grouped-query heads, scores made by `rule`; scores: scratch of n *
+  // n_head * n_ctx floats, n_ctx at least every token's pos + 1.
+  virtual void attention(const float* q, int64_t n, const HeadShape& s, const ScoreRule& rule,
+                         const KvLayer& kv, const TokenPlaces& at, int64_t n_ctx, float* scores,
+                         float* out) = 0;
   // h[i] = act(gate[i], up[i]) for count values (gate unused for the plain FFNs, relu and gelu;
   // h may alias up).
   virtual void activation(FfnActivation act, const float* gate, const float* up, float* h,
@@ -214,6 +224,7 @@ class Backend {
   virtual void sparsify_gate(FfnActivation act, float* gate, int64_t count, float threshold,
                              uint64_t* kept) = 0;
   virtual void add(float* x, const float* y, int64_t count) = 0;  // x += y
+  virtual void scale(float* x, float factor, int64_t count) = 0;  // x *= factor (Gemma's input)
   // A mixture of experts' output: out[b * dim + j] = mix_value over s < k of
   // weights[b * k + s] * y[(b * k + s) * dim + j] (tensor/expert_mix.h: the choice's order,
   // fused multiply-adds): token b's k expert outputs, weighted by the router, summed.

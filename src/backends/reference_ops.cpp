@@ -137,10 +137,10 @@ void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadSha
   }
 }
 
-void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-               const TokenPlaces& at, float* out) {
+void attention(const float* q, int64_t n, const HeadShape& s, const ScoreRule& rule,
+               const KvLayer& kv, const TokenPlaces& at, float* out) {
   const int64_t group = s.n_head / s.n_head_kv, hd = s.head_dim;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const double scale = rule.scale, cap = rule.softcap;
   for (int64_t b = 0; b < n; ++b)
     for (int64_t h = 0; h < s.n_head; ++h) {
       const float* qh = q + b * s.q_dim() + h * hd;
@@ -153,8 +153,10 @@ void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
         values[static_cast<size_t>(p)] = load_row(kv.v, kv.v_type, (base + p) * kv.kv_dim + kvh * hd, hd);
         double d = 0;
         for (int64_t i = 0; i < hd; ++i) d += double{qh[i]} * key[static_cast<size_t>(i)];
-        score[static_cast<size_t>(p)] = d * scale;
-        most = std::max(most, d * scale);
+        double x = d * scale;
+        if (cap > 0) x = cap * std::tanh(x / cap);
+        score[static_cast<size_t>(p)] = x;
+        most = std::max(most, x);
       }
       double total = 0;
       for (double& x : score) total += (x = std::exp(x - most));

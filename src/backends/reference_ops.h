@@ -28,8 +28,9 @@ void axpy(const MatrixView& wt, std::span<const int32_t> rows, const float* c, i
           int64_t n, float* out, int64_t out_stride);
 void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
                     const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at);
-void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-               const TokenPlaces& at, float* out);
+// Scores in double: q . k * rule.scale, soft-capped with tanh when rule.softcap > 0.
+void attention(const float* q, int64_t n, const HeadShape& s, const ScoreRule& rule,
+               const KvLayer& kv, const TokenPlaces& at, float* out);
 void activation(FfnActivation act, const float* gate, const float* up, float* h, int64_t count);
 // TEAL and CATS (tensor/input_sparsity.h), written out: returns the values left non-zero.
 uint64_t sparsify(float* x, int64_t count, float threshold);

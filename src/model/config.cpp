@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "format/gguf_writer.h"
 
@@ -126,6 +128,18 @@ RopeScaling read_rope_scaling(const GgufFile& f, const std::string& a, int64_t n
 
 }  // namespace
 
+bool ModelConfig::swa_rope_differs() const {
+  if (sliding_window <= 0) return false;
+  const bool base = rope_freq_base_swa > 0.0f && rope_freq_base_swa != rope_freq_base;
+  const bool scale = rope_freq_scale_swa > 0.0f && rope_freq_scale_swa != rope_scaling.freq_scale;
+  return base || scale;
+}
+
+float ModelConfig::score_scale() const {
+  return attention_scale > 0.0f ? attention_scale
+                                : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
+
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   c.architecture = f.get_string("general.architecture", "");
@@ -189,6 +203,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     c.ffn = f.is_powerinfer() ? c.arch->powerinfer_ffn : c.arch->ffn;
   }
   read_experts(f, a, c);
+  if (c.arch->read_hparams != nullptr) c.arch->read_hparams(f, c);
   // The layer's wiring is the architecture's: a gated FFN needs the gate tensor it has.
   if (ffn_has_gate(c.ffn) && !c.arch->has(LayerMatrix::FfnGate))
     fail("'{}': {} is a gated FFN, but {} has no gate", f.path(), ffn_activation_name(c.ffn),
@@ -241,7 +256,9 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
   w.set(a + arch->norm_eps_key, GgufValue::f32(c.norm_eps));
   w.set(a + "vocab_size", u32(c.n_vocab));
   w.set(kFfnActivationKey, GgufValue::str(ffn_activation_name(c.ffn)));
-  if (c.sliding_window > 0) w.set(kSlidingWindowKey, u32(c.sliding_window));
+  // strata's own key: a window on every layer (families with their own keys write those).
+  if (c.sliding_window > 0 && arch->write_hparams == nullptr)
+    w.set(kSlidingWindowKey, u32(c.sliding_window));
   write_rope_scaling(c, a, w);
   if (c.moe()) {
     w.set(a + "expert_count", u32(c.n_expert));
@@ -249,6 +266,7 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
     w.set(a + "expert_feed_forward_length", u32(c.n_ff));
     if (c.n_ff_shared > 0) w.set(a + "expert_shared_feed_forward_length", u32(c.n_ff_shared));
   }
+  if (arch->write_hparams != nullptr) arch->write_hparams(c, w);
 }
 
 }  // namespace strata

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "format/gguf.h"
 #include "model/arch/architecture.h"
@@ -69,6 +70,28 @@ struct ModelConfig {
   // (kSlidingWindowKey): llama.cpp's graphs of these families attend to all positions whatever
   // <arch>.attention.sliding_window says, and strata reads their files as they do.
   int64_t sliding_window = 0;
+  // Which layers slide that window (llama.cpp's iswa families: Gemma 2's every other layer,
+  // Gemma 3's five of six): one flag per layer. Empty: every layer does when sliding_window > 0.
+  std::vector<uint8_t> swa_layers;
+  // The windowed layers' RoPE where it is their own (Gemma 3's local layers: base 10000, no
+  // scaling, while its global layers have 1e6 and linear scaling): 0 means the full layers'.
+  float rope_freq_base_swa = 0.0f;
+  float rope_freq_scale_swa = 0.0f;
+  // Attention's scores: q.k times attention_scale (0: 1 / sqrt(head_dim)), then soft-capped,
+  // s = cap * tanh(s / cap), when attention_softcap > 0 (Gemma 2's attn_logit_softcapping).
+  float attention_scale = 0.0f;
+  float attention_softcap = 0.0f;
+  // The logits soft-capped the same way (Gemma 2's final_logit_softcapping); 0: none.
+  float final_softcap = 0.0f;
+
+  // Layer l attends through the sliding window.
+  bool windowed(int64_t l) const {
+    if (sliding_window <= 0) return false;
+    return swa_layers.empty() || swa_layers[static_cast<size_t>(l)] != 0;
+  }
+  // Whether the windowed layers rotate with a table of their own.
+  bool swa_rope_differs() const;
+  float score_scale() const;  // attention_scale, or 1 / sqrt(head_dim)
 
   // Reads and validates; fails naming the missing or inconsistent key.
   static ModelConfig from_gguf(const GgufFile& file);

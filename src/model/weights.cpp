@@ -455,7 +455,7 @@ void load_outer_tensors(TensorSource& f, ModelConfig& c, ModelWeights& w) {
            dims_text(pos.dims), c.n_embd, c.arch->position_offset);
     w.position_embd = matrix(f, "position_embd.weight", c.n_embd, pos.dims[1]);
   }
-  if (f.find_tensor("output.weight") != nullptr) {
+  if (!c.arch->head_is_embedding && f.find_tensor("output.weight") != nullptr) {
     w.output = matrix(f, "output.weight", c.n_embd, c.n_vocab);
   } else {
     w.output = w.token_embd;

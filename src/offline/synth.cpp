@@ -285,6 +285,7 @@ const Architecture& checked_architecture(const SynthSpec& s, ModelConfig& c) {
   if (s.powerinfer_layout && c.ffn == FfnActivation::DReLU) c.architecture = "bamboo";
   const Architecture* arch = find_architecture(c.architecture);
   if (arch == nullptr) fail("synthetic model: unknown architecture '{}'", c.architecture);
+  if (arch->family_defaults != nullptr) arch->family_defaults(c);
   if (c.moe() && arch->experts == nullptr)
     fail("--experts: {} has no mixture-of-experts layers in strata", arch->name);
   if (!c.moe() && arch->always_experts)
@@ -383,7 +384,8 @@ void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<Pl
   plan.push_back({"output_norm.weight", DType::F32, c.n_embd, 0, {}});
   if (arch.output_norm_bias)
     plan.push_back({"output_norm.bias", DType::F32, c.n_embd, 0, small_values(st.rng, c.n_embd)});
-  if (!s.tied_output) plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
+  if (!s.tied_output && !arch.head_is_embedding)
+    plan.push_back({"output.weight", s.type, c.n_embd, c.n_vocab, {}});
   if (arch.positions != PositionKind::Learned) return;
   // Sparse: small rows that leave the anchor dimension alone (the residual stays near the
   // embedding, as the generator assumes).

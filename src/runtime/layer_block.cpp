@@ -4,6 +4,8 @@
 // x += (ffn(attn_norm(x)) + attn(norm'(x))), in llama.cpp's order of additions; norm' is
 // attn_norm_2 where the file has it (Falcon-40B: llama.cpp's converter writes HF's ln_attn
 // there and ln_mlp as attn_norm), else attn_norm itself (Falcon-7B: one norm for both).
+// A sandwich (Gemma 2/3): attention's and the FFN's outputs RMS-normed (post_attention_norm,
+// post_ffw_norm) before their residual adds, where the layer has those norms.
 #include "runtime/device_part.h"
 #include "runtime/ffn_executor.h"
 #include "runtime/kv_cache.h"
@@ -38,7 +40,10 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
   const bool second = parallel && w.vec(LayerVector::AttnNorm2) != nullptr;
   norm(be, ws.x, w.vec(second ? LayerVector::AttnNorm2 : LayerVector::AttnNorm),
        w.vec(second ? LayerVector::AttnNorm2Bias : LayerVector::AttnNormBias), ws.xn, n);
-  attention_block(p, l, n, parallel ? ws.attn_out : ws.proj);
+  float* attn_y = parallel ? ws.attn_out : ws.proj;
+  attention_block(p, l, n, attn_y);
+  if (const float* post = w.vec(LayerVector::AttnPostNorm))
+    be.rms_norm(attn_y, post, attn_y, n, c_.n_embd, c_.norm_eps);
   if (parallel) {
     // The FFN reads the layer's input through attn_norm (again, when attention's was it too).
     norm(be, ws.x, w.vec(LayerVector::AttnNorm), w.vec(LayerVector::AttnNormBias), ws.xn, n);
@@ -51,6 +56,8 @@ void Session::layer(DevicePart& p, int64_t l, int64_t n) {
   start = be.record();
   p.ffn->run(l, n, clock_ + n - 1, ffn_stats_[static_cast<size_t>(l)], p.counter(l), times_, spans_,
              observer_);
+  if (const float* post = w.vec(LayerVector::FfnPostNorm))
+    be.rms_norm(ws.proj, post, ws.proj, n, c_.n_embd, c_.norm_eps);
   if (parallel) be.add(ws.proj, ws.attn_out, count);
   be.add(ws.x, ws.proj, count);
   spans_.add(start, be.record(), &times_.ffn, 1, &be);
@@ -102,11 +109,16 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   const TokenPlaces places{pos_.data(), base_.data()};
   const RopeStyle style =
       c_.arch->positions == PositionKind::RopeNeox ? RopeStyle::Neox : RopeStyle::Adjacent;
-  be.rope_and_store(ws.q, ws.k, ws.v, n, heads, {ws.rope_cos, ws.rope_sin, rope_half(), style}, kv,
-                    places);
+  // A windowed layer with a RoPE of its own reads the second table, n rows in.
+  const bool windowed = c_.windowed(l);
+  const int64_t table = windowed && c_.swa_rope_differs() ? n * rope_half() : 0;
+  be.rope_and_store(ws.q, ws.k, ws.v, n, heads,
+                    {ws.rope_cos + table, ws.rope_sin + table, rope_half(), style}, kv, places);
   // A sliding window is the cache rows from its first: every backend's attention as it is.
-  const TokenPlaces seen{seen_pos_.data(), seen_base_.data(), base_.data()};
-  be.attention(ws.q, n, heads, kv, seen, n_ctx_, ws.scores, ws.attn);
+  const TokenPlaces seen = windowed ? TokenPlaces{seen_pos_.data(), seen_base_.data(), base_.data()}
+                                    : places;
+  be.attention(ws.q, n, heads, {c_.score_scale(), c_.attention_softcap}, kv, seen, n_ctx_,
+               ws.scores, ws.attn);
   if (cols != nullptr && cols->attn_output.data != nullptr) {
     const ColumnProducts::Job o{&cols->attn_output, out, c_.n_embd};
     p.columns->run(l, output, ws.attn, n, q_dim, std::span(&o, 1));

@@ -15,6 +15,7 @@
 #include "runtime/lora_products.h"
 #include "runtime/resident_weights.h"
 #include "runtime/workspace.h"
+#include "tensor/soft_cap.h"
 #include "tiers/flash_column_store.h"
 #include "tiers/flash_ffn_store.h"
 #include "tiers/split_ffn_store.h"
@@ -410,14 +411,18 @@ std::span<const float> Session::decode(std::span<const BatchToken> batch) {
 
 void Session::place(std::span<const BatchToken> batch) {
   const int64_t n = static_cast<int64_t>(batch.size()), half = rope_half();
+  const int64_t tables = c_.swa_rope_differs() ? 2 : 1;
   pos_.resize(static_cast<size_t>(n));
   base_.resize(static_cast<size_t>(n));
   seen_pos_.resize(static_cast<size_t>(n));
   seen_base_.resize(static_cast<size_t>(n));
-  rope_host_.resize(static_cast<size_t>(2 * n * half));
+  rope_host_.resize(static_cast<size_t>(2 * tables * n * half));
   float* cos = rope_host_.data();
-  float* sin = cos + n * half;
+  float* sin = cos + tables * n * half;
   const RopeParams rope{c_.n_rot, c_.rope_freq_base, c_.rope_scaling, model_.weights.rope_freqs};
+  RopeParams swa_rope = rope;  // the windowed layers' own (Gemma 3's local layers)
+  if (c_.rope_freq_base_swa > 0.0f) swa_rope.freq_base = c_.rope_freq_base_swa;
+  if (c_.rope_freq_scale_swa > 0.0f) swa_rope.scaling.freq_scale = c_.rope_freq_scale_swa;
   for (int64_t b = 0; b < n; ++b) {
     const auto seq = static_cast<size_t>(batch[static_cast<size_t>(b)].seq);
     const int64_t pos = n_past_[seq]++;
@@ -429,8 +434,10 @@ void Session::place(std::span<const BatchToken> batch) {
     seen_pos_[static_cast<size_t>(b)] = pos - first;
     seen_base_[static_cast<size_t>(b)] = base_[static_cast<size_t>(b)] + first;
     if (half > 0) rope_angles(rope, pos, cos + b * half, sin + b * half);
+    if (half > 0 && tables == 2)
+      rope_angles(swa_rope, pos, cos + (n + b) * half, sin + (n + b) * half);
   }
-  const uint64_t bytes = static_cast<uint64_t>(n * half) * sizeof(float);
+  const uint64_t bytes = static_cast<uint64_t>(tables * n * half) * sizeof(float);
   for (auto& p : parts_) {  // layers on the CPU rotate with the same table
     p->backend.upload(p->ws.rope_cos, cos, bytes);
     p->backend.upload(p->ws.rope_sin, sin, bytes);
@@ -442,6 +449,9 @@ void Session::embed(std::span<const BatchToken> batch) {
   for (size_t b = 0; b < batch.size(); ++b)
     backend_.dequantize_row(model_.weights.token_embd.type, embedding_->row(batch[b].token),
                             ws.x + static_cast<int64_t>(b) * c_.n_embd, c_.n_embd);
+  if (c_.arch->scale_embedding)  // Gemma: sqrt(n_embd) in f32, as llama.cpp's graph
+    backend_.scale(ws.x, std::sqrt(static_cast<float>(c_.n_embd)),
+                   static_cast<int64_t>(batch.size()) * c_.n_embd);
   const MatrixView& positions = model_.weights.position_embd;
   if (positions.data == nullptr) return;
   // Learned positions (OPT): each token's row of the table, added to its embedding.
@@ -475,6 +485,11 @@ void Session::forward(std::span<const BatchToken> batch, float* logits, float* h
   output(batch, logits, hidden);
   spans_.add(start, out.record(), &times_.output, 1, &out);
   backend_.synchronize();  // the logits are read by the caller
+  if (c_.final_softcap > 0.0f) {  // Gemma 2: the logits read back, capped on the host
+    int64_t rows = 0;
+    for (const BatchToken& t : batch) rows += t.logits ? 1 : 0;
+    soft_cap_all(logits, rows * c_.n_vocab, c_.final_softcap);
+  }
   timeline_span(timeline_, TimelinePart::Output, c_.n_layer, mark);
   spans_.resolve(backend_);
   for (auto& p : parts_) p->collect_counts(ffn_stats_, *sparsifier_);

@@ -19,6 +19,7 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.kv_dim = c.n_head_kv * c.head_dim;
   s.n_head = c.n_head;
   s.n_rot = c.n_rot;
+  s.rope_tables = c.swa_rope_differs() ? 2 : 1;
   s.n_ctx = n_ctx;
   s.predictor_rank = mode == FfnMode::Predict ? predictor_rank : 0;
   s.sparse = mode != FfnMode::Dense;
@@ -55,8 +56,8 @@ void each_buffer(const WorkspaceShape& s, Workspace* w, Place&& place) {
   f(&Workspace::gate, B * s.n_ff);
   f(&Workspace::up, B * s.n_ff);
   if (s.attention_scores) f(&Workspace::scores, B * s.n_head * s.n_ctx);
-  f(&Workspace::rope_cos, B * s.n_rot / 2);
-  f(&Workspace::rope_sin, B * s.n_rot / 2);
+  f(&Workspace::rope_cos, s.rope_tables * B * s.n_rot / 2);
+  f(&Workspace::rope_sin, s.rope_tables * B * s.n_rot / 2);
   if (s.sparse) {
     f(&Workspace::gate_c, B * s.n_ff);
     f(&Workspace::up_c, B * s.n_ff);

@@ -13,6 +13,7 @@ namespace strata {
 
 struct WorkspaceShape {
   int64_t batch = 0, n_embd = 0, n_ff = 0, q_dim = 0, kv_dim = 0, n_head = 0, n_rot = 0;
+  int64_t rope_tables = 1;  // 2: the windowed layers rotate with their own (Gemma 3)
   int64_t n_ctx = 0, predictor_rank = 0;  // largest predictor rank (predict mode)
   bool sparse = false, bundled = false;
   bool parallel = false;  // a parallel residual: attention's output waits beside the FFN's
@@ -39,7 +40,8 @@ class Workspace {
   float *proj = nullptr, *gate = nullptr, *up = nullptr;
   float* attn_out = nullptr;                       // a parallel residual's attention output
   float* scores = nullptr;                         // [batch][n_head][n_ctx] or none
-  float *rope_cos = nullptr, *rope_sin = nullptr;  // [batch][n_rot / 2]
+  // [tables][batch][n_rot / 2]: a batch of n tokens has its windowed layers' table n rows in.
+  float *rope_cos = nullptr, *rope_sin = nullptr;
   // Sparse FFN: compact values [batch][ids] (stride n_ff), per-token selection [batch][n_ff].
   float *gate_c = nullptr, *up_c = nullptr, *h_c = nullptr;
   float *pred_hidden = nullptr, *pred_scores = nullptr;

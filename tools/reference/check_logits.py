@@ -22,6 +22,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gemma_ref import GemmaReference  # noqa: E402
 from arch_ref import (FalconReference, MixtralReference, OptReference,  # noqa: E402
                       Qwen2MoeReference, Qwen2Reference, Qwen3MoeReference, Qwen3Reference)
 from llama_ref import LlamaReference  # noqa: E402
@@ -144,6 +145,13 @@ ARCHITECTURES = [  # label, synth flags, reference
     # Qwen2's layer with one.
     ("mistral-swa", ["--sliding-window", "4", "--kv-heads", "2"], LlamaReference),
     ("qwen2-swa", ["--arch", "qwen2", "--sliding-window", "5"], Qwen2Reference),
+    # Gemma 2 (a window of 4 on even layers, scores and logits soft-capped at 50 and 30) and
+    # Gemma 3 (q/k norms; windowed layers with RoPE base 1e4, the sixth global with 1e6), six
+    # layers each, with and without a tied head.
+    ("gemma2", ["--arch", "gemma2", "--sliding-window", "4", "--layers", "6", "--kv-heads", "2"],
+     GemmaReference),
+    ("gemma3", ["--arch", "gemma3", "--sliding-window", "4", "--layers", "6", "--tied"],
+     GemmaReference),
 ]
 
 

@@ -25,7 +25,7 @@ void dequantize_panel(DType type, const uint8_t* rows, int64_t stride, int n, in
 }  // namespace
 
 void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const CachedHead& kv,
-                 int64_t origin, int64_t hd, float scale) {
+                 int64_t origin, int64_t hd, float scale, float softcap) {
   constexpr int64_t kPanel = kAttentionPanel;
   constexpr int64_t kState = 1 + kAttentionSumLanes;  // a row's maximum and partial sums
   thread_local std::vector<float> kt, vp, deq, state;
@@ -71,7 +71,7 @@ void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const Cach
     const bool v_direct = !v_blocks && !v_f16;
     const float* vf = v_direct ? reinterpret_cast<const float*>(v) : vp.data();
     const int64_t v_stride = v_direct ? kv.stride : hd;
-    k.attend_panel(kt.data(), vf, v_stride, hd, scale, seen.data(), static_cast<int>(seen.size()));
+    k.attend_panel(kt.data(), vf, v_stride, hd, scale, softcap, seen.data(), static_cast<int>(seen.size()));
   }
   for (size_t i = 0; i < rows.size(); ++i) {
     const float inv = 1.0f / total_of(&state[i * kState + 1]);

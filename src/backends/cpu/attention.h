@@ -39,11 +39,11 @@ struct QueryRow {
   int64_t first, last;
 };
 
-// out = the softmax over p in [first, last] of (q . k_p * scale) weighted sum of v_p, for every
-// row; the panels are the rows origin + kAttentionPanel * i (origin: the rows' sequence's first
-// cache row, at most every row's first).
+// out = the softmax over p in [first, last] of (q . k_p * scale, soft-capped when softcap > 0)
+// weighted sum of v_p, for every row; the panels are the rows origin + kAttentionPanel * i
+// (origin: the rows' sequence's first cache row, at most every row's first).
 void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const CachedHead& kv,
-                 int64_t origin, int64_t hd, float scale);
+                 int64_t origin, int64_t hd, float scale, float softcap = 0.0f);
 
 // A batch's tokens in runs attended together: consecutive tokens with the same origin (the same
 // sequence), at most max_tokens each.

@@ -34,4 +34,14 @@ static inline float attention_exp(float x) {
   return p * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
 }
 
+// Gemma 2's soft cap of a score, cap * tanh(s / cap), through attention_exp as the SIMD kernels
+// compute it lane by lane: x = s * inv_cap, tanh |x| = (1 - e) / (1 + e) with e = exp(-2 |x|)
+// (0 beyond |x| = 43.5, where tanh is 1 in float), the sign of x put back, times cap.
+static inline float attention_soft_cap(float s, float cap, float inv_cap) {
+  const float x = s * inv_cap;
+  const float e = attention_exp(-2.0f * std::fabs(x));
+  const float t = (1.0f - e) / (1.0f + e);
+  return std::copysign(t, x) * cap;
+}
+
 }  // namespace strata

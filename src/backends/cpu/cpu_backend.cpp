@@ -218,14 +218,14 @@ void CpuBackend::rope_and_store(float* q, float* k, const float* v, int64_t n, c
   }
 }
 
-void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                           const TokenPlaces& places, int64_t, float*, float* out) {
+void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const ScoreRule& rule,
+                           const KvLayer& kv, const TokenPlaces& places, int64_t, float*,
+                           float* out) {
   // Runs of a sequence's consecutive tokens, the query heads sharing a KV head at a time
   // (attention.h); tasks go KV head by KV head and are cut by their positions (a prompt's later
   // tokens see more).
   const int group = static_cast<int>(s.n_head / s.n_head_kv);
   const int64_t hd = s.head_dim, q_dim = s.q_dim();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t* origin = places.origin != nullptr ? places.origin : places.base;
   const std::vector<TokenRun> runs = attention_runs(origin, n, kAttentionRunTokens);
   const auto n_runs = static_cast<int64_t>(runs.size());
@@ -251,7 +251,7 @@ void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const 
       const CachedHead head{static_cast<const uint8_t*>(kv.k) + row_bytes(kv.k_type, head_at),
                             static_cast<const uint8_t*>(kv.v) + row_bytes(kv.v_type, head_at), kv.k_type,
                             kv.v_type, kv.kv_dim};
-      attend_rows(kernels_, rows, head, origin[run.begin], hd, scale);
+      attend_rows(kernels_, rows, head, origin[run.begin], hd, rule.scale, rule.softcap);
     }
   });
 }
@@ -369,6 +369,10 @@ void CpuBackend::keep_needed(float* h, const uint8_t* need, int64_t n, int64_t s
 
 void CpuBackend::add(float* x, const float* y, int64_t count) {
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];
+}
+
+void CpuBackend::scale(float* x, float factor, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] *= factor;
 }
 
 void CpuBackend::mix_experts(const float* y, const float* weights, int64_t n, int64_t k,

@@ -64,8 +64,9 @@ class CpuBackend final : public Backend {
             int64_t id_bound) override;
   void rope_and_store(float* q, float* k, const float* v, int64_t n, const HeadShape& s,
                       const RopeTable& rope, const KvLayer& kv, const TokenPlaces& at) override;
-  void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                 const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) override;
+  void attention(const float* q, int64_t n, const HeadShape& s, const ScoreRule& rule,
+                 const KvLayer& kv, const TokenPlaces& at, int64_t n_ctx, float* scores,
+                 float* out) override;
   void activation(FfnActivation act, const float* gate, const float* up, float* h,
                   int64_t count) override;
   void relu(float* x, int64_t count) override;
@@ -82,6 +83,7 @@ class CpuBackend final : public Backend {
   void keep_needed(float* h, const uint8_t* need, int64_t n, int64_t stride, int64_t begin,
                    int64_t end, uint64_t* nonzero) override;
   void add(float* x, const float* y, int64_t count) override;
+  void scale(float* x, float factor, int64_t count) override;
   void mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
                      int64_t expert_ff, int64_t n_expert) override;
   void scale_by_expert(float* h, std::span<const int32_t> ids, const float* weights, int64_t n,

@@ -135,12 +135,13 @@ struct CpuKernels {
   // Attention, a panel of kAttentionPanel cached positions at a time (backends/cpu/attention.h),
   // an online softmax over the panels. `kt`: the panel's keys transposed, kt[d * kAttentionPanel
   // + p]; `v`: its values, v[p * v_stride + d]. For each row: s_p = (fused q[d] * kt[d][p] summed
-  // over d in order) * scale for p in [lo, hi); m = max(*max, every s_p); c = attention_exp(*max
+  // over d in order) * scale for p in [lo, hi), then attention_soft_cap(s_p) when softcap > 0;
+  // m = max(*max, every s_p); c = attention_exp(*max
   // - m); sum[j] = sum[j] * c, then e_p = attention_exp(s_p - m) of p = j, j + 16, j + 32, j + 48
   // (0 outside [lo, hi)) added in that order; out[d] = out[d] * c, then e_p * v[p][d] fused in
   // position order; *max = m. Every step one operation, so every variant gives the scalar bits.
   void (*attend_panel)(const float* kt, const float* v, int64_t v_stride, int64_t hd, float scale,
-                       const AttentionRow* rows, int n_rows);
+                       float softcap, const AttentionRow* rows, int n_rows);
   // n_pos <= kAttentionPanel cached rows (`stride` elements apart, F32 or F16) as F32: transposed,
   // dst[d * kAttentionPanel + p], the positions from n_pos on 0; or not, dst[p * hd + d].
   void (*load_panel)(const void* src, bool f16, int64_t stride, int n_pos, int64_t hd,

@@ -293,7 +293,8 @@ void matmat_q6_K_rows16(const uint8_t* rows, uint64_t row_stride, const BlockQ8_
 }
 
 void attend_panel(const float* kt, const float* v, int64_t v_stride, int64_t hd, float scale,
-                  const AttentionRow* rows, int n_rows) {
+                  float softcap, const AttentionRow* rows, int n_rows) {
+  const float inv_cap = softcap > 0.0f ? 1.0f / softcap : 0.0f;
   for (int r = 0; r < n_rows; ++r) {
     const AttentionRow& row = rows[r];
     float e[kAttentionPanel];
@@ -302,6 +303,7 @@ void attend_panel(const float* kt, const float* v, int64_t v_stride, int64_t hd,
       float s = 0.0f;
       for (int64_t d = 0; d < hd; ++d) s = std::fma(row.q[d], kt[d * kAttentionPanel + p], s);
       e[p] = s * scale;
+      if (softcap > 0.0f) e[p] = attention_soft_cap(e[p], softcap, inv_cap);
       m = std::max(m, e[p]);
     }
     const float c = attention_exp(*row.max - m);

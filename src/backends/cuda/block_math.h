@@ -19,6 +19,7 @@
 #include "tensor/dtype.h"
 #include "tensor/ffn_activation.h"
 #include "tensor/half.h"
+#include "tensor/soft_cap.h"
 #include "tensor/kquants.h"
 #include "tensor/unit_quants.h"
 
@@ -248,6 +249,13 @@ STRATA_HD inline float activate(FfnActivation act, float g, float u) {
       return gelu_tanh(u);
   }
   return 0.0f;
+}
+
+// An attention score from its dot product: times scale, then soft-capped as cap * tanh(s / cap)
+// when cap > 0 (Gemma 2).
+STRATA_HD inline float attention_score(float dot, float scale, float cap) {
+  const float s = dot * scale;
+  return cap > 0.0f ? soft_cap(s, cap) : s;
 }
 
 }  // namespace strata::cuda_math

@@ -248,12 +248,14 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                 const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) override {
+  void attention(const float* q, int64_t n, const HeadShape& s, const ScoreRule& rule,
+                 const KvLayer& kv, const TokenPlaces& at, int64_t n_ctx, float* scores,
+                 float* out) override {
     for (int64_t t0 = 0; t0 < n; t0 += kMaxPlaces) {
       const int64_t m = std::min<int64_t>(kMaxPlaces, n - t0);
       launch_attention(q + t0 * s.q_dim(), m, static_cast<int>(s.n_head),
-                       static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), kv.k, kv.v,
+                       static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), rule.scale,
+                       rule.softcap, kv.k, kv.v,
                        kv.k_type, kv.v_type, kv.kv_dim,
                        places(at, t0, m), n_ctx, scores + t0 * s.n_head * n_ctx,
                        out + t0 * s.q_dim(), stream_);
@@ -304,6 +306,9 @@ class CudaBackend final : public Backend {
   }
 
   void add(float* x, const float* y, int64_t count) override { launch_add(x, y, count, stream_); }
+  void scale(float* x, float factor, int64_t count) override {
+    launch_scale(x, factor, count, stream_);
+  }
   void mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
                      int64_t expert_ff, int64_t n_expert) override {
     launch_mask_unchosen(mask, weights, n, stride, expert_ff, n_expert, stream_);

@@ -15,6 +15,7 @@ namespace strata::STRATA_CUDA_NS {
 namespace {
 
 using cuda_math::activate;
+using cuda_math::attention_score;
 using cuda_math::float_to_half;
 using cuda_math::half_to_float;
 using cuda_math::rope_first;
@@ -161,7 +162,7 @@ __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head
 __global__ void attention_kernel(const float* q, int n_head, int group, int head_dim,
                                  const void* k_cache, const void* v_cache, DType k_type,
                                  DType v_type, int64_t kv_dim, Places at, int64_t n_ctx, float* scores,
-                                 float* out, float scale) {
+                                 float* out, float scale, float softcap) {
   __shared__ float qs[512];
   __shared__ float red[kThreads];
   const int h = blockIdx.x, b = blockIdx.y, kvh = h / group;
@@ -177,7 +178,7 @@ __global__ void attention_kernel(const float* q, int n_head, int group, int head
     float d = 0.0f;
     for (int i = lane; i < head_dim; i += 32) d += qs[i] * load_value(k_cache, k_type, row + i);
     d = warp_sum(d);
-    if (lane == 0) sc[p] = d * scale;
+    if (lane == 0) sc[p] = attention_score(d, scale, softcap);
   }
   __syncthreads();
   float most = -INFINITY;
@@ -231,6 +232,11 @@ __global__ void threshold_kernel(const float* s, float t, bool strict, uint8_t* 
 __global__ void add_kernel(float* x, const float* y, int64_t count) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < count) x[i] += y[i];
+}
+
+__global__ void scale_kernel(float* x, float factor, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] *= factor;
 }
 
 // One thread per output value: mix_value over the token's k expert outputs.
@@ -420,15 +426,14 @@ void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head
 }
 
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
-                      const void* k_cache, const void* v_cache, DType k_type, DType v_type,
-                      int64_t kv_dim, const Places& at, int64_t n_ctx, float* scores, float* out,
-                      cudaStream_t stream) {
+                      float scale, float softcap, const void* k_cache, const void* v_cache,
+                      DType k_type, DType v_type, int64_t kv_dim, const Places& at, int64_t n_ctx,
+                      float* scores, float* out, cudaStream_t stream) {
   if (n == 0) return;
   if (head_dim > 512) kernel_failure("the CUDA attention takes heads of up to 512 values");
-  const float scale = 1.0f / sqrtf(static_cast<float>(head_dim));
   STRATA_LAUNCH(attention_kernel, dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)),
                 kThreads, stream, q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k_type,
-                v_type, kv_dim, at, n_ctx, scores, out, scale);
+                v_type, kv_dim, at, n_ctx, scores, out, scale, softcap);
   check_launch("attention", stream);
 }
 
@@ -458,6 +463,12 @@ void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   STRATA_LAUNCH(add_kernel, blocks_for(count, kThreads), kThreads, stream, x, y, count);
   check_launch("add", stream);
+}
+
+void launch_scale(float* x, float factor, int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  STRATA_LAUNCH(scale_kernel, blocks_for(count, kThreads), kThreads, stream, x, factor, count);
+  check_launch("scale", stream);
 }
 
 void launch_mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,

@@ -85,10 +85,11 @@ void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head
                        int head_dim, const float* cos, const float* sin, int half, bool neox,
                        void* k_cache, void* v_cache, DType k_type, DType v_type, int64_t kv_dim,
                        const Places& at, cudaStream_t stream);
+// Scores: cuda_math::attention_score (times scale, soft-capped when softcap > 0).
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
-                      const void* k_cache, const void* v_cache, DType k_type, DType v_type,
-                      int64_t kv_dim, const Places& at, int64_t n_ctx, float* scores, float* out,
-                      cudaStream_t stream);
+                      float scale, float softcap, const void* k_cache, const void* v_cache,
+                      DType k_type, DType v_type, int64_t kv_dim, const Places& at, int64_t n_ctx,
+                      float* scores, float* out, cudaStream_t stream);
 
 void launch_activation(FfnActivation act, const float* gate, const float* up, float* h,
                        int64_t count, cudaStream_t stream);
@@ -96,6 +97,7 @@ void launch_relu(float* x, int64_t count, cudaStream_t stream);
 void launch_threshold(const float* scores, float threshold, bool strict, uint8_t* mask,
                       int64_t count, cudaStream_t stream);
 void launch_add(float* x, const float* y, int64_t count, cudaStream_t stream);
+void launch_scale(float* x, float factor, int64_t count, cudaStream_t stream);
 void launch_mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,
                           int64_t expert_ff, int64_t n_expert, cudaStream_t stream);
 void launch_scale_by_expert(float* h, const int32_t* ids, int64_t count, const float* weights,

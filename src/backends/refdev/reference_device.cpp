@@ -271,8 +271,9 @@ void ReferenceDevice::rope_and_store(float* q, float* k, const float* v, int64_t
   });
 }
 
-void ReferenceDevice::attention(const float* q, int64_t n, const HeadShape& s, const KvLayer& kv,
-                                const TokenPlaces& at, int64_t n_ctx, float* scores, float* out) {
+void ReferenceDevice::attention(const float* q, int64_t n, const HeadShape& s,
+                                const ScoreRule& rule, const KvLayer& kv, const TokenPlaces& at,
+                                int64_t n_ctx, float* scores, float* out) {
   check(q, static_cast<uint64_t>(n * s.q_dim()) * 4, "attention");
   check(kv.k, 1, "attention");
   check(kv.v, 1, "attention");
@@ -280,7 +281,7 @@ void ReferenceDevice::attention(const float* q, int64_t n, const HeadShape& s, c
   check(out, static_cast<uint64_t>(n * s.q_dim()) * 4, "attention");
   std::vector<int64_t> pos(at.pos, at.pos + n), base(at.base, at.base + n);
   enqueue([=, this, pos = std::move(pos), base = std::move(base)] {
-    cpu_.attention(q, n, s, kv, TokenPlaces{pos.data(), base.data()}, n_ctx, scores, out);
+    cpu_.attention(q, n, s, rule, kv, TokenPlaces{pos.data(), base.data()}, n_ctx, scores, out);
   });
 }
 
@@ -349,6 +350,11 @@ void ReferenceDevice::add(float* x, const float* y, int64_t count) {
   check(x, static_cast<uint64_t>(count) * 4, "add");
   check(y, static_cast<uint64_t>(count) * 4, "add");
   enqueue([=, this] { cpu_.add(x, y, count); });
+}
+
+void ReferenceDevice::scale(float* x, float factor, int64_t count) {
+  check(x, static_cast<uint64_t>(count) * 4, "scale");
+  enqueue([=, this] { cpu_.scale(x, factor, count); });
 }
 
 void ReferenceDevice::mask_unchosen(uint8_t* mask, const float* weights, int64_t n, int64_t stride,

@@ -15,6 +15,10 @@
 
 namespace strata {
 
+class GgufFile;
+class GgufWriter;
+struct ModelConfig;
+
 enum class NormKind { Rms, Layer };  // RMSNorm (weight), LayerNorm (weight, bias if present)
 // How a token's position enters: RoPE on adjacent pairs (GGUF llama files), RoPE on NeoX's
 // halves (llama.cpp's falcon), or a learned table added to the embedding (OPT).
@@ -53,6 +57,8 @@ enum class LayerVector : uint8_t {
   AttnQNorm,    // Qwen3's RMSNorm of each query head after its projection (head_dim values)
   AttnKNorm,    // and of each key head
   FfnGateBias,  // llama.cpp's optional MLP biases of a llama file (ffn_gate.bias)
+  AttnPostNorm,  // Gemma 2/3's sandwich: RMSNorm of attention's output before the residual add
+  FfnPostNorm,   // and of the FFN's
   Count
 };
 inline constexpr int kLayerMatrices = static_cast<int>(LayerMatrix::Count);
@@ -132,10 +138,24 @@ struct Architecture {
   bool rope_freqs = false;   // rope_freqs.weight: a divisor per rotary frequency (Llama 3.1's
                              // long-context RoPE, written by llama.cpp's converter)
   bool output_bias = false;  // output.bias: n_vocab values added to the logits (Qwen2)
+  // The output head is always the embedding (Gemma 2: llama.cpp's loader reads no output.weight,
+  // so a file with one is refused as having a tensor it does not read).
+  bool head_is_embedding = false;
   // A fused q/k/v matrix where the family's files normally have three (llama.cpp's
   // create_tensor_qkv: attn_qkv.weight and attn_qkv.bias, split at load).
   bool fused_qkv_allowed = false;
   ScaleUse scales;
+  // The embedding row times sqrt(n_embd) before the first layer (Gemma).
+  bool scale_embedding = false;
+  // The family's own hyper-parameters beyond the common ones (attention scale and soft-caps,
+  // which layers slide a window and their RoPE: the recipe's per-layer fields in ModelConfig),
+  // read with llama.cpp's keys and defaults after the common ones, and written back; null:
+  // none. Each family's file defines them.
+  void (*read_hparams)(const GgufFile& file, ModelConfig& config) = nullptr;
+  void (*write_hparams)(const ModelConfig& config, GgufWriter& writer) = nullptr;
+  // What every model of the family has beyond a shape (Gemma 3's RoPE bases, Gemma 2's caps):
+  // strata synth's starting point. Null: nothing.
+  void (*family_defaults)(ModelConfig& config) = nullptr;
   // Tensors llama.cpp loads but no text-generation graph reads (Qwen3's rerank head
   // cls.output.weight): accepted and left unused, as there.
   std::span<const char* const> unused_tensors;
@@ -161,6 +181,8 @@ const Architecture& qwen2_architecture();  // qwen.cpp, with Qwen3
 const Architecture& qwen3_architecture();
 const Architecture& qwen3moe_architecture();
 const Architecture& qwen2moe_architecture();
+const Architecture& gemma2_architecture();  // gemma.cpp, with Gemma 3
+const Architecture& gemma3_architecture();
 
 // LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
 // ffn_down_t), which the LLaMA-like families share.

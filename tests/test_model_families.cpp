@@ -1,0 +1,205 @@
+// The recipe's per-layer fields as the families' files set them (model/arch/gemma.cpp): which
+// layers slide a window, their own RoPE, the attention scale and soft caps, with llama.cpp
+// v0.5.0's keys and defaults; bad values refused by key; and a session running them: batches as
+// one token at a time, the windowed layers' table, the caps bending the logits. The logits
+// against PyTorch and llama.cpp: check_logits.py (gemma2, gemma3), docs/ARCHITECTURES.md.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "format/gguf_writer.h"
+#include "model/model.h"
+#include "offline/synth.h"
+#include "runtime/session.h"
+#include "test_helpers.h"
+
+namespace strata {
+namespace {
+
+// A tiny model of `arch` (6 layers, window `window`), as strata synth writes it.
+std::string family_model(const std::string& arch, int64_t window, const std::string& name) {
+  const std::string path = strata::testing::temp_file(name);
+  SynthSpec s = synth_preset("tiny");
+  s.shape.architecture = arch;
+  s.shape.n_layer = 6;
+  s.shape.sliding_window = window;
+  s.seed = 11;
+  write_synthetic_model(s, path);
+  return path;
+}
+
+// `path` copied with keys set (or, with a null value, removed).
+std::string with_keys(const std::string& path, const std::string& name,
+                      const std::map<std::string, std::optional<GgufValue>>& keys) {
+  const auto src = GgufFile::open(path);
+  const std::string out = strata::testing::temp_file(name);
+  GgufWriter w(out);
+  for (const auto& [k, v] : src->metadata())
+    if (!keys.contains(k)) w.set(k, v);
+  for (const auto& [k, v] : keys)
+    if (v) w.set(k, *v);
+  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.dims);
+  for (const auto& t : src->tensors()) w.write_tensor_data({t.data, t.n_bytes});
+  w.finish();
+  return out;
+}
+
+ModelConfig config_of(const std::string& path) {
+  return ModelConfig::from_gguf(*GgufFile::open(path));
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    config_of(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelFamilies, Gemma2FilesWithoutTheirKeysTakeLlamaCppsDefaults) {
+  const std::string path = family_model("gemma2", 0, "g2_bare.gguf");
+  const ModelConfig c = config_of(with_keys(path, "g2_no_keys.gguf",
+                                            {{"gemma2.attn_logit_softcapping", std::nullopt},
+                                             {"gemma2.final_logit_softcapping", std::nullopt},
+                                             {"gemma2.attention.sliding_window", std::nullopt}}));
+  EXPECT_EQ(c.sliding_window, 4096);
+  EXPECT_EQ(c.swa_layers, (std::vector<uint8_t>{1, 0, 1, 0, 1, 0}));  // every other, first first
+  EXPECT_FLOAT_EQ(c.attention_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(c.final_softcap, 30.0f);
+  EXPECT_FLOAT_EQ(c.score_scale(), 1.0f / std::sqrt(16.0f));  // head_dim 16
+  EXPECT_FALSE(c.swa_rope_differs());
+  EXPECT_TRUE(c.windowed(0));
+  EXPECT_FALSE(c.windowed(1));
+}
+
+TEST(ModelFamilies, Gemma3ReadsItsPatternAndTheWindowedLayersRope) {
+  const std::string path = family_model("gemma3", 4, "g3.gguf");
+  const ModelConfig c = config_of(path);
+  EXPECT_EQ(c.sliding_window, 4);
+  EXPECT_EQ(c.swa_layers, (std::vector<uint8_t>{1, 1, 1, 1, 1, 0}));  // five of six
+  EXPECT_FLOAT_EQ(c.rope_freq_base, 1e6f);  // synth's Gemma 3: the family's bases
+  EXPECT_FLOAT_EQ(c.rope_freq_base_swa, 1e4f);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale_swa, 1.0f);
+  EXPECT_TRUE(c.swa_rope_differs());
+  EXPECT_FLOAT_EQ(c.final_softcap, 0.0f);
+  EXPECT_FLOAT_EQ(c.attention_softcap, 0.0f);
+  // A period as llama.cpp's key may give it, then one flag per layer.
+  const ModelConfig period = config_of(with_keys(
+      path, "g3_period.gguf", {{"gemma3.attention.sliding_window_pattern", GgufValue::u32(3)}}));
+  EXPECT_EQ(period.swa_layers, (std::vector<uint8_t>{1, 1, 0, 1, 1, 0}));
+  std::vector<GgufValue> flags;
+  for (int l = 0; l < 6; ++l) flags.push_back(GgufValue::u32(l == 2 ? 1 : 0));
+  const ModelConfig listed = config_of(with_keys(
+      path, "g3_listed.gguf",
+      {{"gemma3.attention.sliding_window_pattern", GgufValue::array(GgufType::U32, flags)}}));
+  EXPECT_EQ(listed.swa_layers, (std::vector<uint8_t>{0, 0, 1, 0, 0, 0}));
+  // No window: no layer slides (llama.cpp's LLAMA_SWA_TYPE_NONE).
+  const ModelConfig none = config_of(family_model("gemma3", 0, "g3_none.gguf"));
+  EXPECT_FALSE(none.windowed(0));
+  EXPECT_FALSE(none.swa_rope_differs());
+}
+
+// Google's query_pre_attn_scalar as llama.cpp derives it: hidden / heads for the 27B shapes
+// (46 layers of Gemma 2, 62 of Gemma 3), the head size otherwise.
+TEST(ModelFamilies, The27bShapesScaleByHiddenOverHeads) {
+  const std::string path = family_model("gemma2", 0, "g2_scale.gguf");
+  const ModelConfig wide =
+      config_of(with_keys(path, "g2_keylen.gguf",
+                          {{"gemma2.attention.key_length", GgufValue::u32(32)},
+                           {"gemma2.attention.value_length", GgufValue::u32(32)}}));
+  EXPECT_FLOAT_EQ(wide.score_scale(), 1.0f / std::sqrt(32.0f));
+  // 46 layers (Gemma 2 27B's count): the metadata alone says so; the tensors are not read here.
+  const std::string deep = with_keys(path, "g2_46.gguf",
+                                     {{"gemma2.block_count", GgufValue::u32(46)},
+                                      {"gemma2.attention.key_length", GgufValue::u32(32)},
+                                      {"gemma2.attention.value_length", GgufValue::u32(32)}});
+  EXPECT_FLOAT_EQ(config_of(deep).score_scale(), 1.0f / std::sqrt(16.0f));  // 64 / 4 heads
+}
+
+TEST(ModelFamilies, BadValuesAreRefusedNamingTheKey) {
+  const std::string g2 = family_model("gemma2", 4, "g2_bad.gguf");
+  const std::string g3 = family_model("gemma3", 4, "g3_bad.gguf");
+  EXPECT_NE(load_error(with_keys(g2, "g2_cap0.gguf",
+                                 {{"gemma2.attn_logit_softcapping", GgufValue::f32(0.0f)}}))
+                .find("gemma2.attn_logit_softcapping is 0"),
+            std::string::npos);
+  EXPECT_NE(load_error(with_keys(g2, "g2_capnan.gguf",
+                                 {{"gemma2.final_logit_softcapping", GgufValue::f32(NAN)}}))
+                .find("gemma2.final_logit_softcapping"),
+            std::string::npos);
+  std::vector<GgufValue> short_list(3, GgufValue::u32(1));
+  EXPECT_NE(load_error(with_keys(g3, "g3_short.gguf",
+                                 {{"gemma3.attention.sliding_window_pattern",
+                                   GgufValue::array(GgufType::U32, short_list)}}))
+                .find("has 3 entries; expected one per layer (6)"),
+            std::string::npos);
+  EXPECT_NE(load_error(with_keys(g3, "g3_period_big.gguf",
+                                 {{"gemma3.attention.sliding_window_pattern", GgufValue::u32(99)}}))
+                .find("sliding_window_pattern is 99"),
+            std::string::npos);
+  EXPECT_NE(load_error(with_keys(g3, "g3_base.gguf",
+                                 {{"gemma3.rope.freq_base_swa", GgufValue::f32(-1.0f)}}))
+                .find("gemma3.rope.freq_base_swa is -1"),
+            std::string::npos);
+}
+
+std::vector<float> one_token_at_a_time(const Model& m, std::span<const int32_t> tokens) {
+  ThreadPool pool(2);
+  Session s(m, 32, pool);
+  std::vector<float> all;
+  for (int32_t t : tokens) {
+    const auto l = s.eval(t);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
+float largest_gap(std::span<const float> a, std::span<const float> b) {
+  float gap = 0;
+  for (size_t i = 0; i < a.size(); ++i) gap = std::max(gap, std::fabs(a[i] - b[i]));
+  return gap;
+}
+
+// A Gemma 3 session: its windowed layers' RoPE is their own (a file whose windowed layers take
+// the global base gives other logits after the first token), and a prompt batch gives one token
+// at a time's logits (the second table n rows into the batch, each layer its own places).
+TEST(ModelFamilies, Gemma3SessionsRotateWindowedLayersWithTheirOwnTable) {
+  const std::vector<int32_t> tokens = {1, 5, 200, 17, 3, 99, 42, 7, 150, 8, 64, 33};
+  const std::string path = family_model("gemma3", 4, "g3_session.gguf");
+  const auto m = Model::load(path, false);
+  const auto same_base = Model::load(
+      with_keys(path, "g3_same_base.gguf", {{"gemma3.rope.freq_base_swa", GgufValue::f32(1e6f)}}),
+      false);
+  const std::vector<float> a = one_token_at_a_time(*m, tokens);
+  const std::vector<float> b = one_token_at_a_time(*same_base, tokens);
+  const size_t v = static_cast<size_t>(m->config.n_vocab);
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + v, b.begin())) << "position 0 is not rotated";
+  EXPECT_GT(largest_gap(std::span(a).subspan(v), std::span(b).subspan(v)), 1e-3f);
+  ThreadPool pool(2);
+  Session batch(*m, 32, pool);
+  const auto all = batch.eval(tokens, /*all_logits=*/true);
+  float scale = 0;
+  for (float x : a) scale = std::max(scale, std::fabs(x));
+  EXPECT_LT(largest_gap(a, all), 1e-5f * scale);
+}
+
+// Gemma 2's final soft cap bounds every logit by the cap, and a smaller cap bends them more.
+TEST(ModelFamilies, TheFinalSoftCapBoundsTheLogits) {
+  const std::vector<int32_t> tokens = {1, 5, 200, 17};
+  const std::string path = family_model("gemma2", 4, "g2_session.gguf");
+  const auto capped = Model::load(
+      with_keys(path, "g2_cap.gguf", {{"gemma2.final_logit_softcapping", GgufValue::f32(0.5f)}}),
+      false);
+  const std::vector<float> l = one_token_at_a_time(*capped, tokens);
+  const std::vector<float> wide = one_token_at_a_time(*Model::load(path, false), tokens);
+  for (float x : l) ASSERT_LT(std::fabs(x), 0.5f);
+  EXPECT_GT(largest_gap(l, wide), 1e-2f);
+}
+
+}  // namespace
+}  // namespace strata

@@ -41,7 +41,8 @@ const HfFamily& family_of(const std::string& architecture, const std::string& pa
   std::string names;
   for (const HfFamily* f :
        {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(), &hf_qwen2_family(),
-        &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(), &hf_qwen2moe_family()})
+        &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(), &hf_qwen2moe_family(),
+        &hf_gemma2_family(), &hf_gemma3_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;
@@ -61,11 +62,15 @@ HfConfig read_config(const fs::path& dir, const HfFamily*& family) {
   family = &family_of(c.architecture, path);
   family->read(r, c);
   c.model.arch = find_architecture(c.model.architecture);
-  // rope_theta at the top (or, in newer configs, in rope_parameters).
-  double theta = r.positive_or("rope_theta", 10000.0);
-  if (!r.has("rope_theta") && j.contains("rope_parameters") && j["rope_parameters"].is_object())
-    theta = ConfigReader(j["rope_parameters"], path + ": rope_parameters")
-                .positive_or("rope_theta", 10000.0);
+  // rope_theta at the top (or, in newer configs, in rope_parameters, per layer type where the
+  // layers differ: the full-attention layers' there), the family's default without it.
+  double theta = r.positive_or("rope_theta", c.model.rope_freq_base);
+  if (!r.has("rope_theta") && j.contains("rope_parameters") && j["rope_parameters"].is_object()) {
+    const auto& rp = j["rope_parameters"];
+    const bool per_type = rp.contains("full_attention") && rp["full_attention"].is_object();
+    theta = ConfigReader(per_type ? rp["full_attention"] : rp, path + ": rope_parameters")
+                .positive_or("rope_theta", c.model.rope_freq_base);
+  }
   c.model.rope_freq_base = static_cast<float>(theta);
   c.model.n_rot = c.model.head_dim;
   if (c.model.arch->rope()) {
@@ -180,6 +185,8 @@ void write_rows(const Planned& p, const SafeTensor& t, GgufWriter& w, std::vecto
     for (int64_t r = 0; r < n; ++r) {
       const int64_t src = p.source_row ? p.source_row(r0 + r) : r0 + r;
       safetensor_to_f32(t, static_cast<uint64_t>(src * cols), cols, row.data());
+      if (p.shift != 0.0f)
+        for (float& x : row) x += p.shift;
       quantize_row(p.type, row.data(), out.data() + r * rb, cols);
     }
     w.write_tensor_data(out);

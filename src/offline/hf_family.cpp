@@ -40,6 +40,20 @@ bool ConfigReader::flag_or(const char* key, bool fallback) const {
   return j_[key].get<bool>();
 }
 
+std::vector<std::string> ConfigReader::texts_or_empty(const char* key) const {
+  if (!has(key)) return {};
+  const auto& v = j_[key];
+  std::vector<std::string> out;
+  if (v.is_array())
+    for (const auto& x : v) {
+      if (!x.is_string()) break;
+      out.push_back(x.get<std::string>());
+    }
+  if (!v.is_array() || out.size() != v.size())
+    fail("'{}': '{}' is {}, not a list of strings", path_, key, v.dump().substr(0, 64));
+  return out;
+}
+
 int64_t ConfigReader::token_id(const char* key, int64_t n_vocab) const {
   if (!has(key) || j_[key].is_array()) return -1;
   return whole(key, 0, n_vocab - 1);

@@ -34,6 +34,8 @@ class ConfigReader {
   double positive_or(const char* key, double fallback) const;
   std::string text_or(const char* key, const std::string& fallback) const;
   bool flag_or(const char* key, bool fallback) const;
+  // A list of strings (Gemma 3's layer_types); absent or null: empty.
+  std::vector<std::string> texts_or_empty(const char* key) const;
   bool is_empty_list(const char* key) const {  // absent, null or []
     return !has(key) || (j_[key].is_array() && j_[key].empty());
   }
@@ -69,6 +71,9 @@ struct Planned {
   std::vector<std::string> stack = {};
   // A vector made by the converter rather than read (rope_freqs): written as F32.
   std::vector<float> values = {};
+  // Added to every value read (Gemma's RMSNorm weights: Hugging Face multiplies by 1 + w, GGUF
+  // files store 1 + w, as llama.cpp's converter writes them).
+  float shift = 0.0f;
   bool generated() const { return !values.empty(); }
   // The checkpoint tensors it is made of, in order (none when generated).
   std::vector<std::string> sources() const {
@@ -131,5 +136,7 @@ const HfFamily& hf_qwen3_family();
 const HfFamily& hf_mixtral_family();
 const HfFamily& hf_qwen3moe_family();
 const HfFamily& hf_qwen2moe_family();
+const HfFamily& hf_gemma2_family();  // hf_gemma.cpp, with Gemma 3
+const HfFamily& hf_gemma3_family();
 
 }  // namespace strata

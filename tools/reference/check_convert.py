@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "train_tiny"))
 import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
 sys.path.insert(0, HERE)
 import hf_families as hf  # noqa: E402  (Falcon, OPT, Qwen2, Qwen3 checkpoints, forward passes)
+import hf_gemma  # noqa: E402  (Gemma 2 and 3 checkpoints, forward passes)
 from gguf_py import GGUFReader  # noqa: E402
 
 TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
@@ -164,7 +165,19 @@ def main():
                   "type": "linear", "factor": 2.0}), hf.qwen2_state, hf.qwen2_forward),
               ("qwen2 rope_scaling yarn x4", dict(hf.qwen2_config(), rope_scaling={
                   "type": "yarn", "factor": 4.0, "original_max_position_embeddings": 4}),
-               hf.qwen2_state, hf.qwen2_forward)]
+               hf.qwen2_state, hf.qwen2_forward),
+              # Gemma 2 (caps 5 and 3 so that they bend, a window of 3 on even layers) and
+              # Gemma 3 (q/k norms; a window of 3 on two of three layers with their own RoPE
+              # base; the full layers at 1e6 with linear scaling x8, given by layer_types in
+              # one case); every norm's 1 + w.
+              ("gemma2 window 3, caps 5/3", hf_gemma.gemma_config(2), hf_gemma.gemma_state,
+               hf_gemma.gemma_forward),
+              ("gemma3 window 3 of every 3, linear x8", hf_gemma.gemma_config(
+                  3, rope_scaling={"rope_type": "linear", "factor": 8.0}),
+               hf_gemma.gemma_state, hf_gemma.gemma_forward),
+              ("gemma3 layer_types", hf_gemma.gemma_config(3, layer_types=[
+                  "full_attention", "sliding_attention", "sliding_attention", "full_attention"]),
+               hf_gemma.gemma_state, hf_gemma.gemma_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -201,7 +214,13 @@ def main():
                                                         "beta_fast": 16},
                                    "rope_scaling.beta_fast (yarn scaling)"),
                                   (4, "rope_scaling", {"rope_type": "llama3", "factor": 8.0},
-                                   "rope_scaling llama3 belongs to LLaMA")]:
+                                   "rope_scaling llama3 belongs to LLaMA"),
+                                  (16, "query_pre_attn_scalar", 7,
+                                   "query_pre_attn_scalar 7 differs from the 32"),
+                                  (16, "hidden_activation", "gelu", "hidden_activation 'gelu'"),
+                                  (17, "attn_logit_softcapping", 50.0, "Gemma 3 has none"),
+                                  (18, "layer_types", ["full_attention"],
+                                   "layer_types has 1 entries for 4 layers")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

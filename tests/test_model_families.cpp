@@ -9,11 +9,13 @@
 #include <map>
 #include <optional>
 
+#include "backends/refdev/reference_device.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "format/gguf_writer.h"
 #include "model/model.h"
 #include "offline/synth.h"
+#include "planning/device_plan.h"
 #include "runtime/session.h"
 #include "test_helpers.h"
 
@@ -199,6 +201,41 @@ TEST(ModelFamilies, TheFinalSoftCapBoundsTheLogits) {
   const std::vector<float> wide = one_token_at_a_time(*Model::load(path, false), tokens);
   for (float x : l) ASSERT_LT(std::fabs(x), 0.5f);
   EXPECT_GT(largest_gap(l, wide), 1e-2f);
+}
+
+// A device lacking an op of the recipe: the plan's pure rule marks every layer that needs it
+// (Gemma 2's soft-capped attention, none of Gemma 3's) and keeps it on the CPU, and a session
+// that would run such a layer there is refused naming the op.
+TEST(ModelFamilies, LayersNeedingAnOpTheDeviceLacksStayOnTheCpu) {
+  const std::string g2 = family_model("gemma2", 4, "g2_ops.gguf");
+  const auto m = Model::load(g2, false);
+  std::vector<std::string> ops;
+  const auto no_cap = [](LayerOp op) { return op != LayerOp::AttentionSoftCap; };
+  EXPECT_EQ(layers_needing_what_it_lacks(m->config, no_cap, &ops), std::vector<uint8_t>(6, 1));
+  EXPECT_EQ(ops, std::vector<std::string>{"attention soft cap"});
+  EXPECT_EQ(
+      layers_needing_what_it_lacks(config_of(family_model("gemma3", 4, "g3_ops.gguf")), no_cap),
+      std::vector<uint8_t>(6, 0));
+  ReferenceDeviceOptions lacking;
+  lacking.declined_ops = {LayerOp::AttentionSoftCap};
+  ReferenceDevice device(lacking);
+  EXPECT_FALSE(device.supports(LayerOp::AttentionSoftCap));
+  try {
+    Session s(*m, 16, device);
+    FAIL() << "a session ran an op on a device that lacks it";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 0 needs the attention soft cap"), std::string::npos)
+        << e.what();
+  }
+  // The plan keeps them on the CPU (a session on the device alone with every layer on the CPU
+  // is no split: the planner runs such a model on the CPU).
+  PlacementPlan p;
+  p.layers.resize(6);
+  for (LayerPlan& l : p.layers) l.attention = Device::Accelerator;
+  EXPECT_TRUE(keep_declined_on_host(p, layers_needing_what_it_lacks(m->config, no_cap), false));
+  for (const LayerPlan& l : p.layers) EXPECT_EQ(l.attention, Device::Host);
+  ReferenceDevice full;
+  EXPECT_NO_THROW(Session(*m, 16, full));
 }
 
 }  // namespace

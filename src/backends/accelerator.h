@@ -47,6 +47,9 @@ class AcceleratorProvider {
   // Whether its kernels read weights of this type; a layer holding a type it declines is
   // computed on the CPU.
   virtual bool reads_weights(DType type) const = 0;
+  // Whether its backend computes `op` (Backend::supports); a layer needing one it lacks is
+  // computed on the CPU.
+  virtual bool supports(LayerOp op) const = 0;
 };
 
 // The CUDA backend's providers: the GPU (answering "none" in builds without nvcc) and the

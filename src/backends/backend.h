@@ -77,6 +77,17 @@ struct HeadShape {
   int64_t kv_dim() const { return n_head_kv * head_dim; }
 };
 
+// The ops a family's recipe adds to some layers beyond what every model's layer does
+// (model/layer_ops.h says which layer needs which). Every backend answers which it computes
+// (Backend::supports, AcceleratorProvider::supports); the plan keeps a layer needing one its
+// device lacks on the CPU, which computes them all, so a new op runs on the CPU first and on a
+// device once its kernels exist. A new op is a row here and a branch of the layer block.
+enum class LayerOp : uint8_t {
+  AttentionSoftCap,  // ScoreRule::softcap > 0 (Gemma 2)
+  Count
+};
+const char* layer_op_name(LayerOp op);
+
 // How attention's scores are made from q . k: times `scale`, then, when softcap > 0, soft-capped
 // as softcap * tanh(s / softcap) (Gemma 2's attention logits).
 struct ScoreRule {
@@ -142,6 +153,8 @@ class Backend {
   // computes). A device may decline a type: planning keeps the layers holding it on the CPU
   // (planning/device_plan.h) and a session refuses them with one line (runtime/session.cpp).
   virtual bool reads_weights(DType type) const { return dtype_info(type).computable; }
+  // Whether it computes `op` (the CPU computes every one).
+  virtual bool supports(LayerOp op) const { return true; }
 
   // The layout this backend wants for a weight used this way (the model rewrites it in place).
   virtual Layout preferred_layout(const MatrixView& w, WeightUse use) const = 0;

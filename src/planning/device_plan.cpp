@@ -7,6 +7,7 @@
 
 #include "backends/registry.h"
 #include "core/error.h"
+#include "model/layer_ops.h"
 #include "placement/cost_model.h"
 #include "placement/solver.h"
 #include "planning/run_solver.h"
@@ -74,6 +75,21 @@ std::vector<uint8_t> declined_layers(const ModelWeights& w, const std::function<
     for_each_expert_matrix(layer, [&](const MatrixView& m, const std::string&) { check(l, m); });
   }
   return declined;
+}
+
+std::vector<uint8_t> layers_needing_what_it_lacks(const ModelConfig& c,
+                                                  const std::function<bool(LayerOp)>& supports,
+                                                  std::vector<std::string>* ops) {
+  std::vector<uint8_t> lacking(static_cast<size_t>(c.n_layer), 0);
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    for (const LayerOp op : layer_ops(c, l)) {
+      if (supports(op)) continue;
+      lacking[static_cast<size_t>(l)] = 1;
+      const std::string name = layer_op_name(op);
+      if (ops != nullptr && std::find(ops->begin(), ops->end(), name) == ops->end())
+        ops->push_back(name);
+    }
+  return lacking;
 }
 
 bool keep_declined_on_host(PlacementPlan& p, const std::vector<uint8_t>& declined,
@@ -223,18 +239,23 @@ namespace {
 bool keep_what_the_device_declines(const Model& model, PlannedRun& run) {
   const AcceleratorProvider* device = accelerator_of(run.device);
   if (device == nullptr) return false;
-  std::vector<std::string> types;
+  std::vector<std::string> types, ops;
   const auto reads = [device](DType t) { return device->reads_weights(t); };
-  const std::vector<uint8_t> declined = declined_layers(model.weights, reads, &types);
+  std::vector<uint8_t> declined = declined_layers(model.weights, reads, &types);
+  const std::vector<uint8_t> lacking = layers_needing_what_it_lacks(
+      model.config, [device](LayerOp op) { return device->supports(op); }, &ops);
+  for (size_t l = 0; l < declined.size() && l < lacking.size(); ++l) declined[l] |= lacking[l];
   const bool output = !reads(model.weights.output.type);
   if (output) types.push_back(dtype_name(model.weights.output.type));
   if (!keep_declined_on_host(run.plan, declined, output)) return false;
   const auto n = std::count(declined.begin(), declined.end(), uint8_t{1});
-  run.notes.push_back(
-      fmt::format("note: the {} backend has no kernels for {} weights: {} layer{}{} "
-                  "computed on the CPU",
-                  device->name(), fmt::join(types, ", "), n, n == 1 ? "" : "s",
-                  output ? " and the output head" : ""));
+  std::vector<std::string> what;
+  if (!types.empty()) what.push_back(fmt::format("{} weights", fmt::join(types, ", ")));
+  what.insert(what.end(), ops.begin(), ops.end());
+  run.notes.push_back(fmt::format("note: the {} backend has no kernels for {}: {} layer{}{} "
+                                  "computed on the CPU",
+                                  device->name(), fmt::join(what, ", "), n, n == 1 ? "" : "s",
+                                  output ? " and the output head" : ""));
   return true;
 }
 

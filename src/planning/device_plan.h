@@ -37,6 +37,12 @@ std::vector<uint8_t> declined_layers(const ModelWeights& weights,
                                      const std::function<bool(DType)>& reads,
                                      std::vector<std::string>* types = nullptr);
 
+// Per layer 1 where the layer needs an op of its recipe (model/layer_ops.h) the device lacks
+// (`supports`: the accelerator's answer), else 0; `ops` names those ops.
+std::vector<uint8_t> layers_needing_what_it_lacks(const ModelConfig& config,
+                                                  const std::function<bool(LayerOp)>& supports,
+                                                  std::vector<std::string>* ops = nullptr);
+
 // The declined layers computed wholly on the CPU (attention, KV cache, FFN); the output head
 // too when `output_declined`. Returns whether the plan changed.
 bool keep_declined_on_host(PlacementPlan& plan, const std::vector<uint8_t>& declined,

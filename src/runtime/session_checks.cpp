@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "model/layer_ops.h"
 #include "runtime/kv_cache.h"
 #include "runtime/session.h"
 
@@ -114,6 +115,12 @@ void Session::check_weight_types() const {
   const ModelWeights& w = model_.weights;
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     if (on_cpu(l)) continue;
+    for (const LayerOp op : layer_ops(c_, l))
+      if (!backend_.supports(op))
+        fail(
+            "layer {} needs the {}, which the {} backend does not compute (a planned run keeps "
+            "such layers on the CPU)",
+            l, layer_op_name(op), backend_.name());
     const LayerWeights& layer = w.layers[static_cast<size_t>(l)];
     for (const LayerMatrixSlot& slot : kLayerMatrixSlots)
       check(layer.*slot.member, fmt::format("layer {}'s {}", l, slot.name));

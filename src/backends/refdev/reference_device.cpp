@@ -44,6 +44,11 @@ bool ReferenceDevice::reads_weights(DType type) const {
   return cpu_.reads_weights(type) && std::find(no.begin(), no.end(), type) == no.end();
 }
 
+bool ReferenceDevice::supports(LayerOp op) const {
+  const auto& no = options_.declined_ops;
+  return std::find(no.begin(), no.end(), op) == no.end();
+}
+
 ReferenceDevice::~ReferenceDevice() {
   {
     const std::lock_guard lock(mutex_);

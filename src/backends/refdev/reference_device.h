@@ -33,6 +33,7 @@ struct ReferenceDeviceOptions {
   // Weight types it declines as a device without their kernels would (tests of that path);
   // empty: it reads every type the CPU does.
   std::vector<DType> declined_types{};
+  std::vector<LayerOp> declined_ops{};  // as a device whose kernels lack them (tests)
 };
 
 class ReferenceDevice final : public Backend {
@@ -52,6 +53,7 @@ class ReferenceDevice final : public Backend {
   void upload(void* dst, const void* host, uint64_t bytes) override;
   void download(void* host, const void* src, uint64_t bytes) override;
   bool reads_weights(DType type) const override;
+  bool supports(LayerOp op) const override;
   Layout preferred_layout(const MatrixView& w, WeightUse use) const override {
     return cpu_.preferred_layout(w, use);
   }

@@ -19,6 +19,7 @@ namespace {
 struct SynthOptions {
   std::string preset = "tiny", type = "f32", ffn, out, tokenizer_from, arch = "llama";
   int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
+  int64_t head_dim = 0;
   int64_t experts = 0, top_k = 0, window = 0, shared_ff = 0;
   std::string expert_layout = "stacked";
   uint64_t seed = 1;
@@ -45,6 +46,8 @@ void add_synth_flags(CLI::App* cmd, SynthOptions& o) {
   cmd->add_option("--layers", o.layers, "Override the layer count");
   cmd->add_option("--heads", o.heads, "Override the head count");
   cmd->add_option("--kv-heads", o.kv_heads, "Override the key/value head count");
+  cmd->add_option("--head-dim", o.head_dim,
+                  "A head size other than embd / heads (Gemma 3: 256 where 1152 / 4 is 288)");
   cmd->add_option("--vocab", o.vocab, "Override the vocabulary size");
   cmd->add_option("--ctx", o.ctx, "Override the training context length");
   cmd->add_option("--sliding-window", o.window,
@@ -119,6 +122,7 @@ SynthSpec synth_spec(const SynthOptions& o) {
   take(o.layers, s.shape.n_layer, "--layers");
   take(o.heads, s.shape.n_head, "--heads");
   take(o.kv_heads, s.shape.n_head_kv, "--kv-heads");
+  take(o.head_dim, s.shape.head_dim, "--head-dim");
   take(o.vocab, s.shape.n_vocab, "--vocab");
   take(o.ctx, s.shape.n_ctx_train, "--ctx");
   take(o.window, s.shape.sliding_window, "--sliding-window");

@@ -205,7 +205,8 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   read_experts(f, a, c);
   if (c.arch->read_hparams != nullptr) c.arch->read_hparams(f, c);
   // The layer's wiring is the architecture's: a gated FFN needs the gate tensor it has.
-  if (ffn_has_gate(c.ffn) && !c.arch->has(LayerMatrix::FfnGate))
+  if (ffn_has_gate(c.ffn) && !c.arch->has(LayerMatrix::FfnGate) &&
+      !c.arch->has(LayerMatrix::FfnGateUp))
     fail("'{}': {} is a gated FFN, but {} has no gate", f.path(), ffn_activation_name(c.ffn),
          c.architecture);
   return c;

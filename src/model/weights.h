@@ -5,6 +5,7 @@
 
 #include <array>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -140,6 +141,14 @@ struct ModelWeights {
   std::vector<float> output_bias;  // n_vocab values added to the logits (Qwen2); empty: none
   // Divisors of the rotary frequencies (rope_freqs.weight, n_rot / 2; Llama 3.1); empty: none.
   std::vector<float> rope_freqs;
+  // LongRoPE's (Phi-3): the divisors for contexts past the original one, and within it.
+  std::vector<float> rope_factors_long, rope_factors_short;
+  // The divisors a session rotates with: rope_freqs, else LongRoPE's table for a sequence
+  // context of n_ctx_seq (long past n_ctx_orig, as llama.cpp's get_rope_factors), else none.
+  std::span<const float> rope_divisors(int64_t n_ctx_seq, int64_t n_ctx_orig) const {
+    if (!rope_freqs.empty()) return rope_freqs;
+    return n_ctx_seq > n_ctx_orig ? rope_factors_long : rope_factors_short;
+  }
   OwnedMatrices owned;             // matrices made at load (tensor_scales.h)
   std::vector<std::string> notes;  // what loading did that a user should hear of
   std::vector<LayerWeights> layers;

@@ -281,7 +281,10 @@ const Architecture& checked_architecture(const SynthSpec& s, ModelConfig& c) {
   if (s.powerinfer_layout && c.ffn != FfnActivation::ReGLU && c.ffn != FfnActivation::DReLU &&
       c.ffn != FfnActivation::ReLU)
     fail("PowerInfer files are ReGLU (llama), dReLU (bamboo) or ReLU (falcon, opt)");
-  c.head_dim = c.n_rot = c.n_embd / c.n_head;
+  if (c.head_dim == 0) c.head_dim = c.n_embd / c.n_head;  // unless the shape names one
+  if (c.head_dim % 2 != 0 || c.head_dim > 1024)
+    fail("synthetic model: head size {} (even, at most 1024)", c.head_dim);
+  c.n_rot = c.head_dim;
   if (s.powerinfer_layout && c.ffn == FfnActivation::DReLU) c.architecture = "bamboo";
   const Architecture* arch = find_architecture(c.architecture);
   if (arch == nullptr) fail("synthetic model: unknown architecture '{}'", c.architecture);
@@ -306,7 +309,8 @@ const Architecture& checked_architecture(const SynthSpec& s, ModelConfig& c) {
          ffn_activation_name(arch->powerinfer_ffn), ffn_activation_name(c.ffn));
   if (s.powerinfer_layout && arch->positions == PositionKind::Learned && !s.tied_output)
     fail("PowerInfer's {} files tie the output to the embedding: add --tied", arch->name);
-  if (ffn_has_gate(c.ffn) && !arch->has(LayerMatrix::FfnGate))
+  if (ffn_has_gate(c.ffn) && !arch->has(LayerMatrix::FfnGate) &&
+      !arch->has(LayerMatrix::FfnGateUp))
     fail("--ffn {}: {} has no gate (its FFN is plain: relu or gelu)", ffn_activation_name(c.ffn),
          arch->name);
   if (arch->positions == PositionKind::RopeNeox && c.n_rot % 2 != 0)

@@ -12,7 +12,8 @@
 namespace strata {
 
 struct SynthSpec {
-  // Shape, FFN variant and name. head_dim and n_rot follow from n_embd / n_head when written.
+  // Shape, FFN variant and name. head_dim (n_embd / n_head unless set) and n_rot follow when
+  // written.
   ModelConfig shape;
   DType type = DType::F32;  // of the weight matrices; norms are always F32
   bool tied_output = false;

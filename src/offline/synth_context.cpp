@@ -15,10 +15,10 @@ constexpr double kPeak = 16.0;  // A: score of the current position above distan
 
 ContextAttention::ContextAttention(const ModelConfig& c, double share)
     : n_embd_(c.n_embd),
-      head_dim_(c.n_embd / c.n_head),
+      head_dim_(c.head_dim),
       n_head_(c.n_head),
       n_head_kv_(c.n_head_kv),
-      width_(c.n_head_kv * (c.n_embd / c.n_head)) {
+      width_(c.n_head_kv * c.head_dim) {
   if (!(share > 0.0 && share <= 0.95)) fail("--context must be in (0, 0.95]");
   width_ = std::min(width_, n_embd_);
   const int64_t pairs = head_dim_ / 2;

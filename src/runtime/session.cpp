@@ -419,7 +419,8 @@ void Session::place(std::span<const BatchToken> batch) {
   rope_host_.resize(static_cast<size_t>(2 * tables * n * half));
   float* cos = rope_host_.data();
   float* sin = cos + tables * n * half;
-  const RopeParams rope{c_.n_rot, c_.rope_freq_base, c_.rope_scaling, model_.weights.rope_freqs};
+  const RopeParams rope{c_.n_rot, c_.rope_freq_base, c_.rope_scaling,
+                        model_.weights.rope_divisors(n_ctx_, c_.rope_scaling.n_ctx_orig)};
   RopeParams swa_rope = rope;  // the windowed layers' own (Gemma 3's local layers)
   if (c_.rope_freq_base_swa > 0.0f) swa_rope.freq_base = c_.rope_freq_base_swa;
   if (c_.rope_freq_scale_swa > 0.0f) swa_rope.scaling.freq_scale = c_.rope_freq_scale_swa;

@@ -28,7 +28,8 @@ enum class PositionKind { RopeAdjacent, RopeNeox, Learned };
 enum class ResidualKind { Sequential, Parallel };
 
 // A layer's matrices and vectors by what they are. AttnQkv is a fused q/k/v matrix (rows q,
-// then k, then v), split at load into three row views, so the rest of strata sees q, k and v.
+// then k, then v), split at load into three row views, so the rest of strata sees q, k and v;
+// FfnGateUp likewise a fused gate and up.
 enum class LayerMatrix : uint8_t {
   AttnQ,
   AttnK,
@@ -39,6 +40,7 @@ enum class LayerMatrix : uint8_t {
   FfnUp,
   FfnDown,
   FfnDownT,
+  FfnGateUp,  // a fused [gate; up] matrix (Phi-3's ffn_up, 2 n_ff rows), split at load into views
   Count
 };
 enum class LayerVector : uint8_t {
@@ -138,6 +140,10 @@ struct Architecture {
   bool rope_freqs = false;   // rope_freqs.weight: a divisor per rotary frequency (Llama 3.1's
                              // long-context RoPE, written by llama.cpp's converter)
   bool output_bias = false;  // output.bias: n_vocab values added to the logits (Qwen2)
+  // LongRoPE's two divisor tables, rope_factors_long.weight and rope_factors_short.weight (n_rot
+  // / 2 each, for every layer; Phi-3): the long one where a sequence's context exceeds
+  // rope.scaling.original_context_length, as llama.cpp chooses.
+  bool rope_factor_pair = false;
   // The output head is always the embedding (Gemma 2: llama.cpp's loader reads no output.weight,
   // so a file with one is refused as having a tensor it does not read).
   bool head_is_embedding = false;
@@ -183,6 +189,7 @@ const Architecture& qwen3moe_architecture();
 const Architecture& qwen2moe_architecture();
 const Architecture& gemma2_architecture();  // gemma.cpp, with Gemma 3
 const Architecture& gemma3_architecture();
+const Architecture& phi3_architecture();
 
 // LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
 // ffn_down_t), which the LLaMA-like families share.

@@ -34,9 +34,10 @@ std::string family_model(const std::string& arch, int64_t window, const std::str
   return path;
 }
 
-// `path` copied with keys set (or, with a null value, removed).
+// `path` copied with keys set (or, with a null value, removed) and F32 vectors added.
 std::string with_keys(const std::string& path, const std::string& name,
-                      const std::map<std::string, std::optional<GgufValue>>& keys) {
+                      const std::map<std::string, std::optional<GgufValue>>& keys,
+                      const std::map<std::string, std::vector<float>>& vectors = {}) {
   const auto src = GgufFile::open(path);
   const std::string out = strata::testing::temp_file(name);
   GgufWriter w(out);
@@ -45,7 +46,10 @@ std::string with_keys(const std::string& path, const std::string& name,
   for (const auto& [k, v] : keys)
     if (v) w.set(k, *v);
   for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.dims);
+  for (const auto& [n, v] : vectors) w.add_tensor(n, DType::F32, {static_cast<int64_t>(v.size())});
   for (const auto& t : src->tensors()) w.write_tensor_data({t.data, t.n_bytes});
+  for (const auto& [n, v] : vectors)
+    w.write_tensor_data({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)});
   w.finish();
   return out;
 }
@@ -201,6 +205,52 @@ TEST(ModelFamilies, TheFinalSoftCapBoundsTheLogits) {
   const std::vector<float> wide = one_token_at_a_time(*Model::load(path, false), tokens);
   for (float x : l) ASSERT_LT(std::fabs(x), 0.5f);
   EXPECT_GT(largest_gap(l, wide), 1e-2f);
+}
+
+// Phi-3's LongRoPE: the long table past the original context (strictly, as llama.cpp's
+// get_rope_factors), rope_freqs before either; a file with one table of the two is refused; a
+// session's context picks the table (the logits after position 0 differ between the two).
+TEST(ModelFamilies, Phi3TakesTheLongRopeTableForContextsPastTheOriginal) {
+  ModelWeights w;
+  w.rope_factors_long = {4.0f, 4.0f};
+  w.rope_factors_short = {1.5f, 1.5f};
+  EXPECT_EQ(w.rope_divisors(4096, 4096).data(), w.rope_factors_short.data());
+  EXPECT_EQ(w.rope_divisors(4097, 4096).data(), w.rope_factors_long.data());
+  w.rope_freqs = {2.0f, 2.0f};
+  EXPECT_EQ(w.rope_divisors(8192, 4096).data(), w.rope_freqs.data());
+  EXPECT_TRUE(ModelWeights{}.rope_divisors(1, 1).empty());
+
+  const std::string path = family_model("phi3", 0, "p3.gguf");  // head 16: 8 pairs
+  std::string error;
+  try {
+    Model::load(with_keys(path, "p3_one.gguf", {},
+                          {{"rope_factors_long.weight", std::vector<float>(8, 2.0f)}}),
+                false);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("only one of rope_factors_long.weight and rope_factors_short.weight"),
+            std::string::npos)
+      << error;
+  std::vector<float> long_table(8), short_table(8, 1.0f);
+  for (int i = 0; i < 8; ++i) long_table[static_cast<size_t>(i)] = 1.0f + static_cast<float>(i);
+  const auto m = Model::load(
+      with_keys(
+          path, "p3_pair.gguf", {{"phi3.rope.scaling.original_context_length", GgufValue::u32(16)}},
+          {{"rope_factors_long.weight", long_table}, {"rope_factors_short.weight", short_table}}),
+      false);
+  ASSERT_EQ(m->config.rope_scaling.n_ctx_orig, 16);
+  const std::vector<int32_t> tokens = {1, 5, 200, 17};
+  ThreadPool pool(2);
+  Session within(*m, 16, pool), past(*m, 32, pool);
+  const auto a = within.eval(tokens, true);
+  const std::vector<float> short_logits(a.begin(), a.end());
+  const auto b = past.eval(tokens, true);
+  const std::vector<float> long_logits(b.begin(), b.end());
+  const size_t v = static_cast<size_t>(m->config.n_vocab);
+  EXPECT_TRUE(std::equal(short_logits.begin(), short_logits.begin() + v, long_logits.begin()));
+  EXPECT_GT(largest_gap(std::span(short_logits).subspan(v), std::span(long_logits).subspan(v)),
+            1e-3f);
 }
 
 // A device lacking an op of the recipe: the plan's pure rule marks every layer that needs it

@@ -226,13 +226,14 @@ namespace {
 // The rope.scaling keys where they differ from llama.cpp's defaults.
 void write_rope_scaling(const ModelConfig& c, const std::string& a, GgufWriter& w) {
   const RopeScaling& r = c.rope_scaling;
+  // YaRN's, and LongRoPE's choice of table (Phi-3: the context it was trained at first).
+  if (r.type == RopeScalingType::Yarn || (r.n_ctx_orig > 0 && r.n_ctx_orig != c.n_ctx_train))
+    w.set(a + "rope.scaling.original_context_length",
+          GgufValue::u32(static_cast<uint32_t>(r.n_ctx_orig)));
   if (r.type == RopeScalingType::Linear && r.freq_scale == 1.0f && r.attn_factor == 1.0f) return;
   w.set(a + "rope.scaling.type", GgufValue::str(rope_scaling_name(r.type)));
   if (r.freq_scale != 1.0f) w.set(a + "rope.scaling.factor", GgufValue::f32(1.0f / r.freq_scale));
   if (r.attn_factor != 1.0f) w.set(a + "rope.scaling.attn_factor", GgufValue::f32(r.attn_factor));
-  if (r.type == RopeScalingType::Yarn)
-    w.set(a + "rope.scaling.original_context_length",
-          GgufValue::u32(static_cast<uint32_t>(r.n_ctx_orig)));
 }
 
 }  // namespace

@@ -42,7 +42,7 @@ const HfFamily& family_of(const std::string& architecture, const std::string& pa
   for (const HfFamily* f :
        {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(), &hf_qwen2_family(),
         &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(), &hf_qwen2moe_family(),
-        &hf_gemma2_family(), &hf_gemma3_family()})
+        &hf_gemma2_family(), &hf_gemma3_family(), &hf_phi3_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;
@@ -72,12 +72,15 @@ HfConfig read_config(const fs::path& dir, const HfFamily*& family) {
                 .positive_or("rope_theta", c.model.rope_freq_base);
   }
   c.model.rope_freq_base = static_cast<float>(theta);
-  c.model.n_rot = c.model.head_dim;
+  if (c.model.n_rot == 0) c.model.n_rot = c.model.head_dim;  // unless partial (Phi-4-mini)
   if (c.model.arch->rope()) {
-    HfRopeScaling rope = read_hf_rope_scaling(j, path, theta, c.model.head_dim, c.model.n_ctx_train,
-                                              c.model.arch->rope_freqs);
+    HfRopeScaling rope = read_hf_rope_scaling(
+        j, path, theta, c.model.n_rot, c.model.n_ctx_train,
+        {.rope_freqs = c.model.arch->rope_freqs, .factor_pair = c.model.arch->rope_factor_pair});
     c.model.rope_scaling = rope.scaling;
     c.rope_freqs = std::move(rope.rope_freqs);
+    c.rope_factors_long = std::move(rope.long_factors);
+    c.rope_factors_short = std::move(rope.short_factors);
   }
   c.bos = r.token_id("bos_token_id", c.model.n_vocab);
   c.eos = r.token_id("eos_token_id", c.model.n_vocab);
@@ -207,15 +210,19 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   pad_vocabulary(tokenizer, c.model.n_vocab, o.input_dir);
   std::vector<Planned> plan =
       family->plan(c, [&](const std::string& name) { return ck.tensors.count(name) != 0; });
-  if (!c.rope_freqs.empty())
-    plan.push_back({.gguf_name = "rope_freqs.weight",
-                    .hf_name = "",
-                    .rows = static_cast<int64_t>(c.rope_freqs.size()),
-                    .cols = 0,
-                    .source_row = nullptr,
-                    .type = DType::F32,
-                    .stack = {},
-                    .values = c.rope_freqs});
+  for (const auto& [name, values] :
+       {std::pair{"rope_freqs.weight", &c.rope_freqs},
+        {"rope_factors_long.weight", &c.rope_factors_long},
+        {"rope_factors_short.weight", &c.rope_factors_short}})
+    if (!values->empty())
+      plan.push_back({.gguf_name = name,
+                      .hf_name = "",
+                      .rows = static_cast<int64_t>(values->size()),
+                      .cols = 0,
+                      .source_row = nullptr,
+                      .type = DType::F32,
+                      .stack = {},
+                      .values = *values});
   for (Planned& p : plan) p.type = p.cols == 0 ? DType::F32 : DType::F16;
 
   // Each matrix's type from the recipe (1-D tensors stay F32).

@@ -1,7 +1,8 @@
 // What `strata convert` knows of one Hugging Face model family: the config.json classes it
 // takes, how their hyperparameters become a ModelConfig, and the plan of GGUF tensors, each
 // with the checkpoint tensor it comes from and how its rows are ordered. One file per family
-// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp, hf_qwen.cpp); convert.cpp checks, streams and writes
+// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp, hf_qwen.cpp, hf_gemma.cpp, hf_phi3.cpp); convert.cpp
+// checks, streams and writes
 // the plan.
 #pragma once
 
@@ -58,6 +59,7 @@ struct HfConfig {
   int64_t bos = -1, eos = -1;
   bool two_norms = false;  // Falcon's new_decoder_architecture: ln_attn and ln_mlp
   std::vector<float> rope_freqs;  // Llama 3's rope_scaling as divisors (hf_rope_scaling.h)
+  std::vector<float> rope_factors_long, rope_factors_short;  // LongRoPE's (Phi-3)
 };
 
 // One GGUF tensor of the plan. Output row r is checkpoint row source_row(r) (null: r). With
@@ -138,5 +140,6 @@ const HfFamily& hf_qwen3moe_family();
 const HfFamily& hf_qwen2moe_family();
 const HfFamily& hf_gemma2_family();  // hf_gemma.cpp, with Gemma 3
 const HfFamily& hf_gemma3_family();
+const HfFamily& hf_phi3_family();
 
 }  // namespace strata

@@ -57,11 +57,39 @@ void only_fields(const nlohmann::json& s, const std::set<std::string>& allowed,
            key.substr(0, 48), type);
 }
 
+// LongRoPE's two tables and the magnitude llama.cpp's converter gives them.
+void read_longrope(const nlohmann::json& config, const nlohmann::json& s, const std::string& where,
+                   int64_t n_rot, int64_t n_ctx_train, HfRopeScaling& out) {
+  const auto table = [&](const char* key) {
+    if (!s.contains(key) || !s[key].is_array() || s[key].size() != static_cast<size_t>(n_rot / 2))
+      fail("'{}': rope_scaling.{} must be a list of {} numbers (rotary dimensions / 2)", where, key,
+           n_rot / 2);
+    std::vector<float> v;
+    for (const auto& x : s[key]) {
+      const double d = x.is_number() ? x.get<double>() : 0.0;
+      if (!(d > 0.0) || !std::isfinite(d))
+        fail("'{}': rope_scaling.{} holds {}; expected positive numbers", where, key, x.dump());
+      v.push_back(static_cast<float>(d));
+    }
+    return v;
+  };
+  out.long_factors = table("long_factor");
+  out.short_factors = table("short_factor");
+  const double orig = number(s, "original_max_position_embeddings",
+                             number(config, "original_max_position_embeddings", 0.0, where), where);
+  if (orig <= 0.0 || orig > 4294967295.0 || orig != std::floor(orig))
+    fail("'{}': LongRoPE needs original_max_position_embeddings (a whole number)", where);
+  const double scale = static_cast<double>(n_ctx_train) / orig;
+  out.scaling.attn_factor =
+      scale > 1.0 ? static_cast<float>(std::sqrt(1.0 + std::log(scale) / std::log(orig))) : 1.0f;
+  out.scaling.n_ctx_orig = static_cast<int64_t>(orig);
+}
+
 }  // namespace
 
 HfRopeScaling read_hf_rope_scaling(const nlohmann::json& config, const std::string& where,
-                                   double rope_theta, int64_t head_dim, int64_t n_ctx_train,
-                                   bool rope_freqs_allowed) {
+                                   double rope_theta, int64_t n_rot, int64_t n_ctx_train,
+                                   RopeTensorsAllowed allowed) {
   HfRopeScaling out;
   const char* key = config.contains("rope_scaling") ? "rope_scaling" : "rope_parameters";
   if (!config.contains(key) || config[key].is_null()) return out;
@@ -90,17 +118,26 @@ HfRopeScaling read_hf_rope_scaling(const nlohmann::json& config, const std::stri
     out.scaling.n_ctx_orig = static_cast<int64_t>(
         number(s, "original_max_position_embeddings", static_cast<double>(n_ctx_train), where));
   } else if (type == "llama3") {
-    if (!rope_freqs_allowed)
+    if (!allowed.rope_freqs)
       fail("'{}': rope_scaling llama3 belongs to LLaMA models (rope_freqs); this one is not",
            where);
     only_fields(
         s,
         with({"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}),
         type, where);
-    out.rope_freqs = llama3_divisors(s, where, rope_theta, head_dim);
+    out.rope_freqs = llama3_divisors(s, where, rope_theta, n_rot);
+  } else if (type == "longrope" || type == "su") {
+    if (!allowed.factor_pair)
+      fail(
+          "'{}': rope_scaling {} belongs to Phi-3 models (rope_factors_long/short); this one is "
+          "not",
+          where, type);
+    only_fields(s, with({"long_factor", "short_factor", "original_max_position_embeddings"}), type,
+                where);
+    read_longrope(config, s, where, n_rot, n_ctx_train, out);
   } else {
-    fail("'{}': rope_scaling type '{}' is not supported (default, linear, yarn, llama3)", where,
-         type.substr(0, 32));
+    fail("'{}': rope_scaling type '{}' is not supported (default, linear, yarn, llama3, longrope)",
+         where, type.substr(0, 32));
   }
   return out;
 }

@@ -293,3 +293,59 @@ class MixtralReference(LlamaReference):
             return self.expert_linear(p, kind, e, x)
         logits = self.linear(p + "ffn_gate_inp.weight", h)  # [T, n_expert]
         return moe_mlp(h, logits, self.k, expert, self.activate)
+
+
+class Phi3Reference(_Base):
+    """Phi-3 (modeling_phi3.py) over a GGUF file: RMSNorm; q, k, v (or one attn_qkv, rows q, k,
+    v); rotate_half RoPE over the first rope.dimension_count values of each head, LongRoPE's
+    divisors where the file has them (rope_factors_long past rope.scaling.original_context_length,
+    else rope_factors_short; the context is the tokens') and rope.scaling.attn_factor on cos and
+    sin; ffn_up is gate_up_proj (gate rows, then up): down(up * silu(gate)); the head tied where
+    output.weight is absent."""
+
+    def __init__(self, path):
+        super().__init__(path)
+        kv, arch = self.g.kv, "phi3"
+        self.eps = float(kv.get(f"{arch}.attention.layer_norm_rms_epsilon", 1e-5))
+        self.n_rot = kv.get(f"{arch}.rope.dimension_count", self.head_dim)
+        self.orig = kv.get(f"{arch}.rope.scaling.original_context_length",
+                           kv.get(f"{arch}.context_length"))
+        self.mscale = float(kv.get(f"{arch}.rope.scaling.attn_factor", 1.0))
+
+    def rms_norm(self, x, name):
+        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight(name)
+
+    def rotate(self, x, positions):
+        r = self.n_rot
+        inv = self.base ** (-torch.arange(0, r, 2, dtype=torch.float64) / r)
+        table = "rope_factors_long.weight" if len(positions) > self.orig else "rope_factors_short.weight"
+        if self.has(table):
+            inv = inv / self.weight(table)
+        ang = positions[:, None].to(torch.float64) * inv[None, :]
+        cos = torch.cat([ang.cos(), ang.cos()], -1)[:, None, :] * self.mscale
+        sin = torch.cat([ang.sin(), ang.sin()], -1)[:, None, :] * self.mscale
+        head, rest = x[..., :r], x[..., r:]
+        half = torch.cat([-head[..., r // 2:], head[..., : r // 2]], dim=-1)
+        return torch.cat([head * cos + half * sin, rest], dim=-1)
+
+    def forward(self, tokens):
+        T = len(tokens)
+        x = self.weight("token_embd.weight")[torch.tensor(tokens)]
+        pos = torch.arange(T)
+        d, H, Hkv = self.head_dim, self.n_head, self.n_head_kv
+        for l in range(self.n_layer):
+            p = f"blk.{l}."
+            h = self.rms_norm(x, p + "attn_norm.weight")
+            if self.has(p + "attn_qkv.weight"):
+                qkv = self.linear(h, p + "attn_qkv.weight")
+                q, k, v = qkv[:, :H * d], qkv[:, H * d:(H + Hkv) * d], qkv[:, (H + Hkv) * d:]
+            else:
+                q, k, v = (self.linear(h, p + f"attn_{n}.weight", p + f"attn_{n}.bias")
+                           for n in "qkv")
+            q, k = self.rotate(q.view(T, H, d), pos), self.rotate(k.view(T, Hkv, d), pos)
+            x = x + self.linear(self.attend(q, k, v.view(T, Hkv, d)), p + "attn_output.weight")
+            gu = self.linear(self.rms_norm(x, p + "ffn_norm.weight"), p + "ffn_up.weight")
+            f = gu.shape[-1] // 2
+            x = x + self.linear(gu[:, f:] * torch.nn.functional.silu(gu[:, :f]),
+                                p + "ffn_down.weight")
+        return self.head(self.rms_norm(x, "output_norm.weight"))

@@ -21,6 +21,7 @@ import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
 sys.path.insert(0, HERE)
 import hf_families as hf  # noqa: E402  (Falcon, OPT, Qwen2, Qwen3 checkpoints, forward passes)
 import hf_gemma  # noqa: E402  (Gemma 2 and 3 checkpoints, forward passes)
+import hf_phi3  # noqa: E402  (Phi-3 checkpoints, forward passes)
 from gguf_py import GGUFReader  # noqa: E402
 
 TOKENS = [1, 17, 200, 3, 99, 42, 1999, 8, 128, 64]
@@ -177,7 +178,15 @@ def main():
                hf_gemma.gemma_state, hf_gemma.gemma_forward),
               ("gemma3 layer_types", hf_gemma.gemma_config(3, layer_types=[
                   "full_attention", "sliding_attention", "sliding_attention", "full_attention"]),
-               hf_gemma.gemma_state, hf_gemma.gemma_forward)]
+               hf_gemma.gemma_state, hf_gemma.gemma_forward),
+              # Phi-3: fused qkv_proj and gate_up_proj; Phi-4-mini's partial rotary (half the
+              # head here) with LongRoPE: `strata logits` runs a context of the 10 tokens, so an
+              # original context of 16 takes the short table and one of 8 the long one.
+              ("phi3", hf_phi3.phi3_config(), hf_phi3.phi3_state, hf_phi3.phi3_forward),
+              ("phi3 partial rotary, longrope short", hf_phi3.phi3_config(partial=0.5, longrope=16),
+               hf_phi3.phi3_state, hf_phi3.phi3_forward),
+              ("phi3 longrope long", hf_phi3.phi3_config(longrope=8), hf_phi3.phi3_state,
+               lambda s, c, t: hf_phi3.phi3_forward(s, c, t, long_context=True))]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -220,7 +229,14 @@ def main():
                                   (16, "hidden_activation", "gelu", "hidden_activation 'gelu'"),
                                   (17, "attn_logit_softcapping", 50.0, "Gemma 3 has none"),
                                   (18, "layer_types", ["full_attention"],
-                                   "layer_types has 1 entries for 4 layers")]:
+                                   "layer_types has 1 entries for 4 layers"),
+                                  (21, "rope_scaling", {"type": "longrope", "long_factor": [1.0],
+                                                        "short_factor": [1.0]},
+                                   "rope_scaling.long_factor must be a list of 8 numbers"),
+                                  (19, "partial_rotary_factor", 0.01,
+                                   "partial_rotary_factor 0.01 gives 0 rotary dimensions"),
+                                  (4, "rope_scaling", {"type": "longrope"},
+                                   "rope_scaling longrope belongs to Phi-3")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

@@ -24,7 +24,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemma_ref import GemmaReference  # noqa: E402
 from arch_ref import (FalconReference, MixtralReference, OptReference,  # noqa: E402
-                      Qwen2MoeReference, Qwen2Reference, Qwen3MoeReference, Qwen3Reference)
+                      Phi3Reference, Qwen2MoeReference, Qwen2Reference, Qwen3MoeReference,
+                      Qwen3Reference)
 from llama_ref import LlamaReference  # noqa: E402
 
 TOL_EXACT = {"f32": 1e-4, "f16": 1e-4, "bf16": 1e-4, "q8_0": 5e-2, "q4_0": 5e-2}
@@ -152,6 +153,8 @@ ARCHITECTURES = [  # label, synth flags, reference
      GemmaReference),
     ("gemma3", ["--arch", "gemma3", "--sliding-window", "4", "--layers", "6", "--tied"],
      GemmaReference),
+    # Phi-3: ffn_up holding gate and up (split at load), NeoX RoPE, two KV heads.
+    ("phi3", ["--arch", "phi3", "--kv-heads", "2"], Phi3Reference),
 ]
 
 

@@ -134,9 +134,16 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
             ASSERT_NEAR(a, r, kv_key_slack(kv_type, kc_ref, i, r)) << what << " key " << i;
           }
           ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
-          // The plain rule and Gemma 2's: another scale and a soft cap small enough to bend
-          // every score (scores here reach ~3).
-          for (const ScoreRule rule : {ScoreRule::plain(s.head_dim), ScoreRule{0.3f, 1.5f}}) {
+          // The plain rule, Gemma 2's (another scale and a soft cap small enough to bend every
+          // score: scores here reach ~3) and gpt-oss's sinks (one logit per query head, in the
+          // backend's memory; large enough to take much of each softmax).
+          std::vector<float> sink_values(static_cast<size_t>(s.n_head));
+          for (size_t h = 0; h < sink_values.size(); ++h)
+            sink_values[h] = 0.5f * static_cast<float>(h) - 0.25f;
+          const OnDevice<float> dsinks(*be, sink_values);
+          const ScoreRule with_sinks{ScoreRule::plain(s.head_dim).scale, 0.0f, dsinks.get()};
+          for (const ScoreRule rule :
+               {ScoreRule::plain(s.head_dim), ScoreRule{0.3f, 1.5f}, with_sinks}) {
             const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
                 datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
             be->attention(dq.get(), n, s, rule, kv, places.view(), n_ctx, dscores.get(),
@@ -145,7 +152,10 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
             std::vector<float> att_ref(att.size());
             // Over the backend's own cache: its keys' last-bit differences are checked above.
             const KvLayer stored{kc.data(), vc.data(), kv_type, kv_type, row};
-            reference::attention(q.data(), n, s, rule, stored, places.view(), att_ref.data());
+            ScoreRule host_rule = rule;  // the reference reads the sinks from host memory
+            if (rule.sinks != nullptr) host_rule.sinks = sink_values.data();
+            reference::attention(q.data(), n, s, host_rule, stored, places.view(),
+                                 att_ref.data());
             for (size_t i = 0; i < att.size(); ++i)
               ASSERT_NEAR(att[i], att_ref[i], 1e-4)
                   << what << " attention, soft cap " << rule.softcap;

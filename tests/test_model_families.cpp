@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "format/gguf_writer.h"
+#include "model/layer_ops.h"
 #include "model/model.h"
 #include "offline/synth.h"
 #include "planning/device_plan.h"
@@ -251,6 +252,43 @@ TEST(ModelFamilies, Phi3TakesTheLongRopeTableForContextsPastTheOriginal) {
   EXPECT_TRUE(std::equal(short_logits.begin(), short_logits.begin() + v, long_logits.begin()));
   EXPECT_GT(largest_gap(std::span(short_logits).subspan(v), std::span(long_logits).subspan(v)),
             1e-3f);
+}
+
+// gpt-oss: its window is required (llama.cpp's get_key), every other layer slides it, the
+// scores scale by 1/sqrt(n_rot), its layers need the attention sinks (a device lacking them keeps
+// them on the CPU), and the sparse modes, which do not add its expert biases, are refused.
+TEST(ModelFamilies, GptOssReadsItsWindowSinksAndExpertBiases) {
+  const std::string path = strata::testing::temp_file("oss.gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.shape.architecture = "gpt-oss";
+  s.shape.n_layer = 4;
+  s.shape.n_expert = 4;
+  s.shape.n_expert_used = 2;
+  s.shape.ffn = FfnActivation::SwiGLUOai;  // strata synth takes the architecture's
+  write_synthetic_model(s, path);
+  const auto m = Model::load(path, false);
+  EXPECT_EQ(m->config.sliding_window, 128);  // synth's default: the released models'
+  EXPECT_EQ(m->config.swa_layers, (std::vector<uint8_t>{1, 0, 1, 0}));
+  EXPECT_FLOAT_EQ(m->config.score_scale(), 1.0f / std::sqrt(16.0f));
+  EXPECT_EQ(m->config.ffn, FfnActivation::SwiGLUOai);
+  const LayerWeights& l = m->weights.layers[0];
+  EXPECT_EQ(l.vec(LayerVector::AttnSinks).size(), 4u);
+  EXPECT_EQ(l.vec(LayerVector::ExpertUpBias).size(), 4u * 192u);
+  EXPECT_EQ(l.vec(LayerVector::ExpertDownBias).size(), 4u * 64u);
+  EXPECT_EQ(layer_ops(m->config, 0), std::vector<LayerOp>{LayerOp::AttentionSinks});
+  EXPECT_NE(load_error(with_keys(path, "oss_no_window.gguf",
+                                 {{"gpt-oss.attention.sliding_window", std::nullopt}}))
+                .find("gpt-oss.attention.sliding_window"),
+            std::string::npos);
+  ThreadPool pool(1);
+  SessionOptions sparse;
+  sparse.ffn = FfnMode::GateFirst;
+  try {
+    Session session(*m, 16, pool, sparse);
+    FAIL() << "a sparse mode ran without the expert biases";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expert biases (gpt-oss)"), std::string::npos) << e.what();
+  }
 }
 
 // A device lacking an op of the recipe: the plan's pure rule marks every layer that needs it

@@ -84,15 +84,19 @@ struct HeadShape {
 // device once its kernels exist. A new op is a row here and a branch of the layer block.
 enum class LayerOp : uint8_t {
   AttentionSoftCap,  // ScoreRule::softcap > 0 (Gemma 2)
+  AttentionSinks,    // ScoreRule::sinks (gpt-oss)
   Count
 };
 const char* layer_op_name(LayerOp op);
 
 // How attention's scores are made from q . k: times `scale`, then, when softcap > 0, soft-capped
 // as softcap * tanh(s / softcap) (Gemma 2's attention logits).
+// `sinks` (null: none): one logit per query head, in the backend's memory, that joins each
+// softmax's denominator and carries no value (gpt-oss's attention sinks).
 struct ScoreRule {
   float scale = 1.0f;
   float softcap = 0.0f;
+  const float* sinks = nullptr;
   static ScoreRule plain(int64_t head_dim) { return {1.0f / std::sqrt(float(head_dim)), 0.0f}; }
 };
 

@@ -158,7 +158,9 @@ void attention(const float* q, int64_t n, const HeadShape& s, const ScoreRule& r
         score[static_cast<size_t>(p)] = x;
         most = std::max(most, x);
       }
-      double total = 0;
+      const double sink = rule.sinks != nullptr ? rule.sinks[h] : -INFINITY;
+      most = std::max(most, sink);
+      double total = sink == -INFINITY ? 0.0 : std::exp(sink - most);
       for (double& x : score) total += (x = std::exp(x - most));
       for (int64_t i = 0; i < hd; ++i) {
         double acc = 0;
@@ -224,6 +226,11 @@ void activation(FfnActivation act, const float* gate, const float* up, float* h,
       case FfnActivation::GELU:
         v = gelu(u);
         break;
+      case FfnActivation::SwiGLUOai: {  // in double, from the definition
+        const double x = std::min(g, 7.0), y = std::clamp(u, -7.0, 7.0);
+        v = x / (1.0 + std::exp(-1.702 * x)) * (y + 1.0);
+        break;
+      }
     }
     h[i] = static_cast<float>(v);
   }

@@ -21,6 +21,8 @@ const char* ffn_activation_name(FfnActivation a) {
       return "relu";
     case FfnActivation::GELU:
       return "gelu";
+    case FfnActivation::SwiGLUOai:
+      return "swiglu_oai";
   }
   return "?";
 }

@@ -67,8 +67,13 @@ void load_layer_vectors(TensorSource& f, const Architecture& a, const std::strin
                         const ModelConfig& c, LayerWeights& l) {
   for (int v = 0; v < kLayerVectors; ++v) {
     const auto role = static_cast<LayerVector>(v);
-    if (const char* name = present_name(f, a.vectors, role, p))
-      l.vectors[static_cast<size_t>(v)] = vector_f32(f, p + name, layer_vector_length(role, c));
+    const char* name = present_name(f, a.vectors, role, p);
+    if (name == nullptr) continue;
+    const bool per_expert = role == LayerVector::ExpertGateBias ||
+                            role == LayerVector::ExpertUpBias || role == LayerVector::ExpertDownBias;
+    const int64_t n = layer_vector_length(role, c);
+    l.vectors[static_cast<size_t>(v)] =
+        per_expert ? rows_f32(f, p + name, n / c.n_expert, c.n_expert) : vector_f32(f, p + name, n);
   }
   // A second norm's bias without its weight is a damaged file.
   if (!l.vec(LayerVector::AttnNorm2Bias).empty() && l.vec(LayerVector::AttnNorm2).empty())

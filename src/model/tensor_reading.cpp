@@ -39,4 +39,14 @@ std::vector<float> vector_f32(TensorSource& f, const std::string& name, int64_t 
   return v;
 }
 
+std::vector<float> rows_f32(TensorSource& f, const std::string& name, int64_t row, int64_t rows) {
+  const GgufTensorInfo& t = require(f, name);
+  if (t.dims.size() != 2 || t.dims[0] != row || t.dims[1] != rows)
+    fail("tensor '{}' has shape {}, expected [{}, {}]", name, dims_text(t.dims), row, rows);
+  std::vector<float> v(static_cast<size_t>(row * rows));
+  const uint64_t bytes = row_bytes(t.type, row);
+  for (int64_t r = 0; r < rows; ++r) dequantize_row(t.type, t.data + r * bytes, v.data() + r * row, row);
+  return v;
+}
+
 }  // namespace strata

@@ -15,5 +15,7 @@ std::string dims_text(const std::vector<int64_t>& dims);  // "[a, b]"
 const GgufTensorInfo& require(TensorSource& f, const std::string& name);
 MatrixView matrix(TensorSource& f, const std::string& name, int64_t cols, int64_t rows);
 std::vector<float> vector_f32(TensorSource& f, const std::string& name, int64_t n);
+// A 2-D tensor [row, rows] of values (a mixture's stacked expert biases) as one vector.
+std::vector<float> rows_f32(TensorSource& f, const std::string& name, int64_t row, int64_t rows);
 
 }  // namespace strata

@@ -80,6 +80,15 @@ int64_t layer_vector_length(LayerVector role, const ModelConfig& c) {
     case LayerVector::AttnQNorm:
     case LayerVector::AttnKNorm:
       return c.head_dim;
+    case LayerVector::AttnSinks:
+      return c.n_head;
+    case LayerVector::RouterBias:
+      return c.n_expert;
+    case LayerVector::ExpertGateBias:
+    case LayerVector::ExpertUpBias:
+      return c.n_expert * c.n_ff;
+    case LayerVector::ExpertDownBias:
+      return c.n_expert * c.n_embd;
     default:
       return c.n_embd;  // norms, the output and down biases
   }

@@ -383,7 +383,9 @@ TensorRole expert_role(std::string_view rest) {
 
 TensorName classify_tensor(const std::string& name, size_t n_dims) {
   TensorName t;
-  if (n_dims < 2) {
+  // llama-quantize quantizes only tensors whose name ends in "weight": 2-D biases (gpt-oss's
+  // stacked expert biases) stay as they are, as vectors do.
+  if (n_dims < 2 || !name.ends_with("weight")) {
     t.role = TensorRole::Vector;
     return t;
   }

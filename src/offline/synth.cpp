@@ -215,7 +215,14 @@ void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture
       if (v.role == LayerVector::FfnDownBias && sparse->spec->powerinfer_layout)
         name = p + "ffn_down_t.bias";
     }
-    plan.push_back({name, DType::F32, n, 0, fill});
+    const bool per_expert = v.role == LayerVector::ExpertGateBias ||
+                            v.role == LayerVector::ExpertUpBias ||
+                            v.role == LayerVector::ExpertDownBias;
+    if (per_expert)  // [width, n_expert], as the experts' matrices are stacked
+      plan.push_back(
+          {name, DType::F32, n / c.n_expert, c.n_expert, small_values(rng, n / c.n_expert)});
+    else
+      plan.push_back({name, DType::F32, n, 0, fill});
   }
   for (const MatrixName& m : a.matrices) {
     if (m.role == LayerMatrix::FfnGate && !ffn_has_gate(c.ffn)) continue;

@@ -114,10 +114,17 @@ class FfnExecutor {
     PreparedRows* in;
     uint64_t* nonzero;
   };
+  // An expert's biases (gpt-oss) in the side's memory; null: none.
+  struct ExpertBiases {
+    const float *gate = nullptr, *up = nullptr, *down = nullptr;
+  };
+  // Expert e's biases among a layer's stacked ones (`vec`: the layer's vectors on that side).
+  template <typename Vec>
+  ExpertBiases biases_of(const Vec& vec, int64_t e) const;
   // One expert over the rows of its tokens (expert_rows_, expert_slots_) of side.ws->xn, its
   // outputs to their choice slots of side.ws->expert_out.
-  void run_expert(const Side& side, const ExpertMatrices& x, int64_t n, FfnLayerStats& stats,
-                  float* observed);
+  void run_expert(const Side& side, const ExpertMatrices& x, const ExpertBiases& biases, int64_t n,
+                  FfnLayerStats& stats, float* observed);
   // The router's logits to the host and each token's top k (chosen_, mix_weights_).
   void route(int64_t layer, int64_t n);
   // A sparse mode's first selection of a mixture's neurons: route, then each token's dense
@@ -126,9 +133,9 @@ class FfnExecutor {
   void route_to_neurons(int64_t layer, int64_t n);
   // One expert's dense FFN for `count` rows of x (n_embd each) into out (n_embd each); with
   // `observed` (host memory), row i's activations also go to observed + rows[i] * stride.
-  void expert_ffn(const Side& side, const ExpertMatrices& e, const float* x, int64_t count,
-                  float* out, FfnLayerStats& stats, float* observed = nullptr,
-                  const int64_t* rows = nullptr, int64_t stride = 0);
+  void expert_ffn(const Side& side, const ExpertMatrices& e, const ExpertBiases& biases,
+                  const float* x, int64_t count, float* out, FfnLayerStats& stats,
+                  float* observed = nullptr, const int64_t* rows = nullptr, int64_t stride = 0);
   // The predictor of `layer` on ws.x for n rows, prepared in `in`, into hidden/scores/mask.
   void predict(int64_t layer, int64_t n, PreparedRows& in, float* hidden, float* scores,
                uint8_t* mask);

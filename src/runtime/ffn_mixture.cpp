@@ -14,6 +14,16 @@
 
 namespace strata {
 
+template <typename Vec>
+FfnExecutor::ExpertBiases FfnExecutor::biases_of(const Vec& vec, int64_t e) const {
+  const auto at = [&](LayerVector v, int64_t width) -> const float* {
+    const float* all = vec(v);
+    return all != nullptr ? all + e * width : nullptr;
+  };
+  return {at(LayerVector::ExpertGateBias, c_.n_ff), at(LayerVector::ExpertUpBias, c_.n_ff),
+          at(LayerVector::ExpertDownBias, c_.n_embd)};
+}
+
 void FfnExecutor::route(int64_t l, int64_t n) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t n_expert = c_.n_expert, k = c_.n_expert_used;
@@ -23,6 +33,8 @@ void FfnExecutor::route(int64_t l, int64_t n) {
   // The router, and a shared expert's gate (its logit) in the same pass over the input.
   const RowsJob jobs[2] = {{&w.ffn_gate_inp, ws_.router, n_expert}, {&w.shared_gate, ws_.shared_gate, 1}};
   backend_.matmul(std::span(jobs, shared ? 2 : 1), in_);
+  if (const float* bias = w.vec(LayerVector::RouterBias))  // gpt-oss
+    backend_.add_bias(ws_.router, bias, n, n_expert);
   router_logits_.resize(static_cast<size_t>(n * n_expert));
   backend_.download(router_logits_.data(), ws_.router, router_logits_.size() * sizeof(float));
   shared_logits_.resize(shared ? static_cast<size_t>(n) : 0);
@@ -104,9 +116,17 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
           }
       const auto count = static_cast<int64_t>(expert_rows_.size());
       if (count == 0) continue;
-      const ExpertMatrices& held = pass == 0 ? x : model_.weights.layers[static_cast<size_t>(l)]
-                                                       .experts[static_cast<size_t>(e)];
-      run_expert(pass == 0 ? device : host, held, n, stats,
+      const LayerWeights& in_ram = model_.weights.layers[static_cast<size_t>(l)];
+      const ExpertMatrices& held = pass == 0 ? x : in_ram.experts[static_cast<size_t>(e)];
+      const ExpertBiases biases =
+          pass == 0 ? biases_of([&](LayerVector v) { return w.vec(v); }, e)
+                    : biases_of(
+                          [&](LayerVector v) {
+                            const std::vector<float>& values = in_ram.vec(v);
+                            return values.empty() ? nullptr : values.data();
+                          },
+                          e);
+      run_expert(pass == 0 ? device : host, held, biases, n, stats,
                  observer ? observed_.data() + e * ff : nullptr);
       const auto pairs = static_cast<uint64_t>(count * ff);
       if (!split) continue;
@@ -125,7 +145,7 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
         expert_rows_.push_back(b);
         expert_slots_.push_back(b * slots + k);
       }
-      run_expert(device, w.shared, n, stats, nullptr);
+      run_expert(device, w.shared, {}, n, stats, nullptr);
     }
   }
   if (split) spans.add(device_end, backend_.record(), &times.ffn_device_waits, 1, &backend_);
@@ -133,15 +153,16 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
   if (observer) observer(l, n, ws_.x, observed_.data());
 }
 
-void FfnExecutor::run_expert(const Side& side, const ExpertMatrices& x, int64_t n,
-                             FfnLayerStats& stats, float* observed) {
+void FfnExecutor::run_expert(const Side& side, const ExpertMatrices& x,
+                             const ExpertBiases& biases, int64_t n, FfnLayerStats& stats,
+                             float* observed) {
   Backend& be = *side.backend;
   Workspace& ws = *side.ws;
   const int64_t d = c_.n_embd, neurons = c_.ffn_neurons();
   const auto count = static_cast<int64_t>(expert_rows_.size());
   const uint64_t row_bytes = static_cast<uint64_t>(d) * sizeof(float);
   if (n == 1) {  // decode: the one token's row in, its slot out
-    expert_ffn(side, x, ws.xn, 1, ws.expert_out + expert_slots_[0] * d, stats, observed,
+    expert_ffn(side, x, biases, ws.xn, 1, ws.expert_out + expert_slots_[0] * d, stats, observed,
                expert_rows_.data(), neurons);
     return;
   }
@@ -153,15 +174,17 @@ void FfnExecutor::run_expert(const Side& side, const ExpertMatrices& x, int64_t 
       be.copy(ws.expert_in + i * d, ws.xn + expert_rows_[static_cast<size_t>(i)] * d, row_bytes);
     in = ws.expert_in;
   }
-  expert_ffn(side, x, in, count, ws.expert_y, stats, observed, expert_rows_.data(), neurons);
+  expert_ffn(side, x, biases, in, count, ws.expert_y, stats, observed, expert_rows_.data(),
+             neurons);
   for (int64_t i = 0; i < count; ++i)
     be.copy(ws.expert_out + expert_slots_[static_cast<size_t>(i)] * d, ws.expert_y + i * d,
             row_bytes);
 }
 
-void FfnExecutor::expert_ffn(const Side& side, const ExpertMatrices& e, const float* x,
-                             int64_t count, float* out, FfnLayerStats& stats, float* observed,
-                             const int64_t* rows, int64_t stride) {
+void FfnExecutor::expert_ffn(const Side& side, const ExpertMatrices& e,
+                             const ExpertBiases& biases, const float* x, int64_t count, float* out,
+                             FfnLayerStats& stats, float* observed, const int64_t* rows,
+                             int64_t stride) {
   Backend& be = *side.backend;
   Workspace& ws = *side.ws;
   PreparedRows& in = *side.in;
@@ -170,6 +193,8 @@ void FfnExecutor::expert_ffn(const Side& side, const ExpertMatrices& e, const fl
   be.prepare(in, x, c_.n_embd, count, {e.up.type, gated ? e.gate.type : e.up.type});
   const RowsJob both[2] = {{&e.gate, ws.gate, ff}, {&e.up, ws.up, ff}};
   be.matmul(gated ? std::span(both, 2) : std::span(both + 1, 1), in);
+  if (biases.gate != nullptr && gated) be.add_bias(ws.gate, biases.gate, count, ff);
+  if (biases.up != nullptr) be.add_bias(ws.up, biases.up, count, ff);
   be.activation(c_.ffn, ws.gate, ws.up, ws.up, count * ff);
   stats.computed += static_cast<uint64_t>(count * ff);
   be.keep_needed(ws.up, nullptr, count, ff, 0, ff, side.nonzero);
@@ -181,6 +206,7 @@ void FfnExecutor::expert_ffn(const Side& side, const ExpertMatrices& e, const fl
   be.prepare(in, ws.up, ff, count, {e.down.type});
   const RowsJob down{&e.down, out, c_.n_embd};
   be.matmul(std::span(&down, 1), in);
+  if (biases.down != nullptr) be.add_bias(out, biases.down, count, c_.n_embd);
 }
 
 }  // namespace strata

@@ -117,8 +117,8 @@ void Session::attention_block(DevicePart& p, int64_t l, int64_t n, float* out) {
   // A sliding window is the cache rows from its first: every backend's attention as it is.
   const TokenPlaces seen = windowed ? TokenPlaces{seen_pos_.data(), seen_base_.data(), base_.data()}
                                     : places;
-  be.attention(ws.q, n, heads, {c_.score_scale(), c_.attention_softcap}, kv, seen, n_ctx_,
-               ws.scores, ws.attn);
+  const ScoreRule rule{c_.score_scale(), c_.attention_softcap, w.vec(LayerVector::AttnSinks)};
+  be.attention(ws.q, n, heads, rule, kv, seen, n_ctx_, ws.scores, ws.attn);
   if (cols != nullptr && cols->attn_output.data != nullptr) {
     const ColumnProducts::Job o{&cols->attn_output, out, c_.n_embd};
     p.columns->run(l, output, ws.attn, n, q_dim, std::span(&o, 1));

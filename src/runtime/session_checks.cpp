@@ -31,6 +31,12 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
         "--ffn {}: '{}' has a shared expert (Qwen2-MoE), which the sparse modes do not compute "
         "yet; use --ffn dense",
         ffn_mode_name(options.ffn), model.file->path());
+  if (model.config.moe() && options.ffn != FfnMode::Dense &&
+      !model.weights.layers.empty() &&
+      !model.weights.layers[0].vec(LayerVector::ExpertUpBias).empty())
+    fail("--ffn {}: '{}' has expert biases (gpt-oss), which the sparse modes do not add yet; use "
+         "--ffn dense",
+         ffn_mode_name(options.ffn), model.file->path());
   if (model.config.moe() && options.check_predictor)
     fail("--check-predictor: '{}' is a mixture of experts, whose predictions it does not count",
          model.file->path());

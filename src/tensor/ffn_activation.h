@@ -15,10 +15,12 @@ namespace strata {
 //   gelu:   h = gelu(up), no gate          (Falcon): llama.cpp's tanh form,
 //           0.5 u (1 + tanh(sqrt(2/pi) (u + 0.044715 u^3))), computed in f32 (llama.cpp's CPU
 //           rounds u to f16 and looks the value up in a table; its CUDA code computes it)
-enum class FfnActivation { SwiGLU, ReGLU, DReLU, GeGLU, ReLU, GELU };
+//   swiglu_oai: g' = min(gate, 7), u' = clamp(up, -7, 7), h = g' sigmoid(1.702 g') (u' + 1)
+//           (gpt-oss's clamped SwiGLU, llama.cpp's ggml_swiglu_oai)
+enum class FfnActivation { SwiGLU, ReGLU, DReLU, GeGLU, ReLU, GELU, SwiGLUOai };
 inline constexpr FfnActivation kFfnActivations[] = {
-    FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,
-    FfnActivation::GeGLU,  FfnActivation::ReLU,  FfnActivation::GELU};
+    FfnActivation::SwiGLU, FfnActivation::ReGLU, FfnActivation::DReLU,    FfnActivation::GeGLU,
+    FfnActivation::ReLU,   FfnActivation::GELU,  FfnActivation::SwiGLUOai};
 
 inline bool ffn_has_gate(FfnActivation a) {
   return a != FfnActivation::ReLU && a != FfnActivation::GELU;
@@ -35,6 +37,18 @@ inline bool ffn_is_relu_family(FfnActivation a) {
 STRATA_HD inline float gelu_tanh(float u) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f, kCubic = 0.044715f;
   return 0.5f * u * (1.0f + tanhf(kSqrt2OverPi * (u + kCubic * u * u * u)));
+}
+
+// gpt-oss's clamped SwiGLU in llama.cpp's f32 steps (alpha 1.702, limit 7): the gate's part
+// x / (1 + exp(-alpha x)) of x = min(g, 7), times clamp(u, -7, 7) + 1.
+inline constexpr float kOaiAlpha = 1.702f, kOaiLimit = 7.0f;
+STRATA_HD inline float oai_gate(float g) {
+  const float x = g < kOaiLimit ? g : kOaiLimit;
+  return x / (1.0f + expf(kOaiAlpha * (-x)));
+}
+STRATA_HD inline float swiglu_oai(float g, float u) {
+  const float y = u < -kOaiLimit ? -kOaiLimit : (u > kOaiLimit ? kOaiLimit : u);
+  return oai_gate(g) * (y + 1.0f);
 }
 
 }  // namespace strata

@@ -29,6 +29,8 @@ STRATA_HD inline float gate_activation(FfnActivation act, float g) {
       return g > 0.0f ? g : 0.0f;
     case FfnActivation::GeGLU:
       return gelu_tanh(g);
+    case FfnActivation::SwiGLUOai:
+      return oai_gate(g);
     case FfnActivation::ReLU:
     case FfnActivation::GELU:
       return g;

@@ -23,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemma_ref import GemmaReference  # noqa: E402
+from gpt_oss_ref import GptOssReference  # noqa: E402
 from arch_ref import (FalconReference, MixtralReference, OptReference,  # noqa: E402
                       Phi3Reference, Qwen2MoeReference, Qwen2Reference, Qwen3MoeReference,
                       Qwen3Reference)
@@ -155,6 +156,12 @@ ARCHITECTURES = [  # label, synth flags, reference
      GemmaReference),
     # Phi-3: ffn_up holding gate and up (split at load), NeoX RoPE, two KV heads.
     ("phi3", ["--arch", "phi3", "--kv-heads", "2"], Phi3Reference),
+    # gpt-oss: attention sinks, q/k/v/o biases, a window of 4 on even layers, the router's bias,
+    # 4 clamped-SwiGLU experts with biases, 2 per token. Float types only: as Qwen2-MoE's, its
+    # top 2 sits near ties that Q8_0's rounded activations flip at some positions (seed 9: none,
+    # 2.6e-2; seeds 10 and 11: one position each, 0.56 and 0.24).
+    ("gpt-oss", ["--arch", "gpt-oss", "--experts", "4", "--top-k", "2", "--sliding-window", "4",
+                 "--layers", "4", "--kv-heads", "2"], GptOssReference, ["f32", "f16"]),
 ]
 
 

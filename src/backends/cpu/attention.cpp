@@ -37,7 +37,8 @@ void attend_rows(const CpuKernels& k, std::span<const QueryRow> rows, const Cach
   int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
   for (size_t i = 0; i < rows.size(); ++i) {
     std::fill(rows[i].out, rows[i].out + hd, 0.0f);
-    state[i * kState] = -INFINITY;
+    state[i * kState] = rows[i].sink;  // -inf, or the sink: exp(sink - sink) in the sums
+    if (rows[i].sink != -INFINITY) state[i * kState + 1] = 1.0f;
     lo = std::min(lo, rows[i].first);
     hi = std::max(hi, rows[i].last);
   }

@@ -8,6 +8,7 @@
 // any sequence slot, at any thread count.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -37,6 +38,9 @@ struct QueryRow {
   const float* q;  // head_dim elements
   float* out;      // head_dim elements
   int64_t first, last;
+  // An attention sink (gpt-oss): a logit in the softmax's denominator that carries no value;
+  // -inf: none. The row's state starts from it (max = sink, sum = 1).
+  float sink = -INFINITY;
 };
 
 // out = the softmax over p in [first, last] of (q . k_p * scale, soft-capped when softcap > 0)

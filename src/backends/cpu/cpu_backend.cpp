@@ -245,7 +245,9 @@ void CpuBackend::attention(const float* q, int64_t n, const HeadShape& s, const 
       for (int64_t b = run.begin; b < run.end; ++b)
         for (int g = 0; g < group; ++g) {
           const int64_t at = b * q_dim + (kvh * group + g) * hd;
-          rows.push_back({q + at, out + at, places.base[b], places.base[b] + places.pos[b]});
+          const float sink = rule.sinks != nullptr ? rule.sinks[kvh * group + g] : -INFINITY;
+          rows.push_back(
+              {q + at, out + at, places.base[b], places.base[b] + places.pos[b], sink});
         }
       const auto head_at = static_cast<uint64_t>(kvh * hd);
       const CachedHead head{static_cast<const uint8_t*>(kv.k) + row_bytes(kv.k_type, head_at),
@@ -277,6 +279,9 @@ void CpuBackend::activation(FfnActivation act, const float* gate, const float* u
       break;
     case FfnActivation::GELU:
       for (int64_t i = 0; i < count; ++i) h[i] = gelu_tanh(up[i]);
+      break;
+    case FfnActivation::SwiGLUOai:
+      for (int64_t i = 0; i < count; ++i) h[i] = swiglu_oai(gate[i], up[i]);
       break;
   }
 }

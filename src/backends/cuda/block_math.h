@@ -247,6 +247,8 @@ STRATA_HD inline float activate(FfnActivation act, float g, float u) {
       return u < 0.0f ? 0.0f : u;  // std::max(u, 0.0f), -0 and NaN included
     case FfnActivation::GELU:
       return gelu_tanh(u);
+    case FfnActivation::SwiGLUOai:
+      return swiglu_oai(g, u);
   }
   return 0.0f;
 }

@@ -42,7 +42,7 @@ class CudaAccelerator final : public AcceleratorProvider {
     return cuda_read_bandwidth(backend);
   }
   bool reads_weights(DType type) const override { return cuda_math::cuda_weight_type(type); }
-  // attention_kernel soft-caps (cuda_math::attention_score).
+  // attention_kernel soft-caps (cuda_math::attention_score) and takes sinks.
   bool supports(LayerOp) const override { return true; }
 
  private:

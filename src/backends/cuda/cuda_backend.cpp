@@ -255,7 +255,7 @@ class CudaBackend final : public Backend {
       const int64_t m = std::min<int64_t>(kMaxPlaces, n - t0);
       launch_attention(q + t0 * s.q_dim(), m, static_cast<int>(s.n_head),
                        static_cast<int>(s.n_head_kv), static_cast<int>(s.head_dim), rule.scale,
-                       rule.softcap, kv.k, kv.v,
+                       rule.softcap, rule.sinks, kv.k, kv.v,
                        kv.k_type, kv.v_type, kv.kv_dim,
                        places(at, t0, m), n_ctx, scores + t0 * s.n_head * n_ctx,
                        out + t0 * s.q_dim(), stream_);

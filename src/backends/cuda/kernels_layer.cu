@@ -162,7 +162,7 @@ __global__ void rope_store_kernel(float* q, float* k, const float* v, int n_head
 __global__ void attention_kernel(const float* q, int n_head, int group, int head_dim,
                                  const void* k_cache, const void* v_cache, DType k_type,
                                  DType v_type, int64_t kv_dim, Places at, int64_t n_ctx, float* scores,
-                                 float* out, float scale, float softcap) {
+                                 float* out, float scale, float softcap, const float* sinks) {
   __shared__ float qs[512];
   __shared__ float red[kThreads];
   const int h = blockIdx.x, b = blockIdx.y, kvh = h / group;
@@ -189,7 +189,9 @@ __global__ void attention_kernel(const float* q, int n_head, int group, int head
     if (threadIdx.x < w) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + w]);
     __syncthreads();
   }
-  most = red[0];
+  // A sink joins the maximum and, below, the denominator.
+  const float sink = sinks != nullptr ? sinks[h] : -INFINITY;
+  most = fmaxf(red[0], sink);
   __syncthreads();
   float total = 0.0f;
   for (int64_t p = threadIdx.x; p < positions; p += blockDim.x) {
@@ -203,7 +205,7 @@ __global__ void attention_kernel(const float* q, int n_head, int group, int head
     if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
     __syncthreads();
   }
-  total = red[0];
+  total = red[0] + (sink == -INFINITY ? 0.0f : expf(sink - most));
   for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
     float acc = 0.0f;
     for (int64_t p = 0; p < positions; ++p)
@@ -426,14 +428,15 @@ void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head
 }
 
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
-                      float scale, float softcap, const void* k_cache, const void* v_cache,
+                      float scale, float softcap, const float* sinks, const void* k_cache,
+                      const void* v_cache,
                       DType k_type, DType v_type, int64_t kv_dim, const Places& at, int64_t n_ctx,
                       float* scores, float* out, cudaStream_t stream) {
   if (n == 0) return;
   if (head_dim > 512) kernel_failure("the CUDA attention takes heads of up to 512 values");
   STRATA_LAUNCH(attention_kernel, dim3(static_cast<unsigned>(n_head), static_cast<unsigned>(n)),
                 kThreads, stream, q, n_head, n_head / n_head_kv, head_dim, k_cache, v_cache, k_type,
-                v_type, kv_dim, at, n_ctx, scores, out, scale, softcap);
+                v_type, kv_dim, at, n_ctx, scores, out, scale, softcap, sinks);
   check_launch("attention", stream);
 }
 

@@ -85,9 +85,11 @@ void launch_rope_store(float* q, float* k, const float* v, int64_t n, int n_head
                        int head_dim, const float* cos, const float* sin, int half, bool neox,
                        void* k_cache, void* v_cache, DType k_type, DType v_type, int64_t kv_dim,
                        const Places& at, cudaStream_t stream);
-// Scores: cuda_math::attention_score (times scale, soft-capped when softcap > 0).
+// Scores: cuda_math::attention_score (times scale, soft-capped when softcap > 0); `sinks`: one
+// logit per query head in the denominators (null: none).
 void launch_attention(const float* q, int64_t n, int n_head, int n_head_kv, int head_dim,
-                      float scale, float softcap, const void* k_cache, const void* v_cache,
+                      float scale, float softcap, const float* sinks, const void* k_cache,
+                      const void* v_cache,
                       DType k_type, DType v_type, int64_t kv_dim, const Places& at, int64_t n_ctx,
                       float* scores, float* out, cudaStream_t stream);
 

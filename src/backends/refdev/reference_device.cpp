@@ -284,6 +284,7 @@ void ReferenceDevice::attention(const float* q, int64_t n, const HeadShape& s,
   check(kv.v, 1, "attention");
   check(scores, static_cast<uint64_t>(n * s.n_head * n_ctx) * 4, "attention");
   check(out, static_cast<uint64_t>(n * s.q_dim()) * 4, "attention");
+  if (rule.sinks != nullptr) check(rule.sinks, static_cast<uint64_t>(s.n_head) * 4, "attention");
   std::vector<int64_t> pos(at.pos, at.pos + n), base(at.base, at.base + n);
   enqueue([=, this, pos = std::move(pos), base = std::move(base)] {
     cpu_.attention(q, n, s, rule, kv, TokenPlaces{pos.data(), base.data()}, n_ctx, scores, out);

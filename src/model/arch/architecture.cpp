@@ -13,11 +13,11 @@ const char* first_name(const Names& names, Role role) {
   return nullptr;
 }
 
-std::array<const Architecture*, 11> all() {
+std::array<const Architecture*, 12> all() {
   return {&llama_architecture(),    &bamboo_architecture(),   &falcon_architecture(),
           &opt_architecture(),      &qwen2_architecture(),    &qwen3_architecture(),
           &qwen3moe_architecture(), &qwen2moe_architecture(), &gemma2_architecture(),
-          &gemma3_architecture(),   &phi3_architecture()};
+          &gemma3_architecture(),   &phi3_architecture(),     &gpt_oss_architecture()};
 }
 
 }  // namespace

@@ -61,6 +61,13 @@ enum class LayerVector : uint8_t {
   FfnGateBias,  // llama.cpp's optional MLP biases of a llama file (ffn_gate.bias)
   AttnPostNorm,  // Gemma 2/3's sandwich: RMSNorm of attention's output before the residual add
   FfnPostNorm,   // and of the FFN's
+  AttnSinks,     // gpt-oss: one logit per query head in attention's softmax denominators
+  RouterBias,    // gpt-oss: n_expert values added to the router's logits
+  // gpt-oss: each expert's biases, stacked expert-major as its matrices (n_expert x n_ff for
+  // gate and up, n_expert x n_embd for down)
+  ExpertGateBias,
+  ExpertUpBias,
+  ExpertDownBias,
   Count
 };
 inline constexpr int kLayerMatrices = static_cast<int>(LayerMatrix::Count);
@@ -190,6 +197,7 @@ const Architecture& qwen2moe_architecture();
 const Architecture& gemma2_architecture();  // gemma.cpp, with Gemma 3
 const Architecture& gemma3_architecture();
 const Architecture& phi3_architecture();
+const Architecture& gpt_oss_architecture();
 
 // LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
 // ffn_down_t), which the LLaMA-like families share.

@@ -58,8 +58,13 @@ TEST(QuantRecipe, TensorRolesFromNames) {
   for (const char* name : {"blk..attn_q.weight", "blk.-1.attn_q.weight", "blk.3attn_q.weight",
                            "blk.3", "blk.99999999999.attn_q.weight", "xblk.3.attn_q.weight"}) {
     EXPECT_EQ(classify_tensor(name, 2).layer, -1) << name;
-    EXPECT_EQ(classify_tensor(name, 2).role, TensorRole::Other) << name;
+    // llama-quantize quantizes only what is named *weight: the rest is kept (Vector)
+    EXPECT_EQ(classify_tensor(name, 2).role,
+              std::string_view(name).ends_with("weight") ? TensorRole::Other : TensorRole::Vector)
+        << name;
   }
+  // gpt-oss's stacked expert biases: 2-D, kept as they are.
+  EXPECT_EQ(classify_tensor("blk.0.ffn_up_exps.bias", 2).role, TensorRole::Vector);
 }
 
 // Q4_K_M on a 32-layer model: attn_v and ffn_down Q6_K on llama.cpp's "more bits" layers (the
@@ -190,9 +195,10 @@ TEST(QuantRecipe, MixturesFollowLlamaCppsExpertRules) {
   EXPECT_EQ(classify_tensor("blk.2.ffn_gate_inp_shexp.weight", 2).role, TensorRole::Router);
   EXPECT_EQ(classify_tensor("blk.2.ffn_down_shexp.weight", 2).role, TensorRole::FfnDown);
   EXPECT_EQ(classify_tensor("blk.2.ffn_up_shexp.weight", 2).role, TensorRole::FfnUp);
-  for (const char* name : {"blk.2.ffn_up.x.weight", "blk.2.ffn_up..weight", "blk.2.ffn_up.7",
+  for (const char* name : {"blk.2.ffn_up.x.weight", "blk.2.ffn_up..weight",
                            "blk.2.ffn_side_exps.weight", "ffn_up.7.weight"})
     EXPECT_EQ(classify_tensor(name, 2).role, TensorRole::Other) << name;
+  EXPECT_EQ(classify_tensor("blk.2.ffn_up.7", 2).role, TensorRole::Vector);  // not *weight
   const RecipeOptions moe{.n_layer = 32, .n_expert = 8};
   auto t = [&](QuantRecipe r, TensorRole role, int l, const RecipeOptions& o) {
     return recipe_tensor_type(r, layer(role, l), 4096, o);

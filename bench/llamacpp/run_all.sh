@@ -25,7 +25,7 @@ dump=$work/dump_logits cmp="/usr/bin/python3 $here/compare_logits.py $strata $wo
 export PYTHONPATH="$llama/gguf-py"
 
 echo "== 1. llama.cpp's test-llama-archs models (seed 42)"
-"$bin/test-llama-archs" -s 42 -a '^(llama|falcon|qwen2|qwen3|qwen2moe|qwen3moe|gemma2|gemma3|phi3)$' \
+"$bin/test-llama-archs" -s 42 -a '^(llama|falcon|qwen2|qwen3|qwen2moe|qwen3moe|gemma2|gemma3|phi3|gpt-oss)$' \
   -o "$work/archs" >/dev/null 2>&1
 for f in "$work"/archs/*.gguf; do
   $cmp "$f"

@@ -197,6 +197,10 @@ uint64_t sparsify_gate(FfnActivation act, float* gate, int64_t count, float thre
     if (act == FfnActivation::SwiGLU) a = g / (1.0 + std::exp(-g));
     if (act == FfnActivation::ReGLU || act == FfnActivation::DReLU) a = std::max(g, 0.0);
     if (act == FfnActivation::GeGLU) a = gelu(g);
+    if (act == FfnActivation::SwiGLUOai) {  // gpt-oss: the gate's part, min(g, 7) clamped first
+      const double x = std::min(g, 7.0);
+      a = x / (1.0 + std::exp(-1.702 * x));
+    }
     if (std::abs(a) <= threshold) gate[i] = 0.0f;
     kept += gate[i] != 0.0f;
   }

@@ -23,11 +23,15 @@ import numpy as np
 import torch
 
 from gguf_py import GGUFReader
+from llama_ref import quantize_q8_0_roundtrip
 from llamacpp_extras import finish
 
 
 class GemmaReference:
-    def __init__(self, path, query_pre_attn_scalar=None):
+    def __init__(self, path, query_pre_attn_scalar=None, emulate_q8=False):
+        """emulate_q8: a Q8_0 weight's input rounded through Q8_0 blocks first, as the CPU
+        kernels of strata and llama.cpp compute (llama_ref.quantize_q8_0_roundtrip)."""
+        self.emulate_q8 = emulate_q8
         self.g = GGUFReader(path)
         kv = self.g.kv
         self.arch = a = kv["general.architecture"]
@@ -66,6 +70,8 @@ class GemmaReference:
     def linear(self, x, stem):
         """Attention's projections with their bias and per-tensor scale (FP8/NVFP4 conversions'
         scale2) as llama.cpp applies them; its Gemma graphs apply no FFN scale."""
+        if self.emulate_q8 and self.g.type_name(stem + ".weight") == "Q8_0":
+            x = quantize_q8_0_roundtrip(x)
         y = x @ self.weight(stem + ".weight").T
         if stem.split(".")[-1].startswith("attn_"):
             return finish(self.g, stem, y)
@@ -123,6 +129,8 @@ class GemmaReference:
             x = x + self.rms_norm(m, p + "post_ffw_norm.weight")
         x = self.rms_norm(x, "output_norm.weight")
         head = "output.weight" if self.has("output.weight") and self.arch != "gemma2" else "token_embd.weight"
+        if self.emulate_q8 and self.g.type_name(head) == "Q8_0":
+            x = quantize_q8_0_roundtrip(x)
         logits = x @ self.weight(head).T
         if self.final_cap:
             logits = torch.tanh(logits / self.final_cap) * self.final_cap

@@ -136,14 +136,18 @@ TEST_P(BackendOps, NormRopeKvAndAttentionEqualTheReference) {
           ASSERT_EQ(vc, vc_ref) << what << " values stored differently";
           // The plain rule, Gemma 2's (another scale and a soft cap small enough to bend every
           // score: scores here reach ~3) and gpt-oss's sinks (one logit per query head, in the
-          // backend's memory; large enough to take much of each softmax).
+          // backend's memory; large enough to take much of each softmax). The rule does not
+          // depend on how the cache stores a row: the other two on the default F16 cache only
+          // (the emulated GPU under TSan takes 100 s for all of them everywhere).
           std::vector<float> sink_values(static_cast<size_t>(s.n_head));
           for (size_t h = 0; h < sink_values.size(); ++h)
             sink_values[h] = 0.5f * static_cast<float>(h) - 0.25f;
           const OnDevice<float> dsinks(*be, sink_values);
           const ScoreRule with_sinks{ScoreRule::plain(s.head_dim).scale, 0.0f, dsinks.get()};
-          for (const ScoreRule rule :
-               {ScoreRule::plain(s.head_dim), ScoreRule{0.3f, 1.5f}, with_sinks}) {
+          const bool every_rule = kv_type == DType::F16 && row == s.kv_dim();
+          std::vector<ScoreRule> rules = {ScoreRule::plain(s.head_dim)};
+          if (every_rule) rules.insert(rules.end(), {ScoreRule{0.3f, 1.5f}, with_sinks});
+          for (const ScoreRule& rule : rules) {
             const OnDevice<float> dscores(*be, static_cast<size_t>(n * s.n_head * n_ctx), 0.0f),
                 datt(*be, static_cast<size_t>(n * s.q_dim()), 0.0f);
             be->attention(dq.get(), n, s, rule, kv, places.view(), n_ctx, dscores.get(),

@@ -4,17 +4,11 @@
 
 #include <algorithm>
 
+#include "cli/bench_table.h"
 #include "core/timer.h"
 
 namespace strata {
 namespace {
-
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 SamplerParams greedy() {
   SamplerParams p;

@@ -29,12 +29,15 @@ double BenchRow::stddev() const {
   return std::sqrt(sum / static_cast<double>(samples.size() - 1));
 }
 
-double BenchRow::median() const {
-  if (samples.empty()) return 0;
-  std::vector<double> v = samples;
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   const size_t h = v.size() / 2;
   return v.size() % 2 ? v[h] : (v[h - 1] + v[h]) / 2;
+}
+
+double BenchRow::median() const {
+  return median_of(samples);
 }
 
 BenchFormat bench_format_from_name(const std::string& name) {

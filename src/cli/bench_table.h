@@ -25,6 +25,10 @@ struct BenchRow {
   double median() const;
 };
 
+// The median of measurements (the mean of the middle two for an even count; 0 for none): what
+// every figure strata bench reports is.
+double median_of(std::vector<double> values);
+
 enum class BenchFormat { Markdown, Csv, Json, Jsonl };
 
 // "md", "csv", "json", "jsonl"; nullopt-like failure is a one-line error naming the formats.

@@ -26,12 +26,6 @@ namespace strata {
 
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 struct BenchOptions {
   bool mmap = false;
   std::string model = default_model_path();
@@ -177,8 +171,8 @@ BenchFigures figures(const BenchResult& r, const Model& model, FfnMode mode,
                      const BandwidthProbe& probe) {
   const double bandwidth = probe.bytes_per_s;
   BenchFigures f;
-  f.pp = r.pp.empty() ? 0 : median(r.pp);
-  f.tg = r.tg.empty() ? 0 : median(r.tg);
+  f.pp = median_of(r.pp);
+  f.tg = median_of(r.tg);
   f.bytes = r.input_density.empty() || model.columns.empty()
                 ? bytes_touched_per_token(model, mode, r.decode_stats, r.decode_tokens)
                 : input_sparse_bytes_per_token(model, r.input_density);

@@ -92,12 +92,16 @@ std::string draft_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft
   return {};
 }
 
+void check_draft_p_min(float p_min) {
+  if (!(p_min >= 0.0f && p_min <= 1.0f)) fail("--draft-p-min {}: a probability, 0 to 1", p_min);
+}
+
 ModelDrafter::ModelDrafter(Session& session, int32_t target_vocab, float p_min)
     : session_(session),
       target_vocab_(target_vocab),
       p_min_(p_min),
       held_(static_cast<size_t>(session.n_seq())) {
-  if (!(p_min >= 0.0f && p_min <= 1.0f)) fail("--draft-p-min {}: a probability, 0 to 1", p_min);
+  check_draft_p_min(p_min);
 }
 
 size_t ModelDrafter::keep_prefix(int seq, std::span<const int32_t> history, size_t most) {

@@ -71,6 +71,9 @@ DraftChoice draft_choice(std::span<const float> logits);
 // token from id 5 on whose text differs. Empty when it can.
 std::string draft_vocab_mismatch(const Tokenizer& target, const Tokenizer& draft);
 
+// --draft-p-min's value: a probability, 0 to 1 (one line otherwise); llama.cpp's default 0.
+void check_draft_p_min(float p_min);
+
 class ModelDrafter : public Drafter {
  public:
   // Drafts on `session` (the draft model's, one sequence per slot), keeping tokens while their

@@ -12,8 +12,7 @@ void check_speculation(const SpeculationParams& p) {
     fail("--draft-min {} and --draft-max {}: 1 <= min <= max", p.draft_min, p.draft_max);
   if (p.ngram_min < 1 || p.ngram_min > p.ngram_max)
     fail("prompt lookup's n-grams of {} to {} tokens: 1 <= min <= max", p.ngram_min, p.ngram_max);
-  if (!(p.p_min >= 0.0f && p.p_min <= 1.0f))
-    fail("--draft-p-min {}: a probability, 0 to 1", p.p_min);
+  check_draft_p_min(p.p_min);
 }
 
 DraftBackoff next_backoff(DraftBackoff b, size_t kept) {

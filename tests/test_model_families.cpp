@@ -153,6 +153,18 @@ TEST(ModelFamilies, BadValuesAreRefusedNamingTheKey) {
                                  {{"gemma3.rope.freq_base_swa", GgufValue::f32(-1.0f)}}))
                 .find("gemma3.rope.freq_base_swa is -1"),
             std::string::npos);
+  // Gemma 2's head is the embedding: llama.cpp's loader creates no output.weight, so a file with
+  // one is refused naming it (a tensor no reader claims), not run with another head.
+  std::string error;
+  try {
+    Model::load(with_keys(g2, "g2_head.gguf", {}, {{"output.weight", std::vector<float>(64)}}),
+                false);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("'output.weight', which strata does not read for architecture gemma2"),
+            std::string::npos)
+      << error;
 }
 
 std::vector<float> one_token_at_a_time(const Model& m, std::span<const int32_t> tokens) {

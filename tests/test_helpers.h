@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,18 @@ inline std::vector<int32_t> random_tokens(const Model& m, int64_t n, uint32_t se
 }
 
 // A tiny random model written once per (type, ffn) and reused.
+// The logits of each token decoded alone, in order, in a fresh session of 32 positions.
+inline std::vector<float> decode_one_by_one(const Model& m, std::span<const int32_t> tokens) {
+  ThreadPool pool(2);
+  Session s(m, 32, pool);
+  std::vector<float> all;
+  for (int32_t t : tokens) {
+    const auto l = s.eval(t);
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  return all;
+}
+
 inline std::string tiny_model(DType type, FfnActivation ffn, bool tied = false) {
   const std::string path = temp_file(std::string("tiny_") + dtype_name(type) + "_" +
                                      ffn_activation_name(ffn) + (tied ? "_tied" : "") + ".gguf");

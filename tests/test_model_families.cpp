@@ -167,17 +167,6 @@ TEST(ModelFamilies, BadValuesAreRefusedNamingTheKey) {
       << error;
 }
 
-std::vector<float> one_token_at_a_time(const Model& m, std::span<const int32_t> tokens) {
-  ThreadPool pool(2);
-  Session s(m, 32, pool);
-  std::vector<float> all;
-  for (int32_t t : tokens) {
-    const auto l = s.eval(t);
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
-}
-
 float largest_gap(std::span<const float> a, std::span<const float> b) {
   float gap = 0;
   for (size_t i = 0; i < a.size(); ++i) gap = std::max(gap, std::fabs(a[i] - b[i]));
@@ -194,8 +183,8 @@ TEST(ModelFamilies, Gemma3SessionsRotateWindowedLayersWithTheirOwnTable) {
   const auto same_base = Model::load(
       with_keys(path, "g3_same_base.gguf", {{"gemma3.rope.freq_base_swa", GgufValue::f32(1e6f)}}),
       false);
-  const std::vector<float> a = one_token_at_a_time(*m, tokens);
-  const std::vector<float> b = one_token_at_a_time(*same_base, tokens);
+  const std::vector<float> a = strata::testing::decode_one_by_one(*m, tokens);
+  const std::vector<float> b = strata::testing::decode_one_by_one(*same_base, tokens);
   const size_t v = static_cast<size_t>(m->config.n_vocab);
   EXPECT_TRUE(std::equal(a.begin(), a.begin() + v, b.begin())) << "position 0 is not rotated";
   EXPECT_GT(largest_gap(std::span(a).subspan(v), std::span(b).subspan(v)), 1e-3f);
@@ -214,8 +203,9 @@ TEST(ModelFamilies, TheFinalSoftCapBoundsTheLogits) {
   const auto capped = Model::load(
       with_keys(path, "g2_cap.gguf", {{"gemma2.final_logit_softcapping", GgufValue::f32(0.5f)}}),
       false);
-  const std::vector<float> l = one_token_at_a_time(*capped, tokens);
-  const std::vector<float> wide = one_token_at_a_time(*Model::load(path, false), tokens);
+  const std::vector<float> l = strata::testing::decode_one_by_one(*capped, tokens);
+  const std::vector<float> wide =
+      strata::testing::decode_one_by_one(*Model::load(path, false), tokens);
   for (float x : l) ASSERT_LT(std::fabs(x), 0.5f);
   EXPECT_GT(largest_gap(l, wide), 1e-2f);
 }

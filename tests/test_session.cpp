@@ -19,6 +19,7 @@
 namespace strata {
 namespace {
 
+using strata::testing::decode_one_by_one;
 using strata::testing::tiny_model;
 
 const std::vector<int32_t> kTokens = {1, 5, 200, 17, 3, 99, 42};
@@ -292,17 +293,6 @@ std::unique_ptr<Model> windowed_model(int64_t window) {
   s.seed = 4;
   write_synthetic_model(s, path);
   return Model::load(path, false);
-}
-
-std::vector<float> decode_one_by_one(const Model& m, std::span<const int32_t> tokens) {
-  ThreadPool pool(2);
-  Session s(m, 32, pool);
-  std::vector<float> all;
-  for (int32_t t : tokens) {
-    const auto l = s.eval(t);
-    all.insert(all.end(), l.begin(), l.end());
-  }
-  return all;
 }
 
 // Sliding-window attention: a token sees its last W positions, so a window as long as the

@@ -5,7 +5,6 @@
 // LongRoPE's long_factor and short_factor as rope_factors_long/short.weight
 // (offline/hf_rope_scaling.cpp). The sliding window in Phi-3's configs is not carried: llama.cpp's
 // phi3 loader disables it.
-#include <fmt/format.h>
 
 #include "offline/hf_family.h"
 
@@ -35,26 +34,20 @@ void read_phi3(const ConfigReader& r, HfConfig& c) {
   c.tied = r.flag_or("tie_word_embeddings", false);
 }
 
+// LLaMA's plan (hf_llama.cpp) with Phi-3's fused attention and FFN tensors.
 std::vector<Planned> plan_phi3(const HfConfig& c,
                                const std::function<bool(const std::string&)>& has) {
-  const ModelConfig& m = c.model;
-  const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
-  std::vector<Planned> p;
-  p.push_back({"token_embd.weight", "model.embed_tokens.weight", m.n_vocab, m.n_embd});
-  p.push_back({"output_norm.weight", "model.norm.weight", m.n_embd, 0});
-  if (!c.tied && has("lm_head.weight"))
-    p.push_back({"output.weight", "lm_head.weight", m.n_vocab, m.n_embd});
-  for (int64_t l = 0; l < m.n_layer; ++l) {
-    const std::string g = fmt::format("blk.{}.", l), h = fmt::format("model.layers.{}.", l);
-    p.push_back({g + "attn_norm.weight", h + "input_layernorm.weight", m.n_embd, 0});
-    p.push_back(
-        {g + "attn_qkv.weight", h + "self_attn.qkv_proj.weight", q_dim + 2 * kv_dim, m.n_embd});
-    p.push_back({g + "attn_output.weight", h + "self_attn.o_proj.weight", m.n_embd, q_dim});
-    p.push_back({g + "ffn_norm.weight", h + "post_attention_layernorm.weight", m.n_embd, 0});
-    p.push_back({g + "ffn_up.weight", h + "mlp.gate_up_proj.weight", 2 * m.n_ff, m.n_embd});
-    p.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", m.n_embd, m.n_ff});
-  }
-  return p;
+  const ModelConfig m = c.model;
+  const int64_t qkv_rows = (m.n_head + 2 * m.n_head_kv) * m.head_dim;
+  return plan_llama_like(
+      c, has,
+      [m, qkv_rows](const std::string& g, const std::string& h, std::vector<Planned>& p) {
+        p.push_back({g + "attn_qkv.weight", h + "self_attn.qkv_proj.weight", qkv_rows, m.n_embd});
+      },
+      [m](const std::string& g, const std::string& h, std::vector<Planned>& p) {
+        p.push_back({g + "ffn_up.weight", h + "mlp.gate_up_proj.weight", 2 * m.n_ff, m.n_embd});
+        p.push_back({g + "ffn_down.weight", h + "mlp.down_proj.weight", m.n_embd, m.n_ff});
+      });
 }
 
 }  // namespace

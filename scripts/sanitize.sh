@@ -49,7 +49,12 @@ emulated_numerics='ShippedModelLogitsAndGreedyTextAreTheCpus|BlockKvCachesAreWit
 # (1.2 s in the main tree): the drafting and verifying code it runs, the other DraftModel tests
 # run under ASan too.
 statistical='^DraftModel\.AcceptedTokensFollowTheTargetsDistribution$'
-asan_excluded="$excluded|$statistical|^On/CudaSession\.($emulated_numerics)/cuda_emu( |$)"
+# The slowest two under ASan (76 s and 55 s of its test time): the emulated GPU's column
+# products over every type (each CPU column kernel runs under ASan in InputSparsity's other
+# tests, the CUDA ones op by op in BackendOps.*/cuda_emu), and an IQ2_M quantization of the
+# whole shipped model (the lattice quantizers run under ASan in IqQuants.*).
+heavy='^InputSparsity\.ColumnProductsOnTheEmulatedGpuAreTheCpusAndItsRowMajorOnes$|^Imatrix\.LatticeMixturesNeedAndUseAnImportanceMatrix$'
+asan_excluded="$excluded|$statistical|$heavy|^On/CudaSession\.($emulated_numerics)/cuda_emu( |$)"
 
 if [ "$what" = all ] || [ "$what" = asan ]; then
   step "asan+ubsan: build"

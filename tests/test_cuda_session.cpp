@@ -148,6 +148,17 @@ TEST_P(CudaSession, MixturesOfExpertsAreWithinToleranceOfTheCpu) {
                    std::string("sparse mixture ") + dtype_name(type) + " " + ffn_mode_name(mode));
     }
   }
+  // GLM-4.5's recipe: a leading dense layer held as an always-used expert, sigmoid routing with
+  // the correction bias (a vector the device holds), an ungated shared expert.
+  SynthSpec g = synth_preset("tiny");
+  g.shape.architecture = "glm4moe";
+  g.shape.n_embd = 128, g.shape.n_ff = 64, g.shape.n_layer = 3, g.shape.head_dim = 32;
+  g.shape.n_expert = 6, g.shape.n_expert_used = 2;
+  g.type = DType::Q4_0, g.seed = 12;
+  const std::string glm = strata::testing::temp_file("cuda_glm4moe.gguf");
+  write_synthetic_model(g, glm);
+  auto mg = load(glm);
+  expect_close(logits(*mg, *gpu), logits(*mg, cpu), tolerance(DType::Q4_0), "glm4moe Q4_0");
 }
 
 TEST_P(CudaSession, TheSameInputsGiveTheSameBitsEveryRun) {

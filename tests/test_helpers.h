@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "format/gguf_writer.h"
 #include "offline/bundle.h"
 #include "offline/profile.h"
 #include "offline/synth.h"
@@ -74,6 +76,26 @@ inline std::vector<int32_t> random_tokens(const Model& m, int64_t n, uint32_t se
   std::vector<int32_t> t(static_cast<size_t>(n));
   for (auto& x : t) x = id(rng);
   return t;
+}
+
+// `path` copied with keys set (or, with a null value, removed) and F32 vectors added.
+inline std::string with_keys(const std::string& path, const std::string& name,
+                      const std::map<std::string, std::optional<GgufValue>>& keys,
+                      const std::map<std::string, std::vector<float>>& vectors = {}) {
+  const auto src = GgufFile::open(path);
+  const std::string out = temp_file(name);
+  GgufWriter w(out);
+  for (const auto& [k, v] : src->metadata())
+    if (!keys.contains(k)) w.set(k, v);
+  for (const auto& [k, v] : keys)
+    if (v) w.set(k, *v);
+  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.dims);
+  for (const auto& [n, v] : vectors) w.add_tensor(n, DType::F32, {static_cast<int64_t>(v.size())});
+  for (const auto& t : src->tensors()) w.write_tensor_data({t.data, t.n_bytes});
+  for (const auto& [n, v] : vectors)
+    w.write_tensor_data({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)});
+  w.finish();
+  return out;
 }
 
 // A tiny random model written once per (type, ffn) and reused.

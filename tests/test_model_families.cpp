@@ -35,25 +35,7 @@ std::string family_model(const std::string& arch, int64_t window, const std::str
   return path;
 }
 
-// `path` copied with keys set (or, with a null value, removed) and F32 vectors added.
-std::string with_keys(const std::string& path, const std::string& name,
-                      const std::map<std::string, std::optional<GgufValue>>& keys,
-                      const std::map<std::string, std::vector<float>>& vectors = {}) {
-  const auto src = GgufFile::open(path);
-  const std::string out = strata::testing::temp_file(name);
-  GgufWriter w(out);
-  for (const auto& [k, v] : src->metadata())
-    if (!keys.contains(k)) w.set(k, v);
-  for (const auto& [k, v] : keys)
-    if (v) w.set(k, *v);
-  for (const auto& t : src->tensors()) w.add_tensor(t.name, t.type, t.dims);
-  for (const auto& [n, v] : vectors) w.add_tensor(n, DType::F32, {static_cast<int64_t>(v.size())});
-  for (const auto& t : src->tensors()) w.write_tensor_data({t.data, t.n_bytes});
-  for (const auto& [n, v] : vectors)
-    w.write_tensor_data({reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)});
-  w.finish();
-  return out;
-}
+using strata::testing::with_keys;
 
 ModelConfig config_of(const std::string& path) {
   return ModelConfig::from_gguf(*GgufFile::open(path));

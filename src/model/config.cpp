@@ -72,6 +72,8 @@ void read_experts(const GgufFile& f, const std::string& a, ModelConfig& c) {
   // llama file's experts are feed_forward_length wide (llama.cpp's llama reads no expert key,
   // and its model saver writes it as 0).
   const int64_t dense_ff = c.n_ff;
+  c.n_ff_dense = dense_ff;
+  c.expert_weights_norm = c.arch->renormalize_experts;
   const std::string expert_ff_key = a + "expert_feed_forward_length";
   if (c.arch->always_experts) {
     const int64_t n = f.get_int(expert_ff_key, 0);
@@ -250,7 +252,7 @@ void write_config(const ModelConfig& c, GgufWriter& w) {
   w.set(a + "context_length", u32(c.n_ctx_train));
   w.set(a + "embedding_length", u32(c.n_embd));
   w.set(a + "block_count", u32(c.n_layer));
-  w.set(a + "feed_forward_length", u32(c.n_ff));
+  w.set(a + "feed_forward_length", u32(c.moe() && c.n_ff_dense > 0 ? c.n_ff_dense : c.n_ff));
   w.set(a + "attention.head_count", u32(c.n_head));
   w.set(a + "attention.head_count_kv", u32(c.n_head_kv));
   w.set(a + "attention.key_length", u32(c.head_dim));

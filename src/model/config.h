@@ -10,6 +10,7 @@
 #include "format/gguf.h"
 #include "model/arch/architecture.h"
 #include "model/rope.h"
+#include "model/expert_routing.h"
 #include "tensor/ffn_activation.h"
 
 namespace strata {
@@ -54,13 +55,37 @@ struct ModelConfig {
   FfnActivation ffn = FfnActivation::SwiGLU;
   // A mixture of experts (<arch>.expert_count, .expert_used_count): each layer's FFN is
   // n_expert FFNs of n_ff neurons behind a router, and a token uses n_expert_used of them (the
-  // top k, runtime/expert_routing.h). 0: one dense FFN.
+  // top k, model/expert_routing.h). 0: one dense FFN.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
   // A shared expert beside the routed ones (Qwen2-MoE; <arch>.expert_shared_feed_forward_length):
   // its neurons, 0: none. Every token uses it.
   int64_t n_ff_shared = 0;
+  // How the router weighs its experts (model/expert_routing.h): llama.cpp's
+  // <arch>.expert_gating_func (softmax, or sigmoid with a per-layer correction bias), its
+  // expert_weights_norm (the family's default: Architecture::renormalize_experts) and
+  // expert_weights_scale (1: none), and DeepSeek's expert groups (expert_group_count,
+  // expert_group_used_count; 1: none).
+  ExpertGating expert_gating = ExpertGating::Softmax;
+  bool expert_weights_norm = true;
+  float expert_weights_scale = 1.0f;
+  int64_t n_expert_groups = 1, n_group_used = 1;
+  // A mixture's leading dense layers (GLM-4.5, DeepSeek: <arch>.leading_dense_block_count): the
+  // first n_dense_lead layers have one dense FFN of n_ff_dense neurons (feed_forward_length), held
+  // as a mixture layer whose only expert is that FFN, always used with weight 1.
+  int64_t n_dense_lead = 0;
+  int64_t n_ff_dense = 0;
+  // Multi-token-prediction layers after the n_layer of the model (GLM-4.5's nextn layers,
+  // <arch>.nextn_predict_layers, counted in block_count): loaded by no graph, accepted unused as
+  // llama.cpp's text generation leaves them.
+  int64_t n_layer_nextn = 0;
   bool moe() const { return n_expert > 0; }
+  // Layer l routes its tokens to experts (a mixture's leading dense layers do not).
+  bool routed(int64_t l) const { return moe() && l >= n_dense_lead; }
+  RoutingRule routing() const {
+    return {expert_gating, expert_weights_norm, expert_weights_scale, n_expert_groups,
+            n_group_used};
+  }
   // The FFN's neurons as the sparse modes see a layer: a mixture is one FFN of n_expert *
   // n_ff neurons (expert e's neuron j is neuron e * n_ff + j), so the router's choice is a
   // first selection of neurons and the predictor or the gate the second.

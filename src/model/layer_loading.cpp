@@ -204,6 +204,26 @@ void load_expert_matrix(TensorSource& f, ScaleContext& sc, const std::string& p,
     l.experts[static_cast<size_t>(e)].*member = row_view(all, e * rows, rows);
 }
 
+// A dense FFN's tensor names (gate, up, down).
+struct FfnNames {
+  const char *gate, *up, *down;
+};
+
+// A dense FFN every token uses, weight 1 unless a shared gate weighs it: a shared expert, or a
+// mixture's leading dense layer, held as the layer's shared expert.
+void load_always_used_ffn(TensorSource& f, ScaleContext& sc, const Architecture& a,
+                          const std::string& p, const ModelConfig& c, const FfnNames& names,
+                          int64_t n_ff, LayerWeights& l) {
+  // A dense FFN: its scales as the family's FFN's.
+  const auto dense = [&](const char* name, int64_t cols, int64_t rows) {
+    return apply_tensor_scale(sc, base_name(p + name), matrix(f, p + name, cols, rows),
+                              a.scales.ffn);
+  };
+  if (ffn_has_gate(c.ffn)) l.shared.gate = dense(names.gate, c.n_embd, n_ff);
+  l.shared.up = dense(names.up, c.n_embd, n_ff);
+  l.shared.down = dense(names.down, n_ff, c.n_embd);
+}
+
 void load_experts(TensorSource& f, ScaleContext& sc, const Architecture& a, const std::string& p,
                   const ModelConfig& c, LayerWeights& l) {
   const ExpertNames& n = *a.experts;
@@ -217,29 +237,35 @@ void load_experts(TensorSource& f, ScaleContext& sc, const Architecture& a, cons
                      l);
   load_expert_matrix(f, sc, p, c, stacked, n.down, n.down_each, c.n_ff, c.n_embd,
                      &ExpertMatrices::down, l);
+  if (n.selection_bias != nullptr)
+    l.vectors[static_cast<size_t>(LayerVector::ExpertSelectionBias)] =
+        vector_f32(f, p + n.selection_bias, c.n_expert);
   if (c.n_ff_shared == 0) return;
   // The shared expert's gate: n_embd values, 1-D as llama.cpp writes it (or [n_embd, 1]).
-  const GgufTensorInfo* g = f.find_tensor(p + n.shared_gate);
-  if (g != nullptr && g->dims.size() == 1 && g->dims[0] == c.n_embd)
-    l.shared_gate = MatrixView{g->type, g->data, c.n_embd, 1, row_bytes(g->type, c.n_embd)};
-  else
-    l.shared_gate = matrix(f, p + n.shared_gate, c.n_embd, 1);
-  // The shared expert is a dense FFN: its scales as the family's FFN's.
-  const auto shared = [&](const char* name, int64_t cols, int64_t rows) {
-    return apply_tensor_scale(sc, base_name(p + name), matrix(f, p + name, cols, rows),
-                              a.scales.ffn);
-  };
-  if (ffn_has_gate(c.ffn)) l.shared.gate = shared(n.shared_ffn_gate, c.n_embd, c.n_ff_shared);
-  l.shared.up = shared(n.shared_ffn_up, c.n_embd, c.n_ff_shared);
-  l.shared.down = shared(n.shared_ffn_down, c.n_ff_shared, c.n_embd);
+  if (n.shared_gate != nullptr) {
+    const GgufTensorInfo* g = f.find_tensor(p + n.shared_gate);
+    if (g != nullptr && g->dims.size() == 1 && g->dims[0] == c.n_embd)
+      l.shared_gate = MatrixView{g->type, g->data, c.n_embd, 1, row_bytes(g->type, c.n_embd)};
+    else
+      l.shared_gate = matrix(f, p + n.shared_gate, c.n_embd, 1);
+  }
+  load_always_used_ffn(f, sc, a, p, c, {n.shared_ffn_gate, n.shared_ffn_up, n.shared_ffn_down},
+                       c.n_ff_shared, l);
 }
 
 }  // namespace
 
 void load_ffn(TensorSource& f, ScaleContext& sc, const Architecture& a, const std::string& p,
-              const ModelConfig& c, LayerWeights& l) {
-  if (c.moe()) {
+              int64_t layer, const ModelConfig& c, LayerWeights& l) {
+  if (c.routed(layer)) {
     load_experts(f, sc, a, p, c, l);
+    return;
+  }
+  if (c.moe()) {  // a leading dense layer: its FFN as the layer's one always-used expert
+    load_always_used_ffn(f, sc, a, p, c,
+                         {a.gguf_name(LayerMatrix::FfnGate), a.gguf_name(LayerMatrix::FfnUp),
+                          a.gguf_name(LayerMatrix::FfnDown)},
+                         c.n_ff_dense, l);
     return;
   }
   if (a.has(LayerMatrix::FfnGateUp)) {  // rows [gate; up], as ggml_swiglu reads a fused one

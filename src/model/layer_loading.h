@@ -17,9 +17,10 @@ void load_layer_vectors(TensorSource& f, const Architecture& a, const std::strin
                         const ModelConfig& c, LayerWeights& l);
 void load_attention(TensorSource& f, ScaleContext& sc, const Architecture& a, const std::string& p,
                     const ModelConfig& c, LayerWeights& l);
-// The dense FFN (gate, up, down and/or ffn_down_t) or the mixture's router and experts.
+// Layer `layer`'s dense FFN (gate, up, down and/or ffn_down_t) or the mixture's router and
+// experts (a mixture's leading dense layer: its FFN as the layer's shared expert).
 void load_ffn(TensorSource& f, ScaleContext& sc, const Architecture& a, const std::string& p,
-              const ModelConfig& c, LayerWeights& l);
+              int64_t layer, const ModelConfig& c, LayerWeights& l);
 LayerPredictor load_predictor(TensorSource& f, const std::string& prefix, const ModelConfig& c);
 // Each layer's predictor threshold (PowerInfer's global one, or strata's per-layer key).
 std::vector<float> predictor_thresholds(TensorSource& f, int64_t n_layer);

@@ -17,6 +17,14 @@ int TensorSource::accept_unused(const std::string& name) {
   return find_tensor(name) != nullptr ? 1 : 0;
 }
 
+int TensorSource::accept_unused_prefix(const std::string& prefix) {
+  int count = 0;
+  const auto& tensors = file_.tensors();
+  for (size_t i = 0; i < tensors.size(); ++i)
+    if (tensors[i].name.starts_with(prefix)) claimed_[i] = true, ++count;
+  return count;
+}
+
 void TensorSource::check_all_claimed(const std::string& architecture) const {
   size_t first = claimed_.size(), count = 0;
   for (size_t i = 0; i < claimed_.size(); ++i)

@@ -35,6 +35,8 @@ class TensorSource {
   // Claims the tensors no text-generation graph reads but the format allows (llama.cpp loads and
   // leaves them too); returns how many were there.
   int accept_unused(const std::string& name);
+  // Claims every tensor whose name starts with the prefix (a layer no graph reads).
+  int accept_unused_prefix(const std::string& prefix);
 
   // Fails naming the first tensor not claimed (and how many more there are).
   void check_all_claimed(const std::string& architecture) const;

@@ -83,6 +83,7 @@ int64_t layer_vector_length(LayerVector role, const ModelConfig& c) {
     case LayerVector::AttnSinks:
       return c.n_head;
     case LayerVector::RouterBias:
+    case LayerVector::ExpertSelectionBias:
       return c.n_expert;
     case LayerVector::ExpertGateBias:
     case LayerVector::ExpertUpBias:
@@ -112,8 +113,9 @@ uint64_t ModelWeights::bytes_read_per_token() const {
       total += (cb.has_gate ? 2 : 1) * cb.n_embd * cb.column_bytes + cb.n_ff * cb.down_row_bytes +
                cb.plane_bytes();
     }
+    total += shared_expert_bytes(l);  // a leading dense layer's FFN too
     if (l.experts.empty()) continue;
-    total += l.ffn_gate_inp.bytes() + shared_expert_bytes(l) +
+    total += l.ffn_gate_inp.bytes() +
              expert_bytes(l) / l.experts.size() * static_cast<uint64_t>(experts_used);
   }
   return total;
@@ -336,7 +338,7 @@ ModelWeights load_weights(const GgufFile& file, ModelConfig& c) {
     else if (w.bundled)
       load_neuron_bundles(f, c, w.bundle, p, l);
     else
-      load_ffn(f, scales, *c.arch, p, c, l);
+      load_ffn(f, scales, *c.arch, p, i, c, l);
     l.predictor = load_predictor(f, p, c);
     if (l.predictor.present()) l.predictor.threshold = thresholds[static_cast<size_t>(i)];
     w.layers.push_back(std::move(l));
@@ -348,6 +350,9 @@ ModelWeights load_weights(const GgufFile& file, ModelConfig& c) {
   if (!w.has_predictors && std::any_of(w.layers.begin(), w.layers.end(),
                                        [](const LayerWeights& l) { return l.predictor.present(); }))
     fail("'{}' has predictors (fc1/fc2) for some layers but not all", f.path());
+  // Multi-token-prediction layers (GLM-4.5's nextn): no graph of strata's reads them.
+  for (int64_t i = c.n_layer; i < c.n_layer + c.n_layer_nextn; ++i)
+    f.accept_unused_prefix(fmt::format("blk.{}.", i));
   f.check_all_claimed(c.architecture);
   return w;
 }

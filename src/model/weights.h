@@ -49,7 +49,8 @@ struct LayerMatrices {
   MatrixView ffn_gate_inp;
   std::vector<ExpertMatrices> experts;
   // A shared expert every token uses (Qwen2-MoE; empty: none): its FFN of n_ff_shared neurons
-  // and its gate, one row of n_embd whose sigmoid weighs the expert's output.
+  // and its gate, one row of n_embd whose sigmoid weighs the expert's output (empty: weight 1,
+  // GLM-4.5's). A mixture's leading dense layer holds its FFN here (n_ff_dense neurons).
   ExpertMatrices shared;
   MatrixView shared_gate;
 };
@@ -59,8 +60,8 @@ struct LayerMatrices {
 template <typename Layer, typename Each>
 void for_each_expert_matrix(Layer& l, Each&& each) {
   if (l.ffn_gate_inp.data != nullptr) each(l.ffn_gate_inp, std::string("ffn_gate_inp"));
-  if (l.shared_gate.data != nullptr) {
-    each(l.shared_gate, std::string("ffn_gate_inp_shexp"));
+  if (l.shared_gate.data != nullptr) each(l.shared_gate, std::string("ffn_gate_inp_shexp"));
+  if (l.shared.up.data != nullptr) {
     if (l.shared.gate.data != nullptr) each(l.shared.gate, std::string("ffn_gate_shexp"));
     each(l.shared.up, std::string("ffn_up_shexp"));
     each(l.shared.down, std::string("ffn_down_shexp"));

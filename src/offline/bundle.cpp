@@ -48,10 +48,10 @@ BundleReport write_bundled_model(const Model& model, const std::string& path,
   const ModelConfig& c = model.config;
   const ModelWeights& mw = model.weights;
   if (mw.bundled) fail("'{}' is already bundled", model.file->path());
-  if (c.n_ff_shared > 0)
+  if (c.n_ff_shared > 0 || c.n_dense_lead > 0)
     fail(
-        "'{}' has a shared expert (Qwen2-MoE), which the flash tier's predict mode does not "
-        "compute yet",
+        "'{}' has a shared expert or leading dense layers (Qwen2-MoE, GLM-4.5), which the flash "
+        "tier's predict mode does not compute yet",
         model.file->path());
   const bool gated = ffn_has_gate(c.ffn);
   // A bundle holds its three rows in one type: ffn_up's. Rows of another type (the Q6_K

@@ -42,7 +42,8 @@ const HfFamily& family_of(const std::string& architecture, const std::string& pa
   for (const HfFamily* f :
        {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(), &hf_qwen2_family(),
         &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(), &hf_qwen2moe_family(),
-        &hf_gemma2_family(), &hf_gemma3_family(), &hf_phi3_family()})
+        &hf_gemma2_family(), &hf_gemma3_family(), &hf_phi3_family(),
+        &hf_glm4moe_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;

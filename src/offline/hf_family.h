@@ -1,7 +1,7 @@
 // What `strata convert` knows of one Hugging Face model family: the config.json classes it
 // takes, how their hyperparameters become a ModelConfig, and the plan of GGUF tensors, each
 // with the checkpoint tensor it comes from and how its rows are ordered. One file per family
-// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp, hf_qwen.cpp, hf_gemma.cpp, hf_phi3.cpp); convert.cpp
+// (hf_llama.cpp, hf_falcon.cpp, hf_opt.cpp, hf_qwen.cpp, hf_gemma.cpp, hf_phi3.cpp, hf_glm4moe.cpp); convert.cpp
 // checks, streams and writes
 // the plan.
 #pragma once
@@ -141,5 +141,6 @@ const HfFamily& hf_qwen2moe_family();
 const HfFamily& hf_gemma2_family();  // hf_gemma.cpp, with Gemma 3
 const HfFamily& hf_gemma3_family();
 const HfFamily& hf_phi3_family();
+const HfFamily& hf_glm4moe_family();
 
 }  // namespace strata

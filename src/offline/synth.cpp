@@ -10,6 +10,7 @@
 #include "format/gguf_writer.h"
 #include "model/weights.h"
 #include "offline/synth_context.h"
+#include "offline/synth_fill.h"
 #include "offline/synth_sparse.h"
 #include "tensor/kquants.h"
 #include "tensor/quantize.h"
@@ -57,6 +58,8 @@ SynthSpec synth_preset(const std::string& name) {
 
 namespace {
 
+using namespace synth_fill;  // NOLINT: the fillers and generator of this file
+
 // Predictors: F16 unless the weights are quantized (PowerInfer ships Q4_0 predictors with Q4_0
 // models); Q8_0 with weights of larger blocks (fc2's rows are `rank` values, rarely whole
 // super-blocks).
@@ -65,24 +68,6 @@ DType predictor_type(DType weights) {
   return dtype_info(weights).block_size == 32 ? weights : DType::Q8_0;
 }
 
-// xorshift64*: fast enough to fill billions of weights.
-class Random {
- public:
-  explicit Random(uint64_t seed) : s_(seed * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull) {}
-  float uniform() {  // [-1, 1)
-    s_ ^= s_ >> 12;
-    s_ ^= s_ << 25;
-    s_ ^= s_ >> 27;
-    return static_cast<float>((s_ * 0x2545f4914f6cdd1dull) >> 40) * 0x1.0p-23f - 1.0f;
-  }
-
- private:
-  uint64_t s_;
-};
-
-// A row filler per tensor: the default is uniform with variance 1/cols, which keeps each
-// product's outputs near unit scale; norm weights are near 1.
-using Fill = std::function<void(int64_t row, float* out)>;
 struct PlannedTensor {
   std::string name;
   DType type;
@@ -91,10 +76,11 @@ struct PlannedTensor {
   int64_t stack = 1;   // a 3-D tensor of `stack` matrices of rows x cols (experts)
 };
 
+
 // A mixture's FFN: the router (F32, as llama.cpp keeps it) and each expert's matrices, stacked
 // or one tensor per expert.
 void add_experts(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
-                 DType type, const std::string& p, bool stacked) {
+                 DType type, const std::string& p, bool stacked, Random& rng) {
   const ExpertNames& n = *a.experts;
   plan.push_back({p + n.router, DType::F32, c.n_embd, c.n_expert, {}});
   struct Role {
@@ -113,13 +99,25 @@ void add_experts(std::vector<PlannedTensor>& plan, const Architecture& a, const 
     for (int64_t e = 0; e < c.n_expert; ++e)
       plan.push_back({p + fmt::format(fmt::runtime(r.each), e), type, r.cols, r.rows, {}});
   }
+  if (n.selection_bias != nullptr)  // GLM-4.5's correction bias: small, to move some choices
+    plan.push_back({p + n.selection_bias, DType::F32, c.n_expert, 0, small_values(rng, c.n_expert)});
   if (c.n_ff_shared == 0) return;
-  // A shared expert (Qwen2-MoE): its gate one F32 row, its FFN of n_ff_shared neurons.
-  plan.push_back({p + n.shared_gate, DType::F32, c.n_embd, 1, {}});
+  // A shared expert (Qwen2-MoE): its gate one F32 row (where it has one), its FFN of
+  // n_ff_shared neurons.
+  if (n.shared_gate != nullptr) plan.push_back({p + n.shared_gate, DType::F32, c.n_embd, 1, {}});
   if (ffn_has_gate(c.ffn))
     plan.push_back({p + n.shared_ffn_gate, type, c.n_embd, c.n_ff_shared, {}});
   plan.push_back({p + n.shared_ffn_up, type, c.n_embd, c.n_ff_shared, {}});
   plan.push_back({p + n.shared_ffn_down, type, c.n_ff_shared, c.n_embd, {}});
+}
+
+// A dense FFN of n_ff neurons under the architecture's names.
+void add_dense_ffn(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
+                   DType type, const std::string& p, int64_t n_ff) {
+  if (ffn_has_gate(c.ffn))
+    plan.push_back({p + a.gguf_name(LayerMatrix::FfnGate), type, c.n_embd, n_ff, {}});
+  plan.push_back({p + a.gguf_name(LayerMatrix::FfnUp), type, c.n_embd, n_ff, {}});
+  plan.push_back({p + a.gguf_name(LayerMatrix::FfnDown), type, n_ff, c.n_embd, {}});
 }
 
 // A sparse mixture: the generator's layer of n_expert * n_ff neurons cut into experts (expert
@@ -146,29 +144,6 @@ void add_sparse_experts(std::vector<PlannedTensor>& plan, const Architecture& a,
                   [&gen](int64_t i, float* row) { gen->fc2_row(i, row); }});
 }
 
-// Biases: small (0.1 x uniform), as a bias near 1 would swamp the products.
-Fill small_values(Random& rng, int64_t n) {
-  return [&rng, n](int64_t, float* row) {
-    for (int64_t j = 0; j < n; ++j) row[j] = 0.1f * rng.uniform();
-  };
-}
-
-// Fills that draw from `rng` when written, as the writer's defaults do (norm weights near 1,
-// matrix rows uniform with variance 1/cols).
-Fill random_norm(Random& rng, int64_t n) {
-  return [&rng, n](int64_t, float* row) {
-    for (int64_t j = 0; j < n; ++j) row[j] = 1.0f + 0.1f * rng.uniform();
-  };
-}
-Fill random_rows(Random& rng, int64_t cols) {
-  return [&rng, cols](int64_t, float* row) {
-    const float a = std::sqrt(3.0f / static_cast<float>(cols));
-    for (int64_t j = 0; j < cols; ++j) row[j] = a * rng.uniform();
-  };
-}
-Fill zeros(int64_t n) {
-  return [n](int64_t, float* row) { std::fill(row, row + n, 0.0f); };
-}
 
 // A layer of a model that is sparse by construction, for an architecture with a plain ReLU FFN
 // (Falcon, OPT): the generator (made when the layer's first tensor is written) gives the up and
@@ -185,8 +160,9 @@ struct SparseLayer {
 // role it has (a second input norm where the shape has KV groups, as Falcon-40B), ffn_down
 // rather than ffn_down_t, no gate for a plain FFN; with `sparse`, as SparseLayer says.
 void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
-                            DType type, const std::string& p, Random& rng, bool stacked,
+                            DType type, int64_t layer, Random& rng, bool stacked,
                             const SparseLayer* sparse = nullptr) {
+  const std::string p = fmt::format("blk.{}.", layer);
   const size_t first = plan.size();
   const bool parallel = a.residual == ResidualKind::Parallel;
   const LayerVector ffn_norm = parallel ? LayerVector::AttnNorm : LayerVector::FfnNorm;
@@ -228,7 +204,7 @@ void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture
     if (m.role == LayerMatrix::FfnGate && !ffn_has_gate(c.ffn)) continue;
     const bool ffn = m.role == LayerMatrix::FfnGate || m.role == LayerMatrix::FfnUp ||
                      m.role == LayerMatrix::FfnDown || m.role == LayerMatrix::FfnDownT;
-    if (ffn && c.moe()) continue;  // a mixture's experts, below
+    if (ffn && c.moe()) continue;  // a mixture's experts (or leading dense FFN), below
     const auto [cols, rows] = layer_matrix_shape(m.role, c);
     if (sparse == nullptr) {
       if (m.role != LayerMatrix::FfnDownT) plan.push_back({p + m.gguf, type, cols, rows, {}});
@@ -249,7 +225,10 @@ void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture
     plan.push_back({p + m.gguf, type, cols, rows, fill});
   }
   if (sparse == nullptr) {
-    if (c.moe()) add_experts(plan, a, c, type, p, stacked);
+    if (c.routed(layer))
+      add_experts(plan, a, c, type, p, stacked, rng);
+    else if (c.moe())  // a leading dense layer (GLM-4.5): n_ff_dense neurons
+      add_dense_ffn(plan, a, c, type, p, c.n_ff_dense);
     return;
   }
   const SynthSpec& s = *sparse->spec;
@@ -300,7 +279,7 @@ const Architecture& checked_architecture(const SynthSpec& s, ModelConfig& c) {
     fail("--experts: {} has no mixture-of-experts layers in strata", arch->name);
   if (!c.moe() && arch->always_experts)
     fail("synthetic model: {} models are mixtures of experts (--experts N)", arch->name);
-  const bool has_shared = c.moe() && arch->experts->shared_gate != nullptr;
+  const bool has_shared = c.moe() && arch->experts->shared_ffn_up != nullptr;
   if (has_shared && c.n_ff_shared == 0) c.n_ff_shared = c.n_ff;  // unless --shared-ff
   if (!has_shared) c.n_ff_shared = 0;
   if (has_shared && sparse)
@@ -413,14 +392,14 @@ void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<Pl
 }
 
 // One dense llama-family layer after its q/k/v: random matrices, or a mixture's experts.
-void plan_dense_llama_ffn(const SynthState& st, const Architecture& arch, const std::string& p,
+void plan_dense_llama_ffn(SynthState& st, const Architecture& arch, const std::string& p,
                           std::vector<PlannedTensor>& plan) {
   const SynthSpec& s = st.s;
   const ModelConfig& c = st.c;
   plan.push_back({p + "attn_output.weight", s.type, c.n_head * c.head_dim, c.n_embd, {}});
   plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, {}});
   if (c.moe()) {
-    add_experts(plan, arch, c, s.type, p, s.stacked_experts);
+    add_experts(plan, arch, c, s.type, p, s.stacked_experts, st.rng);
     return;
   }
   if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, {}});
@@ -579,8 +558,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
       continue;
     }
     const SparseLayer layer{&st.gen, &s, l};
-    add_architecture_layer(plan, arch, c, s.type, fmt::format("blk.{}.", l), st.rng,
-                           s.stacked_experts, st.sparse() ? &layer : nullptr);
+    add_architecture_layer(plan, arch, c, s.type, l, st.rng, s.stacked_experts,
+                           st.sparse() ? &layer : nullptr);
   }
   write_planned(plan, w, st.rng, progress);
   w.finish();

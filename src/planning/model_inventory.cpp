@@ -37,6 +37,9 @@ uint64_t neuron_read_bytes(const ModelWeights& w, const LayerWeights& l, FfnMode
   // the gate/up columns).
   if (w.column_bundled)
     return l.column_bundle.layer_bytes() / static_cast<uint64_t>(l.column_bundle.n_ff);
+  // A mixture's leading dense layer: its FFN is the always-used expert, read with the dense
+  // blocks; no routed neuron.
+  if (l.experts.empty() && l.ffn_up.data == nullptr) return 0;
   if (!l.experts.empty() && mode == FfnMode::Dense)
     return expert_bytes(l) / l.experts.size() / static_cast<uint64_t>(l.experts[0].up.rows);
   if (!l.experts.empty()) {

@@ -48,6 +48,7 @@ uint64_t bytes_touched_per_token(const Model& model, FfnMode mode,
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& l = w.layers[i];
     total += l.attn_q.bytes() + l.attn_k.bytes() + l.attn_v.bytes() + l.attn_output.bytes();
+    total += shared_expert_bytes(l);  // every token's (a leading dense layer's FFN too)
     if (!l.experts.empty()) {
       total += l.ffn_gate_inp.bytes() + mixture_bytes_per_token(model, l, mode, stats[i], tokens);
       continue;

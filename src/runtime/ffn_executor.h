@@ -99,7 +99,7 @@ class FfnExecutor {
   void sparse(int64_t layer, int64_t n, int64_t token, FfnLayerStats& stats, uint64_t* nonzero,
               ForwardTimes& times, TimeSpans& spans);
   // A mixture of experts' layer (runtime/ffn_mixture.cpp): the router, each token's top k
-  // (runtime/expert_routing.h), each chosen expert computed once for the tokens that chose it,
+  // (model/expert_routing.h), each chosen expert computed once for the tokens that chose it,
   // then each token's outputs weighted and summed in the order of its choice.
   // An observer sees the layer as the sparse modes do: activations [n][ffn_neurons], each
   // token's unchosen experts' neurons zero.

@@ -1,7 +1,7 @@
 // The FFN of a mixture-of-experts layer (ffn_executor.h): the router's decision, and the dense
 // mixture. (The sparse modes run a mixture through the sparse FFN, ffn_executor.cpp, as one FFN
 // of every expert's neurons, route_to_neurons its first selection.) The router's logits
-// come to the host, where the routing decision is made (runtime/expert_routing.h); every
+// come to the host, where the routing decision is made (model/expert_routing.h); every
 // expert some token chose runs once, over the rows of the tokens that chose it, so a prompt
 // batch reads each chosen expert's weights once; its outputs go to the tokens' choice slots,
 // and mix_experts weighs and sums each token's slots in the order of its choice.
@@ -9,7 +9,7 @@
 #include <cmath>
 
 #include "core/timer.h"
-#include "runtime/expert_routing.h"
+#include "model/expert_routing.h"
 #include "runtime/ffn_executor.h"
 
 namespace strata {
@@ -28,6 +28,12 @@ void FfnExecutor::route(int64_t l, int64_t n) {
   const ResidentLayer& w = weights_.layer(l);
   const int64_t n_expert = c_.n_expert, k = c_.n_expert_used;
   const bool shared = w.shared_gate.data != nullptr;
+  if (!c_.routed(l)) {  // a leading dense layer: its one always-used expert
+    chosen_.clear();
+    mix_weights_.clear();
+    shared_logits_.clear();
+    return;
+  }
   backend_.prepare(in_, ws_.xn, c_.n_embd, n,
                    {w.ffn_gate_inp.type, shared ? w.shared_gate.type : w.ffn_gate_inp.type});
   // The router, and a shared expert's gate (its logit) in the same pass over the input.
@@ -41,10 +47,11 @@ void FfnExecutor::route(int64_t l, int64_t n) {
   if (shared) backend_.download(shared_logits_.data(), ws_.shared_gate, n * sizeof(float));
   chosen_.resize(static_cast<size_t>(n * k));
   mix_weights_.resize(chosen_.size());
-  route_tokens(router_logits_.data(), n, n_expert, k,
-               c_.arch->renormalize_experts ? ExpertWeighting::SoftmaxOfChosen
-                                            : ExpertWeighting::Softmax,
-               chosen_.data(), mix_weights_.data());
+  const std::vector<float>& selection_bias =
+      model_.weights.layers[static_cast<size_t>(l)].vec(LayerVector::ExpertSelectionBias);
+  route_tokens(router_logits_.data(), n, n_expert, k, c_.routing(),
+               selection_bias.empty() ? nullptr : selection_bias.data(), chosen_.data(),
+               mix_weights_.data());
 }
 
 void FfnExecutor::route_to_neurons(int64_t l, int64_t n) {
@@ -68,21 +75,25 @@ void FfnExecutor::route_to_neurons(int64_t l, int64_t n) {
 void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* nonzero,
                           ForwardTimes& times, TimeSpans& spans, const FfnObserver& observer) {
   const ResidentLayer& w = weights_.layer(l);
-  const int64_t n_expert = c_.n_expert, k = c_.n_expert_used, d = c_.n_embd;
+  const int64_t n_expert = c_.n_expert, d = c_.n_embd;
+  const int64_t k = c_.routed(l) ? c_.n_expert_used : 0;
   const int64_t neurons = c_.ffn_neurons(), ff = c_.n_ff;
   const bool split = host_.backend != nullptr;
   route(l, n);
   if (observer) observed_.assign(static_cast<size_t>(n * neurons), 0.0f);
   // Each token's slots: its k experts in the order of its choice, then a shared expert's,
-  // weighed by the sigmoid of its gate.
-  const bool shared = !shared_logits_.empty();
+  // weighed by the sigmoid of its gate (1 without one: GLM-4.5's, a leading dense layer).
+  const bool shared = w.shared.up.data != nullptr;
   const int64_t slots = k + (shared ? 1 : 0);
   slot_weights_.resize(static_cast<size_t>(n * slots));
   for (int64_t b = 0; b < n; ++b) {
     std::copy_n(mix_weights_.begin() + b * k, k, slot_weights_.begin() + b * slots);
     if (shared)
-      slot_weights_[static_cast<size_t>(b * slots + k)] = static_cast<float>(
-          1.0 / (1.0 + std::exp(-static_cast<double>(shared_logits_[static_cast<size_t>(b)]))));
+      slot_weights_[static_cast<size_t>(b * slots + k)] =
+          shared_logits_.empty()
+              ? 1.0f
+              : static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(
+                                                     shared_logits_[static_cast<size_t>(b)]))));
   }
   backend_.upload(ws_.mix_weights, slot_weights_.data(), slot_weights_.size() * sizeof(float));
   const uint64_t row_bytes = static_cast<uint64_t>(d) * sizeof(float);
@@ -103,7 +114,7 @@ void FfnExecutor::mixture(int64_t l, int64_t n, FfnLayerStats& stats, uint64_t* 
       spans.add(device_start, device_end, &times.ffn_device_part, 1, &backend_);
     }
     const Timer cpu_part;
-    for (int64_t e = 0; e < n_expert; ++e) {
+    for (int64_t e = 0; e < (k > 0 ? n_expert : 0); ++e) {
       const ExpertMatrices& x = w.experts[static_cast<size_t>(e)];
       if (split && (x.up.data != nullptr) != (pass == 0)) continue;
       expert_rows_.clear();

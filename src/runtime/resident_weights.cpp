@@ -110,9 +110,9 @@ ResidentWeights::ResidentWeights(const Model& model, Backend& backend, FfnMode m
                          [&](MatrixView& m, const char* name) { m = upload(m, layer + name); });
         for (int v = 0; v < kLayerVectors; ++v) {
           const std::vector<float>& values = w.layers[i].vectors[static_cast<size_t>(v)];
+          const char* name = model.config.arch->gguf_name(static_cast<LayerVector>(v));
           if (!values.empty())
-            r.vectors[static_cast<size_t>(v)] =
-                upload(values, layer + model.config.arch->gguf_name(static_cast<LayerVector>(v)));
+            r.vectors[static_cast<size_t>(v)] = upload(values, layer + (name ? name : "vector"));
         }
       }
       layers_.push_back(r);

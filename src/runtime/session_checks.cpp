@@ -26,10 +26,11 @@ void Session::check_options(const Model& model, const SessionOptions& options) {
   KvCache::check_types(model.config, options.kv.k, options.kv.v);
   if (options.check_predictor && options.ffn != FfnMode::Predict)
     fail("--check-predictor needs --ffn predict (and a model with predictors)");
-  if (model.config.n_ff_shared > 0 && options.ffn != FfnMode::Dense)
+  if ((model.config.n_ff_shared > 0 || model.config.n_dense_lead > 0) &&
+      options.ffn != FfnMode::Dense)
     fail(
-        "--ffn {}: '{}' has a shared expert (Qwen2-MoE), which the sparse modes do not compute "
-        "yet; use --ffn dense",
+        "--ffn {}: '{}' has a shared expert or leading dense layers (Qwen2-MoE, GLM-4.5), which "
+        "the sparse modes do not compute yet; use --ffn dense",
         ffn_mode_name(options.ffn), model.file->path());
   if (model.config.moe() && options.ffn != FfnMode::Dense &&
       !model.weights.layers.empty() &&

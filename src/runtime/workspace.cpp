@@ -13,8 +13,10 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.batch = batch;
   s.n_embd = c.n_embd;
   // The sparse modes see a mixture as one FFN of every expert's neurons; the dense mixture
-  // computes one expert (n_ff neurons, or a shared expert's n_ff_shared) at a time.
-  s.n_ff = mode != FfnMode::Dense ? c.ffn_neurons() : std::max(c.n_ff, c.n_ff_shared);
+  // computes one expert (n_ff neurons, a shared expert's n_ff_shared, a leading dense layer's
+  // n_ff_dense) at a time.
+  const int64_t lead_ff = c.moe() && c.n_dense_lead > 0 ? c.n_ff_dense : 0;
+  s.n_ff = mode != FfnMode::Dense ? c.ffn_neurons() : std::max({c.n_ff, c.n_ff_shared, lead_ff});
   s.q_dim = c.n_head * c.head_dim;
   s.kv_dim = c.n_head_kv * c.head_dim;
   s.n_head = c.n_head;
@@ -27,7 +29,7 @@ WorkspaceShape WorkspaceShape::of(const ModelConfig& c, int64_t n_ctx, int64_t b
   s.parallel = c.arch->residual == ResidualKind::Parallel;
   s.n_expert = c.n_expert;
   s.n_expert_used = c.n_expert_used;
-  s.shared_expert = c.n_ff_shared > 0;
+  s.shared_expert = c.n_ff_shared > 0 || lead_ff > 0;
   s.input_columns = input_columns;
   return s;
 }

@@ -21,6 +21,7 @@ import train  # noqa: E402  (the HF-semantics model and the safetensors writer)
 sys.path.insert(0, HERE)
 import hf_families as hf  # noqa: E402  (Falcon, OPT, Qwen2, Qwen3 checkpoints, forward passes)
 import hf_gemma  # noqa: E402  (Gemma 2 and 3 checkpoints, forward passes)
+import hf_glm4moe  # noqa: E402  (GLM-4.5 checkpoints, forward passes)
 import hf_phi3  # noqa: E402  (Phi-3 checkpoints, forward passes)
 from gguf_py import GGUFReader  # noqa: E402
 
@@ -186,7 +187,12 @@ def main():
               ("phi3 partial rotary, longrope short", hf_phi3.phi3_config(partial=0.5, longrope=16),
                hf_phi3.phi3_state, hf_phi3.phi3_forward),
               ("phi3 longrope long", hf_phi3.phi3_config(longrope=8), hf_phi3.phi3_state,
-               lambda s, c, t: hf_phi3.phi3_forward(s, c, t, long_context=True))]
+               lambda s, c, t: hf_phi3.phi3_forward(s, c, t, long_context=True)),
+              # GLM-4.5: layer 0 dense, then 6 experts (2 a token) by sigmoid scores with the
+              # correction bias, normalized and scaled by 2.5, one shared expert; q/k/v biases,
+              # q/k norms, RoPE on half of each 32-wide head.
+              ("glm4moe", hf_glm4moe.glm4moe_config(), hf_glm4moe.glm4moe_state,
+               hf_glm4moe.glm4moe_forward)]
     for i, (label, cfg, make_state, forward) in enumerate(others):
         src = os.path.join(work, f"hf-other-{i}")
         os.makedirs(src)
@@ -236,7 +242,9 @@ def main():
                                   (19, "partial_rotary_factor", 0.01,
                                    "partial_rotary_factor 0.01 gives 0 rotary dimensions"),
                                   (4, "rope_scaling", {"type": "longrope"},
-                                   "rope_scaling longrope belongs to Phi-3")]:
+                                   "rope_scaling longrope belongs to Phi-3"),
+                                  (22, "n_group", 4, "n_group 4 (group-limited routing)"),
+                                  (22, "hidden_act", "gelu", "hidden_act 'gelu'")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

@@ -23,6 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gemma_ref import GemmaReference  # noqa: E402
+from glm4moe_ref import Glm4MoeReference  # noqa: E402
 from gpt_oss_ref import GptOssReference  # noqa: E402
 from arch_ref import (FalconReference, MixtralReference, OptReference,  # noqa: E402
                       Phi3Reference, Qwen2MoeReference, Qwen2Reference, Qwen3MoeReference,
@@ -162,6 +163,11 @@ ARCHITECTURES = [  # label, synth flags, reference
     # 2.6e-2; seeds 10 and 11: one position each, 0.56 and 0.24).
     ("gpt-oss", ["--arch", "gpt-oss", "--experts", "4", "--top-k", "2", "--sliding-window", "4",
                  "--layers", "4", "--kv-heads", "2"], GptOssReference, ["f32", "f16"]),
+    # GLM-4.5: layer 0 dense, then sigmoid routing with the correction bias (6 experts, 2 a
+    # token, normalized), an ungated shared expert, RoPE on half of each head. Float types only,
+    # as the other unnormalized-score routers: Q8_0 flips near-ties.
+    ("glm4moe", ["--arch", "glm4moe", "--experts", "6", "--top-k", "2", "--layers", "3",
+                 "--kv-heads", "2"], Glm4MoeReference, ["f32", "f16"]),
 ]
 
 

@@ -11,16 +11,14 @@ writes them as ffn_gate_exps and ffn_up_exps) with their biases, gate clamped ab
 [-7, 7], glu = gate * sigmoid(1.702 gate), out = down((up + 1) * glu) + down bias. Sliding layers:
 the even ones (HF's layer_types), or the file's per-layer sliding_window_pattern. Per-tensor
 scales apply to attention only (llamacpp_extras.finish), as llama.cpp's graph does."""
-import numpy as np
 import torch
 
-from gguf_py import GGUFReader
-from llamacpp_extras import finish, rope_tables
+from neox_ref import NeoxReference
 
 
-class GptOssReference:
+class GptOssReference(NeoxReference):
     def __init__(self, path):
-        self.g = GGUFReader(path)
+        super().__init__(path)
         kv, a = self.g.kv, "gpt-oss"
         self.n_layer = kv[f"{a}.block_count"]
         self.n_head = kv[f"{a}.attention.head_count"]
@@ -35,25 +33,6 @@ class GptOssReference:
         else:
             self.sliding = [pattern == 0 or l % pattern < pattern - 1 for l in range(self.n_layer)]
         self.k = kv[f"{a}.expert_used_count"]
-
-    def has(self, name):
-        return name in self.g.tensors
-
-    def weight(self, name):
-        return torch.from_numpy(self.g.tensor(name).astype(np.float64))
-
-    def rms_norm(self, x, name):
-        return x / torch.sqrt((x * x).mean(-1, keepdim=True) + self.eps) * self.weight(name)
-
-    def proj(self, x, stem):
-        return finish(self.g, stem, x @ self.weight(stem + ".weight").T)
-
-    def rotate(self, x, positions):
-        d = self.n_rot
-        cos, sin = rope_tables(self.g, d, positions)
-        cos, sin = torch.cat([cos, cos], -1)[:, None, :], torch.cat([sin, sin], -1)[:, None, :]
-        half = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
-        return x * cos + half * sin
 
     def attention(self, h, p, layer, positions):
         T, d, H, Hkv = h.shape[0], self.head_dim, self.n_head, self.n_head_kv

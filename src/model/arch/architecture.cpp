@@ -13,11 +13,12 @@ const char* first_name(const Names& names, Role role) {
   return nullptr;
 }
 
-std::array<const Architecture*, 12> all() {
+std::array<const Architecture*, 13> all() {
   return {&llama_architecture(),    &bamboo_architecture(),   &falcon_architecture(),
           &opt_architecture(),      &qwen2_architecture(),    &qwen3_architecture(),
           &qwen3moe_architecture(), &qwen2moe_architecture(), &gemma2_architecture(),
-          &gemma3_architecture(),   &phi3_architecture(),     &gpt_oss_architecture()};
+          &gemma3_architecture(),   &phi3_architecture(),     &gpt_oss_architecture(),
+          &glm4moe_architecture()};
 }
 
 }  // namespace
@@ -27,6 +28,7 @@ const char* Architecture::gguf_name(LayerMatrix role) const {
 }
 
 const char* Architecture::gguf_name(LayerVector role) const {
+  if (role == LayerVector::ExpertSelectionBias && experts != nullptr) return experts->selection_bias;
   return first_name(vectors, role);
 }
 

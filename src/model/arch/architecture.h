@@ -68,6 +68,9 @@ enum class LayerVector : uint8_t {
   ExpertGateBias,
   ExpertUpBias,
   ExpertDownBias,
+  // GLM-4.5, DeepSeek-V3: n_expert values added to the router's sigmoid scores for the choice
+  // only (exp_probs_b; ExpertNames::selection_bias)
+  ExpertSelectionBias,
   Count
 };
 inline constexpr int kLayerMatrices = static_cast<int>(LayerMatrix::Count);
@@ -102,14 +105,18 @@ struct VectorName {
 // An architecture whose files may hold experts names them; the layer is a mixture when the file
 // says <arch>.expert_count.
 // Qwen2-MoE adds a shared expert every token uses (its own FFN size,
-// <arch>.expert_shared_feed_forward_length) whose output is weighed by sigmoid(shared_gate . x).
+// <arch>.expert_shared_feed_forward_length) whose output is weighed by sigmoid(shared_gate . x);
+// GLM-4.5's and DeepSeek's shared experts have no gate (weight 1).
 struct ExpertNames {
   const char* router;
   const char *gate, *up, *down;
   const char *gate_each, *up_each, *down_each;
-  // The shared expert's gate (n_embd values) and matrices; null: the architecture has none.
+  // The shared expert's gate (n_embd values; null: ungated) and matrices (null: none).
   const char* shared_gate = nullptr;
   const char *shared_ffn_gate = nullptr, *shared_ffn_up = nullptr, *shared_ffn_down = nullptr;
+  // The router's correction bias (LayerVector::ExpertSelectionBias), required on every mixture
+  // layer where named.
+  const char* selection_bias = nullptr;
 };
 
 // Which per-tensor ".scale" tensors (FP8/NVFP4 conversions' scale2: the matrix's products are
@@ -198,6 +205,7 @@ const Architecture& gemma2_architecture();  // gemma.cpp, with Gemma 3
 const Architecture& gemma3_architecture();
 const Architecture& phi3_architecture();
 const Architecture& gpt_oss_architecture();
+const Architecture& glm4moe_architecture();
 
 // LLaMA's layer matrices (separate q, k, v and output; gate, up, down; PowerInfer's
 // ffn_down_t), which the LLaMA-like families share.

@@ -45,4 +45,53 @@ void write_swa_pattern(const ModelConfig& c, const std::string& prefix, GgufWrit
         GgufValue::array(GgufType::Bool, std::move(flags)));
 }
 
+namespace {
+
+int64_t bounded_int(const GgufFile& f, const std::string& key, int64_t fallback, int64_t hi) {
+  const int64_t v = f.get_int(key, fallback);
+  if (v < 0 || v > hi) fail("'{}': {} is {}; expected 0 to {}", f.path(), key, v, hi);
+  return v;
+}
+
+}  // namespace
+
+void read_mixture_rule(const GgufFile& f, const std::string& a, ExpertGating gating,
+                       ModelConfig& c) {
+  const std::string gating_key = a + "expert_gating_func";
+  switch (bounded_int(f, gating_key, 0, 1 << 16)) {
+    case 0:  // llama.cpp's "none": the family's own
+      c.expert_gating = gating;
+      break;
+    case 1:
+      c.expert_gating = ExpertGating::Softmax;
+      break;
+    case 2:
+      c.expert_gating = ExpertGating::Sigmoid;
+      break;
+    default:
+      fail("'{}': {} is {}; strata supports 1 (softmax) and 2 (sigmoid)", f.path(), gating_key,
+           f.get_int(gating_key, 0));
+  }
+  const GgufValue* norm = f.find(a + "expert_weights_norm");
+  c.expert_weights_norm = norm != nullptr && norm->as_bool(a + "expert_weights_norm");
+  const float scale = optional_float(f, a + "expert_weights_scale", 0.0f, 0.0, 1e6);
+  c.expert_weights_scale = scale == 0.0f ? 1.0f : scale;
+  c.n_layer_nextn = bounded_int(f, a + "nextn_predict_layers", 0, c.n_layer - 1);
+  c.n_layer -= c.n_layer_nextn;
+  c.n_dense_lead = bounded_int(f, a + "leading_dense_block_count", 0, c.n_layer);
+  const std::string shared_key = a + "expert_shared_count";
+  if (f.find(shared_key) == nullptr) fail("'{}' lacks {}", f.path(), shared_key);
+  const int64_t shared = bounded_int(f, shared_key, 0, 64);
+  c.n_ff_shared = c.n_ff * shared;
+}
+
+void write_mixture_rule(const ModelConfig& c, const std::string& a, GgufWriter& w) {
+  const auto u32 = [](int64_t v) { return GgufValue::u32(static_cast<uint32_t>(v)); };
+  w.set(a + "expert_gating_func", u32(c.expert_gating == ExpertGating::Sigmoid ? 2 : 1));
+  w.set(a + "expert_weights_norm", GgufValue::boolean(c.expert_weights_norm));
+  w.set(a + "expert_weights_scale", GgufValue::f32(c.expert_weights_scale));
+  w.set(a + "leading_dense_block_count", u32(c.n_dense_lead));
+  w.set(a + "expert_shared_count", u32(c.n_ff > 0 ? c.n_ff_shared / c.n_ff : 0));
+}
+
 }  // namespace strata

@@ -6,6 +6,8 @@
 // layers). The logits against llama.cpp and PyTorch: docs/ARCHITECTURES.md "Checks".
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
@@ -171,6 +173,27 @@ TEST(MixtureRules, SparseModesRefuseLeadingDenseLayers) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("leading dense layers"), std::string::npos) << e.what();
   }
+}
+
+// strata synth --expert-type: the routed experts in their own type (gpt-oss's MXFP4), the rest
+// (router, shared expert, attention) in the file's.
+TEST(MixtureRules, SynthWritesTheExpertsInTheirOwnType) {
+  const std::string path = strata::testing::temp_file("glm_mxfp4_experts.gguf");
+  SynthSpec s = synth_preset("tiny");
+  s.shape.architecture = "glm4moe";
+  s.shape.n_layer = 3, s.shape.n_expert = 8, s.shape.n_expert_used = 3, s.shape.head_dim = 32;
+  s.type = DType::Q8_0;
+  s.expert_type = DType::MXFP4;
+  write_synthetic_model(s, path);
+  const auto m = Model::load(path, false);
+  const LayerWeights& l = m->weights.layers[1];
+  for (const ExpertMatrices& x : l.experts)
+    for (const MatrixView* v : {&x.gate, &x.up, &x.down}) EXPECT_EQ(v->type, DType::MXFP4);
+  EXPECT_EQ(l.shared.up.type, DType::Q8_0);
+  EXPECT_EQ(l.attn_q.type, DType::Q8_0);
+  EXPECT_EQ(m->weights.layers[0].shared.up.type, DType::Q8_0);  // the dense layer's FFN
+  const std::vector<int32_t> tokens = {3, 50, 7};
+  for (float x : strata::testing::decode_one_by_one(*m, tokens)) ASSERT_TRUE(std::isfinite(x));
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace strata {
 namespace {
 
 struct SynthOptions {
-  std::string preset = "tiny", type = "f32", ffn, out, tokenizer_from, arch = "llama";
+  std::string preset = "tiny", type = "f32", ffn, out, tokenizer_from, arch = "llama", expert_type;
   int64_t embd = 0, ff = 0, layers = 0, heads = 0, kv_heads = 0, vocab = 0, ctx = 0;
   int64_t head_dim = 0;
   int64_t experts = 0, top_k = 0, window = 0, shared_ff = 0;
@@ -33,7 +33,11 @@ struct SynthOptions {
 void add_synth_flags(CLI::App* cmd, SynthOptions& o) {
   cmd->add_option("--preset", o.preset,
                   "Shape: tiny, 1b, 7b, 13b, mixtral, falcon-7b, falcon-40b, opt-6.7b");
-  cmd->add_option("--type", o.type, "Weight type: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--type", o.type,
+                  "Weight type: f32, f16, bf16, q8_0, q4_0, ... (a type strata can write)");
+  cmd->add_option("--expert-type", o.expert_type,
+                  "The routed experts' type where it differs from --type (gpt-oss's files: mxfp4 "
+                  "experts, q8_0 the rest)");
   cmd->add_option("--arch", o.arch,
                   "Architecture: " + architecture_names() +
                       "; mixtral: llama with 8 experts, 2 per token (unless --experts, --top-k; "
@@ -83,22 +87,26 @@ void add_synth_flags(CLI::App* cmd, SynthOptions& o) {
   cmd->add_option("--tokenizer-from", o.tokenizer_from, "Copy the tokenizer of this GGUF file");
 }
 
+// A type synth can write rows of (computable, with a quantizer), or a one-line error listing them.
+DType writable_type(const std::string& text, const char* flag) {
+  const auto type = dtype_from_name(text);
+  if (type && dtype_info(*type).computable && dtype_info(*type).quantize != nullptr) return *type;
+  std::string names;
+  for (const DTypeInfo& t : all_dtypes())
+    if (t.computable && t.quantize != nullptr) {
+      std::string name = t.name;
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      names += (names.empty() ? "" : ", ") + name;
+    }
+  fail("{} '{}' is not one of {}", flag, text, names);
+}
+
 // The flags as a model's spec: the preset, then the type, architecture, FFN and shape
 // overrides, each checked.
 SynthSpec synth_spec(const SynthOptions& o) {
   SynthSpec s = synth_preset(o.preset);
-  const auto type = dtype_from_name(o.type);
-  if (!type || !dtype_info(*type).computable || dtype_info(*type).quantize == nullptr) {
-    std::string names;
-    for (const DTypeInfo& t : all_dtypes())
-      if (t.computable && t.quantize != nullptr) {
-        std::string name = t.name;
-        for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        names += (names.empty() ? "" : ", ") + name;
-      }
-    fail("--type '{}' is not one of {}", o.type, names);
-  }
-  s.type = *type;
+  s.type = writable_type(o.type, "--type");
+  if (!o.expert_type.empty()) s.expert_type = writable_type(o.expert_type, "--expert-type");
   const bool mixtral = o.arch == "mixtral";  // a llama file with experts
   if (mixtral && s.shape.n_expert == 0) s.shape.n_expert = 8, s.shape.n_expert_used = 2;
   const Architecture* arch = find_architecture(mixtral ? "llama" : o.arch);

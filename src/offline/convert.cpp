@@ -42,8 +42,7 @@ const HfFamily& family_of(const std::string& architecture, const std::string& pa
   for (const HfFamily* f :
        {&hf_llama_family(), &hf_falcon_family(), &hf_opt_family(), &hf_qwen2_family(),
         &hf_qwen3_family(), &hf_mixtral_family(), &hf_qwen3moe_family(), &hf_qwen2moe_family(),
-        &hf_gemma2_family(), &hf_gemma3_family(), &hf_phi3_family(),
-        &hf_glm4moe_family()})
+        &hf_gemma2_family(), &hf_gemma3_family(), &hf_phi3_family(), &hf_glm4moe_family()})
     for (const std::string& c : f->classes) {
       if (c == architecture) return *f;
       names += (names.empty() ? "" : ", ") + c;
@@ -51,9 +50,18 @@ const HfFamily& family_of(const std::string& architecture, const std::string& pa
   fail("'{}': architecture '{}' is not supported ({})", path, architecture.substr(0, 64), names);
 }
 
+// A multimodal checkpoint's config (Gemma3ForConditionalGeneration): the text model's keys in
+// text_config over the top level's, as llama.cpp's converter merges them.
+nlohmann::json text_model_config(nlohmann::json j) {
+  if (!j.contains("text_config") || !j["text_config"].is_object()) return j;
+  const nlohmann::json text = j["text_config"];
+  for (const auto& [k, v] : text.items()) j[k] = v;
+  return j;
+}
+
 HfConfig read_config(const fs::path& dir, const HfFamily*& family) {
   const std::string path = (dir / "config.json").string();
-  const auto j = read_json(dir / "config.json");
+  const auto j = text_model_config(read_json(dir / "config.json"));
   if (!j.is_object()) fail("'{}' is not a JSON object", path);
   const ConfigReader r(j, path);
   HfConfig c{};
@@ -91,6 +99,18 @@ HfConfig read_config(const fs::path& dir, const HfFamily*& family) {
   return c;
 }
 
+// A multimodal checkpoint's text model under the names of its text-only class: transformers'
+// older "language_model.model.*" / "language_model.lm_head.*" and newer
+// "model.language_model.*"; the vision tower's and projector's tensors keep their names, which
+// no plan reads.
+std::string text_model_name(const std::string& name) {
+  for (auto [from, to] : {std::pair{"language_model.model.", "model."},
+                          {"language_model.lm_head.", "lm_head."},
+                          {"model.language_model.", "model."}})
+    if (name.starts_with(from)) return to + name.substr(std::string_view(from).size());
+  return name;
+}
+
 // All tensors of the checkpoint by name, from one file or the shards an index names.
 struct Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files;
@@ -125,13 +145,20 @@ Checkpoint open_checkpoint(const fs::path& dir) {
   for (const auto& s : shards) {
     if (!fs::exists(dir / s)) fail("shard '{}' named by the index is missing", (dir / s).string());
     ck.files.push_back(SafetensorsFile::open((dir / s).string()));
-    for (const auto& [name, t] : ck.files.back()->tensors()) {
-      if (ck.tensors.count(name)) fail("tensor '{}' appears in two shards", name);
+    for (const auto& [stored, t] : ck.files.back()->tensors()) {
+      const std::string name = text_model_name(stored);
+      if (ck.tensors.count(name)) fail("tensor '{}' appears twice in the checkpoint", name);
       ck.tensors[name] = &t;
       ck.file_of[name] = ck.files.back().get();
     }
   }
   return ck;
+}
+
+int64_t token_count(const GgufMetadata& tokenizer) {
+  for (const auto& [k, v] : tokenizer)
+    if (k == "tokenizer.ggml.tokens") return static_cast<int64_t>(v.items.size());
+  return 0;
 }
 
 // Checkpoints often have more embedding rows than tokenizer entries (padding to a round size):
@@ -174,6 +201,17 @@ void check_sizes_against_tensors(const HfConfig& c, const HfFamily& family, cons
     fail("'{}': the checkpoint has more layers than num_hidden_layers {}", dir, c.model.n_layer);
 }
 
+// The tokenizer as the file holds it, and the file's vocabulary size into c: the tokenizer padded
+// to the embedding's rows, or (Gemma 3, whose embedding holds rows past its tokenizer: the
+// multimodal models' 64) the embedding cut to the tokenizer, as llama.cpp's converter does.
+GgufMetadata file_vocabulary(const std::string& dir, const HfFamily& family, HfConfig& c) {
+  GgufMetadata tokenizer = read_hf_tokenizer(dir, c.bos, c.eos, c.model.n_vocab);
+  if (family.vocab_from_tokenizer)
+    c.model.n_vocab = std::min(c.model.n_vocab, token_count(tokenizer));
+  pad_vocabulary(tokenizer, c.model.n_vocab, dir);
+  return tokenizer;
+}
+
 // One checkpoint tensor's rows (in the plan's order) converted to the plan's type, in batches of
 // about 4 MiB so the output buffer stays small.
 void write_rows(const Planned& p, const SafeTensor& t, GgufWriter& w, std::vector<float>& row,
@@ -204,17 +242,18 @@ void convert_hf_to_gguf(const ConvertOptions& o,
   const fs::path dir(o.input_dir);
   if (!fs::is_directory(dir)) fail("'{}' is not a directory", o.input_dir);
   const HfFamily* family = nullptr;
-  const HfConfig c = read_config(dir, family);
+  HfConfig c = read_config(dir, family);
   Checkpoint ck = open_checkpoint(dir);
   check_sizes_against_tensors(c, *family, ck, o.input_dir);  // before config.json sizes anything
-  GgufMetadata tokenizer = read_hf_tokenizer(o.input_dir, c.bos, c.eos, c.model.n_vocab);
-  pad_vocabulary(tokenizer, c.model.n_vocab, o.input_dir);
+  const int64_t embedding_rows = c.model.n_vocab;
+  const GgufMetadata tokenizer = file_vocabulary(o.input_dir, *family, c);
   std::vector<Planned> plan =
       family->plan(c, [&](const std::string& name) { return ck.tensors.count(name) != 0; });
-  for (const auto& [name, values] :
-       {std::pair{"rope_freqs.weight", &c.rope_freqs},
-        {"rope_factors_long.weight", &c.rope_factors_long},
-        {"rope_factors_short.weight", &c.rope_factors_short}})
+  for (Planned& p : plan)
+    if (p.hf_name == family->embedding) p.source_rows = embedding_rows;
+  for (const auto& [name, values] : {std::pair{"rope_freqs.weight", &c.rope_freqs},
+                                     {"rope_factors_long.weight", &c.rope_factors_long},
+                                     {"rope_factors_short.weight", &c.rope_factors_short}})
     if (!values->empty())
       plan.push_back({.gguf_name = name,
                       .hf_name = "",
@@ -244,7 +283,8 @@ void convert_hf_to_gguf(const ConvertOptions& o,
       if (it == ck.tensors.end()) fail("the checkpoint lacks the tensor '{}'", source);
       const auto& shape = it->second->shape;
       const std::vector<int64_t> want =
-          p.cols == 0 ? std::vector<int64_t>{p.rows} : std::vector<int64_t>{p.rows, p.cols};
+          p.cols == 0 ? std::vector<int64_t>{p.rows}
+                      : std::vector<int64_t>{p.source_rows > 0 ? p.source_rows : p.rows, p.cols};
       if (shape != want)
         fail("tensor '{}' has shape [{}], expected [{}]", source, fmt::join(shape, ", "),
              fmt::join(want, ", "));

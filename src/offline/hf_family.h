@@ -76,6 +76,9 @@ struct Planned {
   // Added to every value read (Gemma's RMSNorm weights: Hugging Face multiplies by 1 + w, GGUF
   // files store 1 + w, as llama.cpp's converter writes them).
   float shift = 0.0f;
+  // The checkpoint tensor's rows where it has more than `rows` (the first `rows` are taken:
+  // Gemma 3's embedding cut to its tokenizer); 0: rows.
+  int64_t source_rows = 0;
   bool generated() const { return !values.empty(); }
   // The checkpoint tensors it is made of, in order (none when generated).
   std::vector<std::string> sources() const {
@@ -94,6 +97,9 @@ struct HfFamily {
       plan;
   std::string embedding;        // the checkpoint's embedding tensor
   std::string layer_norm_name;  // a tensor every layer has, "{}" for the layer number
+  // The vocabulary is the tokenizer's where the embedding has more rows (Gemma 3, as llama.cpp's
+  // converter cuts them); false: the embedding's, the tokenizer padded.
+  bool vocab_from_tokenizer = false;
 };
 
 // The common sizes of a transformer config (hidden, layers, heads, vocabulary), under these

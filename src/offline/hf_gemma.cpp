@@ -136,12 +136,16 @@ const HfFamily& hf_gemma2_family() {
   return f;
 }
 
+// Gemma 3's multimodal checkpoints (4B, 12B, 27B) convert as their text model: text_config's
+// keys, the language model's tensors (convert.cpp's text_model_name), the vision tower left to
+// llama.cpp's mmproj files.
 const HfFamily& hf_gemma3_family() {
-  static const HfFamily f{{"Gemma3ForCausalLM"},
+  static const HfFamily f{{"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"},
                           read_gemma3,
                           [](const HfConfig& c, const auto&) { return plan_gemma(c, true); },
                           "model.embed_tokens.weight",
-                          "model.layers.{}.input_layernorm.weight"};
+                          "model.layers.{}.input_layernorm.weight",
+                          /*vocab_from_tokenizer=*/true};
   return f;
 }
 

@@ -76,11 +76,10 @@ struct PlannedTensor {
   int64_t stack = 1;   // a 3-D tensor of `stack` matrices of rows x cols (experts)
 };
 
-
 // A mixture's FFN: the router (F32, as llama.cpp keeps it) and each expert's matrices, stacked
 // or one tensor per expert.
 void add_experts(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
-                 DType type, const std::string& p, bool stacked, Random& rng) {
+                 DType type, DType expert_type, const std::string& p, bool stacked, Random& rng) {
   const ExpertNames& n = *a.experts;
   plan.push_back({p + n.router, DType::F32, c.n_embd, c.n_expert, {}});
   struct Role {
@@ -93,14 +92,15 @@ void add_experts(std::vector<PlannedTensor>& plan, const Architecture& a, const 
   roles.push_back({n.down, n.down_each, c.n_ff, c.n_embd});
   for (const Role& r : roles) {
     if (stacked) {
-      plan.push_back({p + r.stacked, type, r.cols, r.rows, {}, c.n_expert});
+      plan.push_back({p + r.stacked, expert_type, r.cols, r.rows, {}, c.n_expert});
       continue;
     }
     for (int64_t e = 0; e < c.n_expert; ++e)
-      plan.push_back({p + fmt::format(fmt::runtime(r.each), e), type, r.cols, r.rows, {}});
+      plan.push_back({p + fmt::format(fmt::runtime(r.each), e), expert_type, r.cols, r.rows, {}});
   }
   if (n.selection_bias != nullptr)  // GLM-4.5's correction bias: small, to move some choices
-    plan.push_back({p + n.selection_bias, DType::F32, c.n_expert, 0, small_values(rng, c.n_expert)});
+    plan.push_back(
+        {p + n.selection_bias, DType::F32, c.n_expert, 0, small_values(rng, c.n_expert)});
   if (c.n_ff_shared == 0) return;
   // A shared expert (Qwen2-MoE): its gate one F32 row (where it has one), its FFN of
   // n_ff_shared neurons.
@@ -123,8 +123,8 @@ void add_dense_ffn(std::vector<PlannedTensor>& plan, const Architecture& a, cons
 // A sparse mixture: the generator's layer of n_expert * n_ff neurons cut into experts (expert
 // e's neuron j is neuron e * n_ff + j: the stacked tensors' row order), a random router, and
 // predictors for every expert's neurons. ffn_down_t is left to the loader (Model::ensure_down_t).
-void add_sparse_experts(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
-                        const SynthSpec& s, const std::string& p,
+void add_sparse_experts(std::vector<PlannedTensor>& plan, const Architecture& a,
+                        const ModelConfig& c, const SynthSpec& s, const std::string& p,
                         std::unique_ptr<SparseLayerGenerator>& gen) {
   const ExpertNames& n = *a.experts;
   plan.push_back({p + n.router, DType::F32, c.n_embd, c.n_expert, {}});
@@ -144,7 +144,6 @@ void add_sparse_experts(std::vector<PlannedTensor>& plan, const Architecture& a,
                   [&gen](int64_t i, float* row) { gen->fc2_row(i, row); }});
 }
 
-
 // A layer of a model that is sparse by construction, for an architecture with a plain ReLU FFN
 // (Falcon, OPT): the generator (made when the layer's first tensor is written) gives the up and
 // down_t rows, the small attention output and the FFN's norm (attn_norm in a parallel layer,
@@ -159,9 +158,9 @@ struct SparseLayer {
 // One layer of a random model of any architecture, from its tensor list: the first name of every
 // role it has (a second input norm where the shape has KV groups, as Falcon-40B), ffn_down
 // rather than ffn_down_t, no gate for a plain FFN; with `sparse`, as SparseLayer says.
-void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture& a, const ModelConfig& c,
-                            DType type, int64_t layer, Random& rng, bool stacked,
-                            const SparseLayer* sparse = nullptr) {
+void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture& a,
+                            const ModelConfig& c, DType type, DType expert_type, int64_t layer,
+                            Random& rng, bool stacked, const SparseLayer* sparse = nullptr) {
   const std::string p = fmt::format("blk.{}.", layer);
   const size_t first = plan.size();
   const bool parallel = a.residual == ResidualKind::Parallel;
@@ -226,7 +225,7 @@ void add_architecture_layer(std::vector<PlannedTensor>& plan, const Architecture
   }
   if (sparse == nullptr) {
     if (c.routed(layer))
-      add_experts(plan, a, c, type, p, stacked, rng);
+      add_experts(plan, a, c, type, expert_type, p, stacked, rng);
     else if (c.moe())  // a leading dense layer (GLM-4.5): n_ff_dense neurons
       add_dense_ffn(plan, a, c, type, p, c.n_ff_dense);
     return;
@@ -295,8 +294,7 @@ const Architecture& checked_architecture(const SynthSpec& s, ModelConfig& c) {
          ffn_activation_name(arch->powerinfer_ffn), ffn_activation_name(c.ffn));
   if (s.powerinfer_layout && arch->positions == PositionKind::Learned && !s.tied_output)
     fail("PowerInfer's {} files tie the output to the embedding: add --tied", arch->name);
-  if (ffn_has_gate(c.ffn) && !arch->has(LayerMatrix::FfnGate) &&
-      !arch->has(LayerMatrix::FfnGateUp))
+  if (ffn_has_gate(c.ffn) && !arch->has(LayerMatrix::FfnGate) && !arch->has(LayerMatrix::FfnGateUp))
     fail("--ffn {}: {} has no gate (its FFN is plain: relu or gelu)", ffn_activation_name(c.ffn),
          arch->name);
   if (arch->positions == PositionKind::RopeNeox && c.n_rot % 2 != 0)
@@ -357,7 +355,8 @@ void start_sparse_model(SynthState& st, GgufWriter& w) {
 
 // The tensors outside the layers: the embedding (sparse: with the anchor dimension), the output
 // norm and matrix, learned positions.
-void plan_outer_tensors(SynthState& st, const Architecture& arch, std::vector<PlannedTensor>& plan) {
+void plan_outer_tensors(SynthState& st, const Architecture& arch,
+                        std::vector<PlannedTensor>& plan) {
   const SynthSpec& s = st.s;
   const ModelConfig& c = st.c;
   SynthState* state = &st;
@@ -399,7 +398,8 @@ void plan_dense_llama_ffn(SynthState& st, const Architecture& arch, const std::s
   plan.push_back({p + "attn_output.weight", s.type, c.n_head * c.head_dim, c.n_embd, {}});
   plan.push_back({p + "ffn_norm.weight", DType::F32, c.n_embd, 0, {}});
   if (c.moe()) {
-    add_experts(plan, arch, c, s.type, p, s.stacked_experts, st.rng);
+    add_experts(plan, arch, c, s.type, s.expert_type.value_or(s.type), p, s.stacked_experts,
+                st.rng);
     return;
   }
   if (ffn_has_gate(c.ffn)) plan.push_back({p + "ffn_gate.weight", s.type, c.n_embd, c.n_ff, {}});
@@ -558,8 +558,8 @@ void write_synthetic_model(const SynthSpec& s, const std::string& path,
       continue;
     }
     const SparseLayer layer{&st.gen, &s, l};
-    add_architecture_layer(plan, arch, c, s.type, l, st.rng, s.stacked_experts,
-                           st.sparse() ? &layer : nullptr);
+    add_architecture_layer(plan, arch, c, s.type, s.expert_type.value_or(s.type), l, st.rng,
+                           s.stacked_experts, st.sparse() ? &layer : nullptr);
   }
   write_planned(plan, w, st.rng, progress);
   w.finish();

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "model/config.h"
@@ -34,6 +35,9 @@ struct SynthSpec {
   // stacked in 3-D tensors as llama.cpp writes them since 2024, or (false) one 2-D tensor per
   // expert as older files have them.
   bool stacked_experts = true;
+  // The routed experts' matrices' type (MXFP4 as in gpt-oss's files; llama-quantize's
+  // MXFP4_MOE keeps the rest Q8_0); unset: `type`.
+  std::optional<DType> expert_type;
 };
 
 // Named shapes: "tiny" (tests), "1b" (TinyLlama), "7b", "13b", "mixtral" (Mixtral-8x7B: 8

@@ -188,6 +188,15 @@ def main():
                hf_phi3.phi3_state, hf_phi3.phi3_forward),
               ("phi3 longrope long", hf_phi3.phi3_config(longrope=8), hf_phi3.phi3_state,
                lambda s, c, t: hf_phi3.phi3_forward(s, c, t, long_context=True)),
+              # Gemma 3's multimodal checkpoints: text_config, the language model's tensors
+              # under either transformers layout beside a vision tower, 64 embedding rows past
+              # the tokenizer cut off (llama.cpp's vocabulary).
+              ("gemma3 conditional generation, old layout",
+               hf_gemma.gemma3_multimodal_config("old"), hf_gemma.gemma3_multimodal_state,
+               hf_gemma.gemma3_multimodal_forward),
+              ("gemma3 conditional generation, new layout",
+               hf_gemma.gemma3_multimodal_config("new"), hf_gemma.gemma3_multimodal_state,
+               hf_gemma.gemma3_multimodal_forward),
               # GLM-4.5: layer 0 dense, then 6 experts (2 a token) by sigmoid scores with the
               # correction bias, normalized and scaled by 2.5, one shared expert; q/k/v biases,
               # q/k norms, RoPE on half of each 32-wide head.
@@ -243,8 +252,8 @@ def main():
                                    "partial_rotary_factor 0.01 gives 0 rotary dimensions"),
                                   (4, "rope_scaling", {"type": "longrope"},
                                    "rope_scaling longrope belongs to Phi-3"),
-                                  (22, "n_group", 4, "n_group 4 (group-limited routing)"),
-                                  (22, "hidden_act", "gelu", "hidden_act 'gelu'")]:
+                                  (24, "n_group", 4, "n_group 4 (group-limited routing)"),
+                                  (24, "hidden_act", "gelu", "hidden_act 'gelu'")]:
         src = os.path.join(work, f"hf-other-{i}")
         bad_dir = os.path.join(work, "bad-other")
         shutil.rmtree(bad_dir, ignore_errors=True)

@@ -126,3 +126,37 @@ def gemma_forward(state, cfg, tokens):
         c = cfg["final_logit_softcapping"]
         logits = torch.tanh(logits / c) * c
     return logits
+
+
+# Gemma 3's multimodal checkpoints (Gemma3ForConditionalGeneration: 4B, 12B, 27B): the text
+# model's keys in text_config, its tensors under "language_model.model." (transformers before
+# 4.52) or "model.language_model." (since), a vision tower beside them, and an embedding with
+# rows past the tokenizer's (262208 of 262144), which llama.cpp's converter cuts off.
+MULTIMODAL_PREFIXES = {"old": "language_model.model.", "new": "model.language_model."}
+
+
+def gemma3_multimodal_config(layout="old", extra_rows=64, **kw):
+    text = gemma_config(3, **kw)
+    del text["architectures"]
+    text["vocab_size"] += extra_rows
+    return dict(architectures=["Gemma3ForConditionalGeneration"], model_type="gemma3",
+                text_config=text, vision_config={"hidden_size": 16},
+                mm_tokens_per_image=4, _layout=layout, _tokenizer_size=text["vocab_size"] - extra_rows)
+
+
+def gemma3_multimodal_state(cfg, seed):
+    prefix = MULTIMODAL_PREFIXES[cfg["_layout"]]
+    g = torch.Generator().manual_seed(seed + 1000)
+    s = {prefix + k[len("model."):]: v for k, v in gemma_state(cfg["text_config"], seed).items()}
+    s["vision_tower.vision_model.embeddings.patch_embedding.weight"] = _normal((16, 3, 2, 2), g)
+    s["multi_modal_projector.mm_input_projection_weight"] = _normal((16, 64), g)
+    return s
+
+
+def gemma3_multimodal_forward(state, cfg, tokens):
+    """The text model on the tokenizer's vocabulary (the cut embedding), as the GGUF holds it."""
+    prefix, n = MULTIMODAL_PREFIXES[cfg["_layout"]], cfg["_tokenizer_size"]
+    text = dict(cfg["text_config"], vocab_size=n)
+    s = {"model." + k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+    s["model.embed_tokens.weight"] = s["model.embed_tokens.weight"][:n]
+    return gemma_forward(s, text, tokens)

@@ -12,7 +12,9 @@
 # mixture's near-tied routes) turn such order differences into perplexity differences of up to
 # a few 1e-3, so a gap between the engines means something only beside this one.
 # FAMILY_ARGS are passed to llama_family_gguf.py (e.g. "--seed 2 --experts-used 8"), QUANT
-# replaces the mixtral/qwen2 files' quantization (Q4_K_M).
+# replaces the mixtral/qwen2 files' quantization (Q4_K_M). Issue 57's families (SHAPES gemma2
+# gemma3 phi3 gpt-oss glm4moe) come from bench/llama_family2026_gguf.py, Q4_K_M (gpt-oss:
+# MXFP4_MOE, its released files' experts).
 # llama.cpp is not built by this repository: pass its checkout (gguf-py) and the folder holding
 # its binaries.
 # Usage: bench/compare_llama_families.sh LLAMA_CPP_DIR LLAMA_BIN_DIR WORK_DIR [THREADS] [SHAPES]
@@ -27,6 +29,10 @@ for shape in $shapes; do
     falcon-*) /usr/bin/python3 bench/llama_falcon_gguf.py "$src" "${shape#falcon-}" \
       "$work/$shape-f16.gguf" "$tokenizer" >/dev/null
       quant=Q4_0 ;;
+    gemma2|gemma3|phi3|gpt-oss|glm4moe) /usr/bin/python3 bench/llama_family2026_gguf.py "$src" \
+      "$shape" "$work/$shape-f16.gguf" "$tokenizer" ${FAMILY_ARGS:-} >/dev/null
+      quant=${QUANT:-Q4_K_M}
+      [ "$shape" = gpt-oss ] && quant=MXFP4_MOE ;;
     *) /usr/bin/python3 bench/llama_family_gguf.py "$src" "$shape" "$work/$shape-f16.gguf" \
       "$tokenizer" ${FAMILY_ARGS:-} >/dev/null
       quant=${QUANT:-Q4_K_M} ;;

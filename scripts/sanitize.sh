@@ -53,7 +53,11 @@ statistical='^DraftModel\.AcceptedTokensFollowTheTargetsDistribution$'
 # products over every type (each CPU column kernel runs under ASan in InputSparsity's other
 # tests, the CUDA ones op by op in BackendOps.*/cuda_emu), and an IQ2_M quantization of the
 # whole shipped model (the lattice quantizers run under ASan in IqQuants.*).
-heavy='^InputSparsity\.ColumnProductsOnTheEmulatedGpuAreTheCpusAndItsRowMajorOnes$|^Imatrix\.LatticeMixturesNeedAndUseAnImportanceMatrix$'
+# Then three more by size (32, 27 and 17 s): a 1B-shape model over three tiers (ThreeTiers'
+# other tests run its code on small models), every unit type's model dense and sparse (their
+# kernels run under ASan in UnitTypes' and Kernels' other tests), and a batch of sequences against
+# each alone (the other BatchScheduler tests batch too).
+heavy='^InputSparsity\.ColumnProductsOnTheEmulatedGpuAreTheCpusAndItsRowMajorOnes$|^Imatrix\.LatticeMixturesNeedAndUseAnImportanceMatrix$|^ThreeTiers\.AOneBillionShapeSplitsAsTheCpuAloneInRamAndBundled$|^UnitTypes\.ModelsRunDenseAndSparse$|^BatchScheduler\.SequencesInABatchGiveTheTextTheyGiveAlone$'
 asan_excluded="$excluded|$statistical|$heavy|^On/CudaSession\.($emulated_numerics)/cuda_emu( |$)"
 
 if [ "$what" = all ] || [ "$what" = asan ]; then
@@ -91,9 +95,12 @@ if [ "$what" = all ] || [ "$what" = tsan ]; then
   # part beside a device runs under TSan in SplitFfn's mixture tests (the reference device, in
   # RAM and over three tiers), and the emulator's threads in the CudaSession splits kept. The
   # emulated GPU's attention numerics (every cache type, score rule and batch: 105 s under TSan
-  # with the soft cap and sinks) too: one stream, its other ops' threads still run here.
+  # with the soft cap and sinks) too: one stream, its other ops' threads still run here. The
+  # 1B-shape three-tier split (the largest model of the suite; ThreeTiers' small models run the
+  # same threads) and the KV cache block formats' numerics (Session's other tests run its threads)
+  # are left to the main tree.
   build-tsan/tests/strata_tests \
-    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:ServerLoading.*:ServerDrain*:ServerEmbeddings.*:BatchScheduler.*:SchedulerSpeculation.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:FlashOverlap.*:Timeline.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*:CudaEmu.*:*CudaSession.*:InputSparsity.InputSparseProducts*-*CudaSession.ShippedModel*:*CudaSession.EveryType*:*CudaSession.MixturesOfExperts*:*CudaSession.SparseModes*:*CudaSession.KvCacheInF16*:*CudaSession.BlockKvCaches*:*CudaSession.TheSameInputs*:*CudaSession.OneBillion*:*CudaSession.MixtureSplit*:*BackendOps.NormRopeKvAndAttention*/cuda_emu'
+    --gtest_filter='ThreadPool.*:FifoMutex.*:ServerSoak.*:ServerLoading.*:ServerDrain*:ServerEmbeddings.*:BatchScheduler.*:SchedulerSpeculation.*:ServerBatching.*:AxpyBuckets.*:SparseOps.*:SparseFfn.*:Session.*:Flash.*:FlashOverlap.*:Timeline.*:Server.*:ServerHttp.*:MappedFile.*:TransferQueue.*:PlannedSession.*:*BackendOps.*:ReferenceDevice.*:DeviceSession.*:SplitFfn.*:ThreeTiers.*:CudaEmu.*:*CudaSession.*:InputSparsity.InputSparseProducts*-*CudaSession.ShippedModel*:*CudaSession.EveryType*:*CudaSession.MixturesOfExperts*:*CudaSession.SparseModes*:*CudaSession.KvCacheInF16*:*CudaSession.BlockKvCaches*:*CudaSession.TheSameInputs*:*CudaSession.OneBillion*:*CudaSession.MixtureSplit*:*BackendOps.NormRopeKvAndAttention*/cuda_emu:ThreeTiers.AOneBillionShape*:Session.BlockKvCaches*'
 fi
 step "done"
 cd "$root"

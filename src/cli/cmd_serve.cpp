@@ -12,10 +12,10 @@
 #include <thread>
 
 #include "cli/commands.h"
-#include "cli/hf_model.h"
 #include "cli/draft_flags.h"
 #include "cli/ffn_flags.h"
 #include "cli/flag_checks.h"
+#include "cli/hf_model.h"
 #include "cli/sampling_flags.h"
 #include "core/anonymous_memory.h"
 #include "core/error.h"
@@ -52,7 +52,7 @@ extern "C" void on_stop_signal(int sig) {
 struct ServeOptions {
   bool mmap = false;
   std::string model = default_model_path();
-  std::string alias, pooling;
+  std::string alias, pooling, reasoning_format = "auto";
   int threads = default_threads();
   int64_t ctx = 0;
   FfnFlags ffn;
@@ -67,7 +67,9 @@ struct ServeOptions {
 };
 
 void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
-  add_hf_flag(cmd, o.hf, cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)"));
+  add_hf_flag(
+      cmd, o.hf,
+      cmd->add_option("-m,--model", o.model, "GGUF model file (default: the shipped model)"));
   cmd->add_flag("--mmap", o.mmap, "Use the model file in place (memory map)");
   cmd->add_option("--host", o.server.host, "Address to listen on");
   cmd->add_option("--port", o.server.port, "Port to listen on")->check(in_range(1, 65535));
@@ -81,6 +83,11 @@ void add_serve_flags(CLI::App* cmd, ServeOptions& o) {
                   "How /v1/embeddings pools the final hidden states: mean, cls or last (default: "
                   "the model's <arch>.pooling_type, else mean)")
       ->check(CLI::IsMember({"mean", "cls", "last"}));
+  cmd->add_option("--reasoning-format", o.reasoning_format,
+                  "A chat reply's <think> thoughts: auto or deepseek put them in "
+                  "reasoning_content, none leaves them in content (a request's "
+                  "reasoning_format overrides)")
+      ->check(CLI::IsMember({"none", "auto", "deepseek"}));
   cmd->add_option("-t,--threads", o.threads, "Threads")->check(in_range(1, 1024));
   cmd->add_option("-c,--ctx-size", o.ctx,
                   "Context of all slots together, split evenly among them (default: each slot "
@@ -133,6 +140,7 @@ std::string model_name(const ServeOptions& o, const Model* model) {
 ServerOptions server_options(const ServeOptions& o) {
   ServerOptions options = o.server;
   if (!o.pooling.empty()) options.pooling = parse_pooling(o.pooling);
+  options.defaults.reasoning_format = *reasoning_format_from_name(o.reasoning_format);
   options.model_name = model_name(o, nullptr);  // until the model is loaded (attach names it)
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
   options.drain_timeout = std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1e3));
@@ -184,7 +192,8 @@ int64_t slot_context(const ServeOptions& o, const Model& model, const RunRequest
 
 // The engine the server serves, opened while the server already listens, with its draft
 // model's when speculating.
-std::unique_ptr<Engine> load(const ServeOptions& o, EngineOptions options, Speculation& speculation) {
+std::unique_ptr<Engine> load(const ServeOptions& o, EngineOptions options,
+                             Speculation& speculation) {
   auto engine = std::make_unique<Engine>(std::move(options), print_note);
   const int64_t n_ctx = slot_context(o, engine->model(), engine->request());
   speculation = start_speculation(o.draft, *engine, n_ctx);

@@ -310,6 +310,9 @@ uint64_t Model::ensure_down_t() {
   uint64_t bytes = 0;
   for (LayerWeights& l : weights.layers) {
     if (l.ffn_down_t.data != nullptr) continue;
+    // A mixture's leading dense layer: its FFN is the always-used expert, which the sparse modes
+    // (that read ffn_down_t) refuse.
+    if (l.experts.empty() && l.ffn_down.data == nullptr) continue;
     std::vector<uint8_t> built;
     if (l.experts.empty()) {
       l.ffn_down_t = into_pages(transpose_down(l.ffn_down, built), derived_);

@@ -10,14 +10,40 @@ using nlohmann::json;
 
 namespace {
 
+using Send = std::function<bool(const json&)>;
 
-// With tools, each choice's reply is sent whole at the end: OpenAI's shape, the calls in one
-// delta, each with its index, then the finish chunk. `finish` becomes "tool_calls" for a call.
+// A chat chunk whose delta is the reply's thoughts (llama-server's reasoning_content).
+bool send_reasoning(const CompletionRequest& req, const CompletionIds& cid, const std::string& text,
+                    int choice, const json& logprobs, const Send& send) {
+  json chunk = completion_chunk(req, cid, "", "", choice, logprobs);
+  chunk["choices"][0]["delta"] = {{"reasoning_content", text}};
+  return send(chunk);
+}
+
+// A piece of text split into thoughts and answer as far as it is certain (the rest held by the
+// splitter): a reasoning chunk, a content chunk, each only where it has text (the piece's
+// logprobs on the last sent, or on an empty content delta where all of it is held).
+bool send_split(const CompletionRequest& req, const CompletionIds& cid, const ReasoningReply& d,
+                int choice, const json& logprobs, const Send& send) {
+  const bool content = !d.content.empty() || (d.reasoning.empty() && !logprobs.is_null());
+  if (!d.reasoning.empty() &&
+      !send_reasoning(req, cid, d.reasoning, choice, content ? json() : logprobs, send))
+    return false;
+  return !content || send(completion_chunk(req, cid, d.content, "", choice, logprobs));
+}
+
+// With tools, each choice's reply is sent whole at the end: OpenAI's shape, its thoughts first
+// where it has some, the calls in one delta, each with its index, then the finish chunk.
+// `finish` becomes "tool_calls" for a call.
 bool send_tool_replies(const CompletionRequest& req, const CompletionIds& cid,
                        const std::vector<std::string>& held, std::vector<std::string>& finish,
-                       const std::function<bool(const json&)>& send) {
+                       const Send& send) {
   for (size_t i = 0; i < held.size() && i < finish.size(); ++i) {
-    ToolReply t = tool_reply(req, cid, held[i], static_cast<int>(i));
+    const ReasoningReply said = req.split(held[i]);
+    if (!said.reasoning.empty() &&
+        !send_reasoning(req, cid, said.reasoning, static_cast<int>(i), json(), send))
+      return false;
+    ToolReply t = tool_reply(req, cid, said.content, static_cast<int>(i));
     json chunk = completion_chunk(req, cid, "", "", static_cast<int>(i));
     json& delta = chunk["choices"][0]["delta"];
     delta = json::object();
@@ -50,6 +76,8 @@ bool stream_completion(const CompletionRequest& req, JobHandle& job, const Compl
   std::vector<JobHandle::Piece> pieces;
   std::vector<int64_t> sent_bytes(static_cast<size_t>(req.n), 0);  // per choice: text_offset
   std::vector<std::string> held(static_cast<size_t>(req.n));       // with tools: the whole text
+  std::vector<ReasoningStream> thoughts(static_cast<size_t>(req.n),
+                                        ReasoningStream(req.think_open));
   bool done = false, probed = false;
   while (!done) {
     // Short waits: a client gone while its request waits for a slot is found within 10 ms.
@@ -64,6 +92,11 @@ bool stream_completion(const CompletionRequest& req, JobHandle& job, const Compl
                                 ? logprobs_json(req.chat, p.logprobs, context.token_text, offset)
                                 : json();
       offset += static_cast<int64_t>(p.text.size());
+      if (req.think_split) {
+        const ReasoningReply d = thoughts[static_cast<size_t>(p.choice)].feed(p.text);
+        if (!send_split(req, cid, d, p.choice, logprobs, send)) return false;
+        continue;
+      }
       if (!send(completion_chunk(req, cid, p.text, "", p.choice, logprobs))) return false;
     }
     pieces.clear();
@@ -91,6 +124,13 @@ bool stream_completion(const CompletionRequest& req, JobHandle& job, const Compl
   std::vector<std::string> finish(results.size());
   for (size_t i = 0; i < results.size(); ++i) finish[i] = results[i].finish_reason;
   if (req.tools_active() && !send_tool_replies(req, cid, held, finish, send)) return false;
+  if (req.think_split && !req.tools_active())  // what the splitters still hold
+    for (size_t i = 0; i < thoughts.size(); ++i) {
+      const ReasoningReply d = thoughts[i].finish();
+      if ((!d.reasoning.empty() || !d.content.empty()) &&
+          !send_split(req, cid, d, static_cast<int>(i), json(), send))
+        return false;
+    }
   for (size_t i = 0; i < results.size(); ++i) {
     json last = completion_chunk(req, cid, "", finish[i], static_cast<int>(i));
     if (req.include_usage && i + 1 == results.size()) last["usage"] = usage_json(results);

@@ -1,9 +1,5 @@
 #include "server/openai_api.h"
 
-#include "chat/json_schema_grammar.h"
-#include "generation/grammar.h"
-#include "generation/seed_choice.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,8 +7,11 @@
 #include <set>
 #include <string>
 
+#include "chat/json_schema_grammar.h"
 #include "core/error.h"
 #include "core/json_limits.h"
+#include "generation/grammar.h"
+#include "generation/seed_choice.h"
 
 namespace strata {
 
@@ -49,8 +48,9 @@ std::vector<std::pair<int32_t, float>> parse_logit_bias(const json& b) {
   auto id_of = [](const std::string& key) {
     // Decimal digits only: stoll took " 5" and "+5" as 5.
     int64_t id = 0;
-    const bool digits = !key.empty() && key.size() <= 10 &&
-                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits =
+        !key.empty() && key.size() <= 10 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (digits) id = std::stoll(key);
     if (!digits || id > INT32_MAX)
       bad("logit_bias", fmt::format("logit_bias key '{}' is not a token id", key.substr(0, 32)));
@@ -174,9 +174,12 @@ jinja::Value tool_calls_value(const json& calls, const std::string& where) {
     const std::string at = fmt::format("{}[{}]", where, k);
     if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
         !c["function"].contains("name") || !c["function"]["name"].is_string())
-      bad(at, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\": ..., \"arguments\": ...}}}}", at));
+      bad(at, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{\"name\": ..., "
+                          "\"arguments\": ...}}}}",
+                          at));
     nlohmann::ordered_json fn = {{"name", c["function"]["name"]}};
-    const json args = c["function"].contains("arguments") ? c["function"]["arguments"] : json::object();
+    const json args =
+        c["function"].contains("arguments") ? c["function"]["arguments"] : json::object();
     if (args.is_string()) {
       // A string parsed again: bounded as the body is (30,000 '[' overflowed the stack).
       const std::string& text = args.get_ref<const std::string&>();
@@ -186,7 +189,8 @@ jinja::Value tool_calls_value(const json& calls, const std::string& where) {
         bad(at + ".function.arguments", e.what());
       }
       auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
-      fn["arguments"] = parsed.is_discarded() ? nlohmann::ordered_json(args.get<std::string>()) : parsed;
+      fn["arguments"] =
+          parsed.is_discarded() ? nlohmann::ordered_json(args.get<std::string>()) : parsed;
     } else {
       fn["arguments"] = nlohmann::ordered_json::parse(args.dump());
     }
@@ -211,7 +215,8 @@ void parse_messages(const json& body, CompletionRequest& r) {
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
       bad(where + ".role",
-          fmt::format("'{}.role' is '{}'; strata takes system, user, assistant or tool", where, role));
+          fmt::format("'{}.role' is '{}'; strata takes system, user, assistant or tool", where,
+                      role));
     std::string content;
     const json c = m.contains("content") ? m["content"] : json();
     if (c.is_string()) {
@@ -236,12 +241,15 @@ void parse_messages(const json& body, CompletionRequest& r) {
     // (a template would otherwise meet a None where it expects text: fuzz_openai found it).
     if (message.content_null && (!present(m, "tool_calls") || m["tool_calls"].empty()))
       bad(where + ".content",
-          fmt::format("'{}.content' may be null only in an assistant message with tool_calls", where));
+          fmt::format("'{}.content' may be null only in an assistant message with tool_calls",
+                      where));
     if (role == "tool") {
       for (const char* key : {"tool_call_id", "name"}) {
         if (!present(m, key)) continue;
-        if (!m[key].is_string()) bad(where + "." + key, fmt::format("'{}.{}' must be a string", where, key));
-        (key == std::string("name") ? message.name : message.tool_call_id) = m[key].get<std::string>();
+        if (!m[key].is_string())
+          bad(where + "." + key, fmt::format("'{}.{}' must be a string", where, key));
+        (key == std::string("name") ? message.name : message.tool_call_id) =
+            m[key].get<std::string>();
       }
     }
     r.messages.push_back(std::move(message));
@@ -300,9 +308,9 @@ std::string read_output_format(const std::string& text, const json& body, Genera
                                    ? f["type"].get<std::string>()
                                    : "";
       if (type == "json_object") {
-        gbnf = f.contains("schema")
-                   ? json_schema_grammar(schema_at(std::vector<const char*>{"response_format", "schema"}))
-                   : json_object_grammar();
+        gbnf = f.contains("schema") ? json_schema_grammar(schema_at(
+                                          std::vector<const char*>{"response_format", "schema"}))
+                                    : json_object_grammar();
       } else if (type == "json_schema") {
         if (!f.contains("json_schema") || !f["json_schema"].is_object() ||
             !f["json_schema"].contains("schema") || !f["json_schema"]["schema"].is_object())
@@ -328,7 +336,8 @@ std::string read_output_format(const std::string& text, const json& body, Genera
 // tools, tool_choice and parallel_tool_calls (chat only). Tools are read again keeping their
 // keys' order: templates print them with tojson.
 void read_tools(const std::string& text, const json& body, CompletionRequest& r) {
-  const bool has_tools = present(body, "tools") && !(body["tools"].is_array() && body["tools"].empty());
+  const bool has_tools =
+      present(body, "tools") && !(body["tools"].is_array() && body["tools"].empty());
   if (has_tools) {
     if (!r.chat) bad("tools", "'tools' is for /v1/chat/completions");
     const auto ordered = parse_ordered(text, "tools");
@@ -342,15 +351,20 @@ void read_tools(const std::string& text, const json& body, CompletionRequest& r)
           !t.contains("function") || !t["function"].is_object())
         bad(at, fmt::format("'{}' must be {{\"type\": \"function\", \"function\": {{...}}}}", at));
       const auto& fn = t["function"];
-      const std::string name = fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "";
-      const bool valid = !name.empty() && name.size() <= 64 &&
-                         std::all_of(name.begin(), name.end(), [](char c) {
-                           return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-                         });
-      if (!valid) bad(at + ".function.name", fmt::format("'{}.function.name' must be 1 to 64 letters, digits, _ or -", at));
-      if (!names.insert(name).second) bad(at + ".function.name", fmt::format("two tools are named '{}'", name));
+      const std::string name =
+          fn.contains("name") && fn["name"].is_string() ? fn["name"].get<std::string>() : "";
+      const bool valid =
+          !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+          });
+      if (!valid)
+        bad(at + ".function.name",
+            fmt::format("'{}.function.name' must be 1 to 64 letters, digits, _ or -", at));
+      if (!names.insert(name).second)
+        bad(at + ".function.name", fmt::format("two tools are named '{}'", name));
       if (fn.contains("parameters") && !fn["parameters"].is_object())
-        bad(at + ".function.parameters", fmt::format("'{}.function.parameters' must be a JSON schema (an object)", at));
+        bad(at + ".function.parameters",
+            fmt::format("'{}.function.parameters' must be a JSON schema (an object)", at));
     }
     r.tools = tools;
     r.tool_choice = "auto";
@@ -360,29 +374,52 @@ void read_tools(const std::string& text, const json& body, CompletionRequest& r)
     if (c.is_string() && (c == "none" || c == "auto" || c == "required")) {
       r.tool_choice = c.get<std::string>();
     } else if (c.is_object() && c.value("type", json()) == "function" && c.contains("function") &&
-               c["function"].is_object() && c["function"].contains("name") && c["function"]["name"].is_string()) {
+               c["function"].is_object() && c["function"].contains("name") &&
+               c["function"]["name"].is_string()) {
       r.tool_choice = "function";
       r.tool_function = c["function"]["name"].get<std::string>();
     } else {
-      bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      bad("tool_choice",
+          "'tool_choice' must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", "
+          "\"function\": {\"name\": ...}}");
     }
     if (r.tool_choice != "none" && !has_tools)
       bad("tool_choice", fmt::format("'tool_choice' {} needs 'tools'", c.dump()));
     if (r.tool_choice == "function") {
       bool known = false;
       for (const auto& t : r.tools) known = known || t["function"]["name"] == r.tool_function;
-      if (!known) bad("tool_choice", fmt::format("'tool_choice' names '{}', which is not among the tools", r.tool_function));
+      if (!known)
+        bad("tool_choice",
+            fmt::format("'tool_choice' names '{}', which is not among the tools", r.tool_function));
     }
   }
   if (present(body, "parallel_tool_calls")) {
-    if (!body["parallel_tool_calls"].is_boolean()) bad("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
+    if (!body["parallel_tool_calls"].is_boolean())
+      bad("parallel_tool_calls", "'parallel_tool_calls' must be true or false");
     r.parallel_tool_calls = body["parallel_tool_calls"].get<bool>();
   }
   if (r.tools_active() && r.stream && r.generation.logprobs >= 0)
-    bad("logprobs", "'logprobs' with tools is not supported when streaming (a reply with tools is sent whole at its end)");
+    bad("logprobs",
+        "'logprobs' with tools is not supported when streaming (a reply with tools is sent whole "
+        "at its end)");
   if ((r.tool_choice == "required" || r.tool_choice == "function") && r.generation.grammar)
-    bad("tool_choice", "a required tool call and a response format cannot both constrain the reply");
+    bad("tool_choice",
+        "a required tool call and a response format cannot both constrain the reply");
 }
+
+namespace {
+
+// llama-server's reasoning_format (none, auto, deepseek), the server's where the request has none.
+ReasoningFormat read_reasoning_format(const json& body, ReasoningFormat server_default) {
+  if (!present(body, "reasoning_format")) return server_default;
+  const auto format = body["reasoning_format"].is_string()
+                          ? reasoning_format_from_name(body["reasoning_format"].get<std::string>())
+                          : std::nullopt;
+  if (!format) bad("reasoning_format", "'reasoning_format' must be one of none, auto, deepseek");
+  return *format;
+}
+
+}  // namespace
 
 CompletionRequest parse_completion_request(const std::string& text, bool chat,
                                            const ServerDefaults& defaults) {
@@ -474,6 +511,7 @@ CompletionRequest parse_completion_request(const std::string& text, bool chat,
   r.grammar_param = read_output_format(text, body, g);
   read_tools(text, body, r);
   if (present(body, "function_call")) bad("function_call", "'function_call' is not supported");
+  r.reasoning_format = read_reasoning_format(body, defaults.reasoning_format);
   return r;
 }
 

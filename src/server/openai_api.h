@@ -13,6 +13,7 @@
 
 #include "generation/generator.h"
 #include "chat/chat_template.h"
+#include "chat/reasoning.h"
 #include "chat/tool_calls.h"
 
 namespace strata {
@@ -51,6 +52,15 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int n = 1;                   // choices, each its own sequence (choice i: seed + i)
+  // chat: llama-server's reasoning_format (the server's --reasoning-format unless the request
+  // names one); the prompt builder sets think_split where the template writes <think> thoughts
+  // (and the format is not none) and think_open where the prompt leaves them open.
+  ReasoningFormat reasoning_format = ReasoningFormat::Auto;
+  bool think_split = false, think_open = false;
+  // A reply's thoughts apart (reasoning_content) where think_split, else all content.
+  ReasoningReply split(const std::string& text) const {
+    return think_split ? split_reasoning(text, think_open) : ReasoningReply{"", text};
+  }
 };
 
 inline constexpr int kMaxChoices = 16;
@@ -59,6 +69,7 @@ struct ServerDefaults {
   int64_t max_tokens = -1;  // when the request has none: until EOS or a full context
   SamplerParams sampling;   // temperature, top_k, ... when the request has none
   int64_t seed = -1;        // when the request has none (seed_choice.h): -1 draws one each time
+  ReasoningFormat reasoning_format = ReasoningFormat::Auto;  // --reasoning-format
 };
 
 // Throws ApiError (status 400) naming the field.

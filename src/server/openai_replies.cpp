@@ -21,12 +21,12 @@ json timings_json(std::span<const GenerationResult> choices) {
   const GenerationResult& first = choices.front();
   const int64_t evaluated = first.prompt_tokens - first.cached_tokens;
   json t = {{"queued_ms", 1e3 * first.queued_s},
-          {"prompt_n", evaluated},
-          {"prompt_ms", 1e3 * first.prompt_s},
-          {"prompt_per_second", first.prompt_s > 0 ? evaluated / first.prompt_s : 0.0},
-          {"predicted_n", predicted},
-          {"predicted_ms", 1e3 * decode_s},
-          {"predicted_per_second", decode_s > 0 ? predicted / decode_s : 0.0}};
+            {"prompt_n", evaluated},
+            {"prompt_ms", 1e3 * first.prompt_s},
+            {"prompt_per_second", first.prompt_s > 0 ? evaluated / first.prompt_s : 0.0},
+            {"predicted_n", predicted},
+            {"predicted_ms", 1e3 * decode_s},
+            {"predicted_per_second", decode_s > 0 ? predicted / decode_s : 0.0}};
   // Speculative decoding's, as llama-server reports them (only where a draft was made).
   int64_t drafted = 0, accepted = 0;
   for (const GenerationResult& r : choices) drafted += r.draft_tokens, accepted += r.draft_accepted;
@@ -101,8 +101,8 @@ std::string tool_call_id(const CompletionIds& ids, int choice, size_t k) {
 
 }  // namespace
 
-ToolReply tool_reply(const CompletionRequest& req, const CompletionIds& ids, const std::string& text,
-                     int choice) {
+ToolReply tool_reply(const CompletionRequest& req, const CompletionIds& ids,
+                     const std::string& text, int choice) {
   ParsedReply parsed = parse_tool_calls(req.tool_style, text, req.tools);
   if (!req.parallel_tool_calls && parsed.calls.size() > 1) parsed.calls.resize(1);
   ToolReply r;
@@ -114,9 +114,10 @@ ToolReply tool_reply(const CompletionRequest& req, const CompletionIds& ids, con
   r.message["content"] = parsed.content.empty() ? json() : json(parsed.content);
   json calls = json::array();
   for (size_t k = 0; k < parsed.calls.size(); ++k)
-    calls.push_back({{"id", tool_call_id(ids, choice, k)},
-                     {"type", "function"},
-                     {"function", {{"name", parsed.calls[k].name}, {"arguments", parsed.calls[k].arguments}}}});
+    calls.push_back(
+        {{"id", tool_call_id(ids, choice, k)},
+         {"type", "function"},
+         {"function", {{"name", parsed.calls[k].name}, {"arguments", parsed.calls[k].arguments}}}});
   r.message["tool_calls"] = std::move(calls);
   r.called = true;
   return r;
@@ -131,12 +132,14 @@ json completion_response(const CompletionRequest& req, const CompletionIds& ids,
     const bool asked = req.generation.logprobs >= 0 && token_text;
     const json logprobs = asked ? logprobs_json(req.chat, r.logprobs, token_text) : json();
     if (req.chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+      const ReasoningReply said = req.split(r.text);
+      choice["message"] = {{"role", "assistant"}, {"content", said.content}};
       if (req.tools_active()) {
-        ToolReply t = tool_reply(req, ids, r.text, static_cast<int>(i));
+        ToolReply t = tool_reply(req, ids, said.content, static_cast<int>(i));
         choice["message"] = std::move(t.message);
         if (t.called) choice["finish_reason"] = "tool_calls";
       }
+      if (!said.reasoning.empty()) choice["message"]["reasoning_content"] = said.reasoning;
       if (asked) choice["logprobs"] = logprobs;
     } else {
       choice["text"] = r.text;
@@ -145,12 +148,12 @@ json completion_response(const CompletionRequest& req, const CompletionIds& ids,
     list.push_back(std::move(choice));
   }
   json reply = {{"id", ids.id},
-          {"object", req.chat ? "chat.completion" : "text_completion"},
-          {"created", ids.created},
-          {"model", ids.model},
-          {"choices", std::move(list)},
-          {"usage", usage_json(choices)},
-          {"timings", timings_json(choices)}};
+                {"object", req.chat ? "chat.completion" : "text_completion"},
+                {"created", ids.created},
+                {"model", ids.model},
+                {"choices", std::move(list)},
+                {"usage", usage_json(choices)},
+                {"timings", timings_json(choices)}};
   // strata's note: the oldest turns of a conversation too long for the context were left out.
   if (req.dropped_messages > 0) reply["dropped_messages"] = req.dropped_messages;
   return reply;

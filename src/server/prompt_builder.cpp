@@ -71,8 +71,8 @@ void PromptBuilder::prepare_tools(CompletionRequest& req) const {
 }
 
 ChatPrompt PromptBuilder::render(const CompletionRequest& req,
-                                  const std::vector<ChatMessage>& messages,
-                                  const jinja::RenderLimits& limits) const {
+                                 const std::vector<ChatMessage>& messages,
+                                 const jinja::RenderLimits& limits) const {
   try {
     jinja::Dict extra;
     if (req.tools_active()) extra.set("tools", jinja::from_json(req.tools));
@@ -107,8 +107,8 @@ std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req,
     return n;
   };
   const int64_t reserve = reply_reserve(n_ctx_, req.generation.max_tokens);
-  const ChatFit fit = fit_chat(req.messages, static_cast<size_t>(std::max<int64_t>(1, n_ctx_ - reserve)),
-                               length);
+  const ChatFit fit =
+      fit_chat(req.messages, static_cast<size_t>(std::max<int64_t>(1, n_ctx_ - reserve)), length);
   req.messages = fit.messages;
   req.dropped_messages = fit.dropped;
   auto it = tried.find(req.messages.size());
@@ -118,6 +118,9 @@ std::vector<int32_t> PromptBuilder::chat_tokens(CompletionRequest& req,
     it = tried.emplace(req.messages.size(), std::pair{p, tokens_of(p)}).first;
   }
   for (auto& s : it->second.first.stop) req.generation.stop.push_back(std::move(s));
+  req.think_split =
+      req.reasoning_format != ReasoningFormat::None && template_thinks(template_.source());
+  req.think_open = req.think_split && prompt_opens_thinking(it->second.first.text);
   return std::move(it->second.second);
 }
 
